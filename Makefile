@@ -1,0 +1,50 @@
+# OpenCrab — the two set-up commands are `make run` and `make test`.
+# Everything is installed into .venv from the hash-pinned locks in requirements/.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+DATA   ?= ./data
+
+.PHONY: run test lint typecheck pytest bench lock clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Runtime environment: locked dependencies, then the package itself (editable, no deps).
+$(VENV)/.run-installed: requirements/run.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/run.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+# Development environment: runtime + test, lint and type-check tools.
+$(VENV)/.dev-installed: requirements/dev.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@ $(VENV)/.run-installed
+
+run: $(VENV)/.run-installed
+	$(BIN)/opencrab up --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+test: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest -q
+
+bench: $(VENV)/.dev-installed
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Re-resolve the locks after changing dependencies in pyproject.toml.
+lock: $(VENV)/.dev-installed
+	UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile -q pyproject.toml requirements/build.in \
+	  --python-version 3.11 --generate-hashes --no-emit-index-url \
+	  --custom-compile-command "make lock" -o requirements/run.lock
+	UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile -q pyproject.toml requirements/build.in \
+	  --extra dev --python-version 3.11 --generate-hashes --no-emit-index-url \
+	  --custom-compile-command "make lock" -o requirements/dev.lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

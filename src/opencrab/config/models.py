@@ -1,0 +1,183 @@
+"""The configuration schema: seed 001's `config/default.toml`, validated with pydantic.
+
+Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` variable is
+reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+BUILTIN_PROVIDERS = (
+    "openai",
+    "anthropic",
+    "google",
+    "openrouter",
+    "ollama",
+    "llamacpp",
+    "embedded",
+)
+"""Provider names the LLM router knows; `[llm.providers.<name>]` must use one of them."""
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+Purpose = Literal["thinking", "conversation", "analysis", "tool_calling", "creative", "embedding"]
+PURPOSES: tuple[Purpose, ...] = (
+    "thinking",
+    "conversation",
+    "analysis",
+    "tool_calling",
+    "creative",
+    "embedding",
+)
+
+
+class Section(BaseModel):
+    """Base of every config table: unknown keys are errors, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelRef(Section):
+    """A model on a provider, as `{ provider = "openai", model = "gpt-5-mini" }`."""
+
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+
+
+class AgentSection(Section):
+    heartbeat_interval_secs: int = Field(default=29, ge=1)
+    workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
+    max_workspace_size_mb: int = Field(default=100, ge=1)
+
+
+class LlmModels(Section):
+    thinking: ModelRef | None = None
+    conversation: ModelRef | None = None
+    analysis: ModelRef | None = None
+    tool_calling: ModelRef | None = None
+    creative: ModelRef | None = None
+    embedding: ModelRef | None = None
+
+
+class SelfSelection(Section):
+    enabled: bool = True
+    allowed_aliases: list[str] = Field(default_factory=list)
+
+
+class Fallback(Section):
+    chain: list[str] = Field(default_factory=list)
+
+
+class ProviderConfig(Section):
+    """Connection settings of one LLM provider; which keys matter depends on the provider."""
+
+    enabled: bool | None = None
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    organization: str | None = None
+    api_version: str | None = None  # Azure OpenAI
+    site_url: str | None = None  # OpenRouter HTTP-Referer
+    app_name: str | None = None  # OpenRouter X-Title
+    default_model: str | None = None
+    timeout_secs: float = Field(default=60.0, gt=0)
+
+
+class LlmSection(Section):
+    default_provider: str = "openai"
+    default_model: str = "gpt-4o"
+    models: LlmModels = Field(default_factory=LlmModels)
+    self_selection: SelfSelection = Field(default_factory=SelfSelection)
+    fallback: Fallback = Field(default_factory=Fallback)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    aliases: dict[str, ModelRef] = Field(default_factory=dict)
+
+
+class RestGateway(Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: Port = 8080
+
+
+class DiscordGateway(Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    guild_ids: list[int] = Field(default_factory=list)
+
+
+class Toggle(Section):
+    enabled: bool = False
+
+
+class GatewaySection(Section):
+    rest: RestGateway = Field(default_factory=RestGateway)
+    discord: DiscordGateway = Field(default_factory=DiscordGateway)
+    cli: Toggle = Field(default_factory=lambda: Toggle(enabled=True))
+    openai_compat: Toggle = Field(default_factory=Toggle)
+
+
+class DashboardSection(Section):
+    enabled: bool = True
+    port: Port = 3000
+
+
+class DatabaseSection(Section):
+    path: str = "{data_dir}/opencrab.db"
+    url: str | None = None  # a full SQLAlchemy URL; overrides `path` (e.g. PostgreSQL)
+    busy_timeout_ms: int = Field(default=5000, ge=0)
+
+
+class Settings(Section):
+    """The whole, validated configuration."""
+
+    data_dir: Path = Path("data")
+    agent: AgentSection = Field(default_factory=AgentSection)
+    llm: LlmSection = Field(default_factory=LlmSection)
+    gateway: GatewaySection = Field(default_factory=GatewaySection)
+    dashboard: DashboardSection = Field(default_factory=DashboardSection)
+    database: DatabaseSection = Field(default_factory=DatabaseSection)
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL of the store: `database.url`, else SQLite at `database.path`."""
+        if self.database.url:
+            return self.database.url
+        return f"sqlite:///{Path(self.database.path).expanduser()}"
+
+
+def reference_problems(settings: Settings) -> list[tuple[tuple[str | int, ...], str]]:
+    """Cross-references pydantic cannot check: provider names and the alias whitelist.
+
+    Returns (key path, problem) pairs; empty when everything refers to something real.
+    """
+    llm = settings.llm
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+
+    def known(name: str, path: tuple[str | int, ...]) -> None:
+        if name not in BUILTIN_PROVIDERS:
+            problems.append(
+                (path, f"unknown provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
+            )
+
+    for name in llm.providers:
+        known(name, ("llm", "providers", name))
+    known(llm.default_provider, ("llm", "default_provider"))
+    for purpose in PURPOSES:
+        ref = getattr(llm.models, purpose)
+        if ref is not None:
+            known(ref.provider, ("llm", "models", purpose, "provider"))
+    for alias, ref in llm.aliases.items():
+        known(ref.provider, ("llm", "aliases", alias, "provider"))
+    for i, name in enumerate(llm.fallback.chain):
+        known(name, ("llm", "fallback", "chain", i))
+    for i, alias in enumerate(llm.self_selection.allowed_aliases):
+        if alias not in llm.aliases:
+            problems.append(
+                (
+                    ("llm", "self_selection", "allowed_aliases", i),
+                    f"alias {alias!r} is not defined in [llm.aliases]",
+                )
+            )
+    return problems

@@ -1,0 +1,346 @@
+"""The AgentEvent log on the store: validated appends, traces, context and token totals.
+
+Rules checked before anything is written (seed 000):
+- ids are unique (within the batch and against the store);
+- `parent_id` is null (a root) or names an event of the same trace that is already
+  stored or comes earlier in the batch — so the chain can never loop;
+- a token_usage event's parent is a tool_call or a message;
+- a tool_result's `tool_call_id` names a tool_call of the same trace.
+A batch that breaks any rule writes nothing; EventValidationError lists every problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.errors import EventValidationError
+from opencrab.events import (
+    EVENT_ADAPTER,
+    GENERATION_TYPES,
+    AgentEvent,
+    ToolResultEvent,
+)
+from opencrab.store import Database
+from opencrab.store.bulk import bulk_insert, paused_gc
+from opencrab.store.tables import events as events_table
+from opencrab.store.types import format_timestamp
+
+_LOOKUP_CHUNK = 500
+
+
+@dataclass
+class TokenCount:
+    """Tokens of one generation event, or of a whole trace."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+    def add(self, usage: dict[str, Any]) -> None:
+        self.input_tokens += usage["input_tokens"]
+        self.output_tokens += usage["output_tokens"]
+        self.total_tokens += usage["total_tokens"]
+        details = usage.get("details") or {}
+        self.cache_read_input_tokens += details.get("cache_read_input_tokens") or 0
+        self.reasoning_output_tokens += details.get("reasoning_output_tokens") or 0
+
+
+@dataclass
+class TokenTotals:
+    """Token totals of a trace, and per generation event (the token_usage parents)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    by_event: dict[str, TokenCount] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """`{"input_tokens", "output_tokens", "total_tokens", "by_event": {id: {...}}}`."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "by_event": {k: vars(v) for k, v in self.by_event.items()},
+        }
+
+
+class EventLog:
+    """Append and read AgentEvents.
+
+    Example:
+        log = EventLog(db)
+        log.append_many([user, reasoning, call, usage, result])
+        [e.type for e in log.trace(trace_id)]
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ writing
+    def append(self, event: AgentEvent, *, conn: Connection | None = None) -> None:
+        """Validate and store one event."""
+        self.append_many([event], conn=conn)
+
+    def append_many(self, batch: Sequence[AgentEvent], *, conn: Connection | None = None) -> int:
+        """Validate and store a batch in one transaction; returns the number written.
+
+        Pass `conn` to write inside a transaction the caller already holds (so events
+        commit together with other rows of the same step).
+        """
+        if not batch:
+            return 0
+        if conn is not None:
+            self._append(conn, batch)
+        else:
+            with self.db.write() as own:
+                self._append(own, batch)
+        return len(batch)
+
+    def _append(self, conn: Connection, batch: Sequence[AgentEvent]) -> None:
+        try:
+            with paused_gc():
+                rows = _validate(batch, lambda ids: _lookup(conn, ids))
+                bulk_insert(conn, events_table, COLUMNS, rows)
+        except sa.exc.IntegrityError:
+            taken = _lookup(conn, {str(e.id) for e in batch})
+            problems = [
+                (i, str(e.id), "id already exists in the store")
+                for i, e in enumerate(batch)
+                if str(e.id) in taken
+            ]
+            if not problems:
+                raise
+            raise EventValidationError(problems) from None
+
+    # ------------------------------------------------------------------ reading
+    def trace(self, trace_id: UUID | str) -> list[AgentEvent]:
+        """Every event of the trace, ordered along the parent chain.
+
+        Depth-first from each root; siblings in the order they were recorded, so a
+        token_usage sidecar follows its tool_call or message directly.
+        """
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(
+                    events_table.c.id,
+                    events_table.c.parent_id,
+                    events_table.c.trace_id,
+                    events_table.c.type,
+                    events_table.c.timestamp,
+                    events_table.c.content,
+                    events_table.c.metadata,
+                )
+                .where(events_table.c.trace_id == str(trace_id))
+                .order_by(events_table.c.seq)
+            ).all()
+        return [_row_event(row) for row in _chain_order(rows)]
+
+    def context(self, trace_id: UUID | str) -> list[AgentEvent]:
+        """The trace as LLM history: every event but the token_usage sidecars."""
+        return [e for e in self.trace(trace_id) if e.is_context_event]
+
+    def exists(self, trace_id: UUID | str) -> bool:
+        """True when the trace has at least one event."""
+        with self.db.read() as conn:
+            found = conn.execute(
+                sa.select(events_table.c.seq)
+                .where(events_table.c.trace_id == str(trace_id))
+                .limit(1)
+            ).first()
+        return found is not None
+
+    def token_totals(self, trace_id: UUID | str) -> TokenTotals:
+        """Sum of the trace's token_usage events, in total and per parent event."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(events_table.c.parent_id, events_table.c.content)
+                .where(events_table.c.trace_id == str(trace_id))
+                .where(events_table.c.type == "token_usage")
+                .order_by(events_table.c.seq)
+            ).all()
+        totals = TokenTotals()
+        for parent_id, content in rows:
+            usage = orjson.loads(content)
+            totals.input_tokens += usage["input_tokens"]
+            totals.output_tokens += usage["output_tokens"]
+            totals.total_tokens += usage["total_tokens"]
+            totals.by_event.setdefault(parent_id, TokenCount()).add(usage)
+        return totals
+
+
+def _lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Stored events among `ids`: id → (trace, type)."""
+    wanted = list(ids)
+    found: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(wanted), _LOOKUP_CHUNK):
+        chunk = wanted[start : start + _LOOKUP_CHUNK]
+        rows = conn.execute(
+            sa.select(events_table.c.id, events_table.c.trace_id, events_table.c.type).where(
+                events_table.c.id.in_(chunk)
+            )
+        )
+        for event_id, trace_id, type_ in rows:
+            found[event_id] = (trace_id, type_)
+    return found
+
+
+COLUMNS = (
+    "id",
+    "trace_id",
+    "parent_id",
+    "type",
+    "timestamp",
+    "content",
+    "metadata",
+    "tool_call_id",
+)
+
+
+def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]:
+    """Check every rule; return the rows to insert (COLUMNS order), or raise listing all."""
+    # UUID.__str__ is slow Python; stringify each distinct UUID once
+    text: dict[UUID, str] = {e.id: str(e.id) for e in batch}
+
+    def as_text(value: UUID) -> str:
+        found = text.get(value)
+        if found is None:
+            found = text[value] = str(value)
+        return found
+
+    ids = [text[e.id] for e in batch]
+    batch_ids = set(ids)
+    referenced: set[str] = set()
+    for e in batch:
+        if e.parent_id is not None:
+            referenced.add(as_text(e.parent_id))
+        if isinstance(e, ToolResultEvent):
+            referenced.add(as_text(e.content.tool_call_id))
+    outside = referenced - batch_ids
+    stored: dict[str, tuple[str, str]] = lookup(outside) if outside else {}
+
+    seen: dict[str, tuple[str, str]] = {}  # id -> (trace, type) of valid events so far
+    problems: list[tuple[int, str | None, str]] = []
+    rows: list[tuple[Any, ...]] = []
+
+    def find(ref: str, event_id: str, what: str) -> tuple[str, str] | str:
+        known = seen.get(ref) or stored.get(ref)
+        if known is not None:
+            return known
+        if ref == event_id:
+            return f"{what} {ref} is the event itself"
+        if ref in batch_ids:
+            return f"{what} {ref} comes later in the batch or is invalid; it must come first"
+        return f"{what} {ref} does not exist"
+
+    for index, event in enumerate(batch):
+        event_id = ids[index]
+        trace = as_text(event.trace_id)
+        kind = event.type
+        before = len(problems)
+        if event_id in seen:
+            problems.append((index, event_id, "duplicate id in the batch"))
+        parent_id = None
+        if event.parent_id is not None:
+            parent_id = as_text(event.parent_id)
+            parent = find(parent_id, event_id, "parent")
+            if isinstance(parent, str):
+                problems.append((index, event_id, parent))
+            elif parent[0] != trace:
+                problems.append(
+                    (index, event_id, f"parent {parent_id} belongs to trace {parent[0]}")
+                )
+            elif kind == "token_usage" and parent[1] not in GENERATION_TYPES:
+                problems.append(
+                    (
+                        index,
+                        event_id,
+                        f"a token_usage parent must be a tool_call or message, not a {parent[1]}",
+                    )
+                )
+        elif kind == "token_usage":
+            problems.append(
+                (index, event_id, "a token_usage event needs a tool_call or message parent")
+            )
+        tool_call_id = None
+        if isinstance(event, ToolResultEvent):
+            tool_call_id = as_text(event.content.tool_call_id)
+            call = find(tool_call_id, event_id, "tool_call_id")
+            if isinstance(call, str):
+                problems.append((index, event_id, call))
+            elif call[0] != trace:
+                problems.append(
+                    (index, event_id, f"tool_call_id {tool_call_id} belongs to trace {call[0]}")
+                )
+            elif call[1] != "tool_call":
+                problems.append(
+                    (
+                        index,
+                        event_id,
+                        f"tool_call_id {tool_call_id} names a {call[1]}, not a tool_call",
+                    )
+                )
+        if len(problems) == before and event_id not in seen:
+            seen[event_id] = (trace, kind)
+            if not problems:
+                metadata = event.metadata
+                rows.append(
+                    (
+                        event_id,
+                        trace,
+                        parent_id,
+                        kind,
+                        event.timestamp,
+                        event.content.model_dump_json(),
+                        None if metadata is None else orjson.dumps(metadata).decode(),
+                        tool_call_id,
+                    )
+                )
+    if problems:
+        raise EventValidationError(problems)
+    return rows
+
+
+def _chain_order(rows: Sequence[sa.Row[Any]]) -> list[sa.Row[Any]]:
+    """Depth-first along parent_id (iterative: chains may be very long)."""
+    children: dict[str | None, list[sa.Row[Any]]] = {}
+    ids = {row.id for row in rows}
+    for row in rows:  # rows come in insertion order, so siblings stay in that order
+        parent = row.parent_id if row.parent_id in ids else None
+        children.setdefault(parent, []).append(row)
+    ordered: list[sa.Row[Any]] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        row = stack.pop()
+        ordered.append(row)
+        stack.extend(reversed(children.get(row.id, [])))
+    return ordered
+
+
+def _row_event(row: sa.Row[Any]) -> AgentEvent:
+    parts = [
+        b'{"id":"',
+        row.id.encode(),
+        b'","trace_id":"',
+        row.trace_id.encode(),
+        b'","parent_id":',
+        b"null" if row.parent_id is None else b'"' + row.parent_id.encode() + b'"',
+        b',"timestamp":"',
+        format_timestamp(row.timestamp).encode(),
+        b'","type":"',
+        row.type.encode(),
+        b'","content":',
+        row.content.encode(),
+    ]
+    if row.metadata is not None:
+        parts += [b',"metadata":', row.metadata.encode()]
+    parts.append(b"}")
+    return EVENT_ADAPTER.validate_json(b"".join(parts))

@@ -1,0 +1,60 @@
+"""Fast, portable bulk inserts: compile the INSERT once, hand rows to `executemany`.
+
+SQLAlchemy's generic executemany processes every parameter of every row in Python;
+for large batches (event imports, transcript imports) this compiles the statement for
+the connection's dialect and sends plain tuples (or dicts, for named paramstyles) to
+the driver. Values of columns whose type needs bind processing (UtcDateTime) are
+converted once per value.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+
+def bulk_insert(
+    conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Insert `rows` (tuples in `columns` order) into `table` with one executemany."""
+    if not rows:
+        return
+    dialect = conn.dialect
+    stmt = table.insert().values({name: sa.bindparam(name) for name in columns})
+    compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+    for i, name in enumerate(columns):
+        process = table.c[name].type._cached_bind_processor(dialect)
+        if process is not None:
+            rows = [
+                (*row[:i], None if row[i] is None else process(row[i]), *row[i + 1 :])
+                for row in rows
+            ]
+    if compiled.positional:
+        order = [columns.index(name) for name in compiled.positiontup or ()]
+        if order != list(range(len(columns))):
+            rows = [tuple(row[i] for i in order) for row in rows]
+        params: Sequence[Any] = rows
+    else:
+        params = [dict(zip(columns, row, strict=True)) for row in rows]
+    conn.exec_driver_sql(str(compiled), params)  # type: ignore[arg-type]
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many long-lived objects.
+
+    Creating 100k objects that all stay alive makes CPython rescan them over and over;
+    the collector is switched back on at exit.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

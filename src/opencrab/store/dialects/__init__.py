@@ -1,0 +1,1 @@
+"""Dialect-specific SQL, kept apart so another database only adds a module here."""

@@ -1,0 +1,55 @@
+"""Alembic, driven from code: `opencrab db upgrade` and start-up both call `upgrade`."""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from opencrab.errors import StoreError
+from opencrab.store.database import Database
+
+
+def alembic_config() -> Config:
+    """An Alembic config pointing at the migrations packaged with opencrab."""
+    config = Config()
+    config.set_main_option("script_location", "opencrab.store:migrations")
+    return config
+
+
+def head() -> str:
+    """The newest revision shipped with this version of opencrab."""
+    revision = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert revision is not None
+    return revision
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    """Migrate the database to `revision` in one transaction."""
+    config = alembic_config()
+    try:
+        with db.write() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"migration to {revision} failed: {exc}") from exc
+
+
+def downgrade(db: Database, revision: str) -> None:
+    """Migrate the database down to `revision` ("base" removes every table)."""
+    config = alembic_config()
+    try:
+        with db.write() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+    except Exception as exc:
+        raise StoreError(f"migration down to {revision} failed: {exc}") from exc
+
+
+def current(db: Database) -> str | None:
+    """The revision the database is at; None when it was never migrated."""
+    with db.read() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,1 @@
+"""Alembic migration scripts (one revision per schema change)."""

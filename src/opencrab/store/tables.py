@@ -1,0 +1,342 @@
+"""Every table, declared once with SQLAlchemy Core (DESIGN.md "One model, not five").
+
+Seed 001's persona/memory/skills/metrics tables and seed 002's agents/tools/tickets/
+steps/sessions/messages share one schema: `agents` is 002's row and 001's soul,
+identity, memory, skills, impressions and heartbeat log hang off it by `agent_id`;
+`sessions` serves 001's discussions, 002's ticket sessions and gateway chats through
+`kind`; `events` is seed 000's AgentEvent log. JSON columns keep the seeds' `*_json`
+names. Alembic migrations create exactly these; a test checks that they agree.
+Dialect-specific objects (the FTS5 index on memory_sessions) are not declared here.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from opencrab.store.types import UtcDateTime, Uuid
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+TICKET_STATUSES = ("pending", "running", "suspended", "completed", "failed")
+TICKET_SESSION_STATUSES = ("active", "suspended", "completed", "failed")
+STEP_STATUSES = ("pending", "running", "completed", "failed")
+MESSAGE_ROLES = ("user", "assistant", "system", "tool")
+SESSION_KINDS = ("chat", "discussion", "ticket")
+EVENT_TYPES = ("user", "reasoning", "tool_call", "tool_result", "message", "token_usage")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _agent_fk(*, primary_key: bool = False) -> sa.Column[str]:
+    return sa.Column(
+        "agent_id",
+        Uuid,
+        sa.ForeignKey("agents.id", ondelete="CASCADE"),
+        primary_key=primary_key,
+        nullable=False,
+    )
+
+
+def _created() -> sa.Column[object]:
+    return sa.Column("created_at", UtcDateTime, nullable=False)
+
+
+def _updated() -> sa.Column[object]:
+    return sa.Column("updated_at", UtcDateTime, nullable=False)
+
+
+# ---------------------------------------------------------------- seed 002: agents, tools
+agents = sa.Table(
+    "agents",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("description", sa.Text),
+    sa.Column("prompt", sa.Text, nullable=False),
+    # seed 001 AgentLlmConfig and HeartbeatConfig, keyed by the agent
+    sa.Column("llm_config_json", sa.JSON),
+    sa.Column("heartbeat_json", sa.JSON),
+    _created(),
+    _updated(),
+)
+
+tools = sa.Table(
+    "tools",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False, unique=True),
+    sa.Column("description", sa.Text),
+    sa.Column("schema", sa.JSON, nullable=False),
+    _created(),
+)
+
+agent_tools = sa.Table(
+    "agent_tools",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("tool_id", Uuid, sa.ForeignKey("tools.id", ondelete="CASCADE"), primary_key=True),
+)
+
+# ---------------------------------------------------------------- seed 002: tickets, steps
+tickets = sa.Table(
+    "tickets",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("agent_id", Uuid, sa.ForeignKey("agents.id"), nullable=False, index=True),
+    sa.Column("status", sa.String(20), nullable=False, server_default="pending", index=True),
+    sa.Column("params", sa.JSON),
+    sa.Column("context", sa.JSON),
+    sa.Column("error_message", sa.Text),
+    _created(),
+    _updated(),
+    sa.CheckConstraint(_in("status", TICKET_STATUSES), name="status"),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "ticket_id",
+        Uuid,
+        sa.ForeignKey("tickets.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("idx", sa.Integer, nullable=False),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False, server_default="pending"),
+    sa.Column("result", sa.JSON),
+    _created(),
+    _updated(),
+    sa.UniqueConstraint("ticket_id", "idx"),
+    sa.CheckConstraint(_in("status", STEP_STATUSES), name="status"),
+)
+
+# ------------------------------------------------- sessions: 001 discussions + 002 + chats
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False, server_default="chat"),
+    sa.Column("status", sa.String(20), nullable=False, server_default="active", index=True),
+    # chat: the agent talked to; 002 ticket sessions: the ticket
+    sa.Column("agent_id", Uuid, sa.ForeignKey("agents.id", ondelete="CASCADE"), index=True),
+    sa.Column("ticket_id", Uuid, sa.ForeignKey("tickets.id", ondelete="CASCADE"), index=True),
+    sa.Column("context", sa.JSON),
+    # seed 001 discussion state
+    sa.Column("mode", sa.String(32)),
+    sa.Column("theme", sa.Text),
+    sa.Column("phase", sa.String(32)),
+    sa.Column("turn_number", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("participant_ids_json", sa.JSON, nullable=False, server_default="[]"),
+    sa.Column("facilitator_id", Uuid),
+    sa.Column("done_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("max_turns", sa.Integer),
+    _created(),
+    _updated(),
+    sa.CheckConstraint(_in("kind", SESSION_KINDS), name="kind"),
+    sa.CheckConstraint(
+        f"kind != 'ticket' OR (ticket_id IS NOT NULL AND {_in('status', TICKET_SESSION_STATUSES)})",
+        name="ticket_session",
+    ),
+    sa.CheckConstraint("kind != 'discussion' OR theme IS NOT NULL", name="discussion_theme"),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("sessions.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("role", sa.String(20), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("timestamp", UtcDateTime, nullable=False),
+    sa.Column("event_id", Uuid),  # the AgentEvent this message was written with
+    sa.CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
+)
+
+agent_sessions = sa.Table(
+    "agent_sessions",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column(
+        "session_id", Uuid, sa.ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column("last_speech_at", UtcDateTime),
+    sa.Column("done_declared", sa.Boolean, nullable=False, server_default="0"),
+)
+
+# ----------------------------------------------------------- seed 001: persona and memory
+soul = sa.Table(
+    "soul",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("persona_name", sa.Text, nullable=False),
+    sa.Column("social_style_json", sa.JSON, nullable=False, server_default="{}"),
+    sa.Column("personality_json", sa.JSON, nullable=False, server_default="{}"),
+    sa.Column("thinking_style_json", sa.JSON, nullable=False, server_default="{}"),
+    sa.Column("custom_traits_json", sa.JSON),
+    _updated(),
+)
+
+identity = sa.Table(
+    "identity",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("role", sa.String(64), nullable=False, server_default="discussant"),
+    sa.Column("job_title", sa.Text),
+    sa.Column("organization", sa.Text),
+    sa.Column("image_url", sa.Text),
+    sa.Column("metadata_json", sa.JSON),
+    _updated(),
+)
+
+memory_curated = sa.Table(
+    "memory_curated",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    _agent_fk(),
+    sa.Column("category", sa.String(64), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    _updated(),
+    sa.Index(None, "agent_id", "category"),
+)
+
+memory_sessions = sa.Table(
+    "memory_sessions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    _agent_fk(),
+    sa.Column("session_id", Uuid, nullable=False),
+    sa.Column("log_type", sa.String(32), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("speaker_id", sa.String(64)),
+    sa.Column("turn_number", sa.Integer),
+    sa.Column("metadata_json", sa.JSON),
+    sa.Column("event_id", Uuid),  # the AgentEvent this log line was written with
+    _created(),
+    sa.Index(None, "agent_id", "session_id"),
+)
+
+skills = sa.Table(
+    "skills",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    _agent_fk(),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("situation_pattern", sa.Text, nullable=False),
+    sa.Column("guidance", sa.Text, nullable=False),
+    sa.Column("source_type", sa.String(32), nullable=False, server_default="standard"),
+    sa.Column("source_context", sa.Text),
+    sa.Column("file_path", sa.Text),
+    sa.Column("effectiveness", sa.Float),
+    sa.Column("usage_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("is_active", sa.Boolean, nullable=False, server_default="1"),
+    sa.Column("last_used_at", UtcDateTime),
+    _created(),
+    _updated(),
+    sa.Index(None, "agent_id", "is_active"),
+)
+
+impressions = sa.Table(
+    "impressions",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    _agent_fk(),
+    sa.Column("session_id", Uuid, nullable=False),
+    sa.Column("target_id", sa.String(64), nullable=False),
+    sa.Column("target_name", sa.Text, nullable=False),
+    sa.Column("personality", sa.Text, server_default=""),
+    sa.Column("communication_style", sa.Text, server_default=""),
+    sa.Column("recent_behavior", sa.Text, server_default=""),
+    sa.Column("agreement", sa.Text, server_default="中立"),
+    sa.Column("notes", sa.Text, server_default=""),
+    sa.Column("last_updated_turn", sa.Integer, server_default="0"),
+    _created(),
+    _updated(),
+    sa.UniqueConstraint("agent_id", "session_id", "target_id"),
+    sa.Index(None, "agent_id", "session_id"),
+)
+
+heartbeat_log = sa.Table(
+    "heartbeat_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    _agent_fk(),
+    sa.Column("decision", sa.String(32), nullable=False),
+    sa.Column("result_json", sa.JSON),
+    _created(),
+)
+
+# ------------------------------------------------------------- seed 001: LLM metrics
+llm_usage_metrics = sa.Table(
+    "llm_usage_metrics",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("agent_id", sa.String(64), nullable=False, index=True),
+    sa.Column("session_id", sa.String(64)),
+    sa.Column("timestamp", UtcDateTime, nullable=False, index=True),
+    sa.Column("provider", sa.String(64), nullable=False),
+    sa.Column("model", sa.String(200), nullable=False, index=True),
+    sa.Column("purpose", sa.String(32), nullable=False, index=True),
+    sa.Column("task_type", sa.String(64)),
+    sa.Column("complexity", sa.String(16)),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("total_tokens", sa.Integer, nullable=False),
+    sa.Column("estimated_cost_usd", sa.Float, nullable=False),
+    sa.Column("latency_ms", sa.Integer, nullable=False),
+    sa.Column("time_to_first_token_ms", sa.Integer),
+    sa.Column("quality_score", sa.Float),
+    sa.Column("self_evaluation", sa.Text),
+    sa.Column("task_success", sa.Boolean),
+    sa.Column("would_use_again", sa.Boolean),
+    sa.Column("better_model_suggestion", sa.Text),
+    _created(),
+)
+
+model_pricing = sa.Table(
+    "model_pricing",
+    metadata,
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(200), primary_key=True),
+    sa.Column("input_price_per_1m", sa.Float, nullable=False),
+    sa.Column("output_price_per_1m", sa.Float, nullable=False),
+    sa.Column("context_window", sa.Integer),
+    _updated(),
+)
+
+# ------------------------------------------------------------- seed 000: the event log
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),  # insertion order
+    sa.Column("id", Uuid, nullable=False, unique=True),
+    sa.Column("trace_id", Uuid, nullable=False),
+    sa.Column("parent_id", Uuid),
+    sa.Column("type", sa.String(16), nullable=False),
+    sa.Column("timestamp", UtcDateTime, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),  # the payload's JSON
+    sa.Column("metadata", sa.Text),  # JSON, absent when null
+    sa.Column("tool_call_id", Uuid),  # tool_result only: the call it answers
+    sa.CheckConstraint(_in("type", EVENT_TYPES), name="type"),
+    sa.Index(None, "trace_id", "seq"),
+)
