@@ -14,6 +14,8 @@ maps them to the `{"error", "message"}` JSON shape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class OpenCrabError(Exception):
     """Base class for errors OpenCrab raises deliberately."""
@@ -53,8 +55,8 @@ class EventValidationError(ValidationError):
 
     code = "invalid_event"
 
-    def __init__(self, problems: list[tuple[int, str | None, str]]):
-        self.problems = problems
+    def __init__(self, problems: Sequence[tuple[int, str | None, str]]):
+        self.problems = list(problems)
         shown = [_describe(i, eid, why) for i, eid, why in problems[:20]]
         more = len(problems) - len(shown)
         if more > 0:

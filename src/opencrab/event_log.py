@@ -309,14 +309,14 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
     return rows
 
 
-def _chain_order(rows: Sequence[sa.Row[Any]]) -> list[sa.Row[Any]]:
+def _chain_order(rows: Sequence[Any]) -> list[Any]:
     """Depth-first along parent_id (iterative: chains may be very long)."""
-    children: dict[str | None, list[sa.Row[Any]]] = {}
+    children: dict[str | None, list[Any]] = {}
     ids = {row.id for row in rows}
     for row in rows:  # rows come in insertion order, so siblings stay in that order
         parent = row.parent_id if row.parent_id in ids else None
         children.setdefault(parent, []).append(row)
-    ordered: list[sa.Row[Any]] = []
+    ordered: list[Any] = []
     stack = list(reversed(children.get(None, [])))
     while stack:
         row = stack.pop()
@@ -325,7 +325,7 @@ def _chain_order(rows: Sequence[sa.Row[Any]]) -> list[sa.Row[Any]]:
     return ordered
 
 
-def _row_event(row: sa.Row[Any]) -> AgentEvent:
+def _row_event(row: Any) -> AgentEvent:
     parts = [
         b'{"id":"',
         row.id.encode(),

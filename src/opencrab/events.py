@@ -190,14 +190,6 @@ AgentEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 EVENTS_ADAPTER: TypeAdapter[list[AgentEvent]] = TypeAdapter(list[AgentEvent])
 
-_EVENT_CLASSES: dict[str, type[EventBase]] = {
-    "user": UserEvent,
-    "reasoning": ReasoningEvent,
-    "tool_call": ToolCallEvent,
-    "tool_result": ToolResultEvent,
-    "message": MessageEvent,
-    "token_usage": TokenUsageEvent,
-}
 _PAYLOAD_TYPES: dict[type[BaseModel], str] = {
     UserPayload: "user",
     ReasoningPayload: "reasoning",
@@ -239,14 +231,16 @@ def new_event(
         reply = new_event(trace, MessagePayload(text="hello"), parent=user)
     """
     parent_id = parent.id if isinstance(parent, EventBase) else parent
-    cls = _EVENT_CLASSES[_PAYLOAD_TYPES[type(payload)]]
-    return cls(  # type: ignore[return-value]
-        id=uuid4(),
-        trace_id=trace_id,
-        parent_id=parent_id,
-        timestamp=timestamp or datetime.now(UTC),
-        content=payload,  # type: ignore[call-arg]
-        metadata=metadata,  # type: ignore[call-arg]
+    return EVENT_ADAPTER.validate_python(
+        {
+            "id": uuid4(),
+            "trace_id": trace_id,
+            "parent_id": parent_id,
+            "timestamp": timestamp or datetime.now(UTC),
+            "type": _PAYLOAD_TYPES[type(payload)],
+            "content": payload,
+            "metadata": metadata,
+        }
     )
 
 

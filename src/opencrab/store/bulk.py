@@ -41,7 +41,7 @@ def bulk_insert(
         params: Sequence[Any] = rows
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
-    conn.exec_driver_sql(str(compiled), params)  # type: ignore[arg-type]
+    conn.exec_driver_sql(str(compiled), params)
 
 
 @contextmanager

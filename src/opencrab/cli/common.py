@@ -1,0 +1,87 @@
+"""Helpers shared by CLI commands: options, settings, the store, errors → exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from opencrab.config import Settings, load_settings
+from opencrab.errors import ConfigError, OpenCrabError
+from opencrab.store import Database
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (TOML) layered over the packaged defaults [env: OPENCRAB_CONFIG].",
+        show_default=False,
+    ),
+]
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Data directory for the database and workspaces [env: OPENCRAB_HOME; default ./data].",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def exits_on_error(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn OpenCrab errors into a message on stderr and an exit code.
+
+    ConfigError → 2 (like a usage error); any other OpenCrabError → 1.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except ConfigError as exc:
+            err_console.print(f"[bold red]config error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(2) from None
+        except OpenCrabError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def settings_from(
+    config: Path | None, data_dir: Path | None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    """Load settings, with `--data-dir` and other flags as the top layer."""
+    layer: dict[str, Any] = dict(overrides or {})
+    if data_dir is not None:
+        layer["data_dir"] = str(data_dir)
+    return load_settings(config, overrides=layer)
+
+
+def open_store(settings: Settings, *, migrate: bool = True) -> Database:
+    """Open the configured database, migrated to the newest schema unless told not to."""
+    db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
+    if migrate:
+        db.upgrade()
+    return db
+
+
+def print_json(data: Any) -> None:
+    """Write JSON to stdout (UTF-8, indented), bypassing Rich markup."""
+    import orjson
+
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()

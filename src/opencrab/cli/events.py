@@ -1,0 +1,230 @@
+"""`opencrab events import|show|stats`: the AgentEvent log from the command line."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID
+
+import pydantic
+import typer
+from rich.table import Table
+
+from opencrab.cli.common import (
+    ConfigOption,
+    DataDirOption,
+    JsonOption,
+    console,
+    err_console,
+    exits_on_error,
+    open_store,
+    print_json,
+    settings_from,
+)
+from opencrab.errors import EventValidationError, NotFoundError
+from opencrab.event_log import EventLog
+from opencrab.events import AgentEvent, event_dict, parse_event
+from opencrab.plugins import hookimpl
+from opencrab.store.bulk import paused_gc
+
+events_app = typer.Typer(help="The AgentEvent log (seed 000).", no_args_is_help=True)
+
+TraceArg = Annotated[UUID, typer.Argument(help="The trace id (a UUID).", show_default=False)]
+MAX_SHOWN_PROBLEMS = 20
+
+
+@events_app.command("import")
+@exits_on_error
+def import_events(
+    file: Annotated[
+        str, typer.Argument(help="JSON Lines file of AgentEvents, or - for standard input.")
+    ],
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate and store AgentEvents from JSON Lines; nothing is written if any is invalid."""
+    settings = settings_from(config, data_dir)
+    data = _read_input(file)
+    events, lines, problems = _parse_lines(data)
+    if problems:
+        _fail(file, problems)
+    db = open_store(settings)
+    try:
+        EventLog(db).append_many(events)
+    except EventValidationError as exc:
+        _fail(file, [(lines[i], why) for i, _, why in exc.problems])
+    finally:
+        db.close()
+    counts = Counter(e.type for e in events)
+    traces = len({e.trace_id for e in events})
+    if as_json:
+        print_json({"events": len(events), "traces": traces, "by_type": dict(counts)})
+        return
+    detail = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+    noun = "trace" if traces == 1 else "traces"
+    console.print(
+        f"imported {len(events)} events into {traces} {noun}" + (f": {detail}" if detail else "")
+    )
+
+
+def _read_input(file: str) -> bytes:
+    if file == "-":
+        return sys.stdin.buffer.read()
+    path = Path(file)
+    if not path.is_file():
+        raise NotFoundError(f"{file}: no such file")
+    return path.read_bytes()
+
+
+def _parse_lines(data: bytes) -> tuple[list[AgentEvent], list[int], list[tuple[int, str]]]:
+    """Parse every non-blank line; return events, their line numbers and all problems."""
+    events: list[AgentEvent] = []
+    lines: list[int] = []
+    problems: list[tuple[int, str]] = []
+    with paused_gc():
+        for number, line in enumerate(data.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(parse_event(line))
+                lines.append(number)
+            except pydantic.ValidationError as exc:
+                problems.append((number, _explain(exc)))
+    return events, lines, problems
+
+
+def _explain(exc: pydantic.ValidationError) -> str:
+    """One line per pydantic error: `content.text: Field required`."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"]]
+        if loc and loc[0] in {
+            "user",
+            "reasoning",
+            "tool_call",
+            "tool_result",
+            "message",
+            "token_usage",
+        }:
+            loc = loc[1:]  # the union tag pydantic prefixes
+        where = ".".join(loc)
+        if err["type"] == "union_tag_not_found":
+            parts.append(
+                "type: missing; one of user, reasoning, tool_call, tool_result, message, token_usage"
+            )
+            continue
+        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+    return "; ".join(parts)
+
+
+def _fail(file: str, problems: list[tuple[int, str]]) -> None:
+    label = "<stdin>" if file == "-" else file
+    for number, why in problems[:MAX_SHOWN_PROBLEMS]:
+        err_console.print(f"{label}:{number}: {why}", highlight=False, markup=False)
+    if len(problems) > MAX_SHOWN_PROBLEMS:
+        err_console.print(f"... and {len(problems) - MAX_SHOWN_PROBLEMS} more problems")
+    err_console.print(f"[bold red]error:[/] {len(problems)} invalid event(s); nothing was written")
+    raise typer.Exit(1)
+
+
+@events_app.command()
+@exits_on_error
+def show(
+    trace_id: TraceArg,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a trace's events in parent-chain order."""
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    try:
+        events = EventLog(db).trace(trace_id)
+    finally:
+        db.close()
+    if not events:
+        raise NotFoundError(f"trace {trace_id} has no events")
+    if as_json:
+        print_json([event_dict(e) for e in events])
+        return
+    table = Table(title=f"trace {trace_id}", show_lines=False)
+    for column in ("#", "time", "type", "id", "parent"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("content", overflow="fold")
+    for n, event in enumerate(events, start=1):
+        table.add_row(
+            str(n),
+            event.timestamp.strftime("%Y-%m-%d %H:%M:%S"),
+            event.type,
+            str(event.id)[:8],
+            str(event.parent_id)[:8] if event.parent_id else "—",
+            _summary(event),
+        )
+    console.print(table)
+
+
+def _summary(event: AgentEvent) -> str:
+    content: dict[str, Any] = event.content.model_dump(mode="json")
+    if event.type == "tool_call":
+        return f"{content['name']}({content['arguments']})"
+    if event.type == "tool_result":
+        flag = " [error]" if content["is_error"] else ""
+        return f"→ {content['tool_call_id'][:8]}{flag}: {content['output']}"
+    if event.type == "token_usage":
+        return (
+            f"in {content['input_tokens']} / out {content['output_tokens']}"
+            f" / total {content['total_tokens']}"
+        )
+    return str(content.get("text", ""))
+
+
+@events_app.command()
+@exits_on_error
+def stats(
+    trace_id: TraceArg,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Token totals of a trace, overall and per generation event."""
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    try:
+        log = EventLog(db)
+        if not log.exists(trace_id):
+            raise NotFoundError(f"trace {trace_id} has no events")
+        totals = log.token_totals(trace_id)
+    finally:
+        db.close()
+    if as_json:
+        print_json(totals.as_json())
+        return
+    table = Table(title=f"tokens of trace {trace_id}")
+    for column in ("event", "input", "output", "total", "cache read", "reasoning"):
+        table.add_column(column, justify="right" if column != "event" else "left")
+    for event_id, count in totals.by_event.items():
+        table.add_row(
+            event_id,
+            str(count.input_tokens),
+            str(count.output_tokens),
+            str(count.total_tokens),
+            str(count.cache_read_input_tokens),
+            str(count.reasoning_output_tokens),
+        )
+    table.add_row(
+        "[bold]all[/]",
+        str(totals.input_tokens),
+        str(totals.output_tokens),
+        str(totals.total_tokens),
+        "",
+        "",
+    )
+    console.print(table)
+
+
+@hookimpl
+def register_commands(app: typer.Typer) -> None:
+    app.add_typer(events_app, name="events")

@@ -1,0 +1,66 @@
+"""Plugin hooks (pluggy). Built-ins register through the same hooks as third parties.
+
+A third-party package exposes a module with hook implementations under the
+`opencrab` entry-point group:
+
+    # pyproject.toml of the plugin
+    [project.entry-points.opencrab]
+    hello = "opencrab_hello"
+
+    # opencrab_hello.py
+    import typer
+    from opencrab.plugins import hookimpl
+
+    @hookimpl
+    def register_commands(app: typer.Typer) -> None:
+        @app.command()
+        def hello() -> None:
+            print("hello from a plugin")
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    import typer
+    from fastapi import FastAPI
+
+hookspec = pluggy.HookspecMarker("opencrab")
+hookimpl = pluggy.HookimplMarker("opencrab")
+
+DEFAULT_PLUGINS = (
+    "opencrab.cli.up",
+    "opencrab.cli.db",
+    "opencrab.cli.events",
+    "opencrab.server.api.health",
+    "opencrab.server.api.traces",
+)
+"""Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
+
+
+class Hooks:
+    """The hook specifications."""
+
+    @hookspec
+    def register_commands(self, app: typer.Typer) -> None:
+        """Add commands or command groups to the `opencrab` CLI."""
+
+    @hookspec
+    def register_routes(self, app: FastAPI) -> None:
+        """Add routers to the server app (include_router)."""
+
+
+@cache
+def plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager: built-ins first, then installed plugins."""
+    pm = pluggy.PluginManager("opencrab")
+    pm.add_hookspecs(Hooks)
+    for name in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    pm.load_setuptools_entrypoints("opencrab")
+    return pm

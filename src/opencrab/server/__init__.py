@@ -1,0 +1,1 @@
+"""The HTTP server: FastAPI app, routers under /api, error handling."""

@@ -1,0 +1,1 @@
+"""One router per resource; each module registers itself through the plugin hook."""

@@ -1,0 +1,31 @@
+"""FastAPI dependencies, as `Annotated` aliases routers can put in their signatures."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from opencrab.config import Settings
+from opencrab.event_log import EventLog
+from opencrab.store import Database
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_db(request: Request) -> Database:
+    db: Database = request.app.state.db
+    return db
+
+
+def get_event_log(request: Request) -> EventLog:
+    log: EventLog = request.app.state.event_log
+    return log
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_db)]
+EventLogDep = Annotated[EventLog, Depends(get_event_log)]
