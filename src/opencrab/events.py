@@ -30,9 +30,12 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    ValidationError,
     field_serializer,
     model_serializer,
 )
+
+from opencrab.store.bulk import paused_gc
 
 I32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
 """A token count: seed 000 uses i32; negative counts are rejected."""
@@ -41,6 +44,7 @@ UtcTimestamp = Annotated[AwareDatetime, AfterValidator(lambda v: v.astimezone(UT
 
 EventType = Literal["user", "reasoning", "tool_call", "tool_result", "message", "token_usage"]
 GENERATION_TYPES = frozenset({"tool_call", "message"})
+_TYPE_NAMES = ("user", "reasoning", "tool_call", "tool_result", "message", "token_usage")
 
 
 class _Strict(BaseModel):
@@ -205,6 +209,43 @@ def parse_event(data: str | bytes) -> AgentEvent:
     return EVENT_ADAPTER.validate_json(data)
 
 
+def parse_jsonl(data: bytes) -> tuple[list[AgentEvent], list[int], list[tuple[int, str]]]:
+    """Parse JSON Lines of events, skipping blank lines.
+
+    Returns the events, the 1-based line number of each, and every problem as
+    (line number, reason); a bad line never stops the others from being checked.
+    """
+    events: list[AgentEvent] = []
+    lines: list[int] = []
+    problems: list[tuple[int, str]] = []
+    validate = EVENT_ADAPTER.validate_json
+    with paused_gc():
+        for number, line in enumerate(data.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(validate(line))
+                lines.append(number)
+            except ValidationError as exc:
+                problems.append((number, explain(exc)))
+    return events, lines, problems
+
+
+def explain(exc: ValidationError) -> str:
+    """A pydantic error as one line per problem: `content.text: Field required`."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"]]
+        if loc and loc[0] in _TYPE_NAMES:
+            loc = loc[1:]  # the union tag pydantic puts first
+        where = ".".join(loc)
+        if err["type"] == "union_tag_not_found":
+            parts.append(f"type: missing; one of {', '.join(_TYPE_NAMES)}")
+        else:
+            parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+    return "; ".join(parts)
+
+
 def event_json(event: AgentEvent) -> bytes:
     """The event's JSON in seed form."""
     return EVENT_ADAPTER.dump_json(event)
@@ -246,11 +287,12 @@ def new_event(
 
 def format_rfc3339(value: datetime) -> str:
     """UTC RFC 3339 with `Z` and 0, 3 or 6 fraction digits, as chrono's serde writes it."""
-    value = value.astimezone(UTC)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    value = value.astimezone(UTC).replace(tzinfo=None)
     micros = value.microsecond
     if micros == 0:
-        return base + "Z"
-    if micros % 1000 == 0:
-        return f"{base}.{micros // 1000:03d}Z"
-    return f"{base}.{micros:06d}Z"
+        spec = "seconds"
+    elif micros % 1000 == 0:
+        spec = "milliseconds"
+    else:
+        spec = "microseconds"
+    return value.isoformat(timespec=spec) + "Z"

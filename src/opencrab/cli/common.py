@@ -16,7 +16,7 @@ from opencrab.errors import ConfigError, OpenCrabError
 from opencrab.store import Database
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Path | None,

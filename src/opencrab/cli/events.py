@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID
 
-import pydantic
 import typer
 from rich.table import Table
 
@@ -25,9 +24,8 @@ from opencrab.cli.common import (
 )
 from opencrab.errors import EventValidationError, NotFoundError
 from opencrab.event_log import EventLog
-from opencrab.events import AgentEvent, event_dict, parse_event
+from opencrab.events import AgentEvent, event_dict, parse_jsonl
 from opencrab.plugins import hookimpl
-from opencrab.store.bulk import paused_gc
 
 events_app = typer.Typer(help="The AgentEvent log (seed 000).", no_args_is_help=True)
 
@@ -48,7 +46,7 @@ def import_events(
     """Validate and store AgentEvents from JSON Lines; nothing is written if any is invalid."""
     settings = settings_from(config, data_dir)
     data = _read_input(file)
-    events, lines, problems = _parse_lines(data)
+    events, lines, problems = parse_jsonl(data)
     if problems:
         _fail(file, problems)
     db = open_store(settings)
@@ -77,47 +75,6 @@ def _read_input(file: str) -> bytes:
     if not path.is_file():
         raise NotFoundError(f"{file}: no such file")
     return path.read_bytes()
-
-
-def _parse_lines(data: bytes) -> tuple[list[AgentEvent], list[int], list[tuple[int, str]]]:
-    """Parse every non-blank line; return events, their line numbers and all problems."""
-    events: list[AgentEvent] = []
-    lines: list[int] = []
-    problems: list[tuple[int, str]] = []
-    with paused_gc():
-        for number, line in enumerate(data.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                events.append(parse_event(line))
-                lines.append(number)
-            except pydantic.ValidationError as exc:
-                problems.append((number, _explain(exc)))
-    return events, lines, problems
-
-
-def _explain(exc: pydantic.ValidationError) -> str:
-    """One line per pydantic error: `content.text: Field required`."""
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"]]
-        if loc and loc[0] in {
-            "user",
-            "reasoning",
-            "tool_call",
-            "tool_result",
-            "message",
-            "token_usage",
-        }:
-            loc = loc[1:]  # the union tag pydantic prefixes
-        where = ".".join(loc)
-        if err["type"] == "union_tag_not_found":
-            parts.append(
-                "type: missing; one of user, reasoning, tool_call, tool_result, message, token_usage"
-            )
-            continue
-        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
-    return "; ".join(parts)
 
 
 def _fail(file: str, problems: list[tuple[int, str]]) -> None:

@@ -1,0 +1,193 @@
+"""The `opencrab` CLI: version, db, events import/show/stats and exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from typer.testing import CliRunner
+
+from opencrab import __version__
+from opencrab.cli import build_app
+from opencrab.event_log import EventLog
+from opencrab.events import event_json
+from opencrab.store import Database, migrate
+from tests.test_event_log import chain
+
+runner = CliRunner()
+app = build_app()
+
+
+def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def jsonl(tmp_path: Path, lines: list[bytes]) -> Path:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def stored_count(data_dir: Path) -> int:
+    db = Database(f"sqlite:///{data_dir / 'opencrab.db'}")
+    try:
+        with db.read() as conn:
+            return int(conn.exec_driver_sql("SELECT count(*) FROM events").scalar() or 0)
+    finally:
+        db.close()
+
+
+def test_version() -> None:
+    code, out, _ = run("--version")
+    assert code == 0
+    assert out.strip() == f"opencrab {__version__}"
+
+
+def test_console_script_is_installed() -> None:
+    exe = shutil.which("opencrab", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    done = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"opencrab {__version__}"
+
+
+def test_db_upgrade_and_current(data_dir: Path) -> None:
+    code, out, _ = run("db", "current")
+    assert (code, out.strip()) == (0, f"none (head is {migrate.head()})")
+    code, out, _ = run("db", "upgrade")
+    assert code == 0
+    assert f"blank → {migrate.head()}" in out
+    code, out, _ = run("db", "current")
+    assert out.strip() == f"{migrate.head()} (head)"
+    code, out, _ = run("db", "upgrade")
+    assert "already at" in out
+    assert (data_dir / "opencrab.db").is_file()
+
+
+def test_data_dir_flag(tmp_path: Path) -> None:
+    code, _, _ = run("db", "upgrade", "--data-dir", str(tmp_path / "elsewhere"))
+    assert code == 0
+    assert (tmp_path / "elsewhere" / "opencrab.db").is_file()
+
+
+def test_events_import_show_stats(tmp_path: Path, data_dir: Path) -> None:
+    trace = uuid4()
+    events = chain(trace)
+    path = jsonl(tmp_path, [event_json(e) for e in events])
+    code, out, _ = run("events", "import", str(path))
+    assert code == 0, out
+    assert "imported 7 events into 1 trace" in out
+    code, out, _ = run("events", "show", str(trace), "--json")
+    assert code == 0
+    assert json.loads(out) == [json.loads(event_json(e)) for e in events]
+    code, out, _ = run("events", "show", str(trace))
+    assert code == 0
+    assert "Calculate 1+1" in out
+    code, out, _ = run("events", "stats", str(trace), "--json")
+    stats = json.loads(out)
+    assert (stats["input_tokens"], stats["output_tokens"], stats["total_tokens"]) == (250, 25, 275)
+    assert set(stats["by_event"]) == {str(events[2].id), str(events[5].id)}
+    code, out, _ = run("events", "stats", str(trace))
+    assert code == 0
+    assert "275" in out
+
+
+def test_events_import_from_stdin_with_json_summary() -> None:
+    events = chain(uuid4())
+    text = "\n".join(event_json(e).decode() for e in events) + "\n\n"
+    code, out, _ = run("events", "import", "-", "--json", input=text)
+    assert code == 0
+    assert json.loads(out) == {
+        "events": 7,
+        "traces": 1,
+        "by_type": {
+            "user": 1,
+            "reasoning": 1,
+            "tool_call": 1,
+            "token_usage": 2,
+            "tool_result": 1,
+            "message": 1,
+        },
+    }
+
+
+def test_invalid_lines_write_nothing_and_name_each_line(tmp_path: Path, data_dir: Path) -> None:
+    events = chain(uuid4())
+    lines = [event_json(e) for e in events]
+    lines[1] = b'{"id": "broken'
+    lines[4] = lines[4].replace(b'"type":"tool_result"', b'"type":"tool_outcome"')
+    code, _, err = run("events", "import", str(jsonl(tmp_path, lines)))
+    assert code == 1
+    assert f"{tmp_path / 'events.jsonl'}:2: Invalid JSON" in err
+    assert ":5:" in err
+    assert "nothing was written" in err
+    assert not (data_dir / "opencrab.db").exists() or stored_count(data_dir) == 0
+
+
+def test_rule_violations_write_nothing(tmp_path: Path, data_dir: Path) -> None:
+    events = chain(uuid4())
+    order = [events[1], events[0], *events[2:]]  # child before its parent
+    code, _, err = run("events", "import", str(jsonl(tmp_path, [event_json(e) for e in order])))
+    assert code == 1
+    assert ":1: parent" in err
+    assert stored_count(data_dir) == 0
+
+
+def test_missing_file_and_unknown_trace(tmp_path: Path) -> None:
+    code, _, err = run("events", "import", str(tmp_path / "nope.jsonl"))
+    assert code == 1
+    assert "no such file" in err
+    code, _, err = run("events", "show", str(uuid4()))
+    assert code == 1
+    assert "has no events" in err
+    code, _, _ = run("events", "show", "not-a-uuid")
+    assert code == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("[gateway.rest\n", "invalid TOML"),
+        ('[gateway.rest]\nport = "x"\n', "gateway.rest.port"),
+        ("[nonsense]\na = 1\n", "nonsense: unknown section"),
+    ],
+)
+def test_invalid_config_exits_2_naming_file_and_key(
+    tmp_path: Path, text: str, complaint: str
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    for command in (["db", "current"], ["events", "show", str(uuid4())], ["up"]):
+        code, _, err = run(*command, "--config", str(config))
+        assert code == 2
+        assert "config error" in err
+        assert "bad.toml" in err
+        assert complaint in err
+
+
+def test_environment_config_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENCRAB_GATEWAY__REST__PORT", "not-a-port")
+    code, _, err = run("db", "current")
+    assert code == 2
+    assert "OPENCRAB_GATEWAY__REST__PORT" in err
+
+
+def test_up_refuses_non_loopback_without_auth() -> None:
+    code, _, err = run("up", "--host", "0.0.0.0")
+    assert code == 2
+    assert "refusing to bind 0.0.0.0" in err
+
+
+def test_event_log_reads_what_the_cli_wrote(tmp_path: Path, data_dir: Path) -> None:
+    events = chain(uuid4())
+    run("events", "import", str(jsonl(tmp_path, [event_json(e) for e in events])))
+    db = Database(f"sqlite:///{data_dir / 'opencrab.db'}")
+    try:
+        assert EventLog(db).trace(events[0].trace_id) == events
+    finally:
+        db.close()

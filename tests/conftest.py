@@ -1,0 +1,81 @@
+"""Shared fixtures: a temp data dir for every test, no stray config, no network."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opencrab.config import Settings, load_settings
+from opencrab.event_log import EventLog
+from opencrab.store import Database
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _allowed(address: Any) -> bool:
+    if not isinstance(address, tuple):  # AF_UNIX paths
+        return True
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if not _allowed(address):
+        raise OSError(f"test tried to reach the network: {address!r}")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    if not _allowed(address):
+        raise OSError(f"test tried to reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails the test."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own data directory and no OPENCRAB_* settings of the caller."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OPENCRAB_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "data"
+    monkeypatch.setenv("OPENCRAB_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    return load_settings()
+
+
+@pytest.fixture
+def db(settings: Settings) -> Iterator[Database]:
+    database = Database(settings.database_url)
+    database.upgrade()
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def event_log(db: Database) -> EventLog:
+    return EventLog(db)

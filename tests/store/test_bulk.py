@@ -1,0 +1,31 @@
+"""bulk_insert writes the same rows as a plain SQLAlchemy insert, bind processing included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import sqlalchemy as sa
+
+from opencrab.store import Database
+from opencrab.store import tables as t
+from opencrab.store.bulk import bulk_insert
+
+
+def test_bulk_insert_matches_core_insert(db: Database) -> None:
+    when = datetime(2026, 2, 1, 12, 0, tzinfo=timezone(timedelta(hours=9)))
+    columns = ("id", "name", "prompt", "created_at", "updated_at")
+    rows = [(f"a{i}", f"agent {i}", "p", when, when + timedelta(seconds=i)) for i in range(3)]
+    with db.write() as conn:
+        bulk_insert(conn, t.agents, columns, rows)
+        bulk_insert(conn, t.agents, columns, [])
+    with db.read() as conn:
+        got = conn.execute(
+            sa.select(t.agents.c.id, t.agents.c.created_at, t.agents.c.updated_at).order_by(
+                t.agents.c.id
+            )
+        ).all()
+        raw = conn.exec_driver_sql("SELECT created_at FROM agents WHERE id = 'a0'").scalar()
+    assert [r.id for r in got] == ["a0", "a1", "a2"]
+    assert got[2].updated_at == when + timedelta(seconds=2)
+    assert got[0].created_at.tzinfo == UTC
+    assert raw == "2026-02-01T03:00:00.000000Z"  # stored as fixed-width UTC text
