@@ -207,16 +207,18 @@ COLUMNS = (
 
 def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]:
     """Check every rule; return the rows to insert (COLUMNS order), or raise listing all."""
-    # UUID.__str__ is slow Python; stringify each distinct UUID once
-    text: dict[UUID, str] = {e.id: str(e.id) for e in batch}
+    # UUID's __str__, __hash__ and __eq__ are Python code; key by the int and
+    # stringify each distinct UUID once
+    text: dict[int, str] = {e.id.int: str(e.id) for e in batch}
 
     def as_text(value: UUID) -> str:
-        found = text.get(value)
+        key = value.int
+        found = text.get(key)
         if found is None:
-            found = text[value] = str(value)
+            found = text[key] = str(value)
         return found
 
-    ids = [text[e.id] for e in batch]
+    ids = [text[e.id.int] for e in batch]
     batch_ids = set(ids)
     referenced: set[str] = set()
     for e in batch:
@@ -231,10 +233,7 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
     problems: list[tuple[int, str | None, str]] = []
     rows: list[tuple[Any, ...]] = []
 
-    def find(ref: str, event_id: str, what: str) -> tuple[str, str] | str:
-        known = seen.get(ref) or stored.get(ref)
-        if known is not None:
-            return known
+    def missing(ref: str, event_id: str, what: str) -> str:
         if ref == event_id:
             return f"{what} {ref} is the event itself"
         if ref in batch_ids:
@@ -251,9 +250,9 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
         parent_id = None
         if event.parent_id is not None:
             parent_id = as_text(event.parent_id)
-            parent = find(parent_id, event_id, "parent")
-            if isinstance(parent, str):
-                problems.append((index, event_id, parent))
+            parent = seen.get(parent_id) or stored.get(parent_id)
+            if parent is None:
+                problems.append((index, event_id, missing(parent_id, event_id, "parent")))
             elif parent[0] != trace:
                 problems.append(
                     (index, event_id, f"parent {parent_id} belongs to trace {parent[0]}")
@@ -273,9 +272,9 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
         tool_call_id = None
         if isinstance(event, ToolResultEvent):
             tool_call_id = as_text(event.content.tool_call_id)
-            call = find(tool_call_id, event_id, "tool_call_id")
-            if isinstance(call, str):
-                problems.append((index, event_id, call))
+            call = seen.get(tool_call_id) or stored.get(tool_call_id)
+            if call is None:
+                problems.append((index, event_id, missing(tool_call_id, event_id, "tool_call_id")))
             elif call[0] != trace:
                 problems.append(
                     (index, event_id, f"tool_call_id {tool_call_id} belongs to trace {call[0]}")
@@ -291,6 +290,7 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
         if len(problems) == before and event_id not in seen:
             seen[event_id] = (trace, kind)
             if not problems:
+                content = event.content
                 metadata = event.metadata
                 rows.append(
                     (
@@ -298,8 +298,8 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
                         trace,
                         parent_id,
                         kind,
-                        event.timestamp,
-                        event.content.model_dump_json(),
+                        format_timestamp(event.timestamp),
+                        content.__pydantic_serializer__.to_json(content).decode(),
                         None if metadata is None else orjson.dumps(metadata).decode(),
                         tool_call_id,
                     )
@@ -334,7 +334,7 @@ def _row_event(row: Any) -> AgentEvent:
         b'","parent_id":',
         b"null" if row.parent_id is None else b'"' + row.parent_id.encode() + b'"',
         b',"timestamp":"',
-        format_timestamp(row.timestamp).encode(),
+        row.timestamp.encode(),
         b'","type":"',
         row.type.encode(),
         b'","content":',

@@ -333,7 +333,8 @@ events = sa.Table(
     sa.Column("trace_id", Uuid, nullable=False),
     sa.Column("parent_id", Uuid),
     sa.Column("type", sa.String(16), nullable=False),
-    sa.Column("timestamp", UtcDateTime, nullable=False),
+    # fixed-width RFC 3339 UTC text on every dialect (format_timestamp): sorts as time
+    sa.Column("timestamp", sa.String(32), nullable=False),
     sa.Column("content", sa.Text, nullable=False),  # the payload's JSON
     sa.Column("metadata", sa.Text),  # JSON, absent when null
     sa.Column("tool_call_id", Uuid),  # tool_result only: the call it answers

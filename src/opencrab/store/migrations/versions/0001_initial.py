@@ -69,7 +69,7 @@ def upgrade() -> None:
         sa.Column("trace_id", sa.String(length=36), nullable=False),
         sa.Column("parent_id", sa.String(length=36), nullable=True),
         sa.Column("type", sa.String(length=16), nullable=False),
-        sa.Column("timestamp", opencrab.store.types.UtcDateTime(), nullable=False),
+        sa.Column("timestamp", sa.String(length=32), nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
         sa.Column("metadata", sa.Text(), nullable=True),
         sa.Column("tool_call_id", sa.String(length=36), nullable=True),
