@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -77,6 +78,18 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Database:
     if migrate:
         db.upgrade()
     return db
+
+
+@contextmanager
+def store_from(
+    config: Path | None, data_dir: Path | None, *, migrate: bool = True
+) -> Iterator[Database]:
+    """Settings from the flags, then the store opened (and migrated); closed on exit."""
+    db = open_store(settings_from(config, data_dir), migrate=migrate)
+    try:
+        yield db
+    finally:
+        db.close()
 
 
 def print_json(data: Any) -> None:

@@ -9,8 +9,7 @@ from opencrab.cli.common import (
     DataDirOption,
     console,
     exits_on_error,
-    open_store,
-    settings_from,
+    store_from,
 )
 from opencrab.plugins import hookimpl
 from opencrab.store import migrate
@@ -22,14 +21,10 @@ db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 @exits_on_error
 def upgrade(config: ConfigOption = None, data_dir: DataDirOption = None) -> None:
     """Migrate the database to the newest schema."""
-    settings = settings_from(config, data_dir)
-    db = open_store(settings, migrate=False)
-    try:
+    with store_from(config, data_dir, migrate=False) as db:
         before = db.current_revision()
         db.upgrade()
         after = db.current_revision()
-    finally:
-        db.close()
     if before == after:
         console.print(f"database already at {after} (head)")
     else:
@@ -40,12 +35,8 @@ def upgrade(config: ConfigOption = None, data_dir: DataDirOption = None) -> None
 @exits_on_error
 def current(config: ConfigOption = None, data_dir: DataDirOption = None) -> None:
     """Print the database's migration revision ("none" for a blank database)."""
-    settings = settings_from(config, data_dir)
-    db = open_store(settings, migrate=False)
-    try:
+    with store_from(config, data_dir, migrate=False) as db:
         revision = db.current_revision()
-    finally:
-        db.close()
     head = migrate.head()
     suffix = " (head)" if revision == head else f" (head is {head})"
     typer.echo(f"{revision or 'none'}{suffix}")

@@ -21,6 +21,7 @@ from opencrab.cli.common import (
     open_store,
     print_json,
     settings_from,
+    store_from,
 )
 from opencrab.errors import EventValidationError, NotFoundError
 from opencrab.event_log import EventLog
@@ -96,12 +97,8 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a trace's events in parent-chain order."""
-    settings = settings_from(config, data_dir)
-    db = open_store(settings)
-    try:
+    with store_from(config, data_dir) as db:
         events = EventLog(db).trace(trace_id)
-    finally:
-        db.close()
     if not events:
         raise NotFoundError(f"trace {trace_id} has no events")
     if as_json:
@@ -147,15 +144,11 @@ def stats(
     as_json: JsonOption = False,
 ) -> None:
     """Token totals of a trace, overall and per generation event."""
-    settings = settings_from(config, data_dir)
-    db = open_store(settings)
-    try:
+    with store_from(config, data_dir) as db:
         log = EventLog(db)
         if not log.exists(trace_id):
             raise NotFoundError(f"trace {trace_id} has no events")
         totals = log.token_totals(trace_id)
-    finally:
-        db.close()
     if as_json:
         print_json(totals.as_json())
         return
