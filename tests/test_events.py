@@ -152,6 +152,7 @@ def test_fraction_digits_follow_chrono() -> None:
         ({"content": {"text": 5}}, "valid string"),
         ({"content": {}}, "Field required"),
         ({"parentId": None}, "Extra inputs are not permitted"),
+        ({"timestamp": "0001-01-01T00:00:00+05:00"}, "out of range once converted to UTC"),
     ],
 )
 def test_invalid_events_are_rejected(change: dict[str, Any], complaint: str) -> None:
@@ -212,7 +213,7 @@ def events(draw: st.DrawFn) -> AgentEvent:
         draw(payloads),
         parent=draw(st.none() | st.uuids()),
         metadata=draw(json_values),
-        timestamp=draw(st.datetimes(timezones=offsets)),
+        timestamp=draw(st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31), timezones=offsets)),
     )
 
 

@@ -40,7 +40,15 @@ from opencrab.store.bulk import paused_gc
 I32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
 """A token count: seed 000 uses i32; negative counts are rejected."""
 
-UtcTimestamp = Annotated[AwareDatetime, AfterValidator(lambda v: v.astimezone(UTC))]
+
+def _to_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp is out of range once converted to UTC") from None
+
+
+UtcTimestamp = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 
 EventType = Literal["user", "reasoning", "tool_call", "tool_result", "message", "token_usage"]
 GENERATION_TYPES = frozenset({"tool_call", "message"})
