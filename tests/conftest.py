@@ -79,3 +79,17 @@ def db(settings: Settings) -> Iterator[Database]:
 @pytest.fixture
 def event_log(db: Database) -> EventLog:
     return EventLog(db)
+
+
+@pytest.fixture(scope="session")
+def _llm_server_session() -> Iterator[Any]:
+    from tests.fakes.llm_server import running_server
+
+    yield from running_server()
+
+
+@pytest.fixture
+def fake_llm_server(_llm_server_session: Any) -> Any:
+    """A scripted LLM wire-format server on loopback (see tests/fakes/llm_server.py)."""
+    _llm_server_session.reset()
+    return _llm_server_session

@@ -5,7 +5,19 @@
     ├── StoreError                the database cannot be opened, migrated or written
     ├── ValidationError           input that breaks a documented rule
     │   └── EventValidationError  an AgentEvent batch that breaks a seed-000 rule
-    └── NotFoundError             a referenced record does not exist
+    ├── NotFoundError             a referenced record does not exist
+    └── LlmError                  an LLM call failed; `retryable` tells the router whether
+        │                         another attempt or provider may succeed
+        ├── ProviderNotConfigured no key, no SDK, or no server for the provider (not retryable)
+        ├── ProviderAuthError     401/403 from the provider (not retryable)
+        ├── ProviderBadRequest    400/404/422: the request itself is wrong (not retryable)
+        ├── RateLimited           429 (retryable)
+        ├── ProviderServerError   5xx (retryable)
+        ├── ProviderTimeout       no answer in time (retryable)
+        ├── ProviderUnreachable   connection refused, reset, DNS (retryable)
+        ├── MalformedResponse     a body or stream event that does not parse (retryable)
+        ├── StreamInterrupted     the stream ended before it finished (retryable)
+        └── BudgetExceeded        a call would start over the agent's budget (not retryable)
 
 Errors a user can fix say what to do, naming the key, variable or record involved.
 CLI commands map them to exit codes (ConfigError → 2, others → 1) and the server
@@ -74,3 +86,88 @@ class NotFoundError(OpenCrabError):
     """A referenced record does not exist."""
 
     code = "not_found"
+
+
+class LlmError(OpenCrabError):
+    """An LLM call failed. `retryable` errors may succeed on another attempt or provider."""
+
+    code = "llm_error"
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.status = status
+        prefix = f"{provider}: " if provider else ""
+        super().__init__(prefix + message)
+
+
+class ProviderNotConfigured(LlmError):
+    code = "provider_not_configured"
+
+
+class ProviderAuthError(LlmError):
+    code = "provider_auth_error"
+
+
+class ProviderBadRequest(LlmError):
+    code = "provider_bad_request"
+
+
+class RateLimited(LlmError):
+    code = "rate_limited"
+    retryable = True
+
+
+class ProviderServerError(LlmError):
+    code = "provider_server_error"
+    retryable = True
+
+
+class ProviderTimeout(LlmError):
+    code = "provider_timeout"
+    retryable = True
+
+
+class ProviderUnreachable(LlmError):
+    code = "provider_unreachable"
+    retryable = True
+
+
+class MalformedResponse(LlmError):
+    code = "malformed_response"
+    retryable = True
+
+
+class StreamInterrupted(LlmError):
+    code = "stream_interrupted"
+    retryable = True
+
+
+class BudgetExceeded(LlmError):
+    code = "budget_exceeded"
+
+
+def llm_error_for_status(
+    status: int, message: str, *, provider: str | None = None, model: str | None = None
+) -> LlmError:
+    """The LlmError subclass matching an HTTP status from a provider."""
+    cls: type[LlmError]
+    if status in (401, 403):
+        cls = ProviderAuthError
+    elif status == 429:
+        cls = RateLimited
+    elif status >= 500:
+        cls = ProviderServerError
+    elif status == 408:
+        cls = ProviderTimeout
+    else:
+        cls = ProviderBadRequest
+    return cls(f"HTTP {status}: {message}", provider=provider, model=model, status=status)

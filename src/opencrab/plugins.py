@@ -21,8 +21,9 @@ A third-party package exposes a module with hook implementations under the
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -34,6 +35,7 @@ hookspec = pluggy.HookspecMarker("opencrab")
 hookimpl = pluggy.HookimplMarker("opencrab")
 
 DEFAULT_PLUGINS = (
+    "opencrab.llm.providers",
     "opencrab.cli.up",
     "opencrab.cli.db",
     "opencrab.cli.events",
@@ -53,6 +55,10 @@ class Hooks:
     @hookspec
     def register_routes(self, app: FastAPI) -> None:
         """Add routers to the server app (include_router)."""
+
+    @hookspec
+    def register_providers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        """Add LLM providers: `register(name, factory)`; `factory(config, name=name)`."""
 
 
 @cache

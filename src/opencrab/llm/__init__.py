@@ -1,0 +1,1 @@
+"""The LLM layer: neutral types, providers, the router, pricing and usage metrics."""

@@ -1,0 +1,108 @@
+"""The provider interface (seed 001 `LlmProvider`) and how providers are registered.
+
+A provider is one small class per vendor. Third parties add providers through the
+`register_providers` plugin hook, exactly like the built-ins:
+
+    from opencrab.plugins import hookimpl
+
+    @hookimpl
+    def register_providers(register):
+        register("echo", EchoProvider)   # EchoProvider(config: ProviderConfig, name="echo")
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from opencrab.config.models import ProviderConfig
+from opencrab.errors import ProviderNotConfigured
+from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse, ModelInfo
+
+ProviderFactory = Callable[..., "LlmProvider"]
+"""Called as `factory(config, name=name)`; returns a provider."""
+
+
+class LlmProvider(ABC):
+    """One LLM vendor behind the neutral types.
+
+    Implementations map requests, replies, streams, usage, finish reasons and errors
+    (raising `opencrab.errors.LlmError` subclasses, never SDK exceptions) and turn SDK
+    retries off: the router is the one retry and fallback loop.
+    """
+
+    name: str
+
+    def __init__(self, config: ProviderConfig | None = None, *, name: str | None = None) -> None:
+        self.config = config or ProviderConfig()
+        if name is not None:
+            self.name = name
+
+    @abstractmethod
+    async def available_models(self) -> list[ModelInfo]:
+        """The models this provider offers (fetched from the server where it lists them)."""
+
+    @abstractmethod
+    async def chat_completion(self, request: ChatRequest) -> ChatResponse:
+        """One complete reply, with function calling when `request.tools` is set."""
+
+    @abstractmethod
+    def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """The reply as it is generated; the last chunk carries finish reason and usage."""
+
+    def supports_function_calling(self) -> bool:
+        """Whether the provider's models can call tools."""
+        return True
+
+    def supports_vision(self) -> bool:
+        """Whether image inputs are accepted."""
+        return True
+
+    @abstractmethod
+    async def health_check(self) -> bool:
+        """True when the provider answers (cheaply; never spends tokens)."""
+
+    def is_configured(self) -> bool:
+        """True when the provider has what it needs to be called (a key, a URL, a model)."""
+        return True
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+    # ---------------------------------------------------------------- helpers
+    def api_key(self) -> str:
+        """The configured API key, or ProviderNotConfigured naming what to set."""
+        key = self.config.api_key
+        if key is None or not key.get_secret_value():
+            raise ProviderNotConfigured(
+                f"no API key; set llm.providers.{self.name}.api_key "
+                f"(the packaged config reads it from the environment)",
+                provider=self.name,
+            )
+        return key.get_secret_value()
+
+    def timeout_for(self, request: ChatRequest) -> float:
+        return request.timeout if request.timeout is not None else self.config.timeout_secs
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[Any, str | None]:
+    """(arguments, raw text): parsed JSON when the model's text parses, else the text."""
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, str):
+        return raw, None
+    if not raw.strip():
+        return {}, raw
+    try:
+        return json.loads(raw), raw
+    except ValueError:
+        return raw, raw
+
+
+def arguments_json(arguments: Any) -> str:
+    """Arguments as the JSON text OpenAI-style wire formats want."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
