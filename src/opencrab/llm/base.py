@@ -68,7 +68,7 @@ class LlmProvider(ABC):
         """True when the provider has what it needs to be called (a key, a URL, a model)."""
         return True
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release connections."""
 
     # ---------------------------------------------------------------- helpers
