@@ -195,6 +195,9 @@ class ChatResponse(_Model):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None
     raw_finish_reason: str | None = None
+    # filled in by the router: the stored metrics row and the call's wall time
+    metrics_id: str | None = None
+    latency_ms: int | None = None
 
     @property
     def message(self) -> Message:

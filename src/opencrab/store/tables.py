@@ -311,6 +311,17 @@ llm_usage_metrics = sa.Table(
     sa.Column("would_use_again", sa.Boolean),
     sa.Column("better_model_suggestion", sa.Text),
     _created(),
+    # revision 0002: one row per attempt, failures included
+    sa.Column("status", sa.String(16), nullable=False, server_default="ok"),
+    sa.Column("error_type", sa.String(64)),
+    sa.Column("error", sa.Text),
+    sa.Column("cache_read_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("cache_write_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reasoning_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("cost_source", sa.String(16), nullable=False, server_default="pricing"),
+    sa.Column("stream", sa.Boolean, nullable=False, server_default="0"),
+    sa.Column("request_id", Uuid, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
 )
 
 model_pricing = sa.Table(

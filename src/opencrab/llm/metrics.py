@@ -1,0 +1,256 @@
+"""LLM usage metrics (seed 001 `llm_usage_metrics`): one row per call attempt.
+
+`MetricsRecorder` writes rows from a background task in batches, so recording adds
+no database round trip to a call; `flush()` waits until everything queued is stored.
+`summarize()` answers "what did we spend, on what, how fast" by period and grouping, for
+the analysis actions, the CLI and the dashboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from opencrab.errors import ValidationError
+from opencrab.llm.pricing import CostSource, PriceBook
+from opencrab.llm.types import Usage
+from opencrab.store import Database
+from opencrab.store.tables import llm_usage_metrics as metrics_table
+from opencrab.store.types import utcnow
+
+log = logging.getLogger(__name__)
+
+SYSTEM_AGENT = "system"
+"""agent_id of calls made for nobody in particular (e.g. `opencrab llm chat`)."""
+
+
+@dataclass
+class CallRecord:
+    """One attempt of one LLM call, as stored."""
+
+    id: str
+    provider: str
+    model: str
+    purpose: str
+    agent_id: str = SYSTEM_AGENT
+    session_id: str | None = None
+    task_type: str | None = None
+    complexity: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated_cost_usd: float = 0.0
+    cost_source: CostSource = "pricing"
+    latency_ms: int = 0
+    time_to_first_token_ms: int | None = None
+    status: Literal["ok", "error"] = "ok"
+    error_type: str | None = None
+    error: str | None = None
+    stream: bool = False
+    request_id: str | None = None
+    attempt: int = 1
+    timestamp: datetime = field(default_factory=utcnow)
+    # quality: filled in later by evaluate_response
+    quality_score: float | None = None
+    self_evaluation: str | None = None
+    task_success: bool | None = None
+    would_use_again: bool | None = None
+    better_model_suggestion: str | None = None
+
+    def set_usage(self, usage: Usage) -> None:
+        self.input_tokens = usage.input_tokens
+        self.output_tokens = usage.output_tokens
+        self.total_tokens = usage.total_tokens or usage.input_tokens + usage.output_tokens
+        self.cache_read_tokens = usage.cache_read_tokens
+        self.cache_write_tokens = usage.cache_write_tokens
+        self.reasoning_tokens = usage.reasoning_tokens
+
+    def row(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created_at"] = self.timestamp
+        return data
+
+
+class MetricsRecorder:
+    """Queue CallRecords and store them in batches on a background task.
+
+    Example:
+        recorder = MetricsRecorder(db)
+        recorder.record(CallRecord(id=..., provider="openai", model="gpt-5-mini", purpose="fast"))
+        await recorder.flush()
+    """
+
+    def __init__(self, db: Database, prices: PriceBook | None = None, *, batch: int = 256) -> None:
+        self.db = db
+        self._prices = prices
+        self._batch = batch
+        self._queue: asyncio.Queue[CallRecord] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def prices(self) -> PriceBook:
+        """The price table, read from the database once."""
+        if self._prices is None:
+            with self.db.read() as conn:
+                self._prices = PriceBook.load(conn)
+        return self._prices
+
+    def reload_prices(self) -> None:
+        self._prices = None
+
+    def record(self, record: CallRecord) -> None:
+        """Queue a row; it is written shortly after, in a batch."""
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_forever())
+        self._queue.put_nowait(record)
+
+    async def flush(self) -> None:
+        """Wait until every queued row is stored."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def aclose(self) -> None:
+        """Store what is queued and stop the writer."""
+        await self.flush()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+
+    async def _write_forever(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            batch = [await queue.get()]
+            while not queue.empty() and len(batch) < self._batch:
+                batch.append(queue.get_nowait())
+            try:
+                await asyncio.to_thread(self.write, batch)
+            except Exception:
+                log.exception("could not store %d LLM metrics rows", len(batch))
+            finally:
+                for _ in batch:
+                    queue.task_done()
+
+    def write(self, records: list[CallRecord]) -> None:
+        """Store rows now, in one transaction (also usable without an event loop)."""
+        with self.db.write() as conn:
+            conn.execute(metrics_table.insert(), [r.row() for r in records])
+
+
+# ------------------------------------------------------------------ summaries
+GROUPS = ("model", "provider", "purpose", "task_type", "agent", "day")
+PERIODS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
+
+
+def period_start(period: str, now: datetime | None = None) -> datetime | None:
+    """Start of a period: hour, day, week, month (30 days), all, or N h/d/w (e.g. 7d)."""
+    now = now or datetime.now(UTC)
+    if period == "all":
+        return None
+    if period == "month":
+        return now - timedelta(days=30)
+    if period in PERIODS:
+        return now - PERIODS[period]
+    unit = {"h": "hours", "d": "days", "w": "weeks"}.get(period[-1:])
+    if unit and period[:-1].isdigit() and int(period[:-1]) > 0:
+        return now - timedelta(**{unit: int(period[:-1])})
+    raise ValidationError(
+        f"unknown period {period!r}: use hour, day, week, month, all, or a count like 24h, 7d, 4w"
+    )
+
+
+@dataclass
+class UsageSummary:
+    """Totals for one group of calls."""
+
+    key: str | None
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float
+    avg_latency_ms: float | None
+    avg_ttft_ms: float | None
+    avg_quality: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "calls": self.calls,
+            "errors": self.errors,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "totalTokens": self.total_tokens,
+            "costUsd": round(self.cost_usd, 8),
+            "avgLatencyMs": None if self.avg_latency_ms is None else round(self.avg_latency_ms, 1),
+            "avgTtftMs": None if self.avg_ttft_ms is None else round(self.avg_ttft_ms, 1),
+            "avgQuality": self.avg_quality,
+        }
+
+
+def summarize(
+    db: Database,
+    *,
+    group_by: str = "model",
+    since: datetime | None = None,
+    agent_id: str | None = None,
+) -> list[UsageSummary]:
+    """Calls, errors, tokens, cost and speed per group, most expensive first."""
+    if group_by not in GROUPS:
+        raise ValidationError(f"unknown grouping {group_by!r}: use one of {', '.join(GROUPS)}")
+    m = metrics_table.c
+    key: sa.ColumnElement[Any]
+    if group_by == "agent":
+        key = m.agent_id
+    elif group_by == "day":
+        key = sa.func.substr(sa.cast(m.timestamp, sa.String), 1, 10)
+    else:
+        key = m[group_by]
+    ok = m.status == "ok"
+    query = sa.select(
+        key.label("key"),
+        sa.func.count().label("calls"),
+        sa.func.sum(sa.case((ok, 0), else_=1)).label("errors"),
+        sa.func.coalesce(sa.func.sum(m.input_tokens), 0).label("input_tokens"),
+        sa.func.coalesce(sa.func.sum(m.output_tokens), 0).label("output_tokens"),
+        sa.func.coalesce(sa.func.sum(m.total_tokens), 0).label("total_tokens"),
+        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
+        sa.func.avg(sa.case((ok, m.latency_ms))).label("latency"),
+        sa.func.avg(m.time_to_first_token_ms).label("ttft"),
+        sa.func.avg(m.quality_score).label("quality"),
+    ).group_by(key)
+    if since is not None:
+        query = query.where(m.timestamp >= since)
+    if agent_id is not None:
+        query = query.where(m.agent_id == agent_id)
+    with db.read() as conn:
+        rows = conn.execute(query.order_by(sa.desc("cost"), key)).all()
+    return [
+        UsageSummary(
+            key=None if r.key is None else str(r.key),
+            calls=int(r.calls),
+            errors=int(r.errors or 0),
+            input_tokens=int(r.input_tokens),
+            output_tokens=int(r.output_tokens),
+            total_tokens=int(r.total_tokens),
+            cost_usd=float(r.cost),
+            avg_latency_ms=None if r.latency is None else float(r.latency),
+            avg_ttft_ms=None if r.ttft is None else float(r.ttft),
+            avg_quality=None if r.quality is None else float(r.quality),
+        )
+        for r in rows
+    ]

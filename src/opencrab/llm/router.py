@@ -1,0 +1,346 @@
+"""LlmRouter (seed 001): pick a provider and model, fall back on failure, record metrics.
+
+A model reference is resolved in this order:
+1. an alias from `[llm.aliases]` (`fast` → openai/gpt-5-mini);
+2. `provider/model` when `provider` is a registered provider (`openrouter/deepseek/deepseek-v3.2`
+   → provider openrouter, model deepseek/deepseek-v3.2);
+3. any other non-empty text: a model of the default provider;
+4. nothing: the model for the call's purpose (`[llm.models]`), else the default model.
+
+A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts the
+provider in a short cooldown and moves on along `[llm.fallback] chain`; a request the
+provider refuses (400, 401, 403) is raised at once. Each attempt writes one
+`llm_usage_metrics` row. When no provider has credentials and no local server answers,
+the embedded model is used and the user is told once how to configure a real provider.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from opencrab.config import Settings
+from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
+from opencrab.errors import LlmError, ProviderNotConfigured
+from opencrab.llm.base import LlmProvider
+from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
+from opencrab.llm.pricing import PriceBook
+from opencrab.llm.registry import provider_factories
+from opencrab.llm.stream import StreamAccumulator
+from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse
+
+log = logging.getLogger(__name__)
+
+EMBEDDED = "embedded"
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp"})
+OFFLINE_HINT = (
+    "No LLM provider is configured, so OpenCrab uses the small embedded model "
+    "(SmolLM2-135M, weak but offline). For a real model set OPENAI_API_KEY, "
+    "ANTHROPIC_API_KEY, GOOGLE_API_KEY or OPENROUTER_API_KEY, or run Ollama or a "
+    "llama.cpp server (see [llm.providers.*] in the config)."
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A provider and one of its models."""
+
+    provider: str
+    model: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+@dataclass
+class CallInfo:
+    """Who the call is for; stored with each metrics row."""
+
+    purpose: str = "conversation"
+    task_type: str | None = None
+    complexity: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+class LlmRouter:
+    """Routes chat calls to providers with aliases, purposes, fallback and metrics.
+
+    Example:
+        router = LlmRouter.from_settings(settings, metrics=MetricsRecorder(db))
+        await router.start()
+        reply = await router.chat(ChatRequest(model="fast", messages=[Message.user("hi")]))
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        metrics: MetricsRecorder | None = None,
+        cooldown_secs: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.cooldown_secs = cooldown_secs
+        self._clock = clock
+        self.providers: dict[str, LlmProvider] = {}
+        self.aliases: dict[str, Target] = {
+            name: Target(ref.provider, ref.model) for name, ref in settings.llm.aliases.items()
+        }
+        self.fallback_chain: list[str] = list(settings.llm.fallback.chain)
+        self.default = Target(settings.llm.default_provider, settings.llm.default_model)
+        self._cooling: dict[str, float] = {}
+        self.offline = False
+        self.notice: str | None = None
+        self._prices = PriceBook.defaults() if metrics is None else None
+
+    # ------------------------------------------------------------ set-up
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        metrics: MetricsRecorder | None = None,
+        cooldown_secs: float = 30.0,
+    ) -> LlmRouter:
+        """A router with every registered provider built from its config section."""
+        router = cls(settings, metrics=metrics, cooldown_secs=cooldown_secs)
+        for name, factory in provider_factories().items():
+            config = settings.llm.providers.get(name, ProviderConfig())
+            if config.enabled is False:
+                continue
+            try:
+                router.register_provider(factory(config, name=name))
+            except ProviderNotConfigured as exc:
+                log.info("provider %s unavailable: %s", name, exc)
+        return router
+
+    def register_provider(self, provider: LlmProvider) -> None:
+        self.providers[provider.name] = provider
+
+    def set_model_alias(self, alias: str, provider: str, model: str) -> None:
+        self.aliases[alias] = Target(provider, model)
+
+    def set_fallback_chain(self, chain: list[str]) -> None:
+        self.fallback_chain = list(chain)
+
+    async def start(self) -> None:
+        """Find out what can answer; fall back to the embedded model when nothing can."""
+        usable = [name for name in self.providers if await self._usable(name)]
+        if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
+            self.offline = True
+            self.default = Target(EMBEDDED, EMBEDDED_MODEL)
+            self.notice = OFFLINE_HINT
+            log.warning(OFFLINE_HINT)
+
+    async def _usable(self, name: str) -> bool:
+        provider = self.providers[name]
+        if not provider.is_configured():
+            return False
+        if name in LOCAL_PROVIDERS:
+            return await provider.health_check()
+        return True
+
+    async def aclose(self) -> None:
+        for provider in self.providers.values():
+            await provider.aclose()
+
+    # ------------------------------------------------------------ resolution
+    def resolve(self, reference: str | None = None, purpose: str | None = None) -> Target:
+        """The target for a model reference (alias, provider/model, model) or a purpose."""
+        if reference:
+            if reference in self.aliases:
+                target = self.aliases[reference]
+            elif "/" in reference and reference.split("/", 1)[0] in self.providers:
+                provider, model = reference.split("/", 1)
+                target = Target(provider, model)
+            else:
+                return self.default if self.offline else Target(self.default.provider, reference)
+            return self.default if self.offline and target.provider != EMBEDDED else target
+        if self.offline:
+            return self.default
+        if purpose in PURPOSES:
+            ref = getattr(self.settings.llm.models, purpose)
+            if ref is not None:
+                return Target(ref.provider, ref.model)
+        return self.default
+
+    def default_model_for(self, provider: str) -> str | None:
+        """The model to use on `provider` when falling back to it."""
+        config = self.settings.llm.providers.get(provider)
+        if config is not None and config.default_model:
+            return config.default_model
+        if provider == EMBEDDED:
+            return EMBEDDED_MODEL
+        if provider == self.settings.llm.default_provider:
+            return self.settings.llm.default_model
+        for purpose in PURPOSES:
+            ref: ModelRef | None = getattr(self.settings.llm.models, purpose)
+            if ref is not None and ref.provider == provider:
+                return ref.model
+        for target in self.aliases.values():
+            if target.provider == provider:
+                return target.model
+        return None
+
+    def candidates(self, first: Target) -> list[Target]:
+        """The primary target, then one per fallback provider; cooling providers last."""
+        targets = [first]
+        for name in self.fallback_chain:
+            model = self.default_model_for(name)
+            if name != first.provider and model is not None:
+                targets.append(Target(name, model))
+        if self.offline and all(t.provider != EMBEDDED for t in targets):
+            targets.append(Target(EMBEDDED, EMBEDDED_MODEL))
+        now = self._clock()
+        ready = [t for t in targets if self._cooling.get(t.provider, 0.0) <= now]
+        cooling = [t for t in targets if t not in ready]
+        return ready + cooling
+
+    # ------------------------------------------------------------ calls
+    async def chat(self, request: ChatRequest, info: CallInfo | None = None) -> ChatResponse:
+        """Complete a chat; `request.model` may be an alias, provider/model or empty."""
+        info = info or CallInfo()
+        first = self.resolve(request.model, info.purpose)
+        return await self._run(self.candidates(first), request, info)
+
+    async def chat_with_provider(
+        self, provider: str, request: ChatRequest, info: CallInfo | None = None
+    ) -> ChatResponse:
+        """Complete a chat on one provider, without fallback."""
+        model = request.model or self.default_model_for(provider) or ""
+        return await self._run([Target(provider, model)], request, info or CallInfo())
+
+    async def _run(
+        self, targets: list[Target], request: ChatRequest, info: CallInfo
+    ) -> ChatResponse:
+        request_id = str(uuid.uuid4())
+        last: LlmError | None = None
+        for attempt, target in enumerate(targets, start=1):
+            provider = self.providers.get(target.provider)
+            if provider is None or not provider.is_configured():
+                last = ProviderNotConfigured(
+                    "not registered" if provider is None else "not configured (no key or model)",
+                    provider=target.provider,
+                )
+                continue
+            record = self._record(target, info, request_id, attempt, stream=False)
+            start = time.perf_counter()
+            try:
+                reply = await provider.chat_completion(
+                    request.model_copy(update={"model": target.model})
+                )
+            except LlmError as exc:
+                self._failed(record, exc, start)
+                last = exc
+                if self._gives_up(exc):
+                    raise
+                continue
+            record.latency_ms = _ms(start)
+            self._finish(record, reply)
+            reply.metrics_id = record.id
+            reply.latency_ms = record.latency_ms
+            return reply
+        assert last is not None, "no provider to try"
+        raise last
+
+    async def stream(
+        self, request: ChatRequest, info: CallInfo | None = None
+    ) -> AsyncIterator[ChatChunk]:
+        """Stream a chat; falls back only until the first chunk has been passed on."""
+        info = info or CallInfo()
+        request_id = str(uuid.uuid4())
+        last: LlmError | None = None
+        targets = self.candidates(self.resolve(request.model, info.purpose))
+        for attempt, target in enumerate(targets, start=1):
+            provider = self.providers.get(target.provider)
+            if provider is None or not provider.is_configured():
+                last = ProviderNotConfigured(
+                    "not registered" if provider is None else "not configured (no key or model)",
+                    provider=target.provider,
+                )
+                continue
+            record = self._record(target, info, request_id, attempt, stream=True)
+            acc = StreamAccumulator(provider=target.provider, model=target.model)
+            start = time.perf_counter()
+            started = False
+            try:
+                async for chunk in provider.chat_completion_stream(
+                    request.model_copy(update={"model": target.model})
+                ):
+                    if not started and (chunk.text or chunk.tool_calls or chunk.reasoning):
+                        record.time_to_first_token_ms = _ms(start)
+                        started = True
+                    acc.add(chunk)
+                    yield chunk
+            except LlmError as exc:
+                self._failed(record, exc, start, acc)
+                last = exc
+                if started or self._gives_up(exc):
+                    raise
+                continue
+            record.latency_ms = _ms(start)
+            self._finish(record, acc.response())
+            return
+        assert last is not None, "no provider to try"
+        raise last
+
+    # ------------------------------------------------------------ bookkeeping
+    def _gives_up(self, exc: LlmError) -> bool:
+        if exc.retryable:
+            if exc.provider:
+                self._cooling[exc.provider] = self._clock() + self.cooldown_secs
+            return False
+        return not isinstance(exc, ProviderNotConfigured)
+
+    def _record(
+        self, target: Target, info: CallInfo, request_id: str, attempt: int, *, stream: bool
+    ) -> CallRecord:
+        return CallRecord(
+            id=str(uuid.uuid4()),
+            provider=target.provider,
+            model=target.model,
+            purpose=info.purpose,
+            agent_id=info.agent_id or SYSTEM_AGENT,
+            session_id=info.session_id,
+            task_type=info.task_type,
+            complexity=info.complexity,
+            stream=stream,
+            request_id=request_id,
+            attempt=attempt,
+        )
+
+    def _finish(self, record: CallRecord, reply: ChatResponse) -> None:
+        record.set_usage(reply.usage)
+        prices = self.metrics.prices if self.metrics is not None else self._prices
+        assert prices is not None
+        cost, source = prices.cost(record.provider, record.model, reply.usage, reply.cost_usd)
+        record.estimated_cost_usd, record.cost_source = cost, source
+        reply.cost_usd = cost
+        if self.metrics is not None:
+            self.metrics.record(record)
+
+    def _failed(
+        self,
+        record: CallRecord,
+        exc: LlmError,
+        start: float,
+        acc: StreamAccumulator | None = None,
+    ) -> None:
+        record.latency_ms = _ms(start)
+        record.status = "error"
+        record.error_type = exc.code
+        record.error = str(exc)
+        if acc is not None and acc.usage is not None:
+            record.set_usage(acc.usage)
+        if self.metrics is not None:
+            self.metrics.record(record)
+
+
+def _ms(start: float) -> int:
+    return round((time.perf_counter() - start) * 1000)

@@ -1,0 +1,137 @@
+"""Pricing lookup rules, the seeded price table, metrics rows and summaries."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from opencrab.errors import ValidationError
+from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start, summarize
+from opencrab.llm.pricing import DEFAULT_PRICES, PriceBook
+from opencrab.llm.types import Usage
+from opencrab.store import Database
+
+MILLION = Usage.of(1_000_000, 1_000_000)
+
+
+def test_migration_seeds_the_seed_price_table(db: Database) -> None:
+    with db.read() as conn:
+        book = PriceBook.load(conn)
+    for provider, model, price_in, price_out, window in DEFAULT_PRICES:
+        price = book.find(provider, model if "*" not in model else model.replace("*", "x"))
+        assert price is not None, (provider, model)
+        assert (price.input_price_per_1m, price.output_price_per_1m) == (price_in, price_out)
+        assert price.context_window == window
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "expected"),
+    [
+        ("openai", "gpt-5.2", 1.75 + 14.00),
+        ("openai", "gpt-5.2-pro", 21.00 + 168.00),
+        ("anthropic", "claude-opus-4.6", 5.00 + 25.00),
+        ("google", "gemini-2.5-flash-lite", 0.10 + 0.40),
+        ("openrouter", "deepseek/deepseek-v3.2", 0.25 + 0.38),  # routed id → vendor row
+        ("openrouter", "anthropic/claude-haiku-4.5", 1.00 + 5.00),
+        ("openrouter", "free/qwen3-coder", 0.0),
+        ("openrouter", "meta-llama/llama-3.3-70b-instruct:free", 0.0),
+        ("openrouter", "deepseek/deepseek-v3.2:free", 0.0),  # free variant of a priced model
+        ("ollama", "llama3.3:70b", 0.0),
+        ("embedded", "smollm2-135m-instruct", 0.0),
+    ],
+)
+def test_lookup_rules(provider: str, model: str, expected: float) -> None:
+    cost, source = PriceBook.defaults().cost(provider, model, MILLION)
+    assert cost == pytest.approx(expected)
+    assert source == "pricing"
+
+
+def test_unknown_models_cost_nothing_but_say_so() -> None:
+    assert PriceBook.defaults().cost("openai", "gpt-unknown", MILLION) == (0.0, "unknown")
+    assert PriceBook.defaults().cost("openai", "gpt-unknown", MILLION, reported=0.5) == (
+        0.5,
+        "provider",
+    )
+
+
+def record(**fields: object) -> CallRecord:
+    base: dict[str, object] = {
+        "id": str(uuid.uuid4()),
+        "provider": "openai",
+        "model": "gpt-5-mini",
+        "purpose": "conversation",
+    }
+    base.update(fields)
+    return CallRecord(**base)  # type: ignore[arg-type]
+
+
+async def test_recorder_writes_in_the_background_and_flushes(db: Database) -> None:
+    recorder = MetricsRecorder(db)
+    for i in range(300):  # more than one batch
+        recorder.record(record(latency_ms=i, estimated_cost_usd=0.001))
+    await recorder.flush()
+    groups = summarize(db, group_by="model")
+    assert [(g.key, g.calls) for g in groups] == [("gpt-5-mini", 300)]
+    assert groups[0].cost_usd == pytest.approx(0.3)
+    await recorder.aclose()
+
+
+def test_summaries_by_group_and_period(db: Database) -> None:
+    now = datetime.now(UTC)
+    recorder = MetricsRecorder(db)
+    recorder.write(
+        [
+            record(model="gpt-5-mini", purpose="analysis", task_type="summary", input_tokens=100,
+                   output_tokens=10, total_tokens=110, estimated_cost_usd=0.01, latency_ms=100),
+            record(model="gpt-5-mini", purpose="analysis", task_type="summary", input_tokens=300,
+                   output_tokens=30, total_tokens=330, estimated_cost_usd=0.03, latency_ms=300),
+            record(model="claude-opus-4.6", provider="anthropic", purpose="thinking",
+                   task_type="plan", estimated_cost_usd=0.5, latency_ms=900, quality_score=0.9),
+            record(model="claude-opus-4.6", provider="anthropic", purpose="thinking",
+                   status="error", error_type="rate_limited", latency_ms=5),
+            record(model="gpt-5.2", purpose="conversation", estimated_cost_usd=9.0,
+                   timestamp=now - timedelta(days=10), agent_id="agent-old"),
+        ]
+    )  # fmt: skip
+    by_model = {g.key: g for g in summarize(db, group_by="model", since=period_start("week"))}
+    assert set(by_model) == {"gpt-5-mini", "claude-opus-4.6"}
+    mini, opus = by_model["gpt-5-mini"], by_model["claude-opus-4.6"]
+    assert (mini.calls, mini.errors, mini.input_tokens, mini.total_tokens) == (2, 0, 400, 440)
+    assert mini.cost_usd == pytest.approx(0.04)
+    assert mini.avg_latency_ms == pytest.approx(200)
+    assert (opus.calls, opus.errors) == (2, 1)
+    assert opus.avg_latency_ms == pytest.approx(900)  # failed attempts do not count for speed
+    assert opus.avg_quality == pytest.approx(0.9)
+    assert next(g.key for g in summarize(db, group_by="model")) == "gpt-5.2"  # costliest first
+    assert {g.key for g in summarize(db, group_by="purpose", since=period_start("day"))} == {
+        "analysis",
+        "thinking",
+    }
+    assert {g.key: g.calls for g in summarize(db, group_by="task_type")} == {
+        "summary": 2,
+        "plan": 1,
+        None: 2,
+    }
+    assert [g.key for g in summarize(db, group_by="agent", agent_id="agent-old")] == ["agent-old"]
+    days = summarize(db, group_by="day")
+    assert {g.key for g in days} == {
+        now.strftime("%Y-%m-%d"),
+        (now - timedelta(days=10)).strftime("%Y-%m-%d"),
+    }
+    assert summarize(db, group_by="model", since=period_start("30d"))[0].key == "gpt-5.2"
+
+
+def test_periods_and_groupings_are_validated(db: Database) -> None:
+    now = datetime(2026, 2, 10, tzinfo=UTC)
+    assert period_start("all", now) is None
+    assert period_start("day", now) == now - timedelta(days=1)
+    assert period_start("month", now) == now - timedelta(days=30)
+    assert period_start("24h", now) == now - timedelta(hours=24)
+    assert period_start("2w", now) == now - timedelta(weeks=2)
+    for bad in ("fortnight", "0d", "-1d", "d"):
+        with pytest.raises(ValidationError, match="unknown period"):
+            period_start(bad, now)
+    with pytest.raises(ValidationError, match="unknown grouping"):
+        summarize(db, group_by="colour")
