@@ -14,6 +14,11 @@ from opencrab.config import Settings, load_settings
 from opencrab.event_log import EventLog
 from opencrab.store import Database
 
+# Keys the packaged config reads: a developer's real keys must not reach a test.
+PROVIDER_KEYS = frozenset(
+    {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"}
+)
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
@@ -51,11 +56,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test gets its own data directory and no OPENCRAB_* settings of the caller."""
+    """Each test gets its own data directory, no OPENCRAB_* settings and no provider keys."""
     import os
 
     for name in list(os.environ):
-        if name.startswith("OPENCRAB_"):
+        if name.startswith("OPENCRAB_") or name in PROVIDER_KEYS:
             monkeypatch.delenv(name)
     home = tmp_path / "data"
     monkeypatch.setenv("OPENCRAB_HOME", str(home))

@@ -39,6 +39,7 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.up",
     "opencrab.cli.db",
     "opencrab.cli.events",
+    "opencrab.cli.llm",
     "opencrab.server.api.health",
     "opencrab.server.api.traces",
 )

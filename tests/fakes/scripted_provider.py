@@ -52,8 +52,15 @@ def reply(
 class ScriptedProvider(LlmProvider):
     """Returns queued outcomes in order; the last one repeats when the queue runs dry."""
 
-    def __init__(self, name: str, *outcomes: Outcome, configured: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        *outcomes: Outcome,
+        configured: bool = True,
+        models: list[str] | None = None,
+    ) -> None:
         super().__init__(name=name)
+        self.models = models or ["scripted"]
         self.outcomes: deque[Outcome] = deque(outcomes)
         self.requests: list[ChatRequest] = []
         self.configured = configured
@@ -97,7 +104,7 @@ class ScriptedProvider(LlmProvider):
         )
 
     async def available_models(self) -> list[ModelInfo]:
-        return [ModelInfo(id="scripted", provider=self.name)]
+        return [ModelInfo(id=model, provider=self.name) for model in self.models]
 
     async def health_check(self) -> bool:
         return self.configured

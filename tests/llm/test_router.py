@@ -309,6 +309,33 @@ async def test_one_real_provider_is_enough_to_stay_online(settings: Settings) ->
     router.register_provider(ScriptedProvider(EMBEDDED, "small"))
     await router.start()
     assert not router.offline
-    assert router.notice is None
-    answer = await router.chat(request())  # openai unconfigured: the chain's next
+    assert router.notice == (
+        "the default provider 'openai' is not configured; "
+        "using anthropic/claude-opus-4.6 as the default"
+    )
+    assert router.resolve() == Target("anthropic", "claude-opus-4.6")
+    answer = await router.chat(request())
     assert answer.provider == "anthropic"
+
+
+async def test_a_configured_default_needs_no_notice(settings: Settings) -> None:
+    router = LlmRouter(settings)
+    router.register_provider(ScriptedProvider("openai", "x"))
+    router.register_provider(ScriptedProvider("anthropic", "from claude"))
+    await router.start()
+    assert router.notice is None
+    assert router.resolve() == Target("openai", "gpt-4o")
+
+
+async def test_a_local_server_becomes_the_default_with_its_loaded_model(
+    settings: Settings,
+) -> None:
+    router = LlmRouter(settings)
+    router.register_provider(ScriptedProvider("openai", "x", configured=False))
+    router.register_provider(ScriptedProvider("llamacpp", "local answer", models=["qwen3-8b"]))
+    router.register_provider(ScriptedProvider(EMBEDDED, "small"))
+    await router.start()
+    assert not router.offline
+    assert router.resolve() == Target("llamacpp", "qwen3-8b")
+    answer = await router.chat(request())
+    assert (answer.provider, answer.model, answer.text) == ("llamacpp", "qwen3-8b", "local answer")

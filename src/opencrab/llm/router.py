@@ -5,17 +5,21 @@ A model reference is resolved in this order:
 2. `provider/model` when `provider` is a registered provider (`openrouter/deepseek/deepseek-v3.2`
    → provider openrouter, model deepseek/deepseek-v3.2);
 3. any other non-empty text: a model of the default provider;
-4. nothing: the model for the call's purpose (`[llm.models]`), else the default model.
+4. nothing: the model for the call's purpose (`[llm.models]`) when its provider can
+   answer, else the default model.
 
 A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts the
 provider in a short cooldown and moves on along `[llm.fallback] chain`; a request the
 provider refuses (400, 401, 403) is raised at once. Each attempt writes one
 `llm_usage_metrics` row. When no provider has credentials and no local server answers,
-the embedded model is used and the user is told once how to configure a real provider.
+the embedded model is used and the user is told once how to configure a real provider;
+when the configured default provider cannot answer but another can (a key for another
+cloud, a running Ollama or llama.cpp server), that one becomes the default, with a notice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 EMBEDDED = "embedded"
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp"})
+PROBE_SECS = 5.0  # asking a local server which model it has loaded
 OFFLINE_HINT = (
     "No LLM provider is configured, so OpenCrab uses the small embedded model "
     "(SmolLM2-135M, weak but offline). For a real model set OPENAI_API_KEY, "
@@ -54,6 +59,13 @@ class Target:
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model}"
+
+
+@dataclass
+class StreamResult:
+    """Filled in when a routed stream ends: the assembled reply with cost and metrics id."""
+
+    response: ChatResponse | None = None
 
 
 @dataclass
@@ -97,6 +109,7 @@ class LlmRouter:
         self._cooling: dict[str, float] = {}
         self.offline = False
         self.notice: str | None = None
+        self.usable: frozenset[str] | None = None  # known after start()
         self._prices = PriceBook.defaults() if metrics is None else None
 
     # ------------------------------------------------------------ set-up
@@ -132,11 +145,29 @@ class LlmRouter:
     async def start(self) -> None:
         """Find out what can answer; fall back to the embedded model when nothing can."""
         usable = [name for name in self.providers if await self._usable(name)]
+        self.usable = frozenset(usable)
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
             self.notice = OFFLINE_HINT
             log.warning(OFFLINE_HINT)
+            return
+        if self.default.provider in usable:
+            return
+        # The configured default cannot answer: the first usable provider takes its place.
+        for name in dict.fromkeys([*self.fallback_chain, *self.providers]):
+            if name not in usable or name == EMBEDDED:
+                continue
+            model = self.default_model_for(name) or await self._first_model(name)
+            if model is None:
+                continue
+            self.notice = (
+                f"the default provider {self.default.provider!r} is not configured; "
+                f"using {name}/{model} as the default"
+            )
+            log.warning(self.notice)
+            self.default = Target(name, model)
+            return
 
     async def _usable(self, name: str) -> bool:
         provider = self.providers[name]
@@ -145,6 +176,16 @@ class LlmRouter:
         if name in LOCAL_PROVIDERS:
             return await provider.health_check()
         return True
+
+    async def _first_model(self, name: str) -> str | None:
+        """The first model a provider lists (a local server's loaded model), if any."""
+        try:
+            async with asyncio.timeout(PROBE_SECS):
+                models = await self.providers[name].available_models()
+        except (LlmError, TimeoutError) as exc:
+            log.info("provider %s lists no models: %s", name, exc)
+            return None
+        return models[0].id if models else None
 
     async def aclose(self) -> None:
         for provider in self.providers.values():
@@ -166,7 +207,7 @@ class LlmRouter:
             return self.default
         if purpose in PURPOSES:
             ref = getattr(self.settings.llm.models, purpose)
-            if ref is not None:
+            if ref is not None and (self.usable is None or ref.provider in self.usable):
                 return Target(ref.provider, ref.model)
         return self.default
 
@@ -189,12 +230,14 @@ class LlmRouter:
         return None
 
     def candidates(self, first: Target) -> list[Target]:
-        """The primary target, then one per fallback provider; cooling providers last."""
+        """The primary target, one per fallback provider, the default; cooling ones last."""
         targets = [first]
         for name in self.fallback_chain:
             model = self.default_model_for(name)
             if name != first.provider and model is not None:
                 targets.append(Target(name, model))
+        if self.default.provider not in {t.provider for t in targets}:
+            targets.append(self.default)
         if self.offline and all(t.provider != EMBEDDED for t in targets):
             targets.append(Target(EMBEDDED, EMBEDDED_MODEL))
         now = self._clock()
@@ -250,7 +293,10 @@ class LlmRouter:
         raise last
 
     async def stream(
-        self, request: ChatRequest, info: CallInfo | None = None
+        self,
+        request: ChatRequest,
+        info: CallInfo | None = None,
+        result: StreamResult | None = None,
     ) -> AsyncIterator[ChatChunk]:
         """Stream a chat; falls back only until the first chunk has been passed on."""
         info = info or CallInfo()
@@ -285,7 +331,11 @@ class LlmRouter:
                     raise
                 continue
             record.latency_ms = _ms(start)
-            self._finish(record, acc.response())
+            reply = acc.response()
+            self._finish(record, reply)
+            reply.metrics_id, reply.latency_ms = record.id, record.latency_ms
+            if result is not None:
+                result.response = reply
             return
         assert last is not None, "no provider to try"
         raise last

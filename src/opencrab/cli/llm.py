@@ -1,0 +1,284 @@
+"""`opencrab llm models|health|chat|metrics`: the LLM layer from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from opencrab.cli.common import (
+    ConfigOption,
+    DataDirOption,
+    JsonOption,
+    console,
+    err_console,
+    exits_on_error,
+    open_store,
+    print_json,
+    settings_from,
+    store_from,
+)
+from opencrab.config.models import PURPOSES
+from opencrab.errors import LlmError
+from opencrab.llm.metrics import GROUPS, MetricsRecorder, period_start, summarize
+from opencrab.llm.router import CallInfo, LlmRouter, StreamResult
+from opencrab.llm.types import ChatRequest, ChatResponse, Message
+from opencrab.plugins import hookimpl
+
+llm_app = typer.Typer(help="LLM providers, models, chat and usage metrics.", no_args_is_help=True)
+PROBE_TIMEOUT = 10.0
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """An option callback that accepts only `choices` (a usage error, exit 2, otherwise)."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+@asynccontextmanager
+async def routed(config: Path | None, data_dir: Path | None) -> AsyncIterator[LlmRouter]:
+    """A started router whose metrics go to the store; flushed and closed on exit."""
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    recorder = MetricsRecorder(db)
+    router = LlmRouter.from_settings(settings, metrics=recorder)
+    try:
+        await router.start()
+        if router.notice:
+            err_console.print(f"[yellow]note:[/] {router.notice}", highlight=False)
+        yield router
+    finally:
+        await recorder.aclose()
+        await router.aclose()
+        db.close()
+
+
+@llm_app.command()
+@exits_on_error
+def models(
+    config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
+) -> None:
+    """Models of every configured provider (asks servers that list them)."""
+    rows = asyncio.run(_models(config, data_dir))
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="models")
+    for column in ("provider", "model", "context", "vision", "tools", "note"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["provider"],
+            row.get("id") or "",
+            str(row.get("contextWindow") or ""),
+            _yes(row.get("vision")),
+            _yes(row.get("functions")),
+            row.get("error") or "",
+        )
+    console.print(table)
+
+
+async def _models(config: Path | None, data_dir: Path | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    async with routed(config, data_dir) as router:
+        for name, provider in router.providers.items():
+            if not provider.is_configured():
+                rows.append({"provider": name, "error": "not configured"})
+                continue
+            try:
+                found = await asyncio.wait_for(provider.available_models(), PROBE_TIMEOUT)
+            except (LlmError, TimeoutError) as exc:
+                rows.append({"provider": name, "error": str(exc) or "timed out"})
+                continue
+            rows += [
+                {
+                    "provider": name,
+                    "id": m.id,
+                    "contextWindow": m.context_window,
+                    "vision": m.supports_vision,
+                    "functions": m.supports_functions,
+                }
+                for m in found
+            ]
+    return rows
+
+
+@llm_app.command()
+@exits_on_error
+def health(
+    config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
+) -> None:
+    """Which providers are configured and answering."""
+    rows = asyncio.run(_health(config, data_dir))
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="providers")
+    for column in ("provider", "configured", "healthy", "ms"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["provider"],
+            _yes(row["configured"]),
+            _yes(row["healthy"]),
+            str(row["latencyMs"] or ""),
+        )
+    console.print(table)
+
+
+async def _health(config: Path | None, data_dir: Path | None) -> list[dict[str, Any]]:
+    async with routed(config, data_dir) as router:
+
+        async def probe(name: str) -> dict[str, Any]:
+            provider = router.providers[name]
+            configured = provider.is_configured()
+            healthy, elapsed = False, None
+            if configured:
+                start = time.perf_counter()
+                try:
+                    healthy = await asyncio.wait_for(provider.health_check(), PROBE_TIMEOUT)
+                except TimeoutError:
+                    healthy = False
+                elapsed = round((time.perf_counter() - start) * 1000)
+            return {
+                "provider": name,
+                "configured": configured,
+                "healthy": healthy,
+                "latencyMs": elapsed,
+            }
+
+        return list(await asyncio.gather(*(probe(name) for name in router.providers)))
+
+
+@llm_app.command()
+@exits_on_error
+def chat(
+    prompt: Annotated[str, typer.Argument(help="What to say; - reads standard input.")],
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="An alias (fast, smart, …) or PROVIDER/MODEL."),
+    ] = None,
+    purpose: Annotated[
+        str, typer.Option(callback=one_of(PURPOSES), help=f"One of {', '.join(PURPOSES)}.")
+    ] = "conversation",
+    system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
+    image: Annotated[
+        list[str] | None, typer.Option(help="An image URL or data: URL to send (repeatable).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="The longest reply, in tokens.")
+    ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Print the reply as it arrives.")
+    ] = False,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Send one prompt through the router; the call is recorded in the metrics."""
+    text = sys.stdin.read() if prompt == "-" else prompt
+    messages = [Message.system(system)] if system else []
+    messages.append(Message.user(text, images=image))
+    request = ChatRequest(model=model or "", messages=messages, max_tokens=max_tokens)
+    reply = asyncio.run(_chat(config, data_dir, request, purpose, stream and not as_json))
+    if as_json:
+        print_json(chat_json(reply))
+    elif not stream:
+        console.print(reply.text, markup=False, highlight=False)
+        for call in reply.tool_calls:
+            console.print(f"[tool call] {call.name}({call.arguments})", markup=False)
+
+
+async def _chat(
+    config: Path | None, data_dir: Path | None, request: ChatRequest, purpose: str, echo: bool
+) -> ChatResponse:
+    async with routed(config, data_dir) as router:
+        info = CallInfo(purpose=purpose, task_type="cli")
+        if not echo:
+            return await router.chat(request, info)
+        result = StreamResult()
+        async for chunk in router.stream(request, info, result):
+            if chunk.text:
+                sys.stdout.write(chunk.text)
+                sys.stdout.flush()
+        sys.stdout.write("\n")
+        assert result.response is not None
+        return result.response
+
+
+def chat_json(reply: ChatResponse) -> dict[str, Any]:
+    """The `llm chat --json` document."""
+    return {
+        "text": reply.text,
+        "toolCalls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+        ],
+        "finishReason": reply.finish_reason,
+        "usage": reply.usage.model_dump(exclude={"raw"}),
+        "provider": reply.provider,
+        "model": reply.model,
+        "latencyMs": reply.latency_ms,
+        "costUsd": reply.cost_usd,
+        "metricsId": reply.metrics_id,
+    }
+
+
+@llm_app.command()
+@exits_on_error
+def metrics(
+    period: Annotated[
+        str, typer.Option(help="hour, day, week, month, all, or a count like 24h, 7d.")
+    ] = "week",
+    group_by: Annotated[
+        str, typer.Option(callback=one_of(GROUPS), help=f"One of {', '.join(GROUPS)}.")
+    ] = "model",
+    agent: Annotated[str | None, typer.Option(help="Only this agent's calls.")] = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Calls, errors, tokens, cost and latency per group."""
+    since = period_start(period)
+    with store_from(config, data_dir) as db:
+        groups = summarize(db, group_by=group_by, since=since, agent_id=agent)
+    if as_json:
+        print_json({"period": period, "groupBy": group_by, "groups": [g.as_json() for g in groups]})
+        return
+    table = Table(title=f"LLM usage by {group_by}, period {period}")
+    for column in (group_by, "calls", "errors", "in", "out", "cost $", "avg ms", "ttft ms"):
+        table.add_column(column, justify="left" if column == group_by else "right")
+    for g in groups:
+        table.add_row(
+            g.key or "—",
+            str(g.calls),
+            str(g.errors),
+            str(g.input_tokens),
+            str(g.output_tokens),
+            f"{g.cost_usd:.6f}",
+            "" if g.avg_latency_ms is None else f"{g.avg_latency_ms:.0f}",
+            "" if g.avg_ttft_ms is None else f"{g.avg_ttft_ms:.0f}",
+        )
+    console.print(table)
+
+
+def _yes(value: Any) -> str:
+    if value is None:
+        return ""
+    return "yes" if value else "no"
+
+
+@hookimpl
+def register_commands(app: typer.Typer) -> None:
+    app.add_typer(llm_app, name="llm")

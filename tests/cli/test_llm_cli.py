@@ -1,0 +1,191 @@
+"""`opencrab llm chat|models|health|metrics` against a fake OpenAI server and the embedded model."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from opencrab.cli import build_app
+from opencrab.llm.router import OFFLINE_HINT
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.test_openai import chunk, completion
+
+CHAT = "/v1/chat/completions"
+runner = CliRunner()
+app = build_app()
+
+
+def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port  # nothing listens once the probe is closed
+
+
+@pytest.fixture(autouse=True)
+def no_local_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ollama and llama.cpp point at a closed port, whatever runs on this machine."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL", url)
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL", url)
+
+
+@pytest.fixture
+def openai_fake(fake_llm_server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch) -> FakeLlmServer:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OPENAI__BASE_URL", fake_llm_server.url + "/v1")
+    return fake_llm_server
+
+
+def test_chat_json_records_cost_and_metrics(openai_fake: FakeLlmServer) -> None:
+    usage = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 200,
+        "total_tokens": 1200,
+        "prompt_tokens_details": {"cached_tokens": 400},
+        "completion_tokens_details": {"reasoning_tokens": 50},
+    }
+    openai_fake.reply(CHAT, Reply(json=completion({"content": "Bonjour"}, usage=usage)))
+
+    code, out, err = run("llm", "chat", "--model", "smart", "--json", "Say hello in French")
+
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["text"] == "Bonjour"
+    assert doc["toolCalls"] == []
+    assert doc["finishReason"] == "stop"
+    assert (doc["provider"], doc["model"]) == ("openai", "gpt-5-mini-2025-08-07")
+    assert doc["usage"] == {
+        "input_tokens": 1000,
+        "output_tokens": 200,
+        "total_tokens": 1200,
+        "cache_read_tokens": 400,
+        "cache_write_tokens": 0,
+        "reasoning_tokens": 50,
+    }
+    # smart = openai/gpt-5.2 at $1.75 in / $14.00 out per million tokens
+    assert doc["costUsd"] == pytest.approx(1000 * 1.75e-6 + 200 * 14e-6)
+    assert isinstance(doc["latencyMs"], int)
+    assert doc["metricsId"]
+    sent = openai_fake.requests_to(CHAT)[-1].json
+    assert sent["model"] == "gpt-5.2"
+    assert sent["messages"] == [{"role": "user", "content": "Say hello in French"}]
+
+    code, out, err = run("llm", "metrics", "--json", "--period", "day")
+    assert code == 0, err
+    [group] = json.loads(out)["groups"]
+    assert group["key"] == "gpt-5.2"
+    assert (group["calls"], group["errors"]) == (1, 0)
+    assert (group["inputTokens"], group["outputTokens"]) == (1000, 200)
+    assert group["costUsd"] == pytest.approx(doc["costUsd"])
+
+
+def test_chat_streams_to_the_terminal(openai_fake: FakeLlmServer) -> None:
+    usage = {"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11}
+    events: list[Any] = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hel"}),
+        chunk({"content": "lo!"}),
+        chunk({}, finish="stop"),
+        chunk(None, usage=usage),
+        "[DONE]",
+    ]
+    openai_fake.reply(CHAT, Reply(sse=events))
+
+    code, out, err = run("llm", "chat", "--stream", "--purpose", "analysis", "Hi")
+
+    assert code == 0, err
+    assert out == "Hello!\n"
+    sent = openai_fake.requests_to(CHAT)[-1].json
+    assert sent["stream"] is True
+    assert sent["model"] == "gpt-5-mini"  # [llm.models] analysis
+
+    code, out, _ = run("llm", "metrics", "--json", "--group-by", "purpose")
+    [group] = json.loads(out)["groups"]
+    assert (group["key"], group["calls"], group["outputTokens"]) == ("analysis", 1, 3)
+    assert group["avgTtftMs"] is not None
+
+
+def test_chat_reads_the_prompt_from_stdin(openai_fake: FakeLlmServer) -> None:
+    openai_fake.reply(CHAT, Reply(json=completion({"content": "4"})))
+    code, out, err = run("llm", "chat", "--system", "Answer with a number.", "-", input="2+2?")
+    assert code == 0, err
+    assert out.strip() == "4"
+    assert openai_fake.requests_to(CHAT)[-1].json["messages"] == [
+        {"role": "system", "content": "Answer with a number."},
+        {"role": "user", "content": "2+2?"},
+    ]
+
+
+def test_auth_failure_is_reported_and_recorded(openai_fake: FakeLlmServer) -> None:
+    body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
+    openai_fake.reply(CHAT, Reply(status=401, json=body))
+
+    code, out, err = run("llm", "chat", "--model", "openai/gpt-5.2", "Hi")
+
+    assert code == 1
+    assert "Incorrect API key provided" in err
+    assert "openai" in err
+    assert len(openai_fake.requests_to(CHAT)) == 1  # a 401 is not retried elsewhere
+    code, out, _ = run("llm", "metrics", "--json")
+    [group] = json.loads(out)["groups"]
+    assert (group["calls"], group["errors"]) == (1, 1)
+
+
+def test_bad_options_are_usage_errors() -> None:
+    code, _, err = run("llm", "chat", "--purpose", "dreaming", "Hi")
+    assert code == 2
+    assert "dreaming" in err
+    code, _, err = run("llm", "metrics", "--group-by", "colour")
+    assert code == 2
+    assert "colour" in err
+    code, _, err = run("llm", "metrics", "--period", "fortnight")
+    assert code == 1
+    assert "fortnight" in err
+
+
+def test_models_and_health(openai_fake: FakeLlmServer) -> None:
+    listed = [{"id": "gpt-5.2", "object": "model", "created": 1, "owned_by": "openai"}]
+    openai_fake.reply("/v1/models", Reply(json={"object": "list", "data": listed}))
+
+    code, out, err = run("llm", "models", "--json")
+    assert code == 0, err
+    rows = {row["provider"]: row for row in json.loads(out)}
+    assert rows["openai"]["id"] == "gpt-5.2"
+    assert rows["anthropic"] == {"provider": "anthropic", "error": "not configured"}
+    assert rows["embedded"]["id"] == "smollm2-135m-instruct"
+    assert "error" in rows["ollama"]  # the closed port
+
+    code, out, err = run("llm", "health", "--json")
+    assert code == 0, err
+    health = {row["provider"]: row for row in json.loads(out)}
+    assert health["openai"]["configured"]
+    assert health["openai"]["healthy"]
+    assert not health["anthropic"]["configured"]
+    assert health["ollama"]["configured"]
+    assert not health["ollama"]["healthy"]
+    assert health["embedded"]["healthy"]
+
+
+def test_with_no_provider_the_embedded_model_answers() -> None:
+    code, out, err = run("llm", "chat", "--json", "--max-tokens", "8", "What is a crab?")
+
+    assert code == 0, err
+    assert OFFLINE_HINT.split(",")[0] in " ".join(err.split())
+    doc = json.loads(out)
+    assert (doc["provider"], doc["model"]) == ("embedded", "smollm2-135m-instruct")
+    assert doc["text"].strip()
+    assert 0 < doc["usage"]["output_tokens"] <= 8
+    assert doc["costUsd"] == 0.0
+    code, out, _ = run("llm", "metrics", "--json", "--group-by", "provider")
+    [group] = json.loads(out)["groups"]
+    assert (group["key"], group["calls"], group["errors"]) == ("embedded", 1, 0)
