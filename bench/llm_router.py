@@ -1,10 +1,10 @@
 """Router overhead: LlmRouter.chat vs a direct OpenAI SDK call to the same local server.
 
 Both talk to one fake OpenAI-compatible server on loopback (tests/fakes/llm_server.py),
-alternating call by call (and which goes first) so machine noise hits both alike. The router path includes
-everything a real call pays: alias resolution, request mapping, the provider's SDK
-call, response mapping, pricing and queueing the metrics row (written by the
-background writer into a real SQLite database in the same process).
+alternating call by call, and which goes first, so machine noise hits both alike. The
+router path includes everything a real call pays: alias resolution, request mapping,
+the provider's SDK call, response mapping, pricing and queueing the metrics row
+(written by the background writer into a real SQLite database in the same process).
 
     python bench/llm_router.py [--calls N]
 """
