@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from opencrab.cli.common import (
@@ -57,7 +58,7 @@ async def routed(config: Path | None, data_dir: Path | None) -> AsyncIterator[Ll
     try:
         await router.start()
         if router.notice:
-            err_console.print(f"[yellow]note:[/] {router.notice}", highlight=False)
+            err_console.print(f"[yellow]note:[/] {escape(router.notice)}", highlight=False)
         yield router
     finally:
         await recorder.aclose()
@@ -196,9 +197,11 @@ def chat(
     if as_json:
         print_json(chat_json(reply))
     elif not stream:
-        console.print(reply.text, markup=False, highlight=False)
+        console.print(reply.text, markup=False, highlight=False, soft_wrap=True)
         for call in reply.tool_calls:
-            console.print(f"[tool call] {call.name}({call.arguments})", markup=False)
+            console.print(
+                f"[tool call] {call.name}({call.arguments})", markup=False, soft_wrap=True
+            )
 
 
 async def _chat(

@@ -143,14 +143,18 @@ class LlmRouter:
         self.fallback_chain = list(chain)
 
     async def start(self) -> None:
-        """Find out what can answer; fall back to the embedded model when nothing can."""
+        """Find out what can answer; fall back to the embedded model when nothing can.
+
+        What the user should be told about the choice is left in `notice`, for the
+        caller (the CLI, the server's start-up log) to show once.
+        """
         usable = [name for name in self.providers if await self._usable(name)]
         self.usable = frozenset(usable)
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
             self.notice = OFFLINE_HINT
-            log.warning(OFFLINE_HINT)
+            log.info(OFFLINE_HINT)
             return
         if self.default.provider in usable:
             return
@@ -165,7 +169,7 @@ class LlmRouter:
                 f"the default provider {self.default.provider!r} is not configured; "
                 f"using {name}/{model} as the default"
             )
-            log.warning(self.notice)
+            log.info(self.notice)
             self.default = Target(name, model)
             return
 
