@@ -4,8 +4,12 @@
     ├── ConfigError               invalid configuration: file, key and problem are named
     ├── StoreError                the database cannot be opened, migrated or written
     ├── ValidationError           input that breaks a documented rule
-    │   └── EventValidationError  an AgentEvent batch that breaks a seed-000 rule
+    │   ├── EventValidationError  an AgentEvent batch that breaks a seed-000 rule
+    │   ├── WorkspaceError        a workspace path or operation that is not allowed
+    │   │   └── QuotaExceeded     a write would take the workspace over its size quota
+    │   └── SkillFileError        a malformed skill file (file, line and reason)
     ├── NotFoundError             a referenced record does not exist
+    ├── ConflictError             the request clashes with stored state (a duplicate name)
     └── LlmError                  an LLM call failed; `retryable` tells the router whether
         │                         another attempt or provider may succeed
         ├── ProviderNotConfigured no key, no SDK, or no server for the provider (not retryable)
@@ -82,10 +86,41 @@ def _describe(index: int, event_id: str | None, reason: str) -> str:
     return f"{where}: {reason}"
 
 
+class WorkspaceError(ValidationError):
+    """A workspace path that escapes the jail, or an operation the workspace refuses."""
+
+    code = "workspace_error"
+
+
+class QuotaExceeded(WorkspaceError):
+    """A write would take the workspace over its size quota; nothing was written."""
+
+    code = "quota_exceeded"
+
+
+class SkillFileError(ValidationError):
+    """A skill file that cannot be used; names the file, the line (1-based) and why."""
+
+    code = "invalid_skill_file"
+
+    def __init__(self, file: str, line: int | None, reason: str) -> None:
+        self.file = file
+        self.line = line
+        self.reason = reason
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {reason}")
+
+
 class NotFoundError(OpenCrabError):
     """A referenced record does not exist."""
 
     code = "not_found"
+
+
+class ConflictError(OpenCrabError):
+    """The request clashes with what is stored (e.g. a name already taken)."""
+
+    code = "conflict"
 
 
 class LlmError(OpenCrabError):

@@ -61,6 +61,14 @@ class Hooks:
     def register_providers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
         """Add LLM providers: `register(name, factory)`; `factory(config, name=name)`."""
 
+    @hookspec
+    def register_actions(self, register: Callable[[Any], None]) -> None:
+        """Add agent actions: `register(action)` with an `opencrab.actions.base.Action`."""
+
+    @hookspec
+    def register_skill_dirs(self) -> list[Any]:
+        """Directories (pathlib.Path) holding standard `*.skill.md` files."""
+
 
 @cache
 def plugin_manager() -> pluggy.PluginManager:
