@@ -68,6 +68,7 @@ class Hooks:
     @hookspec
     def register_skill_dirs(self) -> list[Any]:
         """Directories (pathlib.Path) holding standard `*.skill.md` files."""
+        raise NotImplementedError  # a specification: pluggy calls the implementations
 
 
 @cache
