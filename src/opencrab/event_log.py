@@ -144,6 +144,21 @@ class EventLog:
             ).all()
         return [_row_event(row) for row in _chain_order(rows)]
 
+    def last_id(self, trace_id: UUID | str, *, conn: Connection | None = None) -> UUID | None:
+        """The id of the trace's most recently written event, None for a new trace."""
+        query = (
+            sa.select(events_table.c.id)
+            .where(events_table.c.trace_id == str(trace_id))
+            .order_by(events_table.c.seq.desc())
+            .limit(1)
+        )
+        if conn is not None:
+            found = conn.execute(query).scalar()
+        else:
+            with self.db.read() as own:
+                found = own.execute(query).scalar()
+        return None if found is None else UUID(str(found))
+
     def context(self, trace_id: UUID | str) -> list[AgentEvent]:
         """The trace as LLM history: every event but the token_usage sidecars."""
         return [e for e in self.trace(trace_id) if e.is_context_event]

@@ -60,6 +60,10 @@ class LlmProvider(ABC):
         """Whether image inputs are accepted."""
         return True
 
+    def context_window(self, model: str) -> int | None:
+        """The model's context window in tokens when the provider knows it, else None."""
+        return None
+
     @abstractmethod
     async def health_check(self) -> bool:
         """True when the provider answers (cheaply; never spends tokens)."""

@@ -42,6 +42,7 @@ EMBEDDED = "embedded"
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp"})
 PROBE_SECS = 5.0  # asking a local server which model it has loaded
+DEFAULT_CONTEXT_WINDOW = 32_768  # for models nobody tells us about
 OFFLINE_HINT = (
     "No LLM provider is configured, so OpenCrab uses the small embedded model "
     "(SmolLM2-135M, weak but offline). For a real model set OPENAI_API_KEY, "
@@ -232,6 +233,16 @@ class LlmRouter:
             if target.provider == provider:
                 return target.model
         return None
+
+    def context_window(self, target: Target) -> int:
+        """The target model's context window: from its provider, the price table, or 32k."""
+        provider = self.providers.get(target.provider)
+        window = provider.context_window(target.model) if provider is not None else None
+        if window is None:
+            prices = self.metrics.prices if self.metrics is not None else self._prices
+            price = prices.find(target.provider, target.model) if prices is not None else None
+            window = price.context_window if price is not None else None
+        return window or DEFAULT_CONTEXT_WINDOW
 
     def candidates(self, first: Target) -> list[Target]:
         """The primary target, one per fallback provider, the default; cooling ones last."""

@@ -121,12 +121,24 @@ async def test_plain_reply(provider: OllamaProvider, fake_llm_server: FakeLlmSer
 
 
 async def test_usage_counters(provider: OllamaProvider, fake_llm_server: FakeLlmServer) -> None:
-    fake_llm_server.reply(CHAT, Reply(json=line({"content": "ok"}, done=True)))
+    """Ollama's wire has no cached- or reasoning-token field, so both stay 0.
 
-    usage = (await provider.chat_completion(ask())).usage
+    The final message reports only `prompt_eval_count` (input) and `eval_count` (output,
+    thinking included) besides durations; those two are the usage, all six counters its
+    `raw`, with or without a streamed `thinking` part.
+    """
+    whole = line({"content": "ok", "thinking": "Short answer."}, done=True)
+    streamed = [line({"thinking": "Short answer."}), line({"content": "ok"}), line(done=True)]
+    fake_llm_server.reply(CHAT, Reply(json=whole), Reply(ndjson=streamed))
 
+    reply = await provider.chat_completion(ask())
+    chunks = await collect(provider, ask())
+
+    assert reply.text == "ok"
+    assert chunks[-1].usage == reply.usage
+    usage = reply.usage
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (26, 9, 35)
-    assert (usage.cache_read_tokens, usage.reasoning_tokens) == (0, 0)
+    assert (usage.cache_read_tokens, usage.cache_write_tokens, usage.reasoning_tokens) == (0, 0, 0)
     assert usage.raw == COUNTERS
 
 

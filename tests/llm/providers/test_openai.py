@@ -480,6 +480,18 @@ async def test_http_errors(
     assert len(fake_llm_server.requests) == 1  # the SDK does not retry
 
 
+async def test_http_error_with_a_body_that_is_not_json(
+    provider: OpenAIProvider, fake_llm_server: FakeLlmServer
+) -> None:
+    """A gateway's error page has no JSON: its text is the message, not just the status."""
+    page = Reply(status=503, body=b"upstream connect error", content_type="text/plain")
+    fake_llm_server.reply(CHAT, page)
+    with pytest.raises(ProviderServerError) as caught:
+        await provider.chat_completion(ask())
+    assert str(caught.value) == "openai: HTTP 503: upstream connect error"
+    assert (caught.value.status, caught.value.retryable) == (503, True)
+
+
 async def test_http_error_when_streaming(
     provider: OpenAIProvider, fake_llm_server: FakeLlmServer
 ) -> None:

@@ -9,7 +9,14 @@ import pytest
 from pydantic import SecretStr
 
 from opencrab.config.models import ProviderConfig
-from opencrab.errors import ProviderAuthError, ProviderServerError, StreamInterrupted
+from opencrab.errors import (
+    LlmError,
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderServerError,
+    RateLimited,
+    StreamInterrupted,
+)
 from opencrab.llm.providers.openrouter import OpenRouterProvider
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message, ToolCall, ToolDefinition
@@ -72,6 +79,14 @@ def chunk(
 
 def ask(**fields: Any) -> ChatRequest:
     return ChatRequest(model=MODEL, messages=[Message.user("Hi")], **fields)
+
+
+async def collect_texts(
+    provider: OpenRouterProvider, request: ChatRequest, seen: list[str]
+) -> None:
+    """Append each chunk's text to `seen` (kept when the stream then fails)."""
+    async for c in provider.chat_completion_stream(request):
+        seen.append(c.text)
 
 
 @pytest.fixture
@@ -194,6 +209,55 @@ async def test_error_event_mid_stream(
     with pytest.raises(ProviderServerError, match="Provider returned error") as caught:
         _ = [c async for c in provider.chat_completion_stream(ask())]
     assert caught.value.status == 502
+    assert caught.value.provider == "openrouter"
+
+
+async def test_documented_mid_stream_error_chunk(
+    provider: OpenRouterProvider, fake_llm_server: FakeLlmServer
+) -> None:
+    """OpenRouter's documented shape: a chunk with a string `error.code` and finish "error"."""
+    failed = chunk({"content": ""}, finish="error")
+    failed["error"] = {"code": "server_error", "message": "Provider disconnected unexpectedly"}
+    fake_llm_server.reply(CHAT, Reply(sse=[chunk({"content": "Partial"}), failed]))
+    seen: list[str] = []
+
+    with pytest.raises(ProviderServerError) as caught:
+        await collect_texts(provider, ask(), seen)
+
+    assert seen == ["Partial"]
+    assert str(caught.value) == (
+        "openrouter: error event in the stream: Provider disconnected unexpectedly"
+    )
+    assert (caught.value.status, caught.value.retryable) == (None, True)
+
+
+@pytest.mark.parametrize(
+    ("code", "cls", "retryable"),
+    [
+        (502, ProviderServerError, True),
+        (429, RateLimited, True),
+        (400, ProviderBadRequest, False),
+        ("server_error", ProviderServerError, True),
+    ],
+)
+async def test_error_in_a_200_body(
+    provider: OpenRouterProvider,
+    fake_llm_server: FakeLlmServer,
+    code: int | str,
+    cls: type[LlmError],
+    retryable: bool,
+) -> None:
+    """Once the model has started, OpenRouter reports a failure with status 200 in the body."""
+    body = {"error": {"code": code, "message": "Provider returned error", "metadata": {}}}
+    fake_llm_server.reply(CHAT, Reply(json=body))
+
+    with pytest.raises(LlmError) as caught:
+        await provider.chat_completion(ask())
+
+    assert type(caught.value) is cls
+    assert caught.value.retryable is retryable
+    assert caught.value.status == (code if isinstance(code, int) else None)
+    assert "Provider returned error" in str(caught.value)
     assert caught.value.provider == "openrouter"
 
 

@@ -227,6 +227,10 @@ class EmbeddedProvider(LlmProvider):
         """False: SmolLM2-135M cannot call tools (tools are ignored under tool_choice auto)."""
         return False
 
+    def context_window(self, model: str) -> int | None:
+        """The context the model is loaded with."""
+        return self._n_ctx or N_CTX
+
     def supports_vision(self) -> bool:
         """False: the model reads text only."""
         return False

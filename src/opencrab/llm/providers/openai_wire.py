@@ -22,9 +22,14 @@ Mapping decisions:
   value a compatible server invents maps to stop. The raw value is kept in
   `ChatResponse.raw_finish_reason`.
 - Errors: HTTP statuses go through `llm_error_for_status` (401/403 auth, 429 rate limit,
-  5xx server, other 4xx bad request); SDK timeouts → ProviderTimeout; connection errors →
+  5xx server, other 4xx bad request), with the message of the `{"error": {"message"}}`
+  body, else the body's text; SDK timeouts → ProviderTimeout; connection errors →
   ProviderUnreachable before a stream has started and StreamInterrupted once it has;
   bodies or stream events that do not parse or lack required fields → MalformedResponse.
+  A 200 body that is an `{"error": {"code", "message"}}` object and has no choices
+  (OpenRouter's report of a failure once the model had started) maps by its `code` like
+  a status (a code that is no HTTP status → ProviderServerError); so does an `error`
+  event inside a stream.
 """
 
 from __future__ import annotations
@@ -158,6 +163,9 @@ def usage_from(usage: CompletionUsage) -> Usage:
 
 def response_from(completion: object, *, provider: str, model: str) -> ChatResponse:
     """A ChatResponse from a ChatCompletion; MalformedResponse when fields are missing."""
+    error = getattr(completion, "error", None)  # not in the schema: kept as an extra field
+    if isinstance(error, dict) and error and not getattr(completion, "choices", None):
+        raise error_in_body(error, provider=provider, model=model)
     try:
         if not isinstance(completion, ChatCompletion) or not isinstance(completion.choices, list):
             raise TypeError("the body is not a chat completion")
@@ -291,13 +299,33 @@ def error_from(
     ):
         return err(MalformedResponse, f"the reply does not parse: {exc}")
     if isinstance(exc, openai.APIError):  # an error event inside a stream
-        code = exc.body.get("code") if isinstance(exc.body, dict) else None
-        if isinstance(code, int) and code >= 400:
-            return llm_error_for_status(code, exc.message, provider=provider, model=model)
-        return err(ProviderServerError, f"error event in the stream: {exc.message}")
+        body = exc.body if isinstance(exc.body, dict) else {}
+        return error_in_body(
+            {**body, "message": exc.message},
+            provider=provider,
+            model=model,
+            where="error event in the stream",
+        )
     if isinstance(exc, ValueError):
         return err(ProviderBadRequest, f"invalid request: {exc}")
     return err(LlmError, f"{type(exc).__name__}: {exc}")
+
+
+def error_in_body(
+    error: dict[str, Any], *, provider: str, model: str | None, where: str = "error in the reply"
+) -> LlmError:
+    """The LlmError for an `{"code", "message"}` error object sent with a 200 status.
+
+    A `code` that is an HTTP error status maps like that status; any other (a string such
+    as "server_error", or none) is ProviderServerError.
+    """
+    message = error.get("message")
+    text = message if isinstance(message, str) and message else str(error)[:500]
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        cls = type(llm_error_for_status(code, text))
+        return cls(f"{where} (code {code}): {text}", provider=provider, model=model, status=code)
+    return ProviderServerError(f"{where}: {text}", provider=provider, model=model)
 
 
 def _error_message(exc: openai.APIStatusError) -> str:
@@ -306,4 +334,6 @@ def _error_message(exc: openai.APIStatusError) -> str:
         message = body.get("message")
         if isinstance(message, str) and message:
             return message
+    if isinstance(body, str) and body.strip():  # a body that is not JSON (a proxy's page)
+        return body.strip()[:500]
     return exc.message
