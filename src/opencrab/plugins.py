@@ -40,6 +40,11 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.db",
     "opencrab.cli.events",
     "opencrab.cli.llm",
+    "opencrab.actions.speech",
+    "opencrab.actions.workspace",
+    "opencrab.actions.learning",
+    "opencrab.actions.llm",
+    "opencrab.core.skills",
     "opencrab.server.api.health",
     "opencrab.server.api.traces",
 )

@@ -253,7 +253,11 @@ skills = sa.Table(
     sa.Column("last_used_at", UtcDateTime),
     _created(),
     _updated(),
+    # revision 0003: seed `Skill.version` and `Skill.actions`; one skill per name
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("actions_json", sa.JSON, nullable=False, server_default="[]"),
     sa.Index(None, "agent_id", "is_active"),
+    sa.UniqueConstraint("agent_id", "name"),
 )
 
 impressions = sa.Table(

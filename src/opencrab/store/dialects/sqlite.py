@@ -41,3 +41,37 @@ def configure(engine: Engine, *, busy_timeout_ms: int) -> None:
     def _on_begin(conn: Any) -> None:
         immediate = conn.get_execution_options().get("write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def fts_query(terms: list[str]) -> str:
+    """An FTS5 MATCH expression that ANDs `terms` as literal phrases.
+
+    Each term is double-quoted with inner quotes doubled, so FTS5 operators (AND, OR,
+    NEAR, `*`, `:`, parentheses) in user or model text are searched for, never obeyed.
+    The trigram tokenizer needs 3 characters per term; shorter terms go to LIKE.
+    """
+    return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def search_memory_sql(*, with_session: bool, log_types: int, short_terms: int) -> str:
+    """SQL ranking an agent's session logs with bm25 (lower is better in FTS5).
+
+    Parameters: :agent_id, :match, :limit, then :session_id when `with_session`,
+    :log_type_0.. for `log_types`, :like_0.. for `short_terms` (LIKE patterns, `\\`
+    escaping).
+    """
+    where = [
+        f"{FTS_TABLE} MATCH :match",
+        "m.agent_id = :agent_id",
+    ]
+    if with_session:
+        where.append("m.session_id = :session_id")
+    if log_types:
+        names = ", ".join(f":log_type_{i}" for i in range(log_types))
+        where.append(f"m.log_type IN ({names})")
+    where += [f"m.content LIKE :like_{i} ESCAPE '\\'" for i in range(short_terms)]
+    return (
+        f"SELECT m.id, bm25({FTS_TABLE}) AS rank "
+        f"FROM {FTS_TABLE} JOIN memory_sessions AS m ON m.id = {FTS_TABLE}.rowid "
+        f"WHERE {' AND '.join(where)} ORDER BY rank, m.id DESC LIMIT :limit"
+    )

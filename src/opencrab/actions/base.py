@@ -1,0 +1,239 @@
+"""Actions (seed 001 "Action Crate"): what an agent can do, as tools the model can call.
+
+An action is a small class with a name, a description, a JSON Schema for its arguments
+and an async `execute`. The registry validates arguments against the schema before an
+action runs; a call the model gets wrong (unknown name, arguments that are not JSON, a
+schema violation) comes back as an error result the model sees, never as an exception.
+
+Example:
+    class Echo(Action):
+        name = "echo"
+        description = "Say the text back."
+        parameters = {
+            "type": "object",
+            "required": ["text"],
+            "properties": {"text": {"type": "string"}},
+            "additionalProperties": False,
+        }
+
+        async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+            return ActionResult.ok({"text": args["text"]})
+
+    @hookimpl
+    def register_actions(register):
+        register(Echo())
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import jsonschema
+from pydantic import BaseModel, Field
+
+from opencrab.errors import OpenCrabError
+from opencrab.llm.types import ToolDefinition
+
+if TYPE_CHECKING:
+    from opencrab.config import Settings
+    from opencrab.core.agent import Agent
+    from opencrab.core.memory import MemoryManager
+    from opencrab.core.skills import SkillManager
+    from opencrab.core.workspace import Workspace
+    from opencrab.llm.router import LlmRouter
+    from opencrab.store import Database
+
+log = logging.getLogger(__name__)
+
+
+class SideEffect(BaseModel):
+    """Something an action changed outside its result (seed `SideEffect`)."""
+
+    type: Literal["message_sent", "skill_acquired", "file_written", "llm_switched", "done"]
+    channel: str | None = None
+    content: str | None = None
+    skill_id: str | None = None
+    path: str | None = None
+    purpose: str | None = None
+    model: str | None = None
+
+
+class ActionResult(BaseModel):
+    """The outcome of one action (seed `ActionResult`)."""
+
+    success: bool
+    data: Any = None
+    error: str | None = None
+    side_effects: list[SideEffect] = Field(default_factory=list)
+
+    @classmethod
+    def ok(cls, data: Any = None, *effects: SideEffect) -> ActionResult:
+        return cls(success=True, data=data, side_effects=list(effects))
+
+    @classmethod
+    def fail(cls, message: str) -> ActionResult:
+        return cls(success=False, error=message)
+
+    def output(self) -> str:
+        """The text the model sees as the tool result: the data, or the error."""
+        if not self.success:
+            return json.dumps({"error": self.error}, ensure_ascii=False)
+        return json.dumps(self.data, ensure_ascii=False, default=str)
+
+
+@dataclass
+class TurnState:
+    """What one engine turn accumulates; actions read and change it."""
+
+    trace_id: str | None = None
+    turn_number: int = 0
+    speeches: list[str] = field(default_factory=list)  # send_speech / broadcast_guidance
+    no_react: bool = False  # send_noreact was called
+    done: bool = False  # declare_done was called
+    inner_voice: list[str] = field(default_factory=list)
+    last_metrics_id: str | None = None  # the turn's latest LLM call, for evaluate_response
+    # select_llm with duration this_turn: purpose -> "provider/model"
+    llm_overrides: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ActionContext:
+    """Everything an action may use (seed `ActionContext`)."""
+
+    agent: Agent
+    db: Database
+    settings: Settings
+    workspace: Workspace
+    memory: MemoryManager
+    skills: SkillManager
+    registry: ActionRegistry
+    router: LlmRouter | None = None
+    session_id: str | None = None
+    turn: TurnState = field(default_factory=TurnState)
+
+    @property
+    def agent_id(self) -> str:
+        return str(self.agent.id)
+
+
+class Action(ABC):
+    """One thing an agent can do; see the module docstring for an example."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    ends_turn: ClassVar[bool] = False  # the engine stops after it (send_speech, …)
+
+    @abstractmethod
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        """Run with arguments already validated against `parameters`."""
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
+
+
+class ActionCallError(Exception):
+    """A tool call the registry refuses before running anything; `reason` is for the model."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class ActionRegistry:
+    """Every registered action by name, with compiled argument validators."""
+
+    def __init__(self, actions: Iterable[Action] = ()) -> None:
+        self._actions: dict[str, Action] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        for action in actions:
+            self.register(action)
+
+    def register(self, action: Action) -> None:
+        """Add an action; its schema must itself be a valid JSON Schema."""
+        validator_cls = jsonschema.validators.validator_for(action.parameters)
+        validator_cls.check_schema(action.parameters)
+        self._actions[action.name] = action
+        self._validators[action.name] = validator_cls(action.parameters)
+
+    def get(self, name: str) -> Action | None:
+        return self._actions.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._actions)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._actions
+
+    def definitions(self, names: Iterable[str] | None = None) -> list[ToolDefinition]:
+        """Tool definitions for `names` (every action when None), sorted by name."""
+        wanted = self._actions.keys() if names is None else set(names) & self._actions.keys()
+        return [self._actions[name].definition() for name in sorted(wanted)]
+
+    def validate(self, name: str, arguments: Any, allowed: Iterable[str] | None = None) -> Action:
+        """The action and checked arguments, or ActionCallError saying what is wrong.
+
+        `arguments` may be a dict or the raw JSON text the model produced.
+        """
+        action = self._actions.get(name)
+        permitted = set(self._actions) if allowed is None else set(allowed) & set(self._actions)
+        if action is None or name not in permitted:
+            offered = sorted(permitted)
+            raise ActionCallError(
+                f"unknown action {name!r}; the actions you can call are: {', '.join(offered)}"
+            )
+        errors = sorted(
+            self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path)
+        )
+        if errors:
+            raise ActionCallError(
+                f"invalid arguments for {name}: " + "; ".join(_explain(e) for e in errors[:5])
+            )
+        return action
+
+    async def dispatch(
+        self,
+        name: str,
+        arguments: Any,
+        ctx: ActionContext,
+        *,
+        allowed: Iterable[str] | None = None,
+    ) -> ActionResult:
+        """Validate and run one call; every failure becomes an error result."""
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                return ActionResult.fail(f"arguments for {name} are not valid JSON: {exc}")
+        try:
+            action = self.validate(name, arguments, allowed)
+        except ActionCallError as exc:
+            return ActionResult.fail(exc.reason)
+        try:
+            return await action.execute(arguments, ctx)
+        except OpenCrabError as exc:
+            return ActionResult.fail(str(exc))
+        except Exception as exc:
+            log.exception("action %s failed", name)
+            return ActionResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"{where.lstrip('.') or 'arguments'}: {error.message}"
+
+
+def default_registry() -> ActionRegistry:
+    """A registry with every action registered through the `register_actions` hook."""
+    from opencrab.plugins import plugin_manager
+
+    registry = ActionRegistry()
+    plugin_manager().hook.register_actions(register=registry.register)
+    return registry

@@ -1,0 +1,306 @@
+"""Learning and memory actions (seed 001 self-learning skill).
+
+learn_from_experience, learn_from_peer, reflect_and_learn, search_my_history,
+summarize_and_save, create_my_skill. Acquired skills go to the `skills` table with their
+source (experience, peer, reflection); reflect_and_learn asks the analysis model to find
+the lesson in the agent's recent logs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
+from opencrab.core.memory import SessionLog
+from opencrab.errors import LlmError
+from opencrab.llm.router import CallInfo
+from opencrab.llm.types import ChatRequest, Message
+from opencrab.plugins import hookimpl
+
+TEXT = {"type": "string", "maxLength": 8000}
+NAME = {"type": "string", "minLength": 1, "maxLength": 100}
+REFLECTION_LOGS = 40
+
+
+def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": required,
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+def _skill_result(skill_id: str, name: str, message: str) -> ActionResult:
+    return ActionResult.ok(
+        {"skill_id": skill_id, "skill_name": name, "message": message},
+        SideEffect(type="skill_acquired", skill_id=skill_id),
+    )
+
+
+class LearnFromExperience(Action):
+    name = "learn_from_experience"
+    description = "Turn a success or failure into a reusable skill. 経験から学ぶ"
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        ["experience", "outcome", "lesson"],
+        experience={**TEXT, "minLength": 1, "description": "What happened."},
+        outcome={"type": "string", "enum": ["success", "failure", "partial"]},
+        lesson={**TEXT, "minLength": 1, "description": "What you learned."},
+        skill_name={**NAME, "description": "A name for the skill."},
+        situation_pattern={**TEXT, "description": "When the skill applies."},
+        guidance={**TEXT, "description": "What to do in that situation."},
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        name = args.get("skill_name") or _name_from(args["lesson"])
+        skill = ctx.skills.acquire(
+            name=name,
+            description=args["lesson"],
+            guidance=args.get("guidance") or args["lesson"],
+            situation_pattern=args.get("situation_pattern", ""),
+            source="experience",
+            source_context=f"[{args['outcome']}] {args['experience']}",
+        )
+        return _skill_result(skill.id, skill.name, "新しいスキルを獲得しました")
+
+
+class LearnFromPeer(Action):
+    name = "learn_from_peer"
+    description = "Learn a skill from another participant's effective behaviour. 他者から学ぶ"
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        ["peer_name", "observation", "lesson"],
+        peer_id={"type": "string", "maxLength": 64},
+        peer_name=NAME,
+        observation={**TEXT, "minLength": 1, "description": "What the peer did."},
+        lesson={**TEXT, "minLength": 1, "description": "The lesson, in your own words."},
+        skill_name=NAME,
+        situation_pattern=TEXT,
+        guidance=TEXT,
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        name = args.get("skill_name") or _name_from(args["lesson"])
+        peer = args["peer_name"] + (f" ({args['peer_id']})" if args.get("peer_id") else "")
+        skill = ctx.skills.acquire(
+            name=name,
+            description=args["lesson"],
+            guidance=args.get("guidance") or args["lesson"],
+            situation_pattern=args.get("situation_pattern", ""),
+            source="peer",
+            source_context=f"{peer}: {args['observation']}",
+        )
+        return _skill_result(skill.id, skill.name, "他者から新しいスキルを学びました")
+
+
+class ReflectAndLearn(Action):
+    name = "reflect_and_learn"
+    description = (
+        "Look back over your recent logs and extract a lesson as a skill (uses the analysis "
+        "model). 振り返って学ぶ"
+    )
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        [],
+        session_id={"type": "string", "maxLength": 64},
+        focus={**TEXT, "description": "What to reflect on (optional)."},
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        if ctx.router is None:
+            return ActionResult.fail("reflection needs a model and none is available")
+        session_id = args.get("session_id")
+        logs = (
+            ctx.memory.session_logs(session_id, limit=REFLECTION_LOGS)
+            if session_id
+            else ctx.memory.recent_logs(limit=REFLECTION_LOGS)
+        )
+        if not logs:
+            return ActionResult.ok({"learned": False, "reason": "no logs to reflect on yet"})
+        transcript = "\n".join(f"[{log.log_type}] {log.content[:500]}" for log in logs)
+        focus = args.get("focus") or "what worked, what did not, what to do differently"
+        request = ChatRequest(
+            model="",
+            messages=[
+                Message.system(
+                    "You review an agent's own recent log and extract ONE reusable lesson. "
+                    'Answer with JSON only: {"skill_name": str, "description": str, '
+                    '"situation_pattern": str, "guidance": str}, or {"skill_name": null} '
+                    "when there is no lesson."
+                ),
+                Message.user(f"Focus: {focus}\n\nLog:\n{transcript}"),
+            ],
+            max_tokens=400,
+        )
+        info = CallInfo(
+            purpose="analysis",
+            task_type="reflection",
+            agent_id=ctx.agent_id,
+            session_id=ctx.session_id,
+        )
+        try:
+            reply = await ctx.router.chat(request, info)
+        except LlmError as exc:
+            return ActionResult.fail(f"reflection failed: {exc}")
+        lesson = _json_object(reply.text)
+        if lesson is None:
+            return ActionResult.ok(
+                {"learned": False, "reason": "the model gave no usable lesson", "raw": reply.text}
+            )
+        name = lesson.get("skill_name")
+        if not isinstance(name, str) or not name.strip():
+            return ActionResult.ok({"learned": False, "reason": "nothing new to learn"})
+        description = str(lesson.get("description") or name)
+        skill = ctx.skills.acquire(
+            name=name.strip()[:100],
+            description=description,
+            guidance=str(lesson.get("guidance") or description),
+            situation_pattern=str(lesson.get("situation_pattern") or ""),
+            source="reflection",
+            source_context=f"reflection over {len(logs)} log entries; focus: {focus}",
+        )
+        result = _skill_result(skill.id, skill.name, "振り返りから新しいスキルを獲得しました")
+        result.data["learned"] = True
+        return result
+
+
+class SearchMyHistory(Action):
+    name = "search_my_history"
+    description = "Search your own past conversations and actions. 自分の過去を検索"
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        ["query"],
+        query={"type": "string", "minLength": 1, "maxLength": 500},
+        limit={"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+        session_id={"type": "string", "maxLength": 64},
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        results = ctx.memory.search(
+            args["query"], limit=args.get("limit", 10), session_id=args.get("session_id")
+        )
+        return ActionResult.ok(
+            {
+                "query": args["query"],
+                "count": len(results),
+                "results": [r.model_dump(mode="json") for r in results],
+            }
+        )
+
+
+class SummarizeAndSave(Action):
+    name = "summarize_and_save"
+    description = "Save a summary you wrote to a file in your workspace. 要約して保存"
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        ["content", "filename"],
+        content={"type": "string", "minLength": 1, "maxLength": 200_000},
+        filename={"type": "string", "minLength": 1, "maxLength": 1024},
+        summary_type={"type": "string", "enum": ["session", "topic", "search", "daily", "other"]},
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        kind = args.get("summary_type", "other")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        text = f"<!-- summary: {kind}, {stamp} -->\n{args['content'].rstrip()}\n"
+        written = ctx.workspace.write(args["filename"], text)
+        if ctx.session_id:
+            ctx.memory.append_session_log(
+                SessionLog(
+                    session_id=ctx.session_id,
+                    log_type="system",
+                    content=f"summary saved to {args['filename']}: {args['content'][:300]}",
+                    speaker_id=ctx.agent_id,
+                    metadata={"summary_type": kind, "path": args["filename"]},
+                )
+            )
+        return ActionResult.ok(
+            {"path": args["filename"], "bytes": written, "summary_type": kind},
+            SideEffect(type="file_written", path=args["filename"]),
+        )
+
+
+class CreateMySkill(Action):
+    name = "create_my_skill"
+    description = (
+        "Write what you learned as your own skill: stored with your skills and saved as "
+        "skills/<name>.skill.md in your workspace. 自作スキルの作成"
+    )
+    parameters: ClassVar[dict[str, Any]] = _schema(
+        ["name", "description", "guidance"],
+        name=NAME,
+        description={**TEXT, "minLength": 1},
+        situation_pattern=TEXT,
+        guidance={**TEXT, "minLength": 1},
+        actions={"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 50},
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        unknown = [a for a in args.get("actions", []) if a not in ctx.registry]
+        if unknown:
+            return ActionResult.fail(
+                f"unknown actions {unknown}; known actions: {', '.join(ctx.registry.names())}"
+            )
+        skill = ctx.skills.acquire(
+            name=args["name"],
+            description=args["description"],
+            guidance=args["guidance"],
+            situation_pattern=args.get("situation_pattern", ""),
+            source="reflection",
+            source_context="created by the agent (create_my_skill)",
+            actions=args.get("actions", []),
+        )
+        path = f"skills/{_slug(args['name'])}.skill.md"
+        ctx.workspace.write(path, _skill_file(args))
+        result = _skill_result(skill.id, skill.name, "自作スキルを作成しました")
+        result.data["path"] = path
+        result.side_effects.append(SideEffect(type="file_written", path=path))
+        return result
+
+
+def _name_from(lesson: str) -> str:
+    first = lesson.strip().splitlines()[0] if lesson.strip() else "lesson"
+    return first[:60]
+
+
+def _slug(name: str) -> str:
+    slug = re.sub(r"[^\w-]+", "-", name.strip().lower(), flags=re.UNICODE).strip("-")
+    return slug[:80] or "skill"
+
+
+def _skill_file(args: dict[str, Any]) -> str:
+    actions = "".join(f"\n  - {a}" for a in args.get("actions", []))
+    front = (
+        f"---\nname: {json.dumps(args['name'], ensure_ascii=False)}\n"
+        f"description: {json.dumps(args['description'], ensure_ascii=False)}\n"
+        f"version: 1\nactions:{actions or ' []'}\n---\n"
+    )
+    body = f"\n# {args['name']}\n\n"
+    if args.get("situation_pattern"):
+        body += f"## いつ使うか\n{args['situation_pattern']}\n\n"
+    return front + body + f"## 行動指針\n{args['guidance']}\n"
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in a model's answer (fenced or bare), else None."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+@hookimpl
+def register_actions(register: Any) -> None:
+    for action in (
+        LearnFromExperience(),
+        LearnFromPeer(),
+        ReflectAndLearn(),
+        SearchMyHistory(),
+        SummarizeAndSave(),
+        CreateMySkill(),
+    ):
+        register(action)

@@ -1,0 +1,261 @@
+"""Speaking actions (seed 001 dispatcher "共通アクション" and the autonomous skill).
+
+send_speech, send_noreact, declare_done, update_impression, generate_inner_voice, and
+broadcast_guidance for facilitators. Speech is not sent from here: the engine records
+the turn's speech (message event, speech log, session message) and the gateway
+delivers it; these actions put it in the turn state.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+
+from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
+from opencrab.core.memory import SessionLog
+from opencrab.plugins import hookimpl
+from opencrab.store.tables import agent_sessions, sessions
+
+MAX_SPEECH_CHARS = 8_000
+
+
+def _text(description: str, *, max_length: int = MAX_SPEECH_CHARS) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}
+
+
+class SendSpeech(Action):
+    name = "send_speech"
+    description = "Say something to the conversation (ends your turn). 発言する"
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "required": ["content"],
+        "properties": {"content": _text("What to say.")},
+        "additionalProperties": False,
+    }
+    ends_turn = True
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        content = args["content"].strip()
+        if not content:
+            return ActionResult.fail("content is empty: say something or call send_noreact")
+        ctx.turn.speeches.append(content)
+        _mark_speech(ctx)
+        channel = ctx.session_id or "direct"
+        return ActionResult.ok(
+            {"sent": True, "characters": len(content)},
+            SideEffect(type="message_sent", channel=channel, content=content),
+        )
+
+
+class BroadcastGuidance(Action):
+    name = "broadcast_guidance"
+    description = (
+        "Facilitators only: guide every participant, e.g. open a new phase (ends your turn)."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "required": ["content"],
+        "properties": {
+            "content": _text("The guidance for all participants."),
+            "phase": {"type": "string", "maxLength": 32, "description": "The phase it opens."},
+        },
+        "additionalProperties": False,
+    }
+    ends_turn = True
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        content = args["content"].strip()
+        if not content:
+            return ActionResult.fail("content is empty")
+        ctx.turn.speeches.append(content)
+        phase = args.get("phase")
+        if phase and ctx.session_id:
+            with ctx.db.write() as conn:
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.id == ctx.session_id)
+                    .values(phase=phase, updated_at=datetime.now(UTC))
+                )
+        _mark_speech(ctx)
+        return ActionResult.ok(
+            {"sent": True, "phase": phase},
+            SideEffect(type="message_sent", channel=ctx.session_id or "direct", content=content),
+        )
+
+
+class SendNoreact(Action):
+    name = "send_noreact"
+    description = "Stay silent this time (ends your turn without speaking). 発言しない"
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "maxLength": 1000}},
+        "additionalProperties": False,
+    }
+    ends_turn = True
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        ctx.turn.no_react = True
+        return ActionResult.ok({"silent": True, "reason": args.get("reason", "")})
+
+
+class DeclareDone(Action):
+    name = "declare_done"
+    description = (
+        "Declare that you have nothing more to add; the discussion ends when every "
+        "participant has declared done (ends your turn)."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "maxLength": 1000}},
+        "additionalProperties": False,
+    }
+    ends_turn = True
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        ctx.turn.done = True
+        done_count = None
+        if ctx.session_id:
+            done_count = _declare_done(ctx)
+        return ActionResult.ok(
+            {"done": True, "done_count": done_count, "reason": args.get("reason", "")},
+            SideEffect(type="done"),
+        )
+
+
+class UpdateImpression(Action):
+    name = "update_impression"
+    description = "Record your impression of another participant (kept per session)."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "required": ["target_id", "target_name"],
+        "properties": {
+            "target_id": {"type": "string", "minLength": 1, "maxLength": 64},
+            "target_name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "personality": {"type": "string", "maxLength": 2000},
+            "communication_style": {"type": "string", "maxLength": 2000},
+            "recent_behavior": {"type": "string", "maxLength": 2000},
+            "agreement": {
+                "type": "string",
+                "maxLength": 200,
+                "description": "How far you agree: 賛成, 中立, 反対, …",
+            },
+            "notes": {"type": "string", "maxLength": 4000},
+        },
+        "additionalProperties": False,
+    }
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        if not ctx.session_id:
+            return ActionResult.fail("impressions are kept per session; there is none")
+        impression = ctx.memory.update_impression(
+            ctx.session_id,
+            args["target_id"],
+            args["target_name"],
+            personality=args.get("personality"),
+            communication_style=args.get("communication_style"),
+            recent_behavior=args.get("recent_behavior"),
+            agreement=args.get("agreement"),
+            notes=args.get("notes"),
+            turn=ctx.turn.turn_number or None,
+        )
+        return ActionResult.ok(impression.model_dump(mode="json"))
+
+
+class GenerateInnerVoice(Action):
+    name = "generate_inner_voice"
+    description = "Think to yourself; the thought is logged as inner voice, nobody hears it."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "required": ["content"],
+        "properties": {"content": _text("The thought.")},
+        "additionalProperties": False,
+    }
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        content = args["content"].strip()
+        ctx.turn.inner_voice.append(content)
+        if ctx.session_id:
+            ctx.memory.append_session_log(
+                SessionLog(
+                    session_id=ctx.session_id,
+                    log_type="inner_voice",
+                    content=content,
+                    speaker_id=ctx.agent_id,
+                    turn_number=ctx.turn.turn_number or None,
+                )
+            )
+        return ActionResult.ok({"recorded": True})
+
+
+def _mark_speech(ctx: ActionContext) -> None:
+    """Remember when the agent last spoke in the session (for the heartbeat's checks)."""
+    if not ctx.session_id:
+        return
+    now = datetime.now(UTC)
+    with ctx.db.write() as conn:
+        _ensure_participant(conn, ctx)
+        conn.execute(
+            agent_sessions.update()
+            .where(
+                agent_sessions.c.agent_id == ctx.agent_id,
+                agent_sessions.c.session_id == ctx.session_id,
+            )
+            .values(last_speech_at=now)
+        )
+
+
+def _declare_done(ctx: ActionContext) -> int:
+    with ctx.db.write() as conn:
+        _ensure_participant(conn, ctx)
+        already = conn.execute(
+            sa.select(agent_sessions.c.done_declared).where(
+                agent_sessions.c.agent_id == ctx.agent_id,
+                agent_sessions.c.session_id == ctx.session_id,
+            )
+        ).scalar()
+        if not already:
+            conn.execute(
+                agent_sessions.update()
+                .where(
+                    agent_sessions.c.agent_id == ctx.agent_id,
+                    agent_sessions.c.session_id == ctx.session_id,
+                )
+                .values(done_declared=True)
+            )
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == ctx.session_id)
+                .values(done_count=sessions.c.done_count + 1, updated_at=datetime.now(UTC))
+            )
+        count = conn.execute(
+            sa.select(sessions.c.done_count).where(sessions.c.id == ctx.session_id)
+        ).scalar()
+        return int(count or 0)
+
+
+def _ensure_participant(conn: sa.Connection, ctx: ActionContext) -> None:
+    exists = conn.execute(
+        sa.select(sa.literal(1)).where(
+            agent_sessions.c.agent_id == ctx.agent_id,
+            agent_sessions.c.session_id == ctx.session_id,
+        )
+    ).first()
+    if exists is None:
+        conn.execute(
+            agent_sessions.insert().values(agent_id=ctx.agent_id, session_id=ctx.session_id)
+        )
+
+
+@hookimpl
+def register_actions(register: Any) -> None:
+    for action in (
+        SendSpeech(),
+        SendNoreact(),
+        DeclareDone(),
+        UpdateImpression(),
+        GenerateInnerVoice(),
+        BroadcastGuidance(),
+    ):
+        register(action)

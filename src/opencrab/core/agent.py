@@ -1,0 +1,390 @@
+"""Agents (seed 001 `Agent`, seed 002 `agents`): the stored aggregate and its store.
+
+An agent is one `agents` row (name, description, prompt, LLM config with its daily
+budget, heartbeat config) with its `soul` and `identity` rows and granted tools. The
+memory, skills and workspace hang off its id and are opened where they are used.
+
+Example:
+    store = AgentStore(db, settings)
+    agent = store.create(AgentCreate(name="aki", prompt="You help with research."))
+    store.get("aki").soul.build_context()
+    store.check_budget(agent)          # BudgetExceeded when today's spend reached it
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pydantic
+import sqlalchemy as sa
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy.engine import Connection
+
+from opencrab.config import Settings
+from opencrab.core.identity import AgentRole, Identity
+from opencrab.core.llm_config import AgentLlmConfig
+from opencrab.core.soul import Soul
+from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.store import Database
+from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
+
+MAX_NAME = 100
+MAX_PROMPT_CHARS = 100_000
+
+
+class HeartbeatConfig(BaseModel):
+    """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interval_secs: int = Field(default=29, ge=1, le=86_400)
+    enabled: bool = True
+
+
+def _check_name(value: str) -> str:
+    value = value.strip()
+    if not value or len(value) > MAX_NAME:
+        raise ValueError(f"name must be 1 to {MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("name must not contain control characters")
+    try:
+        UUID(value)
+    except ValueError:
+        return value
+    raise ValueError("name must not be a UUID (agents are looked up by name or id)")
+
+
+class AgentCreate(BaseModel):
+    """What `create` needs; everything but the name has a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str | None = None
+    prompt: str = Field(default="", max_length=MAX_PROMPT_CHARS)
+    soul: Soul | None = None  # default: persona named after the agent, balanced traits
+    identity: Identity | None = None  # default: named after the agent, Discussant
+    llm: AgentLlmConfig | None = None
+    heartbeat: HeartbeatConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return _check_name(value)
+
+
+class AgentUpdate(BaseModel):
+    """A partial update; fields left None are kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    description: str | None = None
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT_CHARS)
+    soul: Soul | None = None
+    identity: Identity | None = None
+    llm: AgentLlmConfig | None = None
+    heartbeat: HeartbeatConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name(value)
+
+
+class Agent(BaseModel):
+    id: str
+    name: str
+    description: str | None = None
+    prompt: str = ""
+    soul: Soul
+    identity: Identity
+    llm_config: AgentLlmConfig
+    heartbeat: HeartbeatConfig
+    tool_ids: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def role(self) -> AgentRole:
+        return self.identity.role
+
+    def summary(self) -> dict[str, Any]:
+        """The list view: no persona details."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "role": self.identity.role.stored(),
+            "heartbeat": self.heartbeat.model_dump(),
+            "createdAt": self.created_at.isoformat(),
+        }
+
+
+class AgentStore:
+    """Create, load, update and delete agents; budgets."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    # ------------------------------------------------------------ create
+    def create(self, spec: AgentCreate) -> Agent:
+        now = datetime.now(UTC)
+        agent_id = str(uuid4())
+        persona = spec.soul or Soul(persona_name=spec.name)
+        who = spec.identity or Identity(name=spec.name)
+        llm = spec.llm or AgentLlmConfig.from_settings(self.settings)
+        beat = spec.heartbeat or HeartbeatConfig(
+            interval_secs=self.settings.agent.heartbeat_interval_secs
+        )
+        with self.db.write() as conn:
+            self._refuse_taken_name(conn, spec.name)
+            conn.execute(
+                agents.insert().values(
+                    id=agent_id,
+                    name=spec.name,
+                    description=spec.description,
+                    prompt=spec.prompt,
+                    llm_config_json=llm.model_dump(mode="json"),
+                    heartbeat_json=beat.model_dump(mode="json"),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            self._write_soul(conn, agent_id, persona, now)
+            self._write_identity(conn, agent_id, who, now)
+        return self.get(agent_id)
+
+    # ------------------------------------------------------------ read
+    def get(self, name_or_id: str) -> Agent:
+        """An agent by id or by name; NotFoundError names what was asked for."""
+        with self.db.read() as conn:
+            row = self._row(conn, name_or_id)
+            if row is None:
+                raise NotFoundError(f"no agent {name_or_id!r}")
+            return self._load(conn, row)
+
+    def list(self) -> list[Agent]:
+        with self.db.read() as conn:
+            rows = conn.execute(sa.select(agents).order_by(agents.c.created_at)).all()
+            return [self._load(conn, row) for row in rows]
+
+    def _row(self, conn: Connection, name_or_id: str) -> Any:
+        key = str(name_or_id).strip()
+        try:
+            key = str(UUID(key))
+        except ValueError:
+            return conn.execute(sa.select(agents).where(agents.c.name == key)).first()
+        return conn.execute(sa.select(agents).where(agents.c.id == key)).first()
+
+    def _load(self, conn: Connection, row: Any) -> Agent:
+        s = conn.execute(sa.select(soul).where(soul.c.agent_id == row.id)).first()
+        i = conn.execute(sa.select(identity).where(identity.c.agent_id == row.id)).first()
+        tools = conn.execute(
+            sa.select(agent_tools.c.tool_id).where(agent_tools.c.agent_id == row.id)
+        ).scalars()
+        return Agent(
+            id=row.id,
+            name=row.name,
+            description=row.description,
+            prompt=row.prompt or "",
+            soul=_soul_of(s, row.name),
+            identity=_identity_of(i, row.name),
+            llm_config=AgentLlmConfig.model_validate(row.llm_config_json or {}),
+            heartbeat=HeartbeatConfig.model_validate(
+                row.heartbeat_json or {"interval_secs": self.settings.agent.heartbeat_interval_secs}
+            ),
+            tool_ids=[str(t) for t in tools],
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    # ------------------------------------------------------------ update / delete
+    def update(self, name_or_id: str, change: AgentUpdate) -> Agent:
+        agent = self.get(name_or_id)
+        now = datetime.now(UTC)
+        values: dict[str, Any] = {"updated_at": now}
+        if change.name is not None and change.name != agent.name:
+            values["name"] = change.name
+        if change.description is not None:
+            values["description"] = change.description
+        if change.prompt is not None:
+            values["prompt"] = change.prompt
+        if change.llm is not None:
+            values["llm_config_json"] = change.llm.model_dump(mode="json")
+        if change.heartbeat is not None:
+            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json")
+        with self.db.write() as conn:
+            if "name" in values:
+                self._refuse_taken_name(conn, values["name"])
+            conn.execute(agents.update().where(agents.c.id == agent.id).values(values))
+            if change.soul is not None:
+                self._write_soul(conn, agent.id, change.soul, now)
+            if change.identity is not None:
+                self._write_identity(conn, agent.id, change.identity, now)
+        return self.get(agent.id)
+
+    def save_soul(self, agent_id: str, persona: Soul) -> None:
+        with self.db.write() as conn:
+            self._write_soul(conn, agent_id, persona, datetime.now(UTC))
+
+    def save_identity(self, agent_id: str, who: Identity) -> None:
+        with self.db.write() as conn:
+            self._write_identity(conn, agent_id, who, datetime.now(UTC))
+
+    def save_llm_config(self, agent_id: str, config: AgentLlmConfig) -> None:
+        with self.db.write() as conn:
+            done = conn.execute(
+                agents.update()
+                .where(agents.c.id == str(agent_id))
+                .values(llm_config_json=config.model_dump(mode="json"), updated_at=_now())
+            )
+        if done.rowcount == 0:
+            raise NotFoundError(f"no agent {agent_id!r}")
+
+    def delete(self, name_or_id: str) -> Agent:
+        """Delete the agent and everything keyed by it (cascades); returns what was deleted.
+
+        Its workspace folder is left on disk for the operator to archive or remove.
+        """
+        agent = self.get(name_or_id)
+        with self.db.write() as conn:
+            conn.execute(agents.delete().where(agents.c.id == agent.id))
+        return agent
+
+    def _refuse_taken_name(self, conn: Connection, name: str) -> None:
+        taken = conn.execute(sa.select(agents.c.id).where(agents.c.name == name)).first()
+        if taken is not None:
+            raise ConflictError(f"an agent named {name!r} already exists ({taken.id})")
+
+    @staticmethod
+    def _write_soul(conn: Connection, agent_id: str, persona: Soul, now: datetime) -> None:
+        values = {
+            "persona_name": persona.persona_name,
+            "social_style_json": persona.social_style.model_dump(),
+            "personality_json": persona.personality.model_dump(),
+            "thinking_style_json": persona.thinking_style.model_dump(),
+            "custom_traits_json": persona.custom_traits,
+            "updated_at": now,
+        }
+        done = conn.execute(soul.update().where(soul.c.agent_id == agent_id).values(values))
+        if done.rowcount == 0:
+            conn.execute(soul.insert().values(agent_id=agent_id, **values))
+
+    @staticmethod
+    def _write_identity(conn: Connection, agent_id: str, who: Identity, now: datetime) -> None:
+        values = {
+            "name": who.name,
+            "role": who.role.stored(),
+            "job_title": who.job_title,
+            "organization": who.organization,
+            "image_url": who.image_url,
+            "metadata_json": who.metadata,
+            "updated_at": now,
+        }
+        done = conn.execute(identity.update().where(identity.c.agent_id == agent_id).values(values))
+        if done.rowcount == 0:
+            conn.execute(identity.insert().values(agent_id=agent_id, **values))
+
+    # ------------------------------------------------------------ budget
+    def spent_today(self, agent_id: str) -> float:
+        """USD spent by the agent's LLM calls since 00:00 UTC."""
+        midnight = _now().replace(hour=0, minute=0, second=0, microsecond=0)
+        m = llm_usage_metrics.c
+        with self.db.read() as conn:
+            total = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0)).where(
+                    m.agent_id == str(agent_id), m.timestamp >= midnight
+                )
+            ).scalar()
+        return float(total or 0.0)
+
+    def check_budget(self, agent: Agent) -> None:
+        """Raise BudgetExceeded when the agent's daily budget is already spent."""
+        budget = agent.llm_config.daily_budget_usd
+        if budget is None:
+            return
+        spent = self.spent_today(agent.id)
+        if spent >= budget:
+            raise BudgetExceeded(
+                f"agent {agent.name} has spent ${spent:.4f} of its ${budget:.2f} daily budget; "
+                "no further LLM calls until 00:00 UTC (raise llm.daily_budget_usd to continue)"
+            )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _soul_of(row: Any, name: str) -> Soul:
+    if row is None:
+        return Soul(persona_name=name)
+    return Soul.model_validate(
+        {
+            "persona_name": row.persona_name,
+            "social_style": row.social_style_json or {},
+            "personality": row.personality_json or {},
+            "thinking_style": row.thinking_style_json or {},
+            "custom_traits": row.custom_traits_json,
+        }
+    )
+
+
+def _identity_of(row: Any, name: str) -> Identity:
+    if row is None:
+        return Identity(name=name)
+    return Identity(
+        name=row.name,
+        role=AgentRole.parse(row.role),
+        job_title=row.job_title,
+        organization=row.organization,
+        image_url=row.image_url,
+        metadata=row.metadata_json,
+    )
+
+
+# ------------------------------------------------------------------ persona files
+def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
+    """An AgentCreate from a TOML, YAML or JSON persona file (by its suffix).
+
+    Keys: name, description, prompt, soul, identity, llm, heartbeat (as AgentCreate);
+    `name` given here wins over the file's. Errors name the file and the key.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read the persona file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValidationError(f"{path}: the persona file is not UTF-8 text") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data: Any = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ValidationError(f"{path}: persona files are .toml, .yaml, .yml or .json")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"{path}: the persona must be a table/mapping of keys")
+    if name is not None:
+        data["name"] = name
+    if "name" not in data:
+        raise ValidationError(f"{path}: no name; give --name or a `name` key")
+    try:
+        return AgentCreate.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ValidationError(f"{path}: {key}: {first['msg']}{more}") from None

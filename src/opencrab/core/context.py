@@ -1,0 +1,189 @@
+"""What the model sees in a turn: the system context, the history, and fitting both in.
+
+The system context is the seed's order (SkillEngine.build_context): IDENTITY, SOUL, the
+agent's prompt, MEMORY, skills, LLM config, instruction. The history is rebuilt from the
+session's AgentEvents. When both do not fit the model's context window, the oldest
+turns are summarised (the summary is stored in memory and in the trace) and dropped;
+the MEMORY and skill sections may be shortened; IDENTITY, SOUL and the prompt never are.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opencrab.events import (
+    AgentEvent,
+    MessageEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UserEvent,
+)
+from opencrab.llm.types import Message, ToolCall, ToolDefinition
+
+INSTRUCTION = (
+    "【指示】\n"
+    "上記のスキルマニュアルに従って、次に取るべきアクションを選択してください。\n"
+    "必ず1つ以上のアクションを呼び出してください。\n"
+)
+COMPACTION_KIND = "compaction"
+SUMMARY_HEADER = "【これまでの会話の要約】\n"
+TRUNCATED = "\n…（省略）"
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token estimate: ~4 ASCII characters or 1 wide character per token."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    wide = len(text) - ascii_chars
+    return ascii_chars // 4 + wide + 1
+
+
+def message_tokens(message: Message) -> int:
+    """Estimated tokens of one chat message, tool calls included."""
+    total = 4 + estimate_tokens(message.text)
+    for call in message.tool_calls:
+        total += estimate_tokens(call.name) + estimate_tokens(json.dumps(call.arguments))
+    return total
+
+
+def tools_tokens(tools: Sequence[ToolDefinition]) -> int:
+    return sum(estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+
+
+@dataclass
+class ContextSections:
+    """The system context in its parts; `render` joins the non-empty ones."""
+
+    identity: str
+    soul: str
+    prompt: str
+    memory: str = ""
+    skills: str = ""
+    llm: str = ""
+    instruction: str = INSTRUCTION
+
+    def render(self) -> str:
+        parts = [self.identity, self.soul, self.prompt, self.memory, self.skills, self.llm]
+        return "\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n\n" + self.instruction
+
+    def shrink_to(self, budget: int) -> bool:
+        """Shorten MEMORY, then skills, then the LLM section to fit `budget` tokens.
+
+        Returns False when even the fixed parts (IDENTITY, SOUL, prompt, instruction)
+        exceed the budget; those are never cut.
+        """
+        for name in ("memory", "skills", "llm"):
+            over = estimate_tokens(self.render()) - budget
+            if over <= 0:
+                return True
+            text: str = getattr(self, name)
+            keep = max(0, len(text) - over * 4 - len(TRUNCATED))
+            setattr(self, name, text[:keep] + TRUNCATED if keep else "")
+        return estimate_tokens(self.render()) <= budget
+
+
+def prompt_section(prompt: str) -> str:
+    return f"【PROMPT】\n{prompt.strip()}" if prompt.strip() else ""
+
+
+# ------------------------------------------------------------------ history from events
+@dataclass
+class Turn:
+    """One exchange of the history: the user's message and what followed it."""
+
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(message_tokens(m) for m in self.messages)
+
+
+def history_from_events(events: Sequence[AgentEvent]) -> tuple[str | None, list[Turn]]:
+    """(the latest compaction summary or None, the turns after it) from a session's trace."""
+    summary: str | None = None
+    turns: list[Turn] = []
+    pending_calls: list[ToolCall] = []
+
+    def flush_calls() -> None:
+        if pending_calls:
+            if not turns:
+                turns.append(Turn())
+            turns[-1].messages.append(Message.assistant(None, list(pending_calls)))
+            pending_calls.clear()
+
+    call_ids: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, MessageEvent) and _kind(event) == COMPACTION_KIND:
+            pending_calls.clear()
+            summary, turns = event.content.text, []
+            continue
+        if isinstance(event, ToolCallEvent):
+            call_id = _call_id(event)
+            call_ids[str(event.id)] = call_id
+            pending_calls.append(
+                ToolCall(id=call_id, name=event.content.name, arguments=event.content.arguments)
+            )
+            continue
+        flush_calls()
+        if isinstance(event, UserEvent):
+            turns.append(Turn([Message.user(event.content.text)]))
+        elif isinstance(event, ToolResultEvent):
+            if not turns:
+                continue  # its call was summarised away
+            answered = call_ids.get(str(event.content.tool_call_id))
+            if answered is None:
+                continue
+            turns[-1].messages.append(
+                Message.tool(answered, event.content.output, is_error=event.content.is_error)
+            )
+        elif isinstance(event, MessageEvent) and _kind(event) is None:
+            if not turns:
+                turns.append(Turn())
+            turns[-1].messages.append(Message.assistant(event.content.text))
+    flush_calls()
+    return summary, turns
+
+
+def _kind(event: AgentEvent) -> str | None:
+    meta = event.metadata
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _call_id(event: ToolCallEvent) -> str:
+    meta = event.metadata
+    call_id = meta.get("call_id") if isinstance(meta, dict) else None
+    return call_id if isinstance(call_id, str) and call_id else str(event.id)
+
+
+def turns_transcript(turns: Sequence[Turn], *, limit_chars: int = 24_000) -> str:
+    """Plain text of turns for a summariser, most recent text kept when too long."""
+    lines: list[str] = []
+    for turn in turns:
+        for message in turn.messages:
+            if message.role == "tool":
+                lines.append(f"[結果] {_clip(message.text, 400)}")
+            elif message.tool_calls:
+                for call in message.tool_calls:
+                    args = _clip(json.dumps(call.arguments, ensure_ascii=False), 400)
+                    lines.append(f"[アクション] {call.name} {args}")
+            elif message.role == "user":
+                lines.append(f"ユーザー: {message.text}")
+            else:
+                lines.append(f"自分: {message.text}")
+    text = "\n".join(lines)
+    return text if len(text) <= limit_chars else "…" + text[-limit_chars:]
+
+
+def extractive_summary(turns: Sequence[Turn], *, limit_chars: int = 2_000) -> str:
+    """A summary made without a model: the start of every line, cut to fit."""
+    lines = [_clip(line, 160) for line in turns_transcript(turns).splitlines()]
+    text = "\n".join(lines)
+    return text if len(text) <= limit_chars else text[: limit_chars - 1] + "…"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = unicodedata.normalize("NFC", text).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,777 @@
+"""SkillEngine (seed 001 "Engine"): the think-act loop of one agent turn.
+
+A turn is an async generator of typed steps (STYLE.md 5): the CLI, the WebSocket stream
+and tests consume the same steps. Each step is durable before it is yielded: its
+AgentEvents, memory session logs and session messages are written in one transaction.
+
+    user message ─► [compaction] ─► user event
+        loop ≤ max_iterations:
+            budget check ─► LLM call (tools = allowed actions) ─► reasoning / tool_call
+            events + token_usage sidecar ─► for each call: validate, run, tool_result
+        stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
+        declare_done) or on a plain-text answer.
+
+Actions the agent may call = actions of its active skills ∪ its granted tools (∪
+broadcast_guidance for facilitators); any other name gets an error result the model sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
+from opencrab.config import Settings
+from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.context import (
+    COMPACTION_KIND,
+    SUMMARY_HEADER,
+    ContextSections,
+    Turn,
+    estimate_tokens,
+    extractive_summary,
+    history_from_events,
+    message_tokens,
+    prompt_section,
+    tools_tokens,
+    turns_transcript,
+)
+from opencrab.core.identity import AgentRole
+from opencrab.core.llm_config import build_llm_context, effective_model, session_overrides
+from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.skills import Skill, SkillDoc, SkillManager
+from opencrab.core.tools import granted_tool_names
+from opencrab.core.workspace import Workspace
+from opencrab.errors import BudgetExceeded, LlmError
+from opencrab.event_log import EventLog
+from opencrab.events import (
+    AgentEvent,
+    MessageEvent,
+    MessagePayload,
+    ReasoningEvent,
+    ReasoningPayload,
+    TokenUsageDetails,
+    TokenUsageEvent,
+    TokenUsagePayload,
+    ToolCallEvent,
+    ToolCallPayload,
+    ToolResultEvent,
+    ToolResultPayload,
+    UserEvent,
+    UserPayload,
+)
+from opencrab.gateway.base import IncomingMessage
+from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
+from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
+from opencrab.store import Database
+from opencrab.store.tables import messages as session_messages
+
+log = logging.getLogger(__name__)
+
+MAX_ITERATIONS = 10
+MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
+SUMMARY_MAX_TOKENS = 400
+FACILITATOR_ACTIONS = frozenset({"broadcast_guidance"})
+SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
+
+
+# ------------------------------------------------------------------ steps
+@dataclass
+class TurnStarted:
+    session_id: str
+    trace_id: str
+    user_event_id: str
+
+
+@dataclass
+class Compacted:
+    dropped_turns: int
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    event_id: str
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class LlmReplied:
+    provider: str
+    model: str
+    text: str
+    tool_calls: list[ToolCall]
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    latency_ms: int | None
+    metrics_id: str | None
+
+
+@dataclass
+class ActionDone:
+    name: str
+    arguments: Any
+    result: ActionResult
+    call_event_id: str
+    result_event_id: str
+
+
+@dataclass
+class Spoke:
+    text: str
+    via: str  # the action, or "message" for a plain-text answer
+    event_id: str
+
+
+@dataclass
+class TurnFailed:
+    error: str  # an error code, e.g. budget_exceeded
+    message: str
+    event_id: str
+
+
+@dataclass
+class TurnResult:
+    """What a finished turn did; the last step of every turn."""
+
+    session_id: str
+    trace_id: str
+    reply: str | None = None
+    actions: list[ActionDone] = field(default_factory=list)
+    iterations: int = 0
+    error: TurnFailed | None = None
+    stopped_by: str | None = None  # the action or reason the loop stopped on
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reply": self.reply,
+            "actions": [
+                {
+                    "name": a.name,
+                    "arguments": a.arguments,
+                    "success": a.result.success,
+                    "result": a.result.data if a.result.success else None,
+                    "error": a.result.error,
+                }
+                for a in self.actions
+            ],
+            "traceId": self.trace_id,
+            "sessionId": self.session_id,
+            "iterations": self.iterations,
+            "stoppedBy": self.stopped_by,
+            "error": None
+            if self.error is None
+            else {"code": self.error.error, "message": self.error.message},
+        }
+
+
+EngineStep = (
+    TurnStarted | Compacted | TextDelta | LlmReplied | ActionDone | Spoke | TurnFailed | TurnResult
+)
+
+
+# ------------------------------------------------------------------ the engine
+class SkillEngine:
+    """Runs agent turns: context, function calling, actions, and the record of it all.
+
+    Example:
+        engine = SkillEngine(db=db, settings=settings, router=router, registry=registry)
+        result = await engine.process(agent, IncomingMessage.text("hi", source=src),
+                                      session_id=session_id)
+        result.reply
+    """
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        settings: Settings,
+        router: LlmRouter,
+        registry: ActionRegistry,
+        skill_docs: Sequence[SkillDoc] = (),
+        max_iterations: int = MAX_ITERATIONS,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.router = router
+        self.registry = registry
+        self.skill_docs = list(skill_docs)
+        self.max_iterations = max_iterations
+        self.events = EventLog(db)
+        self.agents = AgentStore(db, settings)
+        self._skills_ready: set[str] = set()
+
+    async def process(
+        self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
+    ) -> TurnResult:
+        """Run a turn to its end and return its result."""
+        result: TurnResult | None = None
+        async for step in self.run(agent, message, session_id=session_id, **options):
+            if isinstance(step, TurnResult):
+                result = step
+        assert result is not None
+        return result
+
+    async def run(
+        self,
+        agent: Agent,
+        message: IncomingMessage,
+        *,
+        session_id: str,
+        task_type: str = "chat",
+        stream: bool = False,
+        turn_number: int | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[EngineStep]:
+        """The turn's steps, each durable when yielded; the last one is the TurnResult."""
+        turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens)
+        async for step in turn.run(message, stream=stream):
+            yield step
+
+    # ------------------------------------------------------------ helpers used by turns
+    def skills_for(self, agent_id: str) -> SkillManager:
+        manager = SkillManager(self.db, agent_id, self.skill_docs)
+        if agent_id not in self._skills_ready:
+            manager.ensure_default_skills()
+            self._skills_ready.add(agent_id)
+        return manager
+
+
+class _Turn:
+    """One turn's state; `run` is the loop."""
+
+    def __init__(
+        self,
+        engine: SkillEngine,
+        agent: Agent,
+        session_id: str,
+        task_type: str,
+        turn_number: int | None,
+        max_tokens: int | None,
+    ) -> None:
+        self.engine = engine
+        self.agent = agent
+        self.session_id = session_id
+        self.trace_id = session_id  # a session's events form one trace
+        self.task_type = task_type
+        self.max_tokens = max_tokens
+        db, settings = engine.db, engine.settings
+        self.memory = MemoryManager(db, agent.id)
+        self.skills = engine.skills_for(agent.id)
+        self.workspace = Workspace.for_agent(settings, agent.id)
+        self.state = TurnState(trace_id=self.trace_id, turn_number=turn_number or 0)
+        self.ctx = ActionContext(
+            agent=agent,
+            db=db,
+            settings=settings,
+            workspace=self.workspace,
+            memory=self.memory,
+            skills=self.skills,
+            registry=engine.registry,
+            router=engine.router,
+            session_id=session_id,
+            turn=self.state,
+        )
+        self.result = TurnResult(session_id=session_id, trace_id=self.trace_id)
+        self.last_event: UUID | None = engine.events.last_id(self.trace_id)
+
+    # ------------------------------------------------------------ the loop
+    async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
+        active = self.skills.get_active_skills()
+        self.allowed = self._allowed(active)
+        tools = self.engine.registry.definitions(self.allowed)
+        target = self._target()
+        window = self.engine.router.context_window(target)
+        reserve = self.max_tokens or min(1024, window // 4)
+        budget = window - reserve - tools_tokens(tools)
+
+        sections = self._sections(active)
+        if not sections.shrink_to(budget // 2):
+            log.warning("agent %s: IDENTITY, SOUL and prompt exceed half the window", self.agent.id)
+        system = Message.system(sections.render())
+        user_text = f"受信メッセージ: {message.content.text}"
+        summary, turns = history_from_events(self.engine.events.trace(self.trace_id))
+        fixed = message_tokens(system) + estimate_tokens(user_text) + 8
+        compacted = await self._fit_history(summary, turns, budget - fixed)
+        if compacted is not None:
+            summary, turns = compacted[0].summary, compacted[1]
+            yield compacted[0]
+
+        user_event = UserEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=self.last_event,
+            timestamp=_now(),
+            content=UserPayload(text=message.content.text),
+            metadata={"source": message.source.kind, "sender": message.sender.id},
+        )
+        sender_log = SessionLog(
+            session_id=self.session_id,
+            log_type="speech",
+            content=message.content.text,
+            speaker_id=message.sender.id,
+            turn_number=self.state.turn_number or None,
+            event_id=str(user_event.id),
+        )
+        self._commit([user_event], [sender_log], [("user", message.content.text, user_event.id)])
+        yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
+
+        history: list[Message] = [system]
+        if summary:
+            history.append(Message.user(SUMMARY_HEADER + summary))
+        for old in turns:
+            history += old.messages
+        history.append(Message.user(user_text))
+
+        for iteration in range(1, self.engine.max_iterations + 1):
+            self.result.iterations = iteration
+            try:
+                self.engine.agents.check_budget(self.agent)
+                reply = None
+                async for item in self._call(history, tools, stream):
+                    if isinstance(item, TextDelta):
+                        yield item
+                    else:
+                        reply = item
+                assert reply is not None
+            except (BudgetExceeded, LlmError) as exc:
+                yield self._fail(exc)
+                yield self.result
+                return
+            self.state.last_metrics_id = reply.metrics_id
+            yield self._record_reply(reply)
+            if not reply.tool_calls:
+                yield self._speak(reply.text, via="message", parent=self.last_event)
+                self.result.stopped_by = "message"
+                yield self.result
+                return
+            history.append(Message.assistant(reply.text or None, list(reply.tool_calls)))
+            for call, call_event_id in zip(reply.tool_calls, self._call_events, strict=True):
+                done = await self._act(call, call_event_id)
+                history.append(
+                    Message.tool(call.id, _clip_output(done.result.output()), name=call.name)
+                )
+                yield done
+                action = self.engine.registry.get(call.name)
+                if done.result.success and action is not None and action.ends_turn:
+                    speech = self._speech_of(call.name)
+                    if speech is not None:
+                        yield self._speak(speech, via=call.name, parent=self.last_event)
+                    self.result.stopped_by = call.name
+                    yield self.result
+                    return
+        self.result.stopped_by = "max_iterations"
+        self._commit(
+            [],
+            [
+                SessionLog(
+                    session_id=self.session_id,
+                    log_type="system",
+                    content=f"turn stopped after {self.engine.max_iterations} iterations "
+                    "without speaking",
+                    turn_number=self.state.turn_number or None,
+                )
+            ],
+            [],
+        )
+        yield self.result
+
+    # ------------------------------------------------------------ context
+    def _sections(self, active: Sequence[Skill]) -> ContextSections:
+        overrides = session_overrides(self.engine.db, self.session_id, self.agent.id)
+        return ContextSections(
+            identity=self.agent.identity.build_context(),
+            soul=self.agent.soul.build_context(),
+            prompt=prompt_section(self.agent.prompt),
+            memory=self.memory.build_context(session_id=self.session_id),
+            skills=self.skills.build_context(active),
+            llm=build_llm_context(
+                self.agent.llm_config,
+                {**overrides, **self.state.llm_overrides},
+                settings=self.engine.settings,
+                server_default=str(self.engine.router.default),
+            ),
+        )
+
+    def _target(self) -> Target:
+        ref = effective_model(
+            self.agent.llm_config,
+            "tool_calling",
+            self.state.llm_overrides,
+            session_overrides(self.engine.db, self.session_id, self.agent.id),
+        )
+        if ref is None:
+            ref = self.agent.llm_config.default_ref()
+        if ref is not None:
+            return self.engine.router.resolve(f"{ref.provider}/{ref.model}")
+        return self.engine.router.resolve(purpose="tool_calling")
+
+    async def _fit_history(
+        self, summary: str | None, turns: list[Turn], budget: int
+    ) -> tuple[Compacted, list[Turn]] | None:
+        """Drop (after summarising) the oldest turns until the history fits `budget`."""
+        summary_tokens = estimate_tokens(summary or "") + 8
+        total = summary_tokens + sum(t.tokens for t in turns)
+        if total <= budget:
+            return None
+        kept: list[Turn] = []
+        room = budget - summary_tokens - SUMMARY_MAX_TOKENS * 2
+        for old in reversed(turns):
+            if old.tokens > room:
+                break
+            kept.insert(0, old)
+            room -= old.tokens
+        dropped = turns[: len(turns) - len(kept)]
+        text, reply = await self._summarise(summary, dropped)
+        event = MessageEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=self.last_event,
+            timestamp=_now(),
+            content=MessagePayload(text=text),
+            metadata={
+                "kind": COMPACTION_KIND,
+                "dropped_turns": len(dropped),
+                "tokens_before": total,
+                "tokens_after": estimate_tokens(text) + sum(t.tokens for t in kept),
+                "summarised_by": "model" if reply is not None else "extract",
+            },
+        )
+        batch: list[AgentEvent] = [event]
+        if reply is not None:
+            batch.append(_usage_event(reply, event))
+        note = SessionLog(
+            session_id=self.session_id,
+            log_type="system",
+            content=f"会話を要約しました（{len(dropped)}ターン）: {text}",
+            metadata=dict(event.metadata),
+            event_id=str(event.id),
+        )
+        self._commit(batch, [note], [])
+        self.last_event = event.id
+        meta = event.metadata
+        return (
+            Compacted(
+                dropped_turns=len(dropped),
+                summary=text,
+                tokens_before=meta["tokens_before"],
+                tokens_after=meta["tokens_after"],
+                event_id=str(event.id),
+            ),
+            kept,
+        )
+
+    async def _summarise(
+        self, previous: str | None, dropped: Sequence[Turn]
+    ) -> tuple[str, ChatResponse | None]:
+        transcript = turns_transcript(dropped)
+        if previous:
+            transcript = f"{SUMMARY_HEADER}{previous}\n\n{transcript}"
+        request = ChatRequest(
+            model="",
+            messages=[
+                Message.system(
+                    "Summarise this conversation for your own memory: facts, decisions, "
+                    "open questions, in the conversation's language. At most 10 lines."
+                ),
+                Message.user(transcript),
+            ],
+            max_tokens=SUMMARY_MAX_TOKENS,
+        )
+        try:
+            self.engine.agents.check_budget(self.agent)
+            reply = await self.engine.router.chat(request, self._info("analysis", "compaction"))
+        except (BudgetExceeded, LlmError) as exc:
+            log.info("summary by model failed (%s); keeping an extract", exc)
+            return extractive_summary(dropped), None
+        text = reply.text.strip()
+        if not text:
+            return extractive_summary(dropped), None
+        return text, reply
+
+    # ------------------------------------------------------------ calls and actions
+    def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
+        return CallInfo(
+            purpose=purpose,
+            task_type=task_type or self.task_type,
+            agent_id=self.agent.id,
+            session_id=self.session_id,
+        )
+
+    async def _call(
+        self, history: list[Message], tools: list[ToolDefinition], stream: bool
+    ) -> AsyncIterator[TextDelta | ChatResponse]:
+        target = self._target()
+        request = ChatRequest(
+            model=str(target),
+            messages=list(history),
+            tools=tools or None,
+            tool_choice="auto" if tools else None,
+            max_tokens=self.max_tokens,
+        )
+        info = self._info("tool_calling")
+        if not stream:
+            yield await self.engine.router.chat(request, info)
+            return
+        holder = StreamResult()
+        async for chunk in self.engine.router.stream(request, info, holder):
+            if chunk.text:
+                yield TextDelta(chunk.text)
+        assert holder.response is not None
+        yield holder.response
+
+    def _record_reply(self, reply: ChatResponse) -> LlmReplied:
+        """Write the reply's reasoning, tool_call events and token usage in one transaction."""
+        batch: list[AgentEvent] = []
+        logs: list[SessionLog] = []
+        parent = self.last_event
+        self._call_events: list[UUID] = []
+        if reply.tool_calls and reply.text.strip():
+            thought = ReasoningEvent(
+                id=uuid4(),
+                trace_id=UUID(self.trace_id),
+                parent_id=parent,
+                timestamp=_now(),
+                content=ReasoningPayload(text=reply.text),
+            )
+            batch.append(thought)
+            logs.append(self._log("inner_voice", reply.text, thought.id))
+            parent = thought.id
+        for index, call in enumerate(reply.tool_calls):
+            event = ToolCallEvent(
+                id=uuid4(),
+                trace_id=UUID(self.trace_id),
+                parent_id=parent,
+                timestamp=_now(),
+                content=ToolCallPayload(name=call.name, arguments=_jsonable(call)),
+                metadata={"call_id": call.id},
+            )
+            batch.append(event)
+            if index == 0:
+                batch.append(_usage_event(reply, event))
+            self._call_events.append(event.id)
+            parent = event.id
+        if batch:
+            self._commit(batch, logs, [])
+            self.last_event = parent
+        if not reply.tool_calls:
+            self._pending_usage = reply  # hangs off the message event _speak writes
+        return LlmReplied(
+            provider=reply.provider,
+            model=reply.model,
+            text=reply.text,
+            tool_calls=list(reply.tool_calls),
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            cost_usd=reply.cost_usd,
+            latency_ms=reply.latency_ms,
+            metrics_id=reply.metrics_id,
+        )
+
+    async def _act(self, call: ToolCall, call_event_id: UUID) -> ActionDone:
+        """Validate and run one call; its result event and logs commit together."""
+        arguments: Any = call.arguments
+        if call.raw_arguments is not None and not isinstance(call.arguments, dict):
+            arguments = call.raw_arguments  # unparseable JSON: the registry explains
+        result = await self.engine.registry.dispatch(
+            call.name, arguments, self.ctx, allowed=self.allowed
+        )
+        event = ToolResultEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=self.last_event,
+            timestamp=_now(),
+            content=ToolResultPayload(
+                output=result.output(), tool_call_id=call_event_id, is_error=not result.success
+            ),
+            metadata={"call_id": call.id, "name": call.name},
+        )
+        summary = result.output()
+        line = self._log(
+            "action",
+            f"{call.name}: {summary[:500]}",
+            event.id,
+            metadata={"action": call.name, "success": result.success},
+        )
+
+        def also(conn: Connection) -> None:
+            if result.success and call.name in self.engine.registry:
+                self.skills.record_action_use(call.name, conn=conn)
+
+        self._commit([event], [line], [], extra=also)
+        self.last_event = event.id
+        done = ActionDone(
+            name=call.name,
+            arguments=call.arguments,
+            result=result,
+            call_event_id=str(call_event_id),
+            result_event_id=str(event.id),
+        )
+        self.result.actions.append(done)
+        return done
+
+    def _allowed(self, active: Sequence[Skill]) -> set[str]:
+        allowed = set(self.skills.action_names(active))
+        allowed |= granted_tool_names(self.engine.db, self.agent.id)
+        if self.agent.role == AgentRole.facilitator():
+            allowed |= FACILITATOR_ACTIONS
+        return allowed
+
+    def _speech_of(self, action: str) -> str | None:
+        if action in SPEECH_ACTIONS and self.state.speeches:
+            return self.state.speeches[-1]
+        return None
+
+    def _speak(self, text: str, *, via: str, parent: UUID | None) -> Spoke:
+        """Record what the agent said: a message event, a speech log, a session message."""
+        event = MessageEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=parent,
+            timestamp=_now(),
+            content=MessagePayload(text=text),
+            metadata=None if via == "message" else {"via": via},
+        )
+        batch: list[AgentEvent] = [event]
+        if via == "message" and self._pending_usage is not None:
+            batch.append(_usage_event(self._pending_usage, event))
+        self._pending_usage = None
+        line = SessionLog(
+            session_id=self.session_id,
+            log_type="speech",
+            content=text,
+            speaker_id=self.agent.id,
+            turn_number=self.state.turn_number or None,
+            event_id=str(event.id),
+        )
+        self._commit(batch, [line], [("assistant", text, event.id)])
+        self.last_event = event.id
+        self.result.reply = text
+        return Spoke(text=text, via=via, event_id=str(event.id))
+
+    _pending_usage: ChatResponse | None = None
+    _call_events: list[UUID]
+
+    def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
+        code = exc.code
+        event = MessageEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=self.last_event,
+            timestamp=_now(),
+            content=MessagePayload(text=str(exc)),
+            metadata={"kind": "error", "error": code},
+        )
+        line = self._log("system", f"{code}: {exc}", event.id, metadata={"error": code})
+        self._commit([event], [line], [])
+        self.last_event = event.id
+        failed = TurnFailed(error=code, message=str(exc), event_id=str(event.id))
+        self.result.error = failed
+        self.result.stopped_by = code
+        return failed
+
+    # ------------------------------------------------------------ writing
+    def _log(
+        self,
+        log_type: str,
+        content: str,
+        event_id: UUID | None,
+        *,
+        metadata: dict[str, Any] | None = None,
+    ) -> SessionLog:
+        return SessionLog(
+            session_id=self.session_id,
+            log_type=log_type,  # type: ignore[arg-type]
+            content=content,
+            speaker_id=self.agent.id,
+            turn_number=self.state.turn_number or None,
+            metadata=metadata,
+            event_id=None if event_id is None else str(event_id),
+        )
+
+    def _commit(
+        self,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: Sequence[tuple[str, str, UUID]],
+        *,
+        extra: Any = None,
+    ) -> None:
+        """Events, memory logs and session messages of one step, in one transaction."""
+        with self.engine.db.write() as conn:
+            if batch:
+                self.engine.events.append_many(batch, conn=conn)
+            if logs:
+                self.memory.append_session_logs(logs, conn=conn)
+            if chat:
+                now = _now()
+                conn.execute(
+                    sa.insert(session_messages),
+                    [
+                        {
+                            "session_id": self.session_id,
+                            "role": role,
+                            "content": text,
+                            "timestamp": now,
+                            "event_id": str(event_id),
+                        }
+                        for role, text, event_id in chat
+                    ],
+                )
+            if extra is not None:
+                extra(conn)
+
+
+def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:
+    usage = reply.usage
+    details = None
+    if usage.cache_read_tokens or usage.reasoning_tokens:
+        details = TokenUsageDetails(
+            cache_read_input_tokens=usage.cache_read_tokens or None,
+            reasoning_output_tokens=usage.reasoning_tokens or None,
+        )
+    return TokenUsageEvent(
+        id=uuid4(),
+        trace_id=parent.trace_id,
+        parent_id=parent.id,
+        timestamp=_now(),
+        content=TokenUsagePayload(
+            input_tokens=min(usage.input_tokens, 2**31 - 1),
+            output_tokens=min(usage.output_tokens, 2**31 - 1),
+            total_tokens=min(usage.total_tokens, 2**31 - 1),
+            details=details,
+        ),
+        metadata={
+            "provider": reply.provider,
+            "model": reply.model,
+            "metrics_id": reply.metrics_id,
+            "cost_usd": reply.cost_usd,
+        },
+    )
+
+
+def _jsonable(call: ToolCall) -> Any:
+    if call.raw_arguments is not None and not isinstance(call.arguments, dict):
+        return call.raw_arguments
+    return call.arguments
+
+
+def _clip_output(text: str) -> str:
+    if len(text) <= MAX_TOOL_OUTPUT_CHARS:
+        return text
+    cut = len(text) - MAX_TOOL_OUTPUT_CHARS
+    return text[:MAX_TOOL_OUTPUT_CHARS] + f"\n…({cut} characters cut)"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

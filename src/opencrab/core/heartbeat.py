@@ -1,0 +1,320 @@
+"""Heartbeat (seed 001): every agent wakes on its own prime interval and decides to act.
+
+One scheduler runs every agent on one event loop. Ticks follow an absolute schedule
+(next = previous due time + interval), so they never drift however long a tick takes;
+a tick that is late by more than an interval is skipped, not queued.
+
+A tick makes the cheap checks first, with no LLM call: is the heartbeat on, is there
+budget left, has anything happened in the agent's discussions since it last spoke, how
+long since it last spoke or reflected. Only then may it decide:
+- Speak: a discussion it takes part in has news and it was not the last to speak (and
+  not in the last `min_silence_secs`): the engine runs a turn (send_speech or
+  send_noreact);
+- Learn: nothing to answer, but it has new logs and has not reflected for
+  `reflect_every_secs`: the engine runs reflect_and_learn;
+- Idle: otherwise.
+Every tick is one `heartbeat_log` row; rows are written in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from opencrab.store import Database
+from opencrab.store.tables import (
+    agent_sessions,
+    heartbeat_log,
+    llm_usage_metrics,
+    memory_sessions,
+    sessions,
+)
+
+log = logging.getLogger(__name__)
+
+Decision = Literal["speak", "learn", "idle", "skip"]
+MIN_SILENCE_SECS = 30.0  # the autonomous skill: no speech within 30 s of one's own
+REFLECT_EVERY_SECS = 3600.0
+FLUSH_SECS = 1.0
+
+
+@dataclass
+class AgentPulse:
+    """What the scheduler keeps about one agent between ticks (all in memory)."""
+
+    agent_id: str
+    interval_secs: float
+    enabled: bool = True
+    daily_budget_usd: float | None = None
+    last_reflection: float = field(default_factory=time.monotonic)
+    logs_seen: int = 0  # the highest memory_sessions id of the agent seen at a reflection
+
+
+@dataclass
+class Tick:
+    """The outcome of one tick."""
+
+    agent_id: str
+    decision: Decision
+    reason: str
+    session_id: str | None = None
+    checks: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "agent_id": self.agent_id,
+            "decision": self.decision,
+            "result_json": {
+                "reason": self.reason,
+                "session_id": self.session_id,
+                "checks": self.checks,
+                "result": self.result,
+            },
+            "created_at": datetime.now(UTC),
+        }
+
+
+Act = Callable[[Tick], Awaitable[Any]]
+"""Runs what a tick decided (an engine turn); returns something JSON-able for the log."""
+
+
+class Observer:
+    """The cheap checks, answered for many agents with a few grouped queries.
+
+    Facts are refreshed at most once per `refresh_secs`, so a thousand idle agents cost
+    a handful of queries per second, not thousands.
+    """
+
+    def __init__(self, db: Database, *, refresh_secs: float = 1.0) -> None:
+        self.db = db
+        self.refresh_secs = refresh_secs
+        self._at = -1.0e9
+        self.spent: dict[str, float] = {}
+        self.discussions: dict[str, list[dict[str, Any]]] = {}
+        self.latest_log: dict[str, int] = {}
+
+    def refresh(self, now: float) -> None:
+        if now - self._at < self.refresh_secs:
+            return
+        self._at = now
+        midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        m = llm_usage_metrics.c
+        with self.db.read() as conn:
+            self.spent = {
+                r.agent_id: float(r.cost)
+                for r in conn.execute(
+                    sa.select(m.agent_id, sa.func.sum(m.estimated_cost_usd).label("cost"))
+                    .where(m.timestamp >= midnight)
+                    .group_by(m.agent_id)
+                )
+            }
+            s, a = sessions.c, agent_sessions.c
+            last_speech = (
+                sa.select(sa.func.max(memory_sessions.c.id))
+                .where(
+                    memory_sessions.c.session_id == s.id,
+                    memory_sessions.c.log_type == "speech",
+                )
+                .scalar_subquery()
+            )
+            last_speaker = (
+                sa.select(memory_sessions.c.speaker_id)
+                .where(memory_sessions.c.id == last_speech)
+                .scalar_subquery()
+            )
+            rows = conn.execute(
+                sa.select(
+                    a.agent_id,
+                    s.id,
+                    s.done_count,
+                    a.last_speech_at,
+                    a.done_declared,
+                    last_speech.label("last_speech_log"),
+                    last_speaker.label("last_speaker"),
+                )
+                .join(sessions, s.id == a.session_id)
+                .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
+            ).all()
+            self.discussions = {}
+            for r in rows:
+                self.discussions.setdefault(str(r.agent_id), []).append(r._asdict())
+            self.latest_log = {
+                str(r.agent_id): int(r.top)
+                for r in conn.execute(
+                    sa.select(
+                        memory_sessions.c.agent_id, sa.func.max(memory_sessions.c.id).label("top")
+                    ).group_by(memory_sessions.c.agent_id)
+                )
+            }
+
+
+def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
+    """The tick's decision from the cheap checks alone (no LLM call)."""
+    agent_id = pulse.agent_id
+    if not pulse.enabled:
+        return Tick(agent_id, "skip", "heartbeat disabled")
+    spent = observer.spent.get(agent_id, 0.0)
+    checks: dict[str, Any] = {"spent_today_usd": round(spent, 6)}
+    if pulse.daily_budget_usd is not None and spent >= pulse.daily_budget_usd:
+        checks["daily_budget_usd"] = pulse.daily_budget_usd
+        return Tick(agent_id, "idle", "daily budget spent", checks=checks)
+    wall = datetime.now(UTC)
+    for d in observer.discussions.get(agent_id, []):
+        if d["done_declared"]:
+            continue
+        last = d["last_speech_at"]
+        since = None
+        if last is not None:
+            last = last if last.tzinfo else last.replace(tzinfo=UTC)
+            since = (wall - last).total_seconds()
+        checks.update(session_id=str(d["id"]), seconds_since_speech=since)
+        if d["last_speaker"] == agent_id:
+            continue  # no consecutive speech
+        if since is not None and since < MIN_SILENCE_SECS:
+            continue
+        if d["last_speech_log"] is None and since is not None:
+            continue
+        return Tick(agent_id, "speak", "the discussion moved on", str(d["id"]), checks)
+    latest = observer.latest_log.get(agent_id, 0)
+    checks["new_logs"] = latest - pulse.logs_seen
+    if latest > pulse.logs_seen and now - pulse.last_reflection >= REFLECT_EVERY_SECS:
+        return Tick(agent_id, "learn", "new experience since the last reflection", checks=checks)
+    return Tick(agent_id, "idle", "nothing to do", checks=checks)
+
+
+class HeartbeatScheduler:
+    """Ticks every registered agent on its interval, on one event loop.
+
+    Example:
+        scheduler = HeartbeatScheduler(db, act=run_turn)
+        scheduler.add(AgentPulse(agent.id, agent.heartbeat.interval_secs))
+        await scheduler.run(stop)   # until stop.set()
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        act: Act | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        observer: Observer | None = None,
+    ) -> None:
+        self.db = db
+        self.act = act
+        self.clock = clock
+        self.observer = observer or Observer(db)
+        self.pulses: dict[str, AgentPulse] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._pending: list[dict[str, Any]] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self.ticks = 0
+        self.late_skips = 0
+        self.max_lateness = 0.0
+
+    def add(self, pulse: AgentPulse, *, first_in: float | None = None) -> None:
+        """Register an agent; its first tick comes after one interval (or `first_in`)."""
+        self.pulses[pulse.agent_id] = pulse
+        due = self.clock() + (pulse.interval_secs if first_in is None else first_in)
+        heapq.heappush(self._heap, (due, pulse.agent_id))
+
+    def add_all(self, pulses: Iterable[AgentPulse]) -> None:
+        for pulse in pulses:
+            self.add(pulse)
+
+    def remove(self, agent_id: str) -> None:
+        self.pulses.pop(agent_id, None)  # its heap entry is dropped when it comes due
+
+    async def tick_now(self, agent_id: str) -> Tick:
+        """Run one tick for an agent immediately (the CLI's `heartbeat tick`)."""
+        pulse = self.pulses[agent_id]
+        now = self.clock()
+        self.observer.refresh(now)
+        tick = decide(pulse, self.observer, now)
+        await self._carry_out(pulse, tick, now)
+        self.flush()
+        return tick
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick until `stop` is set; pending log rows are flushed on the way out."""
+        last_flush = self.clock()
+        try:
+            while not stop.is_set():
+                if not self._heap:
+                    await _wait(stop, FLUSH_SECS)
+                    continue
+                due, agent_id = self._heap[0]
+                delay = due - self.clock()
+                if delay > 0:
+                    await _wait(stop, min(delay, FLUSH_SECS))
+                else:
+                    heapq.heappop(self._heap)
+                    self._due(due, agent_id)
+                if self.clock() - last_flush >= FLUSH_SECS:
+                    self.flush()
+                    last_flush = self.clock()
+        finally:
+            for task in list(self._running):
+                task.cancel()
+            self.flush()
+
+    def _due(self, due: float, agent_id: str) -> None:
+        pulse = self.pulses.get(agent_id)
+        if pulse is None:
+            return
+        now = self.clock()
+        lateness = now - due
+        self.max_lateness = max(self.max_lateness, lateness)
+        next_due = due + pulse.interval_secs
+        while next_due <= now:  # more than an interval late: skip, never queue up
+            next_due += pulse.interval_secs
+            self.late_skips += 1
+        heapq.heappush(self._heap, (next_due, agent_id))
+        self.observer.refresh(now)
+        tick = decide(pulse, self.observer, now)
+        self.ticks += 1
+        if tick.decision in ("speak", "learn") and self.act is not None:
+            task = asyncio.create_task(self._carry_out(pulse, tick, now))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        else:
+            self._pending.append(tick.row())
+
+    async def _carry_out(self, pulse: AgentPulse, tick: Tick, now: float) -> None:
+        if tick.decision in ("speak", "learn") and self.act is not None:
+            try:
+                tick.result = await self.act(tick)
+            except Exception as exc:
+                log.exception("heartbeat action of %s failed", pulse.agent_id)
+                tick.result = {"error": f"{type(exc).__name__}: {exc}"}
+            if tick.decision == "learn":
+                pulse.last_reflection = now
+                pulse.logs_seen = self.observer.latest_log.get(pulse.agent_id, 0)
+        self._pending.append(tick.row())
+
+    def flush(self) -> None:
+        """Write the buffered heartbeat_log rows in one transaction."""
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        with self.db.write() as conn:
+            conn.execute(heartbeat_log.insert(), rows)
+
+
+async def _wait(stop: asyncio.Event, secs: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=max(secs, 0.0))
+
+
+def reflect_due(pulse: AgentPulse, now: float) -> timedelta:
+    """How long until the agent may reflect again."""
+    return timedelta(seconds=max(0.0, REFLECT_EVERY_SECS - (now - pulse.last_reflection)))

@@ -1,0 +1,191 @@
+"""Per-agent LLM configuration (seed 001 `AgentLlmConfig`) and the model a purpose uses.
+
+An agent may pin a default model and per-purpose models, allow itself to switch models
+(`select_llm`) within a whitelist of aliases, and carry a daily budget in USD. Fields
+left empty mean "the server's choice": the router's default and `[llm.models]`.
+
+Model switches made with select_llm live at three durations:
+- this_turn: in the engine's TurnState only;
+- this_session: in `sessions.context["llm_overrides"][agent_id][purpose]`;
+- permanent: in the agent's stored config.
+`effective_model` applies them in that order of precedence.
+
+Example:
+    config = AgentLlmConfig.from_settings(settings)
+    effective_model(config, "tool_calling", {}, {"tool_calling": "openai/gpt-5-mini"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field
+
+from opencrab.config import Settings
+from opencrab.config.models import ModelRef
+from opencrab.errors import NotFoundError, ValidationError
+from opencrab.store import Database
+from opencrab.store.tables import sessions
+
+PURPOSES = ("thinking", "conversation", "analysis", "tool_calling", "creative", "embedding")
+
+
+class AgentModels(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    thinking: ModelRef | None = None  # reasoning (strong)
+    conversation: ModelRef | None = None  # replies (balanced)
+    analysis: ModelRef | None = None  # summaries, analysis (fast)
+    tool_calling: ModelRef | None = None  # function calling (must support tools)
+    creative: ModelRef | None = None
+    embedding: ModelRef | None = None
+
+
+class AgentLlmConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default_provider: str | None = None  # None: the router's default
+    default_model: str | None = None
+    models: AgentModels = Field(default_factory=AgentModels)
+    allow_self_selection: bool = True
+    selectable_models: list[str] = Field(default_factory=list)  # aliases; [] = server's list
+    daily_budget_usd: float | None = Field(default=None, ge=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AgentLlmConfig:
+        """A new agent's config: everything from the server's `[llm]` section."""
+        return cls(allow_self_selection=settings.llm.self_selection.enabled)
+
+    def default_ref(self) -> ModelRef | None:
+        if self.default_provider and self.default_model:
+            return ModelRef(provider=self.default_provider, model=self.default_model)
+        return None
+
+
+def _parse_ref(text: str) -> ModelRef:
+    provider, _, model = text.partition("/")
+    if not provider or not model:
+        raise ValidationError(f"model reference {text!r} is not provider/model")
+    return ModelRef(provider=provider, model=model)
+
+
+def effective_model(
+    config: AgentLlmConfig,
+    purpose: str,
+    turn_overrides: Mapping[str, str],
+    session_overrides: Mapping[str, str],
+) -> ModelRef | None:
+    """The model for `purpose`: this turn's choice, this session's, the agent's, or None."""
+    for overrides in (turn_overrides, session_overrides):
+        chosen = overrides.get(purpose)
+        if chosen:
+            return _parse_ref(chosen)
+    ref: ModelRef | None = getattr(config.models, purpose, None)
+    return ref
+
+
+def _format_ref(ref: ModelRef | None) -> str:
+    return "デフォルト" if ref is None else f"{ref.provider}/{ref.model}"
+
+
+def build_llm_context(
+    config: AgentLlmConfig,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    settings: Settings | None = None,
+    server_default: str | None = None,
+) -> str:
+    """The 【現在のLLM設定】 section in the seed's format, with active overrides applied.
+
+    `server_default` ("provider/model") is what the router really uses when the agent
+    pins no default (it may differ from the config when a provider is unusable).
+    """
+    overrides = overrides or {}
+    default = config.default_ref()
+    if default is not None:
+        shown_default = f"{default.provider}/{default.model}"
+    elif server_default is not None:
+        shown_default = server_default
+    elif settings is not None:
+        shown_default = f"{settings.llm.default_provider}/{settings.llm.default_model}"
+    else:
+        shown_default = "デフォルト"
+
+    def ref(purpose: str) -> str:
+        chosen = effective_model(config, purpose, overrides, {})
+        if chosen is None and settings is not None:
+            chosen = getattr(settings.llm.models, purpose, None)
+        return _format_ref(chosen)
+
+    aliases = list(config.selectable_models)
+    if not aliases and settings is not None:
+        aliases = list(settings.llm.self_selection.allowed_aliases)
+    lines = []
+    for alias in aliases:
+        target = settings.llm.aliases.get(alias) if settings is not None else None
+        lines.append(f"- {alias}" + (f": {target.provider}/{target.model}" if target else ""))
+    selectable = "\n".join(lines) if lines else "（なし）"
+    if not (
+        config.allow_self_selection and (settings is None or settings.llm.self_selection.enabled)
+    ):
+        selectable = "（モデルの自己選択は無効です）"
+    return (
+        "【現在のLLM設定】\n"
+        f"- デフォルト: {shown_default}\n"
+        f"- 思考用: {ref('thinking')}\n"
+        f"- 会話用: {ref('conversation')}\n"
+        f"- ツールコーリング用: {ref('tool_calling')}\n"
+        f"- 分析用: {ref('analysis')}\n"
+        "\n"
+        "【選択可能なモデル】\n"
+        f"{selectable}\n"
+        "\n"
+        "LLMを切り替えたい場合は select_llm アクションを使用してください。"
+    )
+
+
+# ------------------------------------------------------------------ session overrides
+def session_overrides(db: Database, session_id: str | None, agent_id: str) -> dict[str, str]:
+    """This session's select_llm choices of the agent: purpose -> "provider/model"."""
+    if not session_id:
+        return {}
+    with db.read() as conn:
+        context = conn.execute(
+            sa.select(sessions.c.context).where(sessions.c.id == str(session_id))
+        ).scalar()
+    return dict(_overrides_of(context).get(str(agent_id), {}))
+
+
+def set_session_override(
+    db: Database, session_id: str, agent_id: str, purpose: str, ref: str
+) -> None:
+    """Remember a this_session model choice in the session's context."""
+    if purpose not in PURPOSES:
+        raise ValidationError(f"purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
+    _parse_ref(ref)
+    with db.write() as conn:
+        row = conn.execute(
+            sa.select(sessions.c.context).where(sessions.c.id == str(session_id))
+        ).first()
+        if row is None:
+            raise NotFoundError(f"no session {session_id}")
+        context: dict[str, Any] = dict(row.context or {})
+        all_overrides = _overrides_of(context)
+        mine = dict(all_overrides.get(str(agent_id), {}))
+        mine[purpose] = ref
+        all_overrides[str(agent_id)] = mine
+        context["llm_overrides"] = all_overrides
+        conn.execute(
+            sessions.update().where(sessions.c.id == str(session_id)).values(context=context)
+        )
+
+
+def _overrides_of(context: Any) -> dict[str, dict[str, str]]:
+    if not isinstance(context, dict):
+        return {}
+    found = context.get("llm_overrides")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): dict(v) for k, v in found.items() if isinstance(v, dict)}

@@ -1,0 +1,510 @@
+"""SkillManager (seed 001 "Skill"): the manuals an agent follows and the actions they unlock.
+
+Standard skills are `*.skill.md` files: YAML frontmatter (name, description, version,
+actions) and a Markdown body, the guidance. OpenCrab ships the five of seed 001 in
+`opencrab/skills/`; plugins add folders through the `register_skill_dirs` hook and
+operators drop files into `{data_dir}/skills/`. A malformed file is reported (file,
+line, reason) and skipped; it never stops start-up.
+
+Every agent has its own rows in `skills`: the standard skills are copied in (and kept
+in step with their files' versions) by `ensure_default_skills`, and skills the agent
+acquires (from experience, a peer, research or reflection) are added beside them. Each
+row can be switched off, counts its uses and carries an effectiveness score. The
+actions an agent may call are the union of its active skills' `actions`.
+
+Example:
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+    skills = SkillManager(db, agent_id, docs)
+    skills.ensure_default_skills()
+    active = skills.get_active_skills()
+    skills.build_context(active)       # "【利用可能なスキル】\\n\\n## autonomous\\n…"
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import uuid4
+
+import sqlalchemy as sa
+import yaml
+from pydantic import BaseModel
+from sqlalchemy.engine import Connection
+
+from opencrab.errors import ConflictError, NotFoundError, SkillFileError, ValidationError
+from opencrab.plugins import hookimpl
+from opencrab.store import Database
+from opencrab.store.tables import skills as skills_table
+
+if TYPE_CHECKING:  # import cycles at runtime
+    from opencrab.actions.base import ActionRegistry
+    from opencrab.config import Settings
+    from opencrab.llm.types import ToolDefinition
+
+log = logging.getLogger(__name__)
+
+SkillSource = Literal["standard", "experience", "peer", "research", "reflection"]
+ACQUIRED_SOURCES = ("experience", "peer", "research", "reflection")
+PACKAGED_DIR = Path(__file__).resolve().parent.parent / "skills"
+SUFFIX = ".skill.md"
+MAX_SKILL_FILE_BYTES = 256 * 1024
+_NAME = re.compile(r"^[\w][\w .+\-()]{0,99}$", re.UNICODE)
+_ACTION = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+# ------------------------------------------------------------------ skill files
+@dataclass(frozen=True)
+class SkillDoc:
+    """A parsed skill file."""
+
+    name: str
+    description: str
+    version: int
+    actions: tuple[str, ...]
+    guidance: str
+    file_path: str
+
+
+@dataclass(frozen=True)
+class SkillProblem:
+    """A skill file that was skipped, and why."""
+
+    file: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        return str(SkillFileError(self.file, self.line, self.reason))
+
+
+def parse_skill_text(text: str, file: str = "<text>") -> SkillDoc:
+    """Parse one skill file's text; SkillFileError names the file, line and reason."""
+    if "\x00" in text:
+        raise SkillFileError(file, None, "contains a NUL byte; not a text file")
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise SkillFileError(file, 1, "must start with a '---' line opening the YAML frontmatter")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise SkillFileError(file, len(lines), "the frontmatter is never closed by '---'") from None
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SkillFileError(file, line, f"invalid YAML in the frontmatter: {problem}") from None
+    if not isinstance(meta, dict):
+        raise SkillFileError(file, 2, "the frontmatter must be a mapping of keys to values")
+
+    def line_of(key: str) -> int:
+        for i in range(1, end):
+            if lines[i].startswith(f"{key}:"):
+                return i + 1
+        return 2
+
+    unknown = sorted(set(meta) - {"name", "description", "version", "actions"})
+    if unknown:
+        raise SkillFileError(file, line_of(unknown[0]), f"unknown frontmatter key {unknown[0]!r}")
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.match(name.strip()):
+        raise SkillFileError(
+            file, line_of("name"), "name must be text of 1 to 100 letters, digits, ' .+-_()'"
+        )
+    description = meta.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillFileError(file, line_of("description"), "description must be non-empty text")
+    version = meta.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise SkillFileError(file, line_of("version"), "version must be a whole number ≥ 1")
+    actions = meta.get("actions", [])
+    if actions is None:
+        actions = []
+    if not isinstance(actions, list) or not all(
+        isinstance(a, str) and _ACTION.match(a) for a in actions
+    ):
+        raise SkillFileError(
+            file, line_of("actions"), "actions must be a list of action names (snake_case)"
+        )
+    guidance = "\n".join(lines[end + 1 :]).strip()
+    if not guidance:
+        raise SkillFileError(file, end + 2, "the body (the skill's guidance) is empty")
+    return SkillDoc(
+        name=name.strip(),
+        description=description.strip(),
+        version=version,
+        actions=tuple(dict.fromkeys(actions)),
+        guidance=guidance,
+        file_path=file,
+    )
+
+
+def parse_skill_file(path: Path) -> SkillDoc:
+    try:
+        size = path.stat().st_size
+        if size > MAX_SKILL_FILE_BYTES:
+            raise SkillFileError(str(path), None, f"{size} bytes; skill files are at most 256 KiB")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SkillFileError(str(path), None, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SkillFileError(str(path), None, f"cannot be read: {exc.strerror}") from None
+    return parse_skill_text(text, str(path))
+
+
+def load_skill_dirs(dirs: Iterable[Path]) -> tuple[list[SkillDoc], list[SkillProblem]]:
+    """Every good skill file under `dirs` (first name wins), and the skipped ones."""
+    docs: dict[str, SkillDoc] = {}
+    problems: list[SkillProblem] = []
+    for folder in dirs:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob(f"*{SUFFIX}")):
+            try:
+                doc = parse_skill_file(path)
+            except SkillFileError as exc:
+                problems.append(SkillProblem(exc.file, exc.line, exc.reason))
+                log.warning("skill file skipped: %s", exc)
+                continue
+            if doc.name in docs:
+                reason = f"skill {doc.name!r} is already defined by {docs[doc.name].file_path}"
+                problems.append(SkillProblem(str(path), 2, reason))
+                log.warning("skill file skipped: %s: %s", path, reason)
+                continue
+            docs[doc.name] = doc
+    return list(docs.values()), problems
+
+
+def standard_skill_dirs(settings: Settings | None = None) -> list[Path]:
+    """Folders of standard skills: from plugins (OpenCrab's own first), then the data dir's."""
+    from opencrab.plugins import plugin_manager
+
+    dirs: list[Path] = []
+    for found in plugin_manager().hook.register_skill_dirs():
+        dirs.extend(Path(p) for p in found)
+    if settings is not None:
+        dirs.append(Path(settings.data_dir) / "skills")
+    return list(dict.fromkeys(dirs))
+
+
+@hookimpl
+def register_skill_dirs() -> list[Path]:
+    return [PACKAGED_DIR]
+
+
+# ------------------------------------------------------------------ per-agent skills
+class Skill(BaseModel):
+    """One of an agent's skills (seed `Skill`, with the table's bookkeeping)."""
+
+    id: str
+    name: str
+    description: str
+    version: int = 1
+    actions: list[str]
+    guidance: str
+    situation_pattern: str = ""
+    source: SkillSource
+    source_context: str | None = None
+    file_path: str | None = None
+    usage_count: int = 0
+    effectiveness: float | None = None
+    is_active: bool = True
+    last_used_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SkillManager:
+    """One agent's skills; see the module docstring."""
+
+    def __init__(self, db: Database, agent_id: str, docs: Sequence[SkillDoc] = ()) -> None:
+        self.db = db
+        self.agent_id = str(agent_id)
+        self.docs = list(docs)
+
+    def ensure_default_skills(self) -> None:
+        """Copy in the standard skills the agent lacks; refresh those whose file is newer."""
+        now = datetime.now(UTC)
+        t = skills_table.c
+        with self.db.write() as conn:
+            have = {
+                row.name: row
+                for row in conn.execute(
+                    sa.select(t.id, t.name, t.version, t.source_type).where(
+                        t.agent_id == self.agent_id
+                    )
+                )
+            }
+            for doc in self.docs:
+                row = have.get(doc.name)
+                values = {
+                    "description": doc.description,
+                    "guidance": doc.guidance,
+                    "version": doc.version,
+                    "actions_json": list(doc.actions),
+                    "file_path": doc.file_path,
+                    "updated_at": now,
+                }
+                if row is None:
+                    conn.execute(
+                        skills_table.insert().values(
+                            id=str(uuid4()),
+                            agent_id=self.agent_id,
+                            name=doc.name,
+                            situation_pattern="",
+                            source_type="standard",
+                            created_at=now,
+                            **values,
+                        )
+                    )
+                elif row.source_type == "standard" and row.version < doc.version:
+                    conn.execute(skills_table.update().where(t.id == row.id).values(**values))
+
+    # ------------------------------------------------------------ reading
+    def list(self, *, active_only: bool = False) -> builtins.list[Skill]:
+        t = skills_table.c
+        query = sa.select(skills_table).where(t.agent_id == self.agent_id)
+        if active_only:
+            query = query.where(t.is_active.is_(True))
+        query = query.order_by((t.source_type != "standard"), t.created_at, t.name)
+        with self.db.read() as conn:
+            return [_skill(row) for row in conn.execute(query)]
+
+    def get_active_skills(self) -> builtins.list[Skill]:
+        return self.list(active_only=True)
+
+    def get(self, name_or_id: str) -> Skill:
+        t = skills_table.c
+        with self.db.read() as conn:
+            row = conn.execute(
+                sa.select(skills_table).where(
+                    t.agent_id == self.agent_id,
+                    sa.or_(t.name == name_or_id, t.id == name_or_id),
+                )
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no skill {name_or_id!r} for this agent")
+        return _skill(row)
+
+    @staticmethod
+    def action_names(skills: Iterable[Skill]) -> builtins.list[str]:
+        """The actions the skills offer, in order, without repeats."""
+        return list(dict.fromkeys(a for skill in skills for a in skill.actions))
+
+    def build_action_definitions(
+        self, skills: Iterable[Skill], registry: ActionRegistry
+    ) -> builtins.list[ToolDefinition]:
+        """Function-calling definitions of the skills' actions the registry knows."""
+        return registry.definitions(self.action_names(skills))
+
+    @staticmethod
+    def build_context(skills: Sequence[Skill]) -> str:
+        """The 【利用可能なスキル】 section: each skill's name, description and manual."""
+        parts = ["【利用可能なスキル】\n"]
+        for skill in skills:
+            parts.append(f"\n## {skill.name}\n{skill.description}\n")
+            if skill.situation_pattern:
+                parts.append(f"状況: {skill.situation_pattern}\n")
+            if skill.guidance and skill.guidance != skill.description:
+                parts.append(f"\n{skill.guidance}\n")
+        return "".join(parts)
+
+    # ------------------------------------------------------------ changing
+    def acquire(
+        self,
+        *,
+        name: str,
+        description: str,
+        guidance: str,
+        source: str,
+        situation_pattern: str = "",
+        source_context: str | None = None,
+        actions: Sequence[str] = (),
+        conn: Connection | None = None,
+    ) -> Skill:
+        """Add a learned skill; a name the agent already learned is refined (version + 1).
+
+        A name that belongs to a standard skill is refused with ConflictError.
+        """
+        name = " ".join(name.split())[:100]
+        if not name:
+            raise ValidationError("a skill needs a name")
+        if source not in ACQUIRED_SOURCES:
+            raise ValidationError(
+                f"skill source {source!r} is not one of {', '.join(ACQUIRED_SOURCES)}"
+            )
+        if not description.strip() or not guidance.strip():
+            raise ValidationError("a skill needs a description and guidance")
+        bad = [a for a in actions if not _ACTION.match(a)]
+        if bad:
+            raise ValidationError(f"invalid action names {bad}")
+        now = datetime.now(UTC)
+        t = skills_table.c
+        values = {
+            "description": description.strip(),
+            "guidance": guidance.strip(),
+            "situation_pattern": situation_pattern.strip(),
+            "source_type": source,
+            "source_context": source_context,
+            "actions_json": list(dict.fromkeys(actions)),
+            "updated_at": now,
+        }
+
+        def write(c: Connection) -> str:
+            row = c.execute(
+                sa.select(t.id, t.source_type, t.version).where(
+                    t.agent_id == self.agent_id, t.name == name
+                )
+            ).first()
+            if row is None:
+                skill_id = str(uuid4())
+                c.execute(
+                    skills_table.insert().values(
+                        id=skill_id,
+                        agent_id=self.agent_id,
+                        name=name,
+                        version=1,
+                        is_active=True,
+                        created_at=now,
+                        **values,
+                    )
+                )
+                return skill_id
+            if row.source_type == "standard":
+                raise ConflictError(f"{name!r} is a standard skill; learn under another name")
+            c.execute(
+                skills_table.update()
+                .where(t.id == row.id)
+                .values(version=row.version + 1, **values)
+            )
+            return str(row.id)
+
+        if conn is not None:
+            skill_id = write(conn)
+            row = conn.execute(sa.select(skills_table).where(t.id == skill_id)).one()
+            return _skill(row)
+        with self.db.write() as own:
+            skill_id = write(own)
+        return self.get(skill_id)
+
+    def update(
+        self,
+        name_or_id: str,
+        *,
+        description: str | None = None,
+        guidance: str | None = None,
+        situation_pattern: str | None = None,
+        actions: Sequence[str] | None = None,
+    ) -> Skill:
+        """Edit an acquired skill (standard skills change through their files)."""
+        skill = self.get(name_or_id)
+        if skill.source == "standard":
+            raise ConflictError(f"{skill.name!r} is a standard skill; edit its file instead")
+        values: dict[str, Any] = {"updated_at": datetime.now(UTC), "version": skill.version + 1}
+        if description is not None:
+            values["description"] = description
+        if guidance is not None:
+            values["guidance"] = guidance
+        if situation_pattern is not None:
+            values["situation_pattern"] = situation_pattern
+        if actions is not None:
+            values["actions_json"] = list(dict.fromkeys(actions))
+        with self.db.write() as conn:
+            conn.execute(skills_table.update().where(skills_table.c.id == skill.id).values(values))
+        return self.get(skill.id)
+
+    def delete(self, name_or_id: str) -> None:
+        """Forget an acquired skill; a standard skill can only be switched off."""
+        skill = self.get(name_or_id)
+        if skill.source == "standard":
+            raise ConflictError(f"{skill.name!r} is a standard skill; switch it off instead")
+        with self.db.write() as conn:
+            conn.execute(skills_table.delete().where(skills_table.c.id == skill.id))
+
+    def toggle(self, name_or_id: str, active: bool | None = None) -> Skill:
+        """Switch a skill on or off (flip it when `active` is None)."""
+        skill = self.get(name_or_id)
+        value = (not skill.is_active) if active is None else active
+        with self.db.write() as conn:
+            conn.execute(
+                skills_table.update()
+                .where(skills_table.c.id == skill.id)
+                .values(is_active=value, updated_at=datetime.now(UTC))
+            )
+        return self.get(skill.id)
+
+    def increment_usage(self, name_or_id: str) -> None:
+        skill = self.get(name_or_id)
+        with self.db.write() as conn:
+            conn.execute(
+                skills_table.update()
+                .where(skills_table.c.id == skill.id)
+                .values(
+                    usage_count=skills_table.c.usage_count + 1,
+                    last_used_at=datetime.now(UTC),
+                )
+            )
+
+    def record_action_use(self, action_name: str, *, conn: Connection | None = None) -> int:
+        """Count one use for every active skill offering `action_name`; returns how many."""
+        t = skills_table.c
+
+        def run(c: Connection) -> int:
+            rows = c.execute(
+                sa.select(t.id, t.actions_json).where(
+                    t.agent_id == self.agent_id, t.is_active.is_(True)
+                )
+            ).all()
+            ids = [r.id for r in rows if action_name in (r.actions_json or [])]
+            if ids:
+                c.execute(
+                    skills_table.update()
+                    .where(t.id.in_(ids))
+                    .values(usage_count=t.usage_count + 1, last_used_at=datetime.now(UTC))
+                )
+            return len(ids)
+
+        if conn is not None:
+            return run(conn)
+        with self.db.write() as own:
+            return run(own)
+
+    def set_effectiveness(self, name_or_id: str, value: float) -> Skill:
+        if not 0.0 <= value <= 1.0:
+            raise ValidationError("effectiveness must be between 0 and 1")
+        skill = self.get(name_or_id)
+        with self.db.write() as conn:
+            conn.execute(
+                skills_table.update()
+                .where(skills_table.c.id == skill.id)
+                .values(effectiveness=value, updated_at=datetime.now(UTC))
+            )
+        return self.get(skill.id)
+
+
+def _skill(row: Any) -> Skill:
+    return Skill(
+        id=row.id,
+        name=row.name,
+        description=row.description,
+        version=row.version,
+        actions=list(row.actions_json or []),
+        guidance=row.guidance,
+        situation_pattern=row.situation_pattern or "",
+        source=row.source_type,
+        source_context=row.source_context,
+        file_path=row.file_path,
+        usage_count=row.usage_count,
+        effectiveness=row.effectiveness,
+        is_active=bool(row.is_active),
+        last_used_at=row.last_used_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )

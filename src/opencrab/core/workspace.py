@@ -1,0 +1,270 @@
+"""Workspace (seed 001 "Workspace"): an agent's private folder, jailed and size-capped.
+
+Every path an agent (or a model's tool call) names is relative to the agent's root and
+checked before the filesystem is touched (DESIGN.md "Security defaults"):
+
+- refused outright: empty names where a file is needed, NUL and other control
+  characters, absolute paths, Windows drive letters and UNC prefixes, backslashes,
+  `..` components, a component over 255 bytes, a path over 1,024 characters;
+- then every existing component below the root is checked with lstat: a symlink
+  anywhere in the path is refused (and files are opened with O_NOFOLLOW), so a link
+  planted by some other means still cannot lead outside;
+- writes are atomic (temp file + rename in the same folder) and refused with
+  QuotaExceeded when the workspace would go over its quota (100 MB by default).
+
+Example:
+    ws = Workspace.for_agent(settings, agent_id)
+    ws.write("notes/today.md", "# Today\\n")
+    ws.edit("notes/today.md", "Today", "Monday")
+    [e.name for e in ws.list("notes")]   # ["today.md"]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from opencrab.config import Settings
+from opencrab.errors import NotFoundError, QuotaExceeded, WorkspaceError
+
+MB = 1024 * 1024
+MAX_PATH_CHARS = 1024
+MAX_NAME_BYTES = 255
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of a workspace folder; `path` is relative to the workspace root."""
+
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+    modified: datetime
+
+
+class Workspace:
+    """An agent's jailed folder; see the module docstring."""
+
+    def __init__(self, root: Path | str, *, max_size_bytes: int = 100 * MB) -> None:
+        self.root = Path(root).absolute()
+        self.max_size_bytes = max_size_bytes
+
+    @classmethod
+    def for_agent(cls, settings: Settings, agent_id: str) -> Workspace:
+        """The workspace at `[agent] workspace_path` with the configured quota."""
+        template = settings.agent.workspace_path
+        root = template.replace("{data_dir}", str(settings.data_dir)).replace(
+            "{agent_id}", str(agent_id)
+        )
+        return cls(root, max_size_bytes=settings.agent.max_workspace_size_mb * MB)
+
+    # ------------------------------------------------------------ paths
+    def check(self, path: str, *, allow_root: bool = False) -> tuple[str, ...]:
+        """The path's components after every lexical check; WorkspaceError names the rule."""
+        if not isinstance(path, str):
+            raise WorkspaceError(f"path must be a string, not {type(path).__name__}")
+        shown = repr(path[:80])
+        if len(path) > MAX_PATH_CHARS:
+            raise WorkspaceError(f"path is longer than {MAX_PATH_CHARS} characters")
+        if "\x00" in path:
+            raise WorkspaceError(f"path {shown} contains a NUL byte")
+        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+            raise WorkspaceError(f"path {shown} contains a control character")
+        if "\\" in path:
+            raise WorkspaceError(f"path {shown} contains a backslash; use '/' between folders")
+        if path.startswith("/"):
+            raise WorkspaceError(f"path {shown} is absolute; give it relative to your workspace")
+        if len(path) >= 2 and path[1] == ":" and path[0].isalpha():
+            raise WorkspaceError(f"path {shown} names a drive; give it relative to your workspace")
+        parts = tuple(p for p in path.split("/") if p not in ("", "."))
+        if ".." in parts:
+            raise WorkspaceError(f"path {shown} contains '..'; paths cannot leave your workspace")
+        for part in parts:
+            if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+                raise WorkspaceError(
+                    f"a name in path {shown} is longer than {MAX_NAME_BYTES} bytes"
+                )
+        if not parts and not allow_root:
+            raise WorkspaceError("path is empty; name a file or folder in your workspace")
+        return parts
+
+    def resolve(self, path: str, *, allow_root: bool = False) -> Path:
+        """The absolute location of `path`, refused if it or any parent is a symlink."""
+        parts = self.check(path, allow_root=allow_root)
+        current = self.root
+        for part in parts:
+            current = current / part
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                break  # nothing further exists, so nothing further can be a link
+            except OSError as exc:
+                raise WorkspaceError(f"path {path!r}: {exc.strerror}") from exc
+            if stat.S_ISLNK(mode):
+                raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused")
+        return self.root.joinpath(*parts)
+
+    def relative(self, location: Path) -> str:
+        return location.relative_to(self.root).as_posix()
+
+    # ------------------------------------------------------------ reading
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(self.resolve(path, allow_root=True))
+
+    def read_bytes(self, path: str) -> bytes:
+        location = self.resolve(path)
+        try:
+            fd = os.open(location, os.O_RDONLY | _O_NOFOLLOW)
+        except FileNotFoundError:
+            raise NotFoundError(f"no file {path!r} in your workspace") from None
+        except IsADirectoryError:
+            raise WorkspaceError(f"{path!r} is a folder; use ws_list") from None
+        except OSError as exc:
+            raise WorkspaceError(f"cannot read {path!r}: {exc.strerror}") from exc
+        with os.fdopen(fd, "rb") as handle:
+            if stat.S_ISDIR(os.fstat(handle.fileno()).st_mode):
+                raise WorkspaceError(f"{path!r} is a folder; use ws_list")
+            return handle.read()
+
+    def read(self, path: str) -> str:
+        """A file's text (UTF-8); a binary file is refused with a clear error."""
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WorkspaceError(f"{path!r} is not UTF-8 text ({len(data)} bytes)") from None
+
+    def list(self, path: str = "") -> list[FileEntry]:
+        """A folder's entries, folders first, then by name."""
+        location = self.resolve(path, allow_root=True)
+        if not location.exists():
+            if not path.strip("/."):
+                return []  # a new agent's workspace before its first write
+            raise NotFoundError(f"no folder {path!r} in your workspace")
+        if not location.is_dir():
+            raise WorkspaceError(f"{path!r} is a file, not a folder")
+        entries = []
+        with os.scandir(location) as scan:
+            for item in scan:
+                info = item.stat(follow_symlinks=False)
+                is_dir = stat.S_ISDIR(info.st_mode)
+                entries.append(
+                    FileEntry(
+                        name=item.name,
+                        path=self.relative(Path(item.path)),
+                        is_dir=is_dir,
+                        size=0 if is_dir else info.st_size,
+                        modified=datetime.fromtimestamp(info.st_mtime, UTC),
+                    )
+                )
+        entries.sort(key=lambda e: (not e.is_dir, e.name))
+        return entries
+
+    def walk(self) -> Iterator[FileEntry]:
+        """Every file below the root (no folders, no symlinks followed)."""
+        if not self.root.is_dir():
+            return
+        stack = [self.root]
+        while stack:
+            folder = stack.pop()
+            with os.scandir(folder) as scan:
+                for item in scan:
+                    info = item.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append(Path(item.path))
+                    elif stat.S_ISREG(info.st_mode):
+                        yield FileEntry(
+                            name=item.name,
+                            path=self.relative(Path(item.path)),
+                            is_dir=False,
+                            size=info.st_size,
+                            modified=datetime.fromtimestamp(info.st_mtime, UTC),
+                        )
+
+    def usage_bytes(self) -> int:
+        return sum(entry.size for entry in self.walk())
+
+    # ------------------------------------------------------------ writing
+    def write(self, path: str, content: str | bytes) -> int:
+        """Create or replace a file atomically; returns the bytes written."""
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        location = self.resolve(path)
+        if location.is_dir():
+            raise WorkspaceError(f"{path!r} is a folder; choose a file name")
+        old_size = location.stat().st_size if location.is_file() else 0
+        used = self.usage_bytes()
+        if used - old_size + len(data) > self.max_size_bytes:
+            raise QuotaExceeded(
+                f"writing {len(data)} bytes to {path!r} would take your workspace to "
+                f"{used - old_size + len(data)} bytes, over its quota of "
+                f"{self.max_size_bytes} bytes; delete something first"
+            )
+        self._make_parents(path, location)
+        fd, temp = tempfile.mkstemp(dir=location.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, location)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+        return len(data)
+
+    def edit(self, path: str, old: str, new: str) -> int:
+        """Replace the one occurrence of `old` with `new`; returns the file's new size."""
+        if not old:
+            raise WorkspaceError("old_string is empty; give the exact text to replace")
+        text = self.read(path)
+        count = text.count(old)
+        if count == 0:
+            raise WorkspaceError(f"old_string was not found in {path!r}")
+        if count > 1:
+            raise WorkspaceError(
+                f"old_string appears {count} times in {path!r}; include more surrounding "
+                "text so that it is unique"
+            )
+        return self.write(path, text.replace(old, new, 1))
+
+    def mkdir(self, path: str) -> None:
+        """Create a folder and its parents; an existing folder is fine."""
+        location = self.resolve(path)
+        if location.exists() and not location.is_dir():
+            raise WorkspaceError(f"{path!r} is a file, not a folder")
+        self._make_parents(path, location / "_")
+        location.mkdir(exist_ok=True)
+
+    def delete(self, path: str) -> None:
+        """Delete a file, or a folder with everything in it; the root cannot be deleted."""
+        location = self.resolve(path)
+        if not os.path.lexists(location):
+            raise NotFoundError(f"no file or folder {path!r} in your workspace")
+        if location.is_dir():
+            shutil.rmtree(location)
+        else:
+            location.unlink()
+
+    def _make_parents(self, path: str, location: Path) -> None:
+        parent = location.parent
+        if parent.exists() and not parent.is_dir():
+            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
+        except NotADirectoryError:
+            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
+        # a link created between resolve() and here would still be caught on use, but
+        # check again so the write below cannot land outside
+        self.resolve(self.relative(parent), allow_root=True)

@@ -1,0 +1,177 @@
+"""The unified Gateway interface and message form of seed 001.
+
+Every way into an agent (REST, WebSocket, CLI, Discord, …) turns what it receives into an
+`IncomingMessage` and sends `OutgoingMessage`s back; adding Slack or LINE later means one
+new adapter module implementing `Gateway`.
+
+Example:
+    class EchoGateway(Gateway):
+        name = "echo"
+
+        async def connect(self) -> None: ...
+        async def disconnect(self) -> None: ...
+        async def receive(self) -> IncomingMessage:
+            return IncomingMessage.text("hi", source=CliSource(session_id="s1"))
+        async def send(self, message: OutgoingMessage) -> None:
+            print(message.content.text)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Literal
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- MessageSource
+class RestSource(_Model):
+    kind: Literal["rest"] = "rest"
+    request_id: str
+
+
+class WebSocketSource(_Model):
+    kind: Literal["websocket"] = "websocket"
+    connection_id: str
+
+
+class DiscordSource(_Model):
+    kind: Literal["discord"] = "discord"
+    guild_id: str
+    channel_id: str
+
+
+class CliSource(_Model):
+    kind: Literal["cli"] = "cli"
+    session_id: str
+
+
+class SlackSource(_Model):
+    kind: Literal["slack"] = "slack"
+    workspace_id: str
+    channel_id: str
+
+
+class LineSource(_Model):
+    kind: Literal["line"] = "line"
+    user_id: str
+
+
+class InternalSource(_Model):
+    """Messages OpenCrab makes itself: heartbeats, discussion turns, facilitator guidance."""
+
+    kind: Literal["internal"] = "internal"
+    origin: str  # "heartbeat", "discussion", …
+
+
+MessageSource = Annotated[
+    RestSource
+    | WebSocketSource
+    | DiscordSource
+    | CliSource
+    | SlackSource
+    | LineSource
+    | InternalSource,
+    Field(discriminator="kind"),
+]
+
+
+# ---------------------------------------------------------------- content and parties
+class Attachment(_Model):
+    url: str
+    content_type: str | None = None
+    name: str | None = None
+
+
+class MessageContent(_Model):
+    text: str = ""
+    attachments: list[Attachment] = Field(default_factory=list)
+
+
+class Sender(_Model):
+    id: str
+    name: str | None = None
+    is_bot: bool = False
+
+
+class Channel(_Model):
+    id: str
+    name: str | None = None
+
+
+class MessageTarget(_Model):
+    """Where a reply goes: a channel of a gateway, or a session."""
+
+    gateway: str
+    channel_id: str | None = None
+    session_id: str | None = None
+
+
+class IncomingMessage(_Model):
+    """A message received by any gateway, platform-independent."""
+
+    id: str = Field(default_factory=lambda: str(uuid4()))
+    source: MessageSource
+    content: MessageContent
+    sender: Sender = Field(default_factory=lambda: Sender(id="user"))
+    channel: Channel | None = None
+    timestamp: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def text(cls, text: str, *, source: Any, sender: Sender | None = None) -> IncomingMessage:
+        return cls(
+            source=source,
+            content=MessageContent(text=text),
+            sender=sender or Sender(id="user"),
+        )
+
+
+class OutgoingMessage(_Model):
+    """A reply or spontaneous message to send through a gateway."""
+
+    content: MessageContent
+    target: MessageTarget
+    reply_to: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class GatewayConfig(_Model):
+    """What every gateway is configured with; adapters extend it."""
+
+    enabled: bool = True
+
+
+class Gateway(ABC):
+    """One way in and out (seed `Gateway` trait): name, receive, send, connect, disconnect."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: GatewayConfig | None = None) -> None:
+        self._config = config or GatewayConfig()
+
+    def config(self) -> GatewayConfig:
+        """The gateway's own settings."""
+        return self._config
+
+    @abstractmethod
+    async def connect(self) -> None:
+        """Start listening (open sockets, log in)."""
+
+    @abstractmethod
+    async def disconnect(self) -> None:
+        """Stop listening and release everything."""
+
+    @abstractmethod
+    async def receive(self) -> IncomingMessage:
+        """The next message; waits until one arrives."""
+
+    @abstractmethod
+    async def send(self, message: OutgoingMessage) -> None:
+        """Deliver a message to its target."""
