@@ -40,6 +40,7 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.db",
     "opencrab.cli.events",
     "opencrab.cli.llm",
+    "opencrab.cli.agents",
     "opencrab.actions.speech",
     "opencrab.actions.workspace",
     "opencrab.actions.learning",

@@ -232,9 +232,14 @@ class SkillEngine:
         stream: bool = False,
         turn_number: int | None = None,
         max_tokens: int | None = None,
+        trace_id: str | None = None,
     ) -> AsyncIterator[EngineStep]:
-        """The turn's steps, each durable when yielded; the last one is the TurnResult."""
-        turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens)
+        """The turn's steps, each durable when yielded; the last one is the TurnResult.
+
+        A chat session is one trace (`trace_id` defaults to the session id); in a
+        discussion every participant keeps its own trace within the shared session.
+        """
+        turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id)
         async for step in turn.run(message, stream=stream):
             yield step
 
@@ -258,11 +263,12 @@ class _Turn:
         task_type: str,
         turn_number: int | None,
         max_tokens: int | None,
+        trace_id: str | None = None,
     ) -> None:
         self.engine = engine
         self.agent = agent
         self.session_id = session_id
-        self.trace_id = session_id  # a session's events form one trace
+        self.trace_id = trace_id or session_id
         self.task_type = task_type
         self.max_tokens = max_tokens
         db, settings = engine.db, engine.settings
@@ -315,15 +321,18 @@ class _Turn:
             content=UserPayload(text=message.content.text),
             metadata={"source": message.source.kind, "sender": message.sender.id},
         )
+        internal = message.source.kind == "internal"  # a prompt OpenCrab wrote itself
         sender_log = SessionLog(
             session_id=self.session_id,
-            log_type="speech",
+            log_type="system" if internal else "speech",
             content=message.content.text,
             speaker_id=message.sender.id,
             turn_number=self.state.turn_number or None,
             event_id=str(user_event.id),
         )
-        self._commit([user_event], [sender_log], [("user", message.content.text, user_event.id)])
+        chat = [] if internal else [("user", message.content.text, user_event.id)]
+        self._commit([user_event], [sender_log], chat)
+        self.last_event = user_event.id
         yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
 
         history: list[Message] = [system]
@@ -336,7 +345,7 @@ class _Turn:
         for iteration in range(1, self.engine.max_iterations + 1):
             self.result.iterations = iteration
             try:
-                self.engine.agents.check_budget(self.agent)
+                await self._check_budget()
                 reply = None
                 async for item in self._call(history, tools, stream):
                     if isinstance(item, TextDelta):
@@ -489,7 +498,7 @@ class _Turn:
             max_tokens=SUMMARY_MAX_TOKENS,
         )
         try:
-            self.engine.agents.check_budget(self.agent)
+            await self._check_budget()
             reply = await self.engine.router.chat(request, self._info("analysis", "compaction"))
         except (BudgetExceeded, LlmError) as exc:
             log.info("summary by model failed (%s); keeping an extract", exc)
@@ -500,6 +509,14 @@ class _Turn:
         return text, reply
 
     # ------------------------------------------------------------ calls and actions
+    async def _check_budget(self) -> None:
+        """BudgetExceeded when today's spend reached the budget (queued metrics counted)."""
+        if self.agent.llm_config.daily_budget_usd is None:
+            return
+        if self.engine.router.metrics is not None:
+            await self.engine.router.metrics.flush()
+        self.engine.agents.check_budget(self.agent)
+
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         return CallInfo(
             purpose=purpose,

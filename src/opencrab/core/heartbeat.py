@@ -119,35 +119,36 @@ class Observer:
                 )
             }
             s, a = sessions.c, agent_sessions.c
-            last_speech = (
-                sa.select(sa.func.max(memory_sessions.c.id))
-                .where(
-                    memory_sessions.c.session_id == s.id,
-                    memory_sessions.c.log_type == "speech",
-                )
-                .scalar_subquery()
-            )
-            last_speaker = (
-                sa.select(memory_sessions.c.speaker_id)
-                .where(memory_sessions.c.id == last_speech)
-                .scalar_subquery()
-            )
-            rows = conn.execute(
-                sa.select(
-                    a.agent_id,
-                    s.id,
-                    s.done_count,
-                    a.last_speech_at,
-                    a.done_declared,
-                    last_speech.label("last_speech_log"),
-                    last_speaker.label("last_speaker"),
-                )
+            found = conn.execute(
+                sa.select(a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared)
                 .join(sessions, s.id == a.session_id)
                 .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
             ).all()
+            latest: dict[str, tuple[int, str | None]] = {}
+            active = sorted({str(r.id) for r in found})
+            if active:
+                m = memory_sessions.c
+                top = (
+                    sa.select(m.session_id, sa.func.max(m.id).label("top"))
+                    .where(m.log_type == "speech", m.session_id.in_(active))
+                    .group_by(m.session_id)
+                    .subquery()
+                )
+                for r in conn.execute(
+                    sa.select(m.session_id, m.id, m.speaker_id).join(top, m.id == top.c.top)
+                ):
+                    latest[str(r.session_id)] = (int(r.id), r.speaker_id)
+            rows: list[dict[str, Any]] = [
+                {
+                    **r._asdict(),
+                    "last_speech_log": latest.get(str(r.id), (None, None))[0],
+                    "last_speaker": latest.get(str(r.id), (None, None))[1],
+                }
+                for r in found
+            ]
             self.discussions = {}
-            for r in rows:
-                self.discussions.setdefault(str(r.agent_id), []).append(r._asdict())
+            for row in rows:
+                self.discussions.setdefault(str(row["agent_id"]), []).append(row)
             self.latest_log = {
                 str(r.agent_id): int(r.top)
                 for r in conn.execute(
@@ -187,6 +188,7 @@ def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
         return Tick(agent_id, "speak", "the discussion moved on", str(d["id"]), checks)
     latest = observer.latest_log.get(agent_id, 0)
     checks["new_logs"] = latest - pulse.logs_seen
+    checks["latest_log"] = latest
     if latest > pulse.logs_seen and now - pulse.last_reflection >= REFLECT_EVERY_SECS:
         return Tick(agent_id, "learn", "new experience since the last reflection", checks=checks)
     return Tick(agent_id, "idle", "nothing to do", checks=checks)

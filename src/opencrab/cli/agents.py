@@ -1,0 +1,552 @@
+"""Agents from the command line: create and inspect them, chat, search memory, discuss.
+
+opencrab agent create --name N [--prompt P] [--persona FILE] [--json]
+opencrab agent list|show AGENT|delete AGENT
+opencrab chat AGENT                      interactive, streaming; /quit ends
+opencrab chat AGENT -m TEXT [--json]     one turn
+opencrab memory search AGENT QUERY [--json]
+opencrab skills list AGENT [--json]
+opencrab workspace ls AGENT [PATH]
+opencrab heartbeat tick AGENT [--json]
+opencrab discuss --theme T --agents A,B[,C] [--max-turns N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from opencrab.cli.common import (
+    ConfigOption,
+    DataDirOption,
+    JsonOption,
+    console,
+    err_console,
+    exits_on_error,
+    print_json,
+    settings_from,
+    store_from,
+)
+from opencrab.config import Settings
+from opencrab.core.agent import Agent, AgentCreate, AgentStore, load_persona
+from opencrab.core.discussion import MODES, Discussion, TurnOutcome
+from opencrab.core.engine import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
+from opencrab.core.identity import AgentRole, Identity
+from opencrab.core.memory import MemoryManager
+from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session
+from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
+from opencrab.core.workspace import Workspace
+from opencrab.errors import ValidationError
+from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+from opencrab.gateway.cli import CliGateway
+from opencrab.plugins import hookimpl
+from opencrab.store import Database
+
+agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
+memory_app = typer.Typer(help="An agent's memory.", no_args_is_help=True)
+skills_app = typer.Typer(help="An agent's skills.", no_args_is_help=True)
+workspace_app = typer.Typer(help="An agent's workspace.", no_args_is_help=True)
+heartbeat_app = typer.Typer(help="Heartbeats.", no_args_is_help=True)
+
+AgentArg = Annotated[str, typer.Argument(help="The agent's name or id.", show_default=False)]
+T = TypeVar("T")
+
+
+def _with_runtime(
+    config: Path | None, data_dir: Path | None, body: Callable[[Runtime], Awaitable[T]]
+) -> T:
+    settings = settings_from(config, data_dir)
+
+    async def main() -> T:
+        async with Runtime.open(settings) as runtime:
+            for notice in runtime.notices:
+                err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
+            return await body(runtime)
+
+    return asyncio.run(main())
+
+
+def _agent_json(agent: Agent, settings: Settings) -> dict[str, Any]:
+    data = agent.model_dump(mode="json")
+    data["workspace"] = str(Workspace.for_agent(settings, agent.id).root)
+    return data
+
+
+# ------------------------------------------------------------------ agent
+@agent_app.command("create")
+@exits_on_error
+def create(
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Unique agent name.")] = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="Agent prompt.")] = None,
+    persona: Annotated[
+        Path | None,
+        typer.Option("--persona", help="Persona file (TOML, YAML or JSON).", show_default=False),
+    ] = None,
+    description: Annotated[str | None, typer.Option("--description")] = None,
+    role: Annotated[
+        str | None, typer.Option("--role", help="discussant, facilitator, observer, custom:NAME")
+    ] = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create an agent (its soul, identity and LLM config from --persona or defaults)."""
+    if persona is not None:
+        spec = load_persona(persona, name=name)
+    elif name is None:
+        raise typer.BadParameter("give --name or --persona", param_hint="--name")
+    else:
+        spec = _spec(name)
+    changes: dict[str, Any] = {}
+    if prompt is not None:
+        changes["prompt"] = prompt
+    if description is not None:
+        changes["description"] = description
+    if role is not None:
+        who = spec.identity or Identity(name=spec.name)
+        changes["identity"] = who.model_copy(update={"role": AgentRole.parse(role)})
+    if changes:
+        spec = AgentCreate.model_validate({**spec.model_dump(exclude_unset=True), **changes})
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        agent = AgentStore(db, settings).create(spec)
+        Workspace.for_agent(settings, agent.id).root.mkdir(parents=True, exist_ok=True)
+    if as_json:
+        print_json(_agent_json(agent, settings))
+        return
+    console.print(
+        f"created agent [bold]{escape(agent.name)}[/] ({agent.id}), role {agent.role}",
+        highlight=False,
+    )
+
+
+def _spec(name: str) -> AgentCreate:
+    try:
+        return AgentCreate(name=name)
+    except Exception as exc:  # pydantic's message names the field
+        raise ValidationError(f"--name: {_first_error(exc)}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return str(first.get("msg", exc))
+    return str(exc)
+
+
+@agent_app.command("list")
+@exits_on_error
+def list_agents(
+    config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
+) -> None:
+    """Every agent."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        agents = AgentStore(db, settings).list()
+    if as_json:
+        print_json([a.summary() for a in agents])
+        return
+    table = Table(title=f"{len(agents)} agents")
+    for column in ("name", "id", "role", "heartbeat", "description"):
+        table.add_column(column)
+    for a in agents:
+        beat = f"{a.heartbeat.interval_secs}s" + ("" if a.heartbeat.enabled else " (off)")
+        table.add_row(escape(a.name), a.id, escape(str(a.role)), beat, escape(a.description or ""))
+    console.print(table)
+
+
+@agent_app.command("show")
+@exits_on_error
+def show(
+    agent: AgentArg,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """An agent's persona, LLM config, heartbeat and today's spend."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        store = AgentStore(db, settings)
+        found = store.get(agent)
+        spent = store.spent_today(found.id)
+    if as_json:
+        data = _agent_json(found, settings)
+        data["spentTodayUsd"] = spent
+        print_json(data)
+        return
+    budget = found.llm_config.daily_budget_usd
+    lines = [
+        f"[bold]{escape(found.name)}[/] {found.id}",
+        escape(found.description or ""),
+        "",
+        escape(found.identity.build_context()),
+        "",
+        escape(found.soul.build_context()),
+        "",
+        f"prompt: {escape(found.prompt) or '(none)'}",
+        f"heartbeat: every {found.heartbeat.interval_secs}s"
+        + ("" if found.heartbeat.enabled else " (off)"),
+        f"spent today: ${spent:.4f}" + (f" of ${budget:.2f}" if budget is not None else ""),
+        f"workspace: {escape(str(Workspace.for_agent(settings, found.id).root))}",
+    ]
+    console.print("\n".join(lines), highlight=False)
+
+
+@agent_app.command("delete")
+@exits_on_error
+def delete(
+    agent: AgentArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Delete an agent with its memory, skills and history (its workspace stays on disk)."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        store = AgentStore(db, settings)
+        found = store.get(agent)
+        if not yes and not typer.confirm(f"Delete agent {found.name} ({found.id})?"):
+            raise typer.Exit(1)
+        store.delete(found.id)
+    console.print(
+        f"deleted agent {escape(found.name)}; its workspace stays at "
+        f"{escape(str(Workspace.for_agent(settings, found.id).root))}",
+        highlight=False,
+    )
+
+
+# ------------------------------------------------------------------ chat
+@exits_on_error
+def chat(
+    agent: AgentArg,
+    message: Annotated[
+        str | None,
+        typer.Option("--message", "-m", help="Send one message ('-' reads stdin) and exit."),
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Continue this session id.")
+    ] = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="With -m: print the turn as JSON.")
+    ] = False,
+) -> None:
+    """Talk to an agent: one turn with -m, otherwise an interactive session."""
+    if message == "-":
+        message = sys.stdin.read()
+    if message is not None and not message.strip():
+        raise typer.BadParameter("the message is empty", param_hint="--message")
+    if message is None and as_json:
+        raise typer.BadParameter("--json needs -m", param_hint="--json")
+
+    async def one_turn(runtime: Runtime) -> TurnResult:
+        found = runtime.agents.get(agent)
+        return await runtime.chat(found, message or "", session_id=session)
+
+    if message is not None:
+        result = _with_runtime(config, data_dir, one_turn)
+        if as_json:
+            print_json(result.as_json())
+        else:
+            _print_result(result)
+        if result.error is not None:
+            raise typer.Exit(1)
+        return
+    _with_runtime(config, data_dir, lambda rt: _interactive(rt, agent, session))
+
+
+def _print_result(result: TurnResult) -> None:
+    for done in result.actions:
+        _print_action(done)
+    if result.reply is not None:
+        console.print(escape(result.reply), highlight=False, soft_wrap=True)
+    if result.error is not None:
+        err_console.print(f"[bold red]error:[/] {escape(result.error.message)}", highlight=False)
+
+
+def _print_action(done: ActionDone) -> None:
+    mark = "[green]✓[/]" if done.result.success else "[red]✗[/]"
+    detail = "" if done.result.success else f" {escape(done.result.error or '')}"
+    err_console.print(f"[dim]· {escape(done.name)}[/] {mark}{detail}", highlight=False)
+
+
+async def _interactive(runtime: Runtime, agent: str, session: str | None) -> None:
+    found = runtime.agents.get(agent)
+    session_id = ensure_chat_session(runtime.db, found.id, session)
+    gateway = CliGateway(session_id=session_id)
+    await gateway.connect()
+    err_console.print(
+        f"[dim]chatting with {escape(found.name)} (session {session_id}); /quit to leave[/]",
+        highlight=False,
+    )
+    try:
+        while True:
+            try:
+                incoming = await gateway.receive()
+            except EOFError:
+                break
+            streamed = False
+            async for step in runtime.chat_steps(
+                found, incoming.content.text, session_id=session_id, stream=True
+            ):
+                if isinstance(step, TextDelta):
+                    gateway.write_delta(step.text)
+                    streamed = True
+                elif isinstance(step, ActionDone):
+                    if streamed:
+                        gateway.write_delta("\n")
+                        streamed = False
+                    _print_action(step)
+                elif isinstance(step, Spoke):
+                    if step.via == "message" and streamed:
+                        gateway.write_delta("\n")
+                    else:
+                        await gateway.send(
+                            OutgoingMessage(
+                                content=MessageContent(text=step.text),
+                                target=MessageTarget(gateway="cli", session_id=session_id),
+                            )
+                        )
+                    streamed = False
+                elif isinstance(step, TurnFailed):
+                    err_console.print(
+                        f"[bold red]error:[/] {escape(step.message)}", highlight=False
+                    )
+    finally:
+        await gateway.disconnect()
+
+
+# ------------------------------------------------------------------ memory, skills, workspace
+@memory_app.command("search")
+@exits_on_error
+def memory_search(
+    agent: AgentArg,
+    query: Annotated[str, typer.Argument(help="Words to find (any language).")],
+    limit: Annotated[int, typer.Option("--limit", "-l", min=1, max=100)] = 10,
+    session: Annotated[str | None, typer.Option("--session", "-s")] = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search the agent's session logs (FTS5, bm25 ranking)."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        found = AgentStore(db, settings).get(agent)
+        hits = MemoryManager(db, found.id).search(query, limit=limit, session_id=session)
+    if as_json:
+        print_json([h.model_dump(mode="json") for h in hits])
+        return
+    table = Table(title=f"{len(hits)} matches for {escape(query)!r}")
+    for column in ("score", "type", "when", "session", "content"):
+        table.add_column(column)
+    for h in hits:
+        table.add_row(
+            f"{h.score:.2f}",
+            h.log_type,
+            h.created_at.strftime("%Y-%m-%d %H:%M"),
+            h.session_id[:8],
+            escape(h.content[:200]),
+        )
+    console.print(table)
+
+
+def _skill_manager(db: Database, settings: Settings, agent_id: str) -> SkillManager:
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+    for problem in problems:
+        err_console.print(f"[yellow]skill file skipped:[/] {escape(str(problem))}")
+    manager = SkillManager(db, agent_id, docs)
+    manager.ensure_default_skills()
+    return manager
+
+
+@skills_app.command("list")
+@exits_on_error
+def skills_list(
+    agent: AgentArg,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The agent's standard and acquired skills, with usage and effectiveness."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        found = AgentStore(db, settings).get(agent)
+        skills = _skill_manager(db, settings, found.id).list()
+    if as_json:
+        print_json([s.model_dump(mode="json") for s in skills])
+        return
+    table = Table(title=f"skills of {escape(found.name)}")
+    for column in ("name", "source", "active", "uses", "effect", "actions", "description"):
+        table.add_column(column)
+    for s in skills:
+        table.add_row(
+            escape(s.name),
+            s.source,
+            "yes" if s.is_active else "no",
+            str(s.usage_count),
+            "" if s.effectiveness is None else f"{s.effectiveness:.2f}",
+            ", ".join(s.actions),
+            escape(s.description[:80]),
+        )
+    console.print(table)
+
+
+@workspace_app.command("ls")
+@exits_on_error
+def workspace_ls(
+    agent: AgentArg,
+    path: Annotated[str, typer.Argument(help="A folder in the workspace.")] = "",
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a folder of the agent's workspace."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        found = AgentStore(db, settings).get(agent)
+    workspace = Workspace.for_agent(settings, found.id)
+    entries = workspace.list(path)
+    if as_json:
+        print_json(
+            [
+                {
+                    "name": e.name,
+                    "path": e.path,
+                    "isDir": e.is_dir,
+                    "size": e.size,
+                    "modified": e.modified.isoformat(),
+                }
+                for e in entries
+            ]
+        )
+        return
+    for e in entries:
+        size = "" if e.is_dir else f"{e.size:>10}"
+        console.print(f"{size:>10}  {escape(e.path)}{'/' if e.is_dir else ''}", highlight=False)
+
+
+# ------------------------------------------------------------------ heartbeat, discuss
+@heartbeat_app.command("tick")
+@exits_on_error
+def heartbeat_tick(
+    agent: AgentArg,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run one heartbeat tick of an agent now: cheap checks, then speak, learn or idle."""
+
+    async def tick(runtime: Runtime) -> dict[str, Any]:
+        found = runtime.agents.get(agent)
+        scheduler = runtime.scheduler()
+        scheduler.add(runtime.pulse_for(found, scheduler))
+        done = await scheduler.tick_now(found.id)
+        return {
+            "agentId": found.id,
+            "agent": found.name,
+            "decision": done.decision,
+            "reason": done.reason,
+            "sessionId": done.session_id,
+            "checks": done.checks,
+            "result": done.result,
+        }
+
+    outcome = _with_runtime(config, data_dir, tick)
+    if as_json:
+        print_json(outcome)
+        return
+    console.print(
+        f"{escape(outcome['agent'])}: [bold]{outcome['decision']}[/] ({escape(outcome['reason'])})",
+        highlight=False,
+    )
+
+
+@exits_on_error
+def discuss(
+    theme: Annotated[str, typer.Option("--theme", "-t", help="What to discuss.")],
+    agents: Annotated[
+        str, typer.Option("--agents", "-a", help="Participants, comma-separated names or ids.")
+    ],
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, max=1000)] = 12,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="autonomous or facilitated (default: facilitated if --facilitator is given).",
+        ),
+    ] = None,
+    facilitator: Annotated[
+        str | None, typer.Option("--facilitator", "-f", help="The facilitating agent.")
+    ] = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a discussion between agents until everyone is done or max turns."""
+    names = [n.strip() for n in agents.split(",") if n.strip()]
+    chosen = mode or ("facilitated" if facilitator else "autonomous")
+    if chosen not in MODES:
+        raise typer.BadParameter(
+            f"{chosen!r} is not one of {', '.join(MODES)}", param_hint="--mode"
+        )
+
+    async def run(runtime: Runtime) -> dict[str, Any]:
+        members = [runtime.agents.get(n) for n in names]
+        lead = runtime.agents.get(facilitator) if facilitator else None
+        if lead is not None and lead.role != AgentRole.facilitator():
+            identity = lead.identity.model_copy(update={"role": AgentRole.facilitator()})
+            runtime.agents.save_identity(lead.id, identity)
+            lead = runtime.agents.get(lead.id)
+        discussion = Discussion.create(
+            runtime.db,
+            theme=theme,
+            participants=[m.id for m in members],
+            mode=chosen,
+            facilitator_id=lead.id if lead else None,
+            max_turns=max_turns,
+        )
+        if not as_json:
+            err_console.print(f"[dim]discussion {discussion.id}: {escape(theme)}[/]")
+
+        def show_turn(turn: TurnOutcome) -> None:
+            if as_json:
+                return
+            if turn.spoke:
+                console.print(
+                    f"[bold]{escape(turn.agent)}[/]: {escape(turn.spoke)}", highlight=False
+                )
+            else:
+                note = turn.error or turn.action or "no action"
+                err_console.print(
+                    f"[dim]{escape(turn.agent)}: ({escape(note)})[/]", highlight=False
+                )
+
+        outcome = await discussion.run(runtime, on_turn=show_turn)
+        return outcome.as_json()
+
+    result = _with_runtime(config, data_dir, run)
+    if as_json:
+        print_json(result)
+    else:
+        err_console.print(f"[dim]ended: {result['endedBy']} after {len(result['turns'])} turns[/]")
+
+
+@hookimpl
+def register_commands(app: typer.Typer) -> None:
+    app.add_typer(agent_app, name="agent")
+    app.command("chat")(chat)
+    app.add_typer(memory_app, name="memory")
+    app.add_typer(skills_app, name="skills")
+    app.add_typer(workspace_app, name="workspace")
+    app.add_typer(heartbeat_app, name="heartbeat")
+    app.command("discuss")(discuss)

@@ -1,0 +1,392 @@
+"""Discussions (seed 001 `sessions`, `agent_sessions`): agents talking with each other.
+
+A discussion is a `sessions` row of kind "discussion" with a theme, a mode, a phase, a
+turn counter and `max_turns`; each participant has an `agent_sessions` row (when it last
+spoke, whether it declared done). Every participant keeps its own AgentEvent trace in
+the shared session, so its history holds its own turns and the prompts it was given.
+
+Two modes:
+- autonomous: no facilitator. Whose turn it is follows the heartbeat's rules: nobody
+  speaks twice in a row, an agent may pass (send_noreact), and the discussion ends when
+  every participant declared done or after `max_turns` turns. On the server the
+  heartbeat drives it; `run` drives the same turns back to back (the CLI's `discuss`).
+- facilitated: a facilitator agent opens each round with broadcast_guidance (which may
+  move the phase: divergent → convergent → conclusion) and the participants answer in
+  turn; it ends when the facilitator declares done, everyone else did, or at max_turns.
+
+Example:
+    d = Discussion.create(db, theme="週休3日制", participants=[a.id, b.id], max_turns=8)
+    outcome = await d.run(runtime)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import NAMESPACE_OID, uuid4, uuid5
+
+import sqlalchemy as sa
+
+from opencrab.core.engine import TurnResult
+from opencrab.errors import NotFoundError, ValidationError
+from opencrab.gateway.base import IncomingMessage, InternalSource, Sender
+from opencrab.store import Database
+from opencrab.store.tables import agent_sessions, agents, memory_sessions, sessions
+
+if TYPE_CHECKING:
+    from opencrab.core.agent import Agent
+    from opencrab.core.runtime import Runtime
+
+Mode = Literal["autonomous", "facilitated"]
+MODES = ("autonomous", "facilitated")
+PHASES = ("divergent", "convergent", "conclusion")
+DEFAULT_MAX_TURNS = 12
+MAX_PARTICIPANTS = 16
+TRANSCRIPT_LINES = 30  # at most this many earlier speeches go into one prompt
+
+
+@dataclass
+class Speech:
+    log_id: int
+    speaker_id: str
+    speaker: str
+    text: str
+
+
+@dataclass
+class TurnOutcome:
+    """One participant's turn in a discussion."""
+
+    agent_id: str
+    agent: str
+    turn_number: int
+    spoke: str | None
+    action: str | None  # what ended the turn: send_speech, send_noreact, declare_done, …
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "agentId": self.agent_id,
+            "agent": self.agent,
+            "turn": self.turn_number,
+            "spoke": self.spoke,
+            "action": self.action,
+            "error": self.error,
+        }
+
+
+@dataclass
+class DiscussionOutcome:
+    session_id: str
+    theme: str
+    mode: str
+    status: str
+    ended_by: str  # all_done, facilitator_done, max_turns, silence, errors
+    turns: list[TurnOutcome] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "theme": self.theme,
+            "mode": self.mode,
+            "status": self.status,
+            "endedBy": self.ended_by,
+            "turns": [t.as_json() for t in self.turns],
+        }
+
+
+class Discussion:
+    """A discussion session; `take_turn` runs one participant, `run` runs to the end."""
+
+    def __init__(self, db: Database, row: Any) -> None:
+        self.db = db
+        self.id = str(row.id)
+        self.theme: str = row.theme
+        self.mode: str = row.mode or "autonomous"
+        self.phase: str = row.phase or PHASES[0]
+        self.status: str = row.status
+        self.turn_number: int = row.turn_number or 0
+        self.max_turns: int | None = row.max_turns
+        self.participants: list[str] = [str(p) for p in row.participant_ids_json or []]
+        self.facilitator_id: str | None = (
+            str(row.facilitator_id) if row.facilitator_id is not None else None
+        )
+        self.context: dict[str, Any] = dict(row.context or {})
+
+    # ------------------------------------------------------------ create / load
+    @classmethod
+    def create(
+        cls,
+        db: Database,
+        *,
+        theme: str,
+        participants: Sequence[str],
+        mode: str = "autonomous",
+        facilitator_id: str | None = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+    ) -> Discussion:
+        theme = theme.strip()
+        if not theme:
+            raise ValidationError("a discussion needs a theme")
+        if mode not in MODES:
+            raise ValidationError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        ids = list(dict.fromkeys(str(p) for p in participants))
+        if facilitator_id is not None:
+            ids = [p for p in ids if p != facilitator_id]
+        if mode == "autonomous" and len(ids) < 2:
+            raise ValidationError("an autonomous discussion needs at least two participants")
+        if mode == "facilitated" and (facilitator_id is None or not ids):
+            raise ValidationError("a facilitated discussion needs a facilitator and participants")
+        if len(ids) > MAX_PARTICIPANTS:
+            raise ValidationError(f"at most {MAX_PARTICIPANTS} participants")
+        if max_turns is not None and max_turns < 1:
+            raise ValidationError("max_turns must be at least 1")
+        session_id = str(uuid4())
+        now = datetime.now(UTC)
+        with db.write() as conn:
+            everyone = [*ids, *([facilitator_id] if facilitator_id else [])]
+            found = set(
+                conn.execute(sa.select(agents.c.id).where(agents.c.id.in_(everyone))).scalars()
+            )
+            missing = [p for p in everyone if p not in found]
+            if missing:
+                raise NotFoundError(f"no agents {missing}")
+            conn.execute(
+                sessions.insert().values(
+                    id=session_id,
+                    kind="discussion",
+                    status="active",
+                    mode=mode,
+                    theme=theme,
+                    phase=PHASES[0],
+                    turn_number=0,
+                    participant_ids_json=ids,
+                    facilitator_id=facilitator_id,
+                    done_count=0,
+                    max_turns=max_turns,
+                    context={},
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            conn.execute(
+                agent_sessions.insert(),
+                [{"agent_id": p, "session_id": session_id} for p in everyone],
+            )
+        return cls.load(db, session_id)
+
+    @classmethod
+    def load(cls, db: Database, session_id: str) -> Discussion:
+        with db.read() as conn:
+            row = conn.execute(
+                sa.select(sessions).where(
+                    sessions.c.id == str(session_id), sessions.c.kind == "discussion"
+                )
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no discussion {session_id}")
+        return cls(db, row)
+
+    def refresh(self) -> None:
+        fresh = Discussion.load(self.db, self.id)
+        self.__dict__.update(fresh.__dict__)
+
+    # ------------------------------------------------------------ state
+    def trace_for(self, agent_id: str) -> str:
+        """The participant's own trace within the discussion (stable per agent)."""
+        return str(uuid5(NAMESPACE_OID, f"{self.id}/{agent_id}"))
+
+    def done_declared(self) -> dict[str, bool]:
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(agent_sessions.c.agent_id, agent_sessions.c.done_declared).where(
+                    agent_sessions.c.session_id == self.id
+                )
+            ).all()
+        return {str(r.agent_id): bool(r.done_declared) for r in rows}
+
+    def speeches(self, *, after: int = 0, limit: int = TRANSCRIPT_LINES) -> list[Speech]:
+        """What participants said (each speech as its speaker logged it), oldest first."""
+        m = memory_sessions.c
+        query = (
+            sa.select(m.id, m.agent_id, m.content, agents.c.name)
+            .join(agents, agents.c.id == m.agent_id)
+            .where(
+                m.session_id == self.id,
+                m.log_type == "speech",
+                m.speaker_id == m.agent_id,
+                m.id > after,
+            )
+            .order_by(m.id.desc())
+            .limit(limit)
+        )
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return [Speech(r.id, str(r.agent_id), r.name, r.content) for r in reversed(rows)]
+
+    def last_speaker(self) -> str | None:
+        latest = self.speeches(limit=1)
+        return latest[0].speaker_id if latest else None
+
+    def ended_by(self) -> str | None:
+        """Why the discussion is over, or None while it goes on."""
+        done = self.done_declared()
+        if self.facilitator_id is not None and done.get(self.facilitator_id):
+            return "facilitator_done"
+        if self.participants and all(done.get(p) for p in self.participants):
+            return "all_done"
+        if self.max_turns is not None and self.turn_number >= self.max_turns:
+            return "max_turns"
+        return None
+
+    def finish(self, reason: str) -> None:
+        with self.db.write() as conn:
+            row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
+            context = dict(row.context or {})
+            context["ended_by"] = reason
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == self.id)
+                .values(status="completed", context=context, updated_at=datetime.now(UTC))
+            )
+        self.status = "completed"
+
+    # ------------------------------------------------------------ turns
+    def prompt_for(self, agent: Agent) -> str:
+        """The message a participant gets: theme, phase, turn, and what is new to it."""
+        seen = int((self.context.get("seen") or {}).get(agent.id, 0))
+        new = [s for s in self.speeches(after=seen) if s.speaker_id != agent.id]
+        facilitating = agent.id == self.facilitator_id
+        turn = self.turn_number + 1
+        limit = f"/{self.max_turns}" if self.max_turns else ""
+        lines = [
+            f"【議論】テーマ: {self.theme}",
+            f"モード: {self.mode} / フェーズ: {self.phase} / ターン: {turn}{limit}",
+        ]
+        if new:
+            lines.append("前回からの新しい発言:" if seen else "これまでの発言:")
+            lines += [f"- {s.speaker}: {s.text}" for s in new]
+        elif not seen:
+            lines.append("まだ誰も発言していません。")
+        else:
+            lines.append("前回から新しい発言はありません。")
+        if facilitating:
+            lines.append(
+                "あなたはファシリテーターです。broadcast_guidance で全員を導いてください"
+                f"（phase で {' → '.join(PHASES)} と進められます）。"
+                "議論が結論に達したら declare_done を呼んでください。"
+            )
+        else:
+            lines.append(
+                "あなたの番です。send_speech で発言するか、send_noreact で見送るか、"
+                "言うことがなくなったら declare_done を呼んでください。"
+            )
+        return "\n".join(lines)
+
+    async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
+        """Run one turn of `agent` through the engine and advance the turn counter."""
+        self.refresh()
+        if self.status != "active":
+            raise ValidationError(f"discussion {self.id} is {self.status}")
+        everyone = [*self.participants, *([self.facilitator_id] if self.facilitator_id else [])]
+        if agent.id not in everyone:
+            raise ValidationError(f"{agent.name} does not take part in discussion {self.id}")
+        turn = self.turn_number + 1
+        text = self.prompt_for(agent)
+        top_seen = max((s.log_id for s in self.speeches(limit=1)), default=0)
+        message = IncomingMessage.text(
+            text,
+            source=InternalSource(origin="discussion"),
+            sender=Sender(id="discussion", name="discussion"),
+        )
+        result: TurnResult = await runtime.engine.process(
+            agent,
+            message,
+            session_id=self.id,
+            trace_id=self.trace_for(agent.id),
+            task_type="discussion",
+            turn_number=turn,
+        )
+        with self.db.write() as conn:
+            row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
+            context = dict(row.context or {})
+            seen = dict(context.get("seen") or {})
+            seen[agent.id] = top_seen
+            context["seen"] = seen
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == self.id)
+                .values(
+                    turn_number=sessions.c.turn_number + 1,
+                    context=context,
+                    updated_at=datetime.now(UTC),
+                )
+            )
+        self.refresh()
+        spoke = result.reply if result.stopped_by in ("send_speech", "broadcast_guidance") else None
+        return TurnOutcome(
+            agent_id=agent.id,
+            agent=agent.name,
+            turn_number=turn,
+            spoke=spoke,
+            action=result.stopped_by,
+            error=None if result.error is None else f"{result.error.error}: {result.error.message}",
+        )
+
+    def next_speakers(self) -> list[str]:
+        """Autonomous turn-taking: who may speak next, least recently heard first.
+
+        Nobody who declared done, and not the last speaker while anyone else may speak.
+        """
+        done = self.done_declared()
+        open_ = [p for p in self.participants if not done.get(p)]
+        last = self.last_speaker()
+        candidates = [p for p in open_ if p != last] or open_
+        heard: dict[str, int] = {}
+        for speech in self.speeches(limit=200):
+            heard[speech.speaker_id] = speech.log_id
+        return sorted(candidates, key=lambda p: (heard.get(p, 0), self.participants.index(p)))
+
+    async def run(
+        self,
+        runtime: Runtime,
+        *,
+        on_turn: Callable[[TurnOutcome], Awaitable[None] | None] | None = None,
+    ) -> DiscussionOutcome:
+        """Run turns back to back until the discussion ends; returns what happened."""
+        outcome = DiscussionOutcome(self.id, self.theme, self.mode, self.status, "")
+        quiet = 0  # turns in a row without a speech
+        failures = 0
+        while True:
+            self.refresh()
+            reason = self.ended_by()
+            if reason is None and quiet >= 2 * max(1, len(self.participants)):
+                reason = "silence"
+            if reason is None and failures >= max(2, len(self.participants)):
+                reason = "errors"
+            if reason is not None:
+                self.finish(reason)
+                outcome.status, outcome.ended_by = self.status, reason
+                return outcome
+            for agent_id in self._round():
+                agent = runtime.agents.get(agent_id)
+                turn = await self.take_turn(runtime, agent)
+                outcome.turns.append(turn)
+                quiet = 0 if turn.spoke else quiet + 1
+                failures = failures + 1 if turn.error else 0
+                if on_turn is not None:
+                    maybe = on_turn(turn)
+                    if maybe is not None:
+                        await maybe
+                if self.ended_by() is not None:
+                    break
+
+    def _round(self) -> list[str]:
+        """Who takes the next turn(s)."""
+        if self.mode == "facilitated" and self.facilitator_id is not None:
+            done = self.done_declared()
+            return [self.facilitator_id, *(p for p in self.participants if not done.get(p))]
+        upcoming = self.next_speakers()
+        return upcoming[:1]

@@ -1,0 +1,197 @@
+"""Runtime: the store, router, actions, skills and engine, assembled once.
+
+The CLI, the server and the benchmarks all open the same runtime, so an agent behaves
+the same whichever way it is reached.
+
+Example:
+    async with Runtime.open(settings) as rt:
+        agent = rt.agents.get("aki")
+        result = await rt.chat(agent, "hello")
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
+from opencrab.config import Settings
+from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.engine import EngineStep, SkillEngine, TurnResult
+from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
+from opencrab.core.memory import MemoryManager
+from opencrab.core.sessions import ensure_chat_session
+from opencrab.core.skills import SkillDoc, SkillProblem, load_skill_dirs, standard_skill_dirs
+from opencrab.core.workspace import Workspace
+from opencrab.gateway.base import CliSource, IncomingMessage, MessageSource, Sender
+from opencrab.llm.metrics import MetricsRecorder
+from opencrab.llm.router import LlmRouter
+from opencrab.store import Database
+from opencrab.store.tables import heartbeat_log
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    db: Database
+    router: LlmRouter
+    registry: ActionRegistry
+    skill_docs: list[SkillDoc]
+    skill_problems: list[SkillProblem]
+    engine: SkillEngine
+    agents: AgentStore
+    recorder: MetricsRecorder | None = None
+    notices: list[str] = field(default_factory=list)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        db: Database | None = None,
+        router: LlmRouter | None = None,
+    ) -> AsyncIterator[Runtime]:
+        """Open (and migrate) the store, start the router, load skills; close on exit.
+
+        A `router` passed in (tests, benchmarks) is used as it is and not closed here.
+        """
+        own_db = db is None
+        if db is None:
+            db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
+            db.upgrade()
+        recorder: MetricsRecorder | None = None
+        own_router = router is None
+        if router is None:
+            recorder = MetricsRecorder(db)
+            router = LlmRouter.from_settings(settings, metrics=recorder)
+            await router.start()
+        docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+        registry = default_registry()
+        runtime = cls(
+            settings=settings,
+            db=db,
+            router=router,
+            registry=registry,
+            skill_docs=docs,
+            skill_problems=problems,
+            engine=SkillEngine(
+                db=db, settings=settings, router=router, registry=registry, skill_docs=docs
+            ),
+            agents=AgentStore(db, settings),
+            recorder=recorder,
+        )
+        if router.notice:
+            runtime.notices.append(router.notice)
+        runtime.notices += [f"skill file skipped: {p}" for p in problems]
+        try:
+            yield runtime
+        finally:
+            if recorder is not None:
+                await recorder.aclose()
+            if own_router:
+                await router.aclose()
+            if own_db:
+                db.close()
+
+    # ------------------------------------------------------------ turns
+    async def chat_steps(
+        self,
+        agent: Agent,
+        text: str,
+        *,
+        session_id: str | None = None,
+        source: MessageSource | None = None,
+        sender: Sender | None = None,
+        stream: bool = False,
+    ) -> AsyncIterator[EngineStep]:
+        """One chat turn's steps (see SkillEngine.run); the session is created when new."""
+        session_id = ensure_chat_session(self.db, agent.id, session_id)
+        message = IncomingMessage.text(
+            text, source=source or CliSource(session_id=session_id), sender=sender
+        )
+        async for step in self.engine.run(agent, message, session_id=session_id, stream=stream):
+            yield step
+
+    async def chat(self, agent: Agent, text: str, **options: Any) -> TurnResult:
+        result: TurnResult | None = None
+        async for step in self.chat_steps(agent, text, **options):
+            if isinstance(step, TurnResult):
+                result = step
+        assert result is not None
+        return result
+
+    def action_context(self, agent: Agent, session_id: str | None = None) -> ActionContext:
+        """What an action needs when run outside a turn (heartbeat reflection, the API)."""
+        return ActionContext(
+            agent=agent,
+            db=self.db,
+            settings=self.settings,
+            workspace=Workspace.for_agent(self.settings, agent.id),
+            memory=MemoryManager(self.db, agent.id),
+            skills=self.engine.skills_for(agent.id),
+            registry=self.registry,
+            router=self.router,
+            session_id=session_id,
+            turn=TurnState(),
+        )
+
+    # ------------------------------------------------------------ heartbeat
+    def scheduler(self) -> HeartbeatScheduler:
+        """A heartbeat scheduler whose speak/learn decisions run through this runtime."""
+        return HeartbeatScheduler(self.db, act=self.heartbeat_act)
+
+    def pulse_for(self, agent: Agent, scheduler: HeartbeatScheduler) -> AgentPulse:
+        """The agent's pulse, resuming its last reflection from heartbeat_log."""
+        pulse = AgentPulse(
+            agent.id,
+            float(agent.heartbeat.interval_secs),
+            enabled=agent.heartbeat.enabled,
+            daily_budget_usd=agent.llm_config.daily_budget_usd,
+            last_reflection=float("-inf"),
+        )
+        with self.db.read() as conn:
+            row = conn.execute(
+                sa.select(heartbeat_log.c.created_at, heartbeat_log.c.result_json)
+                .where(heartbeat_log.c.agent_id == agent.id, heartbeat_log.c.decision == "learn")
+                .order_by(heartbeat_log.c.id.desc())
+                .limit(1)
+            ).first()
+        if row is not None:
+            age = (datetime.now(UTC) - row.created_at).total_seconds()
+            pulse.last_reflection = scheduler.clock() - age
+            checks = (row.result_json or {}).get("checks") or {}
+            pulse.logs_seen = int(checks.get("latest_log", 0) or 0)
+        return pulse
+
+    async def heartbeat_act(self, tick: Tick) -> Any:
+        """Carry out a tick's decision: a discussion turn (speak) or a reflection (learn)."""
+        agent = self.agents.get(tick.agent_id)
+        if tick.decision == "speak" and tick.session_id is not None:
+            from opencrab.core.discussion import Discussion
+
+            discussion = Discussion.load(self.db, tick.session_id)
+            outcome = await discussion.take_turn(self, agent)
+            return outcome.as_json()
+        if tick.decision == "learn":
+            started = time.perf_counter()
+            result = await self.registry.dispatch(
+                "reflect_and_learn", {}, self.action_context(agent)
+            )
+            return {
+                "action": "reflect_and_learn",
+                "success": result.success,
+                "data": result.data,
+                "error": result.error,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            }
+        return None

@@ -1,0 +1,329 @@
+"""The agent commands end to end: `opencrab chat AGENT -m …` against a fake OpenAI server.
+
+The server's scripted replies call ws_write, learn_from_experience and send_speech; the
+test then checks what a user would: the file in the workspace, the skill in `skills
+list`, the trace in `events show`, the speech in `memory search`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from opencrab.cli import build_app
+from tests.cli.test_llm_cli import closed_port
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.test_openai import chunk, completion
+
+CHAT = "/v1/chat/completions"
+runner = CliRunner()
+app = build_app()
+
+
+def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ok(*args: str, input: str | None = None) -> str:
+    code, out, err = run(*args, input=input)
+    assert code == 0, f"exit {code}: {err}{out}"
+    return out
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def tool_reply(*calls: dict[str, Any], content: str | None = None) -> Reply:
+    return Reply(
+        json=completion({"content": content, "tool_calls": list(calls)}, finish="tool_calls")
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_local_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL", url)
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL", url)
+
+
+@pytest.fixture
+def openai_fake(fake_llm_server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch) -> FakeLlmServer:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OPENAI__BASE_URL", fake_llm_server.url + "/v1")
+    return fake_llm_server
+
+
+def agent_id(name: str) -> str:
+    doc = json.loads(ok("agent", "show", name, "--json"))
+    return str(doc["id"])
+
+
+def test_chat_turn_writes_learns_speaks_and_is_recorded(
+    openai_fake: FakeLlmServer, data_dir: Path
+) -> None:
+    ok("agent", "create", "--name", "aki", "--prompt", "You keep tidy notes.")
+    openai_fake.reply(
+        CHAT,
+        tool_reply(
+            call("call_1", "ws_write", {"path": "notes/tokyo.md", "content": "# 東京\n晴れ"}),
+            content="I'll note that down.",
+        ),
+        tool_reply(
+            call(
+                "call_2",
+                "learn_from_experience",
+                {
+                    "experience": "wrote the weather into a note",
+                    "outcome": "success",
+                    "lesson": "Write facts down as soon as you hear them",
+                    "skill_name": "note-first",
+                },
+            )
+        ),
+        tool_reply(call("call_3", "send_speech", {"content": "東京の天気をメモしました"})),
+    )
+
+    doc = json.loads(ok("chat", "aki", "-m", "東京は晴れです。メモして", "--json"))
+
+    assert doc["reply"] == "東京の天気をメモしました"
+    assert doc["stoppedBy"] == "send_speech"
+    assert doc["error"] is None
+    assert [a["name"] for a in doc["actions"]] == [
+        "ws_write",
+        "learn_from_experience",
+        "send_speech",
+    ]
+    assert all(a["success"] for a in doc["actions"])
+    assert doc["actions"][0]["result"] == {"path": "notes/tokyo.md", "bytes": 15}
+    assert doc["traceId"] == doc["sessionId"]
+
+    # the file is in the agent's workspace, and `workspace ls` shows it
+    aid = agent_id("aki")
+    note = data_dir / "agents" / aid / "workspace" / "notes" / "tokyo.md"
+    assert note.read_text(encoding="utf-8") == "# 東京\n晴れ"
+    listed = json.loads(ok("workspace", "ls", "aki", "notes", "--json"))
+    assert [e["path"] for e in listed] == ["notes/tokyo.md"]
+
+    # the learned skill is listed beside the five standard ones
+    skills = {s["name"]: s for s in json.loads(ok("skills", "list", "aki", "--json"))}
+    assert skills["note-first"]["source"] == "experience"
+    assert {"autonomous", "self-learning", "workspace-management"} <= set(skills)
+    assert skills["workspace-management"]["usage_count"] == 1  # ws_write was used once
+
+    # the trace: user → reasoning → tool_call(+usage) → tool_result … → message
+    events = json.loads(ok("events", "show", doc["traceId"], "--json"))
+    types = [e["type"] for e in events]
+    assert types == [
+        "user",
+        "reasoning",
+        "tool_call",
+        "token_usage",
+        "tool_result",
+        "tool_call",
+        "token_usage",
+        "tool_result",
+        "tool_call",
+        "token_usage",
+        "tool_result",
+        "message",
+    ]
+    by_id = {e["id"]: e for e in events}
+    for event in events[1:]:
+        assert event["parent_id"] in by_id
+    calls = [e for e in events if e["type"] == "tool_call"]
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [r["content"]["tool_call_id"] for r in results] == [c["id"] for c in calls]
+    usage = [e for e in events if e["type"] == "token_usage"]
+    assert {u["parent_id"] for u in usage} == {c["id"] for c in calls}
+    assert events[-1]["content"]["text"] == "東京の天気をメモしました"
+
+    # what the model was sent: the skill actions as tools, the results fed back
+    sent = [r.json for r in openai_fake.requests_to(CHAT)]
+    tools = {t["function"]["name"] for t in sent[0]["tools"]}
+    assert {"ws_write", "send_speech", "learn_from_experience", "select_llm"} <= tools
+    assert "broadcast_guidance" not in tools  # a discussant, not a facilitator
+    assert sent[0]["messages"][0]["role"] == "system"
+    assert "【IDENTITY】\n名前: aki\n役割: Discussant" in sent[0]["messages"][0]["content"]
+    assert sent[1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": '{"path": "notes/tokyo.md", "bytes": 15}',
+    }
+
+    # memory search finds the speech, in Japanese
+    hits = json.loads(ok("memory", "search", "aki", "天気をメモ", "--json"))
+    assert any(h["content"] == "東京の天気をメモしました" for h in hits)
+    assert hits[0]["log_type"] in ("speech", "action")
+
+
+def test_path_traversal_through_ws_write_fails_and_writes_nothing_outside(
+    openai_fake: FakeLlmServer, data_dir: Path, tmp_path: Path
+) -> None:
+    ok("agent", "create", "--name", "mallory")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    hostile = ["../../escape.txt", "/tmp/escape.txt", "notes/../../../escape.txt", "a\x00b"]
+    openai_fake.reply(
+        CHAT,
+        tool_reply(
+            *(call(f"c{i}", "ws_write", {"path": p, "content": "x"}) for i, p in enumerate(hostile))
+        ),
+        tool_reply(call("c9", "send_speech", {"content": "I could not write there."})),
+    )
+
+    doc = json.loads(ok("chat", "mallory", "-m", "write outside", "--json"))
+
+    writes = [a for a in doc["actions"] if a["name"] == "ws_write"]
+    assert len(writes) == len(hostile)
+    assert not any(a["success"] for a in writes)
+    assert all(a["error"] for a in writes)
+    assert doc["reply"] == "I could not write there."
+    after = sorted(str(p) for p in tmp_path.rglob("*"))
+    created = set(after) - set(before)
+    aid = agent_id("mallory")
+    outside = [p for p in created if not p.startswith(str(data_dir))]
+    assert outside == []
+    assert not any("escape" in p for p in created)
+    assert not (data_dir / "agents" / aid / "workspace" / "notes").exists()
+
+
+def test_malformed_calls_are_shown_to_the_model_and_the_turn_goes_on(
+    openai_fake: FakeLlmServer,
+) -> None:
+    ok("agent", "create", "--name", "bo")
+    openai_fake.reply(
+        CHAT,
+        tool_reply(
+            call("c1", "teleport", {}),
+            call("c2", "ws_write", "{not json"),
+            call("c3", "ws_write", {"path": "a.md"}),  # content missing
+        ),
+        tool_reply(call("c4", "send_speech", {"content": "done"})),
+    )
+
+    doc = json.loads(ok("chat", "bo", "-m", "go", "--json"))
+
+    errors = [a["error"] for a in doc["actions"][:3]]
+    assert "unknown action 'teleport'" in errors[0]
+    assert "not valid JSON" in errors[1]
+    assert "content" in errors[2]
+    assert "required" in errors[2]
+    assert doc["reply"] == "done"
+    second = openai_fake.requests_to(CHAT)[1].json["messages"]
+    tool_messages = [m for m in second if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["c1", "c2", "c3"]
+    assert all('"error"' in m["content"] for m in tool_messages)
+
+
+def test_plain_text_reply_and_session_continuation(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "cy")
+    openai_fake.reply(
+        CHAT,
+        Reply(json=completion({"content": "Hello there"})),
+        Reply(json=completion({"content": "You said hi before"})),
+    )
+    first = json.loads(ok("chat", "cy", "-m", "hi", "--json"))
+    assert (first["reply"], first["stoppedBy"]) == ("Hello there", "message")
+
+    second = json.loads(ok("chat", "cy", "-m", "again?", "--session", first["sessionId"], "--json"))
+
+    assert second["sessionId"] == first["sessionId"]
+    history = openai_fake.requests_to(CHAT)[-1].json["messages"]
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "user"]
+    assert history[2]["content"] == "Hello there"
+
+
+def test_interactive_chat_streams_and_quits(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "dee")
+    openai_fake.reply(
+        CHAT,
+        Reply(
+            sse=[
+                chunk({"role": "assistant", "content": "Hel"}),
+                chunk({"content": "lo!"}),
+                chunk(finish="stop"),
+                chunk(usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}),
+                "[DONE]",
+            ]
+        ),
+    )
+
+    out = ok("chat", "dee", input="hi\n/quit\nnever sent\n")
+
+    assert "Hello!" in out
+    assert len(openai_fake.requests_to(CHAT)) == 1
+    assert openai_fake.requests_to(CHAT)[0].json["stream"] is True
+
+
+def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
+    persona = tmp_path / "sage.toml"
+    persona.write_text(
+        'name = "sage"\nprompt = "Think first."\n'
+        '[soul]\npersona_name = "慎重な賢者"\n'
+        "[soul.social_style]\nassertiveness = -0.5\nresponsiveness = -0.5\n"
+        '[identity]\nname = "Sage"\nrole = "facilitator"\njob_title = "司会"\n'
+        "[llm]\ndaily_budget_usd = 0.5\n",
+        encoding="utf-8",
+    )
+    created = json.loads(ok("agent", "create", "--persona", str(persona), "--json"))
+    assert created["soul"]["social_style"]["style_name"] == "Analytical"
+    assert created["identity"]["role"] == "facilitator"
+    assert created["llm_config"]["daily_budget_usd"] == 0.5
+
+    code, _, err = run("agent", "create", "--name", "sage")
+    assert code == 1
+    assert "already exists" in err
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsoul:\n  persona_name: p\n  personality:\n    openness: 7\n")
+    code, _, err = run("agent", "create", "--persona", str(bad))
+    assert code == 1
+    assert "bad.yaml" in err
+    assert "soul.personality.openness" in err
+
+    listed = json.loads(ok("agent", "list", "--json"))
+    assert [a["name"] for a in listed] == ["sage"]
+    shown = ok("agent", "show", "sage")
+    assert "役割: Facilitator" in shown
+    assert "職種: 司会" in shown
+
+    code, _, err = run("agent", "show", "nobody")
+    assert code == 1
+    assert "no agent 'nobody'" in err
+
+    ok("agent", "delete", "sage", "--yes")
+    assert json.loads(ok("agent", "list", "--json")) == []
+
+
+def test_budget_spent_refuses_the_call_with_an_error_event(
+    openai_fake: FakeLlmServer, tmp_path: Path
+) -> None:
+    persona = tmp_path / "thrifty.json"
+    persona.write_text(json.dumps({"name": "thrifty", "llm": {"daily_budget_usd": 0.0}}))
+    ok("agent", "create", "--persona", str(persona))
+
+    code, out, _ = run("chat", "thrifty", "-m", "hello", "--json")
+
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["error"]["code"] == "budget_exceeded"
+    assert doc["reply"] is None
+    assert openai_fake.requests_to(CHAT) == []  # no call was made
+    events = json.loads(ok("events", "show", doc["traceId"], "--json"))
+    assert [e["type"] for e in events] == ["user", "message"]
+    assert events[-1]["metadata"] == {"kind": "error", "error": "budget_exceeded"}
+
+
+def test_heartbeat_tick_of_an_idle_agent_calls_no_model(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "idle")
+
+    doc = json.loads(ok("heartbeat", "tick", "idle", "--json"))
+
+    assert doc["decision"] == "idle"
+    assert openai_fake.requests == []
