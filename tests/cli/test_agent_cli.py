@@ -327,3 +327,30 @@ def test_heartbeat_tick_of_an_idle_agent_calls_no_model(openai_fake: FakeLlmServ
 
     assert doc["decision"] == "idle"
     assert openai_fake.requests == []
+
+
+def test_discuss_runs_an_autonomous_discussion(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "ann")
+    ok("agent", "create", "--name", "ben")
+    openai_fake.reply(
+        CHAT,
+        tool_reply(call("c1", "send_speech", {"content": "賛成です"})),
+        tool_reply(call("c2", "send_speech", {"content": "反対です"})),
+        tool_reply(call("c3", "declare_done", {})),
+        tool_reply(call("c4", "declare_done", {})),
+    )
+
+    doc = json.loads(
+        ok("discuss", "--theme", "週休3日制", "--agents", "ann,ben", "--max-turns", "6", "--json")
+    )
+
+    assert doc["endedBy"] == "all_done"
+    assert [(t["agent"], t["spoke"]) for t in doc["turns"]] == [
+        ("ann", "賛成です"),
+        ("ben", "反対です"),
+        ("ann", None),
+        ("ben", None),
+    ]
+    code, _, err = run("discuss", "--theme", "t", "--agents", "ann")
+    assert code == 1
+    assert "at least two participants" in err

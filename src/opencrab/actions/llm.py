@@ -49,6 +49,12 @@ def _prices(ctx: ActionContext) -> PriceBook:
         return PriceBook.load(conn)
 
 
+async def _flush_metrics(ctx: ActionContext) -> None:
+    """Store queued metrics rows first, so the turn's own calls are counted."""
+    if ctx.router is not None and ctx.router.metrics is not None:
+        await ctx.router.metrics.flush()
+
+
 def _whitelist(ctx: ActionContext) -> list[str]:
     config = ctx.agent.llm_config
     return list(config.selectable_models or ctx.settings.llm.self_selection.allowed_aliases)
@@ -175,6 +181,7 @@ class EvaluateResponse(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await _flush_metrics(ctx)
         metrics_id = args.get("metrics_id") or ctx.turn.last_metrics_id
         if not metrics_id:
             return ActionResult.fail("no LLM call to evaluate yet; pass metrics_id")
@@ -210,6 +217,7 @@ class AnalyzeLlmUsage(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await _flush_metrics(ctx)
         analysis = analyze_usage(
             ctx.db,
             ctx.agent_id,
@@ -232,6 +240,7 @@ class OptimizeModelSelection(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await _flush_metrics(ctx)
         config = ctx.agent.llm_config
         current = {p: _ref(getattr(config.models, p)) for p in SELECTABLE_PURPOSES}
         result = optimize(
@@ -279,6 +288,7 @@ class GetLlmMetrics(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await _flush_metrics(ctx)
         period = args.get("period", "last_day")
         group_by = args.get("group_by", "model")
         calls = load_calls(ctx.db, ctx.agent_id, since=since_for(period))
@@ -312,6 +322,7 @@ class CompareModels(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await _flush_metrics(ctx)
         period = args.get("period", "last_month")
         calls = load_calls(ctx.db, ctx.agent_id, since=since_for(period))
         if args.get("purpose"):

@@ -11,8 +11,10 @@ AgentEvents, memory session logs and session messages are written in one transac
         stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
         declare_done) or on a plain-text answer.
 
-Actions the agent may call = actions of its active skills ∪ its granted tools (∪
-broadcast_guidance for facilitators); any other name gets an error result the model sees.
+Actions the agent may call = actions of its active skills ∪ its granted tools ∪ the
+actions on its own mind every agent has (generate_inner_voice, update_impression; no
+standard skill names them) ∪ broadcast_guidance for facilitators; any other name gets an
+error result the model sees.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ MAX_ITERATIONS = 10
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
 SUMMARY_MAX_TOKENS = 400
 FACILITATOR_ACTIONS = frozenset({"broadcast_guidance"})
+CORE_ACTIONS = frozenset({"generate_inner_voice", "update_impression"})
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
 
 
@@ -368,7 +371,12 @@ class _Turn:
             for call, call_event_id in zip(reply.tool_calls, self._call_events, strict=True):
                 done = await self._act(call, call_event_id)
                 history.append(
-                    Message.tool(call.id, _clip_output(done.result.output()), name=call.name)
+                    Message.tool(
+                        call.id,
+                        _clip_output(done.result.output()),
+                        name=call.name,
+                        is_error=not done.result.success,
+                    )
                 )
                 yield done
                 action = self.engine.registry.get(call.name)
@@ -638,7 +646,7 @@ class _Turn:
         return done
 
     def _allowed(self, active: Sequence[Skill]) -> set[str]:
-        allowed = set(self.skills.action_names(active))
+        allowed = set(self.skills.action_names(active)) | CORE_ACTIONS
         allowed |= granted_tool_names(self.engine.db, self.agent.id)
         if self.agent.role == AgentRole.facilitator():
             allowed |= FACILITATOR_ACTIONS

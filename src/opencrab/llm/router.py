@@ -282,7 +282,8 @@ class LlmRouter:
         for attempt, target in enumerate(targets, start=1):
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured():
-                last = ProviderNotConfigured(
+                # a real failure of an earlier target says more than "not configured"
+                last = last or ProviderNotConfigured(
                     "not registered" if provider is None else "not configured (no key or model)",
                     provider=target.provider,
                 )
@@ -321,7 +322,8 @@ class LlmRouter:
         for attempt, target in enumerate(targets, start=1):
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured():
-                last = ProviderNotConfigured(
+                # a real failure of an earlier target says more than "not configured"
+                last = last or ProviderNotConfigured(
                     "not registered" if provider is None else "not configured (no key or model)",
                     provider=target.provider,
                 )

@@ -1,0 +1,68 @@
+"""Engine fixtures: a runtime whose router answers with a ScriptedProvider named "openai"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from itertools import count
+from typing import Any
+
+import pytest
+
+from opencrab.config import Settings
+from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.runtime import Runtime
+from opencrab.llm.metrics import MetricsRecorder
+from opencrab.llm.router import LlmRouter
+from opencrab.llm.types import ChatResponse, ToolCall
+from opencrab.store import Database
+from tests.fakes.scripted_provider import ScriptedProvider, reply
+
+_ids = count(1)
+
+
+def calls(*pairs: tuple[str, Any], text: str = "") -> ChatResponse:
+    """A reply calling actions: ("ws_write", {...}); a str argument is sent as raw JSON."""
+    tool_calls = []
+    for name, arguments in pairs:
+        call_id = f"call_{next(_ids)}"
+        if isinstance(arguments, str):
+            tool_calls.append(
+                ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=arguments)
+            )
+        else:
+            tool_calls.append(
+                ToolCall(
+                    id=call_id,
+                    name=name,
+                    arguments=arguments,
+                    raw_arguments=json.dumps(arguments, ensure_ascii=False),
+                )
+            )
+    return reply(text, tool_calls=tool_calls)
+
+
+def speak(text: str) -> ChatResponse:
+    return calls(("send_speech", {"content": text}))
+
+
+@pytest.fixture
+def scripted() -> ScriptedProvider:
+    return ScriptedProvider("openai", "unscripted reply")
+
+
+@pytest.fixture
+async def runtime(
+    settings: Settings, db: Database, scripted: ScriptedProvider
+) -> AsyncIterator[Runtime]:
+    recorder = MetricsRecorder(db)
+    router = LlmRouter(settings, metrics=recorder)
+    router.register_provider(scripted)
+    async with Runtime.open(settings, db=db, router=router) as rt:
+        yield rt
+    await recorder.aclose()
+
+
+@pytest.fixture
+def agent(runtime: Runtime) -> Agent:
+    return runtime.agents.create(AgentCreate(name="aki", prompt="You keep notes."))

@@ -1,0 +1,206 @@
+"""Heartbeat: cheap checks first, speak/learn/idle, an absolute schedule, logged ticks."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import sqlalchemy as sa
+
+from opencrab.core.agent import AgentCreate, AgentUpdate, HeartbeatConfig
+from opencrab.core.discussion import Discussion
+from opencrab.core.heartbeat import (
+    REFLECT_EVERY_SECS,
+    AgentPulse,
+    HeartbeatScheduler,
+    Observer,
+    decide,
+)
+from opencrab.core.llm_config import AgentLlmConfig
+from opencrab.core.runtime import Runtime
+from opencrab.store import Database
+from opencrab.store.tables import agents, heartbeat_log, llm_usage_metrics
+from tests.core.conftest import speak
+from tests.fakes.scripted_provider import ScriptedProvider
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def logged(db: Database) -> list[tuple[str, str]]:
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(heartbeat_log.c.agent_id, heartbeat_log.c.decision).order_by(
+                heartbeat_log.c.id
+            )
+        ).all()
+    return [(str(r.agent_id), r.decision) for r in rows]
+
+
+async def test_idle_agent_ticks_without_a_model_call(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(AgentCreate(name="idle"))
+    scheduler = runtime.scheduler()
+    scheduler.add(runtime.pulse_for(agent, scheduler))
+    tick = await scheduler.tick_now(agent.id)
+    assert tick.decision == "idle"
+    assert scripted.requests == []
+    assert logged(runtime.db) == [(agent.id, "idle")]
+
+
+async def test_disabled_heartbeat_is_skipped(runtime: Runtime) -> None:
+    agent = runtime.agents.create(
+        AgentCreate(name="off", heartbeat=HeartbeatConfig(interval_secs=31, enabled=False))
+    )
+    scheduler = runtime.scheduler()
+    scheduler.add(runtime.pulse_for(agent, scheduler))
+    assert (await scheduler.tick_now(agent.id)).decision == "skip"
+
+
+async def test_spent_budget_keeps_the_agent_idle(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(AgentCreate(name="spent"))
+    ann = runtime.agents.create(AgentCreate(name="ann"))
+    agent = runtime.agents.update(agent.id, AgentUpdate(llm=AgentLlmConfig(daily_budget_usd=1.0)))
+    discussion = Discussion.create(runtime.db, theme="t", participants=[ann.id, agent.id])
+    scripted.outcomes.clear()
+    scripted.then(speak("hello"))
+    await discussion.take_turn(runtime, ann)
+    now = datetime.now(UTC)
+    with runtime.db.write() as conn:
+        conn.execute(
+            llm_usage_metrics.insert().values(
+                id=str(uuid4()),
+                agent_id=agent.id,
+                timestamp=now,
+                provider="openai",
+                model="gpt-5.2",
+                purpose="tool_calling",
+                input_tokens=1,
+                output_tokens=1,
+                total_tokens=2,
+                estimated_cost_usd=1.5,
+                latency_ms=10,
+                created_at=now,
+            )
+        )
+    scheduler = runtime.scheduler()
+    scheduler.add(runtime.pulse_for(agent, scheduler))
+    requests_before = len(scripted.requests)
+    tick = await scheduler.tick_now(agent.id)
+    assert (tick.decision, tick.reason) == ("idle", "daily budget spent")
+    assert len(scripted.requests) == requests_before
+
+
+async def test_speak_when_the_discussion_moved_on(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    ann = runtime.agents.create(AgentCreate(name="ann"))
+    ben = runtime.agents.create(AgentCreate(name="ben"))
+    discussion = Discussion.create(runtime.db, theme="猫と犬", participants=[ann.id, ben.id])
+    scripted.outcomes.clear()
+    scripted.then(speak("猫派です"), '{"skill_name": null}', speak("犬派です"))
+    await discussion.take_turn(runtime, ann)
+    scheduler = runtime.scheduler()
+    for agent in (ann, ben):
+        scheduler.add(runtime.pulse_for(agent, scheduler))
+
+    ann_tick = await scheduler.tick_now(ann.id)  # ann spoke last: no consecutive speech
+    ben_tick = await scheduler.tick_now(ben.id)
+
+    assert ann_tick.decision == "learn"  # she reflects on her speech instead
+    assert ann_tick.result["data"] == {"learned": False, "reason": "nothing new to learn"}
+    assert (ben_tick.decision, ben_tick.session_id) == ("speak", discussion.id)
+    assert ben_tick.result["spoke"] == "犬派です"
+    assert [s.text for s in discussion.speeches()] == ["猫派です", "犬派です"]
+    assert logged(runtime.db)[-2:] == [(ann.id, "learn"), (ben.id, "speak")]
+
+
+async def test_learn_reflects_once_there_is_new_experience(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(AgentCreate(name="thinker"))
+    scripted.outcomes.clear()
+    scripted.then(
+        speak("覚えておきます"),
+        '{"skill_name": "要点を繰り返す", "description": "確認する", '
+        '"situation_pattern": "依頼", "guidance": "要点を復唱する"}',
+    )
+    await runtime.chat(agent, "メモして")
+    scheduler = runtime.scheduler()
+    pulse = runtime.pulse_for(agent, scheduler)
+    scheduler.add(pulse)
+    tick = await scheduler.tick_now(agent.id)
+    assert tick.decision == "learn"
+    assert tick.result["success"] is True
+    assert "要点を繰り返す" in {s.name for s in runtime.engine.skills_for(agent.id).list()}
+    # right after a reflection: idle, and a fresh pulse resumes from heartbeat_log
+    assert (await scheduler.tick_now(agent.id)).decision == "idle"
+    again = HeartbeatScheduler(runtime.db, act=runtime.heartbeat_act)
+    again.add(runtime.pulse_for(agent, again))
+    assert (await again.tick_now(agent.id)).decision == "idle"
+
+
+def test_decide_needs_new_logs_and_time_to_learn(db: Database) -> None:
+    observer = Observer(db)
+    observer.latest_log = {"a": 5}
+    pulse = AgentPulse("a", 29.0, last_reflection=0.0, logs_seen=5)
+    assert decide(pulse, observer, REFLECT_EVERY_SECS * 2).decision == "idle"  # nothing new
+    pulse.logs_seen = 4
+    assert decide(pulse, observer, REFLECT_EVERY_SECS / 2).decision == "idle"  # too soon
+    assert decide(pulse, observer, REFLECT_EVERY_SECS * 2).decision == "learn"
+
+
+def test_schedule_is_absolute_and_late_ticks_are_skipped(db: Database) -> None:
+    clock = Clock()
+    scheduler = HeartbeatScheduler(db, clock=clock)
+    scheduler.add(AgentPulse("a", 29.0), first_in=0.0)
+    due, _ = heapq.heappop(scheduler._heap)
+    clock.now = due + 3.0  # three seconds late
+    scheduler._due(due, "a")
+    assert scheduler._heap[0][0] == due + 29.0  # not now + 29: no drift
+    clock.now = due + 29.0 + 100.0  # more than three intervals late
+    heapq.heappop(scheduler._heap)
+    scheduler._due(due + 29.0, "a")
+    assert scheduler.late_skips == 3
+    assert scheduler._heap[0][0] == due + 29.0 * 5
+    assert scheduler.ticks == 2
+
+
+async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
+    now = datetime.now(UTC)
+    ids = [str(uuid4()) for _ in range(1000)]
+    with db.write() as conn:
+        conn.execute(
+            agents.insert(),
+            [
+                {"id": i, "name": f"a{n}", "prompt": "", "created_at": now, "updated_at": now}
+                for n, i in enumerate(ids)
+            ],
+        )
+    acted: list[object] = []
+
+    async def act(tick: object) -> None:
+        acted.append(tick)
+
+    scheduler = HeartbeatScheduler(db, act=act)
+    for n, agent_id in enumerate(ids):
+        scheduler.add(AgentPulse(agent_id, 0.05 + (n % 7) * 0.01), first_in=(n % 50) * 0.001)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(0.3)
+    stop.set()
+    await runner
+    assert scheduler.ticks >= 1000
+    assert acted == []  # idle agents: the act (an LLM turn) never runs
+    assert logged(db).count((ids[0], "idle")) >= 1
+    assert len(logged(db)) == scheduler.ticks  # every tick logged
