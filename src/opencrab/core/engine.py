@@ -298,8 +298,11 @@ class _Turn:
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
         active = self.skills.get_active_skills()
         self.allowed = self._allowed(active)
-        tools = self.engine.registry.definitions(self.allowed)
         target = self._target()
+        provider = self.engine.router.providers.get(target.provider)
+        tools = self.engine.registry.definitions(self.allowed)
+        if provider is not None and not provider.supports_function_calling():
+            tools = []  # e.g. the embedded SmolLM2: its text answer is the reply
         window = self.engine.router.context_window(target)
         reserve = self.max_tokens or min(1024, window // 4)
         budget = window - reserve - tools_tokens(tools)
@@ -441,6 +444,8 @@ class _Turn:
         total = summary_tokens + sum(t.tokens for t in turns)
         if total <= budget:
             return None
+        if not turns:
+            return None  # nothing to drop; the sections were already shrunk to fit
         kept: list[Turn] = []
         room = budget - summary_tokens - SUMMARY_MAX_TOKENS * 2
         for old in reversed(turns):
