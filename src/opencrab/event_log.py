@@ -11,7 +11,7 @@ A batch that breaks any rule writes nothing; EventValidationError lists every pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -90,25 +90,45 @@ class EventLog:
         """Validate and store one event."""
         self.append_many([event], conn=conn)
 
-    def append_many(self, batch: Sequence[AgentEvent], *, conn: Connection | None = None) -> int:
+    def append_many(
+        self,
+        batch: Sequence[AgentEvent],
+        *,
+        conn: Connection | None = None,
+        known: Mapping[str, tuple[str, str]] | None = None,
+    ) -> int:
         """Validate and store a batch in one transaction; returns the number written.
 
         Pass `conn` to write inside a transaction the caller already holds (so events
-        commit together with other rows of the same step).
+        commit together with other rows of the same step). `known` maps ids of events
+        the caller wrote itself (committed earlier) to (trace id, type): references to
+        them are checked against it instead of the store.
         """
         if not batch:
             return 0
         if conn is not None:
-            self._append(conn, batch)
+            self._append(conn, batch, known)
         else:
             with self.db.write() as own:
-                self._append(own, batch)
+                self._append(own, batch, known)
         return len(batch)
 
-    def _append(self, conn: Connection, batch: Sequence[AgentEvent]) -> None:
+    def _append(
+        self,
+        conn: Connection,
+        batch: Sequence[AgentEvent],
+        known: Mapping[str, tuple[str, str]] | None = None,
+    ) -> None:
+        def lookup(ids: set[str]) -> dict[str, tuple[str, str]]:
+            if not known:
+                return _lookup(conn, ids)
+            found = {i: known[i] for i in ids if i in known}
+            rest = ids - found.keys()
+            return {**found, **_lookup(conn, rest)} if rest else found
+
         try:
             with paused_gc():
-                rows = _validate(batch, lambda ids: _lookup(conn, ids))
+                rows = _validate(batch, lookup)
                 bulk_insert(conn, events_table, COLUMNS, rows)
         except sa.exc.IntegrityError:
             taken = _lookup(conn, {str(e.id) for e in batch})

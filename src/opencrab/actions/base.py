@@ -153,6 +153,7 @@ class ActionRegistry:
     def __init__(self, actions: Iterable[Action] = ()) -> None:
         self._actions: dict[str, Action] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._definitions: dict[str, ToolDefinition] = {}  # built once; do not mutate
         for action in actions:
             self.register(action)
 
@@ -162,6 +163,7 @@ class ActionRegistry:
         validator_cls.check_schema(action.parameters)
         self._actions[action.name] = action
         self._validators[action.name] = validator_cls(action.parameters)
+        self._definitions[action.name] = action.definition()
 
     def get(self, name: str) -> Action | None:
         return self._actions.get(name)
@@ -175,7 +177,7 @@ class ActionRegistry:
     def definitions(self, names: Iterable[str] | None = None) -> list[ToolDefinition]:
         """Tool definitions for `names` (every action when None), sorted by name."""
         wanted = self._actions.keys() if names is None else set(names) & self._actions.keys()
-        return [self._actions[name].definition() for name in sorted(wanted)]
+        return [self._definitions[name] for name in sorted(wanted)]
 
     def validate(self, name: str, arguments: Any, allowed: Iterable[str] | None = None) -> Action:
         """The action and checked arguments, or ActionCallError saying what is wrong.

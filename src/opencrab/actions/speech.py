@@ -195,8 +195,7 @@ def _mark_speech(ctx: ActionContext) -> None:
         return
     now = datetime.now(UTC)
     with ctx.db.write() as conn:
-        _ensure_participant(conn, ctx)
-        conn.execute(
+        done = conn.execute(
             agent_sessions.update()
             .where(
                 agent_sessions.c.agent_id == ctx.agent_id,
@@ -204,6 +203,12 @@ def _mark_speech(ctx: ActionContext) -> None:
             )
             .values(last_speech_at=now)
         )
+        if done.rowcount == 0:
+            conn.execute(
+                agent_sessions.insert().values(
+                    agent_id=ctx.agent_id, session_id=ctx.session_id, last_speech_at=now
+                )
+            )
 
 
 def _declare_done(ctx: ActionContext) -> int:

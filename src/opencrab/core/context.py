@@ -35,7 +35,9 @@ TRUNCATED = "\n…（省略）"
 
 def estimate_tokens(text: str) -> int:
     """A conservative token estimate: ~4 ASCII characters or 1 wide character per token."""
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    if text.isascii():
+        return len(text) // 4 + 1
+    ascii_chars = len(text.encode("ascii", "ignore"))  # counted in C, not per character
     wide = len(text) - ascii_chars
     return ascii_chars // 4 + wide + 1
 
@@ -48,8 +50,21 @@ def message_tokens(message: Message) -> int:
     return total
 
 
+_TOOL_TOKENS: dict[tuple[str, str, int], int] = {}
+
+
 def tools_tokens(tools: Sequence[ToolDefinition]) -> int:
-    return sum(estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+    """Estimated tokens of tool definitions (memoised: actions' schemas do not change)."""
+    total = 0
+    for tool in tools:
+        key = (tool.name, tool.description, id(tool.parameters))
+        tokens = _TOOL_TOKENS.get(key)
+        if tokens is None:
+            tokens = estimate_tokens(tool.name + tool.description + json.dumps(tool.parameters))
+            if len(_TOOL_TOKENS) < 10_000:
+                _TOOL_TOKENS[key] = tokens
+        total += tokens
+    return total
 
 
 @dataclass

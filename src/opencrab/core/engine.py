@@ -293,10 +293,13 @@ class _Turn:
         )
         self.result = TurnResult(session_id=session_id, trace_id=self.trace_id)
         self.last_event: UUID | None = engine.events.last_id(self.trace_id)
+        # (trace, type) of events this turn may reference without asking the store
+        self._known: dict[str, tuple[str, str]] = {}
+        self._overrides: dict[str, str] | None = None
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
-        active = self.skills.get_active_skills()
+        active = self.active = self.skills.get_active_skills()
         self.allowed = self._allowed(active)
         target = self._target()
         provider = self.engine.router.providers.get(target.provider)
@@ -407,8 +410,14 @@ class _Turn:
         yield self.result
 
     # ------------------------------------------------------------ context
+    def _session_overrides(self) -> dict[str, str]:
+        """This session's select_llm choices, read once per turn (and after select_llm)."""
+        if self._overrides is None:
+            self._overrides = session_overrides(self.engine.db, self.session_id, self.agent.id)
+        return self._overrides
+
     def _sections(self, active: Sequence[Skill]) -> ContextSections:
-        overrides = session_overrides(self.engine.db, self.session_id, self.agent.id)
+        overrides = self._session_overrides()
         return ContextSections(
             identity=self.agent.identity.build_context(),
             soul=self.agent.soul.build_context(),
@@ -428,7 +437,7 @@ class _Turn:
             self.agent.llm_config,
             "tool_calling",
             self.state.llm_overrides,
-            session_overrides(self.engine.db, self.session_id, self.agent.id),
+            self._session_overrides(),
         )
         if ref is None:
             ref = self.agent.llm_config.default_ref()
@@ -634,9 +643,12 @@ class _Turn:
             metadata={"action": call.name, "success": result.success},
         )
 
+        if call.name == "select_llm":
+            self._overrides = None  # it may have changed this session's choice
+
         def also(conn: Connection) -> None:
             if result.success and call.name in self.engine.registry:
-                self.skills.record_action_use(call.name, conn=conn)
+                self.skills.record_action_use(call.name, conn=conn, active=self.active)
 
         self._commit([event], [line], [], extra=also)
         self.last_event = event.id
@@ -691,6 +703,7 @@ class _Turn:
 
     _pending_usage: ChatResponse | None = None
     _call_events: list[UUID]
+    active: list[Skill]
 
     def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
         code = exc.code
@@ -740,7 +753,7 @@ class _Turn:
         """Events, memory logs and session messages of one step, in one transaction."""
         with self.engine.db.write() as conn:
             if batch:
-                self.engine.events.append_many(batch, conn=conn)
+                self.engine.events.append_many(batch, conn=conn, known=self._known)
             if logs:
                 self.memory.append_session_logs(logs, conn=conn)
             if chat:
@@ -760,6 +773,8 @@ class _Turn:
                 )
             if extra is not None:
                 extra(conn)
+        for event in batch:
+            self._known[str(event.id)] = (str(event.trace_id), event.type)
 
 
 def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:

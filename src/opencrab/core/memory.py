@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
+from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import sqlite as sqlite_dialect
 from opencrab.store.tables import impressions, memory_curated, memory_sessions
 from opencrab.store.types import parse_timestamp
@@ -40,6 +41,17 @@ CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this o
 MAX_CONTEXT_CHARS = 4000
 MIN_TRIGRAM_CHARS = 3
 MAX_QUERY_CHARS = 1000
+LOG_COLUMNS = (
+    "agent_id",
+    "session_id",
+    "log_type",
+    "content",
+    "speaker_id",
+    "turn_number",
+    "metadata_json",
+    "event_id",
+    "created_at",
+)
 
 
 class CuratedMemory(BaseModel):
@@ -164,24 +176,24 @@ class MemoryManager:
             return
         now = datetime.now(UTC)
         rows = [
-            {
-                "agent_id": self.agent_id,
-                "session_id": log.session_id,
-                "log_type": log.log_type,
-                "content": log.content,
-                "speaker_id": log.speaker_id,
-                "turn_number": log.turn_number,
-                "metadata_json": log.metadata,
-                "event_id": log.event_id,
-                "created_at": now,
-            }
+            (
+                self.agent_id,
+                log.session_id,
+                log.log_type,
+                log.content,
+                log.speaker_id,
+                log.turn_number,
+                log.metadata,
+                log.event_id,
+                now,
+            )
             for log in logs
         ]
         if conn is not None:
-            conn.execute(memory_sessions.insert(), rows)
+            bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)
         else:
             with self.db.write() as own:
-                own.execute(memory_sessions.insert(), rows)
+                bulk_insert(own, memory_sessions, LOG_COLUMNS, rows)
 
     def session_logs(
         self,

@@ -200,6 +200,9 @@ def register_skill_dirs() -> list[Path]:
 
 
 # ------------------------------------------------------------------ per-agent skills
+_ACTIVE_CACHE: dict[tuple[int, str], tuple[tuple[Any, ...], list[Skill]]] = {}
+
+
 class Skill(BaseModel):
     """One of an agent's skills (seed `Skill`, with the table's bookkeeping)."""
 
@@ -278,7 +281,30 @@ class SkillManager:
             return [_skill(row) for row in conn.execute(query)]
 
     def get_active_skills(self) -> builtins.list[Skill]:
-        return self.list(active_only=True)
+        """The active skills; reused while the agent's skill rows are unchanged.
+
+        Every change (acquire, update, toggle, delete, effectiveness, a refreshed
+        standard skill) moves `updated_at` or the row count, which one cheap aggregate
+        query compares; usage counts are not part of what a turn needs.
+        """
+        t = skills_table.c
+        with self.db.read() as conn:
+            stamp = tuple(
+                conn.execute(
+                    sa.select(sa.func.count(), sa.func.max(t.updated_at)).where(
+                        t.agent_id == self.agent_id
+                    )
+                ).one()
+            )
+        key = (id(self.db), self.agent_id)
+        cached = _ACTIVE_CACHE.get(key)
+        if cached is not None and cached[0] == stamp:
+            return list(cached[1])
+        skills = self.list(active_only=True)
+        if len(_ACTIVE_CACHE) > 4096:
+            _ACTIVE_CACHE.clear()
+        _ACTIVE_CACHE[key] = (stamp, skills)
+        return list(skills)
 
     def get(self, name_or_id: str) -> Skill:
         t = skills_table.c
@@ -452,17 +478,29 @@ class SkillManager:
                 )
             )
 
-    def record_action_use(self, action_name: str, *, conn: Connection | None = None) -> int:
-        """Count one use for every active skill offering `action_name`; returns how many."""
+    def record_action_use(
+        self,
+        action_name: str,
+        *,
+        conn: Connection | None = None,
+        active: Sequence[Skill] | None = None,
+    ) -> int:
+        """Count one use for every active skill offering `action_name`; returns how many.
+
+        `active` (the caller's current list of active skills) saves reading them again.
+        """
         t = skills_table.c
 
         def run(c: Connection) -> int:
-            rows = c.execute(
-                sa.select(t.id, t.actions_json).where(
-                    t.agent_id == self.agent_id, t.is_active.is_(True)
-                )
-            ).all()
-            ids = [r.id for r in rows if action_name in (r.actions_json or [])]
+            if active is not None:
+                ids = [s.id for s in active if action_name in s.actions]
+            else:
+                rows = c.execute(
+                    sa.select(t.id, t.actions_json).where(
+                        t.agent_id == self.agent_id, t.is_active.is_(True)
+                    )
+                ).all()
+                ids = [r.id for r in rows if action_name in (r.actions_json or [])]
             if ids:
                 c.execute(
                     skills_table.update()

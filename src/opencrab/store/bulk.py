@@ -25,8 +25,17 @@ def bulk_insert(
     if not rows:
         return
     dialect = conn.dialect
-    stmt = table.insert().values({name: sa.bindparam(name) for name in columns})
-    compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+    key = (id(dialect), table.name, tuple(columns))
+    cached = _COMPILED.get(key)
+    if cached is None:
+        stmt = table.insert().values({name: sa.bindparam(name) for name in columns})
+        compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+        cached = _COMPILED[key] = (
+            str(compiled),
+            bool(compiled.positional),
+            tuple(compiled.positiontup or ()),
+        )
+    sql, positional, positiontup = cached
     for i, name in enumerate(columns):
         process = table.c[name].type._cached_bind_processor(dialect)
         if process is not None:
@@ -34,14 +43,18 @@ def bulk_insert(
                 (*row[:i], None if row[i] is None else process(row[i]), *row[i + 1 :])
                 for row in rows
             ]
-    if compiled.positional:
-        order = [columns.index(name) for name in compiled.positiontup or ()]
+    if positional:
+        order = [columns.index(name) for name in positiontup]
         if order != list(range(len(columns))):
             rows = [tuple(row[i] for i in order) for row in rows]
         params: Sequence[Any] = rows
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
-    conn.exec_driver_sql(str(compiled), params)
+    conn.exec_driver_sql(sql, params)
+
+
+_COMPILED: dict[tuple[int, str, tuple[str, ...]], tuple[str, bool, tuple[str, ...]]] = {}
+"""Compiled INSERTs by (dialect object, table, columns): compiling costs more than a row."""
 
 
 @contextmanager
