@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -42,5 +43,12 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    `opencrab --version` answers before any command module (and with them SQLAlchemy,
+    FastAPI, the SDKs) is imported: it is what scripts and health probes call.
+    """
+    if sys.argv[1:] == ["--version"]:
+        sys.stdout.write(f"opencrab {__version__}\n")
+        return
     build_app()()

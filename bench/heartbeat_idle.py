@@ -1,0 +1,157 @@
+"""CPU cost of heartbeats for 1,000 idle agents on one event loop (zero LLM calls).
+
+Real agents in a real SQLite store, each on a prime interval (29–43 s) with its first
+tick spread over one interval. The scheduler makes the cheap checks (budget, discussions,
+new logs) with a few grouped queries per second and writes every tick to heartbeat_log.
+The baseline, in the same process and for the same wall time, is the naive design: one
+asyncio task per agent that sleeps its interval and runs its own checks queries.
+
+Prints CPU time as a share of one core for both, the ticks made, LLM calls (must be 0),
+and the ratio naive / scheduler.
+
+    python bench/heartbeat_idle.py [--agents N] [--secs S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from opencrab.config import load_settings
+from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
+from opencrab.store import Database
+from opencrab.store.tables import (
+    agent_sessions,
+    agents,
+    heartbeat_log,
+    llm_usage_metrics,
+    memory_sessions,
+)
+
+PRIMES = (29, 31, 37, 41, 43)
+
+
+async def scheduler_run(db: Database, ids: list[str], secs: float) -> tuple[float, int, int]:
+    calls = 0
+
+    async def act(tick: Tick) -> None:
+        nonlocal calls
+        calls += 1
+
+    scheduler = HeartbeatScheduler(db, act=act)
+    rng = random.Random(1)
+    for agent_id in ids:
+        interval = rng.choice(PRIMES)
+        scheduler.add(AgentPulse(agent_id, interval), first_in=rng.uniform(0, interval))
+    stop = asyncio.Event()
+    cpu = time.process_time()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(secs)
+    stop.set()
+    await task
+    return time.process_time() - cpu, scheduler.ticks, calls
+
+
+async def naive_run(db: Database, ids: list[str], secs: float) -> tuple[float, int]:
+    ticks = 0
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    async def agent_loop(agent_id: str, interval: float, first: float) -> None:
+        nonlocal ticks
+        await asyncio.sleep(first)
+        while True:
+            with db.read() as conn:
+                conn.execute(
+                    sa.select(sa.func.sum(llm_usage_metrics.c.estimated_cost_usd)).where(
+                        llm_usage_metrics.c.agent_id == agent_id,
+                        llm_usage_metrics.c.timestamp >= midnight,
+                    )
+                ).scalar()
+                conn.execute(
+                    sa.select(agent_sessions).where(agent_sessions.c.agent_id == agent_id)
+                ).all()
+                conn.execute(
+                    sa.select(sa.func.max(memory_sessions.c.id)).where(
+                        memory_sessions.c.agent_id == agent_id
+                    )
+                ).scalar()
+            with db.write() as conn:
+                conn.execute(
+                    heartbeat_log.insert().values(
+                        agent_id=agent_id, decision="idle", created_at=datetime.now(UTC)
+                    )
+                )
+            ticks += 1
+            await asyncio.sleep(interval)
+
+    rng = random.Random(1)
+    cpu = time.process_time()
+    tasks = []
+    for agent_id in ids:
+        interval = rng.choice(PRIMES)
+        tasks.append(asyncio.create_task(agent_loop(agent_id, interval, rng.uniform(0, interval))))
+    await asyncio.sleep(secs)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return time.process_time() - cpu, ticks
+
+
+async def main(count: int, secs: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["OPENCRAB_HOME"] = tmp
+        settings = load_settings()
+        db = Database(settings.database_url)
+        db.upgrade()
+        now = datetime.now(UTC)
+        ids = [str(uuid4()) for _ in range(count)]
+        with db.write() as conn:
+            conn.execute(
+                agents.insert(),
+                [
+                    {
+                        "id": i,
+                        "name": f"agent-{n}",
+                        "prompt": "",
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                    for n, i in enumerate(ids)
+                ],
+            )
+        ours, ticks, calls = await scheduler_run(db, ids, secs)
+        naive, naive_ticks = await naive_run(db, ids, secs)
+        with db.read() as conn:
+            logged = conn.execute(sa.select(sa.func.count()).select_from(heartbeat_log)).scalar()
+        db.close()
+    print(f"{count} idle agents for {secs:.0f} s of wall time")
+    print(
+        f"scheduler: {ticks} ticks, {calls} LLM calls, CPU {ours:.3f} s = "
+        f"{100 * ours / secs:.2f}% of a core"
+    )
+    print(
+        f"naive (a task per agent): {naive_ticks} ticks, CPU {naive:.3f} s = "
+        f"{100 * naive / secs:.2f}% of a core"
+    )
+    print(f"heartbeat_log rows written: {logged}")
+    print(f"ratio naive/scheduler CPU: {naive / ours:.2f}x")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--secs", type=float, default=60.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.agents, args.secs))
