@@ -123,16 +123,17 @@ class Workspace:
     def read_bytes(self, path: str) -> bytes:
         location = self.resolve(path)
         try:
-            fd = os.open(location, os.O_RDONLY | _O_NOFOLLOW)
+            fd = os.open(location, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
         except FileNotFoundError:
             raise NotFoundError(f"no file {path!r} in your workspace") from None
         except IsADirectoryError:
             raise WorkspaceError(f"{path!r} is a folder; use ws_list") from None
         except OSError as exc:
             raise WorkspaceError(f"cannot read {path!r}: {exc.strerror}") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise WorkspaceError(f"{path!r} is a folder, not a file; use ws_list")
         with os.fdopen(fd, "rb") as handle:
-            if stat.S_ISDIR(os.fstat(handle.fileno()).st_mode):
-                raise WorkspaceError(f"{path!r} is a folder; use ws_list")
             return handle.read()
 
     def read(self, path: str) -> str:
