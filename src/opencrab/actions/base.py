@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -40,6 +40,8 @@ from opencrab.errors import OpenCrabError
 from opencrab.llm.types import ToolDefinition
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
     from opencrab.config import Settings
     from opencrab.core.agent import Agent
     from opencrab.core.memory import MemoryManager
@@ -115,10 +117,21 @@ class ActionContext:
     router: LlmRouter | None = None
     session_id: str | None = None
     turn: TurnState = field(default_factory=TurnState)
+    # set by the engine while an action runs: writes that join the step's transaction
+    pending: list[Callable[[Connection], Any]] | None = None
 
     @property
     def agent_id(self) -> str:
         return str(self.agent.id)
+
+    def write(self, change: Callable[[Connection], Any]) -> None:
+        """Apply `change` in a write transaction: the step's own inside an engine turn
+        (so it commits with the action's tool_result event), else a new one now."""
+        if self.pending is not None:
+            self.pending.append(change)
+            return
+        with self.db.write() as conn:
+            change(conn)
 
 
 class Action(ABC):

@@ -72,12 +72,14 @@ class BroadcastGuidance(Action):
         ctx.turn.speeches.append(content)
         phase = args.get("phase")
         if phase and ctx.session_id:
-            with ctx.db.write() as conn:
-                conn.execute(
+            session_id = ctx.session_id
+            ctx.write(
+                lambda conn: conn.execute(
                     sessions.update()
-                    .where(sessions.c.id == ctx.session_id)
+                    .where(sessions.c.id == session_id)
                     .values(phase=phase, updated_at=datetime.now(UTC))
                 )
+            )
         _mark_speech(ctx)
         return ActionResult.ok(
             {"sent": True, "phase": phase},
@@ -177,15 +179,14 @@ class GenerateInnerVoice(Action):
         content = args["content"].strip()
         ctx.turn.inner_voice.append(content)
         if ctx.session_id:
-            ctx.memory.append_session_log(
-                SessionLog(
-                    session_id=ctx.session_id,
-                    log_type="inner_voice",
-                    content=content,
-                    speaker_id=ctx.agent_id,
-                    turn_number=ctx.turn.turn_number or None,
-                )
+            thought = SessionLog(
+                session_id=ctx.session_id,
+                log_type="inner_voice",
+                content=content,
+                speaker_id=ctx.agent_id,
+                turn_number=ctx.turn.turn_number or None,
             )
+            ctx.write(lambda conn: ctx.memory.append_session_log(thought, conn=conn))
         return ActionResult.ok({"recorded": True})
 
 
@@ -194,7 +195,8 @@ def _mark_speech(ctx: ActionContext) -> None:
     if not ctx.session_id:
         return
     now = datetime.now(UTC)
-    with ctx.db.write() as conn:
+
+    def mark(conn: sa.Connection) -> None:
         done = conn.execute(
             agent_sessions.update()
             .where(
@@ -209,6 +211,8 @@ def _mark_speech(ctx: ActionContext) -> None:
                     agent_id=ctx.agent_id, session_id=ctx.session_id, last_speech_at=now
                 )
             )
+
+    ctx.write(mark)
 
 
 def _declare_done(ctx: ActionContext) -> int:

@@ -292,30 +292,15 @@ class _Turn:
             turn=self.state,
         )
         self.result = TurnResult(session_id=session_id, trace_id=self.trace_id)
-        self.last_event: UUID | None = engine.events.last_id(self.trace_id)
+        self.last_event: UUID | None = None  # read by _prepare
         # (trace, type) of events this turn may reference without asking the store
         self._known: dict[str, tuple[str, str]] = {}
         self._overrides: dict[str, str] | None = None
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
-        active = self.active = self.skills.get_active_skills()
-        self.allowed = self._allowed(active)
-        target = self._target()
-        provider = self.engine.router.providers.get(target.provider)
-        tools = self.engine.registry.definitions(self.allowed)
-        if provider is not None and not provider.supports_function_calling():
-            tools = []  # e.g. the embedded SmolLM2: its text answer is the reply
-        window = self.engine.router.context_window(target)
-        reserve = self.max_tokens or min(1024, window // 4)
-        budget = window - reserve - tools_tokens(tools)
-
-        sections = self._sections(active)
-        if not sections.shrink_to(budget // 2):
-            log.warning("agent %s: IDENTITY, SOUL and prompt exceed half the window", self.agent.id)
-        system = Message.system(sections.render())
-        user_text = f"受信メッセージ: {message.content.text}"
-        summary, turns = history_from_events(self.engine.events.trace(self.trace_id))
+        with self.engine.db.read():  # the context's many small reads share one snapshot
+            tools, budget, system, user_text, summary, turns = self._prepare(message)
         fixed = message_tokens(system) + estimate_tokens(user_text) + 8
         compacted = await self._fit_history(summary, turns, budget - fixed)
         if compacted is not None:
@@ -387,9 +372,8 @@ class _Turn:
                 yield done
                 action = self.engine.registry.get(call.name)
                 if done.result.success and action is not None and action.ends_turn:
-                    speech = self._speech_of(call.name)
-                    if speech is not None:
-                        yield self._speak(speech, via=call.name, parent=self.last_event)
+                    if self._said is not None:
+                        yield self._said
                     self.result.stopped_by = call.name
                     yield self.result
                     return
@@ -410,6 +394,32 @@ class _Turn:
         yield self.result
 
     # ------------------------------------------------------------ context
+    def _prepare(
+        self, message: IncomingMessage
+    ) -> tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]:
+        """Tools, token budget, system message, user text and stored history of the turn."""
+        self.last_event = self.engine.events.last_id(self.trace_id)
+        active = self.active = self.skills.get_active_skills()
+        self.allowed = self._allowed(active)
+        target = self._target()
+        provider = self.engine.router.providers.get(target.provider)
+        tools = self.engine.registry.definitions(self.allowed)
+        if provider is not None and not provider.supports_function_calling():
+            tools = []  # e.g. the embedded SmolLM2: its text answer is the reply
+        window = self.engine.router.context_window(target)
+        reserve = self.max_tokens or min(1024, window // 4)
+        budget = window - reserve - tools_tokens(tools)
+        sections = self._sections(active)
+        if not sections.shrink_to(budget // 2):
+            log.warning("agent %s: IDENTITY, SOUL and prompt exceed half the window", self.agent.id)
+        system = Message.system(sections.render())
+        user_text = f"受信メッセージ: {message.content.text}"
+        summary: str | None = None
+        turns: list[Turn] = []
+        if self.last_event is not None:  # a new trace has no history to read
+            summary, turns = history_from_events(self.engine.events.trace(self.trace_id))
+        return tools, budget, system, user_text, summary, turns
+
     def _session_overrides(self) -> dict[str, str]:
         """This session's select_llm choices, read once per turn (and after select_llm)."""
         if self._overrides is None:
@@ -622,9 +632,13 @@ class _Turn:
         arguments: Any = call.arguments
         if call.raw_arguments is not None and not isinstance(call.arguments, dict):
             arguments = call.raw_arguments  # unparseable JSON: the registry explains
-        result = await self.engine.registry.dispatch(
-            call.name, arguments, self.ctx, allowed=self.allowed
-        )
+        self.ctx.pending = []  # the action's own writes join this step's transaction
+        try:
+            result = await self.engine.registry.dispatch(
+                call.name, arguments, self.ctx, allowed=self.allowed
+            )
+        finally:
+            pending, self.ctx.pending = self.ctx.pending, None
         event = ToolResultEvent(
             id=uuid4(),
             trace_id=UUID(self.trace_id),
@@ -647,11 +661,22 @@ class _Turn:
             self._overrides = None  # it may have changed this session's choice
 
         def also(conn: Connection) -> None:
+            for write in pending:
+                write(conn)
             if result.success and call.name in self.engine.registry:
                 self.skills.record_action_use(call.name, conn=conn, active=self.active)
 
-        self._commit([event], [line], [], extra=also)
+        batch: list[AgentEvent] = [event]
+        logs = [line]
+        chat: list[tuple[str, str, UUID]] = []
+        speech = self._speech_of(call.name) if result.success else None
+        if speech is not None:  # a turn-ending speech is recorded in the same step
+            said, said_log, chat = self._speech_rows(speech, via=call.name, parent=event.id)
+            batch += said
+            logs.append(said_log)
+        self._commit(batch, logs, chat, extra=also)
         self.last_event = event.id
+        self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
         done = ActionDone(
             name=call.name,
             arguments=call.arguments,
@@ -676,6 +701,18 @@ class _Turn:
 
     def _speak(self, text: str, *, via: str, parent: UUID | None) -> Spoke:
         """Record what the agent said: a message event, a speech log, a session message."""
+        batch, line, chat = self._speech_rows(text, via=via, parent=parent)
+        self._commit(batch, [line], chat)
+        return self._spoken(batch[0], text, via)
+
+    def _spoken(self, event: AgentEvent, text: str, via: str) -> Spoke:
+        self.last_event = event.id
+        self.result.reply = text
+        return Spoke(text=text, via=via, event_id=str(event.id))
+
+    def _speech_rows(
+        self, text: str, *, via: str, parent: UUID | None
+    ) -> tuple[list[AgentEvent], SessionLog, list[tuple[str, str, UUID]]]:
         event = MessageEvent(
             id=uuid4(),
             trace_id=UUID(self.trace_id),
@@ -696,12 +733,10 @@ class _Turn:
             turn_number=self.state.turn_number or None,
             event_id=str(event.id),
         )
-        self._commit(batch, [line], [("assistant", text, event.id)])
-        self.last_event = event.id
-        self.result.reply = text
-        return Spoke(text=text, via=via, event_id=str(event.id))
+        return batch, line, [("assistant", text, event.id)]
 
     _pending_usage: ChatResponse | None = None
+    _said: Spoke | None = None  # the speech the last action made, recorded with its result
     _call_events: list[UUID]
     active: list[Skill]
 

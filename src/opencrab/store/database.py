@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -25,6 +26,9 @@ class Database:
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000) -> None:
         self.url = make_url(url)
+        self._reading: ContextVar[Connection | None] = ContextVar(
+            f"opencrab-read-{id(self)}", default=None
+        )
         if self.url.get_backend_name() == "sqlite":
             database = self.url.database or ""
             if database and database != ":memory:":
@@ -49,9 +53,22 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A connection in a read transaction (a consistent snapshot under WAL)."""
+        """A connection in a read transaction (a consistent snapshot under WAL).
+
+        Nested inside another `read()` of the same task it reuses the outer
+        connection and snapshot, so code that makes many small reads (building an
+        agent's context) can wrap them in one transaction without passing it around.
+        """
+        outer = self._reading.get()
+        if outer is not None:
+            yield outer
+            return
         with self.engine.connect() as conn, conn.begin():
-            yield conn
+            token = self._reading.set(conn)
+            try:
+                yield conn
+            finally:
+                self._reading.reset(token)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
