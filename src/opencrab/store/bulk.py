@@ -50,6 +50,18 @@ def bulk_insert(
         params: Sequence[Any] = rows
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
+    if dialect.name == "sqlite" and conn.in_transaction():
+        # straight to the driver, inside the transaction SQLAlchemy began on this
+        # connection: the per-statement bookkeeping costs more than the insert
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        try:
+            raw.executemany(sql, params)
+        except dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, params, exc, dialect.loaded_dbapi.Error, dialect=dialect
+            ) from exc
+        return
     conn.exec_driver_sql(sql, params)
 
 
