@@ -110,7 +110,7 @@ def parse_skill_text(text: str, file: str = "<text>") -> SkillDoc:
                 return i + 1
         return 2
 
-    unknown = sorted(set(meta) - {"name", "description", "version", "actions"})
+    unknown = sorted(set(meta) - {"name", "description", "version", "actions"}, key=str)
     if unknown:
         raise SkillFileError(file, line_of(unknown[0]), f"unknown frontmatter key {unknown[0]!r}")
     name = meta.get("name")

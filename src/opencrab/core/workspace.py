@@ -79,6 +79,10 @@ class Workspace:
             raise WorkspaceError(f"path {shown} contains a NUL byte")
         if any(ord(c) < 32 or ord(c) == 127 for c in path):
             raise WorkspaceError(f"path {shown} contains a control character")
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WorkspaceError(f"path {shown} is not valid Unicode (a lone surrogate)") from None
         if "\\" in path:
             raise WorkspaceError(f"path {shown} contains a backslash; use '/' between folders")
         if path.startswith("/"):

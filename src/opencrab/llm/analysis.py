@@ -474,7 +474,8 @@ def _reason(goal: str, used_ref: str, used: Stats, best_ref: str, best: Stats) -
 def _improvement(used: Stats, best: Stats) -> str:
     parts = []
     if used.avg_cost > 0:
-        parts.append(f"cost {1 - best.avg_cost / used.avg_cost:+.0%}".replace("+-", "-"))
+        change = best.avg_cost / used.avg_cost - 1  # negative: cheaper
+        parts.append(f"cost {change:+.0%}")
     if used.avg_quality is not None and best.avg_quality is not None:
         parts.append(f"quality {best.avg_quality - used.avg_quality:+.2f}")
     if used.avg_latency:
