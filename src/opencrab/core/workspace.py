@@ -101,12 +101,17 @@ class Workspace:
             raise WorkspaceError("path is empty; name a file or folder in your workspace")
         return parts
 
-    def resolve(self, path: str, *, allow_root: bool = False) -> Path:
-        """The absolute location of `path`, refused if it or any parent is a symlink."""
+    def resolve(self, path: str, *, allow_root: bool = False, final_link: bool = False) -> Path:
+        """The absolute location of `path`, refused if it or any parent is a symlink.
+
+        `final_link` lets the last component be a link (to delete the link itself).
+        """
         parts = self.check(path, allow_root=allow_root)
         current = self.root
-        for part in parts:
+        for index, part in enumerate(parts):
             current = current / part
+            if final_link and index == len(parts) - 1:
+                break
             try:
                 mode = os.lstat(current).st_mode
             except FileNotFoundError:
@@ -252,10 +257,12 @@ class Workspace:
 
     def delete(self, path: str) -> None:
         """Delete a file, or a folder with everything in it; the root cannot be deleted."""
-        location = self.resolve(path)
+        location = self.resolve(path, final_link=True)
         if not os.path.lexists(location):
             raise NotFoundError(f"no file or folder {path!r} in your workspace")
-        if location.is_dir():
+        if location.is_symlink():
+            location.unlink()  # the link itself, never what it points to
+        elif location.is_dir():
             shutil.rmtree(location)
         else:
             location.unlink()
