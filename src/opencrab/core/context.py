@@ -28,6 +28,10 @@ INSTRUCTION = (
     "上記のスキルマニュアルに従って、次に取るべきアクションを選択してください。\n"
     "必ず1つ以上のアクションを呼び出してください。\n"
 )
+TEXT_INSTRUCTION = (  # for a model offered no tools (it cannot call them)
+    "【指示】\n"
+    "あなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n"
+)
 COMPACTION_KIND = "compaction"
 SUMMARY_HEADER = "【これまでの会話の要約】\n"
 TRUNCATED = "\n…（省略）"

@@ -35,6 +35,7 @@ from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.context import (
     COMPACTION_KIND,
     SUMMARY_HEADER,
+    TEXT_INSTRUCTION,
     ContextSections,
     Turn,
     estimate_tokens,
@@ -410,6 +411,8 @@ class _Turn:
         reserve = self.max_tokens or min(1024, window // 4)
         budget = window - reserve - tools_tokens(tools)
         sections = self._sections(active)
+        if not tools:  # manuals of actions it cannot call would only mislead the model
+            sections.skills, sections.llm, sections.instruction = "", "", TEXT_INSTRUCTION
         if not sections.shrink_to(budget // 2):
             log.warning("agent %s: IDENTITY, SOUL and prompt exceed half the window", self.agent.id)
         system = Message.system(sections.render())
