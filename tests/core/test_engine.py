@@ -549,3 +549,23 @@ async def test_streaming_yields_text_deltas(
     assert "".join(deltas) == "Streaming words arrive piece by piece"
     request: ChatRequest = scripted.requests[0]
     assert request.tools
+
+
+class NoTools(ScriptedProvider):
+    def supports_function_calling(self) -> bool:
+        return False
+
+
+async def test_a_model_without_tools_gets_a_plain_instruction(
+    runtime: Runtime, agent: Agent
+) -> None:
+    plain = NoTools("openai", "I am a small model.")
+    runtime.router.register_provider(plain)
+    result = await turn(runtime, agent)
+    assert (result.reply, result.stopped_by) == ("I am a small model.", "message")
+    request = plain.requests[0]
+    assert request.tools is None
+    system = str(request.messages[0].content)
+    assert "【利用可能なスキル】" not in system
+    assert "必ず1つ以上のアクションを呼び出してください" not in system
+    assert system.endswith("あなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n")
