@@ -29,8 +29,7 @@ INSTRUCTION = (
     "必ず1つ以上のアクションを呼び出してください。\n"
 )
 TEXT_INSTRUCTION = (  # for a model offered no tools (it cannot call them)
-    "【指示】\n"
-    "あなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n"
+    "【指示】\nあなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n"
 )
 COMPACTION_KIND = "compaction"
 SUMMARY_HEADER = "【これまでの会話の要約】\n"
