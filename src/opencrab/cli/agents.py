@@ -74,6 +74,15 @@ def _with_runtime(
     return asyncio.run(main())
 
 
+def _check_agents(config: Path | None, data_dir: Path | None, names: list[str]) -> None:
+    """NotFoundError for a wrong name, before any model is started."""
+    settings = settings_from(config, data_dir)
+    with store_from(config, data_dir) as db:
+        store = AgentStore(db, settings)
+        for name in names:
+            store.get(name)
+
+
 def _agent_json(agent: Agent, settings: Settings) -> dict[str, Any]:
     data = agent.model_dump(mode="json")
     data["workspace"] = str(Workspace.for_agent(settings, agent.id).root)
@@ -248,6 +257,7 @@ def chat(
         raise typer.BadParameter("the message is empty", param_hint="--message")
     if message is None and as_json:
         raise typer.BadParameter("--json needs -m", param_hint="--json")
+    _check_agents(config, data_dir, [agent])
 
     async def one_turn(runtime: Runtime) -> TurnResult:
         found = runtime.agents.get(agent)
@@ -499,6 +509,7 @@ def discuss(
         raise typer.BadParameter(
             f"{chosen!r} is not one of {', '.join(MODES)}", param_hint="--mode"
         )
+    _check_agents(config, data_dir, [*names, *([facilitator] if facilitator else [])])
 
     async def run(runtime: Runtime) -> dict[str, Any]:
         members = [runtime.agents.get(n) for n in names]

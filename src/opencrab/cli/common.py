@@ -24,7 +24,7 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="Config file (TOML) layered over the packaged defaults [env: OPENCRAB_CONFIG].",
+        help="Config file (TOML) layered over the packaged defaults (env: OPENCRAB_CONFIG).",
         show_default=False,
     ),
 ]
@@ -32,7 +32,7 @@ DataDirOption = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
-        help="Data directory for the database and workspaces [env: OPENCRAB_HOME; default ./data].",
+        help="Data directory for the database and workspaces (env: OPENCRAB_HOME; default ./data).",
         show_default=False,
     ),
 ]
