@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 
 from opencrab.cli import build_app
 from opencrab.config import Settings
-from opencrab.plugins import DEFAULT_PLUGINS, hookimpl, plugin_manager
+from opencrab.plugins import (
+    DEFAULT_PLUGINS,
+    SERVER_PLUGINS,
+    hookimpl,
+    plugin_manager,
+    server_plugin_manager,
+)
 from opencrab.server.app import create_app
 from opencrab.store import Database
 
@@ -47,6 +53,8 @@ def plugin() -> Iterator[HelloPlugin]:
 def test_builtins_are_plugins() -> None:
     names = {name for name, _ in plugin_manager().list_name_plugin()}
     assert set(DEFAULT_PLUGINS) <= names
+    served = {name for name, _ in server_plugin_manager().list_name_plugin()}
+    assert set(DEFAULT_PLUGINS) | set(SERVER_PLUGINS) <= served
 
 
 def test_plugin_adds_a_command(plugin: HelloPlugin) -> None:

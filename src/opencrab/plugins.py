@@ -46,10 +46,14 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.learning",
     "opencrab.actions.llm",
     "opencrab.core.skills",
+)
+"""Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
+
+SERVER_PLUGINS = (
     "opencrab.server.api.health",
     "opencrab.server.api.traces",
 )
-"""Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
+"""opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""
 
 
 class Hooks:
@@ -85,4 +89,13 @@ def plugin_manager() -> pluggy.PluginManager:
     for name in DEFAULT_PLUGINS:
         pm.register(importlib.import_module(name), name=name)
     pm.load_setuptools_entrypoints("opencrab")
+    return pm
+
+
+def server_plugin_manager() -> pluggy.PluginManager:
+    """The plugin manager with opencrab's route modules registered as well."""
+    pm = plugin_manager()
+    for name in SERVER_PLUGINS:
+        if pm.get_plugin(name) is None:
+            pm.register(importlib.import_module(name), name=name)
     return pm

@@ -12,7 +12,6 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.plugins import hookimpl
-from opencrab.store import migrate
 
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 
@@ -37,6 +36,8 @@ def current(config: ConfigOption = None, data_dir: DataDirOption = None) -> None
     """Print the database's migration revision ("none" for a blank database)."""
     with store_from(config, data_dir, migrate=False) as db:
         revision = db.current_revision()
+    from opencrab.store import migrate  # Alembic loads only when it is needed
+
     head = migrate.head()
     suffix = " (head)" if revision == head else f" (head is {head})"
     typer.echo(f"{revision or 'none'}{suffix}")

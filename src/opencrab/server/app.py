@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from opencrab import __version__
 from opencrab.config import Settings
 from opencrab.event_log import EventLog
-from opencrab.plugins import plugin_manager
+from opencrab.plugins import server_plugin_manager
 from opencrab.server.errors import install_error_handlers
 from opencrab.store import Database
 
@@ -38,5 +38,5 @@ def create_app(settings: Settings, db: Database) -> FastAPI:
     app.state.db = db
     app.state.event_log = EventLog(db)
     install_error_handlers(app)
-    plugin_manager().hook.register_routes(app=app)
+    server_plugin_manager().hook.register_routes(app=app)
     return app
