@@ -7,10 +7,10 @@ import pytest
 
 from opencrab.config import Settings, load_settings
 from opencrab.core.agent import AgentCreate
-from opencrab.core.engine import TurnResult
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
+from opencrab.core.steps import TurnResult
 from opencrab.event_log import EventLog
 from opencrab.gateway.base import CliSource, IncomingMessage
 from opencrab.store import Database

@@ -11,12 +11,12 @@ import sqlalchemy as sa
 
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.context import COMPACTION_KIND, estimate_tokens, message_tokens, tools_tokens
-from opencrab.core.engine import Compacted, TextDelta, TurnResult
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig, session_overrides
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.skills import parse_skill_text
+from opencrab.core.steps import Compacted, TextDelta, TurnResult
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ProviderServerError
 from opencrab.event_log import EventLog

@@ -37,12 +37,12 @@ from opencrab.cli.common import (
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate, AgentStore, load_persona
 from opencrab.core.discussion import MODES, Discussion, TurnOutcome
-from opencrab.core.engine import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
+from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ValidationError
 from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage

@@ -29,7 +29,7 @@ from uuid import NAMESPACE_OID, uuid4, uuid5
 
 import sqlalchemy as sa
 
-from opencrab.core.engine import TurnResult
+from opencrab.core.steps import TurnResult
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.gateway.base import IncomingMessage, InternalSource, Sender
 from opencrab.store import Database

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -29,7 +28,7 @@ from uuid import UUID, uuid4
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
+from opencrab.actions.base import ActionContext, ActionRegistry, TurnState
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.context import (
@@ -50,6 +49,17 @@ from opencrab.core.identity import AgentRole
 from opencrab.core.llm_config import build_llm_context, effective_model, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
+from opencrab.core.steps import (
+    ActionDone,
+    Compacted,
+    EngineStep,
+    LlmReplied,
+    Spoke,
+    TextDelta,
+    TurnFailed,
+    TurnResult,
+    TurnStarted,
+)
 from opencrab.core.tools import granted_tool_names
 from opencrab.core.workspace import Workspace
 from opencrab.errors import BudgetExceeded, LlmError
@@ -84,104 +94,6 @@ SUMMARY_MAX_TOKENS = 400
 FACILITATOR_ACTIONS = frozenset({"broadcast_guidance"})
 CORE_ACTIONS = frozenset({"generate_inner_voice", "update_impression"})
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
-
-
-# ------------------------------------------------------------------ steps
-@dataclass
-class TurnStarted:
-    session_id: str
-    trace_id: str
-    user_event_id: str
-
-
-@dataclass
-class Compacted:
-    dropped_turns: int
-    summary: str
-    tokens_before: int
-    tokens_after: int
-    event_id: str
-
-
-@dataclass
-class TextDelta:
-    text: str
-
-
-@dataclass
-class LlmReplied:
-    provider: str
-    model: str
-    text: str
-    tool_calls: list[ToolCall]
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    latency_ms: int | None
-    metrics_id: str | None
-
-
-@dataclass
-class ActionDone:
-    name: str
-    arguments: Any
-    result: ActionResult
-    call_event_id: str
-    result_event_id: str
-
-
-@dataclass
-class Spoke:
-    text: str
-    via: str  # the action, or "message" for a plain-text answer
-    event_id: str
-
-
-@dataclass
-class TurnFailed:
-    error: str  # an error code, e.g. budget_exceeded
-    message: str
-    event_id: str
-
-
-@dataclass
-class TurnResult:
-    """What a finished turn did; the last step of every turn."""
-
-    session_id: str
-    trace_id: str
-    reply: str | None = None
-    actions: list[ActionDone] = field(default_factory=list)
-    iterations: int = 0
-    error: TurnFailed | None = None
-    stopped_by: str | None = None  # the action or reason the loop stopped on
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "reply": self.reply,
-            "actions": [
-                {
-                    "name": a.name,
-                    "arguments": a.arguments,
-                    "success": a.result.success,
-                    "result": a.result.data if a.result.success else None,
-                    "error": a.result.error,
-                }
-                for a in self.actions
-            ],
-            "traceId": self.trace_id,
-            "sessionId": self.session_id,
-            "iterations": self.iterations,
-            "stoppedBy": self.stopped_by,
-            "error": None
-            if self.error is None
-            else {"code": self.error.error, "message": self.error.message},
-        }
-
-
-EngineStep = (
-    TurnStarted | Compacted | TextDelta | LlmReplied | ActionDone | Spoke | TurnFailed | TurnResult
-)
 
 
 # ------------------------------------------------------------------ the engine

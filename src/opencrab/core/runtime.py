@@ -24,11 +24,12 @@ import sqlalchemy as sa
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
-from opencrab.core.engine import EngineStep, SkillEngine, TurnResult
+from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
 from opencrab.core.memory import MemoryManager
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.skills import SkillDoc, SkillProblem, load_skill_dirs, standard_skill_dirs
+from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.core.workspace import Workspace
 from opencrab.gateway.base import CliSource, IncomingMessage, MessageSource, Sender
 from opencrab.llm.metrics import MetricsRecorder
