@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -30,9 +31,9 @@ from opencrab.cli.common import (
     console,
     err_console,
     exits_on_error,
+    open_store,
     print_json,
     settings_from,
-    store_from,
 )
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate, AgentStore, load_persona
@@ -74,11 +75,20 @@ def _with_runtime(
     return asyncio.run(main())
 
 
+@contextmanager
+def _agents(config: Path | None, data_dir: Path | None) -> Iterator[AgentStore]:
+    """The agent store over the configured database (settings read once); closed on exit."""
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    try:
+        yield AgentStore(db, settings)
+    finally:
+        db.close()
+
+
 def _check_agents(config: Path | None, data_dir: Path | None, names: list[str]) -> None:
     """NotFoundError for a wrong name, before any model is started."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        store = AgentStore(db, settings)
+    with _agents(config, data_dir) as store:
         for name in names:
             store.get(name)
 
@@ -124,9 +134,9 @@ def create(
         changes["identity"] = who.model_copy(update={"role": AgentRole.parse(role)})
     if changes:
         spec = AgentCreate.model_validate({**spec.model_dump(exclude_unset=True), **changes})
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        agent = AgentStore(db, settings).create(spec)
+    with _agents(config, data_dir) as store:
+        settings = store.settings
+        agent = store.create(spec)
         Workspace.for_agent(settings, agent.id).root.mkdir(parents=True, exist_ok=True)
     if as_json:
         print_json(_agent_json(agent, settings))
@@ -158,9 +168,8 @@ def list_agents(
     config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
 ) -> None:
     """Every agent."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        agents = AgentStore(db, settings).list()
+    with _agents(config, data_dir) as store:
+        agents = store.list()
     if as_json:
         print_json([a.summary() for a in agents])
         return
@@ -182,9 +191,8 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """An agent's persona, LLM config, heartbeat and today's spend."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        store = AgentStore(db, settings)
+    with _agents(config, data_dir) as store:
+        settings = store.settings
         found = store.get(agent)
         spent = store.spent_today(found.id)
     if as_json:
@@ -219,9 +227,8 @@ def delete(
     data_dir: DataDirOption = None,
 ) -> None:
     """Delete an agent with its memory, skills and history (its workspace stays on disk)."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        store = AgentStore(db, settings)
+    with _agents(config, data_dir) as store:
+        settings = store.settings
         found = store.get(agent)
         if not yes and not typer.confirm(f"Delete agent {found.name} ({found.id})?"):
             raise typer.Exit(1)
@@ -349,10 +356,9 @@ def memory_search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the agent's session logs (FTS5, bm25 ranking)."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        found = AgentStore(db, settings).get(agent)
-        hits = MemoryManager(db, found.id).search(query, limit=limit, session_id=session)
+    with _agents(config, data_dir) as store:
+        found = store.get(agent)
+        hits = MemoryManager(store.db, found.id).search(query, limit=limit, session_id=session)
     if as_json:
         print_json([h.model_dump(mode="json") for h in hits])
         return
@@ -388,10 +394,9 @@ def skills_list(
     as_json: JsonOption = False,
 ) -> None:
     """The agent's standard and acquired skills, with usage and effectiveness."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        found = AgentStore(db, settings).get(agent)
-        skills = _skill_manager(db, settings, found.id).list()
+    with _agents(config, data_dir) as store:
+        found = store.get(agent)
+        skills = _skill_manager(store.db, store.settings, found.id).list()
     if as_json:
         print_json([s.model_dump(mode="json") for s in skills])
         return
@@ -421,10 +426,9 @@ def workspace_ls(
     as_json: JsonOption = False,
 ) -> None:
     """List a folder of the agent's workspace."""
-    settings = settings_from(config, data_dir)
-    with store_from(config, data_dir) as db:
-        found = AgentStore(db, settings).get(agent)
-    workspace = Workspace.for_agent(settings, found.id)
+    with _agents(config, data_dir) as store:
+        found = store.get(agent)
+    workspace = Workspace.for_agent(store.settings, found.id)
     entries = workspace.list(path)
     if as_json:
         print_json(
