@@ -36,6 +36,7 @@ from opencrab.llm.types import (
     Usage,
 )
 from tests.fakes.llm_server import FakeLlmServer, Reply, SseEvent
+from tests.llm.providers.streams import collect, collect_texts
 
 MESSAGES = "/v1/messages"
 MODELS = "/v1/models"
@@ -140,16 +141,6 @@ def tool_block(index: int, call_id: str, name: str, *fragments: str) -> list[Sse
 
 def ask(prompt: str = "Hi", **fields: Any) -> ChatRequest:
     return ChatRequest(model=fields.pop("model", MODEL), messages=[Message.user(prompt)], **fields)
-
-
-async def collect(provider: AnthropicProvider, request: ChatRequest) -> list[ChatChunk]:
-    return [c async for c in provider.chat_completion_stream(request)]
-
-
-async def collect_texts(provider: AnthropicProvider, request: ChatRequest, seen: list[str]) -> None:
-    """Append each chunk's text to `seen` (kept when the stream then fails)."""
-    async for c in provider.chat_completion_stream(request):
-        seen.append(c.text)
 
 
 def accumulate(chunks: list[ChatChunk]) -> StreamAccumulator:

@@ -26,7 +26,6 @@ from opencrab.llm.providers.google import GoogleProvider
 from opencrab.llm.providers.google_wire import SignatureMemory, wire_request
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import (
-    ChatChunk,
     ChatRequest,
     Message,
     ModelInfo,
@@ -34,6 +33,7 @@ from opencrab.llm.types import (
     ToolDefinition,
 )
 from tests.fakes.llm_server import FakeLlmServer, Reply, _free_port
+from tests.llm.providers.streams import collect, collect_texts
 
 MODEL = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{MODEL}:generateContent"
@@ -81,16 +81,6 @@ def call_part(name: str, args: dict[str, Any], signature: str | None = None) -> 
 
 def ask(*messages: Message, **fields: Any) -> ChatRequest:
     return ChatRequest(model=MODEL, messages=list(messages) or [Message.user("Hi")], **fields)
-
-
-async def collect(provider: GoogleProvider, request: ChatRequest) -> list[ChatChunk]:
-    return [c async for c in provider.chat_completion_stream(request)]
-
-
-async def collect_texts(provider: GoogleProvider, request: ChatRequest, seen: list[str]) -> None:
-    """Append each chunk's text to `seen` (kept when the stream then fails)."""
-    async for c in provider.chat_completion_stream(request):
-        seen.append(c.text)
 
 
 @pytest.fixture

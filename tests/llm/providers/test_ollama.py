@@ -22,8 +22,9 @@ from opencrab.errors import (
 )
 from opencrab.llm.providers.ollama import OllamaProvider
 from opencrab.llm.stream import StreamAccumulator
-from opencrab.llm.types import ChatChunk, ChatRequest, Message, ModelInfo, ToolCall, ToolDefinition
+from opencrab.llm.types import ChatRequest, Message, ModelInfo, ToolCall, ToolDefinition
 from tests.fakes.llm_server import FakeLlmServer, Reply, _free_port
+from tests.llm.providers.streams import collect, collect_texts
 
 MODEL = "llama3.2"
 CHAT = "/api/chat"
@@ -67,16 +68,6 @@ def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def ask(*messages: Message, **fields: Any) -> ChatRequest:
     return ChatRequest(model=MODEL, messages=list(messages) or [Message.user("Hi")], **fields)
-
-
-async def collect(provider: OllamaProvider, request: ChatRequest) -> list[ChatChunk]:
-    return [c async for c in provider.chat_completion_stream(request)]
-
-
-async def collect_texts(provider: OllamaProvider, request: ChatRequest, seen: list[str]) -> None:
-    """Append each chunk's text to `seen` (kept when the stream then fails)."""
-    async for c in provider.chat_completion_stream(request):
-        seen.append(c.text)
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ from opencrab.errors import (
 from opencrab.llm.providers.openai import OpenAIProvider
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import (
-    ChatChunk,
     ChatRequest,
     ImagePart,
     Message,
@@ -37,6 +36,7 @@ from opencrab.llm.types import (
     Usage,
 )
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.streams import collect, collect_texts
 
 CHAT = "/v1/chat/completions"
 WEATHER = ToolDefinition(
@@ -111,16 +111,6 @@ def ask(text: str = "Hi", **fields: Any) -> ChatRequest:
     return ChatRequest(
         model=fields.pop("model", "gpt-5-mini"), messages=[Message.user(text)], **fields
     )
-
-
-async def collect(provider: OpenAIProvider, request: ChatRequest) -> list[ChatChunk]:
-    return [c async for c in provider.chat_completion_stream(request)]
-
-
-async def collect_texts(provider: OpenAIProvider, request: ChatRequest, seen: list[str]) -> None:
-    """Append each chunk's text to `seen` (kept when the stream then fails)."""
-    async for c in provider.chat_completion_stream(request):
-        seen.append(c.text)
 
 
 @pytest.fixture

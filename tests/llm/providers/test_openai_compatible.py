@@ -53,6 +53,7 @@ from opencrab.llm.types import (
     Usage,
 )
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.streams import collect, collect_texts
 
 WEATHER = ToolDefinition(
     name="get_weather",
@@ -245,16 +246,6 @@ def text_stream(wire: Wire, *pieces: str) -> list[Any]:
 
 def ask(wire: Wire, *messages: Message, **fields: Any) -> ChatRequest:
     return ChatRequest(model=wire.model, messages=list(messages) or [Message.user("Hi")], **fields)
-
-
-async def collect(provider: OpenAIProvider, request: ChatRequest) -> list[ChatChunk]:
-    return [c async for c in provider.chat_completion_stream(request)]
-
-
-async def collect_texts(provider: OpenAIProvider, request: ChatRequest, seen: list[str]) -> None:
-    """Append each chunk's text to `seen` (kept when the stream then fails)."""
-    async for c in provider.chat_completion_stream(request):
-        seen.append(c.text)
 
 
 def accumulate(wire: Wire, chunks: list[ChatChunk]) -> StreamAccumulator:
