@@ -29,6 +29,7 @@ from opencrab.events import (
 )
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert, paused_gc
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import events as events_table
 from opencrab.store.types import format_timestamp
 
@@ -166,17 +167,11 @@ class EventLog:
 
     def last_id(self, trace_id: UUID | str, *, conn: Connection | None = None) -> UUID | None:
         """The id of the trace's most recently written event, None for a new trace."""
-        query = (
-            sa.select(events_table.c.id)
-            .where(events_table.c.trace_id == str(trace_id))
-            .order_by(events_table.c.seq.desc())
-            .limit(1)
-        )
         if conn is not None:
-            found = conn.execute(query).scalar()
+            found = _LAST_ID.scalar(conn, trace_id=str(trace_id))
         else:
             with self.db.read() as own:
-                found = own.execute(query).scalar()
+                found = _LAST_ID.scalar(own, trace_id=str(trace_id))
         return None if found is None else UUID(str(found))
 
     def context(self, trace_id: UUID | str) -> list[AgentEvent]:
@@ -210,6 +205,14 @@ class EventLog:
             totals.total_tokens += usage["total_tokens"]
             totals.by_event.setdefault(parent_id, TokenCount()).add(usage)
         return totals
+
+
+_LAST_ID = Prepared(
+    sa.select(events_table.c.id)
+    .where(events_table.c.trace_id == sa.bindparam("trace_id"))
+    .order_by(events_table.c.seq.desc())
+    .limit(1)
+)
 
 
 def _lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.core.memory import SessionLog
 from opencrab.plugins import hookimpl
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_sessions, sessions
 
 MAX_SPEECH_CHARS = 8_000
@@ -197,22 +198,28 @@ def _mark_speech(ctx: ActionContext) -> None:
     now = datetime.now(UTC)
 
     def mark(conn: sa.Connection) -> None:
-        done = conn.execute(
-            agent_sessions.update()
-            .where(
-                agent_sessions.c.agent_id == ctx.agent_id,
-                agent_sessions.c.session_id == ctx.session_id,
-            )
-            .values(last_speech_at=now)
-        )
-        if done.rowcount == 0:
-            conn.execute(
-                agent_sessions.insert().values(
-                    agent_id=ctx.agent_id, session_id=ctx.session_id, last_speech_at=now
-                )
-            )
+        key = {"agent_id": ctx.agent_id, "session_id": ctx.session_id, "now": now}
+        if _SPOKE.execute(conn, **key) == 0:
+            _FIRST_SPEECH.execute(conn, **key)
 
     ctx.write(mark)
+
+
+_SPOKE = Prepared(
+    agent_sessions.update()
+    .where(
+        agent_sessions.c.agent_id == sa.bindparam("agent_id"),
+        agent_sessions.c.session_id == sa.bindparam("session_id"),
+    )
+    .values(last_speech_at=sa.bindparam("now"))
+)
+_FIRST_SPEECH = Prepared(
+    agent_sessions.insert().values(
+        agent_id=sa.bindparam("agent_id"),
+        session_id=sa.bindparam("session_id"),
+        last_speech_at=sa.bindparam("now"),
+    )
+)
 
 
 def _declare_done(ctx: ActionContext) -> int:

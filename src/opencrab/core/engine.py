@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState
@@ -84,6 +83,7 @@ from opencrab.gateway.base import IncomingMessage
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
 from opencrab.store import Database
+from opencrab.store.bulk import bulk_insert
 from opencrab.store.tables import messages as session_messages
 
 log = logging.getLogger(__name__)
@@ -708,23 +708,15 @@ class _Turn:
                 self.memory.append_session_logs(logs, conn=conn)
             if chat:
                 now = _now()
-                conn.execute(
-                    sa.insert(session_messages),
-                    [
-                        {
-                            "session_id": self.session_id,
-                            "role": role,
-                            "content": text,
-                            "timestamp": now,
-                            "event_id": str(event_id),
-                        }
-                        for role, text, event_id in chat
-                    ],
-                )
+                rows = [(self.session_id, role, text, now, str(e)) for role, text, e in chat]
+                bulk_insert(conn, session_messages, _MESSAGE_COLUMNS, rows)
             if extra is not None:
                 extra(conn)
         for event in batch:
             self._known[str(event.id)] = (str(event.trace_id), event.type)
+
+
+_MESSAGE_COLUMNS = ("session_id", "role", "content", "timestamp", "event_id")
 
 
 def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:

@@ -27,6 +27,7 @@ from opencrab.config import Settings
 from opencrab.config.models import ModelRef
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import sessions
 
 PURPOSES = ("thinking", "conversation", "analysis", "tool_calling", "creative", "embedding")
@@ -152,10 +153,13 @@ def session_overrides(db: Database, session_id: str | None, agent_id: str) -> di
     if not session_id:
         return {}
     with db.read() as conn:
-        context = conn.execute(
-            sa.select(sessions.c.context).where(sessions.c.id == str(session_id))
-        ).scalar()
+        context = _SESSION_CONTEXT.scalar(conn, id=str(session_id))
     return dict(_overrides_of(context).get(str(agent_id), {}))
+
+
+_SESSION_CONTEXT = Prepared(
+    sa.select(sessions.c.context).where(sessions.c.id == sa.bindparam("id"))
+)
 
 
 def set_session_override(

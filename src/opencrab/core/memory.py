@@ -32,6 +32,7 @@ from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import sqlite as sqlite_dialect
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import impressions, memory_curated, memory_sessions
 from opencrab.store.types import parse_timestamp
 
@@ -113,12 +114,11 @@ class MemoryManager:
 
     # ------------------------------------------------------------ curated memory
     def list_curated(self, category: str | None = None) -> list[CuratedMemory]:
-        query = sa.select(memory_curated).where(memory_curated.c.agent_id == self.agent_id)
-        if category is not None:
-            query = query.where(memory_curated.c.category == category)
-        query = query.order_by(memory_curated.c.category, memory_curated.c.updated_at)
         with self.db.read() as conn:
-            rows = conn.execute(query).all()
+            if category is None:
+                rows = _CURATED.rows(conn, agent_id=self.agent_id)
+            else:
+                rows = _CURATED_IN.rows(conn, agent_id=self.agent_id, category=category)
         return [
             CuratedMemory(id=r.id, category=r.category, content=r.content, updated_at=r.updated_at)
             for r in rows
@@ -373,14 +373,9 @@ class MemoryManager:
         return _impression(stored)
 
     def impressions(self, session_id: str) -> list[Impression]:
-        t = impressions.c
-        query = (
-            sa.select(impressions)
-            .where(t.agent_id == self.agent_id, t.session_id == str(session_id))
-            .order_by(t.target_name)
-        )
         with self.db.read() as conn:
-            return [_impression(row) for row in conn.execute(query)]
+            rows = _IMPRESSIONS.rows(conn, agent_id=self.agent_id, session_id=str(session_id))
+        return [_impression(row) for row in rows]
 
     # ------------------------------------------------------------ context
     def build_context(self, *, session_id: str | None = None) -> str:
@@ -445,6 +440,29 @@ def _stored(row: Any) -> StoredLog:
         event_id=row.event_id,
         created_at=row.created_at,
     )
+
+
+_CURATED = Prepared(
+    sa.select(memory_curated)
+    .where(memory_curated.c.agent_id == sa.bindparam("agent_id"))
+    .order_by(memory_curated.c.category, memory_curated.c.updated_at)
+)
+_CURATED_IN = Prepared(
+    sa.select(memory_curated)
+    .where(
+        memory_curated.c.agent_id == sa.bindparam("agent_id"),
+        memory_curated.c.category == sa.bindparam("category"),
+    )
+    .order_by(memory_curated.c.updated_at)
+)
+_IMPRESSIONS = Prepared(
+    sa.select(impressions)
+    .where(
+        impressions.c.agent_id == sa.bindparam("agent_id"),
+        impressions.c.session_id == sa.bindparam("session_id"),
+    )
+    .order_by(impressions.c.target_name)
+)
 
 
 def _impression(row: Any) -> Impression:

@@ -40,6 +40,7 @@ from sqlalchemy.engine import Connection
 from opencrab.errors import ConflictError, NotFoundError, SkillFileError, ValidationError
 from opencrab.plugins import hookimpl
 from opencrab.store import Database
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import skills as skills_table
 
 if TYPE_CHECKING:  # import cycles at runtime
@@ -287,15 +288,8 @@ class SkillManager:
         standard skill) moves `updated_at` or the row count, which one cheap aggregate
         query compares; usage counts are not part of what a turn needs.
         """
-        t = skills_table.c
         with self.db.read() as conn:
-            stamp = tuple(
-                conn.execute(
-                    sa.select(sa.func.count(), sa.func.max(t.updated_at)).where(
-                        t.agent_id == self.agent_id
-                    )
-                ).one()
-            )
+            stamp = tuple(_SKILLS_STAMP.rows(conn, agent_id=self.agent_id)[0])
         key = (id(self.db), self.agent_id)
         cached = _ACTIVE_CACHE.get(key)
         if cached is not None and cached[0] == stamp:
@@ -501,12 +495,9 @@ class SkillManager:
                     )
                 ).all()
                 ids = [r.id for r in rows if action_name in (r.actions_json or [])]
-            if ids:
-                c.execute(
-                    skills_table.update()
-                    .where(t.id.in_(ids))
-                    .values(usage_count=t.usage_count + 1, last_used_at=datetime.now(UTC))
-                )
+            now = datetime.now(UTC)
+            for skill_id in ids:
+                _COUNT_USE.execute(c, id=skill_id, now=now)
             return len(ids)
 
         if conn is not None:
@@ -525,6 +516,18 @@ class SkillManager:
                 .values(effectiveness=value, updated_at=datetime.now(UTC))
             )
         return self.get(skill.id)
+
+
+_SKILLS_STAMP = Prepared(
+    sa.select(sa.func.count(), sa.func.max(skills_table.c.updated_at)).where(
+        skills_table.c.agent_id == sa.bindparam("agent_id")
+    )
+)
+_COUNT_USE = Prepared(
+    skills_table.update()
+    .where(skills_table.c.id == sa.bindparam("id"))
+    .values(usage_count=skills_table.c.usage_count + 1, last_used_at=sa.bindparam("now"))
+)
 
 
 def _skill(row: Any) -> Skill:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from opencrab.actions.base import ActionRegistry
 from opencrab.store import Database
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_tools, tools
 
 
@@ -46,12 +47,14 @@ def sync_tools(db: Database, registry: ActionRegistry) -> None:
 def granted_tool_names(db: Database, agent_id: str) -> set[str]:
     """Names of the tools granted to the agent through `agent_tools`."""
     with db.read() as conn:
-        rows = conn.execute(
-            sa.select(tools.c.name)
-            .join(agent_tools, agent_tools.c.tool_id == tools.c.id)
-            .where(agent_tools.c.agent_id == agent_id)
-        )
-        return {row.name for row in rows}
+        return {row.name for row in _GRANTED.rows(conn, agent_id=agent_id)}
+
+
+_GRANTED = Prepared(
+    sa.select(tools.c.name)
+    .join(agent_tools, agent_tools.c.tool_id == tools.c.id)
+    .where(agent_tools.c.agent_id == sa.bindparam("agent_id"))
+)
 
 
 def tool_names(db: Database, ids: Iterable[str]) -> dict[str, str]:

@@ -1,0 +1,152 @@
+"""Prepared statements: a Core statement compiled once per dialect, run through the driver.
+
+Executing a Core statement builds its cache key, coerces its parameters and sets up a
+result object on every call (~50-100 µs); the statements an agent turn runs a dozen
+times each cost more in that bookkeeping than in SQLite. A `Prepared` statement is
+compiled once per dialect; each run hands a plain tuple (or dict, for named
+paramstyles) to the DBAPI cursor of the connection's current transaction and converts
+result values with the column types' own processors (timestamps, JSON), so rows come
+back exactly as SQLAlchemy would return them.
+
+Example:
+    LAST = Prepared(
+        sa.select(events.c.id)
+        .where(events.c.trace_id == sa.bindparam("trace_id"))
+        .order_by(events.c.seq.desc())
+        .limit(1)
+    )
+    with db.read() as conn:
+        last = LAST.scalar(conn, trace_id=trace)
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql.base import Executable
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    positional: bool
+    names: tuple[str, ...]  # bind names, in the order a positional driver takes them
+    defaults: dict[str, Any]  # values of the statement's own literals (`col == 1`)
+    bind: tuple[tuple[str, Callable[[Any], Any]], ...]  # bind processors by name
+    row: type | None  # a named tuple of the selected columns, None for DML
+    results: tuple[Callable[[Any], Any] | None, ...]
+
+
+class Prepared:
+    """One statement with `sa.bindparam` placeholders; see the module docstring."""
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+        self._compiled: dict[int, _Compiled] = {}
+
+    # ------------------------------------------------------------------ running
+    def rows(self, conn: Connection, **params: Any) -> list[Any]:
+        """Every result row, as named tuples (attribute access by column name)."""
+        compiled = self._for(conn.dialect)
+        cursor = self._execute(conn, compiled, params)
+        fetched = cursor.fetchall()
+        assert compiled.row is not None, "rows() needs a SELECT"
+        make = compiled.row._make  # type: ignore[attr-defined]
+        results = compiled.results
+        if not any(results):
+            return [make(row) for row in fetched]
+        return [
+            make(
+                [
+                    value if fn is None or value is None else fn(value)
+                    for fn, value in zip(results, row, strict=True)
+                ]
+            )
+            for row in fetched
+        ]
+
+    def first(self, conn: Connection, **params: Any) -> Any | None:
+        """The first row, or None."""
+        found = self.rows(conn, **params)
+        return found[0] if found else None
+
+    def scalar(self, conn: Connection, **params: Any) -> Any:
+        """The first column of the first row, or None."""
+        row = self.first(conn, **params)
+        return None if row is None else row[0]
+
+    def execute(self, conn: Connection, **params: Any) -> int:
+        """Run an INSERT/UPDATE/DELETE; returns the number of rows it matched."""
+        compiled = self._for(conn.dialect)
+        cursor = self._execute(conn, compiled, params)
+        return int(cursor.rowcount)
+
+    # ------------------------------------------------------------------ internals
+    def _execute(self, conn: Connection, compiled: _Compiled, params: dict[str, Any]) -> Any:
+        values = {**compiled.defaults, **params} if compiled.defaults else params
+        for name, process in compiled.bind:
+            value = values.get(name)
+            if value is not None:
+                values[name] = process(value)
+        args: Sequence[Any] | dict[str, Any]
+        try:
+            args = tuple(values[n] for n in compiled.names) if compiled.positional else values
+        except KeyError as exc:
+            raise TypeError(f"missing parameter {exc.args[0]!r} for {compiled.sql}") from None
+        dialect = conn.dialect
+        if dialect.name == "sqlite" and conn.in_transaction():
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            try:
+                return raw.execute(compiled.sql, args)
+            except dialect.loaded_dbapi.Error as exc:
+                raise sa.exc.DBAPIError.instance(
+                    compiled.sql, args, exc, dialect.loaded_dbapi.Error, dialect=dialect
+                ) from exc
+        return conn.exec_driver_sql(compiled.sql, args)
+
+    def _for(self, dialect: Dialect) -> _Compiled:
+        found = self._compiled.get(id(dialect))
+        if found is None:
+            found = self._compiled[id(dialect)] = _compile(self.statement, dialect)
+        return found
+
+
+def _row_class(names: tuple[str, ...]) -> type:
+    return namedtuple("Row", names, rename=True)
+
+
+def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
+    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+    binds = compiled.binds
+    names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(binds)
+    defaults = {
+        name: value
+        for name, value in compiled.construct_params(_check=False).items()
+        if not binds[name].required and value is not None
+    }
+    bind = tuple(
+        (name, process)
+        for name in binds
+        if (process := binds[name].type._cached_bind_processor(dialect)) is not None
+    )
+    row: type | None = None
+    results: tuple[Callable[[Any], Any] | None, ...] = ()
+    if isinstance(statement, sa.Select):
+        columns = list(statement.selected_columns)
+        row = _row_class(tuple(str(c.key) for c in columns))
+        results = tuple(c.type._cached_result_processor(dialect, None) for c in columns)
+    return _Compiled(
+        sql=str(compiled),
+        positional=bool(compiled.positional),
+        names=names,
+        defaults=defaults,
+        bind=bind,
+        row=row,
+        results=results,
+    )

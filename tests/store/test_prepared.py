@@ -1,0 +1,95 @@
+"""Prepared statements return what SQLAlchemy's own execution returns, types included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from opencrab.store import Database
+from opencrab.store import tables as t
+from opencrab.store.prepared import Prepared
+
+WHEN = datetime(2026, 2, 1, 12, 0, tzinfo=timezone(timedelta(hours=9)))
+
+BY_NAME = Prepared(
+    sa.select(t.sessions.c.id, t.sessions.c.context, t.sessions.c.created_at)
+    .where(t.sessions.c.kind == "chat", t.sessions.c.agent_id == sa.bindparam("agent_id"))
+    .order_by(t.sessions.c.id)
+)
+TOUCH = Prepared(
+    t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values(updated_at=sa.bindparam("when"), turn_number=t.sessions.c.turn_number + 1)
+)
+ADD = Prepared(
+    t.sessions.insert().values(
+        id=sa.bindparam("sid"),
+        agent_id=sa.bindparam("agent_id"),
+        context=sa.bindparam("context", type_=sa.JSON),
+        created_at=sa.bindparam("when"),
+        updated_at=sa.bindparam("when"),
+    )
+)
+
+
+@pytest.fixture
+def agent(db: Database) -> str:
+    with db.write() as conn:
+        conn.execute(
+            t.agents.insert().values(id="a1", name="a", prompt="", created_at=WHEN, updated_at=WHEN)
+        )
+    return "a1"
+
+
+def test_rows_match_core_execution(db: Database, agent: str) -> None:
+    with db.write() as conn:
+        ADD.execute(conn, sid="s1", agent_id=agent, context={"k": ["v", 1]}, when=WHEN)
+        ADD.execute(conn, sid="s2", agent_id=agent, context=None, when=WHEN)
+    with db.read() as conn:
+        ours = BY_NAME.rows(conn, agent_id=agent)
+        theirs = conn.execute(BY_NAME.statement, {"agent_id": agent}).all()
+    assert [tuple(r) for r in ours] == [tuple(r) for r in theirs]
+    assert ours[0].context == {"k": ["v", 1]}  # JSON decoded
+    assert ours[0].created_at == WHEN
+    assert ours[0].created_at.tzinfo == UTC
+    assert ours[1].context is None
+
+
+def test_dml_rowcount_and_scalar(db: Database, agent: str) -> None:
+    with db.write() as conn:
+        ADD.execute(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+        assert TOUCH.execute(conn, sid="s1", when=WHEN + timedelta(hours=1)) == 1
+        assert TOUCH.execute(conn, sid="nope", when=WHEN) == 0
+    turn = Prepared(
+        sa.select(t.sessions.c.turn_number).where(t.sessions.c.id == sa.bindparam("sid"))
+    )
+    with db.read() as conn:
+        assert turn.scalar(conn, sid="s1") == 1
+        assert turn.scalar(conn, sid="nope") is None
+        assert turn.first(conn, sid="nope") is None
+
+
+def test_missing_parameter_is_named(db: Database, agent: str) -> None:
+    with db.read() as conn, pytest.raises(TypeError, match="agent_id"):
+        BY_NAME.rows(conn)
+
+
+def test_a_failing_statement_raises_sqlalchemy_error_and_rolls_back(
+    db: Database, agent: str
+) -> None:
+    def twice() -> None:
+        with db.write() as conn:
+            ADD.execute(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+            ADD.execute(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+
+    with pytest.raises(sa.exc.IntegrityError):
+        twice()
+    with db.read() as conn:
+        assert BY_NAME.rows(conn, agent_id=agent) == []
+
+
+def test_outside_a_transaction_it_goes_through_sqlalchemy(db: Database, agent: str) -> None:
+    with db.engine.connect() as conn:
+        assert BY_NAME.rows(conn, agent_id=agent) == []
