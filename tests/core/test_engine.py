@@ -4,11 +4,12 @@ the event chain, the budget, compaction and streaming."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import sqlalchemy as sa
 
+from opencrab.actions.base import Action, ActionContext, ActionResult
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.context import COMPACTION_KIND, estimate_tokens, message_tokens, tools_tokens
 from opencrab.core.identity import AgentRole, Identity
@@ -22,6 +23,7 @@ from opencrab.errors import ProviderServerError
 from opencrab.event_log import EventLog
 from opencrab.events import MessageEvent, TokenUsageEvent, ToolCallEvent, ToolResultEvent
 from opencrab.llm.types import ChatRequest
+from opencrab.store import Database
 from opencrab.store.tables import agent_sessions, llm_usage_metrics, sessions
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider, reply
@@ -156,6 +158,51 @@ async def test_every_step_is_recorded_as_a_linked_event_chain(
     ]
     totals = EventLog(runtime.db).token_totals(result.trace_id).as_json()
     assert totals["total_tokens"] == 30
+
+
+class _Peek(Action):
+    """Looks at the store from another connection while it runs, as a crash would see it."""
+
+    name = "peek"
+    description = "records which events are durable while it runs"
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self, db_url: str, *, store_only: bool) -> None:
+        self.db_url = db_url
+        self.store_only = store_only  # type: ignore[misc]
+        self.seen: list[list[str]] = []
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        other = Database(self.db_url)
+        with other.read() as conn:
+            types = conn.execute(sa.text("SELECT type FROM events ORDER BY seq")).scalars()
+            self.seen.append(list(types))
+        other.close()
+        return ActionResult.ok({})
+
+
+@pytest.mark.parametrize("store_only", [False, True])
+async def test_a_call_is_durable_before_an_action_that_changes_the_world(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, store_only: bool
+) -> None:
+    peek = _Peek(str(runtime.db.url), store_only=store_only)
+    runtime.registry.register(peek)
+    runtime.engine.skills_for(agent.id).acquire(
+        name="peeking", description="d", guidance="g", source="experience", actions=["peek"]
+    )
+    queue(scripted, calls(("peek", {})), speak("done"))
+    await turn(runtime, agent)
+    # an action that may touch the world runs only once its call is on disk; a
+    # store-only one commits with its call (nothing of it lasts if the process dies)
+    expected = ["user", "tool_call", "token_usage"] if not store_only else ["user"]
+    assert peek.seen == [expected]
+    events = EventLog(runtime.db).trace(await _last_session(runtime, agent))
+    assert [e.type for e in events][:4] == ["user", "tool_call", "token_usage", "tool_result"]
+
+
+async def _last_session(runtime: Runtime, agent: Agent) -> str:
+    (session,) = [s.session_id for s in MemoryManager(runtime.db, agent.id).sessions()]
+    return session
 
 
 async def test_plain_reply_carries_its_token_usage(

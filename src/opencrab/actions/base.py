@@ -141,6 +141,11 @@ class Action(ABC):
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     ends_turn: ClassVar[bool] = False  # the engine stops after it (send_speech, …)
+    # True when every effect is a `ctx.write` (it joins the step's transaction) and
+    # nothing outside the store changes: the engine may then commit the model's call
+    # together with its result, one transaction instead of two, and lose nothing on a
+    # crash (before that commit the action has done nothing that lasts)
+    store_only: ClassVar[bool] = False
 
     @abstractmethod
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:

@@ -37,6 +37,8 @@ class SendSpeech(Action):
     }
     ends_turn = True
 
+    store_only = True
+
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         content = args["content"].strip()
         if not content:
@@ -65,6 +67,8 @@ class BroadcastGuidance(Action):
         "additionalProperties": False,
     }
     ends_turn = True
+
+    store_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         content = args["content"].strip()
@@ -97,6 +101,8 @@ class SendNoreact(Action):
         "additionalProperties": False,
     }
     ends_turn = True
+
+    store_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         ctx.turn.no_react = True
@@ -175,6 +181,8 @@ class GenerateInnerVoice(Action):
         "properties": {"content": _text("The thought.")},
         "additionalProperties": False,
     }
+
+    store_only = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         content = args["content"].strip()

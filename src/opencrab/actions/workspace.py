@@ -35,6 +35,8 @@ class WsRead(Action):
     description = "Read a text file of your workspace."
     parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
 
+    store_only = True  # reads: changes nothing at all
+
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         content = ctx.workspace.read(args["path"])
         cut = len(content) > MAX_READ_CHARS
@@ -85,6 +87,8 @@ class WsList(Action):
     name = "ws_list"
     description = "List a folder of your workspace (the root when path is empty)."
     parameters: ClassVar[dict[str, Any]] = _schema([], path={**PATH, "minLength": 0, "default": ""})
+
+    store_only = True  # reads: changes nothing at all
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         entries = ctx.workspace.list(args.get("path", ""))

@@ -265,7 +265,11 @@ class _Turn:
                 yield self.result
                 return
             self.state.last_metrics_id = reply.metrics_id
-            yield self._record_reply(reply)
+            replied = self._record_reply(reply)
+            # durable now, or (store-only calls) with the first action's result
+            waiting = replied if self._held is not None else None
+            if waiting is None:
+                yield replied
             if not reply.tool_calls:
                 yield self._speak(reply.text, via="message", parent=self.last_event)
                 self.result.stopped_by = "message"
@@ -274,6 +278,9 @@ class _Turn:
             history.append(Message.assistant(reply.text or None, list(reply.tool_calls)))
             for call, call_event_id in zip(reply.tool_calls, self._call_events, strict=True):
                 done = await self._act(call, call_event_id)
+                if waiting is not None:
+                    yield waiting
+                    waiting = None
                 history.append(
                     Message.tool(
                         call.id,
@@ -525,7 +532,10 @@ class _Turn:
                 batch.append(_usage_event(reply, event))
             self._call_events.append(event.id)
             parent = event.id
-        if batch:
+        if batch and self._store_only(reply.tool_calls):
+            self._held = (batch, logs)  # committed with the first call's result
+            self.last_event = parent
+        elif batch:
             self._commit(batch, logs, [])
             self.last_event = parent
         if not reply.tool_calls:
@@ -602,6 +612,15 @@ class _Turn:
         self.result.actions.append(done)
         return done
 
+    def _store_only(self, calls: Sequence[ToolCall]) -> bool:
+        """True when no call can change anything outside the store (see Action.store_only)."""
+        registry = self.engine.registry
+        for call in calls:
+            action = registry.get(call.name)
+            if action is not None and not action.store_only:
+                return False
+        return bool(calls)
+
     def _allowed(self, active: Sequence[Skill]) -> set[str]:
         allowed = set(self.skills.action_names(active)) | CORE_ACTIONS
         allowed |= granted_tool_names(self.engine.db, self.agent.id)
@@ -651,6 +670,8 @@ class _Turn:
         return batch, line, [("assistant", text, event.id)]
 
     _pending_usage: ChatResponse | None = None
+    # a reply's events and logs waiting to commit with its first store-only call's result
+    _held: tuple[list[AgentEvent], list[SessionLog]] | None = None
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     _call_events: list[UUID]
     active: list[Skill]
@@ -701,6 +722,10 @@ class _Turn:
         extra: Any = None,
     ) -> None:
         """Events, memory logs and session messages of one step, in one transaction."""
+        if self._held is not None:
+            held_batch, held_logs = self._held
+            batch, logs = [*held_batch, *batch], [*held_logs, *logs]
+            self._held = None
         with self.engine.db.write() as conn:
             if batch:
                 self.engine.events.append_many(batch, conn=conn, known=self._known)
