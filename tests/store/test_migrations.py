@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from opencrab.core.memory import index_pending
 from opencrab.store import Database, migrate
 from opencrab.store import tables as t
 from opencrab.store.dialects.sqlite import is_fts_object
@@ -78,6 +79,35 @@ def _agent(conn: sa.Connection, agent_id: str = "a1") -> None:
     )
 
 
+def _log(conn: sa.Connection, text: str) -> None:
+    conn.execute(
+        t.memory_sessions.insert(),
+        {
+            "agent_id": "a1",
+            "session_id": "s1",
+            "log_type": "speech",
+            "content": text,
+            "created_at": utcnow(),
+        },
+    )
+
+
+def _search(db: Database, query: str) -> list[str]:
+    with db.read() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT content FROM memory_sessions_fts WHERE memory_sessions_fts MATCH ?",
+            (query,),
+        )
+        return [r[0] for r in rows]
+
+
+def _index_is_consistent(db: Database) -> None:
+    with db.write() as conn:  # FTS5 raises if the index and the logs disagree
+        conn.exec_driver_sql(
+            "INSERT INTO memory_sessions_fts(memory_sessions_fts) VALUES ('integrity-check')"
+        )
+
+
 def test_fts_index_follows_memory_logs_in_any_language(db: Database) -> None:
     with db.write() as conn:
         _agent(conn)
@@ -86,41 +116,55 @@ def test_fts_index_follows_memory_logs_in_any_language(db: Database) -> None:
             "we discussed prime heartbeats",
             "讨论了记忆系统",
         ):
-            conn.execute(
-                t.memory_sessions.insert(),
-                {
-                    "agent_id": "a1",
-                    "session_id": "s1",
-                    "log_type": "speech",
-                    "content": text,
-                    "created_at": utcnow(),
-                },
-            )
-
-    def search(query: str) -> list[str]:
-        with db.read() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT content FROM memory_sessions_fts WHERE memory_sessions_fts MATCH ?",
-                (query,),
-            )
-            return [r[0] for r in rows]
-
-    assert search('"記憶のテスト"') == ["今日は記憶のテストをしました"]
-    assert search('"记忆系统"') == ["讨论了记忆系统"]
-    assert search("heartbeats") == ["we discussed prime heartbeats"]
+            _log(conn, text)
+    assert _search(db, "heartbeats") == []  # queued, not indexed yet
+    assert index_pending(db) == 3
+    assert index_pending(db) == 0
+    assert _search(db, '"記憶のテスト"') == ["今日は記憶のテストをしました"]
+    assert _search(db, '"记忆系统"') == ["讨论了记忆系统"]
+    assert _search(db, "heartbeats") == ["we discussed prime heartbeats"]
     with db.write() as conn:
         conn.execute(
             t.memory_sessions.update()
             .where(t.memory_sessions.c.content.like("we%"))
             .values(content="we changed the topic")
         )
-    assert search("heartbeats") == []
-    assert search("topic") == ["we changed the topic"]
+    assert _search(db, "heartbeats") == []
+    assert _search(db, "topic") == ["we changed the topic"]
+    _index_is_consistent(db)
     with db.write() as conn:  # deleting the agent cascades to its logs and their index
         conn.execute(t.agents.delete())
-    assert search("topic") == []
+    assert _search(db, "topic") == []
+    _index_is_consistent(db)
     with db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(t.memory_sessions)).scalar() == 0
+
+
+def test_queued_lines_can_change_or_go_before_they_are_indexed(db: Database) -> None:
+    with db.write() as conn:
+        _agent(conn)
+        _log(conn, "first indexed line")
+    index_pending(db)
+    with db.write() as conn:
+        _log(conn, "draft thought")
+        _log(conn, "doomed line")
+        m = t.memory_sessions.c
+        conn.execute(
+            t.memory_sessions.update()
+            .where(m.content == "draft thought")
+            .values(content="final thought")
+        )
+        conn.execute(t.memory_sessions.delete().where(m.content == "doomed line"))
+        conn.execute(t.memory_sessions.delete().where(m.content == "first indexed line"))
+        _log(conn, "reused id line")  # SQLite may hand out a deleted row's id again
+    _index_is_consistent(db)
+    assert index_pending(db) == 2
+    _index_is_consistent(db)
+    assert _search(db, "thought") == ["final thought"]
+    assert _search(db, "draft") == []
+    assert _search(db, "doomed") == []
+    assert _search(db, "first") == []
+    assert _search(db, "reused") == ["reused id line"]
 
 
 def test_timestamps_round_trip_as_aware_utc(db: Database) -> None:

@@ -272,6 +272,7 @@ class MemoryManager:
         long_terms = [t for t in terms if len(t) >= MIN_TRIGRAM_CHARS]
         short_terms = [t for t in terms if len(t) < MIN_TRIGRAM_CHARS]
         likes = {f"like_{i}": f"%{_like_escape(t)}%" for i, t in enumerate(short_terms)}
+        index_pending(self.db)
         with self.db.read() as conn:
             if long_terms and self.db.dialect == "sqlite":
                 sql = sqlite_dialect.search_memory_sql(
@@ -440,6 +441,22 @@ def _stored(row: Any) -> StoredLog:
         event_id=row.event_id,
         created_at=row.created_at,
     )
+
+
+def index_pending(db: Database) -> int:
+    """Index the log lines written since the last search (SQLite's FTS5 queue).
+
+    Lines are queued on write and indexed in one batch here, so writing a step stays
+    cheap; `search` calls this first. Inside an open read transaction it does nothing
+    (that snapshot could not see the new index anyway). Returns how many were indexed.
+    """
+    if db.dialect != "sqlite" or db.reading():
+        return 0
+    with db.read() as conn:
+        if not sqlite_dialect.fts_pending(conn):
+            return 0
+    with db.write() as conn:
+        return sqlite_dialect.fts_catch_up(conn)
 
 
 _CURATED = Prepared(

@@ -70,6 +70,10 @@ class Database:
             finally:
                 self._reading.reset(token)
 
+    def reading(self) -> bool:
+        """True inside a `read()` of this task (its snapshot is fixed)."""
+        return self._reading.get() is not None
+
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A connection in a write transaction, committed on success, rolled back on error."""

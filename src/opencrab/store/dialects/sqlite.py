@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 FTS_TABLE = "memory_sessions_fts"
 """The FTS5 index over `memory_sessions.content` (trigram: works for CJK and English)."""
@@ -42,6 +42,30 @@ def configure(engine: Engine, *, busy_timeout_ms: int) -> None:
         immediate = conn.get_execution_options().get("write", False)
         # straight to the driver: SQLAlchemy's statement bookkeeping costs more than BEGIN
         conn.connection.dbapi_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+FTS_PENDING = FTS_TABLE + "_pending"
+"""Row ids of log lines written but not indexed yet (migration 0004)."""
+
+
+def fts_pending(conn: Connection) -> bool:
+    """True when some log lines wait to be indexed."""
+    return conn.exec_driver_sql(f"SELECT 1 FROM {FTS_PENDING} LIMIT 1").first() is not None
+
+
+def fts_catch_up(conn: Connection) -> int:
+    """Index every queued log line, in `conn`'s write transaction; returns how many.
+
+    One batch makes one FTS5 segment, however many lines it holds: far cheaper than
+    indexing each line in the transaction that writes it.
+    """
+    done = conn.exec_driver_sql(
+        f"INSERT INTO {FTS_TABLE}(rowid, content, agent_id, session_id, log_type) "
+        f"SELECT m.id, m.content, m.agent_id, m.session_id, m.log_type "
+        f"FROM {FTS_PENDING} AS p JOIN memory_sessions AS m ON m.id = p.id ORDER BY p.id"
+    )
+    conn.exec_driver_sql(f"DELETE FROM {FTS_PENDING}")
+    return int(done.rowcount)
 
 
 def fts_query(terms: list[str]) -> str:
