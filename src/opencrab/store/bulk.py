@@ -10,7 +10,7 @@ converted once per value.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,19 +30,27 @@ def bulk_insert(
     if cached is None:
         stmt = table.insert().values({name: sa.bindparam(name) for name in columns})
         compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+        processors: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (i, process)
+            for i, name in enumerate(columns)
+            if (process := table.c[name].type._cached_bind_processor(dialect)) is not None
+        )
         cached = _COMPILED[key] = (
             str(compiled),
             bool(compiled.positional),
             tuple(compiled.positiontup or ()),
+            processors,
         )
-    sql, positional, positiontup = cached
-    for i, name in enumerate(columns):
-        process = table.c[name].type._cached_bind_processor(dialect)
-        if process is not None:
-            rows = [
-                (*row[:i], None if row[i] is None else process(row[i]), *row[i + 1 :])
-                for row in rows
-            ]
+    sql, positional, positiontup, processors = cached
+    if processors:
+        converted = []
+        for row in rows:
+            values = list(row)
+            for i, convert in processors:
+                if values[i] is not None:
+                    values[i] = convert(values[i])
+            converted.append(values)
+        rows = converted
     if positional:
         order = [columns.index(name) for name in positiontup]
         if order != list(range(len(columns))):
@@ -65,8 +73,12 @@ def bulk_insert(
     conn.exec_driver_sql(sql, params)
 
 
-_COMPILED: dict[tuple[int, str, tuple[str, ...]], tuple[str, bool, tuple[str, ...]]] = {}
-"""Compiled INSERTs by (dialect object, table, columns): compiling costs more than a row."""
+_COMPILED: dict[
+    tuple[int, str, tuple[str, ...]],
+    tuple[str, bool, tuple[str, ...], tuple[tuple[int, Callable[[Any], Any]], ...]],
+] = {}
+"""Compiled INSERTs by (dialect object, table, columns), with the columns' bind
+processors: compiling costs more than a row."""
 
 
 @contextmanager
