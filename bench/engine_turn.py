@@ -11,8 +11,9 @@ That is four recorded steps (user, tool call, tool result, speech).
   with durability="sync", so every step's checkpoint is written before the next.
 
 Each turn starts a new session / thread; the two run alternately, turn by turn, in one
-process, so machine noise hits both alike. Prints p50/mean per turn and per step, and
-the ratio LangGraph / OpenCrab.
+process, so machine noise hits both alike. Prints p50/mean per turn and per step, the
+ratio LangGraph / OpenCrab, and OpenCrab's per-step time scaled to LangGraph's reference
+1.3 ms/step (the target is < 0.5 ms/step on that scale).
 
     python bench/engine_turn.py [--turns N]
 """
@@ -43,6 +44,8 @@ from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ToolCall
 
 STEPS_PER_TURN = 4
+LANGGRAPH_REFERENCE_MS = 1.3  # LangGraph + SqliteSaver per step, as the issue measured it
+TARGET_MS_PER_STEP = 0.5
 
 
 def script() -> list[Any]:
@@ -162,6 +165,15 @@ async def main(turns: int) -> None:
     ratio = statistics.median(theirs) / statistics.median(ours)
     print(f"events stored by OpenCrab: {events} ({STEPS_PER_TURN}+ per turn, all durable)")
     print(f"ratio LangGraph/OpenCrab (p50 per turn): {ratio:.2f}x")
+    # Absolute times drift on a shared machine; the target is read against LangGraph in
+    # the same run: < 0.5 ms per step where LangGraph + SqliteSaver takes ~1.3 ms.
+    scaled = LANGGRAPH_REFERENCE_MS / ratio
+    verdict = "met" if scaled < TARGET_MS_PER_STEP else "NOT met"
+    print(
+        f"scaled to LangGraph = {LANGGRAPH_REFERENCE_MS} ms/step: OpenCrab {scaled:.2f} ms/step "
+        f"(target < {TARGET_MS_PER_STEP} ms/step, i.e. ratio > "
+        f"{LANGGRAPH_REFERENCE_MS / TARGET_MS_PER_STEP:.1f}x): {verdict}"
+    )
 
 
 def report(name: str, times: list[float]) -> None:
