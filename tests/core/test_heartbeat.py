@@ -164,16 +164,32 @@ def test_schedule_is_absolute_and_late_ticks_are_skipped(db: Database) -> None:
     clock = Clock()
     scheduler = HeartbeatScheduler(db, clock=clock)
     scheduler.add(AgentPulse("a", 29.0), first_in=0.0)
-    due, _ = heapq.heappop(scheduler._heap)
+    due, entry, _ = heapq.heappop(scheduler._heap)
     clock.now = due + 3.0  # three seconds late
-    scheduler._due(due, "a")
+    scheduler._due(due, entry, "a")
     assert scheduler._heap[0][0] == due + 29.0  # not now + 29: no drift
     clock.now = due + 29.0 + 100.0  # more than three intervals late
     heapq.heappop(scheduler._heap)
-    scheduler._due(due + 29.0, "a")
+    scheduler._due(due + 29.0, entry, "a")
     assert scheduler.late_skips == 3
     assert scheduler._heap[0][0] == due + 29.0 * 5
     assert scheduler.ticks == 2
+
+
+def test_an_agent_added_again_ticks_once_per_interval(db: Database) -> None:
+    clock = Clock()
+    scheduler = HeartbeatScheduler(db, clock=clock)
+    scheduler.add(AgentPulse("a", 29.0), first_in=0.0)
+    scheduler.remove("a")
+    scheduler.add(AgentPulse("a", 31.0), first_in=0.0)  # e.g. its interval changed
+    scheduler.add(AgentPulse("b", 29.0), first_in=0.0)
+    scheduler.remove("b")  # deleted: its queued tick must not run
+    assert scheduler.tick_due() == 31.0
+    assert scheduler.ticks == 1
+    clock.now += 31.0
+    assert scheduler.tick_due() == 31.0
+    assert scheduler.ticks == 2
+    assert [row["agent_id"] for row in scheduler._pending] == ["a", "a"]  # never "b"
 
 
 async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:

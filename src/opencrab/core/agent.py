@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
 from opencrab.store import Database
 from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
+from opencrab.store.tables import tools as tools_table
 
 MAX_NAME = 100
 MAX_PROMPT_CHARS = 100_000
@@ -72,6 +74,7 @@ class AgentCreate(BaseModel):
     identity: Identity | None = None  # default: named after the agent, Discussant
     llm: AgentLlmConfig | None = None
     heartbeat: HeartbeatConfig | None = None
+    tool_ids: list[str] | None = None  # seed 002 `toolIds`: tools granted beyond skills
 
     @field_validator("name")
     @classmethod
@@ -91,6 +94,7 @@ class AgentUpdate(BaseModel):
     identity: Identity | None = None
     llm: AgentLlmConfig | None = None
     heartbeat: HeartbeatConfig | None = None
+    tool_ids: list[str] | None = None  # replaces the granted tools when given
 
     @field_validator("name")
     @classmethod
@@ -160,6 +164,8 @@ class AgentStore:
             )
             self._write_soul(conn, agent_id, persona, now)
             self._write_identity(conn, agent_id, who, now)
+            if spec.tool_ids:
+                self._write_tools(conn, agent_id, spec.tool_ids)
         return self.get(agent_id)
 
     # ------------------------------------------------------------ read
@@ -229,6 +235,8 @@ class AgentStore:
                 self._write_soul(conn, agent.id, change.soul, now)
             if change.identity is not None:
                 self._write_identity(conn, agent.id, change.identity, now)
+            if change.tool_ids is not None:
+                self._write_tools(conn, agent.id, change.tool_ids)
         return self.get(agent.id)
 
     def save_soul(self, agent_id: str, persona: Soul) -> None:
@@ -258,6 +266,22 @@ class AgentStore:
         with self.db.write() as conn:
             conn.execute(agents.delete().where(agents.c.id == agent.id))
         return agent
+
+    @staticmethod
+    def _write_tools(conn: Connection, agent_id: str, tool_ids: Iterable[str]) -> None:
+        """Grant exactly `tool_ids`; unknown ids are refused, naming each one."""
+        wanted = list(dict.fromkeys(str(t) for t in tool_ids))
+        known = set(
+            conn.execute(sa.select(tools_table.c.id).where(tools_table.c.id.in_(wanted))).scalars()
+        )
+        unknown = [t for t in wanted if t not in known]
+        if unknown:
+            raise ValidationError(f"unknown tool ids: {', '.join(unknown)}")
+        conn.execute(agent_tools.delete().where(agent_tools.c.agent_id == agent_id))
+        if wanted:
+            conn.execute(
+                agent_tools.insert(), [{"agent_id": agent_id, "tool_id": t} for t in wanted]
+            )
 
     def _refuse_taken_name(self, conn: Connection, name: str) -> None:
         taken = conn.execute(sa.select(agents.c.id).where(agents.c.name == name)).first()

@@ -216,7 +216,11 @@ class HeartbeatScheduler:
         self.clock = clock
         self.observer = observer or Observer(db)
         self.pulses: dict[str, AgentPulse] = {}
-        self._heap: list[tuple[float, str]] = []
+        # (due, entry, agent): an agent's live entry number is in _entries, so a removed
+        # or re-added agent's stale heap entry is dropped when it comes due
+        self._heap: list[tuple[float, int, str]] = []
+        self._entries: dict[str, int] = {}
+        self._next_entry = 0
         self._pending: list[dict[str, Any]] = []
         self._running: set[asyncio.Task[None]] = set()
         self.ticks = 0
@@ -227,7 +231,9 @@ class HeartbeatScheduler:
         """Register an agent; its first tick comes after one interval (or `first_in`)."""
         self.pulses[pulse.agent_id] = pulse
         due = self.clock() + (pulse.interval_secs if first_in is None else first_in)
-        heapq.heappush(self._heap, (due, pulse.agent_id))
+        self._next_entry += 1
+        self._entries[pulse.agent_id] = self._next_entry
+        heapq.heappush(self._heap, (due, self._next_entry, pulse.agent_id))
 
     def add_all(self, pulses: Iterable[AgentPulse]) -> None:
         for pulse in pulses:
@@ -235,6 +241,7 @@ class HeartbeatScheduler:
 
     def remove(self, agent_id: str) -> None:
         self.pulses.pop(agent_id, None)  # its heap entry is dropped when it comes due
+        self._entries.pop(agent_id, None)
 
     async def tick_now(self, agent_id: str) -> Tick:
         """Run one tick for an agent immediately (the CLI's `heartbeat tick`)."""
@@ -251,16 +258,8 @@ class HeartbeatScheduler:
         last_flush = self.clock()
         try:
             while not stop.is_set():
-                if not self._heap:
-                    await _wait(stop, FLUSH_SECS)
-                    continue
-                due, agent_id = self._heap[0]
-                delay = due - self.clock()
-                if delay > 0:
-                    await _wait(stop, min(delay, FLUSH_SECS))
-                else:
-                    heapq.heappop(self._heap)
-                    self._due(due, agent_id)
+                delay = self.tick_due()
+                await _wait(stop, FLUSH_SECS if delay is None else min(delay, FLUSH_SECS))
                 if self.clock() - last_flush >= FLUSH_SECS:
                     self.flush()
                     last_flush = self.clock()
@@ -269,7 +268,19 @@ class HeartbeatScheduler:
                 task.cancel()
             self.flush()
 
-    def _due(self, due: float, agent_id: str) -> None:
+    def tick_due(self) -> float | None:
+        """Tick every agent that is due; seconds until the next is due (None: nobody)."""
+        while self._heap:
+            due, entry, agent_id = self._heap[0]
+            delay = due - self.clock()
+            if delay > 0:
+                return delay
+            heapq.heappop(self._heap)
+            if self._entries.get(agent_id) == entry:  # else removed or re-added since
+                self._due(due, entry, agent_id)
+        return None
+
+    def _due(self, due: float, entry: int, agent_id: str) -> None:
         pulse = self.pulses.get(agent_id)
         if pulse is None:
             return
@@ -280,7 +291,7 @@ class HeartbeatScheduler:
         while next_due <= now:  # more than an interval late: skip, never queue up
             next_due += pulse.interval_secs
             self.late_skips += 1
-        heapq.heappush(self._heap, (next_due, agent_id))
+        heapq.heappush(self._heap, (next_due, entry, agent_id))
         self.observer.refresh(now)
         tick = decide(pulse, self.observer, now)
         self.ticks += 1

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +31,7 @@ from opencrab.core.memory import MemoryManager
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.skills import SkillDoc, SkillProblem, load_skill_dirs, standard_skill_dirs
 from opencrab.core.steps import EngineStep, TurnResult
+from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace
 from opencrab.gateway.base import CliSource, IncomingMessage, MessageSource, Sender
 from opencrab.llm.metrics import MetricsRecorder
@@ -38,6 +40,30 @@ from opencrab.store import Database
 from opencrab.store.tables import heartbeat_log
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class HeartbeatService:
+    """The server's heartbeat: one scheduler task; agents join and leave as they change."""
+
+    runtime: Runtime
+    scheduler: HeartbeatScheduler
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    def follow(self, agent: Agent) -> None:
+        """Start (or restart, after a config change) ticking `agent`."""
+        self.scheduler.remove(agent.id)
+        self.scheduler.add(self.runtime.pulse_for(agent, self.scheduler))
+
+    def forget(self, agent_id: str) -> None:
+        self.scheduler.remove(agent_id)
+
+    async def stop(self) -> None:
+        """Stop ticking; buffered heartbeat_log rows are written."""
+        self.stopping.set()
+        if self.task is not None:
+            await self.task
 
 
 @dataclass
@@ -78,6 +104,7 @@ class Runtime:
             await router.start()
         docs, problems = load_skill_dirs(standard_skill_dirs(settings))
         registry = default_registry()
+        sync_tools(db, registry)  # seed 002's tools table mirrors the actions
         runtime = cls(
             settings=settings,
             db=db,
@@ -150,6 +177,14 @@ class Runtime:
     def scheduler(self) -> HeartbeatScheduler:
         """A heartbeat scheduler whose speak/learn decisions run through this runtime."""
         return HeartbeatScheduler(self.db, act=self.heartbeat_act)
+
+    async def start_heartbeats(self) -> HeartbeatService:
+        """Tick every agent in the background (what the server does) until `stop()`."""
+        service = HeartbeatService(self, self.scheduler())
+        for agent in self.agents.list():
+            service.follow(agent)
+        service.task = asyncio.create_task(service.scheduler.run(service.stopping))
+        return service
 
     def pulse_for(self, agent: Agent, scheduler: HeartbeatScheduler) -> AgentPulse:
         """The agent's pulse, resuming its last reflection from heartbeat_log."""

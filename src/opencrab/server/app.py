@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,14 +10,28 @@ from fastapi import FastAPI
 
 from opencrab import __version__
 from opencrab.config import Settings
+from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
+from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.server.errors import install_error_handlers
 from opencrab.store import Database
 
+log = logging.getLogger(__name__)
 
-def create_app(settings: Settings, db: Database) -> FastAPI:
+
+def create_app(
+    settings: Settings,
+    db: Database,
+    *,
+    router: LlmRouter | None = None,
+    heartbeat: bool = False,
+) -> FastAPI:
     """Build the app over an opened, migrated database; routers come from plugins.
+
+    The agent runtime (LLM router, actions, skills, engine) opens with the app's
+    lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
+    heartbeat scheduler for every agent (what `opencrab up` does).
 
     Example:
         app = create_app(load_settings(), db)
@@ -24,8 +39,18 @@ def create_app(settings: Settings, db: Database) -> FastAPI:
     """
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with Runtime.open(settings, db=db, router=router) as runtime:
+            app.state.runtime = runtime
+            for notice in runtime.notices:
+                log.warning("%s", notice)
+            beats = await runtime.start_heartbeats() if heartbeat else None
+            app.state.heartbeats = beats
+            try:
+                yield
+            finally:
+                if beats is not None:
+                    await beats.stop()
         db.close()
 
     app = FastAPI(

@@ -7,6 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from opencrab.config import Settings
+from opencrab.core.agent import AgentStore
+from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
 from opencrab.store import Database
 
@@ -26,6 +28,18 @@ def get_event_log(request: Request) -> EventLog:
     return log
 
 
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_agents(request: Request) -> AgentStore:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.agents
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+AgentStoreDep = Annotated[AgentStore, Depends(get_agents)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_db)]
 EventLogDep = Annotated[EventLog, Depends(get_event_log)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 
 class ErrorResponse(BaseModel):
@@ -28,3 +29,15 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ErrorResponse, "description": descriptions.get(status, "Error")}
         for status in statuses
     }
+
+
+class ApiModel(BaseModel):
+    """JSON in camelCase (seed 002's naming); snake_case input is accepted too."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ApiInput(ApiModel):
+    """A request body: unknown fields are refused with a 422 that names them."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
