@@ -51,6 +51,9 @@ DEFAULT_PLUGINS = (
 
 SERVER_PLUGINS = (
     "opencrab.server.api.health",
+    "opencrab.server.api.agents",
+    "opencrab.server.api.sessions",
+    "opencrab.server.api.tools",
     "opencrab.server.api.traces",
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

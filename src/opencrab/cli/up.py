@@ -1,4 +1,4 @@
-"""`opencrab up`: run the server (REST API) in one process."""
+"""`opencrab up`: run the server (REST API and the agents' heartbeats) in one process."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def up(
     config: ConfigOption = None,
     log_level: Annotated[str, typer.Option(help="Server log level.")] = "info",
 ) -> None:
-    """Start the OpenCrab server (migrates the database first)."""
+    """Start the OpenCrab server: REST API and every agent's heartbeat (migrates first)."""
     import uvicorn
 
     from opencrab.server.app import create_app
@@ -61,7 +61,7 @@ def up(
             key="gateway.rest.host",
         )
     db = open_store(settings)
-    app = create_app(settings, db)
+    app = create_app(settings, db, heartbeat=True)
     console.print(
         f"[bold]OpenCrab {__version__}[/] on http://{bind.host}:{bind.port} "
         f"(data: {settings.data_dir})",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID, uuid4
 
 import sqlalchemy as sa
 
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
-from opencrab.store.tables import sessions
+from opencrab.store.tables import messages, sessions
 
 
 def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = None) -> str:
@@ -53,6 +54,97 @@ def touch_session(db: Database, session_id: str) -> None:
             sessions.update()
             .where(sessions.c.id == session_id)
             .values(updated_at=datetime.now(UTC))
+        )
+    if done.rowcount == 0:
+        raise NotFoundError(f"no session {session_id}")
+
+
+# ------------------------------------------------------------------ reading and ending
+_SESSION_COLUMNS = (
+    sessions.c.id,
+    sessions.c.kind,
+    sessions.c.status,
+    sessions.c.agent_id,
+    sessions.c.ticket_id,
+    sessions.c.context,
+    sessions.c.theme,
+    sessions.c.created_at,
+    sessions.c.updated_at,
+)
+
+
+def _counted() -> sa.Select[Any]:
+    count = (
+        sa.select(sa.func.count(messages.c.id))
+        .where(messages.c.session_id == sessions.c.id)
+        .scalar_subquery()
+    )
+    return sa.select(*_SESSION_COLUMNS, count.label("message_count"))
+
+
+def list_sessions(
+    db: Database,
+    *,
+    agent_id: str | None = None,
+    ticket_id: str | None = None,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[Any]:
+    """Sessions, newest first, with their message counts."""
+    query = _counted()
+    if agent_id is not None:
+        query = query.where(sessions.c.agent_id == agent_id)
+    if ticket_id is not None:
+        query = query.where(sessions.c.ticket_id == ticket_id)
+    if status is not None:
+        query = query.where(sessions.c.status == status)
+    if kind is not None:
+        query = query.where(sessions.c.kind == kind)
+    query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id).limit(limit).offset(offset)
+    with db.read() as conn:
+        return list(conn.execute(query).all())
+
+
+def get_session(db: Database, session_id: str) -> Any:
+    """One session row with its message count; NotFoundError if there is none."""
+    with db.read() as conn:
+        row = conn.execute(_counted().where(sessions.c.id == str(session_id))).first()
+    if row is None:
+        raise NotFoundError(f"no session {session_id}")
+    return row
+
+
+def session_messages(
+    db: Database, session_id: str, *, limit: int = 1000, after_id: int = 0
+) -> list[Any]:
+    """The session's messages in order (id, role, content, timestamp, event_id)."""
+    get_session(db, session_id)
+    with db.read() as conn:
+        return list(
+            conn.execute(
+                sa.select(
+                    messages.c.id,
+                    messages.c.role,
+                    messages.c.content,
+                    messages.c.timestamp,
+                    messages.c.event_id,
+                )
+                .where(messages.c.session_id == str(session_id), messages.c.id > after_id)
+                .order_by(messages.c.id)
+                .limit(limit)
+            ).all()
+        )
+
+
+def end_session(db: Database, session_id: str) -> None:
+    """Mark a session completed; its history stays readable."""
+    with db.write() as conn:
+        done = conn.execute(
+            sessions.update()
+            .where(sessions.c.id == str(session_id))
+            .values(status="completed", updated_at=datetime.now(UTC))
         )
     if done.rowcount == 0:
         raise NotFoundError(f"no session {session_id}")

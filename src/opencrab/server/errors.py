@@ -9,7 +9,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from opencrab.errors import ConfigError, NotFoundError, OpenCrabError, ValidationError
+from opencrab.errors import (
+    BudgetExceeded,
+    ConfigError,
+    ConflictError,
+    LlmError,
+    NotFoundError,
+    OpenCrabError,
+    ValidationError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +64,18 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ValidationError)
     async def _bad(_: Request, exc: ValidationError) -> JSONResponse:
         return JSONResponse(error_body(exc.code, str(exc)), status_code=400)
+
+    @app.exception_handler(ConflictError)
+    async def _conflict(_: Request, exc: ConflictError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, str(exc)), status_code=409)
+
+    @app.exception_handler(BudgetExceeded)
+    async def _budget(_: Request, exc: BudgetExceeded) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, str(exc)), status_code=429)
+
+    @app.exception_handler(LlmError)
+    async def _upstream(_: Request, exc: LlmError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, str(exc)), status_code=502)
 
     @app.exception_handler(ConfigError)
     @app.exception_handler(OpenCrabError)

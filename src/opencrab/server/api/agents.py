@@ -1,0 +1,234 @@
+"""Agents (seed 002 `/api/agents`, seed 001 soul and identity routes).
+
+Seed 002's shapes: `AgentSummary` in lists, `AgentResponse` for one agent,
+`CreateAgentRequest` / `UpdateAgentRequest` with `toolIds`. Creating accepts the seed-001
+parts too (soul, identity, llm, heartbeat); each also has its own GET/PUT route.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Path, Request, Response
+from pydantic import Field
+
+from opencrab.core.agent import (
+    MAX_NAME,
+    MAX_PROMPT_CHARS,
+    Agent,
+    AgentCreate,
+    AgentUpdate,
+    HeartbeatConfig,
+)
+from opencrab.core.identity import Identity
+from opencrab.core.llm_config import AgentLlmConfig
+from opencrab.core.soul import Soul
+from opencrab.errors import ValidationError
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import AgentStoreDep
+from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+
+router = APIRouter(prefix="/api", tags=["Agents"])
+
+AgentId = Annotated[UUID, Path(alias="id", description="The agent's id.")]
+
+
+class AgentSummary(ApiModel):
+    id: UUID
+    name: str
+    description: str | None = None
+
+
+class AgentResponse(ApiModel):
+    id: UUID
+    name: str
+    description: str | None = None
+    prompt: str
+    tool_ids: list[UUID]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentResponse:
+        return cls(
+            id=UUID(agent.id),
+            name=agent.name,
+            description=agent.description,
+            prompt=agent.prompt,
+            tool_ids=[UUID(t) for t in agent.tool_ids],
+            created_at=agent.created_at,
+            updated_at=agent.updated_at,
+        )
+
+
+class CreateAgentRequest(ApiInput):
+    name: str = Field(min_length=1, max_length=MAX_NAME)
+    description: str | None = Field(default=None, max_length=10_000)
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    tool_ids: list[UUID] | None = None
+    soul: Soul | None = None
+    identity: Identity | None = None
+    llm: AgentLlmConfig | None = None
+    heartbeat: HeartbeatConfig | None = None
+
+
+class UpdateAgentRequest(ApiInput):
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    description: str | None = Field(default=None, max_length=10_000)
+    prompt: str | None = Field(default=None, min_length=1, max_length=MAX_PROMPT_CHARS)
+    tool_ids: list[UUID] | None = None
+    heartbeat: HeartbeatConfig | None = None
+
+
+def _spec(
+    body: ApiInput, model: type[AgentCreate] | type[AgentUpdate]
+) -> AgentCreate | AgentUpdate:
+    """The store's input; the name rules (no control characters, not a UUID) give 400."""
+    values = body.model_dump(exclude_none=True)
+    if "tool_ids" in values:
+        values["tool_ids"] = [str(t) for t in values["tool_ids"]]
+    try:
+        return model.model_validate(values)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise ValidationError(_first_error(exc)) from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        found = errors()
+        if found:
+            where = ".".join(str(p) for p in found[0].get("loc", ()))
+            return f"{where}: {found[0].get('msg', 'invalid')}"
+    return str(exc)
+
+
+@router.get("/agents", operation_id="listAgents", response_model=list[AgentSummary])
+def list_agents(agents: AgentStoreDep) -> list[AgentSummary]:
+    """Every agent, oldest first."""
+    return [
+        AgentSummary(id=UUID(a.id), name=a.name, description=a.description) for a in agents.list()
+    ]
+
+
+@router.post(
+    "/agents",
+    operation_id="createAgent",
+    status_code=201,
+    response_model=AgentResponse,
+    responses=error_responses(400, 409, 422),
+)
+def create_agent(
+    body: CreateAgentRequest, agents: AgentStoreDep, request: Request
+) -> AgentResponse:
+    """Create an agent (its persona, identity and LLM settings default when left out)."""
+    spec = _spec(body, AgentCreate)
+    assert isinstance(spec, AgentCreate)
+    agent = agents.create(spec)
+    _heartbeat_follows(request, agent)
+    return AgentResponse.of(agent)
+
+
+@router.get(
+    "/agents/{id}",
+    operation_id="getAgent",
+    response_model=AgentResponse,
+    responses=error_responses(404, 422),
+)
+def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
+    """One agent."""
+    return AgentResponse.of(agents.get(str(agent_id)))
+
+
+@router.put(
+    "/agents/{id}",
+    operation_id="updateAgent",
+    response_model=AgentResponse,
+    responses=error_responses(400, 404, 409, 422),
+)
+def update_agent(
+    agent_id: AgentId, body: UpdateAgentRequest, agents: AgentStoreDep, request: Request
+) -> AgentResponse:
+    """Change the fields given; `toolIds` replaces the granted tools."""
+    change = _spec(body, AgentUpdate)
+    assert isinstance(change, AgentUpdate)
+    agent = agents.update(str(agent_id), change)
+    if body.heartbeat is not None:
+        _heartbeat_follows(request, agent)
+    return AgentResponse.of(agent)
+
+
+@router.delete(
+    "/agents/{id}",
+    operation_id="deleteAgent",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(404, 422),
+)
+def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> Response:
+    """Delete the agent with its memory, skills and sessions (its workspace stays on disk)."""
+    agent = agents.delete(str(agent_id))
+    beats = getattr(request.app.state, "heartbeats", None)
+    if beats is not None:
+        beats.forget(agent.id)
+    return Response(status_code=204)
+
+
+# ------------------------------------------------------------------ soul and identity
+@router.get(
+    "/agents/{id}/soul",
+    operation_id="getSoul",
+    response_model=Soul,
+    responses=error_responses(404, 422),
+)
+def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
+    """The agent's persona: social style, Big Five, thinking style, custom traits."""
+    return agents.get(str(agent_id)).soul
+
+
+@router.put(
+    "/agents/{id}/soul",
+    operation_id="updateSoul",
+    response_model=Soul,
+    responses=error_responses(404, 422),
+)
+def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
+    """Replace the persona."""
+    agent = agents.update(str(agent_id), AgentUpdate(soul=body))
+    return agent.soul
+
+
+@router.get(
+    "/agents/{id}/identity",
+    operation_id="getIdentity",
+    response_model=Identity,
+    responses=error_responses(404, 422),
+)
+def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
+    """Who the agent is: name, role, job title, organisation, image."""
+    return agents.get(str(agent_id)).identity
+
+
+@router.put(
+    "/agents/{id}/identity",
+    operation_id="updateIdentity",
+    response_model=Identity,
+    responses=error_responses(404, 422),
+)
+def update_identity(agent_id: AgentId, body: Identity, agents: AgentStoreDep) -> Identity:
+    """Replace the identity."""
+    agent = agents.update(str(agent_id), AgentUpdate(identity=body))
+    return agent.identity
+
+
+def _heartbeat_follows(request: Request, agent: Agent) -> None:
+    beats = getattr(request.app.state, "heartbeats", None)
+    if beats is not None:
+        beats.follow(agent)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

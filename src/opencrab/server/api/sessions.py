@@ -1,0 +1,275 @@
+"""Sessions and their messages (seed 002 `/api/sessions`, seed 001 chat sessions).
+
+`POST /api/sessions/{id}/messages` is the REST gateway: the user message becomes an
+`IncomingMessage` with a `RestSource`, the agent runs a turn, and the reply comes back
+with the turn's actions and trace id. One turn per session at a time: a second message
+to the same session waits for the first to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID, uuid4
+
+from fastapi import APIRouter, FastAPI, Path, Query, Response
+from pydantic import Field
+
+from opencrab.core.sessions import (
+    end_session,
+    ensure_chat_session,
+    get_session,
+    list_sessions,
+    session_messages,
+)
+from opencrab.core.steps import TurnResult
+from opencrab.errors import ValidationError
+from opencrab.gateway.base import RestSource, Sender
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import RuntimeDep
+from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+
+router = APIRouter(prefix="/api", tags=["Sessions"])
+
+SessionId = Annotated[UUID, Path(alias="id", description="The session's id.")]
+SessionStatus = Literal["active", "suspended", "completed", "failed"]
+MAX_MESSAGE_CHARS = 100_000
+
+
+class MessageResponse(ApiModel):
+    id: int
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str
+    timestamp: datetime
+    event_id: UUID | None = None
+
+
+class SessionSummary(ApiModel):
+    id: UUID
+    kind: Literal["chat", "discussion", "ticket"]
+    agent_id: UUID | None = None
+    ticket_id: UUID | None = None
+    status: SessionStatus
+    theme: str | None = None
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionResponse(SessionSummary):
+    context: dict[str, Any] | None = None
+    messages: list[MessageResponse]
+
+
+class CreateSessionRequest(ApiInput):
+    agent_id: UUID
+
+
+class AddMessageRequest(ApiInput):
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    sender_id: str | None = Field(default=None, max_length=200)
+    sender_name: str | None = Field(default=None, max_length=200)
+
+
+class ActionSummary(ApiModel):
+    name: str
+    arguments: Any = None
+    success: bool
+    output: str
+    call_event_id: UUID
+    result_event_id: UUID
+
+
+class TurnResponse(ApiModel):
+    """What one posted message did: the reply (None when the agent stayed silent)."""
+
+    session_id: UUID
+    trace_id: UUID
+    reply: MessageResponse | None
+    user_message: MessageResponse | None
+    actions: list[ActionSummary]
+    iterations: int
+    stopped_by: str | None
+    error: str | None = None
+
+
+def _summary(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "agent_id": row.agent_id,
+        "ticket_id": row.ticket_id,
+        "status": row.status,
+        "theme": row.theme,
+        "message_count": row.message_count,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+def _message(row: Any) -> MessageResponse:
+    return MessageResponse(
+        id=row.id,
+        role=row.role,
+        content=row.content,
+        timestamp=row.timestamp,
+        event_id=row.event_id,
+    )
+
+
+@router.get("/sessions", operation_id="listSessions", response_model=list[SessionSummary])
+def list_all(
+    runtime: RuntimeDep,
+    agent_id: Annotated[UUID | None, Query(alias="agentId")] = None,
+    ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
+    status: SessionStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[SessionSummary]:
+    """Sessions, most recently updated first."""
+    rows = list_sessions(
+        runtime.db,
+        agent_id=None if agent_id is None else str(agent_id),
+        ticket_id=None if ticket_id is None else str(ticket_id),
+        status=status,
+        limit=limit,
+        offset=offset,
+    )
+    return [SessionSummary.model_validate(_summary(r)) for r in rows]
+
+
+@router.post(
+    "/sessions",
+    operation_id="createSession",
+    status_code=201,
+    response_model=SessionResponse,
+    responses=error_responses(404, 422),
+)
+def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
+    """Start a chat session with an agent."""
+    agent = runtime.agents.get(str(body.agent_id))
+    session_id = ensure_chat_session(runtime.db, agent.id)
+    return _full(runtime, session_id)
+
+
+@router.get(
+    "/sessions/{id}",
+    operation_id="getSession",
+    response_model=SessionResponse,
+    responses=error_responses(404, 422),
+)
+def get(session_id: SessionId, runtime: RuntimeDep) -> SessionResponse:
+    """One session with its messages."""
+    return _full(runtime, str(session_id))
+
+
+@router.delete(
+    "/sessions/{id}",
+    operation_id="endSession",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(404, 422),
+)
+def end(session_id: SessionId, runtime: RuntimeDep) -> Response:
+    """End the session (status completed); its history stays readable."""
+    end_session(runtime.db, str(session_id))
+    return Response(status_code=204)
+
+
+@router.get(
+    "/sessions/{id}/messages",
+    operation_id="listMessages",
+    response_model=list[MessageResponse],
+    responses=error_responses(404, 422),
+)
+def list_messages(
+    session_id: SessionId,
+    runtime: RuntimeDep,
+    after_id: Annotated[int, Query(alias="afterId", ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> list[MessageResponse]:
+    """The session's messages in order; `afterId` returns only newer ones."""
+    rows = session_messages(runtime.db, str(session_id), limit=limit, after_id=after_id)
+    return [_message(r) for r in rows]
+
+
+_turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+@router.post(
+    "/sessions/{id}/messages",
+    operation_id="addMessage",
+    status_code=201,
+    response_model=TurnResponse,
+    responses=error_responses(400, 404, 422),
+)
+async def add_message(
+    session_id: SessionId, body: AddMessageRequest, runtime: RuntimeDep
+) -> TurnResponse:
+    """Send a user message to a chat session: the agent runs a turn and replies."""
+    row = get_session(runtime.db, str(session_id))
+    if row.kind != "chat" or row.agent_id is None:
+        raise ValidationError(
+            f"session {session_id} is a {row.kind} session; messages can be posted to chat sessions"
+        )
+    if row.status != "active":
+        raise ValidationError(f"session {session_id} is {row.status}; start a new one")
+    agent = runtime.agents.get(str(row.agent_id))
+    key = str(session_id)
+    lock = _turn_locks.get(key)
+    if lock is None:
+        lock = _turn_locks[key] = asyncio.Lock()
+    sender = Sender(id=body.sender_id or "user", name=body.sender_name)
+    async with lock:
+        result = await runtime.chat(
+            agent,
+            body.content,
+            session_id=key,
+            source=RestSource(request_id=str(uuid4())),
+            sender=sender,
+        )
+    return _turn_response(runtime, result)
+
+
+def _turn_response(runtime: Any, result: TurnResult) -> TurnResponse:
+    rows = session_messages(runtime.db, result.session_id, limit=10_000)
+    reply = next(
+        (r for r in reversed(rows) if r.role == "assistant" and r.content == result.reply), None
+    )
+    user = next((r for r in reversed(rows) if r.role == "user"), None)
+    actions = [
+        ActionSummary(
+            name=a.name,
+            arguments=a.arguments,
+            success=a.result.success,
+            output=a.result.output(),
+            call_event_id=UUID(a.call_event_id),
+            result_event_id=UUID(a.result_event_id),
+        )
+        for a in result.actions
+    ]
+    return TurnResponse(
+        session_id=UUID(result.session_id),
+        trace_id=UUID(result.trace_id),
+        reply=None if reply is None or result.reply is None else _message(reply),
+        user_message=None if user is None else _message(user),
+        actions=actions,
+        iterations=result.iterations,
+        stopped_by=result.stopped_by,
+        error=None if result.error is None else result.error.message,
+    )
+
+
+def _full(runtime: Any, session_id: str) -> SessionResponse:
+    row = get_session(runtime.db, session_id)
+    messages = [_message(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
+    return SessionResponse.model_validate(
+        {**_summary(row), "context": row.context, "messages": messages}
+    )
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

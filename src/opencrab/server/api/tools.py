@@ -1,0 +1,65 @@
+"""Tools (seed 002 `/api/tools`): every action an agent can be granted, as a tool."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from fastapi import APIRouter, FastAPI, Path
+from pydantic import Field
+
+from opencrab.errors import NotFoundError
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import DatabaseDep
+from opencrab.server.schemas import ApiModel, error_responses
+from opencrab.store.tables import tools
+
+router = APIRouter(prefix="/api", tags=["Tools"])
+
+
+class ToolResponse(ApiModel):
+    id: UUID
+    name: str
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema of the input.")
+    created_at: datetime
+
+
+def _tool(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "schema": row.schema,
+        "createdAt": row.created_at,
+    }
+
+
+@router.get("/tools", operation_id="listTools", response_model=list[ToolResponse])
+def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
+    """Every tool, by name."""
+    with db.read() as conn:
+        rows = conn.execute(sa.select(tools).order_by(tools.c.name)).all()
+    return [_tool(r) for r in rows]
+
+
+@router.get(
+    "/tools/{id}",
+    operation_id="getTool",
+    response_model=ToolResponse,
+    responses=error_responses(404, 422),
+)
+def get_tool(tool_id: Annotated[UUID, Path(alias="id")], db: DatabaseDep) -> dict[str, Any]:
+    """One tool with its JSON Schema."""
+    with db.read() as conn:
+        row = conn.execute(sa.select(tools).where(tools.c.id == str(tool_id))).first()
+    if row is None:
+        raise NotFoundError(f"no tool {tool_id}")
+    return _tool(row)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)
