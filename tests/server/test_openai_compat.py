@@ -1,0 +1,116 @@
+"""The official `openai` client chats with an agent through `/v1` (plain and streamed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+from fastapi.testclient import TestClient
+
+from opencrab.config import Settings
+from opencrab.llm.router import LlmRouter
+from opencrab.llm.types import Usage
+from opencrab.server.app import create_app
+from opencrab.store import Database
+from tests.core.conftest import calls, speak
+from tests.fakes.scripted_provider import ScriptedProvider, reply
+
+
+@pytest.fixture
+def scripted() -> ScriptedProvider:
+    return ScriptedProvider("openai")
+
+
+def _app(settings: Settings, db: Database, scripted: ScriptedProvider, enabled: bool) -> TestClient:
+    settings = settings.model_copy(deep=True)
+    settings.gateway.openai_compat.enabled = enabled
+    router = LlmRouter(settings)
+    router.register_provider(scripted)
+    return TestClient(create_app(settings, db, router=router))
+
+
+@pytest.fixture
+def http(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iterator[TestClient]:
+    with _app(settings, db, scripted, enabled=True) as client:
+        client.post("/api/agents", json={"name": "aki", "prompt": "Be brief."})
+        yield client
+
+
+@pytest.fixture
+def client(http: TestClient) -> openai.OpenAI:
+    return openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=http)
+
+
+def test_models_list_the_agents(client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == ["aki"]
+
+
+def test_plain_chat_with_usage(client: openai.OpenAI, scripted: ScriptedProvider) -> None:
+    usage = Usage(input_tokens=12, output_tokens=5, total_tokens=17)
+    scripted.then(
+        reply(
+            tool_calls=calls(("generate_inner_voice", {"content": "greet"})).tool_calls, usage=usage
+        ),
+        reply(tool_calls=speak("Hello from aki").tool_calls, usage=usage),
+    )
+    done = client.chat.completions.create(model="aki", messages=[{"role": "user", "content": "hi"}])
+    assert done.choices[0].message.content == "Hello from aki"
+    assert done.choices[0].finish_reason == "stop"
+    assert done.model == "aki"
+    assert done.usage is not None
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (24, 10)
+    assert done.usage.total_tokens == 34
+
+
+def test_streamed_chat(client: openai.OpenAI, scripted: ScriptedProvider) -> None:
+    scripted.then("Streaming works fine")  # a plain-text answer streams token by token
+    stream = client.chat.completions.create(
+        model="aki",
+        messages=[{"role": "user", "content": "stream please"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Streaming works fine"
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finals[-1] == "stop"
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
+
+
+def test_a_resent_conversation_continues_its_session(
+    client: openai.OpenAI, http: TestClient, scripted: ScriptedProvider
+) -> None:
+    scripted.then("first answer", "second answer")
+    first = [{"role": "user", "content": "one"}]
+    a = client.chat.completions.create(model="aki", messages=first)  # type: ignore[arg-type]
+    history = [
+        *first,
+        {"role": "assistant", "content": a.choices[0].message.content},
+        {"role": "user", "content": "two"},
+    ]
+    b = client.chat.completions.create(model="aki", messages=history)  # type: ignore[arg-type]
+    assert b.choices[0].message.content == "second answer"
+    sessions = http.get("/api/sessions").json()
+    assert len(sessions) == 1
+    assert sessions[0]["messageCount"] == 4
+    # the agent saw the first exchange from its own history, not from the request
+    seen = [m.content for m in scripted.requests[-1].messages if m.role == "user"]
+    assert any("one" in str(s) for s in seen)
+
+
+def test_unknown_agent_and_bad_requests_use_openai_errors(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nobody", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="last message"):
+        client.chat.completions.create(
+            model="aki", messages=[{"role": "assistant", "content": "x"}]
+        )
+
+
+def test_off_by_default(settings: Settings, db: Database, scripted: ScriptedProvider) -> None:
+    with _app(settings, db, scripted, enabled=False) as http:
+        assert http.get("/v1/models").status_code == 404
+        assert http.post("/v1/chat/completions", json={}).status_code == 404
