@@ -138,6 +138,23 @@ def session_messages(
         )
 
 
+def messages_of_events(db: Database, session_id: str, event_ids: list[str]) -> dict[str, Any]:
+    """The session's messages written with the given events, by event id."""
+    if not event_ids:
+        return {}
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(
+                messages.c.id,
+                messages.c.role,
+                messages.c.content,
+                messages.c.timestamp,
+                messages.c.event_id,
+            ).where(messages.c.session_id == str(session_id), messages.c.event_id.in_(event_ids))
+        ).all()
+    return {str(r.event_id): r for r in rows}
+
+
 def end_session(db: Database, session_id: str) -> None:
     """Mark a session completed; its history stays readable."""
     with db.write() as conn:

@@ -35,6 +35,16 @@ STATUS_CODES = {
 }
 
 
+ERROR_STATUS: dict[type[OpenCrabError], int] = {
+    NotFoundError: 404,
+    ValidationError: 400,
+    ConflictError: 409,
+    BudgetExceeded: 429,  # before LlmError: the most specific class comes first
+    LlmError: 502,
+}
+"""The status of each of our errors a client can cause or should retry."""
+
+
 def error_body(code: str, message: str) -> dict[str, str]:
     return {"error": code, "message": message}
 
@@ -57,25 +67,13 @@ def install_error_handlers(app: FastAPI) -> None:
             parts.append(f"{where}: {err.get('msg', 'invalid')}")
         return JSONResponse(error_body("validation_error", "; ".join(parts)), status_code=422)
 
-    @app.exception_handler(NotFoundError)
-    async def _not_found(_: Request, exc: NotFoundError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=404)
+    async def _known(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, OpenCrabError)
+        status = next(s for cls, s in ERROR_STATUS.items() if isinstance(exc, cls))
+        return JSONResponse(error_body(exc.code, str(exc)), status_code=status)
 
-    @app.exception_handler(ValidationError)
-    async def _bad(_: Request, exc: ValidationError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=400)
-
-    @app.exception_handler(ConflictError)
-    async def _conflict(_: Request, exc: ConflictError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=409)
-
-    @app.exception_handler(BudgetExceeded)
-    async def _budget(_: Request, exc: BudgetExceeded) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=429)
-
-    @app.exception_handler(LlmError)
-    async def _upstream(_: Request, exc: LlmError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=502)
+    for error in ERROR_STATUS:
+        app.add_exception_handler(error, _known)  # Starlette picks the closest class
 
     @app.exception_handler(ConfigError)
     @app.exception_handler(OpenCrabError)

@@ -22,9 +22,10 @@ from opencrab.core.sessions import (
     ensure_chat_session,
     get_session,
     list_sessions,
+    messages_of_events,
     session_messages,
 )
-from opencrab.core.steps import TurnResult
+from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import ValidationError
 from opencrab.gateway.base import RestSource, Sender
 from opencrab.plugins import hookimpl
@@ -222,23 +223,30 @@ async def add_message(
     if lock is None:
         lock = _turn_locks[key] = asyncio.Lock()
     sender = Sender(id=body.sender_id or "user", name=body.sender_name)
+    result: TurnResult | None = None
+    written: dict[str, str] = {}  # "user" / "reply" -> the event its message was written with
     async with lock:
-        result = await runtime.chat(
+        async for step in runtime.chat_steps(
             agent,
             body.content,
             session_id=key,
             source=RestSource(request_id=str(uuid4())),
             sender=sender,
-        )
-    return _turn_response(runtime, result)
+        ):
+            if isinstance(step, TurnStarted):
+                written["user"] = step.user_event_id
+            elif isinstance(step, Spoke):
+                written["reply"] = step.event_id
+            elif isinstance(step, TurnResult):
+                result = step
+    assert result is not None
+    return _turn_response(runtime, result, written)
 
 
-def _turn_response(runtime: Any, result: TurnResult) -> TurnResponse:
-    rows = session_messages(runtime.db, result.session_id, limit=10_000)
-    reply = next(
-        (r for r in reversed(rows) if r.role == "assistant" and r.content == result.reply), None
-    )
-    user = next((r for r in reversed(rows) if r.role == "user"), None)
+def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) -> TurnResponse:
+    rows = messages_of_events(runtime.db, result.session_id, list(written.values()))
+    user = rows.get(written.get("user", ""))
+    reply = rows.get(written.get("reply", ""))
     actions = [
         ActionSummary(
             name=a.name,
@@ -253,7 +261,7 @@ def _turn_response(runtime: Any, result: TurnResult) -> TurnResponse:
     return TurnResponse(
         session_id=UUID(result.session_id),
         trace_id=UUID(result.trace_id),
-        reply=None if reply is None or result.reply is None else _message(reply),
+        reply=None if reply is None else _message(reply),
         user_message=None if user is None else _message(user),
         actions=actions,
         iterations=result.iterations,
