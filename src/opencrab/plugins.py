@@ -56,6 +56,11 @@ SERVER_PLUGINS = (
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
     "opencrab.server.api.traces",
+    "opencrab.server.api.skills",
+    "opencrab.server.api.memory",
+    "opencrab.server.api.workspace",
+    "opencrab.server.api.llm",
+    "opencrab.server.api.analytics",
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""
 

@@ -6,52 +6,19 @@ the one error shape. Turns run through the real engine with a scripted provider.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
 from uuid import uuid4
 
-import pytest
 from fastapi.testclient import TestClient
 
-from opencrab.config import Settings
 from opencrab.core.tools import tool_id
-from opencrab.llm.router import LlmRouter
-from opencrab.server.app import create_app
-from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
-
-
-@pytest.fixture
-def scripted() -> ScriptedProvider:
-    return ScriptedProvider("openai")  # each test queues its replies
-
-
-@pytest.fixture
-def client(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iterator[TestClient]:
-    router = LlmRouter(settings)
-    router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router)) as c:
-        yield c
-
-
-def _error(response: Any, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error", "message"}
-    assert body["error"] == code
-    return str(body["message"])
-
-
-def _agent(client: TestClient, name: str = "aki", **extra: Any) -> dict[str, Any]:
-    response = client.post("/api/agents", json={"name": name, "prompt": "Be brief.", **extra})
-    assert response.status_code == 201, response.text
-    return dict(response.json())
+from tests.server.conftest import error_of, new_agent
 
 
 # ------------------------------------------------------------------ agents
 def test_agent_crud_in_seed_002_shapes(client: TestClient) -> None:
-    created = _agent(client, description="notes keeper")
+    created = new_agent(client, description="notes keeper")
     assert set(created) == {
         "id",
         "name",
@@ -74,48 +41,48 @@ def test_agent_crud_in_seed_002_shapes(client: TestClient) -> None:
     assert sorted(updated.json()["toolIds"]) == sorted(grant)
     assert updated.json()["name"] == "aki"  # fields left out are kept
     assert client.delete(f"/api/agents/{agent_id}").status_code == 204
-    _error(client.get(f"/api/agents/{agent_id}"), 404, "not_found")
-    _error(client.delete(f"/api/agents/{agent_id}"), 404, "not_found")
+    error_of(client.get(f"/api/agents/{agent_id}"), 404, "not_found")
+    error_of(client.delete(f"/api/agents/{agent_id}"), 404, "not_found")
 
 
 def test_agent_input_errors_name_the_problem(client: TestClient) -> None:
-    message = _error(client.post("/api/agents", json={"name": "x"}), 422, "validation_error")
+    message = error_of(client.post("/api/agents", json={"name": "x"}), 422, "validation_error")
     assert "prompt" in message
-    message = _error(
+    message = error_of(
         client.post("/api/agents", json={"name": "x", "prompt": "p", "colour": "red"}),
         422,
         "validation_error",
     )
     assert "colour" in message
-    message = _error(
+    message = error_of(
         client.post("/api/agents", json={"name": str(uuid4()), "prompt": "p"}),
         400,
         "validation_error",
     )
     assert "UUID" in message
-    _agent(client, "aki")
-    assert "already exists" in _error(
+    new_agent(client, "aki")
+    assert "already exists" in error_of(
         client.post("/api/agents", json={"name": "aki", "prompt": "p"}), 409, "conflict"
     )
     unknown = str(uuid4())
-    message = _error(
+    message = error_of(
         client.post("/api/agents", json={"name": "b", "prompt": "p", "toolIds": [unknown]}),
         400,
         "validation_error",
     )
     assert unknown in message
-    _error(client.get("/api/agents/not-a-uuid"), 422, "validation_error")
-    _error(client.put(f"/api/agents/{uuid4()}", json={"prompt": "p"}), 404, "not_found")
-    _error(client.post("/api/agents", content=b"{not json"), 422, "validation_error")
+    error_of(client.get("/api/agents/not-a-uuid"), 422, "validation_error")
+    error_of(client.put(f"/api/agents/{uuid4()}", json={"prompt": "p"}), 404, "not_found")
+    error_of(client.post("/api/agents", content=b"{not json"), 422, "validation_error")
 
 
 def test_snake_case_input_is_accepted(client: TestClient) -> None:
-    created = _agent(client, tool_ids=[tool_id("ws_read")])
+    created = new_agent(client, tool_ids=[tool_id("ws_read")])
     assert created["toolIds"] == [tool_id("ws_read")]
 
 
 def test_soul_and_identity_round_trip(client: TestClient) -> None:
-    agent_id = _agent(client)["id"]
+    agent_id = new_agent(client)["id"]
     soul = client.get(f"/api/agents/{agent_id}/soul").json()
     assert soul["persona_name"] == "aki"
     soul["personality"]["openness"] = 0.9
@@ -125,7 +92,7 @@ def test_soul_and_identity_round_trip(client: TestClient) -> None:
     assert client.get(f"/api/agents/{agent_id}/soul").json() == saved.json()
     assert saved.json()["custom_traits"] == {"口癖": "なるほど"}
     soul["personality"]["openness"] = 7  # the Big Five are 0..1
-    _error(client.put(f"/api/agents/{agent_id}/soul", json=soul), 422, "validation_error")
+    error_of(client.put(f"/api/agents/{agent_id}/soul", json=soul), 422, "validation_error")
 
     who = client.get(f"/api/agents/{agent_id}/identity").json()
     who["role"] = "Facilitator"
@@ -133,7 +100,7 @@ def test_soul_and_identity_round_trip(client: TestClient) -> None:
     saved = client.put(f"/api/agents/{agent_id}/identity", json=who)
     assert saved.status_code == 200, saved.text
     assert client.get(f"/api/agents/{agent_id}/identity").json()["job_title"] == "司会"
-    _error(client.get(f"/api/agents/{uuid4()}/identity"), 404, "not_found")
+    error_of(client.get(f"/api/agents/{uuid4()}/identity"), 404, "not_found")
 
 
 # ------------------------------------------------------------------ tools
@@ -147,15 +114,15 @@ def test_tools_mirror_the_actions(client: TestClient) -> None:
     assert one["name"] == "ws_write"
     assert one["schema"]["required"] == ["path", "content"]
     assert set(one) == {"id", "name", "description", "schema", "createdAt"}
-    _error(client.get(f"/api/tools/{uuid4()}"), 404, "not_found")
-    _error(client.get("/api/tools/ws_write"), 422, "validation_error")
+    error_of(client.get(f"/api/tools/{uuid4()}"), 404, "not_found")
+    error_of(client.get("/api/tools/ws_write"), 422, "validation_error")
 
 
 # ------------------------------------------------------------------ sessions
 def test_a_posted_message_runs_a_turn_and_returns_the_reply(
     client: TestClient, scripted: ScriptedProvider
 ) -> None:
-    agent_id = _agent(client)["id"]
+    agent_id = new_agent(client)["id"]
     session = client.post("/api/sessions", json={"agentId": agent_id})
     assert session.status_code == 201, session.text
     session_id = session.json()["id"]
@@ -197,7 +164,7 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
 
     assert client.delete(f"/api/sessions/{session_id}").status_code == 204
     assert client.get(f"/api/sessions/{session_id}").json()["status"] == "completed"
-    message = _error(
+    message = error_of(
         client.post(f"/api/sessions/{session_id}/messages", json={"content": "again"}),
         400,
         "validation_error",
@@ -207,26 +174,26 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
 
 def test_session_errors(client: TestClient) -> None:
     missing = str(uuid4())
-    _error(client.get(f"/api/sessions/{missing}"), 404, "not_found")
-    _error(client.get(f"/api/sessions/{missing}/messages"), 404, "not_found")
-    _error(client.delete(f"/api/sessions/{missing}"), 404, "not_found")
-    _error(
+    error_of(client.get(f"/api/sessions/{missing}"), 404, "not_found")
+    error_of(client.get(f"/api/sessions/{missing}/messages"), 404, "not_found")
+    error_of(client.delete(f"/api/sessions/{missing}"), 404, "not_found")
+    error_of(
         client.post(f"/api/sessions/{missing}/messages", json={"content": "hi"}),
         404,
         "not_found",
     )
-    _error(client.post("/api/sessions", json={"agentId": missing}), 404, "not_found")
-    _error(client.post("/api/sessions", json={}), 422, "validation_error")
-    agent_id = _agent(client)["id"]
+    error_of(client.post("/api/sessions", json={"agentId": missing}), 404, "not_found")
+    error_of(client.post("/api/sessions", json={}), 422, "validation_error")
+    agent_id = new_agent(client)["id"]
     session_id = client.post("/api/sessions", json={"agentId": agent_id}).json()["id"]
-    message = _error(
+    message = error_of(
         client.post(f"/api/sessions/{session_id}/messages", json={"content": ""}),
         422,
         "validation_error",
     )
     assert "content" in message
-    _error(client.get("/api/sessions", params={"status": "sleeping"}), 422, "validation_error")
-    _error(client.get("/api/sessions", params={"limit": 0}), 422, "validation_error")
+    error_of(client.get("/api/sessions", params={"status": "sleeping"}), 422, "validation_error")
+    error_of(client.get("/api/sessions", params={"limit": 0}), 422, "validation_error")
 
 
 def test_a_failed_llm_call_is_reported_in_the_turn(
@@ -234,7 +201,7 @@ def test_a_failed_llm_call_is_reported_in_the_turn(
 ) -> None:
     from opencrab.errors import ProviderServerError
 
-    agent_id = _agent(client)["id"]
+    agent_id = new_agent(client)["id"]
     session_id = client.post("/api/sessions", json={"agentId": agent_id}).json()["id"]
     scripted.then(ProviderServerError("upstream broke", status=500))
     turn = client.post(f"/api/sessions/{session_id}/messages", json={"content": "hi"})

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from typing import Annotated
+from uuid import UUID
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from opencrab.config import Settings
-from opencrab.core.agent import AgentStore
+from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
 from opencrab.store import Database
@@ -38,6 +39,15 @@ def get_agents(request: Request) -> AgentStore:
     return runtime.agents
 
 
+AgentId = Annotated[UUID, Path(alias="id", description="The agent's id.")]
+
+
+def get_agent(agent_id: AgentId, request: Request) -> Agent:
+    """The agent named in the path (404 when there is none)."""
+    return get_agents(request).get(str(agent_id))
+
+
+AgentDep = Annotated[Agent, Depends(get_agent)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 AgentStoreDep = Annotated[AgentStore, Depends(get_agents)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]

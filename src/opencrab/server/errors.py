@@ -16,6 +16,7 @@ from opencrab.errors import (
     LlmError,
     NotFoundError,
     OpenCrabError,
+    QuotaExceeded,
     ValidationError,
 )
 
@@ -37,6 +38,7 @@ STATUS_CODES = {
 
 ERROR_STATUS: dict[type[OpenCrabError], int] = {
     NotFoundError: 404,
+    QuotaExceeded: 413,  # before ValidationError, its base class
     ValidationError: 400,
     ConflictError: 409,
     BudgetExceeded: 429,  # before LlmError: the most specific class comes first

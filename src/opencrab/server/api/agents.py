@@ -8,10 +8,9 @@ parts too (soul, identity, llm, heartbeat); each also has its own GET/PUT route.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Path, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from pydantic import Field
 
 from opencrab.core.agent import (
@@ -27,12 +26,10 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import ValidationError
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import AgentStoreDep
+from opencrab.server.deps import AgentId, AgentStoreDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 
 router = APIRouter(prefix="/api", tags=["Agents"])
-
-AgentId = Annotated[UUID, Path(alias="id", description="The agent's id.")]
 
 
 class AgentSummary(ApiModel):

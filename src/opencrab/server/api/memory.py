@@ -1,0 +1,176 @@
+"""An agent's memory (seed 001 `/api/agents/{id}/memory…`).
+
+Curated memory is what the agent keeps in its prompt (read, add, edit, delete here);
+session logs are everything said and done, searchable in full text (every word of the
+query must match; words are literal, never FTS syntax).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
+from pydantic import Field
+
+from opencrab.core.memory import LogType, MemoryManager, StoredLog
+from opencrab.errors import NotFoundError
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import AgentDep
+from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+from opencrab.store import Database
+
+router = APIRouter(prefix="/api", tags=["Memory"])
+
+MemoryId = Annotated[UUID, Path(alias="memory_id", description="The memory's id.")]
+SessionId = Annotated[str, Path(alias="session_id", min_length=1, max_length=64)]
+
+
+class CuratedMemoryResponse(ApiModel):
+    id: str
+    category: str
+    content: str
+    updated_at: datetime
+
+
+class CuratedMemoryRequest(ApiInput):
+    category: str = Field(min_length=1, max_length=64, examples=["core"])
+    content: str = Field(min_length=1, max_length=20_000)
+
+
+class SessionLogResponse(ApiModel):
+    id: int
+    session_id: str
+    log_type: LogType
+    content: str
+    speaker_id: str | None = None
+    turn_number: int | None = None
+    metadata: dict[str, Any] | None = None
+    event_id: str | None = None
+    created_at: datetime
+
+
+class SearchHit(SessionLogResponse):
+    score: float = Field(description="Relevance: higher is better.")
+
+
+class SearchRequest(ApiInput):
+    query: str = Field(min_length=1, max_length=1_000)
+    limit: int = Field(default=10, ge=1, le=100)
+    session_id: str | None = Field(default=None, max_length=64)
+    log_types: list[LogType] | None = None
+
+
+class SessionSummaryResponse(ApiModel):
+    session_id: str
+    entries: int
+    first_at: datetime
+    last_at: datetime
+
+
+def _memory(request: Request, agent_id: str) -> MemoryManager:
+    db: Database = request.app.state.db
+    return MemoryManager(db, agent_id)
+
+
+@router.get(
+    "/agents/{id}/memory/curated",
+    operation_id="listCuratedMemory",
+    response_model=list[CuratedMemoryResponse],
+    responses=error_responses(404, 422),
+)
+def list_curated_memory(
+    agent: AgentDep,
+    request: Request,
+    category: Annotated[str | None, Query(max_length=64)] = None,
+) -> list[Any]:
+    """Curated memory, optionally of one category."""
+    return _memory(request, agent.id).list_curated(category)
+
+
+@router.post(
+    "/agents/{id}/memory/curated",
+    operation_id="addCuratedMemory",
+    status_code=201,
+    response_model=CuratedMemoryResponse,
+    responses=error_responses(400, 404, 422),
+)
+def add_curated_memory(agent: AgentDep, body: CuratedMemoryRequest, request: Request) -> Any:
+    """Add a curated memory (category `core` is always in the agent's prompt)."""
+    return _memory(request, agent.id).save_curated(body.category, body.content)
+
+
+@router.put(
+    "/agents/{id}/memory/curated/{memory_id}",
+    operation_id="updateCuratedMemory",
+    response_model=CuratedMemoryResponse,
+    responses=error_responses(400, 404, 422),
+)
+def update_curated_memory(
+    agent: AgentDep, memory_id: MemoryId, body: CuratedMemoryRequest, request: Request
+) -> Any:
+    """Replace a curated memory's category and content."""
+    return _memory(request, agent.id).save_curated(body.category, body.content, id=str(memory_id))
+
+
+@router.delete(
+    "/agents/{id}/memory/curated/{memory_id}",
+    operation_id="deleteCuratedMemory",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(404, 422),
+)
+def delete_curated_memory(agent: AgentDep, memory_id: MemoryId, request: Request) -> Response:
+    """Forget a curated memory."""
+    _memory(request, agent.id).delete_curated(str(memory_id))
+    return Response(status_code=204)
+
+
+@router.post(
+    "/agents/{id}/memory/search",
+    operation_id="searchMemory",
+    response_model=list[SearchHit],
+    responses=error_responses(404, 422),
+)
+def search_memory(agent: AgentDep, body: SearchRequest, request: Request) -> list[Any]:
+    """Session log lines containing every word of `query`, best first."""
+    return _memory(request, agent.id).search(
+        body.query, limit=body.limit, session_id=body.session_id, log_types=body.log_types
+    )
+
+
+@router.get(
+    "/agents/{id}/memory/sessions",
+    operation_id="listMemorySessions",
+    response_model=list[SessionSummaryResponse],
+    responses=error_responses(404, 422),
+)
+def list_memory_sessions(agent: AgentDep, request: Request) -> list[Any]:
+    """Sessions the agent has logs in, most recently active first."""
+    return _memory(request, agent.id).sessions()
+
+
+@router.get(
+    "/agents/{id}/memory/sessions/{session_id}",
+    operation_id="getSessionLogs",
+    response_model=list[SessionLogResponse],
+    responses=error_responses(404, 422),
+)
+def get_session_logs(
+    agent: AgentDep,
+    session_id: SessionId,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
+    log_type: Annotated[list[LogType] | None, Query(alias="logType")] = None,
+) -> list[StoredLog]:
+    """A session's latest `limit` log lines, oldest first (404 when it has none at all)."""
+    logs = _memory(request, agent.id).session_logs(session_id, limit=limit, log_types=log_type)
+    if not logs and log_type is None:
+        raise NotFoundError(f"agent {agent.name!r} has no logs in session {session_id!r}")
+    return logs
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

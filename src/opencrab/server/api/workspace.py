@@ -1,0 +1,170 @@
+"""An agent's workspace over HTTP (seed 001 `/api/agents/{id}/workspace…`).
+
+The same jail as the agent's own ws_* actions (core/workspace.py): every path is checked
+before the filesystem is touched, so `..`, absolute paths, backslashes, control
+characters and symlinks are refused with 400. Files go up as the raw request body of a
+PUT (any content type, up to the workspace quota) and come down as raw bytes. Downloads
+are served with `nosniff` and a sandboxing Content-Security-Policy: a page an agent wrote
+cannot run script in the dashboard's origin.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, HTTPException, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from opencrab.config import Settings
+from opencrab.core.workspace import Workspace
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import AgentDep
+from opencrab.server.schemas import ApiModel, error_responses
+
+router = APIRouter(prefix="/api", tags=["Workspace"])
+
+FilePath = Annotated[
+    str, Path(description="A path inside the workspace, e.g. notes/today.md.", max_length=1024)
+]
+SAFE_DOWNLOAD_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+}
+
+
+class WorkspaceEntry(ApiModel):
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+    modified: datetime
+
+
+class WorkspaceListing(ApiModel):
+    path: str
+    entries: list[WorkspaceEntry]
+    usage_bytes: int
+    quota_bytes: int
+
+
+class WrittenFile(ApiModel):
+    path: str
+    size: int
+    created: bool
+
+
+def _workspace(request: Request, agent_id: str) -> Workspace:
+    settings: Settings = request.app.state.settings
+    return Workspace.for_agent(settings, agent_id)
+
+
+@router.get(
+    "/agents/{id}/workspace",
+    operation_id="listWorkspace",
+    response_model=WorkspaceListing,
+    responses=error_responses(400, 404, 422),
+)
+def list_workspace(
+    agent: AgentDep,
+    request: Request,
+    path: Annotated[str, Query(max_length=1024, description="A folder; the root if empty.")] = "",
+) -> dict[str, Any]:
+    """A folder's entries (folders first), with the workspace's usage and quota."""
+    ws = _workspace(request, agent.id)
+    entries = ws.list(path)
+    return {
+        "path": path,
+        "entries": [vars(e) for e in entries],
+        "usage_bytes": ws.usage_bytes(),
+        "quota_bytes": ws.max_size_bytes,
+    }
+
+
+@router.get(
+    "/agents/{id}/workspace/{path:path}",
+    operation_id="readWorkspaceFile",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file's bytes",
+            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+        },
+        **error_responses(400, 404, 422),
+    },
+)
+def read_workspace_file(
+    agent: AgentDep,
+    path: FilePath,
+    request: Request,
+    download: Annotated[bool, Query(description="Ask the browser to save the file.")] = False,
+) -> Response:
+    """Download a file: its raw bytes, typed by its extension."""
+    data = _workspace(request, agent.id).read_bytes(path)
+    media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    headers = dict(SAFE_DOWNLOAD_HEADERS)
+    if download:
+        name = path.rsplit("/", 1)[-1].replace('"', "")
+        headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    return Response(content=data, media_type=media_type, headers=headers)
+
+
+@router.put(
+    "/agents/{id}/workspace/{path:path}",
+    operation_id="writeWorkspaceFile",
+    response_model=WrittenFile,
+    responses={
+        201: {"model": WrittenFile, "description": "Created"},
+        **error_responses(400, 404, 413, 422),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def write_workspace_file(
+    agent: AgentDep, path: FilePath, request: Request, response: Response
+) -> dict[str, Any]:
+    """Upload a file: the request body is stored as is (201 when new, 200 when replaced).
+
+    Parent folders are created; a body that would take the workspace over its quota is
+    refused with 413 and nothing is written.
+    """
+    ws = _workspace(request, agent.id)
+    ws.check(path)  # a bad path is refused before the body is read
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > ws.max_size_bytes:
+            raise HTTPException(
+                413, f"the upload is over the workspace quota of {ws.max_size_bytes} bytes"
+            )
+
+    def write() -> tuple[int, bool]:
+        created = not ws.exists(path)
+        return ws.write(path, bytes(data)), created
+
+    size, created = await run_in_threadpool(write)
+    response.status_code = 201 if created else 200
+    return {"path": path, "size": size, "created": created}
+
+
+@router.delete(
+    "/agents/{id}/workspace/{path:path}",
+    operation_id="deleteWorkspaceFile",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(400, 404, 422),
+)
+def delete_workspace_file(agent: AgentDep, path: FilePath, request: Request) -> Response:
+    """Delete a file, or a folder with everything in it."""
+    _workspace(request, agent.id).delete(path)
+    return Response(status_code=204)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)
