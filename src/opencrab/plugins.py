@@ -38,6 +38,7 @@ DEFAULT_PLUGINS = (
     "opencrab.llm.providers",
     "opencrab.cli.up",
     "opencrab.cli.db",
+    "opencrab.cli.tokens",
     "opencrab.cli.events",
     "opencrab.cli.llm",
     "opencrab.cli.agents",

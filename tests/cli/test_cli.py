@@ -177,10 +177,35 @@ def test_environment_config_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> No
     assert "OPENCRAB_GATEWAY__REST__PORT" in err
 
 
-def test_up_refuses_non_loopback_without_auth() -> None:
+def test_up_refuses_non_loopback_without_a_token() -> None:
     code, _, err = run("up", "--host", "0.0.0.0")
     assert code == 2
-    assert "refusing to bind 0.0.0.0" in err
+    assert "binding 0.0.0.0 (not a loopback address) needs bearer tokens" in err
+    assert "opencrab token create" in err
+
+
+def test_token_create_list_revoke(data_dir: Path) -> None:
+    code, out, _ = run("token", "create", "dashboard", "--json")
+    assert code == 0
+    created = json.loads(out)
+    assert created["token"].startswith("ocb_")
+    assert created["token"].startswith(created["prefix"])
+    code, out, _ = run("token", "list", "--json")
+    listed = json.loads(out)
+    assert [t["name"] for t in listed] == ["dashboard"]
+    assert "token" not in listed[0]
+    assert created["token"].encode() not in (data_dir / "opencrab.db").read_bytes()
+    code, _, err = run("token", "create", "dashboard")
+    assert code == 1
+    assert "already named 'dashboard'" in err
+    code, out, _ = run("token", "revoke", created["prefix"])
+    assert code == 0
+    assert "revoked" in out
+    assert json.loads(run("token", "list", "--json")[1]) == []
+    assert json.loads(run("token", "list", "--all", "--json")[1])[0]["revokedAt"] is not None
+    code, _, err = run("token", "revoke", "dashboard")
+    assert code == 1
+    assert "no active token 'dashboard'" in err
 
 
 def test_event_log_reads_what_the_cli_wrote(tmp_path: Path, data_dir: Path) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from opencrab import __version__
+from opencrab.auth import TokenStore
 from opencrab.cli.common import (
     ConfigOption,
     DataDirOption,
@@ -28,6 +29,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def needs_token(host: str, require_token: bool) -> bool:
+    """Tokens are required off loopback, and on loopback when the config asks for them."""
+    return require_token or not is_loopback(host)
 
 
 @exits_on_error
@@ -54,17 +60,24 @@ def up(
         rest["port"] = port
     settings = settings_from(config, data_dir, {"gateway": {"rest": rest}} if rest else None)
     bind = settings.gateway.rest
-    if not is_loopback(bind.host):
+    db = open_store(settings)
+    auth = needs_token(bind.host, bind.require_token)
+    if auth and not TokenStore(db).has_active():
+        db.close()
+        why = (
+            f"binding {bind.host} (not a loopback address)"
+            if not is_loopback(bind.host)
+            else "gateway.rest.require_token is set"
+        )
         raise ConfigError(
-            f"refusing to bind {bind.host}: this server has no authentication yet, so it "
-            "only listens on loopback addresses (127.0.0.1, ::1, localhost)",
+            f"refusing to start: {why} needs bearer tokens and there are none; "
+            "create one with `opencrab token create NAME`",
             key="gateway.rest.host",
         )
-    db = open_store(settings)
-    app = create_app(settings, db, heartbeat=True)
+    app = create_app(settings, db, heartbeat=True, auth=auth)
     console.print(
         f"[bold]OpenCrab {__version__}[/] on http://{bind.host}:{bind.port} "
-        f"(data: {settings.data_dir})",
+        f"(data: {settings.data_dir}; bearer token {'required' if auth else 'not required'})",
         highlight=False,
     )
     uvicorn.run(app, host=bind.host, port=bind.port, log_level=log_level)

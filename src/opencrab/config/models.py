@@ -99,6 +99,8 @@ class RestGateway(Section):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Port = 8080
+    require_token: bool = False  # always required off loopback
+    cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
 
 
 class DiscordGateway(Section):

@@ -7,13 +7,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from opencrab import __version__
+from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
+from opencrab.server.auth import BearerAuth, document_security
 from opencrab.server.errors import install_error_handlers
 from opencrab.store import Database
 
@@ -26,6 +29,7 @@ def create_app(
     *,
     router: LlmRouter | None = None,
     heartbeat: bool = False,
+    auth: bool = False,
 ) -> FastAPI:
     """Build the app over an opened, migrated database; routers come from plugins.
 
@@ -64,4 +68,15 @@ def create_app(
     app.state.event_log = EventLog(db)
     install_error_handlers(app)
     server_plugin_manager().hook.register_routes(app=app)
+    document_security(app, required=auth)
+    if auth:
+        app.add_middleware(BearerAuth, tokens=TokenStore(db))
+    origins = settings.gateway.rest.cors_origins
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["*"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     return app

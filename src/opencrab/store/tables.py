@@ -356,3 +356,16 @@ events = sa.Table(
     sa.CheckConstraint(_in("type", EVENT_TYPES), name="type"),
     sa.Index(None, "trace_id", "seq"),
 )
+
+# ------------------------------------------------------------- server: API bearer tokens
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),  # SHA-256, hex
+    sa.Column("prefix", sa.String(16), nullable=False),  # shown in lists to tell tokens apart
+    _created(),
+    sa.Column("last_used_at", UtcDateTime),
+    sa.Column("revoked_at", UtcDateTime),
+)
