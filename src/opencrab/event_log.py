@@ -364,6 +364,12 @@ def _chain_order(rows: Sequence[Any]) -> list[Any]:
 
 
 def _row_event(row: Any) -> AgentEvent:
+    return EVENT_ADAPTER.validate_json(row_json(row))
+
+
+def row_json(row: Any) -> bytes:
+    """A stored event row (id, trace_id, parent_id, timestamp, type, content, metadata)
+    as the event's seed-form JSON, without parsing its payload."""
     parts = [
         b'{"id":"',
         row.id.encode(),
@@ -381,4 +387,4 @@ def _row_event(row: Any) -> AgentEvent:
     if row.metadata is not None:
         parts += [b',"metadata":', row.metadata.encode()]
     parts.append(b"}")
-    return EVENT_ADAPTER.validate_json(b"".join(parts))
+    return b"".join(parts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -78,6 +78,8 @@ class Runtime:
     agents: AgentStore
     recorder: MetricsRecorder | None = None
     notices: list[str] = field(default_factory=list)
+    # called whenever a turn step was written (e.g. to wake the live event feed at once)
+    on_write: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     @asynccontextmanager
@@ -148,7 +150,13 @@ class Runtime:
             text, source=source or CliSource(session_id=session_id), sender=sender
         )
         async for step in self.engine.run(agent, message, session_id=session_id, stream=stream):
+            self.wrote()
             yield step
+
+    def wrote(self) -> None:
+        """Tell the `on_write` listeners that events may have been written."""
+        for listener in self.on_write:
+            listener()
 
     async def chat(self, agent: Agent, text: str, **options: Any) -> TurnResult:
         result: TurnResult | None = None
@@ -217,6 +225,7 @@ class Runtime:
 
             discussion = Discussion.load(self.db, tick.session_id)
             outcome = await discussion.take_turn(self, agent)
+            self.wrote()
             return outcome.as_json()
         if tick.decision == "learn":
             started = time.perf_counter()

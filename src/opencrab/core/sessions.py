@@ -165,3 +165,15 @@ def end_session(db: Database, session_id: str) -> None:
         )
     if done.rowcount == 0:
         raise NotFoundError(f"no session {session_id}")
+
+
+def open_chat_session(db: Database, session_id: str) -> Any:
+    """The session, if a chat turn can run in it (an active chat session); else 400/404."""
+    row = get_session(db, session_id)
+    if row.kind != "chat" or row.agent_id is None:
+        raise ValidationError(
+            f"session {session_id} is a {row.kind} session; messages can be posted to chat sessions"
+        )
+    if row.status != "active":
+        raise ValidationError(f"session {session_id} is {row.status}; start a new one")
+    return row

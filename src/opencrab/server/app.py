@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.server.auth import BearerAuth, document_security
 from opencrab.server.errors import install_error_handlers
+from opencrab.server.live import EventHub
 from opencrab.store import Database
 
 log = logging.getLogger(__name__)
@@ -50,9 +52,14 @@ def create_app(
                 log.warning("%s", notice)
             beats = await runtime.start_heartbeats() if heartbeat else None
             app.state.heartbeats = beats
+            hub = app.state.hub = EventHub(db)
+            runtime.on_write.append(hub.nudge)
+            feed = asyncio.create_task(hub.run(), name="live-events")
             try:
                 yield
             finally:
+                await hub.stop()
+                await feed
                 if beats is not None:
                     await beats.stop()
         db.close()

@@ -8,8 +8,6 @@ to the same session waits for the first to finish.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
@@ -23,14 +21,15 @@ from opencrab.core.sessions import (
     get_session,
     list_sessions,
     messages_of_events,
+    open_chat_session,
     session_messages,
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
-from opencrab.errors import ValidationError
 from opencrab.gateway.base import RestSource, Sender
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+from opencrab.server.turns import turn_lock
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
@@ -196,9 +195,6 @@ def list_messages(
     return [_message(r) for r in rows]
 
 
-_turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-
-
 @router.post(
     "/sessions/{id}/messages",
     operation_id="addMessage",
@@ -210,18 +206,10 @@ async def add_message(
     session_id: SessionId, body: AddMessageRequest, runtime: RuntimeDep
 ) -> TurnResponse:
     """Send a user message to a chat session: the agent runs a turn and replies."""
-    row = get_session(runtime.db, str(session_id))
-    if row.kind != "chat" or row.agent_id is None:
-        raise ValidationError(
-            f"session {session_id} is a {row.kind} session; messages can be posted to chat sessions"
-        )
-    if row.status != "active":
-        raise ValidationError(f"session {session_id} is {row.status}; start a new one")
+    row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
     key = str(session_id)
-    lock = _turn_locks.get(key)
-    if lock is None:
-        lock = _turn_locks[key] = asyncio.Lock()
+    lock = turn_lock(key)
     sender = Sender(id=body.sender_id or "user", name=body.sender_name)
     result: TurnResult | None = None
     written: dict[str, str] = {}  # "user" / "reply" -> the event its message was written with

@@ -1,0 +1,291 @@
+"""The WebSocket gateway, `/api/ws`: chat with an agent and watch sessions live.
+
+Messages are JSON objects with a `type`. From the client:
+
+- `{"type": "ping"}` → `{"type": "pong"}`
+- `{"type": "subscribe", "sessionId": S, "afterSeq": N?}` → `{"type": "subscribed",
+  "sessionId": S, "seq": M}`, then `{"type": "event", "sessionId": S, "event": E}` for
+  every AgentEvent of the session (seed 000 form) as it is written; with `afterSeq` the
+  stored events after N (up to M) are sent first, so a reconnecting client misses none.
+- `{"type": "unsubscribe", "sessionId": S}` → `{"type": "unsubscribed", "sessionId": S}`
+- `{"type": "chat", "agent": ID_OR_NAME, "content": TEXT, "sessionId": S?,
+  "requestId": R?}` runs a turn (a new chat session when `sessionId` is left out):
+  `chat.started` (sessionId, traceId), `token` (text, as the model streams it),
+  `action` (name, arguments, success, output), `reply` (text, via), then `chat.done`
+  (reply, stoppedBy, iterations, error) — each carrying `requestId`.
+
+Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
+"requestId": R?}` and the connection stays open. A turn started here finishes and is
+stored even if the client goes away. A client that cannot keep up is closed with 4429
+(see server/live.py); a browser page from another origin is refused (4403) unless its
+origin is in `[gateway.rest] cors_origins`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+from uuid import UUID, uuid4
+
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from opencrab.config import Settings
+from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session, get_session, open_chat_session
+from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
+from opencrab.errors import OpenCrabError
+from opencrab.gateway.base import WebSocketSource
+from opencrab.plugins import hookimpl
+from opencrab.server.api.sessions import MAX_MESSAGE_CHARS
+from opencrab.server.live import Client, EventHub
+from opencrab.server.turns import turn_lock
+
+log = logging.getLogger(__name__)
+
+FORBIDDEN_ORIGIN = 4403
+MAX_SUBSCRIPTIONS = 100
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Ping(_In):
+    type: Literal["ping"]
+
+
+class Subscribe(_In):
+    type: Literal["subscribe"]
+    session_id: UUID = Field(alias="sessionId")
+    after_seq: int | None = Field(default=None, alias="afterSeq", ge=0)
+
+
+class Unsubscribe(_In):
+    type: Literal["unsubscribe"]
+    session_id: UUID = Field(alias="sessionId")
+
+
+class Chat(_In):
+    type: Literal["chat"]
+    agent: str = Field(min_length=1, max_length=200)
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    session_id: UUID | None = Field(default=None, alias="sessionId")
+    request_id: str | None = Field(default=None, alias="requestId", max_length=200)
+
+
+Incoming: TypeAdapter[Ping | Subscribe | Unsubscribe | Chat] = TypeAdapter(
+    Annotated[Ping | Subscribe | Unsubscribe | Chat, Field(discriminator="type")]
+)
+
+
+def _dump(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, default=str)
+
+
+def _error(code: str, message: str, request_id: str | None = None) -> str:
+    body: dict[str, Any] = {"type": "error", "error": code, "message": message}
+    if request_id is not None:
+        body["requestId"] = request_id
+    return _dump(body)
+
+
+def _problem(exc: PydanticValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg"))
+
+
+def origin_allowed(websocket: WebSocket, settings: Settings) -> bool:
+    """No Origin (not a browser), the server's own origin, or a configured one."""
+    origin = websocket.headers.get("origin")
+    if not origin:
+        return True
+    if origin in settings.gateway.rest.cors_origins:
+        return True
+    return urlsplit(origin).netloc == websocket.headers.get("host", "")
+
+
+class Connection:
+    """One WebSocket client: its outbox, subscriptions and running chats."""
+
+    def __init__(self, websocket: WebSocket, runtime: Runtime, hub: EventHub) -> None:
+        self.websocket = websocket
+        self.runtime = runtime
+        self.hub = hub
+        self.id = str(uuid4())
+        self.client = Client(name=self.id)
+        self.chats: set[asyncio.Task[None]] = set()
+
+    async def serve(self) -> None:
+        receiver = asyncio.create_task(self._receive())
+        pump = asyncio.create_task(self._pump())
+        dropped = asyncio.create_task(self.client.closed.wait())
+        try:
+            await asyncio.wait({receiver, pump, dropped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (receiver, pump, dropped):
+                task.cancel()
+            self.hub.unsubscribe(self.client)
+            if self.client.close_code is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(
+                        self.websocket.close(self.client.close_code, self.client.close_reason),
+                        1.0,
+                    )
+            self.client.drop(1000, "closed")  # chats still running stop sending
+
+    async def _pump(self) -> None:
+        """Send the outbox in order; a send that blocks only ever blocks this client."""
+        outbox = self.client.outbox
+        while True:
+            message = await outbox.get()
+            if self.client.closed.is_set():
+                return
+            await self.websocket.send_text(message)
+
+    async def _receive(self) -> None:
+        while True:
+            try:
+                text = await self.websocket.receive_text()
+            except WebSocketDisconnect:
+                return
+            except (KeyError, RuntimeError):  # a binary frame or a closed socket
+                if self.websocket.client_state.name != "CONNECTED":
+                    return
+                self.client.offer(_error("bad_request", "send JSON text frames"))
+                continue
+            self.handle(text)
+
+    def handle(self, text: str) -> None:
+        try:
+            message = Incoming.validate_json(text)
+        except PydanticValidationError as exc:
+            code = (
+                "bad_request" if exc.errors()[0]["type"] == "json_invalid" else "validation_error"
+            )
+            self.client.offer(_error(code, _problem(exc)))
+            return
+        try:
+            if isinstance(message, Ping):
+                self.client.offer('{"type":"pong"}')
+            elif isinstance(message, Subscribe):
+                self.subscribe(str(message.session_id), message.after_seq)
+            elif isinstance(message, Unsubscribe):
+                self.hub.unsubscribe(self.client, str(message.session_id))
+                self.client.offer(
+                    _dump({"type": "unsubscribed", "sessionId": str(message.session_id)})
+                )
+            else:
+                task = asyncio.create_task(self.chat(message))
+                self.chats.add(task)
+                task.add_done_callback(self.chats.discard)
+        except OpenCrabError as exc:
+            self.client.offer(_error(exc.code, str(exc)))
+
+    def subscribe(self, session_id: str, after_seq: int | None) -> None:
+        row = get_session(self.runtime.db, session_id)  # 404 → error message
+        sessions = set(self.client.traces.values())
+        if session_id not in sessions and len(sessions) >= MAX_SUBSCRIPTIONS:
+            self.client.offer(
+                _error("too_many_subscriptions", f"at most {MAX_SUBSCRIPTIONS} sessions")
+            )
+            return
+        traces = [session_id]
+        if row.kind == "discussion":
+            from opencrab.core.discussion import Discussion
+
+            discussion = Discussion.load(self.runtime.db, session_id)
+            traces += [discussion.trace_for(p) for p in discussion.participants]
+        seq = self.hub.subscribe(self.client, session_id, traces)
+        self.client.offer(_dump({"type": "subscribed", "sessionId": session_id, "seq": seq}))
+        if after_seq is not None and after_seq < seq:
+            for _, _, body in self.hub.history(traces, after_seq=after_seq, upto_seq=seq):
+                self.client.offer(
+                    f'{{"type":"event","sessionId":"{session_id}","event":{body.decode()}}}'
+                )
+
+    async def chat(self, message: Chat) -> None:
+        request_id = message.request_id or str(uuid4())
+        offer = self.client.offer
+        try:
+            agent = self.runtime.agents.get(message.agent)
+            if message.session_id is not None:
+                row = open_chat_session(self.runtime.db, str(message.session_id))
+                if str(row.agent_id) != agent.id:
+                    problem = f"session {message.session_id} belongs to another agent"
+                    offer(_error("validation_error", problem, request_id))
+                    return
+                session_id = str(message.session_id)
+            else:
+                session_id = ensure_chat_session(self.runtime.db, agent.id)
+            async with turn_lock(session_id):
+                async for step in self.runtime.chat_steps(
+                    agent,
+                    message.content,
+                    session_id=session_id,
+                    source=WebSocketSource(connection_id=self.id),
+                    stream=True,
+                ):
+                    event = _step_message(step, request_id)
+                    if event is not None:
+                        offer(_dump(event))
+        except OpenCrabError as exc:
+            offer(_error(exc.code, str(exc), request_id))
+        except Exception:
+            log.exception("websocket chat failed")
+            offer(_error("internal_error", "the turn failed; see the server log", request_id))
+
+
+def _step_message(step: Any, request_id: str) -> dict[str, Any] | None:
+    if isinstance(step, TextDelta):
+        return {"type": "token", "requestId": request_id, "text": step.text}
+    if isinstance(step, TurnStarted):
+        return {
+            "type": "chat.started",
+            "requestId": request_id,
+            "sessionId": step.session_id,
+            "traceId": step.trace_id,
+        }
+    if isinstance(step, ActionDone):
+        return {
+            "type": "action",
+            "requestId": request_id,
+            "name": step.name,
+            "arguments": step.arguments,
+            "success": step.result.success,
+            "output": step.result.output(),
+        }
+    if isinstance(step, Spoke):
+        return {"type": "reply", "requestId": request_id, "text": step.text, "via": step.via}
+    if isinstance(step, TurnResult):
+        return {
+            "type": "chat.done",
+            "requestId": request_id,
+            "sessionId": step.session_id,
+            "traceId": step.trace_id,
+            "reply": step.reply,
+            "stoppedBy": step.stopped_by,
+            "iterations": step.iterations,
+            "error": None if step.error is None else step.error.message,
+        }
+    return None
+
+
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    app = websocket.app
+    if not origin_allowed(websocket, app.state.settings):
+        await websocket.close(FORBIDDEN_ORIGIN, "origin not allowed")
+        return
+    await websocket.accept()
+    await Connection(websocket, app.state.runtime, app.state.hub).serve()
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.add_api_websocket_route("/api/ws", websocket_endpoint, name="websocket")

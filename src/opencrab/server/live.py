@@ -1,0 +1,195 @@
+"""Live events: new AgentEvents fanned out to WebSocket clients, without blocking agents.
+
+One `EventHub` per server tails the events table (`seq > last seen`, one indexed query
+per wake-up however many clients listen) and hands each new event, serialised once, to
+the clients subscribed to its trace. It wakes when this process writes a turn step
+(`nudge`) and otherwise every `poll_secs`, so events written by other processes (the
+CLI, a second server on the same database) arrive too.
+
+Every client has a bounded outbox. Offering never waits: a client whose outbox is full
+is too slow and is dropped (closed with 4429), so one stalled browser tab cannot hold up
+an agent or the other clients. Unsubscribing and dropping remove every reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from opencrab.event_log import row_json
+from opencrab.store import Database
+from opencrab.store.tables import events
+
+log = logging.getLogger(__name__)
+
+OUTBOX_SIZE = 1024  # messages a client may have waiting before it counts as too slow
+BATCH = 1000  # events read per query
+SLOW_CLIENT = 4429  # close code for a client that cannot keep up
+
+_COLUMNS = (
+    events.c.seq,
+    events.c.id,
+    events.c.trace_id,
+    events.c.parent_id,
+    events.c.timestamp,
+    events.c.type,
+    events.c.content,
+    events.c.metadata,
+)
+
+
+@dataclass(eq=False)
+class Client:
+    """One connection's outbox; `closed` is set when it was dropped or went away."""
+
+    name: str = "client"
+    outbox: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE))
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    close_code: int | None = None
+    close_reason: str = ""
+    traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id
+
+    def offer(self, message: str) -> bool:
+        """Queue a message without waiting; a full outbox drops the client."""
+        if self.closed.is_set():
+            return False
+        try:
+            self.outbox.put_nowait(message)
+        except asyncio.QueueFull:
+            self.drop(SLOW_CLIENT, f"too slow: {OUTBOX_SIZE} messages were waiting")
+            return False
+        return True
+
+    def drop(self, code: int, reason: str) -> None:
+        if not self.closed.is_set():
+            self.close_code, self.close_reason = code, reason
+            self.closed.set()
+
+
+class EventHub:
+    """See the module docstring. `run()` until `stop()`; subscribe clients by trace."""
+
+    def __init__(self, db: Database, *, poll_secs: float = 0.25) -> None:
+        self.db = db
+        self.poll_secs = poll_secs
+        self.last_seq = 0
+        self._by_trace: dict[str, set[Client]] = {}
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.delivered = 0
+        self.dropped = 0
+
+    # ------------------------------------------------------------ subscribers
+    def subscribe(self, client: Client, session_id: str, traces: Iterable[str]) -> int:
+        """Send `client` the traces' new events; returns the last event seq already seen.
+
+        Events up to the returned seq are history (read them from the store); every
+        later one is delivered live.
+        """
+        if not self._by_trace:
+            self.last_seq = self._max_seq()  # idle until now: start from the present
+        for trace in traces:
+            client.traces[trace] = session_id
+            self._by_trace.setdefault(trace, set()).add(client)
+        return self.last_seq
+
+    def unsubscribe(self, client: Client, session_id: str | None = None) -> None:
+        """Stop one session's events (all of them when `session_id` is None)."""
+        for trace, session in list(client.traces.items()):
+            if session_id is not None and session != session_id:
+                continue
+            del client.traces[trace]
+            listeners = self._by_trace.get(trace)
+            if listeners is not None:
+                listeners.discard(client)
+                if not listeners:
+                    del self._by_trace[trace]
+
+    @property
+    def client_count(self) -> int:
+        return len({c for listeners in self._by_trace.values() for c in listeners})
+
+    # ------------------------------------------------------------ the loop
+    def nudge(self) -> None:
+        """Something was written: look now instead of at the next poll."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_secs)
+            self._wake.clear()
+            if self._by_trace:
+                try:
+                    await self.deliver_new()
+                except Exception:  # the feed must outlive a bad read
+                    log.exception("live event feed: reading new events failed")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def deliver_new(self) -> int:
+        """Hand every event written since the last look to its subscribers."""
+        sent = 0
+        while True:
+            rows = await asyncio.to_thread(self._read_after, self.last_seq)
+            for row in rows:
+                if row.seq <= self.last_seq:
+                    continue  # everyone left and came back while this was read
+                self.last_seq = row.seq
+                listeners = self._by_trace.get(str(row.trace_id))
+                if not listeners:
+                    continue
+                body = row_json(row).decode()
+                for client in list(listeners):
+                    session = client.traces.get(str(row.trace_id), "")
+                    message = f'{{"type":"event","sessionId":"{session}","event":{body}}}'
+                    if client.offer(message):
+                        sent += 1
+                    else:
+                        self.dropped += 1
+                        self.unsubscribe(client)
+            if len(rows) < BATCH:
+                break
+        self.delivered += sent
+        return sent
+
+    def _read_after(self, seq: int) -> list[Any]:
+        with self.db.read() as conn:
+            return list(
+                conn.execute(
+                    sa.select(*_COLUMNS)
+                    .where(events.c.seq > seq)
+                    .order_by(events.c.seq)
+                    .limit(BATCH)
+                ).all()
+            )
+
+    def _max_seq(self) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute(sa.select(sa.func.max(events.c.seq))).scalar() or 0)
+
+    def history(
+        self, traces: Iterable[str], *, after_seq: int, upto_seq: int, limit: int = 10_000
+    ) -> list[tuple[int, str, bytes]]:
+        """Stored events of the traces with after_seq < seq <= upto_seq: (seq, trace, json)."""
+        wanted = list(traces)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(*_COLUMNS)
+                .where(
+                    events.c.trace_id.in_(wanted),
+                    events.c.seq > after_seq,
+                    events.c.seq <= upto_seq,
+                )
+                .order_by(events.c.seq)
+                .limit(limit)
+            ).all()
+        return [(row.seq, str(row.trace_id), row_json(row)) for row in rows]
