@@ -74,7 +74,7 @@ def up(
             "create one with `opencrab token create NAME`",
             key="gateway.rest.host",
         )
-    app = create_app(settings, db, heartbeat=True, auth=auth)
+    app = create_app(settings, db, heartbeat=True, auth=auth, gateways=True)
     console.print(
         f"[bold]OpenCrab {__version__}[/] on http://{bind.host}:{bind.port} "
         f"(data: {settings.data_dir}; bearer token {'required' if auth else 'not required'})",

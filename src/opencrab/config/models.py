@@ -106,7 +106,10 @@ class RestGateway(Section):
 class DiscordGateway(Section):
     enabled: bool = False
     token: SecretStr | None = None
-    guild_ids: list[int] = Field(default_factory=list)
+    guild_ids: list[int] = Field(default_factory=list)  # the allow-list; empty allows none
+    channel_ids: list[int] = Field(default_factory=list)  # empty: every channel of the guilds
+    agent: str | None = None  # who answers (name or id); the only agent when left out
+    mention_only: bool = False  # answer only messages that mention the bot
 
 
 class Toggle(Section):

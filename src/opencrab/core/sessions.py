@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -177,3 +179,17 @@ def open_chat_session(db: Database, session_id: str) -> Any:
     if row.status != "active":
         raise ValidationError(f"session {session_id} is {row.status}; start a new one")
     return row
+
+
+_turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def turn_lock(session_id: str) -> asyncio.Lock:
+    """The lock a turn in `session_id` holds, whichever gateway started it (one at a time).
+
+    Kept while anyone holds or waits on it.
+    """
+    lock = _turn_locks.get(session_id)
+    if lock is None:
+        lock = _turn_locks[session_id] = asyncio.Lock()
+    return lock

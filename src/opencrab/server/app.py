@@ -15,6 +15,7 @@ from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
+from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.server.auth import BearerAuth, document_security
@@ -32,6 +33,7 @@ def create_app(
     router: LlmRouter | None = None,
     heartbeat: bool = False,
     auth: bool = False,
+    gateways: bool = False,
 ) -> FastAPI:
     """Build the app over an opened, migrated database; routers come from plugins.
 
@@ -55,9 +57,11 @@ def create_app(
             hub = app.state.hub = EventHub(db)
             runtime.on_write.append(hub.nudge)
             feed = asyncio.create_task(hub.run(), name="live-events")
+            chats = await start_chat_gateways(runtime) if gateways else []
             try:
                 yield
             finally:
+                await stop_chat_gateways(chats)
                 await hub.stop()
                 await feed
                 if beats is not None:

@@ -23,13 +23,13 @@ from opencrab.core.sessions import (
     messages_of_events,
     open_chat_session,
     session_messages,
+    turn_lock,
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.gateway.base import RestSource, Sender
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
-from opencrab.server.turns import turn_lock
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 

@@ -37,14 +37,18 @@ from pydantic import ValidationError as PydanticValidationError
 
 from opencrab.config import Settings
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session, get_session, open_chat_session
+from opencrab.core.sessions import (
+    ensure_chat_session,
+    get_session,
+    open_chat_session,
+    turn_lock,
+)
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import WebSocketSource
 from opencrab.plugins import hookimpl
 from opencrab.server.api.sessions import MAX_MESSAGE_CHARS
 from opencrab.server.live import Client, EventHub
-from opencrab.server.turns import turn_lock
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,150 @@
+"""Run an agent behind a chat gateway: receive, one session per conversation, reply.
+
+Any `ChatGateway` (Discord today; Slack or LINE as one more adapter module) gets the
+same loop: each incoming message runs a turn of the gateway's agent in the session of
+its conversation (a stable id derived from the gateway, the conversation key and the
+agent), one turn per session at a time and at most `max_concurrent` turns at once; the
+reply goes back to the conversation it came from. A failed turn is answered with a
+short apology naming the error, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import abstractmethod
+from uuid import NAMESPACE_URL, uuid5
+
+from opencrab.core.agent import Agent
+from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session, turn_lock
+from opencrab.errors import ConfigError, OpenCrabError
+from opencrab.gateway.base import (
+    Gateway,
+    IncomingMessage,
+    MessageContent,
+    MessageTarget,
+    OutgoingMessage,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ChatGateway(Gateway):
+    """A gateway whose messages belong to conversations (channels, chats, threads)."""
+
+    @abstractmethod
+    def conversation_key(self, message: IncomingMessage) -> str:
+        """What identifies the message's conversation on the platform."""
+
+    @abstractmethod
+    def reply_target(self, message: IncomingMessage) -> MessageTarget:
+        """Where the answer to `message` goes."""
+
+
+def session_for(gateway: str, conversation: str, agent_id: str) -> str:
+    """The session id of a conversation with an agent: the same every time."""
+    return str(uuid5(NAMESPACE_URL, f"opencrab:{gateway}:{conversation}:{agent_id}"))
+
+
+class GatewayRunner:
+    """Feeds a gateway's messages to an agent; `run()` until cancelled."""
+
+    def __init__(
+        self, gateway: ChatGateway, runtime: Runtime, agent: Agent, *, max_concurrent: int = 8
+    ) -> None:
+        self.gateway = gateway
+        self.runtime = runtime
+        self.agent = agent
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                message = await self.gateway.receive()
+                await self._slots.acquire()
+                task = asyncio.create_task(self._answer(message))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+
+    async def handle(self, message: IncomingMessage) -> str | None:
+        """Run the turn for one message and send the reply; returns what was sent."""
+        session_id = session_for(
+            self.gateway.name, self.gateway.conversation_key(message), self.agent.id
+        )
+        try:
+            ensure_chat_session(self.runtime.db, self.agent.id, session_id)
+            async with turn_lock(session_id):
+                result = await self.runtime.chat(
+                    self.agent,
+                    message.content.text,
+                    session_id=session_id,
+                    source=message.source,
+                    sender=message.sender,
+                )
+            text = result.reply
+            if result.error is not None and not text:
+                text = f"Sorry, I could not answer that ({result.error.error})."
+        except OpenCrabError as exc:
+            log.warning("%s: turn failed: %s", self.gateway.name, exc)
+            text = f"Sorry, I could not answer that ({exc.code})."
+        if not text:
+            return None
+        await self.gateway.send(
+            OutgoingMessage(
+                content=MessageContent(text=text),
+                target=self.gateway.reply_target(message),
+                reply_to=message.id,
+            )
+        )
+        return text
+
+    async def _answer(self, message: IncomingMessage) -> None:
+        try:
+            await self.handle(message)
+        except Exception:
+            log.exception("%s: could not answer message %s", self.gateway.name, message.id)
+        finally:
+            self._slots.release()
+
+
+def agent_for(runtime: Runtime, configured: str | None, gateway: str) -> Agent:
+    """The agent a gateway talks to: the configured one, or the only agent there is."""
+    if configured:
+        return runtime.agents.get(configured)
+    agents = runtime.agents.list()
+    if len(agents) != 1:
+        raise ConfigError(
+            f"gateway.{gateway}.agent is not set and there are {len(agents)} agents: "
+            "name the one that answers",
+            key=f"gateway.{gateway}.agent",
+        )
+    return agents[0]
+
+
+async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, asyncio.Task[None]]]:
+    """Connect the enabled chat gateways and start answering; stop with `stop_chat_gateways`."""
+    started: list[tuple[ChatGateway, asyncio.Task[None]]] = []
+    discord_config = runtime.settings.gateway.discord
+    if discord_config.enabled:
+        from opencrab.gateway.discord import DiscordGateway
+
+        gateway = DiscordGateway(discord_config)
+        agent = agent_for(runtime, discord_config.agent, "discord")
+        await gateway.connect()
+        task = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run(), name="discord")
+        started.append((gateway, task))
+    return started
+
+
+async def stop_chat_gateways(started: list[tuple[ChatGateway, asyncio.Task[None]]]) -> None:
+    for gateway, task in started:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await gateway.disconnect()

@@ -1,0 +1,200 @@
+"""The Discord gateway driven with discord.py's own objects; sending is stubbed at its HTTP
+client (`http.send_message`), so discord.py's real send code runs and nothing leaves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+import pytest
+from pydantic import SecretStr
+
+from opencrab.config.models import DiscordGateway as DiscordConfig
+from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import session_messages
+from opencrab.errors import ConfigError, ProviderServerError
+from opencrab.gateway.base import DiscordSource
+from opencrab.gateway.discord import DiscordGateway, split_message, utf16_len
+from opencrab.gateway.serve import GatewayRunner, agent_for, session_for
+from tests.core.conftest import speak
+from tests.fakes.scripted_provider import ScriptedProvider
+
+GUILD, OTHER_GUILD, CHANNEL, OTHER_CHANNEL, BOT = 111, 999, 222, 223, 1
+
+
+class FakeDiscord:
+    """A discord.py client that is never started, with a guild, channels and a send log."""
+
+    def __init__(self) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True
+        self.client = discord.Client(intents=intents)
+        self.state = self.client._connection
+        self.sent: list[tuple[int, dict[str, Any]]] = []
+        self._ids = iter(range(10_000, 99_999))
+
+        async def send_message(channel_id: int, *, params: Any) -> dict[str, Any]:
+            self.sent.append((int(channel_id), dict(params.payload)))
+            return self.payload(channel_id, params.payload.get("content"), author=BOT)
+
+        self.client.http.send_message = send_message  # type: ignore[method-assign]
+
+    def guild(self, guild_id: int) -> discord.Guild:
+        data: Any = {"id": str(guild_id), "name": "garden", "owner_id": "5", "roles": []}
+        return discord.Guild(data=data, state=self.state)
+
+    def channel(self, guild: discord.Guild, channel_id: int) -> discord.TextChannel:
+        data: Any = {"id": str(channel_id), "type": 0, "name": "general", "position": 0}
+        return discord.TextChannel(state=self.state, guild=guild, data=data)
+
+    def payload(
+        self, channel_id: int, content: str, *, author: int = 444, bot: bool = False
+    ) -> dict[str, Any]:
+        return {
+            "id": str(next(self._ids)),
+            "channel_id": str(channel_id),
+            "type": 0,
+            "content": content,
+            "author": {
+                "id": str(author),
+                "username": "mina",
+                "global_name": "Mina",
+                "discriminator": "0",
+                "avatar": None,
+                "bot": bot,
+            },
+            "attachments": [],
+            "embeds": [],
+            "mentions": [],
+            "mention_roles": [],
+            "pinned": False,
+            "mention_everyone": False,
+            "tts": False,
+            "timestamp": "2026-11-23T09:00:00+00:00",
+            "edited_timestamp": None,
+        }
+
+    def message(
+        self,
+        content: str,
+        *,
+        guild: int = GUILD,
+        channel: int = CHANNEL,
+        bot: bool = False,
+    ) -> discord.Message:
+        where = self.channel(self.guild(guild), channel)
+        data: Any = self.payload(channel, content, bot=bot)
+        return discord.Message(state=self.state, channel=where, data=data)
+
+
+def config(**extra: Any) -> DiscordConfig:
+    return DiscordConfig(enabled=True, token=SecretStr("t"), guild_ids=[GUILD], **extra)
+
+
+# ------------------------------------------------------------------ splitting
+def test_long_replies_split_within_discords_limit() -> None:
+    paragraphs = "\n".join(f"Line {i}: " + "tomato " * 20 for i in range(60))
+    pieces = split_message(paragraphs)
+    assert len(pieces) > 1
+    assert all(utf16_len(p) <= 2000 for p in pieces)
+    assert all(p.startswith("Line ") for p in pieces)  # cut at line breaks
+    assert " ".join(pieces).split() == paragraphs.split()  # nothing lost
+
+    emoji = "🍅" * 1500  # 2 UTF-16 units each: Discord counts 3,000
+    assert [utf16_len(p) for p in split_message(emoji)] == [2000, 1000]
+    word = "x" * 4500
+    assert [len(p) for p in split_message(word)] == [2000, 2000, 500]
+    assert split_message("   ") == []
+    assert split_message("short") == ["short"]
+
+
+# ------------------------------------------------------------------ filtering
+def test_only_allowed_guilds_channels_and_humans_are_answered() -> None:
+    fake = FakeDiscord()
+    gateway = DiscordGateway(config(), client=fake.client)
+    assert gateway.accepts(fake.message("hello"))
+    assert not gateway.accepts(fake.message("hello", guild=OTHER_GUILD))
+    assert not gateway.accepts(fake.message("beep", bot=True))
+    assert not gateway.accepts(fake.message("   "))
+    narrow = DiscordGateway(config(channel_ids=[OTHER_CHANNEL]), client=FakeDiscord().client)
+    assert not narrow.accepts(fake.message("hello"))
+    assert narrow.accepts(fake.message("hello", channel=OTHER_CHANNEL))
+    mention = DiscordGateway(config(mention_only=True), client=FakeDiscord().client)
+    assert not mention.accepts(fake.message("hello"))  # the bot is not logged in: no mention
+
+
+async def test_an_empty_allow_list_or_missing_token_refuses_to_start() -> None:
+    with pytest.raises(ConfigError, match="guild_ids is empty"):
+        DiscordGateway(DiscordConfig(enabled=True, token=SecretStr("t")))
+    gateway = DiscordGateway(
+        DiscordConfig(enabled=True, token=SecretStr("${DISCORD_TOKEN}"), guild_ids=[GUILD]),
+        client=FakeDiscord().client,
+    )
+    with pytest.raises(ConfigError, match="DISCORD_TOKEN"):
+        await gateway.connect()
+
+
+# ------------------------------------------------------------------ end to end
+async def test_a_channel_message_runs_a_turn_and_the_reply_goes_back_split(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    fake = FakeDiscord()
+    gateway = DiscordGateway(config(), client=fake.client)
+    runner = GatewayRunner(gateway, runtime, agent)
+    long_reply = "\n".join(f"Step {i}: water the tomatoes and check the soil." for i in range(90))
+    scripted.outcomes.clear()
+    scripted.then(speak(long_reply), speak("Fridays."), speak("Hello, other channel."))
+
+    await gateway.on_message(fake.message("How do I care for tomatoes?"))
+    incoming = await gateway.receive()
+    assert incoming.source == DiscordSource(guild_id=str(GUILD), channel_id=str(CHANNEL))
+    assert incoming.sender.name == "Mina"
+    sent = await runner.handle(incoming)
+    assert sent == long_reply
+    assert len(fake.sent) > 1
+    assert {channel for channel, _ in fake.sent} == {CHANNEL}
+    assert all(len(p["content"]) <= 2000 for _, p in fake.sent)
+    assert "\n".join(p["content"] for _, p in fake.sent) == long_reply
+    assert all(p["allowed_mentions"] == {"parse": []} for _, p in fake.sent)
+
+    await gateway.on_message(fake.message("When?"))
+    await runner.handle(await gateway.receive())
+    session = session_for("discord", f"{GUILD}/{CHANNEL}", agent.id)
+    messages = session_messages(runtime.db, session, limit=100)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[2].content == "When?"
+
+    await gateway.on_message(fake.message("hi", channel=OTHER_CHANNEL))
+    await runner.handle(await gateway.receive())
+    other = session_for("discord", f"{GUILD}/{OTHER_CHANNEL}", agent.id)
+    assert other != session
+    assert [m.content for m in session_messages(runtime.db, other, limit=10)] == [
+        "hi",
+        "Hello, other channel.",
+    ]
+    assert fake.sent[-1] == (OTHER_CHANNEL, fake.sent[-1][1])
+
+
+async def test_a_failed_turn_is_answered_with_a_short_apology(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    fake = FakeDiscord()
+    gateway = DiscordGateway(config(), client=fake.client)
+    scripted.outcomes.clear()
+    scripted.then(ProviderServerError("upstream down", provider="openai"))
+    await gateway.on_message(fake.message("hello"))
+    sent = await GatewayRunner(gateway, runtime, agent).handle(await gateway.receive())
+    assert sent is not None
+    assert sent.startswith("Sorry, I could not answer that (")
+    assert fake.sent[0][1]["content"] == sent
+
+
+async def test_the_agent_is_the_configured_one_or_the_only_one(
+    runtime: Runtime, agent: Agent
+) -> None:
+    assert agent_for(runtime, None, "discord").id == agent.id
+    assert agent_for(runtime, "aki", "discord").id == agent.id
+    runtime.agents.create(AgentCreate(name="second", prompt="p"))
+    with pytest.raises(ConfigError, match="there are 2 agents"):
+        agent_for(runtime, None, "discord")
