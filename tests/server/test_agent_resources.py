@@ -336,7 +336,7 @@ def test_llm_metrics_and_analytics_follow_real_turns(
         client.get(f"{base}/llm/metrics/summary?groupBy=colour"), 422, "validation_error"
     )
     assert "period" in error_of(
-        client.get(f"{base}/llm/metrics?period=soon"), 400, "validation_error"
+        client.get(f"{base}/llm/metrics?period=soon"), 422, "validation_error"
     )
 
     usage = client.get(f"{base}/analytics/usage").json()
@@ -356,4 +356,6 @@ def test_llm_metrics_and_analytics_follow_real_turns(
     assert "openai/gpt-5-mini" in llm["byModel"]
     assert set(llm["byModel"]["openai/gpt-5-mini"]) >= {"usageCount", "successRate"}
     error_of(client.get(f"{base}/analytics/llm?period=soon"), 422, "validation_error")
+    typo = client.get(f"{base}/llm/metrics?limt=5")
+    assert "query.limt: unknown query parameter" in error_of(typo, 422, "validation_error")
     error_of(client.get(f"/api/agents/{MISSING}/analytics/usage"), 404, "not_found")

@@ -83,6 +83,29 @@ class AgentRole(BaseModel):
             'or custom:NAME / {"custom": NAME}'
         )
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        """What the API documents: the forms a role is written in (see `parse`)."""
+        name = {"type": "string", "minLength": 1, "maxLength": MAX_CUSTOM_ROLE, "pattern": r"\S"}
+        return {
+            "description": "discussant, facilitator, observer, or a custom role: "
+            '"custom:NAME" or {"custom": NAME}',
+            "anyOf": [
+                {"type": "string", "enum": [r.lower() for r in BUILT_IN_ROLES]},
+                {
+                    "type": "string",
+                    "pattern": rf"^custom:\s*\S.{{0,{MAX_CUSTOM_ROLE - 1}}}$",
+                    "maxLength": len("custom:") + MAX_CUSTOM_ROLE,
+                },
+                {
+                    "type": "object",
+                    "properties": {"custom": name},
+                    "required": ["custom"],
+                    "additionalProperties": False,
+                },
+            ],
+        }
+
     def stored(self) -> str:
         """The `identity.role` column value."""
         return f"custom:{self.custom}" if self.kind == "Custom" else self.kind.lower()

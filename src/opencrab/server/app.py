@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from opencrab import __version__
@@ -19,7 +19,7 @@ from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.server.auth import BearerAuth, document_security
-from opencrab.server.errors import install_error_handlers
+from opencrab.server.errors import install_error_handlers, refuse_unknown_query
 from opencrab.server.live import EventHub
 from opencrab.store import Database
 
@@ -69,6 +69,7 @@ def create_app(
         db.close()
 
     app = FastAPI(
+        dependencies=[Depends(refuse_unknown_query)],
         title="OpenCrab",
         version=__version__,
         description="Self-hosted autonomous LLM agents: REST API.",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 
 from opencrab.errors import (
     BudgetExceeded,
@@ -45,6 +47,33 @@ ERROR_STATUS: dict[type[OpenCrabError], int] = {
     LlmError: 502,
 }
 """The status of each of our errors a client can cause or should retry."""
+
+
+def refuse_unknown_query(request: HTTPConnection) -> None:
+    """A query parameter the route does not take is refused (422), like an unknown body
+    field: `?limt=5` is a typo to report, not to ignore."""
+    if request.scope["type"] != "http":
+        return  # a WebSocket's ?access_token= is read by the auth middleware
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    known = {p.alias for p in _query_params(dependant)}
+    unknown = sorted({k for k in request.query_params if k not in known})
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"loc": ("query", name), "msg": "unknown query parameter", "type": "extra"}
+                for name in unknown
+            ]
+        )
+
+
+def _query_params(dependant: Any) -> list[Any]:
+    found = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        found += _query_params(sub)
+    return found
 
 
 def error_body(code: str, message: str) -> dict[str, str]:

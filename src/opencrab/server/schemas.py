@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -41,3 +42,14 @@ class ApiInput(ApiModel):
     """A request body: unknown fields are refused with a 422 that names them."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+PERIOD_PATTERN = r"^(hour|day|week|month|all|[1-9][0-9]{0,3}[hdw])$"
+Period = Annotated[
+    str,
+    Query(
+        pattern=PERIOD_PATTERN,
+        description="hour, day, week, month (30 days), all, or a count like 24h, 7d, 4w.",
+    ),
+]
+"""A `?period=` parameter (see opencrab.llm.metrics.period_start)."""

@@ -21,16 +21,11 @@ from opencrab.llm.analysis import analyze_usage
 from opencrab.llm.metrics import period_start
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, DatabaseDep, SettingsDep
-from opencrab.server.schemas import ApiModel, error_responses
+from opencrab.server.schemas import ApiModel, Period, error_responses
 from opencrab.store.tables import heartbeat_log, memory_sessions, messages, sessions
 from opencrab.store.tables import llm_usage_metrics as metrics_table
 
 router = APIRouter(prefix="/api", tags=["Analytics"])
-
-Period = Annotated[
-    str,
-    Query(max_length=16, description="hour, day, week, month, all, or a count like 24h, 7d."),
-]
 
 
 class ActionUse(ApiModel):

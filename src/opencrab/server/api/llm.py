@@ -21,19 +21,12 @@ from opencrab.errors import LlmError
 from opencrab.llm.metrics import GROUPS, period_start, summarize
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, AgentStoreDep, DatabaseDep, RuntimeDep
-from opencrab.server.schemas import ApiModel, error_responses
+from opencrab.server.schemas import ApiModel, Period, error_responses
 from opencrab.store.tables import llm_usage_metrics as metrics_table
 
 router = APIRouter(prefix="/api", tags=["LLM"])
 
 PROBE_TIMEOUT = 10.0
-Period = Annotated[
-    str,
-    Query(
-        max_length=16,
-        description="hour, day, week, month, all, or a count like 24h, 7d, 4w.",
-    ),
-]
 GroupBy = Literal["model", "provider", "purpose", "task_type", "agent", "day"]
 assert set(GroupBy.__args__) == set(GROUPS)  # type: ignore[attr-defined]
 
