@@ -1,4 +1,9 @@
-"""`opencrab up` as a user runs it: a real process on a real socket, stopped by SIGTERM."""
+"""`opencrab up` as a user runs it: a real process on a real socket, stopped by SIGTERM.
+
+The whole-server test binds a non-loopback address (so a bearer token is required),
+thinks through the fake OpenAI server, and is driven the way clients would: httpx for
+REST, a websockets client for /api/ws, the official openai client for /v1.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,20 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from uuid import uuid4
 
+import httpx
+import openai
+import pytest
+from websockets.sync.client import connect
+
 from opencrab.events import event_json
+from tests.cli.test_agent_cli import CHAT, call, tool_reply
+from tests.cli.test_llm_cli import closed_port
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.test_openai import chunk, completion
 from tests.test_event_log import chain
 
 
@@ -76,3 +91,129 @@ def test_up_serves_health_and_traces_then_stops_cleanly(tmp_path: Path) -> None:
     # uvicorn shuts down gracefully, then re-raises the signal so supervisors see it
     assert server.returncode in (0, -signal.SIGTERM), output
     assert "Application shutdown complete" in output
+
+
+# ------------------------------------------------------------------ the whole server
+def _start(args: list[str], env: dict[str, str], base: str) -> subprocess.Popen[str]:
+    exe = str(Path(sys.executable).parent / "opencrab")
+    server = subprocess.Popen(
+        [exe, "up", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        assert server.poll() is None, server.stdout.read() if server.stdout else ""
+        assert time.monotonic() < deadline, "server did not start in 30 s"
+        time.sleep(0.1)
+
+
+def _stop(server: subprocess.Popen[str]) -> str:
+    server.send_signal(signal.SIGTERM)
+    output, _ = server.communicate(timeout=30)
+    assert server.returncode in (0, -signal.SIGTERM), output
+    return output
+
+
+def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
+    tmp_path: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    exe = str(Path(sys.executable).parent / "opencrab")
+    data = tmp_path / "served"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
+    closed = f"http://127.0.0.1:{closed_port()}"
+    env.update(
+        OPENAI_API_KEY="sk-test",
+        OPENCRAB_LLM__PROVIDERS__OPENAI__BASE_URL=fake_llm_server.url + "/v1",
+        OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL=closed,
+        OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL=closed,
+        OPENCRAB_GATEWAY__OPENAI_COMPAT__ENABLED="true",
+    )
+    port = free_port()
+    refused = subprocess.run(
+        [exe, "up", "--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "needs bearer tokens" in refused.stderr
+    made = subprocess.run(
+        [exe, "token", "create", "ci", "--json", "--data-dir", str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    secret = json.loads(made.stdout)["token"]
+    base = f"http://127.0.0.1:{port}"
+    server = _start(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)], env, base)
+    try:
+        assert httpx.get(f"{base}/api/agents").status_code == 401
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"})
+        agent = api.post("/api/agents", json={"name": "aki", "prompt": "Be brief."}).json()
+        session = api.post("/api/sessions", json={"agentId": agent["id"]}).json()["id"]
+
+        fake_llm_server.reply(
+            CHAT,
+            tool_reply(call("c1", "ws_write", {"path": "plan.md", "content": "water"})),
+            tool_reply(call("c2", "send_speech", {"content": "Planned."})),
+        )
+        ws_url = f"ws://127.0.0.1:{port}/api/ws?access_token={secret}"
+        with connect(ws_url) as ws, ThreadPoolExecutor(1) as pool:
+            ws.send(json.dumps({"type": "subscribe", "sessionId": session}))
+            assert json.loads(ws.recv(10))["type"] == "subscribed"
+            posted = pool.submit(
+                api.post, f"/api/sessions/{session}/messages", json={"content": "Plan it"}
+            )
+            seen: list[str] = []
+            while "message" not in seen:
+                message = json.loads(ws.recv(30))
+                assert message["sessionId"] == session
+                seen.append(message["event"]["type"])
+            turn = posted.result(30).json()
+        assert turn["reply"]["content"] == "Planned."
+        assert seen[:2] == ["user", "tool_call"]
+        assert "tool_result" in seen
+        assert api.get(f"/api/agents/{agent['id']}/workspace/plan.md").content == b"water"
+
+        for _ in range(50):  # the metrics recorder writes in the background
+            metrics = api.get(f"/api/agents/{agent['id']}/llm/metrics").json()
+            if len(metrics) >= 2:
+                break
+            time.sleep(0.1)
+        assert [m["provider"] for m in metrics] == ["openai", "openai"]
+
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=secret, max_retries=0)
+        fake_llm_server.reset()  # the last reply of a queue otherwise repeats
+        fake_llm_server.reply(CHAT, Reply(json=completion({"content": "Hello from aki."})))
+        answer = client.chat.completions.create(
+            model="aki", messages=[{"role": "user", "content": "Hi"}]
+        )
+        assert answer.choices[0].message.content == "Hello from aki."
+        fake_llm_server.reset()
+        fake_llm_server.reply(
+            CHAT,
+            Reply(
+                sse=[
+                    chunk({"role": "assistant", "content": "Hel"}),
+                    chunk({"content": "lo!"}),
+                    chunk(finish="stop"),
+                    chunk(usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}),
+                    "[DONE]",
+                ]
+            ),
+        )
+        stream = client.chat.completions.create(
+            model="aki", messages=[{"role": "user", "content": "Again"}], stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello!"
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"{base}/v1", api_key="ocb_wrong", max_retries=0).models.list()
+    finally:
+        output = _stop(server)
+    assert "bearer token required" in " ".join(output.split())
