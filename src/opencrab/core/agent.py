@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import json
 import tomllib
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
 from opencrab.store import Database
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
 from opencrab.store.tables import tools as tools_table
 
@@ -178,9 +180,25 @@ class AgentStore:
             return self._load(conn, row)
 
     def list(self) -> list[Agent]:
+        """Every agent, oldest first (four queries, however many agents there are)."""
         with self.db.read() as conn:
             rows = conn.execute(sa.select(agents).order_by(agents.c.created_at)).all()
-            return [self._load(conn, row) for row in rows]
+            souls = {r.agent_id: r for r in conn.execute(sa.select(soul))}
+            identities = {r.agent_id: r for r in conn.execute(sa.select(identity))}
+            tools: dict[str, builtins.list[str]] = {}
+            for agent_id, tool in conn.execute(
+                sa.select(agent_tools.c.agent_id, agent_tools.c.tool_id)
+            ):
+                tools.setdefault(agent_id, []).append(str(tool))
+        return [
+            self._agent(row, souls.get(row.id), identities.get(row.id), tools.get(row.id, []))
+            for row in rows
+        ]
+
+    def summaries(self) -> builtins.list[tuple[str, str, str | None]]:
+        """(id, name, description) of every agent, oldest first: one indexed read."""
+        with self.db.read() as conn:
+            return [(str(r[0]), r[1], r[2]) for r in _SUMMARIES.rows(conn)]
 
     def _row(self, conn: Connection, name_or_id: str) -> Any:
         key = str(name_or_id).strip()
@@ -196,6 +214,9 @@ class AgentStore:
         tools = conn.execute(
             sa.select(agent_tools.c.tool_id).where(agent_tools.c.agent_id == row.id)
         ).scalars()
+        return self._agent(row, s, i, [str(t) for t in tools])
+
+    def _agent(self, row: Any, s: Any, i: Any, tools: builtins.list[str]) -> Agent:
         return Agent(
             id=row.id,
             name=row.name,
@@ -207,7 +228,7 @@ class AgentStore:
             heartbeat=HeartbeatConfig.model_validate(
                 row.heartbeat_json or {"interval_secs": self.settings.agent.heartbeat_interval_secs}
             ),
-            tool_ids=[str(t) for t in tools],
+            tool_ids=tools,
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
@@ -412,3 +433,8 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
         key = ".".join(str(p) for p in first["loc"])
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ValidationError(f"{path}: {key}: {first['msg']}{more}") from None
+
+
+_SUMMARIES = Prepared(
+    sa.select(agents.c.id, agents.c.name, agents.c.description).order_by(agents.c.created_at)
+)

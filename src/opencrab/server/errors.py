@@ -49,7 +49,7 @@ ERROR_STATUS: dict[type[OpenCrabError], int] = {
 """The status of each of our errors a client can cause or should retry."""
 
 
-def refuse_unknown_query(request: HTTPConnection) -> None:
+async def refuse_unknown_query(request: HTTPConnection) -> None:
     """A query parameter the route does not take is refused (422), like an unknown body
     field: `?limt=5` is a typo to report, not to ignore."""
     if request.scope["type"] != "http":

@@ -1,0 +1,338 @@
+"""Load on the server: REST throughput, 1,000 concurrent reads, 200 live WebSocket clients.
+
+Two servers run side by side as subprocesses under the same uvicorn settings: OpenCrab's
+app (a real SQLite store with 10 agents, a scripted model in-process) and, as the
+baseline, a bare Starlette endpoint returning the same agent list as a constant. The load
+comes from this process through a minimal keep-alive HTTP/1.1 client on asyncio streams,
+so the client costs little next to the servers.
+
+1. `GET /api/agents` for `--secs` seconds from 64 connections, against each server in
+   turn (twice, alternating): requests/s and the ratio OpenCrab / bare Starlette.
+2. 1,000 `GET /api/agents` started at once, each on its own connection: all must be 200.
+3. 200 WebSocket clients subscribe to one session; 5 messages are posted to it over
+   REST: every client must receive every event of those turns; prints the time from the
+   first post to the last delivery and events delivered per second.
+
+Prints errors for each part (must all be 0).
+
+    python bench/server_load.py [--secs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+AGENTS = 10
+CONNECTIONS = 64
+BURST = 1000
+WS_CLIENTS = 200
+TURNS = 5
+
+
+# ------------------------------------------------------------------ the servers (children)
+def serve_opencrab(port: int, data: str) -> None:
+    import uvicorn
+    from tests.fakes.scripted_provider import ScriptedProvider, reply
+
+    from opencrab.config import load_settings
+    from opencrab.core.agent import AgentCreate, AgentStore
+    from opencrab.llm.router import LlmRouter
+    from opencrab.llm.types import ToolCall
+    from opencrab.server.app import create_app
+    from opencrab.store import Database
+
+    settings = load_settings(overrides={"data_dir": data})
+    db = Database(settings.database_url)
+    db.upgrade()
+    store = AgentStore(db, settings)
+    for i in range(AGENTS):
+        store.create(AgentCreate(name=f"agent-{i}", prompt="Be brief.", description="bench"))
+    speak = reply(
+        tool_calls=[
+            ToolCall(
+                id="c1",
+                name="send_speech",
+                arguments={"content": "Noted."},
+                raw_arguments='{"content": "Noted."}',
+            )
+        ]
+    )
+    router = LlmRouter(settings)
+    router.register_provider(ScriptedProvider("openai", speak))
+    app = create_app(settings, db, router=router)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve_bare(port: int, body: str) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    payload = body.encode()
+
+    async def agents(_: Any) -> Response:
+        return Response(payload, media_type="application/json")
+
+    app = Starlette(routes=[Route("/api/agents", agents)])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, __file__, *args], cwd=ROOT)
+
+
+async def wait_up(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            status, _ = await fetch_once(port, "/api/agents")
+            if status == 200:
+                return
+        except OSError:
+            pass
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"server on port {port} did not start")
+
+
+# ------------------------------------------------------------------ a small HTTP client
+class Connection:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.writer.write(head.encode() + b"\r\n" + (body or b""))
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        length = 0
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def fetch_once(port: int, path: str) -> tuple[int, bytes]:
+    conn = await Connection.open(port)
+    try:
+        return await conn.request("GET", path)
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ 1. throughput
+async def throughput(port: int, secs: float) -> tuple[float, int]:
+    """Requests/s over `secs` from CONNECTIONS keep-alive connections; and errors."""
+    stop = time.perf_counter() + secs
+    done = errors = 0
+
+    async def worker() -> None:
+        nonlocal done, errors
+        conn = await Connection.open(port)
+        try:
+            while time.perf_counter() < stop:
+                status, _ = await conn.request("GET", "/api/agents")
+                done += 1
+                errors += status != 200
+        finally:
+            conn.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
+    return done / (time.perf_counter() - started), errors
+
+
+# ------------------------------------------------------------------ 2. a burst
+async def burst(port: int) -> tuple[int, int, float]:
+    """BURST reads at once, one connection each: (ok, errors, seconds)."""
+
+    async def one() -> bool:
+        try:
+            status, body = await fetch_once(port, "/api/agents")
+            return status == 200 and len(json.loads(body)) == AGENTS
+        except OSError:
+            return False
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one() for _ in range(BURST)))
+    ok = sum(results)
+    return ok, BURST - ok, time.perf_counter() - started
+
+
+# ------------------------------------------------------------------ 3. live WebSocket clients
+async def live_clients(port: int) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+
+    api = await Connection.open(port)
+    _, body = await api.request("GET", "/api/agents")
+    agent_id = json.loads(body)[0]["id"]
+    _, body = await api.request("POST", "/api/sessions", json.dumps({"agentId": agent_id}).encode())
+    session = json.loads(body)["id"]
+
+    errors = 0
+    received: list[list[str]] = [[] for _ in range(WS_CLIENTS)]
+    last_delivery = 0.0
+    expected: list[str] = []
+    all_in = asyncio.Event()
+
+    async def client(i: int, ready: asyncio.Event, go: asyncio.Event) -> None:
+        nonlocal errors, last_delivery
+        try:
+            async with connect(f"ws://127.0.0.1:{port}/api/ws", max_queue=None) as ws:
+                await ws.send(json.dumps({"type": "subscribe", "sessionId": session}))
+                assert json.loads(await ws.recv())["type"] == "subscribed"
+                ready.set()
+                await go.wait()
+                while True:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                    received[i].append(message["event"]["id"])
+                    last_delivery = time.perf_counter()
+                    if expected and len(received[i]) >= len(expected):
+                        return
+        except Exception as exc:
+            errors += 1
+            print(f"  client {i}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            ready.set()
+
+    connect_started = time.perf_counter()
+    readies = [asyncio.Event() for _ in range(WS_CLIENTS)]
+    go = asyncio.Event()
+    tasks = [asyncio.create_task(client(i, readies[i], go)) for i in range(WS_CLIENTS)]
+    for ready in readies:
+        await ready.wait()
+    connected = time.perf_counter() - connect_started
+    go.set()
+
+    posted = time.perf_counter()
+    for n in range(TURNS):
+        status, _ = await api.request(
+            "POST",
+            f"/api/sessions/{session}/messages",
+            json.dumps({"content": f"message {n}"}).encode(),
+        )
+        errors += status != 201
+    _, body = await api.request("GET", f"/api/traces/{session}/events")
+    expected.extend(e["id"] for e in json.loads(body))
+    await asyncio.wait(tasks, timeout=60)
+    for task in tasks:
+        task.cancel()
+    api.close()
+    complete = sum(1 for got in received if sorted(got) == sorted(expected))
+    delivered = sum(len(got) for got in received)
+    span = max(last_delivery - posted, 1e-9)
+    del all_in
+    return {
+        "clients": WS_CLIENTS,
+        "connect_secs": connected,
+        "events_per_turn": len(expected) / TURNS,
+        "complete_clients": complete,
+        "delivered": delivered,
+        "span_secs": span,
+        "errors": errors + (WS_CLIENTS - complete),
+    }
+
+
+# ------------------------------------------------------------------ main
+async def main(secs: float) -> None:
+    data = tempfile.mkdtemp(prefix="opencrab-load-")
+    ours_port, bare_port = free_port(), free_port()
+    ours = start("--serve", "opencrab", "--port", str(ours_port), "--data", data)
+    try:
+        await wait_up(ours_port)
+        _, agents = await fetch_once(ours_port, "/api/agents")
+        bare = start("--serve", "bare", "--port", str(bare_port), "--body", agents.decode())
+        try:
+            await wait_up(bare_port)
+            print(
+                f"GET /api/agents ({AGENTS} agents), {CONNECTIONS} connections, {secs:.0f} s each"
+            )
+            rates: dict[str, list[float]] = {"opencrab": [], "bare": []}
+            errors = 0
+            for _ in range(2):
+                for name, port in (("opencrab", ours_port), ("bare", bare_port)):
+                    rate, failed = await throughput(port, secs)
+                    rates[name].append(rate)
+                    errors += failed
+            best = {name: max(values) for name, values in rates.items()}
+            print(
+                f"  OpenCrab     {best['opencrab']:8.0f} req/s  (runs: "
+                + ", ".join(f"{r:.0f}" for r in rates["opencrab"])
+                + ")"
+            )
+            print(
+                f"  bare Starlette {best['bare']:6.0f} req/s  (runs: "
+                + ", ".join(f"{r:.0f}" for r in rates["bare"])
+                + ")"
+            )
+            print(f"  ratio OpenCrab / bare Starlette: {best['opencrab'] / best['bare']:.2f}")
+            print(f"  errors: {errors}")
+        finally:
+            bare.terminate()
+            bare.wait(30)
+
+        ok, failed, took = await burst(ours_port)
+        print(f"{BURST} concurrent GET /api/agents: {ok} ok, {failed} errors in {took:.2f} s")
+
+        live = await live_clients(ours_port)
+        print(
+            f"{live['clients']} WebSocket clients on one session: connected and subscribed in "
+            f"{live['connect_secs']:.2f} s; {TURNS} turns × {live['events_per_turn']:.0f} events; "
+            f"{live['complete_clients']} clients got every event; "
+            f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
+            f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: {live['errors']}"
+        )
+    finally:
+        ours.terminate()
+        ours.wait(30)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--secs", type=float, default=5.0)
+    parser.add_argument("--serve", choices=("opencrab", "bare"))
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--data")
+    parser.add_argument("--body")
+    args = parser.parse_args()
+    if args.serve == "opencrab":
+        serve_opencrab(args.port, args.data)
+    elif args.serve == "bare":
+        serve_bare(args.port, args.body)
+    else:
+        os.environ.setdefault("PYTHONHASHSEED", "0")
+        asyncio.run(main(args.secs))
