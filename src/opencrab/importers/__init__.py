@@ -1,0 +1,1 @@
+"""Import of coding-agent transcripts (Codex CLI rollouts, Claude Code sessions)."""

@@ -1,0 +1,733 @@
+"""Codex CLI rollouts → NormalizedMessage records (seed 003).
+
+A rollout is JSON Lines. Two formats exist:
+
+- the event stream (Codex CLI 0.44+): every line is `{"timestamp", "type", "payload"}`
+  with `type` one of session_meta, response_item (message, reasoning, function_call,
+  function_call_output, custom_tool_call, custom_tool_call_output, web_search_call, …),
+  turn_context, event_msg (token_count, agent_message, user_message, …) and compacted;
+- the legacy format (before 2025-09): a header line with `id` and `instructions`, then
+  `{"record_type": "state"}` lines and bare response items, mostly without timestamps.
+
+`parse_lines` turns each line into exactly one NormalizedMessage, or reports it as a
+problem (file, line, reason): a line that is not JSON, not an object, or cut off at the
+end of the file. A type nobody has seen is kept as a `meta` message with its payload in
+`raw.payload` and reported too, so every input line is accounted for. Blank lines are
+counted, nothing else is skipped.
+
+Field rules (seed 003): `id` is `timestamp#line` (1-based line number); roles user,
+assistant, tool, system, meta; `source_type` message, tool_call, tool_result, meta,
+session, legacy; message content becomes segments with channel (input_* → input,
+output_* → output), type (text, image) and format (the original content type), text
+sanitised with an allow-list (p, pre, code, strong, em, ul, ol, li, a); tool calls and
+their outputs are joined by call_id, arguments and outputs parsed as JSON when they parse
+(the raw string is kept); encrypted reasoning is kept in `raw.encrypted_content` and
+shown only as its SHA-256; `event_msg` kinds go to `metadata.event_kind`. Injected
+context (environment context, AGENTS.md or user instructions sent as a user message) is
+a `system` message, not something the user said.
+
+Token usage comes from `token_count` events: a call is counted only when the cumulative
+total changes (Codex repeats snapshots), `info: null` is skipped, and cached and
+reasoning tokens stay inside input and output (never added on top).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import nh3
+import orjson
+
+ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
+MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are reported, not parsed
+INJECTED_PREFIXES = (
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# agents.md instructions", "agents_md"),
+    ("<instructions>", "instructions"),
+    ("<permissions instructions>", "permissions"),
+)
+TOOL_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+TOOL_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+KNOWN_EVENT_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+LEGACY_ITEM_TYPES = {"message", "reasoning"} | TOOL_CALL_TYPES | TOOL_OUTPUT_TYPES
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+@dataclass
+class UsageCall:
+    """One model call's tokens, from a token_count event whose cumulative total moved."""
+
+    timestamp: str
+    line: int
+    model: str | None
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_output_tokens: int
+    total_tokens: int
+
+
+@dataclass
+class ParsedRollout:
+    """What one file (or the new lines of one) holds."""
+
+    file_path: str
+    session_id: str | None = None
+    started_at: str | None = None
+    header: dict[str, Any] = field(default_factory=dict)  # session_meta + last turn_context
+    model: str | None = None
+    provider: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    lines: int = 0
+    blank_lines: int = 0
+    usage: list[UsageCall] = field(default_factory=list)
+    total_usage: dict[str, int] | None = None  # the last cumulative total
+    legacy: bool = False
+
+
+# ------------------------------------------------------------------ reading files
+def read_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines as bytes (`.zst` files decompressed on the fly)."""
+    if path.suffix == ".zst":
+        import zstandard
+
+        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+            buffered = _buffered(reader)
+            yield from buffered
+        return
+    with path.open("rb") as handle:
+        yield from handle
+
+
+def _buffered(reader: Any) -> Iterator[bytes]:
+    rest = b""
+    while True:
+        chunk = reader.read(1 << 20)
+        if not chunk:
+            break
+        rest += chunk
+        *lines, rest = rest.split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
+
+
+def find_rollouts(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
+    """`rollout-*.jsonl[.zst]` files under the paths (files are taken as given)."""
+    found: list[Path] = []
+    problems: list[Problem] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(
+                p
+                for p in path.rglob("rollout-*.jsonl*")
+                if p.is_file() and (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.zst"))
+            )
+        else:
+            problems.append(Problem(str(path), 0, "no such file or folder"))
+    return list(dict.fromkeys(found)), problems
+
+
+# ------------------------------------------------------------------ the parser
+class _State:
+    def __init__(self, result: ParsedRollout, mtime: float | None) -> None:
+        self.result = result
+        self.calls: dict[str, dict[str, Any]] = {}  # call_id -> the tool_call message
+        self.last_total: dict[str, int] | None = None
+        self.base_time: datetime | None = None
+        self.mtime = mtime
+        self.last_timestamp: str | None = None
+
+
+def parse_file(path: Path, *, skip_lines: int = 0) -> ParsedRollout:
+    """Parse a rollout; `skip_lines` lines at the start were imported before."""
+    try:
+        mtime: float | None = path.stat().st_mtime
+    except OSError:
+        mtime = None
+    return parse_lines(read_lines(path), str(path), skip_lines=skip_lines, mtime=mtime)
+
+
+def parse_lines(
+    lines: Iterable[bytes],
+    file_path: str,
+    *,
+    skip_lines: int = 0,
+    mtime: float | None = None,
+) -> ParsedRollout:
+    """See the module docstring. The header and token state are rebuilt from skipped
+    lines too (cheaply: only session_meta, turn_context and token_count are read)."""
+    result = ParsedRollout(file_path=file_path)
+    state = _State(result, mtime)
+    for index, raw in enumerate(lines):
+        number = index + 1
+        result.lines = number
+        ends = raw.endswith(b"\n")
+        text = raw.strip()
+        if not text:
+            if index >= skip_lines:
+                result.blank_lines += 1
+            continue
+        if len(text) > MAX_LINE_BYTES:
+            if index >= skip_lines:
+                result.problems.append(
+                    Problem(file_path, number, f"line of {len(text)} bytes is too long")
+                )
+            continue
+        try:
+            event = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            if index >= skip_lines:
+                reason = (
+                    "truncated last line (no newline, not complete JSON)"
+                    if not ends
+                    else f"not valid JSON: {exc}"
+                )
+                result.problems.append(Problem(file_path, number, reason))
+            continue
+        if not isinstance(event, dict):
+            if index >= skip_lines:
+                result.problems.append(
+                    Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
+                )
+            continue
+        if index < skip_lines:
+            _replay(state, event, number)
+            continue
+        message = _normalize(state, event, index)
+        if message is not None:
+            result.messages.append(message)
+    return result
+
+
+def _replay(state: _State, event: dict[str, Any], number: int) -> None:
+    """Rebuild header and token state from a line imported before."""
+    kind = event.get("type")
+    payload = event.get("payload")
+    if kind == "session_meta" and isinstance(payload, dict):
+        _session_meta(state, payload, event.get("timestamp"))
+    elif kind == "turn_context" and isinstance(payload, dict):
+        _turn_context(state, payload)
+    elif kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+        _token_count(state, payload, str(event.get("timestamp") or ""), number, count=False)
+    elif number == 1 and "id" in event and "type" not in event:
+        _legacy_header(state, event)
+    if isinstance(event.get("timestamp"), str):
+        state.last_timestamp = event["timestamp"]
+
+
+# ------------------------------------------------------------------ one line
+def _normalize(state: _State, event: dict[str, Any], index: int) -> dict[str, Any] | None:
+    number = index + 1
+    result = state.result
+    kind = event.get("type")
+    payload = event.get("payload")
+    if kind in KNOWN_EVENT_TYPES and isinstance(payload, dict):
+        timestamp = _timestamp(state, event, index)
+        if kind == "response_item":
+            return _response_item(state, payload, timestamp, index, "response_item")
+        if kind == "event_msg":
+            return _event_msg(state, payload, timestamp, index)
+        if kind == "session_meta":
+            _session_meta(state, payload, timestamp)
+            return _message(
+                state,
+                timestamp,
+                index,
+                role="meta",
+                source_type="session",
+                event_type="session_meta",
+                metadata={k: v for k, v in payload.items() if k != "base_instructions"},
+                raw_extra={"payload": payload},
+            )
+        if kind == "turn_context":
+            _turn_context(state, payload)
+            return _message(
+                state,
+                timestamp,
+                index,
+                role="meta",
+                source_type="meta",
+                event_type="turn_context",
+                metadata={"event_kind": "turn_context", "turn_context": payload},
+            )
+        # compacted: the history was summarised
+        history = payload.get("replacement_history")
+        return _message(
+            state,
+            timestamp,
+            index,
+            role="meta",
+            source_type="meta",
+            event_type="compacted",
+            segments=_text_segments(payload.get("message"), "system", "compacted_summary"),
+            metadata={
+                "event_kind": "compacted",
+                "replacement_items": len(history) if isinstance(history, list) else 0,
+            },
+        )
+    # the legacy format
+    if number == 1 and "id" in event and "type" not in event and "record_type" not in event:
+        _legacy_header(state, event)
+        return _message(
+            state,
+            _timestamp(state, event, index),
+            index,
+            role="meta",
+            source_type="session",
+            event_type="legacy_session_entry",
+            metadata={k: v for k, v in event.items() if k != "instructions"},
+            raw_extra={"payload": event},
+        )
+    if "record_type" in event:
+        result.legacy = True
+        return _message(
+            state,
+            _timestamp(state, event, index),
+            index,
+            role="meta",
+            source_type="meta",
+            event_type="legacy_record",
+            payload_type=str(event.get("record_type")),
+            metadata={"event_kind": f"legacy_{event.get('record_type')}"},
+        )
+    if kind in LEGACY_ITEM_TYPES:
+        result.legacy = True
+        return _response_item(state, event, _timestamp(state, event, index), index, "legacy")
+    # a shape nobody has seen: kept, and reported
+    described = kind if isinstance(kind, str) else "no type"
+    if kind in KNOWN_EVENT_TYPES:
+        described = f"{kind} without an object payload"
+    result.problems.append(
+        Problem(result.file_path, number, f"unknown event ({described}); kept as meta")
+    )
+    return _message(
+        state,
+        _timestamp(state, event, index),
+        index,
+        role="meta",
+        source_type="meta",
+        event_type=str(kind) if kind is not None else "unknown",
+        metadata={"event_kind": "unknown"},
+        raw_extra={"payload": event},
+    )
+
+
+def _response_item(
+    state: _State, payload: dict[str, Any], timestamp: str, index: int, event_type: str
+) -> dict[str, Any]:
+    item = payload.get("type")
+    legacy = event_type == "legacy"
+    if item == "message":
+        role = payload.get("role")
+        segments = _content_segments(payload.get("content"))
+        injected = _injected(role, payload.get("content"))
+        metadata: dict[str, Any] = {}
+        if injected:
+            metadata["injected"] = injected
+        if payload.get("phase"):
+            metadata["phase"] = payload["phase"]
+        return _message(
+            state,
+            timestamp,
+            index,
+            role="system" if injected else _role(role),
+            source_type="legacy" if legacy else "message",
+            event_type=event_type,
+            payload_type="message",
+            segments=segments,
+            metadata=metadata or None,
+        )
+    if item == "reasoning":
+        encrypted = payload.get("encrypted_content")
+        summary = [
+            s.get("text", "")
+            for s in payload.get("summary") or []
+            if isinstance(s, dict) and isinstance(s.get("text"), str)
+        ]
+        raw_extra: dict[str, Any] = {}
+        if isinstance(encrypted, str):
+            raw_extra["encrypted_content"] = encrypted
+            raw_extra["encrypted_sha256"] = hashlib.sha256(encrypted.encode()).hexdigest()
+        return _message(
+            state,
+            timestamp,
+            index,
+            role="assistant",
+            source_type="meta",
+            event_type=event_type,
+            payload_type="reasoning",
+            metadata={"event_kind": "reasoning", "summary": summary},
+            raw_extra=raw_extra,
+        )
+    if item in TOOL_CALL_TYPES:
+        call_id = payload.get("call_id") or payload.get("id")
+        arguments = payload.get("arguments", payload.get("input", payload.get("action")))
+        tool: dict[str, Any] = {
+            "call_id": call_id,
+            "name": payload.get("name") or str(item).removesuffix("_call"),
+            "status": payload.get("status"),
+            "arguments": arguments,
+            "arguments_json": _json_of(arguments),
+        }
+        message = _message(
+            state,
+            timestamp,
+            index,
+            role="tool",
+            source_type="tool_call",
+            event_type=event_type,
+            payload_type=str(item),
+            tool_call=tool,
+        )
+        if isinstance(call_id, str):
+            state.calls[call_id] = message
+        return message
+    if item in TOOL_OUTPUT_TYPES:
+        call_id = payload.get("call_id")
+        output = payload.get("output")
+        call = state.calls.get(call_id) if isinstance(call_id, str) else None
+        tool = {
+            "call_id": call_id,
+            "name": None if call is None else call["tool_call"]["name"],
+            "status": None if call is None else call["tool_call"]["status"],
+            "output": output,
+            "output_json": _json_of(output),
+        }
+        if call is None:
+            state.result.problems.append(
+                Problem(
+                    state.result.file_path,
+                    index + 1,
+                    f"tool output for call_id {call_id!r} with no call before it",
+                )
+            )
+        else:
+            call["tool_call"]["output"] = output
+            call["tool_call"]["output_json"] = tool["output_json"]
+        return _message(
+            state,
+            timestamp,
+            index,
+            role="tool",
+            source_type="tool_result",
+            event_type=event_type,
+            payload_type=str(item),
+            tool_call=tool,
+        )
+    state.result.problems.append(
+        Problem(
+            state.result.file_path,
+            index + 1,
+            f"unknown {event_type} type {item!r}; kept as meta",
+        )
+    )
+    return _message(
+        state,
+        timestamp,
+        index,
+        role="meta",
+        source_type="meta",
+        event_type=event_type,
+        payload_type=str(item),
+        metadata={"event_kind": "unknown"},
+        raw_extra={"payload": payload},
+    )
+
+
+def _event_msg(
+    state: _State, payload: dict[str, Any], timestamp: str, index: int
+) -> dict[str, Any]:
+    kind = payload.get("type")
+    metadata: dict[str, Any] = {"event_kind": kind}
+    segments: list[dict[str, Any]] = []
+    if kind == "token_count":
+        info = payload.get("info")
+        metadata["token_count"] = info
+        usage = _token_count(state, payload, timestamp, index + 1, count=True)
+        metadata["counted"] = usage is not None
+    elif kind in ("agent_message", "user_message"):
+        channel = "output" if kind == "agent_message" else "input"
+        segments = _text_segments(payload.get("message"), channel, kind)
+    elif kind == "agent_reasoning":
+        segments = _text_segments(payload.get("text"), "system", kind)
+    else:
+        metadata.update({k: v for k, v in payload.items() if k != "type"})
+    return _message(
+        state,
+        timestamp,
+        index,
+        role="meta",
+        source_type="meta",
+        event_type="event_msg",
+        payload_type=str(kind),
+        segments=segments,
+        metadata=metadata,
+    )
+
+
+# ------------------------------------------------------------------ state updates
+def _session_meta(state: _State, payload: dict[str, Any], timestamp: Any) -> None:
+    result = state.result
+    result.session_id = str(payload.get("id") or result.session_id or "") or None
+    started = payload.get("timestamp") or timestamp
+    if isinstance(started, str) and result.started_at is None:
+        result.started_at = started
+    result.provider = payload.get("model_provider") or result.provider
+    result.header.update(
+        {k: v for k, v in payload.items() if k not in ("base_instructions", "instructions")}
+    )
+
+
+def _turn_context(state: _State, payload: dict[str, Any]) -> None:
+    model = payload.get("model")
+    if isinstance(model, str) and model:
+        state.result.model = model
+    state.result.header["turn_context"] = payload
+
+
+def _legacy_header(state: _State, event: dict[str, Any]) -> None:
+    result = state.result
+    result.legacy = True
+    result.session_id = str(event.get("id"))
+    if isinstance(event.get("timestamp"), str):
+        result.started_at = event["timestamp"]
+    result.header.update({k: v for k, v in event.items() if k != "instructions"})
+
+
+def _token_count(
+    state: _State, payload: dict[str, Any], timestamp: str, number: int, *, count: bool
+) -> UsageCall | None:
+    info = payload.get("info")
+    if not isinstance(info, dict):
+        return None  # info: null — a rate-limit-only snapshot
+    total = _usage_numbers(info.get("total_token_usage"))
+    if total is None or total == state.last_total:
+        return None  # a repeated snapshot
+    previous = state.last_total
+    state.last_total = total
+    state.result.total_usage = total
+    if not count:
+        return None
+    last = _usage_numbers(info.get("last_token_usage"))
+    if last is None:  # derive the call from the cumulative difference
+        last = {k: total[k] - (previous or {}).get(k, 0) for k in total}
+    call = UsageCall(timestamp=timestamp, line=number, model=state.result.model, **last)
+    state.result.usage.append(call)
+    return call
+
+
+def _usage_numbers(value: Any) -> dict[str, int] | None:
+    if not isinstance(value, dict):
+        return None
+    keys = (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+        "total_tokens",
+    )
+    numbers = {k: value.get(k, 0) for k in keys}
+    if not all(isinstance(v, int) and v >= 0 for v in numbers.values()):
+        return None
+    if not numbers["total_tokens"]:
+        numbers["total_tokens"] = numbers["input_tokens"] + numbers["output_tokens"]
+    return numbers
+
+
+# ------------------------------------------------------------------ pieces
+def _timestamp(state: _State, event: dict[str, Any], index: int) -> str:
+    """The line's timestamp; legacy lines without one: the session start + 1 s per line,
+    else the file's mtime + 1 s per line (seed 003's order of preference)."""
+    value = event.get("timestamp")
+    if isinstance(value, str) and value:
+        state.last_timestamp = value
+        if state.base_time is None:
+            state.base_time = _parse_time(value)
+        return value
+    if state.base_time is None and state.result.started_at:
+        state.base_time = _parse_time(state.result.started_at)
+    base = state.base_time
+    if base is None:
+        base = datetime.fromtimestamp(state.mtime or 0, UTC)
+        state.base_time = base
+    moment = base + timedelta(seconds=index)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _message(
+    state: _State,
+    timestamp: str,
+    index: int,
+    *,
+    role: str,
+    source_type: str,
+    event_type: str,
+    payload_type: str | None = None,
+    segments: list[dict[str, Any]] | None = None,
+    tool_call: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    raw_extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "event_type": event_type,
+        "payload_type": payload_type,
+        "file_path": state.result.file_path,
+        "line_index": index,
+    }
+    if raw_extra:
+        raw.update(raw_extra)
+    message: dict[str, Any] = {
+        "id": f"{timestamp}#{index + 1}",
+        "timestamp": timestamp,
+        "role": role,
+        "source_type": source_type,
+        "segments": segments or [],
+        "raw": raw,
+    }
+    if tool_call is not None:
+        message["tool_call"] = tool_call
+    if metadata:
+        message["metadata"] = metadata
+    return message
+
+
+def _role(value: Any) -> str:
+    if value in ("user", "assistant"):
+        return str(value)
+    if value in ("developer", "system"):
+        return "system"
+    if value == "tool":
+        return "tool"
+    return "meta"
+
+
+def _content_segments(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return _text_segments(content, "input", "text")
+    segments: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        fmt = str(part.get("type") or "unknown")
+        channel = (
+            "input"
+            if fmt.startswith("input")
+            else "output"
+            if fmt.startswith("output")
+            else "system"
+        )
+        if "image" in fmt:
+            url = part.get("image_url") or part.get("url")
+            media: dict[str, Any] = {}
+            if isinstance(url, str):
+                media["data_uri" if url.startswith("data:") else "url"] = url
+                if url.startswith("data:") and "," in url:
+                    media["size_bytes"] = len(url.split(",", 1)[1]) * 3 // 4
+            segments.append(
+                {
+                    "channel": channel,
+                    "type": "image",
+                    "format": fmt,
+                    "media": media,
+                    "annotations": [],
+                }
+            )
+        elif isinstance(part.get("text"), str):
+            segments.append(
+                {
+                    "channel": channel,
+                    "type": "text",
+                    "format": fmt,
+                    "text": sanitize(part["text"]),
+                    "annotations": [],
+                }
+            )
+    return segments
+
+
+def _text_segments(text: Any, channel: str, fmt: str) -> list[dict[str, Any]]:
+    if not isinstance(text, str) or not text:
+        return []
+    return [
+        {
+            "channel": channel,
+            "type": "text",
+            "format": fmt,
+            "text": sanitize(text),
+            "annotations": [],
+        }
+    ]
+
+
+def sanitize(text: str) -> str:
+    """Allow-listed HTML only (p, pre, code, strong, em, ul, ol, li, a)."""
+    if "<" not in text and "&" not in text and ">" not in text:
+        return text  # nothing an HTML parser would change
+    return str(nh3.clean(text, tags=ALLOWED_TAGS))
+
+
+def _injected(role: Any, content: Any) -> str | None:
+    """The kind of context Codex injected as a user message, or None (read before any
+    sanitising: the markers are tags an HTML allow-list would strip)."""
+    if role != "user":
+        return None
+    if isinstance(content, str):
+        content = [{"type": "input_text", "text": content}]
+    parts = content if isinstance(content, list) else []
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    if not texts:
+        return None
+    kinds = set()
+    for text in texts:
+        head = text.lstrip()[:64].lower()
+        kind = next((k for prefix, k in INJECTED_PREFIXES if head.startswith(prefix)), None)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return ",".join(sorted(kinds))
+
+
+def _json_of(value: Any) -> Any:
+    """A JSON string's value; None when it is not JSON text (the raw string is kept)."""
+    if not isinstance(value, str):
+        return value if isinstance(value, dict | list) else None
+    stripped = value.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
