@@ -16,7 +16,8 @@ import zstandard
 from opencrab.importers import codex
 from opencrab.importers.codex import find_rollouts, parse_file, parse_lines
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "codex"
+# a copy of ../shared/corpora/codex (see its SOURCE.md), so a clone alone runs the tests
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 FILES = sorted(CORPUS.rglob("rollout-*.jsonl"))
 
 
