@@ -34,6 +34,7 @@ reasoning tokens stay inside input and output (never added on top).
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -112,25 +113,10 @@ def read_lines(path: Path) -> Iterator[bytes]:
         import zstandard
 
         with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            buffered = _buffered(reader)
-            yield from buffered
+            yield from io.BufferedReader(reader, 1 << 20)
         return
     with path.open("rb") as handle:
         yield from handle
-
-
-def _buffered(reader: Any) -> Iterator[bytes]:
-    rest = b""
-    while True:
-        chunk = reader.read(1 << 20)
-        if not chunk:
-            break
-        rest += chunk
-        *lines, rest = rest.split(b"\n")
-        for line in lines:
-            yield line + b"\n"
-    if rest:
-        yield rest
 
 
 def find_rollouts(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:

@@ -44,6 +44,11 @@ _COLUMNS = (
 )
 
 
+def event_message(session_id: str, event_json: str) -> str:
+    """The `event` message a subscriber receives (the event's JSON is embedded as is)."""
+    return f'{{"type":"event","sessionId":"{session_id}","event":{event_json}}}'
+
+
 @dataclass(eq=False)
 class Client:
     """One connection's outbox; `closed` is set when it was dropped or went away."""
@@ -148,9 +153,12 @@ class EventHub:
                 if not listeners:
                     continue
                 body = row_json(row).decode()
+                framed: dict[str, str] = {}  # one message per session, shared by its clients
                 for client in list(listeners):
                     session = client.traces.get(str(row.trace_id), "")
-                    message = f'{{"type":"event","sessionId":"{session}","event":{body}}}'
+                    message = framed.get(session)
+                    if message is None:
+                        message = framed[session] = event_message(session, body)
                     if client.offer(message):
                         sent += 1
                     else:

@@ -48,7 +48,7 @@ from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import WebSocketSource
 from opencrab.plugins import hookimpl
 from opencrab.server.api.sessions import MAX_MESSAGE_CHARS
-from opencrab.server.live import Client, EventHub
+from opencrab.server.live import Client, EventHub, event_message
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +210,7 @@ class Connection:
         self.client.offer(_dump({"type": "subscribed", "sessionId": session_id, "seq": seq}))
         if after_seq is not None and after_seq < seq:
             for _, _, body in self.hub.history(traces, after_seq=after_seq, upto_seq=seq):
-                self.client.offer(
-                    f'{{"type":"event","sessionId":"{session_id}","event":{body.decode()}}}'
-                )
+                self.client.offer(event_message(session_id, body.decode()))
 
     async def chat(self, message: Chat) -> None:
         request_id = message.request_id or str(uuid4())
