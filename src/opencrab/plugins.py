@@ -39,6 +39,7 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.up",
     "opencrab.cli.db",
     "opencrab.cli.tokens",
+    "opencrab.cli.imports",
     "opencrab.cli.events",
     "opencrab.cli.llm",
     "opencrab.cli.agents",

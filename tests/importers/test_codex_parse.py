@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from opencrab.importers import codex
+from opencrab.importers import common
 from opencrab.importers.codex import find_rollouts, parse_file, parse_lines
 
 # a copy of ../shared/corpora/codex (see its SOURCE.md), so a clone alone runs the tests
@@ -166,7 +166,7 @@ def test_hostile_lines_are_reported_and_the_rest_imported() -> None:
 
 
 def test_a_huge_line_is_reported_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codex, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(common, "MAX_LINE_BYTES", 1000)
     big = item(
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 5000}]}
     )

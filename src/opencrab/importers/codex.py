@@ -34,19 +34,39 @@ reasoning tokens stay inside input and output (never added on top).
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import nh3
 import orjson
 
-ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
-MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are reported, not parsed
+from opencrab.importers.common import (
+    Entry,
+    Problem,
+    Transcript,
+    UsageCall,
+    image_segment,
+    json_lines,
+    json_of,
+    millis_between,
+    parse_time,
+    read_lines,
+    sanitize,
+    text_segments,
+)
+
+__all__ = [
+    "ParsedRollout",
+    "Problem",
+    "UsageCall",
+    "find_rollouts",
+    "parse_file",
+    "parse_lines",
+    "scan_lines",
+]
+
 INJECTED_PREFIXES = (
     ("<environment_context>", "environment_context"),
     ("<user_instructions>", "user_instructions"),
@@ -58,65 +78,10 @@ TOOL_CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web
 TOOL_OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 KNOWN_EVENT_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 LEGACY_ITEM_TYPES = {"message", "reasoning"} | TOOL_CALL_TYPES | TOOL_OUTPUT_TYPES
+TITLE_CHARS = 200
 
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}"
-
-
-@dataclass
-class UsageCall:
-    """One model call's tokens, from a token_count event whose cumulative total moved."""
-
-    timestamp: str
-    line: int
-    model: str | None
-    input_tokens: int
-    cached_input_tokens: int
-    output_tokens: int
-    reasoning_output_tokens: int
-    total_tokens: int
-
-
-@dataclass
-class ParsedRollout:
-    """What one file (or the new lines of one) holds."""
-
-    file_path: str
-    session_id: str | None = None
-    started_at: str | None = None
-    header: dict[str, Any] = field(default_factory=dict)  # session_meta + last turn_context
-    model: str | None = None
-    provider: str | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    lines: int = 0
-    blank_lines: int = 0
-    usage: list[UsageCall] = field(default_factory=list)
-    total_usage: dict[str, int] | None = None  # the last cumulative total
-    legacy: bool = False
-
-
-# ------------------------------------------------------------------ reading files
-def read_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines as bytes (`.zst` files decompressed on the fly)."""
-    if path.suffix == ".zst":
-        import zstandard
-
-        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            yield from io.BufferedReader(reader, 1 << 20)
-        return
-    with path.open("rb") as handle:
-        yield from handle
+ParsedRollout = Transcript
+"""A parsed rollout (the importers' shared Transcript)."""
 
 
 def find_rollouts(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
@@ -147,6 +112,8 @@ class _State:
         self.base_time: datetime | None = None
         self.mtime = mtime
         self.last_timestamp: str | None = None
+        self.input_at: str | None = None  # the latest input item (user message, tool output)
+        self.call_start: str | None = None  # the input the model call in progress answers
 
 
 def parse_file(path: Path, *, skip_lines: int = 0) -> ParsedRollout:
@@ -167,47 +134,202 @@ def parse_lines(
 ) -> ParsedRollout:
     """See the module docstring. The header and token state are rebuilt from skipped
     lines too (cheaply: only session_meta, turn_context and token_count are read)."""
-    result = ParsedRollout(file_path=file_path)
+    result = ParsedRollout(file_path=file_path, source="codex")
     state = _State(result, mtime)
-    for index, raw in enumerate(lines):
-        number = index + 1
-        result.lines = number
-        ends = raw.endswith(b"\n")
-        text = raw.strip()
-        if not text:
-            if index >= skip_lines:
-                result.blank_lines += 1
-            continue
-        if len(text) > MAX_LINE_BYTES:
-            if index >= skip_lines:
-                result.problems.append(
-                    Problem(file_path, number, f"line of {len(text)} bytes is too long")
-                )
-            continue
-        try:
-            event = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            if index >= skip_lines:
-                reason = (
-                    "truncated last line (no newline, not complete JSON)"
-                    if not ends
-                    else f"not valid JSON: {exc}"
-                )
-                result.problems.append(Problem(file_path, number, reason))
-            continue
-        if not isinstance(event, dict):
-            if index >= skip_lines:
-                result.problems.append(
-                    Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
-                )
-            continue
+    messages = result.messages
+    for index, event in json_lines(lines, result, skip_lines):
         if index < skip_lines:
-            _replay(state, event, number)
+            _replay(state, event, index + 1)
             continue
         message = _normalize(state, event, index)
         if message is not None:
-            result.messages.append(message)
+            result.count(message["source_type"])
+            messages.append(message)
+    result.ended_at = state.last_timestamp
     return result
+
+
+def scan_lines(
+    lines: Iterable[bytes],
+    file_path: str,
+    *,
+    skip_lines: int = 0,
+    mtime: float | None = None,
+) -> ParsedRollout:
+    """What an import needs, without building NormalizedMessages: the same counts by
+    source_type, problems, token calls and header as `parse_lines`, plus the `entries`
+    that become AgentEvents. Several times faster; the import stores the lines
+    themselves and `parse_lines` normalizes them again when they are read."""
+    result = ParsedRollout(file_path=file_path, source="codex")
+    state = _State(result, mtime)
+    kinds = result.kinds
+    for index, event in json_lines(lines, result, skip_lines):
+        if index < skip_lines:
+            _replay(state, event, index + 1)
+            continue
+        source_type = _scan(state, event, index)
+        kinds[source_type] = kinds.get(source_type, 0) + 1
+    result.ended_at = state.last_timestamp
+    return result
+
+
+def _scan(state: _State, event: dict[str, Any], index: int) -> str:
+    """One line for the import: its source_type (as `_normalize` would give it), with the
+    entry it contributes to the event log, if any."""
+    kind = event.get("type")
+    payload = event.get("payload")
+    if kind in KNOWN_EVENT_TYPES and type(payload) is dict:
+        timestamp = _timestamp(state, event, index)
+        if kind == "response_item":
+            return _scan_item(state, payload, timestamp, index, legacy=False)
+        if kind == "event_msg":
+            if payload.get("type") == "token_count":
+                usage = _token_count(state, payload, timestamp, index + 1, count=True)
+                if usage is not None:
+                    state.result.entries.append(Entry(index + 1, "usage", timestamp, usage=usage))
+            return "meta"
+        if kind == "session_meta":
+            _session_meta(state, payload, timestamp)
+            return "session"
+        if kind == "turn_context":
+            _turn_context(state, payload)
+        return "meta"
+    if index == 0 and "id" in event and "type" not in event and "record_type" not in event:
+        _legacy_header(state, event)
+        _timestamp(state, event, index)
+        return "session"
+    if "record_type" in event:
+        state.result.legacy = True
+        _timestamp(state, event, index)
+        return "meta"
+    if kind in LEGACY_ITEM_TYPES:
+        state.result.legacy = True
+        return _scan_item(state, event, _timestamp(state, event, index), index, legacy=True)
+    described = kind if isinstance(kind, str) else "no type"
+    if kind in KNOWN_EVENT_TYPES:
+        described = f"{kind} without an object payload"
+    state.result.problems.append(
+        Problem(state.result.file_path, index + 1, f"unknown event ({described}); kept as meta")
+    )
+    return "meta"
+
+
+def _scan_item(
+    state: _State, payload: dict[str, Any], timestamp: str, index: int, *, legacy: bool
+) -> str:
+    item = payload.get("type")
+    entries = state.result.entries
+    number = index + 1
+    if item == "message":
+        role = payload.get("role")
+        content = payload.get("content")
+        if role == "user":
+            _input(state, timestamp)
+            if _injected(role, content):
+                return "legacy" if legacy else "message"
+            text = _plain_text(content)
+            if state.result.title is None:
+                state.result.title = " ".join(text.split())[:TITLE_CHARS] or None
+            entries.append(Entry(number, "user", timestamp, text))
+        elif role == "assistant":
+            _output(state)
+            entries.append(Entry(number, "assistant", timestamp, _plain_text(content)))
+        return "legacy" if legacy else "message"
+    if item == "reasoning":
+        _output(state)
+        summary = payload.get("summary")
+        if type(summary) is list:
+            text = "\n\n".join(
+                s["text"] for s in summary if type(s) is dict and type(s.get("text")) is str
+            )
+            if text:
+                entries.append(Entry(number, "reasoning", timestamp, text))
+        return "meta"
+    if item in TOOL_CALL_TYPES:
+        _output(state)
+        call_id = payload.get("call_id") or payload.get("id")
+        arguments = payload.get("arguments", payload.get("input", payload.get("action")))
+        parsed = json_of(arguments)
+        name = _tool_name(payload)
+        if isinstance(call_id, str):
+            state.calls[call_id] = {
+                "tool_call": {"name": name, "status": payload.get("status")},
+                "raw": {"line_index": index},
+            }
+        entries.append(
+            Entry(
+                number,
+                "tool_call",
+                timestamp,
+                name=name,
+                arguments=arguments if parsed is None else parsed,
+            )
+        )
+        return "tool_call"
+    if item in TOOL_OUTPUT_TYPES:
+        call_id = payload.get("call_id")
+        call = state.calls.get(call_id) if isinstance(call_id, str) else None
+        _input(state, timestamp)
+        if call is None:
+            state.result.problems.append(
+                Problem(
+                    state.result.file_path,
+                    number,
+                    f"tool output for call_id {call_id!r} with no call before it",
+                )
+            )
+            return "tool_result"
+        output = payload.get("output")
+        text, failed = _output_text(output)
+        entries.append(
+            Entry(
+                number,
+                "tool_result",
+                timestamp,
+                text,
+                call_line=call["raw"]["line_index"] + 1,
+                is_error=failed,
+            )
+        )
+        return "tool_result"
+    event_type = "legacy" if legacy else "response_item"
+    state.result.problems.append(
+        Problem(state.result.file_path, number, f"unknown {event_type} type {item!r}; kept as meta")
+    )
+    return "meta"
+
+
+def _plain_text(content: Any) -> str:
+    """A message's text as written (images as [image]), for the event log."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if type(content) is list else ():
+        if type(part) is not dict:
+            continue
+        text = part.get("text")
+        if type(text) is str:
+            parts.append(text)
+        elif "image" in str(part.get("type")):
+            parts.append("[image]")
+    return "\n\n".join(parts)
+
+
+def _output_text(output: Any) -> tuple[str, bool]:
+    """A tool output as text, and whether it reports a failure (Codex wraps shell output
+    as {"output", "metadata": {"exit_code"}}; older versions say {"success": false})."""
+    if type(output) is not str:
+        if output is None:
+            return "", False
+        output = orjson.dumps(output).decode()
+    failed = False
+    if output.startswith("{") and ('"exit_code"' in output or '"success"' in output):
+        parsed = json_of(output)
+        if type(parsed) is dict:
+            meta = parsed.get("metadata")
+            code = meta.get("exit_code") if type(meta) is dict else None
+            failed = parsed.get("success") is False or (type(code) is int and code != 0)
+    return output, failed
 
 
 def _replay(state: _State, event: dict[str, Any], number: int) -> None:
@@ -222,6 +344,14 @@ def _replay(state: _State, event: dict[str, Any], number: int) -> None:
         _token_count(state, payload, str(event.get("timestamp") or ""), number, count=False)
     elif number == 1 and "id" in event and "type" not in event:
         _legacy_header(state, event)
+    item = payload if kind == "response_item" and isinstance(payload, dict) else event
+    if item.get("type") in TOOL_CALL_TYPES:  # outputs in the new lines may answer it
+        call_id = item.get("call_id") or item.get("id")
+        if isinstance(call_id, str):
+            state.calls[call_id] = {
+                "tool_call": {"name": _tool_name(item), "status": item.get("status")},
+                "raw": {"line_index": number - 1},
+            }
     if isinstance(event.get("timestamp"), str):
         state.last_timestamp = event["timestamp"]
 
@@ -270,7 +400,7 @@ def _normalize(state: _State, event: dict[str, Any], index: int) -> dict[str, An
             role="meta",
             source_type="meta",
             event_type="compacted",
-            segments=_text_segments(payload.get("message"), "system", "compacted_summary"),
+            segments=text_segments(payload.get("message"), "system", "compacted_summary"),
             metadata={
                 "event_kind": "compacted",
                 "replacement_items": len(history) if isinstance(history, list) else 0,
@@ -337,6 +467,12 @@ def _response_item(
             metadata["injected"] = injected
         if payload.get("phase"):
             metadata["phase"] = payload["phase"]
+        if role == "user":
+            _input(state, timestamp)
+            if not injected and state.result.title is None:
+                state.result.title = _title(segments)
+        elif role == "assistant":
+            _output(state)
         return _message(
             state,
             timestamp,
@@ -349,6 +485,7 @@ def _response_item(
             metadata=metadata or None,
         )
     if item == "reasoning":
+        _output(state)
         encrypted = payload.get("encrypted_content")
         summary = [
             s.get("text", "")
@@ -371,14 +508,15 @@ def _response_item(
             raw_extra=raw_extra,
         )
     if item in TOOL_CALL_TYPES:
+        _output(state)
         call_id = payload.get("call_id") or payload.get("id")
         arguments = payload.get("arguments", payload.get("input", payload.get("action")))
         tool: dict[str, Any] = {
             "call_id": call_id,
-            "name": payload.get("name") or str(item).removesuffix("_call"),
+            "name": _tool_name(payload),
             "status": payload.get("status"),
             "arguments": arguments,
-            "arguments_json": _json_of(arguments),
+            "arguments_json": json_of(arguments),
         }
         message = _message(
             state,
@@ -402,7 +540,7 @@ def _response_item(
             "name": None if call is None else call["tool_call"]["name"],
             "status": None if call is None else call["tool_call"]["status"],
             "output": output,
-            "output_json": _json_of(output),
+            "output_json": json_of(output),
         }
         if call is None:
             state.result.problems.append(
@@ -415,6 +553,7 @@ def _response_item(
         else:
             call["tool_call"]["output"] = output
             call["tool_call"]["output_json"] = tool["output_json"]
+        _input(state, timestamp)
         return _message(
             state,
             timestamp,
@@ -424,6 +563,7 @@ def _response_item(
             event_type=event_type,
             payload_type=str(item),
             tool_call=tool,
+            raw_extra=None if call is None else {"call_line_index": call["raw"]["line_index"]},
         )
     state.result.problems.append(
         Problem(
@@ -458,9 +598,9 @@ def _event_msg(
         metadata["counted"] = usage is not None
     elif kind in ("agent_message", "user_message"):
         channel = "output" if kind == "agent_message" else "input"
-        segments = _text_segments(payload.get("message"), channel, kind)
+        segments = text_segments(payload.get("message"), channel, kind)
     elif kind == "agent_reasoning":
-        segments = _text_segments(payload.get("text"), "system", kind)
+        segments = text_segments(payload.get("text"), "system", kind)
     else:
         metadata.update({k: v for k, v in payload.items() if k != "type"})
     return _message(
@@ -522,7 +662,18 @@ def _token_count(
     last = _usage_numbers(info.get("last_token_usage"))
     if last is None:  # derive the call from the cumulative difference
         last = {k: total[k] - (previous or {}).get(k, 0) for k in total}
-    call = UsageCall(timestamp=timestamp, line=number, model=state.result.model, **last)
+    call = UsageCall(
+        timestamp=timestamp,
+        line=number,
+        model=state.result.model,
+        input_tokens=last["input_tokens"],
+        cached_input_tokens=last["cached_input_tokens"],
+        output_tokens=last["output_tokens"],
+        reasoning_output_tokens=last["reasoning_output_tokens"],
+        total_tokens=last["total_tokens"],
+        latency_ms=millis_between(state.call_start, timestamp),
+    )
+    state.call_start = None
     state.result.usage.append(call)
     return call
 
@@ -545,6 +696,21 @@ def _usage_numbers(value: Any) -> dict[str, int] | None:
     return numbers
 
 
+def _input(state: _State, timestamp: str) -> None:
+    state.input_at = timestamp
+
+
+def _output(state: _State) -> None:
+    """The first output of a model call: the call answers the latest input."""
+    if state.call_start is None:
+        state.call_start = state.input_at
+
+
+def _title(segments: list[dict[str, Any]]) -> str | None:
+    text = " ".join(s["text"] for s in segments if s.get("type") == "text").strip()
+    return " ".join(text.split())[:TITLE_CHARS] or None
+
+
 # ------------------------------------------------------------------ pieces
 def _timestamp(state: _State, event: dict[str, Any], index: int) -> str:
     """The line's timestamp; legacy lines without one: the session start + 1 s per line,
@@ -553,24 +719,16 @@ def _timestamp(state: _State, event: dict[str, Any], index: int) -> str:
     if isinstance(value, str) and value:
         state.last_timestamp = value
         if state.base_time is None:
-            state.base_time = _parse_time(value)
+            state.base_time = parse_time(value)
         return value
     if state.base_time is None and state.result.started_at:
-        state.base_time = _parse_time(state.result.started_at)
+        state.base_time = parse_time(state.result.started_at)
     base = state.base_time
     if base is None:
         base = datetime.fromtimestamp(state.mtime or 0, UTC)
         state.base_time = base
     moment = base + timedelta(seconds=index)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _message(
@@ -610,6 +768,11 @@ def _message(
     return message
 
 
+def _tool_name(item: dict[str, Any]) -> str:
+    name = item.get("name")
+    return name if isinstance(name, str) and name else str(item.get("type")).removesuffix("_call")
+
+
 def _role(value: Any) -> str:
     if value in ("user", "assistant"):
         return str(value)
@@ -622,7 +785,7 @@ def _role(value: Any) -> str:
 
 def _content_segments(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
-        return _text_segments(content, "input", "text")
+        return text_segments(content, "input", "text")
     segments: list[dict[str, Any]] = []
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, dict):
@@ -637,20 +800,7 @@ def _content_segments(content: Any) -> list[dict[str, Any]]:
         )
         if "image" in fmt:
             url = part.get("image_url") or part.get("url")
-            media: dict[str, Any] = {}
-            if isinstance(url, str):
-                media["data_uri" if url.startswith("data:") else "url"] = url
-                if url.startswith("data:") and "," in url:
-                    media["size_bytes"] = len(url.split(",", 1)[1]) * 3 // 4
-            segments.append(
-                {
-                    "channel": channel,
-                    "type": "image",
-                    "format": fmt,
-                    "media": media,
-                    "annotations": [],
-                }
-            )
+            segments.append(image_segment(channel, fmt, url))
         elif isinstance(part.get("text"), str):
             segments.append(
                 {
@@ -662,27 +812,6 @@ def _content_segments(content: Any) -> list[dict[str, Any]]:
                 }
             )
     return segments
-
-
-def _text_segments(text: Any, channel: str, fmt: str) -> list[dict[str, Any]]:
-    if not isinstance(text, str) or not text:
-        return []
-    return [
-        {
-            "channel": channel,
-            "type": "text",
-            "format": fmt,
-            "text": sanitize(text),
-            "annotations": [],
-        }
-    ]
-
-
-def sanitize(text: str) -> str:
-    """Allow-listed HTML only (p, pre, code, strong, em, ul, ol, li, a)."""
-    if "<" not in text and "&" not in text and ">" not in text:
-        return text  # nothing an HTML parser would change
-    return str(nh3.clean(text, tags=ALLOWED_TAGS))
 
 
 def _injected(role: Any, content: Any) -> str | None:
@@ -704,16 +833,3 @@ def _injected(role: Any, content: Any) -> str | None:
             return None
         kinds.add(kind)
     return ",".join(sorted(kinds))
-
-
-def _json_of(value: Any) -> Any:
-    """A JSON string's value; None when it is not JSON text (the raw string is kept)."""
-    if not isinstance(value, str):
-        return value if isinstance(value, dict | list) else None
-    stripped = value.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None

@@ -5,12 +5,17 @@ Lookup order for (provider, model):
 2. for routed ids such as OpenRouter's "deepseek/deepseek-v3.2", the row of the vendor
    and model inside it, ("deepseek", "deepseek-v3.2");
 3. the provider's wildcard rows, most specific first: ("ollama", "*"), and
-   ("openrouter", "free/*"), which also covers OpenRouter's ":free" model variants.
+   ("openrouter", "free/*"), which also covers OpenRouter's ":free" model variants;
+4. the same model under the id the table uses: a dated snapshot costs what its model
+   costs ("claude-sonnet-4-5-20250929" → "claude-sonnet-4.5", "gpt-5.2-2025-12-11" →
+   "gpt-5.2"), and a `-codex` variant without a row of its own what its base model
+   costs ("gpt-5.2-codex" → "gpt-5.2"), as OpenAI prices them.
 A cost the provider reports itself (OpenRouter does) wins over the table.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -43,6 +48,20 @@ DEFAULT_PRICES: tuple[tuple[str, str, float, float, int | None], ...] = (
     ("embedded", "*", 0.0, 0.0, None),
 )
 PRICES_UPDATED_AT = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+_DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+_DASH_VERSION = re.compile(r"^(claude-[a-z]+-\d+)-(\d)$")
+
+
+def base_model(model: str) -> str:
+    """The id a price table lists a model under: without a snapshot date, with a
+    dotted Claude version, without a `-codex` suffix (see the module docstring)."""
+    base = _DATED.sub("", model)
+    base = _DASH_VERSION.sub(r"\1.\2", base)
+    if base == model and model.endswith("-codex"):
+        base = model.removesuffix("-codex")
+    return base
 
 
 @dataclass(frozen=True)
@@ -116,6 +135,9 @@ class PriceBook:
         for pattern in self._patterns.get(provider, []):
             if any(fnmatchcase(c, pattern.model) for c in candidates):
                 return pattern
+        base = base_model(model)
+        if base != model:
+            return self.find(provider, base)
         return None
 
     def cost(

@@ -369,3 +369,74 @@ api_tokens = sa.Table(
     sa.Column("last_used_at", UtcDateTime),
     sa.Column("revoked_at", UtcDateTime),
 )
+
+# ------------------------------------------- seed 003: imported coding-agent transcripts
+IMPORT_SOURCES = ("codex", "claude")
+
+import_sessions = sa.Table(
+    "import_sessions",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),  # also the trace id of its events
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("file_path", sa.Text, nullable=False),
+    sa.Column("external_id", sa.String(200)),  # the session id the file gives itself
+    sa.Column("agent_id", Uuid, sa.ForeignKey("agents.id", ondelete="SET NULL"), index=True),
+    sa.Column("title", sa.Text),
+    sa.Column("model", sa.String(200)),
+    sa.Column("provider", sa.String(64)),
+    sa.Column("started_at", UtcDateTime),
+    sa.Column("ended_at", UtcDateTime),
+    # what has been read: the next import starts after `lines` lines / `bytes` bytes
+    sa.Column("lines", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("prefix_sha256", sa.String(64), nullable=False),  # of those bytes
+    sa.Column("file_size", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("file_mtime", sa.Float),
+    sa.Column("messages", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("problems", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("kinds_json", sa.JSON, nullable=False, server_default="{}"),
+    sa.Column("calls", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cached_input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("reasoning_output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("total_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Float, nullable=False, server_default="0"),
+    sa.Column("header_json", sa.JSON),
+    sa.Column("last_event_id", Uuid),  # where the next import continues the chain
+    sa.Column("last_generation_id", Uuid),  # what the next token_usage may hang off
+    _created(),
+    _updated(),
+    sa.UniqueConstraint("source", "file_path"),
+    sa.CheckConstraint(_in("source", IMPORT_SOURCES), name="source"),
+)
+
+import_chunks = sa.Table(
+    "import_chunks",
+    metadata,
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("import_sessions.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("first_line", sa.Integer, primary_key=True),  # 1-based
+    sa.Column("lines", sa.Integer, nullable=False),
+    sa.Column("raw_bytes", sa.BigInteger, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),  # the lines as read, zstd
+)
+
+import_problems = sa.Table(
+    "import_problems",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("import_sessions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("line", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Index(None, "session_id", "line"),
+)

@@ -1,0 +1,208 @@
+"""`opencrab import codex|claude PATH…`: coding-agent transcripts into OpenCrab.
+
+Each file becomes an import session: its lines are kept (so the API can show them as
+seed 003 NormalizedMessages), its turns go into the event log and the chosen agent's
+memory, and its model calls into the LLM metrics. Running it again imports only what
+was appended since; see `opencrab.importers.store`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from opencrab.cli.common import (
+    ConfigOption,
+    DataDirOption,
+    JsonOption,
+    console,
+    err_console,
+    exits_on_error,
+    open_store,
+    print_json,
+    settings_from,
+)
+from opencrab.config import Settings
+from opencrab.core.agent import AgentStore
+from opencrab.errors import NotFoundError, ValidationError
+from opencrab.importers.store import FileResult, Importer, ImportSummary
+from opencrab.plugins import hookimpl
+from opencrab.store import Database
+
+import_app = typer.Typer(
+    help="Import coding-agent transcripts (Codex CLI, Claude Code) into the event log, "
+    "an agent's memory and the LLM metrics.",
+    no_args_is_help=True,
+)
+
+PathsArgument = Annotated[
+    list[Path],
+    typer.Argument(help="Files or folders to import (folders are searched recursively)."),
+]
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="The agent whose memory the transcripts join (name or id); "
+        "defaults to the only agent, if there is just one.",
+        show_default=False,
+    ),
+]
+
+
+@import_app.command()
+@exits_on_error
+def codex(
+    paths: PathsArgument,
+    agent: AgentOption = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Codex CLI rollouts: `rollout-*.jsonl` and `.jsonl.zst` (e.g. ~/.codex/sessions)."""
+    _import("codex", paths, agent, config, data_dir, as_json)
+
+
+@import_app.command()
+@exits_on_error
+def claude(
+    paths: PathsArgument,
+    agent: AgentOption = None,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Claude Code sessions: `*.jsonl` (e.g. ~/.claude/projects)."""
+    _import("claude", paths, agent, config, data_dir, as_json)
+
+
+def _import(
+    source: str,
+    paths: list[Path],
+    agent: str | None,
+    config: Path | None,
+    data_dir: Path | None,
+    as_json: bool,
+) -> None:
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    try:
+        agent_id = _agent_id(db, settings, agent)
+        importer = Importer(db, source, agent_id=agent_id)
+        files, _ = importer.find(paths)
+        if not files:
+            where = ", ".join(str(p) for p in paths)
+            raise NotFoundError(f"no {_NAMES[source]} found under {where}")
+        summary = _run(importer, paths, sum(_size(f) for f in files))
+    finally:
+        db.close()
+    data = summary.as_json()
+    if as_json:
+        print_json(data)
+    else:
+        _print(data)
+
+
+_NAMES = {"codex": "Codex rollouts (rollout-*.jsonl)", "claude": "Claude Code sessions (*.jsonl)"}
+
+
+def _agent_id(db: Database, settings: Settings, agent: str | None) -> str | None:
+    store = AgentStore(db, settings)
+    if agent is not None:
+        return store.get(agent).id
+    agents = store.summaries()
+    if len(agents) == 1:
+        return agents[0][0]
+    if not agents:
+        return None  # events and metrics only; said in the summary
+    names = ", ".join(name for _, name, _ in agents)
+    raise ValidationError(f"there are several agents: choose one with --agent ({names})")
+
+
+def _run(importer: Importer, paths: list[Path], total: int) -> ImportSummary:
+    if not sys.stderr.isatty():
+        return importer.run(paths)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[file]}", markup=False),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"importing {importer.source.name}", total=total, file="")
+
+        def advance(result: FileResult, size: int) -> None:
+            bar.update(task, advance=size, file=Path(result.path).name)
+
+        return importer.run(paths, progress=advance)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _print(data: dict[str, Any]) -> None:
+    status = ", ".join(f"{n} {s}" for s, n in sorted(data["files_by_status"].items()))
+    console.print(
+        f"{data['files']} files ({status}): {data['lines']} new lines, "
+        f"{data['messages']} messages, {data['events']} events, {data['calls']} model calls",
+        highlight=False,
+        markup=False,
+    )
+    if data["messages_by_source_type"]:
+        table = Table(title="messages by source_type")
+        table.add_column("source_type")
+        table.add_column("messages", justify="right")
+        for kind, count in data["messages_by_source_type"].items():
+            table.add_row(kind, str(count))
+        console.print(table)
+    tokens = data["tokens"]
+    if tokens["total_tokens"]:
+        console.print(
+            f"tokens: {tokens['input_tokens']:,} in ({tokens['cached_input_tokens']:,} cached), "
+            f"{tokens['output_tokens']:,} out ({tokens['reasoning_output_tokens']:,} reasoning), "
+            f"{tokens['total_tokens']:,} total; cost ${data['cost_usd']:.4f}",
+            highlight=False,
+            markup=False,
+        )
+    for model in data["models_without_price"]:
+        err_console.print(
+            f"no price for {model}: its calls cost 0 until the model_pricing table has it",
+            highlight=False,
+            markup=False,
+        )
+    if data["agent_id"] is None and data["events"]:
+        err_console.print(
+            "there is no agent yet: the turns are in the event log and the metrics, "
+            "in no agent's memory",
+            highlight=False,
+            markup=False,
+        )
+    for problem in data["problems"]:
+        err_console.print(
+            f"{problem['file']}:{problem['line']}: {problem['reason']}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@hookimpl
+def register_commands(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")

@@ -1,0 +1,257 @@
+"""What every transcript importer shares: the parsed form, problems, token calls, and
+the pieces of seed 003's NormalizedMessage (segments, sanitising, JSON of tool I/O).
+
+A parser turns a file's lines into a `Transcript`: one NormalizedMessage dict per line
+(or per content block, for formats that pack several into a line), every line that
+could not be read reported as a `Problem`, and the model calls whose tokens the file
+records as `UsageCall`s. `opencrab.importers.store` then writes a Transcript into the
+import tables, the event log, the agent's memory and the LLM metrics.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nh3
+import orjson
+
+ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
+MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are reported, not parsed
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A line that could not be normalized as it is, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+@dataclass
+class UsageCall:
+    """One model call's tokens.
+
+    `input_tokens` includes cached input (read and written) and `output_tokens`
+    includes reasoning, so `total_tokens` is input + output and the cache and reasoning
+    counts are breakdowns, never added on top. `latency_ms` is estimated from the
+    transcript's timestamps: from the last input (user message or tool output) before
+    the call to the line that recorded its tokens.
+    """
+
+    timestamp: str
+    line: int
+    model: str | None
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_output_tokens: int
+    total_tokens: int
+    cache_write_input_tokens: int = 0
+    latency_ms: int | None = None
+    message_id: str | None = None  # the provider's message id, where the file has one
+
+
+@dataclass(slots=True)
+class Entry:
+    """A line's part that becomes an AgentEvent (what the import writes to the event log).
+
+    kind: user, assistant, reasoning, tool_call, tool_result or usage. `text` is the
+    text as written (not sanitised: this is memory, not HTML); a tool_call has `name`
+    and `arguments` (parsed JSON when it parses); a tool_result names its call by
+    `call_line`/`call_part` and has `text` as its output; usage carries its UsageCall.
+    `part` tells apart several entries of one line (Claude Code packs content blocks).
+    """
+
+    line: int
+    kind: str
+    timestamp: str
+    text: str = ""
+    name: str | None = None
+    arguments: Any = None
+    call_line: int | None = None
+    call_part: int = 0
+    is_error: bool = False
+    usage: UsageCall | None = None
+    part: int = 0
+    parent: tuple[int, int] | None = None  # (line, part) of the event it answers, if not the
+    # one before it (Claude Code's parentUuid tree)
+
+
+@dataclass
+class Transcript:
+    """What one file (or the new lines of one) holds."""
+
+    file_path: str
+    source: str = "codex"
+    session_id: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None  # the last timestamp the file gives
+    header: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    provider: str | None = None
+    title: str | None = None  # the first thing the user said, or the file's own summary
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    lines: int = 0  # lines read, the skipped ones included
+    blank_lines: int = 0
+    consumed_lines: int = 0  # lines that will not be read again (a cut-off last line is not)
+    consumed_bytes: int = 0
+    usage: list[UsageCall] = field(default_factory=list)
+    total_usage: dict[str, int] | None = None  # the file's own running total, if it has one
+    legacy: bool = False
+    kinds: dict[str, int] = field(default_factory=dict)  # messages by source_type
+    entries: list[Entry] = field(default_factory=list)  # filled by the import scan only
+
+    def count(self, source_type: str, n: int = 1) -> None:
+        self.kinds[source_type] = self.kinds.get(source_type, 0) + n
+
+
+def json_lines(
+    lines: Iterable[bytes], result: Transcript, skip_lines: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(0-based index, object) for each JSON-object line; `result` keeps the bookkeeping.
+
+    Blank lines are counted; a line that is too long, not JSON or not an object is
+    reported as a Problem (for lines past `skip_lines` only: the others were reported by
+    the import that read them). A last line cut off mid-write (no newline, incomplete
+    JSON) is reported and not consumed, so the next import reads it again. Skipped lines
+    are yielded too: parsers replay them to rebuild their state.
+    """
+    file_path = result.file_path
+    problems = result.problems
+    loads = orjson.loads
+    for index, raw in enumerate(lines):
+        number = index + 1
+        size = len(raw)
+        result.lines = number
+        result.consumed_lines = number
+        result.consumed_bytes += size
+        try:
+            if size > MAX_LINE_BYTES:
+                raise ValueError
+            event = loads(raw)
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            stripped = raw.strip()
+            ends = raw.endswith(b"\n")
+            if not stripped:
+                if index >= skip_lines:
+                    result.blank_lines += 1
+                continue
+            if len(stripped) > MAX_LINE_BYTES:
+                reason = f"line of {len(stripped)} bytes is too long"
+            elif not ends:  # cut off mid-write: read again next time
+                result.consumed_lines -= 1
+                result.consumed_bytes -= size
+                reason = "truncated last line (no newline, not complete JSON)"
+            else:
+                reason = f"not valid JSON: {exc}"
+            if index >= skip_lines:
+                problems.append(Problem(file_path, number, reason))
+            continue
+        if type(event) is not dict:
+            if index >= skip_lines:
+                problems.append(
+                    Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
+                )
+            continue
+        yield index, event
+
+
+# ------------------------------------------------------------------ reading files
+def read_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines as bytes (`.zst` files decompressed on the fly)."""
+    if path.suffix == ".zst":
+        import zstandard
+
+        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+            yield from io.BufferedReader(reader, 1 << 20)
+        return
+    with path.open("rb") as handle:
+        yield from handle
+
+
+def parse_time(text: str) -> datetime | None:
+    """An ISO-8601 timestamp as an aware datetime (UTC when it has no zone)."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def millis_between(start: str | None, end: str | None) -> int | None:
+    """Milliseconds from one timestamp to a later one; None when unknown or negative."""
+    if not start or not end:
+        return None
+    first, last = parse_time(start), parse_time(end)
+    if first is None or last is None:
+        return None
+    millis = round((last - first).total_seconds() * 1000)
+    return millis if 0 <= millis < 2**31 else None
+
+
+# ------------------------------------------------------------------ message pieces
+def text_segments(text: Any, channel: str, fmt: str) -> list[dict[str, Any]]:
+    """One sanitised text segment, or none for empty text."""
+    if not isinstance(text, str) or not text:
+        return []
+    return [
+        {
+            "channel": channel,
+            "type": "text",
+            "format": fmt,
+            "text": sanitize(text),
+            "annotations": [],
+        }
+    ]
+
+
+def image_segment(channel: str, fmt: str, url: Any, media_type: Any = None) -> dict[str, Any]:
+    """An image segment: a `data:` URI kept whole with its decoded size, or a plain URL."""
+    media: dict[str, Any] = {}
+    if isinstance(url, str):
+        media["data_uri" if url.startswith("data:") else "url"] = url
+        if url.startswith("data:") and "," in url:
+            media["size_bytes"] = len(url.split(",", 1)[1]) * 3 // 4
+    if isinstance(media_type, str):
+        media["media_type"] = media_type
+    return {"channel": channel, "type": "image", "format": fmt, "media": media, "annotations": []}
+
+
+def sanitize(text: str) -> str:
+    """Allow-listed HTML only (p, pre, code, strong, em, ul, ol, li, a)."""
+    if "<" not in text and "&" not in text and ">" not in text:
+        return text  # nothing an HTML parser would change
+    return str(nh3.clean(text, tags=ALLOWED_TAGS))
+
+
+def json_of(value: Any) -> Any:
+    """A JSON string's value; None when it is not JSON text (the raw string is kept)."""
+    if not isinstance(value, str):
+        return value if isinstance(value, dict | list) else None
+    stripped = value.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def segment_text(message: dict[str, Any]) -> str:
+    """The text of a message's text segments, joined by blank lines."""
+    return "\n\n".join(
+        s["text"] for s in message.get("segments") or () if s.get("type") == "text" and s["text"]
+    )

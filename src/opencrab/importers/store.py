@@ -1,0 +1,741 @@
+"""Importing transcripts: files → import tables, the event log, memory and LLM metrics.
+
+Each file is one import session, keyed by (source, resolved path); its id is also the
+trace id of its AgentEvents. An import reads only what is new:
+
+- a file whose size and mtime are as recorded is not opened again;
+- otherwise the lines already imported are read again only to check that they are
+  unchanged (SHA-256 of the bytes imported) and to rebuild the parser's state, and the
+  lines after them are imported; a file that changed other than by growing is reported
+  and left as imported;
+- a last line cut off mid-write is reported and read again next time.
+
+What one file's new lines write, in one transaction:
+
+- `import_chunks`: the lines exactly as read (zstd), so `GET …/messages` can normalize
+  them again whenever asked, with every field of seed 003, even after the file is gone;
+- `import_problems`: each line that could not be normalized as it is, and why;
+- the event log: user, reasoning, tool_call, tool_result (naming its call), message and
+  token_usage sidecars, chained by parent_id; ids are derived from the session and line,
+  so an event is never written twice;
+- the chosen agent's memory: the same turns as session log lines (speech, inner_voice,
+  action), searchable with the rest of its memory;
+- `llm_usage_metrics`: one row per model call the file records, purpose `import`, with
+  provider and model from the file and cost from the pricing table; latency is the time
+  from the call's input to the line that recorded its tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import NAMESPACE_URL, uuid5
+
+import orjson
+import sqlalchemy as sa
+import zstandard
+from sqlalchemy.engine import Connection
+
+from opencrab.errors import NotFoundError, ValidationError
+from opencrab.event_log import COLUMNS as EVENT_COLUMNS
+from opencrab.importers import codex
+from opencrab.importers.common import Entry, Problem, Transcript, read_lines
+from opencrab.llm.pricing import PriceBook
+from opencrab.llm.types import Usage
+from opencrab.store import Database
+from opencrab.store.bulk import bulk_insert, paused_gc
+from opencrab.store.tables import events as events_table
+from opencrab.store.tables import (
+    import_chunks,
+    import_problems,
+    import_sessions,
+    llm_usage_metrics,
+    memory_sessions,
+)
+from opencrab.store.types import format_timestamp, utcnow
+
+NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
+MEMORY_CHARS = 2000  # tool input and output are clipped to this in memory logs
+USAGE_PART = 255  # the part number of a line's token_usage event and metrics row
+I32 = 2**31 - 1
+_ZSTD_LEVEL = 3
+
+Scan = Callable[..., Transcript]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A transcript format: how to find its files, scan them for an import, and
+    normalize their lines for reading."""
+
+    name: str
+    find: Callable[[Iterable[str | os.PathLike[str]]], tuple[list[Path], list[Problem]]]
+    scan: Scan
+    parse: Scan
+    provider: str  # when the file does not say
+
+
+def sources() -> dict[str, Source]:
+    from opencrab.importers import claude
+
+    return {
+        "codex": Source(
+            "codex", codex.find_rollouts, codex.scan_lines, codex.parse_lines, "openai"
+        ),
+        "claude": Source(
+            "claude", claude.find_sessions, claude.scan_lines, claude.parse_lines, "anthropic"
+        ),
+    }
+
+
+def session_id_for(source: str, path: Path) -> str:
+    """The import session id (and trace id) of a file: stable for its resolved path."""
+    return str(uuid5(NAMESPACE, f"{source}:{path}"))
+
+
+def event_id(session_id: str, line: int, part: int = 0) -> str:
+    """The id of a line's event: the session id with the line and part in its last 48
+    bits (version and variant stay those of the session id)."""
+    return f"{session_id[:24]}{line * 256 + part:012x}"
+
+
+# ------------------------------------------------------------------ results
+@dataclass
+class Tokens:
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, other: Any) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_json(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+@dataclass
+class FileResult:
+    """What importing one file did. status: new, appended, unchanged, changed."""
+
+    path: str
+    session_id: str
+    status: str
+    lines: int = 0  # new lines read
+    messages: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    calls: int = 0
+    tokens: Tokens = field(default_factory=Tokens)
+    cost_usd: float = 0.0
+    events: int = 0
+    unpriced: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ImportSummary:
+    """The whole import, as `opencrab import … --json` prints it."""
+
+    source: str
+    agent_id: str | None
+    files: list[FileResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # paths that could not be read
+
+    def as_json(self) -> dict[str, Any]:
+        kinds: dict[str, int] = {}
+        tokens = Tokens()
+        problems = [p.as_json() for p in self.problems]
+        status: dict[str, int] = {}
+        for f in self.files:
+            for k, v in f.kinds.items():
+                kinds[k] = kinds.get(k, 0) + v
+            tokens.add(f.tokens)
+            problems += [p.as_json() for p in f.problems]
+            status[f.status] = status.get(f.status, 0) + 1
+        return {
+            "source": self.source,
+            "agent_id": self.agent_id,
+            "files": len(self.files),
+            "files_by_status": status,
+            "lines": sum(f.lines for f in self.files),
+            "messages": sum(f.messages for f in self.files),
+            "messages_by_source_type": dict(sorted(kinds.items())),
+            "events": sum(f.events for f in self.files),
+            "calls": sum(f.calls for f in self.files),
+            "tokens": tokens.as_json(),
+            "cost_usd": round(sum(f.cost_usd for f in self.files), 8),
+            "models_without_price": sorted({m for f in self.files for m in f.unpriced}),
+            "problems": problems,
+            "sessions": [
+                {
+                    "id": f.session_id,
+                    "file": f.path,
+                    "status": f.status,
+                    "lines": f.lines,
+                    "messages": f.messages,
+                }
+                for f in self.files
+            ],
+        }
+
+
+# ------------------------------------------------------------------ reading a file
+class _Reader:
+    """The file's lines, hashing them and keeping those past `skip` (the new ones)."""
+
+    def __init__(self, path: Path, skip: int, check_bytes: int) -> None:
+        self.path = path
+        self.skip = skip
+        self.check_bytes = check_bytes
+        self.hash = hashlib.sha256()
+        self.read = 0
+        self.prefix_digest: str | None = None if check_bytes else hashlib.sha256().hexdigest()
+        self.new: list[bytes] = []
+        self._held: bytes | None = None  # the last line is hashed once known to be kept
+
+    def __iter__(self) -> Iterator[bytes]:
+        for index, raw in enumerate(read_lines(self.path)):
+            if self._held is not None:
+                self.hash.update(self._held)
+                self._held = None
+            self._check(raw)
+            self._held = raw
+            self.read += len(raw)
+            if index >= self.skip:
+                self.new.append(raw)
+            yield raw
+
+    def _check(self, raw: bytes) -> None:
+        if self.prefix_digest is not None or self.read + len(raw) < self.check_bytes:
+            return
+        # the recorded prefix ends in this line (a last line without its newline then)
+        head = self.hash.copy()
+        head.update(raw[: self.check_bytes - self.read])
+        self.prefix_digest = head.hexdigest()
+
+    def digest(self, consumed_bytes: int) -> str:
+        """SHA-256 of the first `consumed_bytes` bytes (all, or all but the last line)."""
+        if self._held is not None and consumed_bytes == self.read:
+            self.hash.update(self._held)
+            self._held = None
+        return self.hash.hexdigest()
+
+
+# ------------------------------------------------------------------ the importer
+class Importer:
+    """Import transcripts of one format for one agent (or none).
+
+    Example:
+        summary = Importer(db, "codex", agent_id=agent.id).run(["~/.codex/sessions"])
+        summary.as_json()["messages_by_source_type"]
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        source: str,
+        *,
+        agent_id: str | None = None,
+        prices: PriceBook | None = None,
+    ) -> None:
+        known = sources()
+        if source not in known:
+            raise ValidationError(f"unknown transcript source {source!r}: use {', '.join(known)}")
+        self.db = db
+        self.source = known[source]
+        self.agent_id = agent_id
+        if prices is None:
+            with db.read() as conn:
+                prices = PriceBook.load(conn)
+        self.prices = prices
+        self._compress = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+
+    def find(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
+        """The files `run` would import, and the paths that do not exist."""
+        return self.source.find(paths)
+
+    def run(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        *,
+        progress: Callable[[FileResult, int], None] | None = None,
+    ) -> ImportSummary:
+        """Import every file under `paths`; `progress(result, file size)` after each."""
+        files, problems = self.find(paths)
+        summary = ImportSummary(self.source.name, self.agent_id, problems=problems)
+        for path in files:
+            result = self.file(path)
+            summary.files.append(result)
+            if progress is not None:
+                progress(result, _size(path))
+        return summary
+
+    def file(self, path: Path) -> FileResult:
+        """Import one file's new lines."""
+        path = path.expanduser().resolve()
+        session_id = session_id_for(self.source.name, path)
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            return FileResult(
+                str(path),
+                session_id,
+                "failed",
+                problems=[Problem(str(path), 0, f"cannot read: {exc.strerror or exc}")],
+            )
+        with self.db.read() as conn:
+            row = conn.execute(
+                sa.select(import_sessions).where(import_sessions.c.id == session_id)
+            ).first()
+        if row is not None and row.file_size == stat.st_size and row.file_mtime == stat.st_mtime:
+            return FileResult(str(path), session_id, "unchanged")
+        skip = row.lines if row is not None else 0
+        reader = _Reader(path, skip, row.bytes if row is not None else 0)
+        try:
+            with paused_gc():
+                scanned = self.source.scan(reader, str(path), skip_lines=skip, mtime=stat.st_mtime)
+        except (OSError, zstandard.ZstdError) as exc:  # unreadable, or not zstd
+            return FileResult(
+                str(path),
+                session_id,
+                "failed",
+                problems=[Problem(str(path), 0, f"cannot read: {exc}")],
+            )
+        if row is not None and (
+            reader.read < row.bytes or reader.prefix_digest != row.prefix_sha256
+        ):
+            return FileResult(
+                str(path),
+                session_id,
+                "changed",
+                problems=[
+                    Problem(
+                        str(path),
+                        0,
+                        "the file changed since it was imported (not only appended to); "
+                        "the import is left as it was",
+                    )
+                ],
+            )
+        new_lines = scanned.consumed_lines - skip
+        status = "new" if row is None else "appended" if new_lines > 0 else "unchanged"
+        result = FileResult(str(path), session_id, status, lines=max(new_lines, 0))
+        result.kinds = scanned.kinds
+        result.messages = sum(scanned.kinds.values())
+        result.problems = scanned.problems
+        write = _Writer(self, session_id, scanned, row, result)
+        with self.db.write() as conn:
+            write(
+                conn,
+                chunk=reader.new[: max(new_lines, 0)],
+                first_line=skip + 1,
+                stat=stat,
+                digest=reader.digest(scanned.consumed_bytes),
+            )
+        return result
+
+
+class _Writer:
+    """The rows of one file's new lines."""
+
+    def __init__(
+        self,
+        importer: Importer,
+        session_id: str,
+        scanned: Transcript,
+        row: Any,
+        result: FileResult,
+    ) -> None:
+        self.importer = importer
+        self.session_id = session_id
+        self.scanned = scanned
+        self.row = row
+        self.result = result
+        self.last_event = row.last_event_id if row is not None else None
+        self.last_generation = row.last_generation_id if row is not None else None
+        self.provider = scanned.provider or (
+            row.provider if row is not None and row.provider else importer.source.provider
+        )
+
+    def __call__(
+        self,
+        conn: Connection,
+        *,
+        chunk: Sequence[bytes],
+        first_line: int,
+        stat: os.stat_result,
+        digest: str,
+    ) -> None:
+        events, logs, metrics = self._rows()
+        self._session(conn, first_line, stat, digest)
+        bulk_insert(conn, events_table, EVENT_COLUMNS, events)
+        if logs:
+            bulk_insert(conn, memory_sessions, _LOG_COLUMNS, logs)
+        if metrics:
+            bulk_insert(conn, llm_usage_metrics, _METRIC_COLUMNS, metrics)
+        if chunk:
+            raw = b"".join(chunk)
+            conn.execute(
+                import_chunks.insert().values(
+                    session_id=self.session_id,
+                    first_line=first_line,
+                    lines=len(chunk),
+                    raw_bytes=len(raw),
+                    data=self.importer._compress.compress(raw),
+                )
+            )
+        self.result.events = len(events)
+
+    def _rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        importer = self.importer
+        source = importer.source.name
+        agent_id = importer.agent_id
+        session_id = self.session_id
+        events: list[tuple[Any, ...]] = []
+        logs: list[tuple[Any, ...]] = []
+        metrics: list[tuple[Any, ...]] = []
+        dumps = orjson.dumps
+        log_meta = {"import": source}
+        when = _Clock()
+        result = self.result
+        for entry in self.scanned.entries:
+            moment = when(entry.timestamp)
+            stamp = format_timestamp(moment)
+            kind = entry.kind
+            if kind == "usage":
+                metric, usage_event = self._usage(entry, moment, stamp)
+                metrics.append(metric)
+                if usage_event is not None:
+                    events.append(usage_event)
+                continue
+            eid = event_id(session_id, entry.line, entry.part)
+            meta = dumps({"import": source, "line": entry.line}).decode()
+            call: str | None = None
+            if kind == "tool_call":
+                content = dumps({"name": entry.name or "tool", "arguments": entry.arguments})
+                log = ("action", _clip(f"{entry.name} {_compact(entry.arguments)}"), agent_id)
+                self.last_generation = eid
+            elif kind == "tool_result":
+                assert entry.call_line is not None
+                call = event_id(session_id, entry.call_line, entry.call_part)
+                content = dumps(
+                    {"output": entry.text, "tool_call_id": call, "is_error": entry.is_error}
+                )
+                log = ("action", _clip(entry.text), agent_id)
+            else:
+                content = dumps({"text": entry.text})
+                if kind == "user":
+                    log = ("speech", entry.text, "user")
+                elif kind == "reasoning":
+                    log = ("inner_voice", entry.text, agent_id)
+                else:
+                    kind = "message"
+                    log = ("speech", entry.text, agent_id)
+                    self.last_generation = eid
+            parent = (
+                self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
+            )
+            events.append((eid, session_id, parent, kind, stamp, content.decode(), meta, call))
+            self.last_event = eid
+            if agent_id is not None and log[1]:
+                logs.append(
+                    (agent_id, session_id, log[0], log[1], log[2], None, log_meta, eid, moment)
+                )
+        result.calls = len(metrics)
+        return events, logs, metrics
+
+    def _usage(
+        self, entry: Entry, moment: datetime, stamp: str
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        call = entry.usage
+        assert call is not None
+        importer = self.importer
+        result = self.result
+        result.tokens.add(call)
+        model = call.model or self.scanned.model or "unknown"
+        usage = Usage(
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            total_tokens=call.total_tokens,
+            cache_read_tokens=call.cached_input_tokens,
+            cache_write_tokens=call.cache_write_input_tokens,
+            reasoning_tokens=call.reasoning_output_tokens,
+        )
+        cost, cost_source = importer.prices.cost(self.provider, model, usage)
+        if cost_source == "unknown":
+            result.unpriced.add(f"{self.provider}/{model}")
+        result.cost_usd += cost
+        uid = event_id(self.session_id, entry.line, USAGE_PART)
+        metric = (
+            uid,
+            importer.agent_id or "system",
+            self.session_id,
+            moment,
+            self.provider,
+            model,
+            "import",
+            importer.source.name,
+            call.input_tokens,
+            call.output_tokens,
+            call.total_tokens,
+            call.cached_input_tokens,
+            call.cache_write_input_tokens,
+            call.reasoning_output_tokens,
+            cost,
+            cost_source,
+            call.latency_ms or 0,
+            "ok",
+            False,
+            1,
+            moment,
+        )
+        if self.last_generation is None:
+            return metric, None
+        details = None
+        if call.cached_input_tokens or call.reasoning_output_tokens:
+            details = {
+                "cache_read_input_tokens": min(call.cached_input_tokens, I32) or None,
+                "reasoning_output_tokens": min(call.reasoning_output_tokens, I32) or None,
+            }
+        payload: dict[str, Any] = {
+            "input_tokens": min(call.input_tokens, I32),
+            "output_tokens": min(call.output_tokens, I32),
+            "total_tokens": min(call.total_tokens, I32),
+        }
+        if details is not None:
+            payload["details"] = details
+        meta = {
+            "provider": self.provider,
+            "model": model,
+            "metrics_id": uid,
+            "cost_usd": cost,
+            "import": importer.source.name,
+            "line": entry.line,
+        }
+        event = (
+            uid,
+            self.session_id,
+            self.last_generation,
+            "token_usage",
+            stamp,
+            orjson.dumps(payload).decode(),
+            orjson.dumps(meta).decode(),
+            None,
+        )
+        return metric, event
+
+    def _session(
+        self, conn: Connection, first_line: int, stat: os.stat_result, digest: str
+    ) -> None:
+        scanned, result, row = self.scanned, self.result, self.row
+        now = utcnow()
+        values: dict[str, Any] = {
+            "lines": scanned.consumed_lines,
+            "bytes": scanned.consumed_bytes,
+            "prefix_sha256": digest,
+            "file_size": stat.st_size,
+            "file_mtime": stat.st_mtime,
+            "last_event_id": self.last_event,
+            "last_generation_id": self.last_generation,
+            "updated_at": now,
+            "model": scanned.model or (row.model if row is not None else None),
+            "provider": self.provider,
+        }
+        ended = _moment(scanned.ended_at)
+        if ended is not None:
+            values["ended_at"] = ended
+        if row is None:
+            conn.execute(
+                import_sessions.insert().values(
+                    id=self.session_id,
+                    source=self.importer.source.name,
+                    file_path=result.path,
+                    external_id=(scanned.session_id or "")[:200] or None,
+                    agent_id=self.importer.agent_id,
+                    title=scanned.title,
+                    started_at=_moment(scanned.started_at),
+                    messages=result.messages,
+                    problems=len(result.problems),
+                    kinds_json=result.kinds,
+                    calls=result.calls,
+                    cost_usd=result.cost_usd,
+                    header_json=_header(scanned.header),
+                    created_at=now,
+                    **result.tokens.as_json(),
+                    **values,
+                )
+            )
+            self._problems(conn, first_line)
+            return
+        self._problems(conn, first_line)
+        kinds = dict(row.kinds_json or {})
+        for k, v in result.kinds.items():
+            kinds[k] = kinds.get(k, 0) + v
+        problems = conn.execute(
+            sa.select(sa.func.count()).where(import_problems.c.session_id == self.session_id)
+        ).scalar_one()
+        t = import_sessions.c
+        conn.execute(
+            import_sessions.update()
+            .where(t.id == self.session_id)
+            .values(
+                messages=t.messages + result.messages,
+                problems=problems,
+                kinds_json=kinds,
+                calls=t.calls + result.calls,
+                cost_usd=t.cost_usd + result.cost_usd,
+                title=row.title or scanned.title,
+                **{k: getattr(t, k) + v for k, v in result.tokens.as_json().items()},
+                **values,
+            )
+        )
+
+    def _problems(self, conn: Connection, first_line: int) -> None:
+        """This import's problems, replacing any reported before for the same lines (a
+        cut-off last line is reported again when it is read again)."""
+        result = self.result
+        if self.row is not None:
+            conn.execute(
+                import_problems.delete().where(
+                    import_problems.c.session_id == self.session_id,
+                    import_problems.c.line >= first_line,
+                )
+            )
+        if result.problems:
+            bulk_insert(
+                conn,
+                import_problems,
+                ("session_id", "line", "reason"),
+                [(self.session_id, p.line, p.reason) for p in result.problems],
+            )
+
+
+_LOG_COLUMNS = (
+    "agent_id",
+    "session_id",
+    "log_type",
+    "content",
+    "speaker_id",
+    "turn_number",
+    "metadata_json",
+    "event_id",
+    "created_at",
+)
+_METRIC_COLUMNS = (
+    "id",
+    "agent_id",
+    "session_id",
+    "timestamp",
+    "provider",
+    "model",
+    "purpose",
+    "task_type",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "estimated_cost_usd",
+    "cost_source",
+    "latency_ms",
+    "status",
+    "stream",
+    "attempt",
+    "created_at",
+)
+
+
+class _Clock:
+    """Timestamps as aware datetimes; a line without a readable one takes the last."""
+
+    def __init__(self) -> None:
+        self.last = datetime.now(UTC)
+        self.text: str | None = None
+
+    def __call__(self, text: str) -> datetime:
+        if text != self.text:
+            moment = _moment(text)
+            if moment is not None:
+                self.last = moment
+            self.text = text
+        return self.last
+
+
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MEMORY_CHARS else text[:MEMORY_CHARS] + "…"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
+
+
+def _header(header: dict[str, Any]) -> dict[str, Any]:
+    """The session header, without what only bloats it (instructions, big strings)."""
+    return {
+        k: v
+        for k, v in header.items()
+        if not (isinstance(v, str) and len(v) > 4000) and "instructions" not in k
+    }
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# ------------------------------------------------------------------ reading imports
+def session_lines(db: Database, session_id: str) -> tuple[Any, list[bytes]]:
+    """An import session's row and its lines as read (raises NotFoundError)."""
+    with db.read() as conn:
+        row = conn.execute(
+            sa.select(import_sessions).where(import_sessions.c.id == session_id)
+        ).first()
+        if row is None:
+            raise NotFoundError(f"no imported session {session_id}")
+        chunks = conn.execute(
+            sa.select(import_chunks.c.data)
+            .where(import_chunks.c.session_id == session_id)
+            .order_by(import_chunks.c.first_line)
+        ).all()
+    out = zstandard.ZstdDecompressor()
+    lines: list[bytes] = []
+    for (data,) in chunks:
+        lines += out.decompressobj().decompress(data).splitlines(keepends=True)
+    return row, lines
+
+
+def normalized_messages(db: Database, session_id: str) -> tuple[Any, Transcript]:
+    """An import session's lines as NormalizedMessages (seed 003), parsed again now."""
+    row, lines = session_lines(db, session_id)
+    parse = sources()[row.source].parse
+    return row, parse(lines, row.file_path, mtime=row.file_mtime)
