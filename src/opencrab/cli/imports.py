@@ -99,12 +99,12 @@ def _import(
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     try:
-        agent_id = _agent_id(db, settings, agent)
-        importer = Importer(db, source, agent_id=agent_id)
+        importer = Importer(db, source)
         files, _ = importer.find(paths)
         if not files:
             where = ", ".join(str(p) for p in paths)
             raise NotFoundError(f"no {_NAMES[source]} found under {where}")
+        importer.agent_id = _agent_id(db, settings, agent)
         summary = _run(importer, paths, sum(_size(f) for f in files))
     finally:
         db.close()

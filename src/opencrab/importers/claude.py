@@ -33,6 +33,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +112,20 @@ class _State:
         self.pending: _Pending | None = None
         self.input_at: str | None = None
         self.last_timestamp: str | None = None
+        self.fallback = ""
+
+    def set_mtime(self, mtime: float | None) -> None:
+        moment = datetime.fromtimestamp(mtime or 0, UTC)
+        self.fallback = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_file(path: Path, *, skip_lines: int = 0) -> Transcript:
     """Parse a session file; `skip_lines` lines at the start were imported before."""
-    return parse_lines(read_lines(path), str(path), skip_lines=skip_lines)
+    try:
+        mtime: float | None = path.stat().st_mtime
+    except OSError:
+        mtime = None
+    return parse_lines(read_lines(path), str(path), skip_lines=skip_lines, mtime=mtime)
 
 
 def parse_lines(
@@ -126,7 +136,7 @@ def parse_lines(
     mtime: float | None = None,
 ) -> Transcript:
     """Every line as NormalizedMessages (one per content block), problems reported."""
-    return _read(lines, file_path, skip_lines, scan=False)
+    return _read(lines, file_path, skip_lines, mtime, scan=False)
 
 
 def scan_lines(
@@ -138,12 +148,15 @@ def scan_lines(
 ) -> Transcript:
     """What an import needs: counts by source_type, problems, usage and the entries
     that become AgentEvents, without building NormalizedMessages."""
-    return _read(lines, file_path, skip_lines, scan=True)
+    return _read(lines, file_path, skip_lines, mtime, scan=True)
 
 
-def _read(lines: Iterable[bytes], file_path: str, skip_lines: int, *, scan: bool) -> Transcript:
+def _read(
+    lines: Iterable[bytes], file_path: str, skip_lines: int, mtime: float | None, *, scan: bool
+) -> Transcript:
     result = Transcript(file_path=file_path, source="claude", provider="anthropic")
     state = _State(result, scan=scan)
+    state.set_mtime(mtime)
     for index, event in json_lines(lines, result, skip_lines):
         replay = index < skip_lines
         _line(state, event, index, replay=replay)
@@ -159,7 +172,8 @@ def _line(state: _State, event: dict[str, Any], index: int, *, replay: bool) -> 
     kind = event.get("type")
     timestamp = event.get("timestamp")
     if not isinstance(timestamp, str) or not timestamp:
-        timestamp = state.last_timestamp or result.started_at or ""
+        # the line before's, or (seed 003's last resort) the file's mtime
+        timestamp = state.last_timestamp or state.fallback
     else:
         state.last_timestamp = timestamp
         if result.started_at is None:
@@ -548,13 +562,13 @@ def _usage(
     message_id = message.get("id")
     usage = message.get("usage")
     model = message.get("model")
-    if not isinstance(message_id, str) or type(usage) is not dict or model == "<synthetic>":
-        return
     pending = state.pending
-    if pending is not None and pending.message_id == message_id:
+    if pending is not None and pending.message_id == message_id and type(usage) is dict:
         pending.usage, pending.line, pending.timestamp = usage, number, timestamp
         return
-    _flush_usage(state, replay=replay)
+    _flush_usage(state, replay=replay)  # another message: the one before is complete
+    if not isinstance(message_id, str) or type(usage) is not dict or model == "<synthetic>":
+        return  # <synthetic>: an error Claude Code wrote itself, no model call
     if message_id in state.counted:
         return  # the same message again (a resumed file repeats it): counted once
     state.pending = _Pending(
