@@ -63,6 +63,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.workspace",
     "opencrab.server.api.llm",
     "opencrab.server.api.analytics",
+    "opencrab.server.api.imports",
     "opencrab.server.api.ws",
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""
