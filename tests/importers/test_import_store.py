@@ -124,7 +124,8 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
     word = max(first.split(), key=len)
     hits = MemoryManager(db, agent_id).search(word)
     assert hits
-    assert hits[0].metadata == {"import": "codex"}
+    said = {str(e.id): e for f in summary.files for e in log.trace(f.session_id)}
+    assert said[hits[0].event_id or ""].type == "user"  # each log line names its event
     # LLM analytics: one row per counted call, priced from the table
     rows = summarize(db, group_by="model", agent_id=agent_id)
     assert [(r.key, r.calls, r.total_tokens) for r in rows] == [

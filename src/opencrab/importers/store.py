@@ -45,7 +45,7 @@ from opencrab.errors import NotFoundError, ValidationError
 from opencrab.event_log import COLUMNS as EVENT_COLUMNS
 from opencrab.importers import codex
 from opencrab.importers.common import Entry, Problem, Transcript, read_lines
-from opencrab.llm.pricing import PriceBook
+from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert, paused_gc
@@ -256,6 +256,17 @@ class Importer:
                 prices = PriceBook.load(conn)
         self.prices = prices
         self._compress = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        self._prices: dict[tuple[str, str], ModelPrice | None] = {}
+
+    def cost(self, provider: str, model: str, usage: Usage) -> tuple[float, CostSource]:
+        """A call's cost from the pricing table (each model looked up once)."""
+        key = (provider, model)
+        if key not in self._prices:
+            self._prices[key] = self.prices.find(provider, model)
+        price = self._prices[key]
+        if price is None:
+            return 0.0, "unknown"
+        return price.cost(usage), "pricing"
 
     def find(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
         """The files `run` would import, and the paths that do not exist."""
@@ -402,12 +413,10 @@ class _Writer:
         logs: list[tuple[Any, ...]] = []
         metrics: list[tuple[Any, ...]] = []
         dumps = orjson.dumps
-        log_meta = {"import": source}
         when = _Clock()
         result = self.result
         for entry in self.scanned.entries:
-            moment = when(entry.timestamp)
-            stamp = format_timestamp(moment)
+            moment, stamp = when(entry.timestamp)
             kind = entry.kind
             if kind == "usage":
                 metric, usage_event = self._usage(entry, moment, stamp)
@@ -416,7 +425,7 @@ class _Writer:
                     events.append(usage_event)
                 continue
             eid = event_id(session_id, entry.line, entry.part)
-            meta = dumps({"import": source, "line": entry.line}).decode()
+            meta = f'{{"import":"{source}","line":{entry.line}}}'
             call: str | None = None
             if kind == "tool_call":
                 content = dumps({"name": entry.name or "tool", "arguments": entry.arguments})
@@ -445,9 +454,7 @@ class _Writer:
             events.append((eid, session_id, parent, kind, stamp, content.decode(), meta, call))
             self.last_event = eid
             if agent_id is not None and log[1]:
-                logs.append(
-                    (agent_id, session_id, log[0], log[1], log[2], None, log_meta, eid, moment)
-                )
+                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, moment))
         result.calls = len(metrics)
         return events, logs, metrics
 
@@ -468,7 +475,7 @@ class _Writer:
             cache_write_tokens=call.cache_write_input_tokens,
             reasoning_tokens=call.reasoning_output_tokens,
         )
-        cost, cost_source = importer.prices.cost(self.provider, model, usage)
+        cost, cost_source = importer.cost(self.provider, model, usage)
         if cost_source == "unknown":
             result.unpriced.add(f"{self.provider}/{model}")
         result.cost_usd += cost
@@ -654,17 +661,23 @@ _METRIC_COLUMNS = (
 
 
 class _Clock:
-    """Timestamps as aware datetimes; a line without a readable one takes the last."""
+    """Timestamps as (aware datetime, storage text); a line without a readable one takes
+    the last line's."""
 
     def __init__(self) -> None:
-        self.last = datetime.now(UTC)
+        now = datetime.now(UTC)
+        self.last = (now, format_timestamp(now))
         self.text: str | None = None
 
-    def __call__(self, text: str) -> datetime:
+    def __call__(self, text: str) -> tuple[datetime, str]:
         if text != self.text:
             moment = _moment(text)
             if moment is not None:
-                self.last = moment
+                # the usual shape, 2026-02-23T03:40:23.123Z, needs no formatting
+                if len(text) == 24 and text[19] == "." and text[23] == "Z":
+                    self.last = (moment, f"{text[:23]}000Z")
+                else:
+                    self.last = (moment, format_timestamp(moment))
             self.text = text
         return self.last
 
