@@ -339,6 +339,7 @@ def test_symlink_to_a_folder_inside_is_refused_too(ws: Workspace) -> None:
         ("//server/share/x", "is absolute"),
         ("C:/Windows/x", "names a drive"),
         ("c:x", "names a drive"),
+        ("./C:/C:", "names a drive"),  # found by hypothesis: "./" hid the drive
         ("a\\b.txt", "backslash"),
         ("..\\..\\x", "backslash"),
         ("a\x00b", "NUL byte"),

@@ -87,9 +87,11 @@ class Workspace:
             raise WorkspaceError(f"path {shown} contains a backslash; use '/' between folders")
         if path.startswith("/"):
             raise WorkspaceError(f"path {shown} is absolute; give it relative to your workspace")
-        if len(path) >= 2 and path[1] == ":" and path[0].isalpha():
-            raise WorkspaceError(f"path {shown} names a drive; give it relative to your workspace")
         parts = tuple(p for p in path.split("/") if p not in ("", "."))
+        first = parts[0] if parts else ""
+        if len(first) >= 2 and first[1] == ":" and first[0].isalpha():
+            # also after "./": the path must mean the same wherever it is checked again
+            raise WorkspaceError(f"path {shown} names a drive; give it relative to your workspace")
         if ".." in parts:
             raise WorkspaceError(f"path {shown} contains '..'; paths cannot leave your workspace")
         for part in parts:
