@@ -27,7 +27,7 @@ import orjson
 
 from opencrab.config import load_settings
 from opencrab.core.agent import AgentCreate, AgentStore
-from opencrab.importers.codex import scan_lines
+from opencrab.importers.codex_scan import scan_lines
 from opencrab.importers.store import Importer
 from opencrab.store import Database
 

@@ -20,7 +20,8 @@ from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.core.memory import MemoryManager
 from opencrab.event_log import EventLog
 from opencrab.importers.claude import find_sessions, parse_file, scan_lines
-from opencrab.importers.store import Importer, event_id, normalized_messages
+from opencrab.importers.sessions import normalized_messages
+from opencrab.importers.store import Importer, event_id
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
 

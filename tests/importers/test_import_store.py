@@ -19,7 +19,8 @@ from opencrab.core.memory import MemoryManager
 from opencrab.event_log import EventLog
 from opencrab.events import ToolCallEvent, ToolResultEvent
 from opencrab.importers.codex import parse_file
-from opencrab.importers.store import Importer, normalized_messages
+from opencrab.importers.sessions import normalized_messages
+from opencrab.importers.store import Importer
 from opencrab.llm.metrics import summarize
 from opencrab.store import Database
 from opencrab.store.tables import (

@@ -36,6 +36,7 @@ from opencrab.cli.common import (
 from opencrab.config import Settings
 from opencrab.core.agent import AgentStore
 from opencrab.errors import NotFoundError, ValidationError
+from opencrab.importers.common import file_size
 from opencrab.importers.store import FileResult, Importer, ImportSummary
 from opencrab.plugins import hookimpl
 from opencrab.store import Database
@@ -105,7 +106,7 @@ def _import(
             where = ", ".join(str(p) for p in paths)
             raise NotFoundError(f"no {_NAMES[source]} found under {where}")
         importer.agent_id = _agent_id(db, settings, agent)
-        summary = _run(importer, paths, sum(_size(f) for f in files))
+        summary = _run(importer, paths, sum(file_size(f) for f in files))
     finally:
         db.close()
     data = summary.as_json()
@@ -149,13 +150,6 @@ def _run(importer: Importer, paths: list[Path], total: int) -> ImportSummary:
             bar.update(task, advance=size, file=Path(result.path).name)
 
         return importer.run(paths, progress=advance)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _print(data: dict[str, Any]) -> None:

@@ -44,11 +44,12 @@ from opencrab.importers.common import (
     Problem,
     Transcript,
     UsageCall,
+    find_files,
     image_segment,
     json_lines,
     json_of,
     millis_between,
-    read_lines,
+    parse_path,
     text_segments,
 )
 
@@ -76,17 +77,7 @@ LINE_KEYS = ("uuid", "parentUuid", "isSidechain", "sessionId", "requestId", "age
 
 def find_sessions(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
     """`*.jsonl` session files under the paths (files are taken as given)."""
-    found: list[Path] = []
-    problems: list[Problem] = []
-    for given in paths:
-        path = Path(given).expanduser()
-        if path.is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-        else:
-            problems.append(Problem(str(path), 0, "no such file or folder"))
-    return list(dict.fromkeys(found)), problems
+    return find_files(paths, "*.jsonl", (".jsonl",))
 
 
 @dataclass
@@ -121,11 +112,7 @@ class _State:
 
 def parse_file(path: Path, *, skip_lines: int = 0) -> Transcript:
     """Parse a session file; `skip_lines` lines at the start were imported before."""
-    try:
-        mtime: float | None = path.stat().st_mtime
-    except OSError:
-        mtime = None
-    return parse_lines(read_lines(path), str(path), skip_lines=skip_lines, mtime=mtime)
+    return parse_path(parse_lines, path, skip_lines)
 
 
 def parse_lines(
@@ -474,11 +461,7 @@ def _block(
         if scan:
             result.count("message")
             return False
-        source = block.get("source") if type(block.get("source")) is dict else {}
-        assert isinstance(source, dict)
-        url = source.get("url")
-        if source.get("type") == "base64" and isinstance(source.get("data"), str):
-            url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
+        url, media_type = _image(block)
         _emit(
             state,
             timestamp,
@@ -493,7 +476,7 @@ def _block(
                     "input" if kind == "user" else "output",
                     "image",
                     url,
-                    source.get("media_type"),
+                    media_type,
                 )
             ],
             metadata=line_meta,
@@ -683,13 +666,19 @@ def _result_images(output: Any) -> list[dict[str, Any]]:
     segments = []
     for block in output if type(output) is list else ():
         if type(block) is dict and block.get("type") == "image":
-            source = block.get("source") if type(block.get("source")) is dict else {}
-            assert isinstance(source, dict)
-            url = source.get("url")
-            if source.get("type") == "base64" and isinstance(source.get("data"), str):
-                url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
-            segments.append(image_segment("input", "image", url, source.get("media_type")))
+            segments.append(image_segment("input", "image", *_image(block)))
     return segments
+
+
+def _image(block: dict[str, Any]) -> tuple[Any, Any]:
+    """An image block's (URL or data URI, media type)."""
+    source = block.get("source")
+    if type(source) is not dict:
+        return None, None
+    url = source.get("url")
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
+    return url, source.get("media_type")
 
 
 def _emit(

@@ -35,24 +35,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from opencrab.importers.common import (
-    Entry,
     Problem,
     Transcript,
     UsageCall,
+    find_files,
     image_segment,
     json_lines,
     json_of,
     millis_between,
+    parse_path,
     parse_time,
-    read_lines,
     sanitize,
     text_segments,
 )
@@ -64,7 +62,6 @@ __all__ = [
     "find_rollouts",
     "parse_file",
     "parse_lines",
-    "scan_lines",
 ]
 
 INJECTED_PREFIXES = (
@@ -86,25 +83,13 @@ ParsedRollout = Transcript
 
 def find_rollouts(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
     """`rollout-*.jsonl[.zst]` files under the paths (files are taken as given)."""
-    found: list[Path] = []
-    problems: list[Problem] = []
-    for given in paths:
-        path = Path(given).expanduser()
-        if path.is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(
-                p
-                for p in path.rglob("rollout-*.jsonl*")
-                if p.is_file() and (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.zst"))
-            )
-        else:
-            problems.append(Problem(str(path), 0, "no such file or folder"))
-    return list(dict.fromkeys(found)), problems
+    return find_files(paths, "rollout-*.jsonl*", (".jsonl", ".jsonl.zst"))
 
 
 # ------------------------------------------------------------------ the parser
-class _State:
+class State:
+    """What reading a rollout remembers from line to line."""
+
     def __init__(self, result: ParsedRollout, mtime: float | None) -> None:
         self.result = result
         self.calls: dict[str, dict[str, Any]] = {}  # call_id -> the tool_call message
@@ -118,11 +103,7 @@ class _State:
 
 def parse_file(path: Path, *, skip_lines: int = 0) -> ParsedRollout:
     """Parse a rollout; `skip_lines` lines at the start were imported before."""
-    try:
-        mtime: float | None = path.stat().st_mtime
-    except OSError:
-        mtime = None
-    return parse_lines(read_lines(path), str(path), skip_lines=skip_lines, mtime=mtime)
+    return parse_path(parse_lines, path, skip_lines)
 
 
 def parse_lines(
@@ -134,205 +115,37 @@ def parse_lines(
 ) -> ParsedRollout:
     """See the module docstring. The header and token state are rebuilt from skipped
     lines too (cheaply: only session_meta, turn_context and token_count are read)."""
-    result = ParsedRollout(file_path=file_path, source="codex")
-    state = _State(result, mtime)
-    messages = result.messages
-    for index, event in json_lines(lines, result, skip_lines):
-        if index < skip_lines:
-            _replay(state, event, index + 1)
-            continue
-        message = _normalize(state, event, index)
-        if message is not None:
-            result.count(message["source_type"])
-            messages.append(message)
-    result.ended_at = state.last_timestamp
-    return result
+    return read(lines, file_path, skip_lines, mtime, _normalized)
 
 
-def scan_lines(
+def read(
     lines: Iterable[bytes],
     file_path: str,
-    *,
-    skip_lines: int = 0,
-    mtime: float | None = None,
+    skip_lines: int,
+    mtime: float | None,
+    step: Callable[[State, dict[str, Any], int], None],
 ) -> ParsedRollout:
-    """What an import needs, without building NormalizedMessages: the same counts by
-    source_type, problems, token calls and header as `parse_lines`, plus the `entries`
-    that become AgentEvents. Several times faster; the import stores the lines
-    themselves and `parse_lines` normalizes them again when they are read."""
+    """The line loop both readers (this one and `codex_scan`) share: `step` handles
+    each new line; the lines imported before only rebuild the state."""
     result = ParsedRollout(file_path=file_path, source="codex")
-    state = _State(result, mtime)
-    kinds = result.kinds
+    state = State(result, mtime)
     for index, event in json_lines(lines, result, skip_lines):
         if index < skip_lines:
             _replay(state, event, index + 1)
-            continue
-        source_type = _scan(state, event, index)
-        kinds[source_type] = kinds.get(source_type, 0) + 1
+        else:
+            step(state, event, index)
     result.ended_at = state.last_timestamp
     return result
 
 
-def _scan(state: _State, event: dict[str, Any], index: int) -> str:
-    """One line for the import: its source_type (as `_normalize` would give it), with the
-    entry it contributes to the event log, if any."""
-    kind = event.get("type")
-    payload = event.get("payload")
-    if kind in KNOWN_EVENT_TYPES and type(payload) is dict:
-        timestamp = _timestamp(state, event, index)
-        if kind == "response_item":
-            return _scan_item(state, payload, timestamp, index, legacy=False)
-        if kind == "event_msg":
-            if payload.get("type") == "token_count":
-                usage = _token_count(state, payload, timestamp, index + 1, count=True)
-                if usage is not None:
-                    state.result.entries.append(Entry(index + 1, "usage", timestamp, usage=usage))
-            return "meta"
-        if kind == "session_meta":
-            _session_meta(state, payload, timestamp)
-            return "session"
-        if kind == "turn_context":
-            _turn_context(state, payload)
-        return "meta"
-    if index == 0 and "id" in event and "type" not in event and "record_type" not in event:
-        _legacy_header(state, event)
-        _timestamp(state, event, index)
-        return "session"
-    if "record_type" in event:
-        state.result.legacy = True
-        _timestamp(state, event, index)
-        return "meta"
-    if kind in LEGACY_ITEM_TYPES:
-        state.result.legacy = True
-        return _scan_item(state, event, _timestamp(state, event, index), index, legacy=True)
-    described = kind if isinstance(kind, str) else "no type"
-    if kind in KNOWN_EVENT_TYPES:
-        described = f"{kind} without an object payload"
-    state.result.problems.append(
-        Problem(state.result.file_path, index + 1, f"unknown event ({described}); kept as meta")
-    )
-    return "meta"
+def _normalized(state: State, event: dict[str, Any], index: int) -> None:
+    message = _normalize(state, event, index)
+    if message is not None:
+        state.result.count(message["source_type"])
+        state.result.messages.append(message)
 
 
-def _scan_item(
-    state: _State, payload: dict[str, Any], timestamp: str, index: int, *, legacy: bool
-) -> str:
-    item = payload.get("type")
-    entries = state.result.entries
-    number = index + 1
-    if item == "message":
-        role = payload.get("role")
-        content = payload.get("content")
-        if role == "user":
-            _input(state, timestamp)
-            if _injected(role, content):
-                return "legacy" if legacy else "message"
-            text = _plain_text(content)
-            if state.result.title is None:
-                state.result.title = " ".join(text.split())[:TITLE_CHARS] or None
-            entries.append(Entry(number, "user", timestamp, text))
-        elif role == "assistant":
-            _output(state)
-            entries.append(Entry(number, "assistant", timestamp, _plain_text(content)))
-        return "legacy" if legacy else "message"
-    if item == "reasoning":
-        _output(state)
-        summary = payload.get("summary")
-        if type(summary) is list:
-            text = "\n\n".join(
-                s["text"] for s in summary if type(s) is dict and type(s.get("text")) is str
-            )
-            if text:
-                entries.append(Entry(number, "reasoning", timestamp, text))
-        return "meta"
-    if item in TOOL_CALL_TYPES:
-        _output(state)
-        call_id = payload.get("call_id") or payload.get("id")
-        arguments = payload.get("arguments", payload.get("input", payload.get("action")))
-        parsed = json_of(arguments)
-        name = _tool_name(payload)
-        if isinstance(call_id, str):
-            state.calls[call_id] = {
-                "tool_call": {"name": name, "status": payload.get("status")},
-                "raw": {"line_index": index},
-            }
-        entries.append(
-            Entry(
-                number,
-                "tool_call",
-                timestamp,
-                name=name,
-                arguments=arguments if parsed is None else parsed,
-            )
-        )
-        return "tool_call"
-    if item in TOOL_OUTPUT_TYPES:
-        call_id = payload.get("call_id")
-        call = state.calls.get(call_id) if isinstance(call_id, str) else None
-        _input(state, timestamp)
-        if call is None:
-            state.result.problems.append(
-                Problem(
-                    state.result.file_path,
-                    number,
-                    f"tool output for call_id {call_id!r} with no call before it",
-                )
-            )
-            return "tool_result"
-        output = payload.get("output")
-        text, failed = _output_text(output)
-        entries.append(
-            Entry(
-                number,
-                "tool_result",
-                timestamp,
-                text,
-                call_line=call["raw"]["line_index"] + 1,
-                is_error=failed,
-            )
-        )
-        return "tool_result"
-    event_type = "legacy" if legacy else "response_item"
-    state.result.problems.append(
-        Problem(state.result.file_path, number, f"unknown {event_type} type {item!r}; kept as meta")
-    )
-    return "meta"
-
-
-def _plain_text(content: Any) -> str:
-    """A message's text as written (images as [image]), for the event log."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content if type(content) is list else ():
-        if type(part) is not dict:
-            continue
-        text = part.get("text")
-        if type(text) is str:
-            parts.append(text)
-        elif "image" in str(part.get("type")):
-            parts.append("[image]")
-    return "\n\n".join(parts)
-
-
-def _output_text(output: Any) -> tuple[str, bool]:
-    """A tool output as text, and whether it reports a failure (Codex wraps shell output
-    as {"output", "metadata": {"exit_code"}}; older versions say {"success": false})."""
-    if type(output) is not str:
-        if output is None:
-            return "", False
-        output = orjson.dumps(output).decode()
-    failed = False
-    if output.startswith("{") and ('"exit_code"' in output or '"success"' in output):
-        parsed = json_of(output)
-        if type(parsed) is dict:
-            meta = parsed.get("metadata")
-            code = meta.get("exit_code") if type(meta) is dict else None
-            failed = parsed.get("success") is False or (type(code) is int and code != 0)
-    return output, failed
-
-
-def _replay(state: _State, event: dict[str, Any], number: int) -> None:
+def _replay(state: State, event: dict[str, Any], number: int) -> None:
     """Rebuild header and token state from a line imported before."""
     kind = event.get("type")
     payload = event.get("payload")
@@ -357,7 +170,7 @@ def _replay(state: _State, event: dict[str, Any], number: int) -> None:
 
 
 # ------------------------------------------------------------------ one line
-def _normalize(state: _State, event: dict[str, Any], index: int) -> dict[str, Any] | None:
+def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any] | None:
     number = index + 1
     result = state.result
     kind = event.get("type")
@@ -454,7 +267,7 @@ def _normalize(state: _State, event: dict[str, Any], index: int) -> dict[str, An
 
 
 def _response_item(
-    state: _State, payload: dict[str, Any], timestamp: str, index: int, event_type: str
+    state: State, payload: dict[str, Any], timestamp: str, index: int, event_type: str
 ) -> dict[str, Any]:
     item = payload.get("type")
     legacy = event_type == "legacy"
@@ -585,9 +398,7 @@ def _response_item(
     )
 
 
-def _event_msg(
-    state: _State, payload: dict[str, Any], timestamp: str, index: int
-) -> dict[str, Any]:
+def _event_msg(state: State, payload: dict[str, Any], timestamp: str, index: int) -> dict[str, Any]:
     kind = payload.get("type")
     metadata: dict[str, Any] = {"event_kind": kind}
     segments: list[dict[str, Any]] = []
@@ -617,7 +428,7 @@ def _event_msg(
 
 
 # ------------------------------------------------------------------ state updates
-def _session_meta(state: _State, payload: dict[str, Any], timestamp: Any) -> None:
+def _session_meta(state: State, payload: dict[str, Any], timestamp: Any) -> None:
     result = state.result
     result.session_id = str(payload.get("id") or result.session_id or "") or None
     started = payload.get("timestamp") or timestamp
@@ -629,14 +440,14 @@ def _session_meta(state: _State, payload: dict[str, Any], timestamp: Any) -> Non
     )
 
 
-def _turn_context(state: _State, payload: dict[str, Any]) -> None:
+def _turn_context(state: State, payload: dict[str, Any]) -> None:
     model = payload.get("model")
     if isinstance(model, str) and model:
         state.result.model = model
     state.result.header["turn_context"] = payload
 
 
-def _legacy_header(state: _State, event: dict[str, Any]) -> None:
+def _legacy_header(state: State, event: dict[str, Any]) -> None:
     result = state.result
     result.legacy = True
     result.session_id = str(event.get("id"))
@@ -646,7 +457,7 @@ def _legacy_header(state: _State, event: dict[str, Any]) -> None:
 
 
 def _token_count(
-    state: _State, payload: dict[str, Any], timestamp: str, number: int, *, count: bool
+    state: State, payload: dict[str, Any], timestamp: str, number: int, *, count: bool
 ) -> UsageCall | None:
     info = payload.get("info")
     if not isinstance(info, dict):
@@ -696,11 +507,11 @@ def _usage_numbers(value: Any) -> dict[str, int] | None:
     return numbers
 
 
-def _input(state: _State, timestamp: str) -> None:
+def _input(state: State, timestamp: str) -> None:
     state.input_at = timestamp
 
 
-def _output(state: _State) -> None:
+def _output(state: State) -> None:
     """The first output of a model call: the call answers the latest input."""
     if state.call_start is None:
         state.call_start = state.input_at
@@ -712,7 +523,7 @@ def _title(segments: list[dict[str, Any]]) -> str | None:
 
 
 # ------------------------------------------------------------------ pieces
-def _timestamp(state: _State, event: dict[str, Any], index: int) -> str:
+def _timestamp(state: State, event: dict[str, Any], index: int) -> str:
     """The line's timestamp; legacy lines without one: the session start + 1 s per line,
     else the file's mtime + 1 s per line (seed 003's order of preference)."""
     value = event.get("timestamp")
@@ -732,7 +543,7 @@ def _timestamp(state: _State, event: dict[str, Any], index: int) -> str:
 
 
 def _message(
-    state: _State,
+    state: State,
     timestamp: str,
     index: int,
     *,

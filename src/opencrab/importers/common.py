@@ -11,7 +11,8 @@ import tables, the event log, the agent's memory and the LLM metrics.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,13 +183,58 @@ def read_lines(path: Path) -> Iterator[bytes]:
         yield from handle
 
 
-def parse_time(text: str) -> datetime | None:
-    """An ISO-8601 timestamp as an aware datetime (UTC when it has no zone)."""
+def find_files(
+    paths: Iterable[str | os.PathLike[str]], pattern: str, suffixes: tuple[str, ...]
+) -> tuple[list[Path], list[Problem]]:
+    """Files under `paths` matching `pattern` and ending in one of `suffixes`, each once;
+    a path given as a file is taken as it is, one that does not exist is a Problem."""
+    found: list[Path] = []
+    problems: list[Problem] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(
+                p for p in path.rglob(pattern) if p.is_file() and p.name.endswith(suffixes)
+            )
+        else:
+            problems.append(Problem(str(path), 0, "no such file or folder"))
+    return list(dict.fromkeys(found)), problems
+
+
+def parse_path(parse: Callable[..., Transcript], path: Path, skip_lines: int) -> Transcript:
+    """`parse` (a parser's parse_lines) over a file, with the file's mtime."""
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        mtime: float | None = path.stat().st_mtime
+    except OSError:
+        mtime = None
+    return parse(read_lines(path), str(path), skip_lines=skip_lines, mtime=mtime)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO-8601 timestamp as an aware UTC datetime (UTC when it has no zone); None
+    when it is missing, unreadable or out of range once in UTC."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+def file_size(path: Path) -> int:
+    """The file's size in bytes, 0 when it cannot be read."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def millis_between(start: str | None, end: str | None) -> int | None:

@@ -41,10 +41,18 @@ import sqlalchemy as sa
 import zstandard
 from sqlalchemy.engine import Connection
 
-from opencrab.errors import NotFoundError, ValidationError
+from opencrab.core.memory import LOG_COLUMNS
+from opencrab.errors import ValidationError
 from opencrab.event_log import COLUMNS as EVENT_COLUMNS
-from opencrab.importers import codex
-from opencrab.importers.common import Entry, Problem, Transcript, read_lines
+from opencrab.importers import claude, codex, codex_scan
+from opencrab.importers.common import (
+    Entry,
+    Problem,
+    Transcript,
+    file_size,
+    parse_time,
+    read_lines,
+)
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -80,17 +88,15 @@ class Source:
     provider: str  # when the file does not say
 
 
-def sources() -> dict[str, Source]:
-    from opencrab.importers import claude
-
-    return {
-        "codex": Source(
-            "codex", codex.find_rollouts, codex.scan_lines, codex.parse_lines, "openai"
-        ),
-        "claude": Source(
-            "claude", claude.find_sessions, claude.scan_lines, claude.parse_lines, "anthropic"
-        ),
-    }
+SOURCES = {
+    "codex": Source(
+        "codex", codex.find_rollouts, codex_scan.scan_lines, codex.parse_lines, "openai"
+    ),
+    "claude": Source(
+        "claude", claude.find_sessions, claude.scan_lines, claude.parse_lines, "anthropic"
+    ),
+}
+"""The formats `opencrab import` reads, by name."""
 
 
 def session_id_for(source: str, path: Path) -> str:
@@ -245,7 +251,7 @@ class Importer:
         agent_id: str | None = None,
         prices: PriceBook | None = None,
     ) -> None:
-        known = sources()
+        known = SOURCES
         if source not in known:
             raise ValidationError(f"unknown transcript source {source!r}: use {', '.join(known)}")
         self.db = db
@@ -285,7 +291,7 @@ class Importer:
             result = self.file(path)
             summary.files.append(result)
             if progress is not None:
-                progress(result, _size(path))
+                progress(result, file_size(path))
         return summary
 
     def file(self, path: Path) -> FileResult:
@@ -388,7 +394,7 @@ class _Writer:
         self._session(conn, first_line, stat, digest)
         bulk_insert(conn, events_table, EVENT_COLUMNS, events)
         if logs:
-            bulk_insert(conn, memory_sessions, _LOG_COLUMNS, logs)
+            bulk_insert(conn, memory_sessions, LOG_COLUMNS, logs)
         if metrics:
             bulk_insert(conn, llm_usage_metrics, _METRIC_COLUMNS, metrics)
         if chunk:
@@ -555,7 +561,7 @@ class _Writer:
             "model": scanned.model or (row.model if row is not None else None),
             "provider": self.provider,
         }
-        ended = _moment(scanned.ended_at)
+        ended = parse_time(scanned.ended_at)
         if ended is not None:
             values["ended_at"] = ended
         if row is None:
@@ -567,7 +573,7 @@ class _Writer:
                     external_id=(scanned.session_id or "")[:200] or None,
                     agent_id=self.importer.agent_id,
                     title=scanned.title,
-                    started_at=_moment(scanned.started_at),
+                    started_at=parse_time(scanned.started_at),
                     messages=result.messages,
                     problems=len(result.problems),
                     kinds_json=result.kinds,
@@ -624,17 +630,6 @@ class _Writer:
             )
 
 
-_LOG_COLUMNS = (
-    "agent_id",
-    "session_id",
-    "log_type",
-    "content",
-    "speaker_id",
-    "turn_number",
-    "metadata_json",
-    "event_id",
-    "created_at",
-)
 _METRIC_COLUMNS = (
     "id",
     "agent_id",
@@ -671,7 +666,7 @@ class _Clock:
 
     def __call__(self, text: str) -> tuple[datetime, str]:
         if text != self.text:
-            moment = _moment(text)
+            moment = parse_time(text)
             if moment is not None:
                 # the usual shape, 2026-02-23T03:40:23.123Z, needs no formatting
                 if len(text) == 24 and text[19] == "." and text[23] == "Z":
@@ -680,21 +675,6 @@ class _Clock:
                     self.last = (moment, format_timestamp(moment))
             self.text = text
         return self.last
-
-
-def _moment(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        return None
 
 
 def _clip(text: str) -> str:
@@ -717,96 +697,3 @@ def _header(header: dict[str, Any]) -> dict[str, Any]:
         for k, v in header.items()
         if not (isinstance(v, str) and len(v) > 4000) and "instructions" not in k
     }
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-# ------------------------------------------------------------------ reading imports
-def import_session(db: Database, session_id: str) -> Any:
-    """An import session's row (raises NotFoundError)."""
-    with db.read() as conn:
-        row = conn.execute(
-            sa.select(import_sessions).where(import_sessions.c.id == session_id)
-        ).first()
-    if row is None:
-        raise NotFoundError(f"no imported session {session_id}")
-    return row
-
-
-def import_sessions_page(
-    db: Database,
-    *,
-    source: str | None = None,
-    agent_id: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> tuple[list[Any], int]:
-    """Import sessions, the most recent first, and how many match in all."""
-    t = import_sessions.c
-    where = []
-    if source is not None:
-        where.append(t.source == source)
-    if agent_id is not None:
-        where.append(t.agent_id == agent_id)
-    with db.read() as conn:
-        total = conn.execute(
-            sa.select(sa.func.count()).select_from(import_sessions).where(*where)
-        ).scalar_one()
-        rows = conn.execute(
-            sa.select(import_sessions)
-            .where(*where)
-            .order_by(sa.func.coalesce(t.started_at, t.created_at).desc(), t.id)
-            .limit(limit)
-            .offset(offset)
-        ).all()
-    return list(rows), int(total)
-
-
-def session_problems(db: Database, session_id: str) -> list[tuple[int, str]]:
-    """(line, reason) of every problem an import session's lines had, in line order."""
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(import_problems.c.line, import_problems.c.reason)
-            .where(import_problems.c.session_id == session_id)
-            .order_by(import_problems.c.line, import_problems.c.id)
-        ).all()
-    return [(r.line, r.reason) for r in rows]
-
-
-def session_lines(db: Database, session_id: str) -> list[bytes]:
-    """An import session's lines exactly as they were read."""
-    with db.read() as conn:
-        chunks = conn.execute(
-            sa.select(import_chunks.c.data)
-            .where(import_chunks.c.session_id == session_id)
-            .order_by(import_chunks.c.first_line)
-        ).all()
-    out = zstandard.ZstdDecompressor()
-    lines: list[bytes] = []
-    for (data,) in chunks:
-        lines += out.decompressobj().decompress(data).splitlines(keepends=True)
-    return lines
-
-
-_NORMALIZED: dict[tuple[str, str, str], Transcript] = {}  # (id, path, SHA-256 of the lines)
-_NORMALIZED_KEEP = 4
-
-
-def normalized_messages(db: Database, session_id: str) -> tuple[Any, Transcript]:
-    """An import session's row and its lines as NormalizedMessages (seed 003), parsed
-    again from the stored lines (the last few sessions asked for are kept parsed)."""
-    row = import_session(db, session_id)
-    key = (session_id, row.file_path, row.prefix_sha256)
-    found = _NORMALIZED.get(key)
-    if found is None:
-        parse = sources()[row.source].parse
-        found = parse(session_lines(db, session_id), row.file_path, mtime=row.file_mtime)
-        _NORMALIZED[key] = found
-        while len(_NORMALIZED) > _NORMALIZED_KEEP:
-            del _NORMALIZED[next(iter(_NORMALIZED))]
-    return row, found

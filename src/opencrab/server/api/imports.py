@@ -18,7 +18,7 @@ import orjson
 from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from opencrab.importers.store import (
+from opencrab.importers.sessions import (
     import_session,
     import_sessions_page,
     normalized_messages,
