@@ -72,8 +72,8 @@ def test_chat_json_records_cost_and_metrics(openai_fake: FakeLlmServer) -> None:
         "cache_write_tokens": 0,
         "reasoning_tokens": 50,
     }
-    # smart = openai/gpt-5.2 at $1.75 in / $14.00 out per million tokens
-    assert doc["costUsd"] == pytest.approx(1000 * 1.75e-6 + 200 * 14e-6)
+    # smart = openai/gpt-5.2 at $1.75 in ($0.175 cached) / $14.00 out per million tokens
+    assert doc["costUsd"] == pytest.approx(600 * 1.75e-6 + 400 * 0.175e-6 + 200 * 14e-6)
     assert isinstance(doc["latencyMs"], int)
     assert doc["metricsId"]
     sent = openai_fake.requests_to(CHAT)[-1].json

@@ -203,9 +203,26 @@ def test_a_session_becomes_a_tree_of_events(db: Database, tmp_path: Path) -> Non
                 llm_usage_metrics.c.model,
                 llm_usage_metrics.c.cost_source,
                 llm_usage_metrics.c.cache_write_tokens,
+                llm_usage_metrics.c.cache_read_tokens,
+                llm_usage_metrics.c.input_tokens,
+                llm_usage_metrics.c.output_tokens,
+                llm_usage_metrics.c.estimated_cost_usd,
             ).order_by(llm_usage_metrics.c.timestamp)
         ).all()
-    assert rows[0] == ("anthropic", "claude-sonnet-4-5-20250929", "pricing", 100)
+    assert rows[0][:4] == ("anthropic", "claude-sonnet-4-5-20250929", "pricing", 100)
+    for row in rows:  # cache reads at 0.1x, cache writes at 1.25x the input rate
+        rate_in, rate_out = (5.0, 25.0) if "opus" in row.model else (3.0, 15.0)
+        fresh = row.input_tokens - row.cache_read_tokens - row.cache_write_tokens
+        assert row.estimated_cost_usd == pytest.approx(
+            (
+                fresh * rate_in
+                + row.cache_read_tokens * rate_in * 0.1
+                + row.cache_write_tokens * rate_in * 1.25
+                + row.output_tokens * rate_out
+            )
+            / 1e6
+        )
+    assert any(row.cache_read_tokens for row in rows)
     assert rows[4][1:3] == ("claude-opus-4-6", "pricing")  # priced as claude-opus-4.6
     # again: nothing new; appended: only the new lines
     assert Importer(db, "claude", agent_id=agent.id).run([FOLDER]).as_json()["events"] == 0

@@ -83,6 +83,7 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
                 model="gpt-5.3-codex",
                 input_price_per_1m=2.0,
                 output_price_per_1m=16.0,
+                cache_read_price_per_1m=0.2,
                 updated_at=utcnow(),
             )
         )
@@ -133,7 +134,11 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
         ("gpt-5.3-codex", data["calls"], data["tokens"]["total_tokens"])
     ]
     tokens = data["tokens"]
-    cost = (tokens["input_tokens"] * 2.0 + tokens["output_tokens"] * 16.0) / 1e6
+    cached = tokens["cached_input_tokens"]
+    assert cached > 0  # cached input costs the cache rate, the rest the input rate
+    cost = (
+        (tokens["input_tokens"] - cached) * 2.0 + cached * 0.2 + tokens["output_tokens"] * 16.0
+    ) / 1e6
     assert rows[0].cost_usd == pytest.approx(cost)
     assert data["cost_usd"] == pytest.approx(cost)
     with db.read() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start, summ
 from opencrab.llm.pricing import DEFAULT_PRICES, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
+from opencrab.store.tables import model_pricing
 
 MILLION = Usage.of(1_000_000, 1_000_000)
 
@@ -19,11 +21,76 @@ MILLION = Usage.of(1_000_000, 1_000_000)
 def test_migration_seeds_the_seed_price_table(db: Database) -> None:
     with db.read() as conn:
         book = PriceBook.load(conn)
-    for provider, model, price_in, price_out, window in DEFAULT_PRICES:
+    for provider, model, price_in, price_out, window, read, write in DEFAULT_PRICES:
         price = book.find(provider, model if "*" not in model else model.replace("*", "x"))
         assert price is not None, (provider, model)
         assert (price.input_price_per_1m, price.output_price_per_1m) == (price_in, price_out)
         assert price.context_window == window
+        assert (price.cache_read_price_per_1m, price.cache_write_price_per_1m) == (read, write)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "usage", "expected"),
+    [
+        # OpenAI: 900k of 1M prompt tokens cached at a tenth of the input rate
+        (
+            "openai",
+            "gpt-5.2",
+            Usage.of(1_000_000, 10_000, cache_read_tokens=900_000),
+            0.1 * 1.75 + 0.9 * 0.175 + 0.01 * 14.00,
+        ),
+        # Anthropic: reads at 0.1x, writes at 1.25x, the rest at the input rate
+        (
+            "anthropic",
+            "claude-sonnet-4-5-20250929",
+            Usage.of(1_000_000, 0, cache_read_tokens=600_000, cache_write_tokens=300_000),
+            0.1 * 3.00 + 0.6 * 0.30 + 0.3 * 3.75,
+        ),
+        # no cache rate (gpt-5.2-pro): cached tokens cost what other input costs
+        (
+            "openai",
+            "gpt-5.2-pro",
+            Usage.of(1_000_000, 0, cache_read_tokens=900_000),
+            21.00,
+        ),
+        # counts beyond the input total are capped to it: nothing is billed twice
+        (
+            "anthropic",
+            "claude-haiku-4.5",
+            Usage.of(1_000_000, 0, cache_read_tokens=800_000, cache_write_tokens=800_000),
+            0.8 * 0.10 + 0.2 * 1.25,
+        ),
+        ("openai", "gpt-5-mini", Usage.of(1_000_000, 0, cache_read_tokens=-5), 0.25),
+    ],
+)
+def test_cached_input_costs_the_cache_rates(
+    provider: str, model: str, usage: Usage, expected: float
+) -> None:
+    cost, source = PriceBook.defaults().cost(provider, model, usage)
+    assert cost == pytest.approx(expected)
+    assert source == "pricing"
+
+
+def test_cache_rates_are_filled_only_where_the_seeded_price_was_kept(tmp_path: Path) -> None:
+    """Migration 0007 leaves a price someone changed as it is."""
+    db = Database(f"sqlite:///{tmp_path / 'prices.db'}")
+    db.upgrade("0006")
+    with db.write() as conn:
+        conn.execute(
+            model_pricing.update()
+            .where(model_pricing.c.provider == "openai", model_pricing.c.model == "gpt-5.2")
+            .values(input_price_per_1m=2.0)
+        )
+    db.upgrade()
+    with db.read() as conn:
+        book = PriceBook.load(conn)
+    changed = book.find("openai", "gpt-5.2")
+    kept = book.find("openai", "gpt-5-mini")
+    assert changed is not None
+    assert kept is not None
+    assert (changed.input_price_per_1m, changed.cache_read_price_per_1m) == (2.0, None)
+    assert kept.cache_read_price_per_1m == 0.025
+    db.close()
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,12 @@ class GetAvailableModels(Action):
                     "model": target.model,
                     "input_price_per_1m": None if price is None else price.input_price_per_1m,
                     "output_price_per_1m": None if price is None else price.output_price_per_1m,
+                    "cache_read_price_per_1m": (
+                        None if price is None else price.cache_read_price_per_1m
+                    ),
+                    "cache_write_price_per_1m": (
+                        None if price is None else price.cache_write_price_per_1m
+                    ),
                     "context_window": None if price is None else price.context_window,
                     "available": provider is not None and provider.is_configured(),
                 }
@@ -344,6 +350,12 @@ class CompareModels(Action):
                     "history": stats_of(mine).as_json(),
                     "input_price_per_1m": None if price is None else price.input_price_per_1m,
                     "output_price_per_1m": None if price is None else price.output_price_per_1m,
+                    "cache_read_price_per_1m": (
+                        None if price is None else price.cache_read_price_per_1m
+                    ),
+                    "cache_write_price_per_1m": (
+                        None if price is None else price.cache_write_price_per_1m
+                    ),
                     "context_window": None if price is None else price.context_window,
                 }
             )

@@ -29,23 +29,27 @@ from opencrab.store.tables import model_pricing
 
 CostSource = Literal["provider", "pricing", "unknown"]
 
-# (provider, model, input $/1M, output $/1M, context window): seed 001, February 2026
-DEFAULT_PRICES: tuple[tuple[str, str, float, float, int | None], ...] = (
-    ("openai", "gpt-5.2", 1.75, 14.00, 256_000),
-    ("openai", "gpt-5.2-pro", 21.00, 168.00, 256_000),
-    ("openai", "gpt-5-mini", 0.25, 2.00, 128_000),
-    ("anthropic", "claude-opus-4.6", 5.00, 25.00, 1_000_000),
-    ("anthropic", "claude-sonnet-4.5", 3.00, 15.00, 1_000_000),
-    ("anthropic", "claude-haiku-4.5", 1.00, 5.00, 200_000),
-    ("google", "gemini-3-pro", 2.00, 12.00, 1_000_000),
-    ("google", "gemini-3-flash", 0.50, 3.00, 1_000_000),
-    ("google", "gemini-2.5-flash-lite", 0.10, 0.40, 128_000),
-    ("deepseek", "deepseek-v3.2", 0.25, 0.38, 128_000),
-    ("ollama", "*", 0.0, 0.0, None),
-    ("openrouter", "free/*", 0.0, 0.0, None),
+# (provider, model, input $/1M, output $/1M, context window, cache read $/1M, cache
+# write $/1M): seed 001, February 2026; the cache rates as each vendor published them
+# (migration 0007). A cache rate of None: those tokens cost what other input costs.
+DEFAULT_PRICES: tuple[
+    tuple[str, str, float, float, int | None, float | None, float | None], ...
+] = (
+    ("openai", "gpt-5.2", 1.75, 14.00, 256_000, 0.175, None),
+    ("openai", "gpt-5.2-pro", 21.00, 168.00, 256_000, None, None),
+    ("openai", "gpt-5-mini", 0.25, 2.00, 128_000, 0.025, None),
+    ("anthropic", "claude-opus-4.6", 5.00, 25.00, 1_000_000, 0.50, 6.25),
+    ("anthropic", "claude-sonnet-4.5", 3.00, 15.00, 1_000_000, 0.30, 3.75),
+    ("anthropic", "claude-haiku-4.5", 1.00, 5.00, 200_000, 0.10, 1.25),
+    ("google", "gemini-3-pro", 2.00, 12.00, 1_000_000, 0.20, None),
+    ("google", "gemini-3-flash", 0.50, 3.00, 1_000_000, 0.05, None),
+    ("google", "gemini-2.5-flash-lite", 0.10, 0.40, 128_000, 0.01, None),
+    ("deepseek", "deepseek-v3.2", 0.25, 0.38, 128_000, 0.025, None),
+    ("ollama", "*", 0.0, 0.0, None, None, None),
+    ("openrouter", "free/*", 0.0, 0.0, None, None, None),
     # local providers run on your own machine
-    ("llamacpp", "*", 0.0, 0.0, None),
-    ("embedded", "*", 0.0, 0.0, None),
+    ("llamacpp", "*", 0.0, 0.0, None, None, None),
+    ("embedded", "*", 0.0, 0.0, None, None, None),
 )
 PRICES_UPDATED_AT = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -71,11 +75,30 @@ class ModelPrice:
     input_price_per_1m: float
     output_price_per_1m: float
     context_window: int | None = None
+    cache_read_price_per_1m: float | None = None  # None: priced as input
+    cache_write_price_per_1m: float | None = None  # None: priced as input
 
     def cost(self, usage: Usage) -> float:
-        """USD for a call's tokens (cached tokens are priced as input)."""
+        """USD for a call's tokens.
+
+        `usage.input_tokens` includes the cached ones (opencrab's Usage convention):
+        those read from a cache cost the cache read rate, those written to one the cache
+        write rate, the rest the input rate. Counts a provider reports beyond the input
+        total are capped to it, so no token is billed twice.
+        """
+        price_in = self.input_price_per_1m
+        read = min(max(usage.cache_read_tokens, 0), usage.input_tokens)
+        write = min(max(usage.cache_write_tokens, 0), usage.input_tokens - read)
+        read_rate = (
+            price_in if self.cache_read_price_per_1m is None else self.cache_read_price_per_1m
+        )
+        write_rate = (
+            price_in if self.cache_write_price_per_1m is None else self.cache_write_price_per_1m
+        )
         return (
-            usage.input_tokens * self.input_price_per_1m
+            (usage.input_tokens - read - write) * price_in
+            + read * read_rate
+            + write * write_rate
             + usage.output_tokens * self.output_price_per_1m
         ) / 1_000_000
 
@@ -110,6 +133,8 @@ class PriceBook:
                     r.input_price_per_1m,
                     r.output_price_per_1m,
                     r.context_window,
+                    r.cache_read_price_per_1m,
+                    r.cache_write_price_per_1m,
                 )
                 for r in rows
             ]

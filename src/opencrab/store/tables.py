@@ -336,6 +336,9 @@ model_pricing = sa.Table(
     sa.Column("input_price_per_1m", sa.Float, nullable=False),
     sa.Column("output_price_per_1m", sa.Float, nullable=False),
     sa.Column("context_window", sa.Integer),
+    # prompt-cache rates (null: those tokens cost what other input costs); migration 0007
+    sa.Column("cache_read_price_per_1m", sa.Float),
+    sa.Column("cache_write_price_per_1m", sa.Float),
     _updated(),
 )
 
