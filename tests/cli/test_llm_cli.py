@@ -1,17 +1,23 @@
-"""`opencrab llm chat|models|health|metrics` against a fake OpenAI server and the embedded model."""
+"""`opencrab llm chat|models|health|metrics|prices|price` against a fake OpenAI server and
+the embedded model."""
 
 from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
 from opencrab.llm.router import OFFLINE_HINT
+from opencrab.store import Database
+from opencrab.store.tables import import_sessions, llm_usage_metrics
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.importers.test_codex_parse import CORPUS
 from tests.llm.providers.test_openai import chunk, completion
 
 CHAT = "/v1/chat/completions"
@@ -197,3 +203,66 @@ def test_with_no_provider_the_embedded_model_answers() -> None:
     code, out, _ = run("llm", "metrics", "--json", "--group-by", "provider")
     [group] = json.loads(out)["groups"]
     assert (group["key"], group["calls"], group["errors"]) == ("embedded", 1, 0)
+
+
+def test_prices_a_new_price_and_repricing_imported_calls(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    code, out, err = run("llm", "prices", "--data-dir", data, "--json")
+    assert code == 0, err
+    seeded = {(p["provider"], p["model"]): p for p in json.loads(out)["prices"]}
+    assert seeded["openai", "gpt-5.2"]["cacheReadPricePer1m"] == 0.175
+    assert seeded["anthropic", "claude-opus-4.6"]["cacheWritePricePer1m"] == 6.25
+    assert seeded["ollama", "*"]["inputPricePer1m"] == 0.0
+    # the corpus model has no price: its calls cost nothing, and the import says so
+    code, out, err = run("import", "codex", str(CORPUS), "--data-dir", data)
+    assert code == 0, err
+    assert "opencrab llm price openai gpt-5.3-codex --input" in err
+    code, out, err = run(
+        "llm", "price", "openai", "gpt-5.3-codex", "--input", "2", "--output", "16",
+        "--cache-read", "0.2", "--reprice", "--data-dir", data, "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["price"]["cacheReadPricePer1m"] == 0.2
+    assert result["price"]["cacheWritePricePer1m"] is None
+    metrics = json.loads(run("llm", "metrics", "--period", "all", "--data-dir", data, "--json")[1])
+    (group,) = metrics["groups"]
+    assert group["key"] == "gpt-5.3-codex"
+    assert result["repriced"] == group["calls"] > 0
+    db = Database(f"sqlite:///{tmp_path / 'data' / 'opencrab.db'}")
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(
+                sa.func.sum(llm_usage_metrics.c.input_tokens),
+                sa.func.sum(llm_usage_metrics.c.cache_read_tokens),
+                sa.func.sum(llm_usage_metrics.c.output_tokens),
+                sa.func.count(sa.distinct(llm_usage_metrics.c.cost_source)),
+            )
+        ).one()
+        sessions = conn.execute(sa.select(sa.func.sum(import_sessions.c.cost_usd))).scalar_one()
+    db.close()
+    fresh_in, cached, out_tokens, sources = rows[0] - rows[1], rows[1], rows[2], rows[3]
+    expected = (fresh_in * 2 + cached * 0.2 + out_tokens * 16) / 1e6
+    assert group["costUsd"] == pytest.approx(expected)
+    assert sources == 1  # all "pricing" now
+    assert sessions == pytest.approx(expected)  # the import sessions' totals follow
+    # the table shows it; bad prices are refused and change nothing
+    code, out, _ = run("llm", "prices", "--data-dir", data)
+    assert code == 0
+    assert "gpt-5.3-codex" in out
+    for bad, named in (("-1", "input price"), ("nan", "input price"), ("1e9", "input price")):
+        code, out, err = run(
+            "llm", "price", "openai", "gpt-5.3-codex", "--input", bad, "--output", "1",
+            "--data-dir", data,
+        )  # fmt: skip
+        assert code != 0
+        assert named in err
+    code, _, err = run(
+        "llm", "price", "openai", "x" * 201, "--input", "1", "--output", "1", "--data-dir", data
+    )
+    assert code != 0
+    assert "model must be 1 to 200 characters" in err
+    after = {(p["provider"], p["model"]): p for p in json.loads(
+        run("llm", "prices", "--data-dir", data, "--json")[1]
+    )["prices"]}  # fmt: skip
+    assert after["openai", "gpt-5.3-codex"]["inputPricePer1m"] == 2.0

@@ -7,13 +7,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from opencrab.errors import ValidationError
 from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start, summarize
-from opencrab.llm.pricing import DEFAULT_PRICES, PriceBook
+from opencrab.llm.pricing import DEFAULT_PRICES, ModelPrice, PriceBook, reprice, save_price
 from opencrab.llm.types import Usage
 from opencrab.store import Database
-from opencrab.store.tables import model_pricing
+from opencrab.store.tables import llm_usage_metrics, model_pricing
 
 MILLION = Usage.of(1_000_000, 1_000_000)
 
@@ -202,3 +203,59 @@ def test_periods_and_groupings_are_validated(db: Database) -> None:
             period_start(bad, now)
     with pytest.raises(ValidationError, match="unknown grouping"):
         summarize(db, group_by="colour")
+
+
+def test_reprice_covers_what_the_new_row_prices_and_keeps_reported_costs(db: Database) -> None:
+    MetricsRecorder(db).write(
+        [
+            record(provider="openai", model="gpt-6-2027-01-01", input_tokens=1_000_000,
+                   cache_read_tokens=500_000, cost_source="unknown"),
+            record(provider="openai", model="gpt-6-mini", input_tokens=1_000_000,
+                   cost_source="unknown"),  # another row will price it
+            record(provider="openai", model="gpt-6", output_tokens=1_000_000,
+                   estimated_cost_usd=7.0, cost_source="provider"),
+            record(provider="anthropic", model="gpt-6", input_tokens=1_000_000,
+                   cost_source="unknown"),  # another provider
+        ]
+    )  # fmt: skip
+    new = ModelPrice("openai", "gpt-6*", 4.0, 20.0, cache_read_price_per_1m=0.4)
+    mini = ModelPrice("openai", "gpt-6-mini", 1.0, 5.0)
+    with db.write() as conn:
+        save_price(conn, mini)
+        save_price(conn, new)
+        assert reprice(conn, new) == 1  # the dated snapshot (the pattern covers it)
+        save_price(conn, ModelPrice("openai", "gpt-6*", 4.0, 20.0))  # replaced, not added
+    with db.read() as conn:
+        costs = {
+            (r.provider, r.model): (r.estimated_cost_usd, r.cost_source)
+            for r in conn.execute(sa.select(llm_usage_metrics))
+        }
+        rows = conn.execute(sa.select(model_pricing).where(model_pricing.c.model == "gpt-6*")).all()
+    assert costs["openai", "gpt-6-2027-01-01"] == (pytest.approx(0.5 * 4.0 + 0.5 * 0.4), "pricing")
+    assert costs["openai", "gpt-6-mini"] == (0.0, "unknown")  # its own row, not repriced
+    assert costs["openai", "gpt-6"] == (7.0, "provider")
+    assert costs["anthropic", "gpt-6"] == (0.0, "unknown")
+    assert [(r.input_price_per_1m, r.cache_read_price_per_1m) for r in rows] == [(4.0, None)]
+
+
+@pytest.mark.parametrize(
+    ("price", "named"),
+    [
+        (ModelPrice("", "m", 1.0, 1.0), "provider must be"),
+        (ModelPrice("p", "m", -0.5, 1.0), "input price"),
+        (ModelPrice("p", "m", 1.0, float("inf")), "output price"),
+        (ModelPrice("p", "m", 1.0, 1.0, cache_read_price_per_1m=float("nan")), "cache read"),
+        (ModelPrice("p", "m", 1.0, 1.0, cache_write_price_per_1m=-1), "cache write"),
+        (ModelPrice("p", "m", 1.0, 1.0, context_window=0), "context window"),
+    ],
+)
+def test_bad_prices_are_refused(db: Database, price: ModelPrice, named: str) -> None:
+    with pytest.raises(ValidationError, match=named), db.write() as conn:
+        save_price(conn, price)
+    with db.read() as conn:
+        assert (
+            conn.execute(
+                sa.select(model_pricing).where(model_pricing.c.provider == price.provider)
+            ).first()
+            is None
+        )

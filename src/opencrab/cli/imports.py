@@ -177,8 +177,10 @@ def _print(data: dict[str, Any]) -> None:
             markup=False,
         )
     for model in data["models_without_price"]:
+        provider, _, name = model.partition("/")
         err_console.print(
-            f"no price for {model}: its calls cost 0 until the model_pricing table has it",
+            f"no price for {model}: its calls cost 0 until it has one "
+            f"(opencrab llm price {provider} {name} --input … --output … --reprice)",
             highlight=False,
             markup=False,
         )

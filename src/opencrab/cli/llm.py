@@ -1,4 +1,5 @@
-"""`opencrab llm models|health|chat|metrics`: the LLM layer from the command line."""
+"""`opencrab llm models|health|chat|metrics|prices|price`: the LLM layer from the command
+line."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from opencrab.cli.common import (
 from opencrab.config.models import PURPOSES
 from opencrab.errors import LlmError
 from opencrab.llm.metrics import GROUPS, MetricsRecorder, period_start, summarize
+from opencrab.llm.pricing import ModelPrice, PriceBook, reprice, save_price
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult
 from opencrab.llm.types import ChatRequest, ChatResponse, Message
 from opencrab.plugins import hookimpl
@@ -274,6 +276,114 @@ def metrics(
             "" if g.avg_ttft_ms is None else f"{g.avg_ttft_ms:.0f}",
         )
     console.print(table)
+
+
+def _price_json(price: ModelPrice) -> dict[str, Any]:
+    return {
+        "provider": price.provider,
+        "model": price.model,
+        "inputPricePer1m": price.input_price_per_1m,
+        "outputPricePer1m": price.output_price_per_1m,
+        "cacheReadPricePer1m": price.cache_read_price_per_1m,
+        "cacheWritePricePer1m": price.cache_write_price_per_1m,
+        "contextWindow": price.context_window,
+    }
+
+
+def _tokens(count: int | None) -> str:
+    """200000 → 200k, 1000000 → 1M."""
+    if count is None:
+        return ""
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if count >= size:
+            return f"{count / size:g}{unit}"
+    return str(count)
+
+
+def _rate(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+@llm_app.command()
+@exits_on_error
+def prices(
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The price table calls are costed with ($ per 1M tokens)."""
+    with store_from(config, data_dir) as db, db.read() as conn:
+        rows = sorted(PriceBook.load(conn).prices(), key=lambda p: (p.provider, p.model))
+    if as_json:
+        print_json({"prices": [_price_json(p) for p in rows]})
+        return
+    table = Table(title="Model prices, $ per 1M tokens (cache: empty = as input)")
+    table.add_column("provider", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    for column in ("input", "output", "cache read", "cache write", "window"):
+        table.add_column(column, justify="right")
+    for p in rows:
+        table.add_row(
+            escape(p.provider),
+            escape(p.model),
+            _rate(p.input_price_per_1m),
+            _rate(p.output_price_per_1m),
+            _rate(p.cache_read_price_per_1m),
+            _rate(p.cache_write_price_per_1m),
+            _tokens(p.context_window),
+        )
+    console.print(table)
+
+
+@llm_app.command()
+@exits_on_error
+def price(
+    provider: Annotated[str, typer.Argument(help="Provider name, e.g. openai.")],
+    model: Annotated[
+        str, typer.Argument(help="Model id as calls name it, or a pattern such as 'gpt-6*'.")
+    ],
+    input_price: Annotated[
+        float, typer.Option("--input", help="$ per 1M input tokens.", show_default=False)
+    ],
+    output_price: Annotated[
+        float, typer.Option("--output", help="$ per 1M output tokens.", show_default=False)
+    ],
+    cache_read: Annotated[
+        float | None,
+        typer.Option(help="$ per 1M input tokens read from a prompt cache (default: as input)."),
+    ] = None,
+    cache_write: Annotated[
+        float | None,
+        typer.Option(help="$ per 1M input tokens written to a prompt cache (default: as input)."),
+    ] = None,
+    context_window: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--reprice",
+            help="Also cost again the recorded calls this price now covers (imports too).",
+        ),
+    ] = False,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Set a model's price (a running server uses it once restarted)."""
+    row = ModelPrice(
+        provider, model, input_price, output_price, context_window, cache_read, cache_write
+    )
+    with store_from(config, data_dir) as db, db.write() as conn:
+        save_price(conn, row)
+        updated = reprice(conn, row) if again else 0
+    if as_json:
+        print_json({"price": _price_json(row), "repriced": updated})
+        return
+    console.print(
+        f"{escape(provider)}/{escape(model)}: input {input_price:g}, "
+        f"output {output_price:g} $ per 1M tokens"
+    )
+    if again:
+        console.print(f"{updated} recorded call(s) costed again")
 
 
 def _yes(value: Any) -> str:

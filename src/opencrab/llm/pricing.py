@@ -24,8 +24,9 @@ from typing import Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.errors import ValidationError
 from opencrab.llm.types import Usage
-from opencrab.store.tables import model_pricing
+from opencrab.store.tables import import_sessions, llm_usage_metrics, model_pricing
 
 CostSource = Literal["provider", "pricing", "unknown"]
 
@@ -140,6 +141,10 @@ class PriceBook:
             ]
         )
 
+    def prices(self) -> list[ModelPrice]:
+        """Every row of the book."""
+        return [*self._exact.values(), *(p for ps in self._patterns.values() for p in ps)]
+
     @classmethod
     def defaults(cls) -> PriceBook:
         return cls([ModelPrice(*row) for row in DEFAULT_PRICES])
@@ -175,3 +180,122 @@ class PriceBook:
         if price is None:
             return 0.0, "unknown"
         return price.cost(usage), "pricing"
+
+
+MAX_PRICE_PER_1M = 1_000_000.0  # anything above is a typo, not a price
+
+
+def save_price(conn: Connection, price: ModelPrice) -> None:
+    """Insert or replace one model_pricing row, after checking it.
+
+    Raises:
+        ValidationError: an empty or too long provider/model, or a rate that is negative,
+            not finite or absurd.
+    """
+    if not price.provider or len(price.provider) > 64:
+        raise ValidationError("provider must be 1 to 64 characters")
+    if not price.model or len(price.model) > 200:
+        raise ValidationError("model must be 1 to 200 characters")
+    rates = {
+        "input": price.input_price_per_1m,
+        "output": price.output_price_per_1m,
+        "cache read": price.cache_read_price_per_1m,
+        "cache write": price.cache_write_price_per_1m,
+    }
+    for name, rate in rates.items():
+        if rate is not None and not (0.0 <= rate <= MAX_PRICE_PER_1M):  # also refuses NaN
+            raise ValidationError(
+                f"{name} price must be between 0 and {MAX_PRICE_PER_1M:,.0f} $ per 1M tokens, "
+                f"not {rate}"
+            )
+    if price.context_window is not None and not 0 < price.context_window < 2**31:
+        raise ValidationError(
+            f"context window must be a positive token count, not {price.context_window}"
+        )
+    values = {
+        "input_price_per_1m": price.input_price_per_1m,
+        "output_price_per_1m": price.output_price_per_1m,
+        "context_window": price.context_window,
+        "cache_read_price_per_1m": price.cache_read_price_per_1m,
+        "cache_write_price_per_1m": price.cache_write_price_per_1m,
+        "updated_at": datetime.now(UTC),
+    }
+    key = (model_pricing.c.provider == price.provider) & (model_pricing.c.model == price.model)
+    if conn.execute(model_pricing.update().where(key).values(**values)).rowcount == 0:
+        conn.execute(
+            model_pricing.insert().values(provider=price.provider, model=price.model, **values)
+        )
+
+
+def reprice(conn: Connection, price: ModelPrice) -> int:
+    """Cost again, at `price`, the recorded calls it now prices: those whose cost came
+    from the table or had none (a cost the provider reported stays), and whose model
+    the table's lookup resolves to this row. Imported sessions' totals follow. Returns
+    how many calls were updated."""
+    book = PriceBook.load(conn)
+    metrics = llm_usage_metrics.c
+    pairs = conn.execute(
+        sa.select(metrics.provider, metrics.model)
+        .where(metrics.provider == price.provider, metrics.cost_source != "provider")
+        .distinct()
+    ).all()
+    models = [
+        model
+        for _, model in pairs
+        if (found := book.find(price.provider, model)) is not None
+        and (found.provider, found.model) == (price.provider, price.model)
+    ]
+    if not models:
+        return 0
+    rows = conn.execute(
+        sa.select(
+            metrics.id,
+            metrics.input_tokens,
+            metrics.output_tokens,
+            metrics.total_tokens,
+            metrics.cache_read_tokens,
+            metrics.cache_write_tokens,
+        ).where(
+            metrics.provider == price.provider,
+            metrics.model.in_(models),
+            metrics.cost_source != "provider",
+        )
+    ).all()
+    costs = [
+        {
+            "row_id": r.id,
+            "cost": price.cost(
+                Usage(
+                    input_tokens=r.input_tokens,
+                    output_tokens=r.output_tokens,
+                    total_tokens=r.total_tokens,
+                    cache_read_tokens=r.cache_read_tokens,
+                    cache_write_tokens=r.cache_write_tokens,
+                )
+            ),
+        }
+        for r in rows
+    ]
+    conn.execute(
+        llm_usage_metrics.update()
+        .where(metrics.id == sa.bindparam("row_id"))
+        .values(estimated_cost_usd=sa.bindparam("cost"), cost_source="pricing"),
+        costs,
+    )
+    sessions = import_sessions.c
+    touched = (
+        sa.select(metrics.session_id)
+        .where(
+            metrics.purpose == "import",
+            metrics.provider == price.provider,
+            metrics.model.in_(models),
+        )
+        .distinct()
+    )
+    total = (
+        sa.select(sa.func.coalesce(sa.func.sum(metrics.estimated_cost_usd), 0.0))
+        .where(metrics.session_id == sessions.id, metrics.purpose == "import")
+        .scalar_subquery()
+    )
+    conn.execute(import_sessions.update().where(sessions.id.in_(touched)).values(cost_usd=total))
+    return len(costs)
