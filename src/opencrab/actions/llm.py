@@ -23,7 +23,7 @@ from opencrab.llm.analysis import (
     since_for,
     stats_of,
 )
-from opencrab.llm.pricing import PriceBook
+from opencrab.llm.pricing import ModelPrice, PriceBook
 from opencrab.plugins import hookimpl
 from opencrab.store.tables import llm_usage_metrics
 
@@ -53,6 +53,20 @@ async def _flush_metrics(ctx: ActionContext) -> None:
     """Store queued metrics rows first, so the turn's own calls are counted."""
     if ctx.router is not None and ctx.router.metrics is not None:
         await ctx.router.metrics.flush()
+
+
+_PRICE_FIELDS = (
+    "input_price_per_1m",
+    "output_price_per_1m",
+    "cache_read_price_per_1m",
+    "cache_write_price_per_1m",
+    "context_window",
+)
+
+
+def _price_fields(price: ModelPrice | None) -> dict[str, Any]:
+    """A model's rates ($ per 1M tokens) and context window; all None without a price."""
+    return {name: None if price is None else getattr(price, name) for name in _PRICE_FIELDS}
 
 
 def _whitelist(ctx: ActionContext) -> list[str]:
@@ -134,15 +148,7 @@ class GetAvailableModels(Action):
                     "alias": alias,
                     "provider": target.provider,
                     "model": target.model,
-                    "input_price_per_1m": None if price is None else price.input_price_per_1m,
-                    "output_price_per_1m": None if price is None else price.output_price_per_1m,
-                    "cache_read_price_per_1m": (
-                        None if price is None else price.cache_read_price_per_1m
-                    ),
-                    "cache_write_price_per_1m": (
-                        None if price is None else price.cache_write_price_per_1m
-                    ),
-                    "context_window": None if price is None else price.context_window,
+                    **_price_fields(price),
                     "available": provider is not None and provider.is_configured(),
                 }
             )
@@ -348,15 +354,7 @@ class CompareModels(Action):
                     "model": ref,
                     "alias": name if alias else None,
                     "history": stats_of(mine).as_json(),
-                    "input_price_per_1m": None if price is None else price.input_price_per_1m,
-                    "output_price_per_1m": None if price is None else price.output_price_per_1m,
-                    "cache_read_price_per_1m": (
-                        None if price is None else price.cache_read_price_per_1m
-                    ),
-                    "cache_write_price_per_1m": (
-                        None if price is None else price.cache_write_price_per_1m
-                    ),
-                    "context_window": None if price is None else price.context_window,
+                    **_price_fields(price),
                 }
             )
         return ActionResult.ok({"period": period, "models": rows})

@@ -234,14 +234,14 @@ def reprice(conn: Connection, price: ModelPrice) -> int:
     how many calls were updated."""
     book = PriceBook.load(conn)
     metrics = llm_usage_metrics.c
-    pairs = conn.execute(
-        sa.select(metrics.provider, metrics.model)
+    recorded = conn.execute(
+        sa.select(metrics.model)
         .where(metrics.provider == price.provider, metrics.cost_source != "provider")
         .distinct()
-    ).all()
+    ).scalars()
     models = [
         model
-        for _, model in pairs
+        for model in recorded
         if (found := book.find(price.provider, model)) is not None
         and (found.provider, found.model) == (price.provider, price.model)
     ]
