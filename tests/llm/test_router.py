@@ -15,7 +15,8 @@ from opencrab.errors import (
     RateLimited,
     StreamInterrupted,
 )
-from opencrab.llm.metrics import MetricsRecorder
+from opencrab.llm.metrics import PRICE_TTL_SECS, MetricsRecorder
+from opencrab.llm.pricing import ModelPrice, save_price
 from opencrab.llm.router import EMBEDDED, OFFLINE_HINT, CallInfo, LlmRouter, Target
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message, Usage
@@ -218,6 +219,23 @@ async def test_cost_comes_from_pricing_or_the_provider(
     assert stored["openai"].input_tokens == 1_000_000
     assert stored["openai"].total_tokens == 2_000_000
     assert stored["openai"].latency_ms >= 0
+
+
+async def test_a_price_set_while_running_costs_the_next_calls(
+    settings: Settings, db: Database, clock: Clock
+) -> None:
+    recorder = MetricsRecorder(db, clock=clock)
+    router = LlmRouter(settings, metrics=recorder, clock=clock)
+    router.register_provider(ScriptedProvider("openai", reply("ok", usage=Usage.of(10**6, 10**6))))
+    assert (await router.chat(request("fast"))).cost_usd == pytest.approx(2.25)
+    with db.write() as conn:  # as `opencrab llm price openai gpt-5-mini …` does
+        save_price(conn, ModelPrice("openai", "gpt-5-mini", 1.0, 4.0))
+    clock.now += PRICE_TTL_SECS / 2
+    assert (await router.chat(request("fast"))).cost_usd == pytest.approx(2.25)
+    clock.now += PRICE_TTL_SECS
+    assert (await router.chat(request("fast"))).cost_usd == pytest.approx(5.0)
+    await recorder.aclose()
+    assert [r.estimated_cost_usd for r in rows(db)] == pytest.approx([2.25, 2.25, 5.0])
 
 
 async def test_unconfigured_providers_are_skipped_without_a_row(

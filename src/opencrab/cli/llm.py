@@ -368,7 +368,7 @@ def price(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Set a model's price (a running server uses it once restarted)."""
+    """Set a model's price (a running server uses it within seconds)."""
     row = ModelPrice(
         provider, model, input_price, output_price, context_window, cache_read, cache_write
     )

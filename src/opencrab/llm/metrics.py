@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -25,6 +27,9 @@ from opencrab.store.tables import llm_usage_metrics as metrics_table
 from opencrab.store.types import utcnow
 
 log = logging.getLogger(__name__)
+
+PRICE_TTL_SECS = 5.0
+"""How old the price table a recorder holds may get before it is read again."""
 
 SYSTEM_AGENT = "system"
 """agent_id of calls made for nobody in particular (e.g. `opencrab llm chat`)."""
@@ -89,22 +94,41 @@ class MetricsRecorder:
         await recorder.flush()
     """
 
-    def __init__(self, db: Database, prices: PriceBook | None = None, *, batch: int = 256) -> None:
+    def __init__(
+        self,
+        db: Database,
+        prices: PriceBook | None = None,
+        *,
+        batch: int = 256,
+        price_ttl_secs: float = PRICE_TTL_SECS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.db = db
-        self._prices = prices
+        self._fixed_prices = prices
+        self._prices: PriceBook | None = None
+        self._prices_read = 0.0
+        self._price_ttl = price_ttl_secs
+        self._clock = clock
         self._batch = batch
         self._queue: asyncio.Queue[CallRecord] | None = None
         self._writer: asyncio.Task[None] | None = None
 
     @property
     def prices(self) -> PriceBook:
-        """The price table, read from the database once."""
-        if self._prices is None:
+        """The price table: the one given, or the database's, read again once it is
+        `price_ttl_secs` old, so a price set with `opencrab llm price` (or any other
+        process) costs a running server's calls within seconds."""
+        if self._fixed_prices is not None:
+            return self._fixed_prices
+        now = self._clock()
+        if self._prices is None or now - self._prices_read >= self._price_ttl:
             with self.db.read() as conn:
                 self._prices = PriceBook.load(conn)
+            self._prices_read = now
         return self._prices
 
     def reload_prices(self) -> None:
+        """Read the price table again at the next call."""
         self._prices = None
 
     def record(self, record: CallRecord) -> None:
