@@ -44,13 +44,16 @@ from opencrab.importers.common import (
     Problem,
     Transcript,
     UsageCall,
+    described,
     find_files,
     image_segment,
     json_lines,
     json_of,
     millis_between,
+    name_of,
     parse_path,
     text_segments,
+    unreadable,
 )
 
 __all__ = ["find_sessions", "parse_file", "parse_lines", "scan_lines"]
@@ -146,7 +149,23 @@ def _read(
     state.set_mtime(mtime)
     for index, event in json_lines(lines, result, skip_lines):
         replay = index < skip_lines
-        _line(state, event, index, replay=replay)
+        emitted = sum(result.kinds.values())
+        try:
+            _line(state, event, index, replay=replay)
+        except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
+            if not replay:
+                unreadable(result, index, exc)
+                _emit(
+                    state,
+                    state.last_timestamp or state.fallback,
+                    index,
+                    sum(result.kinds.values()) - emitted,  # after the blocks it did emit
+                    role="meta",
+                    source_type="meta",
+                    event_type="unreadable",
+                    metadata={"event_kind": "unknown"},
+                    raw_extra={"payload": event},
+                )
     _flush_usage(state, replay=False)
     result.ended_at = state.last_timestamp
     return result
@@ -156,7 +175,7 @@ def _read(
 def _line(state: _State, event: dict[str, Any], index: int, *, replay: bool) -> None:
     result = state.result
     number = index + 1
-    kind = event.get("type")
+    kind = name_of(event.get("type"))
     timestamp = event.get("timestamp")
     if not isinstance(timestamp, str) or not timestamp:
         # the line before's, or (seed 003's last resort) the file's mtime
@@ -212,12 +231,11 @@ def _line(state: _State, event: dict[str, Any], index: int, *, replay: bool) -> 
         )
         _anchor(state, event, None)
         return
-    described = kind if isinstance(kind, str) else "no type"
+    what = kind or ("no type" if event.get("type") is None else described(event["type"]))
     if kind in ("user", "assistant"):
-        described = f"{kind} without a message object"
-    result.problems.append(
-        Problem(result.file_path, number, f"unknown line ({described}); kept as meta")
-    )
+        what = f"{kind} without a message object"
+    problem = f"unknown line ({what}); kept as meta"
+    result.problems.append(Problem(result.file_path, number, problem))
     _emit(
         state,
         timestamp,
@@ -262,7 +280,7 @@ def _conversation(
     injected = _injected(event, blocks) if kind == "user" else None
     if injected:
         line_meta["injected"] = injected
-    parent = state.anchors.get(event.get("parentUuid") or "")
+    parent = state.anchors.get(name_of(event.get("parentUuid")) or "")
     last: tuple[int, int] | None = None
     if not blocks and not replay:
         # an empty message still accounts for its line
@@ -623,7 +641,7 @@ def _anchor(state: _State, event: dict[str, Any], last: tuple[int, int] | None) 
     uuid = event.get("uuid")
     if not isinstance(uuid, str):
         return
-    anchor = last or state.anchors.get(event.get("parentUuid") or "")
+    anchor = last or state.anchors.get(name_of(event.get("parentUuid")) or "")
     if anchor is not None:
         state.anchors[uuid] = anchor
 

@@ -44,15 +44,18 @@ from opencrab.importers.common import (
     Problem,
     Transcript,
     UsageCall,
+    described,
     find_files,
     image_segment,
     json_lines,
     json_of,
     millis_between,
+    name_of,
     parse_path,
     parse_time,
     sanitize,
     text_segments,
+    unreadable,
 )
 
 __all__ = [
@@ -139,15 +142,27 @@ def read(
 
 
 def _normalized(state: State, event: dict[str, Any], index: int) -> None:
-    message = _normalize(state, event, index)
-    if message is not None:
-        state.result.count(message["source_type"])
-        state.result.messages.append(message)
+    try:
+        message = _normalize(state, event, index)
+    except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
+        unreadable(state.result, index, exc)
+        message = _message(
+            state,
+            _timestamp(state, event, index),
+            index,
+            role="meta",
+            source_type="meta",
+            event_type="unreadable",
+            metadata={"event_kind": "unknown"},
+            raw_extra={"payload": event},
+        )
+    state.result.count(message["source_type"])
+    state.result.messages.append(message)
 
 
 def _replay(state: State, event: dict[str, Any], number: int) -> None:
     """Rebuild header and token state from a line imported before."""
-    kind = event.get("type")
+    kind = name_of(event.get("type"))
     payload = event.get("payload")
     if kind == "session_meta" and isinstance(payload, dict):
         _session_meta(state, payload, event.get("timestamp"))
@@ -158,7 +173,7 @@ def _replay(state: State, event: dict[str, Any], number: int) -> None:
     elif number == 1 and "id" in event and "type" not in event:
         _legacy_header(state, event)
     item = payload if kind == "response_item" and isinstance(payload, dict) else event
-    if item.get("type") in TOOL_CALL_TYPES:  # outputs in the new lines may answer it
+    if name_of(item.get("type")) in TOOL_CALL_TYPES:  # outputs in the new lines may answer it
         call_id = item.get("call_id") or item.get("id")
         if isinstance(call_id, str):
             state.calls[call_id] = {
@@ -170,10 +185,10 @@ def _replay(state: State, event: dict[str, Any], number: int) -> None:
 
 
 # ------------------------------------------------------------------ one line
-def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any] | None:
+def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any]:
     number = index + 1
     result = state.result
-    kind = event.get("type")
+    kind = name_of(event.get("type"))
     payload = event.get("payload")
     if kind in KNOWN_EVENT_TYPES and isinstance(payload, dict):
         timestamp = _timestamp(state, event, index)
@@ -248,11 +263,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
         result.legacy = True
         return _response_item(state, event, _timestamp(state, event, index), index, "legacy")
     # a shape nobody has seen: kept, and reported
-    described = kind if isinstance(kind, str) else "no type"
-    if kind in KNOWN_EVENT_TYPES:
-        described = f"{kind} without an object payload"
     result.problems.append(
-        Problem(result.file_path, number, f"unknown event ({described}); kept as meta")
+        Problem(result.file_path, number, f"unknown event ({unknown_event(event)}); kept as meta")
     )
     return _message(
         state,
@@ -269,7 +281,7 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
 def _response_item(
     state: State, payload: dict[str, Any], timestamp: str, index: int, event_type: str
 ) -> dict[str, Any]:
-    item = payload.get("type")
+    item = name_of(payload.get("type"))
     legacy = event_type == "legacy"
     if item == "message":
         role = payload.get("role")
@@ -302,7 +314,7 @@ def _response_item(
         encrypted = payload.get("encrypted_content")
         summary = [
             s.get("text", "")
-            for s in payload.get("summary") or []
+            for s in _list(payload.get("summary"))
             if isinstance(s, dict) and isinstance(s.get("text"), str)
         ]
         raw_extra: dict[str, Any] = {}
@@ -382,7 +394,7 @@ def _response_item(
         Problem(
             state.result.file_path,
             index + 1,
-            f"unknown {event_type} type {item!r}; kept as meta",
+            f"unknown {event_type} type {described(payload.get('type'))}; kept as meta",
         )
     )
     return _message(
@@ -434,7 +446,7 @@ def _session_meta(state: State, payload: dict[str, Any], timestamp: Any) -> None
     started = payload.get("timestamp") or timestamp
     if isinstance(started, str) and result.started_at is None:
         result.started_at = started
-    result.provider = payload.get("model_provider") or result.provider
+    result.provider = name_of(payload.get("model_provider")) or result.provider
     result.header.update(
         {k: v for k, v in payload.items() if k not in ("base_instructions", "instructions")}
     )
@@ -577,6 +589,20 @@ def _message(
     if metadata:
         message["metadata"] = metadata
     return message
+
+
+def unknown_event(event: dict[str, Any]) -> str:
+    """What is wrong with a line no rule reads, for its problem report."""
+    kind = event.get("type")
+    if kind is None:
+        return "no type"
+    if name_of(kind) in KNOWN_EVENT_TYPES:
+        return f"{kind} without an object payload"
+    return kind if type(kind) is str else f"type {described(kind)}"
+
+
+def _list(value: Any) -> list[Any]:
+    return value if type(value) is list else []
 
 
 def _tool_name(item: dict[str, Any]) -> str:

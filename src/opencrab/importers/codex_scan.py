@@ -32,8 +32,16 @@ from opencrab.importers.codex import (
     _tool_name,
     _turn_context,
     read,
+    unknown_event,
 )
-from opencrab.importers.common import Entry, Problem, json_of
+from opencrab.importers.common import (
+    Entry,
+    Problem,
+    described,
+    json_of,
+    name_of,
+    unreadable,
+)
 
 __all__ = ["scan_lines"]
 
@@ -50,13 +58,18 @@ def scan_lines(
 
 
 def _scanned(state: State, event: dict[str, Any], index: int) -> None:
-    state.result.count(_scan(state, event, index))
+    try:
+        source_type = _scan(state, event, index)
+    except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
+        unreadable(state.result, index, exc)
+        source_type = "meta"
+    state.result.count(source_type)
 
 
 def _scan(state: State, event: dict[str, Any], index: int) -> str:
     """One line for the import: its source_type (as `_normalize` would give it), with the
     entry it contributes to the event log, if any."""
-    kind = event.get("type")
+    kind = name_of(event.get("type"))
     payload = event.get("payload")
     if kind in KNOWN_EVENT_TYPES and type(payload) is dict:
         timestamp = _timestamp(state, event, index)
@@ -85,19 +98,15 @@ def _scan(state: State, event: dict[str, Any], index: int) -> str:
     if kind in LEGACY_ITEM_TYPES:
         state.result.legacy = True
         return _scan_item(state, event, _timestamp(state, event, index), index, legacy=True)
-    described = kind if isinstance(kind, str) else "no type"
-    if kind in KNOWN_EVENT_TYPES:
-        described = f"{kind} without an object payload"
-    state.result.problems.append(
-        Problem(state.result.file_path, index + 1, f"unknown event ({described}); kept as meta")
-    )
+    problem = f"unknown event ({unknown_event(event)}); kept as meta"
+    state.result.problems.append(Problem(state.result.file_path, index + 1, problem))
     return "meta"
 
 
 def _scan_item(
     state: State, payload: dict[str, Any], timestamp: str, index: int, *, legacy: bool
 ) -> str:
-    item = payload.get("type")
+    item = name_of(payload.get("type"))
     entries = state.result.entries
     number = index + 1
     if item == "message":
@@ -174,7 +183,11 @@ def _scan_item(
         return "tool_result"
     event_type = "legacy" if legacy else "response_item"
     state.result.problems.append(
-        Problem(state.result.file_path, number, f"unknown {event_type} type {item!r}; kept as meta")
+        Problem(
+            state.result.file_path,
+            number,
+            f"unknown {event_type} type {described(payload.get('type'))}; kept as meta",
+        )
     )
     return "meta"
 

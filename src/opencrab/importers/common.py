@@ -23,6 +23,9 @@ import orjson
 
 ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
 MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are reported, not parsed
+MAX_DEPTH = 200
+"""Deepest nesting of arrays and objects taken from a file (orjson parses 1024 levels but
+writes 254 at most, and a message wraps what it keeps in a few levels of its own)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,18 @@ class Transcript:
         self.kinds[source_type] = self.kinds.get(source_type, 0) + n
 
 
+def name_of(value: Any) -> str | None:
+    """`value` when it is a string, else None: for the types, ids and names read from a
+    file, which a hostile or damaged line may give as an object, a list or a number."""
+    return value if type(value) is str else None
+
+
+def described(value: Any) -> str:
+    """A value from a file, short enough for a problem report."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def json_lines(
     lines: Iterable[bytes], result: Transcript, skip_lines: int
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -167,7 +182,41 @@ def json_lines(
                     Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
                 )
             continue
+        if too_deep(raw, event):
+            if index >= skip_lines:
+                problems.append(
+                    Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
+                )
+            continue
         yield index, event
+
+
+UNREADABLE = "could not be read"
+"""How the problem of a line that made a reader fail starts (no known input does)."""
+
+
+def unreadable(result: Transcript, index: int, exc: Exception) -> None:
+    """Report a line a reader failed on: the import keeps it as meta and goes on."""
+    reason = f"{UNREADABLE} ({type(exc).__name__}: {described(str(exc))}); kept as meta"
+    result.problems.append(Problem(result.file_path, index + 1, reason))
+
+
+def too_deep(text: bytes | str, value: Any) -> bool:
+    """True when `value`, parsed from `text`, nests arrays and objects deeper than
+    MAX_DEPTH; walked only when `text` has that many opening brackets."""
+    if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") <= MAX_DEPTH:
+            return False
+    elif text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if type(node) is dict else node if type(node) is list else ()
+        if children and depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 # ------------------------------------------------------------------ reading files
@@ -284,16 +333,18 @@ def sanitize(text: str) -> str:
 
 
 def json_of(value: Any) -> Any:
-    """A JSON string's value; None when it is not JSON text (the raw string is kept)."""
+    """A JSON string's value; None when it is not JSON text or nests deeper than
+    MAX_DEPTH (the raw string is kept)."""
     if not isinstance(value, str):
         return value if isinstance(value, dict | list) else None
     stripped = value.lstrip()
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        return orjson.loads(value)
+        parsed = orjson.loads(value)
     except orjson.JSONDecodeError:
         return None
+    return None if too_deep(value, parsed) else parsed
 
 
 def segment_text(message: dict[str, Any]) -> str:
