@@ -321,7 +321,11 @@ def test_new_lines_of_an_appended_file_parse_alone(tmp_path: Path) -> None:
     assert len(rest.usage) == len(whole.usage) - counted_before  # nothing counted twice
 
 
-def test_missing_paths_are_reported() -> None:
-    found, problems = find_rollouts(["/no/such/place"])
+def test_missing_paths_are_reported(tmp_path: Path) -> None:
+    fifo = tmp_path / "rollout-fifo.jsonl"
+    os.mkfifo(fifo)  # would block a reader forever
+    (tmp_path / "rollout-dangling.jsonl").symlink_to(tmp_path / "gone")
+    (tmp_path / "loop").symlink_to(tmp_path)
+    found, problems = find_rollouts(["/no/such/place", fifo, tmp_path])
     assert found == []
-    assert problems[0].reason == "no such file or folder"
+    assert [p.reason for p in problems] == ["no such file or folder", "not a file or folder"]

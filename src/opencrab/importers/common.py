@@ -248,7 +248,8 @@ def find_files(
                 p for p in path.rglob(pattern) if p.is_file() and p.name.endswith(suffixes)
             )
         else:
-            problems.append(Problem(str(path), 0, "no such file or folder"))
+            reason = "not a file or folder" if path.exists() else "no such file or folder"
+            problems.append(Problem(str(path), 0, reason))
     return list(dict.fromkeys(found)), problems
 
 
