@@ -149,13 +149,6 @@ def test_the_scan_agrees_with_the_parser() -> None:
     assert scanned.title == parsed.title
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'opencrab.db'}")
-    database.upgrade()
-    return database
-
-
 def test_a_session_becomes_a_tree_of_events(db: Database, tmp_path: Path) -> None:
     settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
     agent = AgentStore(db, settings).create(AgentCreate(name="claude-fan", prompt="Hi."))

@@ -13,8 +13,6 @@ from typing import Any
 import orjson
 import pytest
 
-from opencrab.config import load_settings
-from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.importers import claude, codex, codex_scan
 from opencrab.importers.common import MAX_DEPTH, UNREADABLE, Transcript
 from opencrab.importers.sessions import normalized_messages
@@ -26,19 +24,6 @@ CLAUDE_FIXTURES = sorted(
     (Path(__file__).resolve().parents[1] / "fixtures" / "claude").rglob("*.jsonl")
 )
 TS = "2026-02-23T10:00:00.000Z"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'opencrab.db'}")
-    database.upgrade()
-    return database
-
-
-@pytest.fixture
-def agent_id(db: Database, tmp_path: Path) -> str:
-    settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
-    return AgentStore(db, settings).create(AgentCreate(name="coder", prompt="You code.")).id
 
 
 def both(source: str, raw: list[bytes]) -> tuple[Transcript, Transcript]:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import zstandard
 
 from opencrab.config import load_settings
-from opencrab.core.agent import AgentCreate, AgentStore
+from opencrab.core.agent import AgentStore
 from opencrab.core.memory import MemoryManager
 from opencrab.event_log import EventLog
 from opencrab.events import ToolCallEvent, ToolResultEvent
@@ -36,19 +36,6 @@ from opencrab.store.types import utcnow
 from tests.importers.test_codex_parse import FILES, last_total
 
 COUNTED = (events, memory_sessions, llm_usage_metrics, import_chunks, import_sessions)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'opencrab.db'}")
-    database.upgrade()
-    return database
-
-
-@pytest.fixture
-def agent_id(db: Database, tmp_path: Path) -> str:
-    settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
-    return AgentStore(db, settings).create(AgentCreate(name="coder", prompt="You code.")).id
 
 
 def counts(db: Database) -> dict[str, int]:

@@ -146,16 +146,7 @@ def _normalized(state: State, event: dict[str, Any], index: int) -> None:
         message = _normalize(state, event, index)
     except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
         unreadable(state.result, index, exc)
-        message = _message(
-            state,
-            _timestamp(state, event, index),
-            index,
-            role="meta",
-            source_type="meta",
-            event_type="unreadable",
-            metadata={"event_kind": "unknown"},
-            raw_extra={"payload": event},
-        )
+        message = _kept(state, event, index, "unreadable")
     state.result.count(message["source_type"])
     state.result.messages.append(message)
 
@@ -266,13 +257,18 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
     result.problems.append(
         Problem(result.file_path, number, f"unknown event ({unknown_event(event)}); kept as meta")
     )
+    return _kept(state, event, index, str(kind) if kind is not None else "unknown")
+
+
+def _kept(state: State, event: dict[str, Any], index: int, event_type: str) -> dict[str, Any]:
+    """A line no rule reads, as a meta message with the whole line in `raw.payload`."""
     return _message(
         state,
         _timestamp(state, event, index),
         index,
         role="meta",
         source_type="meta",
-        event_type=str(kind) if kind is not None else "unknown",
+        event_type=event_type,
         metadata={"event_kind": "unknown"},
         raw_extra={"payload": event},
     )
