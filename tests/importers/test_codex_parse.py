@@ -258,8 +258,8 @@ def test_tool_arguments_are_parsed_when_they_parse() -> None:
     )
     shell, patch, shell_out, patch_out = parsed.messages
     assert shell["tool_call"]["arguments_json"] == {"cmd": ["ls"]}
-    assert patch["tool_call"]["arguments_json"] is None
-    assert patch["tool_call"]["arguments"] == "*** Begin Patch"
+    assert patch["tool_call"]["input_json"] is None
+    assert patch["tool_call"]["input"] == "*** Begin Patch"
     assert shell_out["tool_call"]["output_json"] == {"output": "a\n"}
     assert (patch_out["tool_call"]["name"], patch_out["tool_call"]["status"]) == (
         "apply_patch",
@@ -329,3 +329,76 @@ def test_missing_paths_are_reported(tmp_path: Path) -> None:
     found, problems = find_rollouts(["/no/such/place", fifo, tmp_path])
     assert found == []
     assert [p.reason for p in problems] == ["no such file or folder", "not a file or folder"]
+
+
+def test_legacy_message_records_become_legacy_messages_with_role_and_text() -> None:
+    from opencrab.importers.codex_scan import scan_lines
+
+    raw = lines(
+        {"id": "legacy-3", "timestamp": "2025-08-01T09:00:00Z", "instructions": ""},
+        {"record_type": "message", "role": "user", "text": "fix the bug"},
+        {"record_type": "message", "role": "assistant", "text": "done"},
+        {"record_type": "message", "text": "and the tests?"},  # no role: the order tells
+        {"record_type": "message", "role": "assistant"},  # no text: reported
+        {"record_type": "state"},
+    )
+    parsed = parse_lines(raw, "old.jsonl")
+    _, user, reply, inferred, empty, state = parsed.messages
+    assert (user["role"], user["source_type"]) == ("user", "legacy")
+    assert user["segments"] == [
+        {
+            "channel": "input",
+            "type": "text",
+            "format": "text",
+            "text": "fix the bug",
+            "annotations": [],
+        }
+    ]
+    assert (reply["role"], reply["segments"][0]["channel"]) == ("assistant", "output")
+    assert reply["segments"][0]["text"] == "done"
+    assert (inferred["role"], inferred["segments"][0]["text"]) == ("user", "and the tests?")
+    assert (empty["role"], empty["source_type"], empty["segments"]) == ("assistant", "legacy", [])
+    assert state["source_type"] == "meta"
+    assert parsed.title == "fix the bug"
+    assert [(p.line, p.reason) for p in parsed.problems] == [
+        (5, "legacy message without text (text None); kept with no segments")
+    ]
+    scanned = scan_lines(raw, "old.jsonl")
+    assert scanned.kinds == parsed.kinds == {"session": 1, "legacy": 4, "meta": 1}
+    assert scanned.problems == parsed.problems
+    assert scanned.title == parsed.title
+    assert [(e.kind, e.text) for e in scanned.entries] == [
+        ("user", "fix the bug"),
+        ("assistant", "done"),
+        ("user", "and the tests?"),
+        ("assistant", ""),
+    ]
+
+
+def test_custom_tool_calls_keep_status_and_input_under_tool_call() -> None:
+    from opencrab.importers.codex_scan import scan_lines
+
+    raw = lines(
+        item(
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+                "call_id": "c2",
+                "status": "completed",
+            }
+        ),
+        item({"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}),
+    )
+    call, _ = parse_lines(raw, "f").messages
+    assert call["tool_call"] == {
+        "call_id": "c2",
+        "name": "apply_patch",
+        "status": "completed",
+        "input": "*** Begin Patch",
+        "input_json": None,
+        "output": "Done!",
+        "output_json": None,
+    }
+    tool_call = scan_lines(raw, "f").entries[0]
+    assert (tool_call.name, tool_call.arguments) == ("apply_patch", "*** Begin Patch")

@@ -7,7 +7,8 @@ A rollout is JSON Lines. Two formats exist:
   function_call_output, custom_tool_call, custom_tool_call_output, web_search_call, …),
   turn_context, event_msg (token_count, agent_message, user_message, …) and compacted;
 - the legacy format (before 2025-09): a header line with `id` and `instructions`, then
-  `{"record_type": "state"}` lines and bare response items, mostly without timestamps.
+  `{"record_type": "state"}` lines, `{"record_type": "message", "role", "text"}` lines
+  and bare response items, mostly without timestamps.
 
 `parse_lines` turns each line into exactly one NormalizedMessage, or reports it as a
 problem (file, line, reason): a line that is not JSON, not an object, or cut off at the
@@ -21,7 +22,7 @@ session, legacy; message content becomes segments with channel (input_* → inpu
 output_* → output), type (text, image) and format (the original content type), text
 sanitised with an allow-list (p, pre, code, strong, em, ul, ol, li, a); tool calls and
 their outputs are joined by call_id, arguments and outputs parsed as JSON when they parse
-(the raw string is kept); encrypted reasoning is kept in `raw.encrypted_content` and
+(the raw string is kept; a custom_tool_call keeps its `status` and `input`); encrypted reasoning is kept in `raw.encrypted_content` and
 shown only as its SHA-256; `event_msg` kinds go to `metadata.event_kind`. Injected
 context (environment context, AGENTS.md or user instructions sent as a user message) is
 a `system` message, not something the user said.
@@ -101,6 +102,7 @@ class State:
         self.mtime = mtime
         self.last_timestamp: str | None = None
         self.input_at: str | None = None  # the latest input item (user message, tool output)
+        self.awaiting_reply = False  # an input came after the last output: the model speaks
         self.call_start: str | None = None  # the input the model call in progress answers
 
 
@@ -164,7 +166,8 @@ def _replay(state: State, event: dict[str, Any], number: int) -> None:
     elif number == 1 and "id" in event and "type" not in event:
         _legacy_header(state, event)
     item = payload if kind == "response_item" and isinstance(payload, dict) else event
-    if name_of(item.get("type")) in TOOL_CALL_TYPES:  # outputs in the new lines may answer it
+    item_type = name_of(item.get("type")) or name_of(event.get("record_type"))
+    if item_type in TOOL_CALL_TYPES:  # outputs in the new lines may answer it
         call_id = item.get("call_id") or item.get("id")
         if isinstance(call_id, str):
             state.calls[call_id] = {
@@ -240,6 +243,9 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
         )
     if "record_type" in event:
         result.legacy = True
+        record = legacy_record(state, event, index)
+        if record is not None:
+            return _response_item(state, record, _timestamp(state, event, index), index, "legacy")
         return _message(
             state,
             _timestamp(state, event, index),
@@ -281,7 +287,7 @@ def _response_item(
     legacy = event_type == "legacy"
     if item == "message":
         role = payload.get("role")
-        segments = _content_segments(payload.get("content"))
+        segments = _content_segments(payload.get("content"), role)
         injected = _injected(role, payload.get("content"))
         metadata: dict[str, Any] = {}
         if injected:
@@ -331,14 +337,17 @@ def _response_item(
     if item in TOOL_CALL_TYPES:
         _output(state)
         call_id = payload.get("call_id") or payload.get("id")
-        arguments = payload.get("arguments", payload.get("input", payload.get("action")))
         tool: dict[str, Any] = {
             "call_id": call_id,
             "name": _tool_name(payload),
             "status": payload.get("status"),
-            "arguments": arguments,
-            "arguments_json": json_of(arguments),
         }
+        if item == "custom_tool_call":  # seed 003: its status and input are kept as such
+            tool["input"] = payload.get("input")
+            tool["input_json"] = json_of(tool["input"])
+        else:
+            tool["arguments"] = payload.get("arguments", payload.get("action"))
+            tool["arguments_json"] = json_of(tool["arguments"])
         message = _message(
             state,
             timestamp,
@@ -517,12 +526,46 @@ def _usage_numbers(value: Any) -> dict[str, int] | None:
 
 def _input(state: State, timestamp: str) -> None:
     state.input_at = timestamp
+    state.awaiting_reply = True
 
 
 def _output(state: State) -> None:
     """The first output of a model call: the call answers the latest input."""
+    state.awaiting_reply = False
     if state.call_start is None:
         state.call_start = state.input_at
+
+
+def legacy_record(state: State, event: dict[str, Any], index: int) -> dict[str, Any] | None:
+    """A legacy `record_type` line as the response item it stands for, or None (`state`).
+
+    `{"record_type": "message", "role", "text"}` is a message (seed 003: role and text are
+    read directly); without a role the order of speech tells (after an input the assistant
+    speaks, else the user); a message without text is reported and kept with no segments.
+    Other record types that name a response item (function_call, reasoning, …) read as one.
+    """
+    record = name_of(event.get("record_type"))
+    if record not in LEGACY_ITEM_TYPES:
+        return None
+    item = {k: v for k, v in event.items() if k != "record_type"}
+    item["type"] = record
+    if record != "message":
+        return item
+    if "content" not in item:
+        text = item.pop("text", None)
+        if isinstance(text, str):
+            item["content"] = text
+        else:
+            state.result.problems.append(
+                Problem(
+                    state.result.file_path,
+                    index + 1,
+                    f"legacy message without text (text {described(text)}); kept with no segments",
+                )
+            )
+    if item.get("role") is None:
+        item["role"] = "assistant" if state.awaiting_reply else "user"
+    return item
 
 
 def _title(segments: list[dict[str, Any]]) -> str | None:
@@ -616,9 +659,9 @@ def _role(value: Any) -> str:
     return "meta"
 
 
-def _content_segments(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return text_segments(content, "input", "text")
+def _content_segments(content: Any, role: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):  # legacy text: the speaker tells the channel
+        return text_segments(content, "output" if role == "assistant" else "input", "text")
     segments: list[dict[str, Any]] = []
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, dict):

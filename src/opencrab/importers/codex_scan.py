@@ -31,6 +31,7 @@ from opencrab.importers.codex import (
     _token_count,
     _tool_name,
     _turn_context,
+    legacy_record,
     read,
     unknown_event,
 )
@@ -93,7 +94,10 @@ def _scan(state: State, event: dict[str, Any], index: int) -> str:
         return "session"
     if "record_type" in event:
         state.result.legacy = True
-        _timestamp(state, event, index)
+        timestamp = _timestamp(state, event, index)
+        record = legacy_record(state, event, index)
+        if record is not None:
+            return _scan_item(state, record, timestamp, index, legacy=True)
         return "meta"
     if kind in LEGACY_ITEM_TYPES:
         state.result.legacy = True
@@ -137,7 +141,11 @@ def _scan_item(
     if item in TOOL_CALL_TYPES:
         _output(state)
         call_id = payload.get("call_id") or payload.get("id")
-        arguments = payload.get("arguments", payload.get("input", payload.get("action")))
+        arguments = (
+            payload.get("input")
+            if item == "custom_tool_call"
+            else payload.get("arguments", payload.get("action"))
+        )
         parsed = json_of(arguments)
         name = _tool_name(payload)
         if isinstance(call_id, str):

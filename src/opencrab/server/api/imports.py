@@ -93,6 +93,8 @@ class ToolCall(BaseModel):
     status: str | None = None
     arguments: Any = None
     arguments_json: Any = None
+    input: Any = Field(default=None, description="A custom_tool_call's input (seed 003).")
+    input_json: Any = None
     output: Any = None
     output_json: Any = None
 
