@@ -22,10 +22,11 @@ session, legacy; message content becomes segments with channel (input_* → inpu
 output_* → output), type (text, image) and format (the original content type), text
 sanitised with an allow-list (p, pre, code, strong, em, ul, ol, li, a); tool calls and
 their outputs are joined by call_id, arguments and outputs parsed as JSON when they parse
-(the raw string is kept; a custom_tool_call keeps its `status` and `input`); encrypted reasoning is kept in `raw.encrypted_content` and
-shown only as its SHA-256; `event_msg` kinds go to `metadata.event_kind`. Injected
-context (environment context, AGENTS.md or user instructions sent as a user message) is
-a `system` message, not something the user said.
+(the raw string is kept; a custom_tool_call keeps its `status` and `input`); encrypted
+reasoning is kept in `raw.encrypted_content` and shown only as its SHA-256; `event_msg`
+kinds go to `metadata.event_kind`. Injected context (environment context, AGENTS.md or
+user instructions sent as a user message) is a `system` message, not something the user
+said.
 
 Token usage comes from `token_count` events: a call is counted only when the cumulative
 total changes (Codex repeats snapshots), `info: null` is skipped, and cached and
