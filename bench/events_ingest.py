@@ -102,9 +102,9 @@ def fresh_db(directory: Path, name: str) -> Path:
 def run_ours(path: Path, data: bytes) -> float:
     db = Database(f"sqlite:///{path}")
     start = time.perf_counter()
-    events, _, problems = parse_jsonl(data)
-    assert not problems, problems[:3]
-    EventLog(db).append_many(events)
+    batch = parse_jsonl(data)
+    assert not batch.problems, batch.problems[:3]
+    EventLog(db).append_many(batch.events)
     elapsed = time.perf_counter() - start
     db.close()
     return elapsed

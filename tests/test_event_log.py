@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from opencrab.errors import EventValidationError
-from opencrab.event_log import EventLog
+from opencrab.event_log import EventLog, chain_order
 from opencrab.events import (
     AgentEvent,
     MessagePayload,
@@ -18,8 +18,10 @@ from opencrab.events import (
     ToolCallPayload,
     ToolResultPayload,
     UserPayload,
+    event_dict,
     event_json,
     new_event,
+    parse_event,
 )
 from opencrab.store import Database
 from opencrab.store import tables as t
@@ -256,3 +258,44 @@ def test_stored_json_is_the_seed_form(event_log: EventLog, db: Database) -> None
     assert [event_json(e) for e in event_log.trace(events[0].trace_id)] == [
         event_json(e) for e in events
     ]
+
+
+def test_nanosecond_timestamps_are_stored_and_read_back(event_log: EventLog) -> None:
+    trace = uuid4()
+    first, second = chain(trace)[:2]
+    text = event_json(first).replace(
+        f'"timestamp":"{event_dict(first)["timestamp"]}"'.encode(),
+        b'"timestamp":"2026-02-23T12:40:23.123456789Z"',
+    )
+    event_log.append_many([parse_event(text), second])
+    back = event_log.trace(trace)
+    assert event_dict(back[0])["timestamp"] == "2026-02-23T12:40:23.123456789Z"
+    assert event_json(back[0]) == text
+
+
+def test_chain_order_puts_parents_and_calls_first_keeping_input_order() -> None:
+    events = chain(uuid4())
+    shuffled = [events[i] for i in (6, 4, 0, 5, 3, 1, 2)]
+    order, problems = chain_order(shuffled)
+    assert problems == []
+    assert [shuffled[i] for i in order] == [events[i] for i in (0, 1, 2, 4, 5, 6, 3)]
+
+
+def test_chain_order_names_every_event_of_a_cycle() -> None:
+    trace = uuid4()
+    a, b, c = (uuid4() for _ in range(3))
+
+    def user(id_: UUID, parent: UUID | None) -> AgentEvent:
+        event = new_event(trace, UserPayload(text="x"), parent=parent)
+        return event.model_copy(update={"id": id_})
+
+    batch = [user(a, c), user(b, a), user(c, b), user(uuid4(), None)]
+    order, problems = chain_order(batch)
+    assert order == [3]
+    assert sorted(problems) == sorted(
+        [
+            (0, str(a), f"parent {c} leads back to this event (a cycle of 3 events)"),
+            (1, str(b), f"parent {a} leads back to this event (a cycle of 3 events)"),
+            (2, str(c), f"parent {b} leads back to this event (a cycle of 3 events)"),
+        ]
+    )

@@ -26,6 +26,7 @@ from opencrab.events import (
     event_json,
     new_event,
     parse_event,
+    parse_jsonl,
 )
 
 TRACE = UUID("0b8e9f3e-5a2c-4c1d-9a57-3f0c6d2b1a10")
@@ -227,3 +228,46 @@ def test_round_trip_through_json(event: AgentEvent) -> None:
     data = json.loads(text)
     assert ("metadata" in data) == (event.metadata is not None)
     assert data["timestamp"].endswith("Z")
+
+
+def test_nanoseconds_survive_a_round_trip() -> None:
+    good = event_dict(seed_chain()[0])
+    for stamp in (
+        "2026-02-23T12:40:23.123456789Z",
+        "2026-02-23T12:40:23.000000001Z",
+        "2026-02-23T12:40:23.100000000Z",  # chrono writes .100Z
+    ):
+        event = parse_event(json.dumps({**good, "timestamp": stamp}))
+        expected = (
+            stamp if stamp.endswith("1Z") or stamp.endswith("9Z") else "2026-02-23T12:40:23.100Z"
+        )
+        assert event_dict(event)["timestamp"] == expected
+        assert parse_event(event_json(event)) == event
+    later = parse_event(json.dumps({**good, "timestamp": "2026-02-23T12:40:23.123456790Z"}))
+    earlier = parse_event(json.dumps({**good, "timestamp": "2026-02-23T12:40:23.123456789Z"}))
+    assert later != earlier  # nanoseconds tell them apart
+    assert earlier.timestamp.nanosecond == 789
+    shifted = parse_event(json.dumps({**good, "timestamp": "2026-02-23T21:40:23.000000005+09:00"}))
+    assert event_dict(shifted)["timestamp"] == "2026-02-23T12:40:23.000000005Z"
+
+
+def test_unknown_fields_of_input_are_ignored_with_a_warning() -> None:
+    good = event_dict(seed_chain()[0])
+    lines = [
+        json.dumps({**good, "source": "rust"}),
+        json.dumps({**good, "id": str(IDS[1]), "content": {"text": "hi", "lang": "en"}}),
+        json.dumps({**good, "id": str(IDS[2]), "content": {"txt": "hi"}, "extra": 1}),
+    ]
+    batch = parse_jsonl("\n".join(lines).encode())
+    assert [str(e.id) for e in batch.events] == [str(IDS[0]), str(IDS[1])]
+    assert batch.lines == [1, 2]
+    assert batch.events[1].content == UserPayload(text="hi")
+    assert batch.warnings == [
+        (1, "unknown field ignored: source"),
+        (2, "unknown field ignored: content.lang"),
+    ]
+    # a line with a real problem reports only that (its unknown field would be ignored)
+    assert batch.problems == [(3, "content.text: Field required")]
+    # what we build ourselves stays strict
+    with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
+        EVENT_ADAPTER.validate_python({**seed_chain()[0].model_dump(), "source": "rust"})

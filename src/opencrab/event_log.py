@@ -3,7 +3,8 @@
 Rules checked before anything is written (seed 000):
 - ids are unique (within the batch and against the store);
 - `parent_id` is null (a root) or names an event of the same trace that is already
-  stored or comes earlier in the batch — so the chain can never loop;
+  stored or comes earlier in the batch — so the chain can never loop (`chain_order`
+  puts a batch given in any order into that order first, and names any cycle);
 - a token_usage event's parent is a tool_call or a message;
 - a tool_result's `tool_call_id` names a tool_call of the same trace.
 A batch that breaks any rule writes nothing; EventValidationError lists every problem.
@@ -345,6 +346,66 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
     if problems:
         raise EventValidationError(problems)
     return rows
+
+
+def chain_order(batch: Sequence[AgentEvent]) -> tuple[list[int], list[tuple[int, str, str]]]:
+    """The batch's indices in an order `append_many` accepts, and the events in a cycle.
+
+    Each event comes after its parent and, for a tool_result, after the tool_call it
+    names, when those are in the batch; otherwise the input order is kept. An event whose
+    references lead back to itself is left out and reported as (index, id, reason).
+    """
+    first: dict[int, int] = {}
+    for index, event in enumerate(batch):
+        first.setdefault(event.id.int, index)
+
+    def references(index: int) -> list[tuple[str, UUID]]:
+        event = batch[index]
+        found = [] if event.parent_id is None else [("parent", event.parent_id)]
+        if isinstance(event, ToolResultEvent):
+            found.append(("tool_call_id", event.content.tool_call_id))
+        return found
+
+    def needs(index: int) -> list[int]:
+        wanted = (first.get(ref.int) for _, ref in references(index))
+        return [i for i in wanted if i is not None and i != index]
+
+    state = [0] * len(batch)  # 0 unseen, 1 on the path, 2 placed
+    order: list[int] = []
+    looped: dict[int, tuple[int, str, str]] = {}
+    for start in range(len(batch)):
+        if state[start]:
+            continue
+        state[start] = 1
+        path = [start]
+        pending = [iter(needs(start))]
+        while path:
+            step = next(pending[-1], None)
+            if step is None:
+                done = path.pop()
+                pending.pop()
+                state[done] = 2
+                if done not in looped:
+                    order.append(done)
+            elif state[step] == 0:
+                state[step] = 1
+                path.append(step)
+                pending.append(iter(needs(step)))
+            elif state[step] == 1:  # back on the path: a cycle
+                cycle = path[path.index(step) :]
+                for at, member in enumerate(cycle):
+                    target = batch[cycle[(at + 1) % len(cycle)]].id
+                    what, ref = next((w, r) for w, r in references(member) if r == target)
+                    looped.setdefault(
+                        member,
+                        (
+                            member,
+                            str(batch[member].id),
+                            f"{what} {ref} leads back to this event "
+                            f"(a cycle of {len(cycle)} events)",
+                        ),
+                    )
+    return order, sorted(looped.values())
 
 
 def _chain_order(rows: Sequence[Any]) -> list[Any]:

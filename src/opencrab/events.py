@@ -18,10 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
+import orjson
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -31,9 +34,13 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_serializer,
     model_serializer,
 )
+from pydantic_core import ErrorDetails
 
 from opencrab.store.bulk import paused_gc
 
@@ -48,7 +55,83 @@ def _to_utc(value: datetime) -> datetime:
         raise ValueError("timestamp is out of range once converted to UTC") from None
 
 
-UtcTimestamp = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+class Timestamp(datetime):
+    """A datetime that keeps the nanoseconds chrono's `DateTime<Utc>` has and Python's lacks.
+
+    `nanosecond` (1–999) is the part below `microsecond`; it takes part in equality, and
+    events whose time has no such part carry a plain datetime.
+
+    Example:
+        Timestamp.of(datetime(2026, 2, 23, 12, 40, 23, 123456, tzinfo=UTC), 789)
+        # serialises as 2026-02-23T12:40:23.123456789Z
+    """
+
+    __slots__ = ("_nanosecond",)
+    _nanosecond: int
+
+    @classmethod
+    def of(cls, value: datetime, nanosecond: int) -> Timestamp:
+        """`value` with `nanosecond` (0–999) below its microsecond."""
+        stamp = cls.combine(value.date(), value.timetz(), tzinfo=value.tzinfo)
+        stamp._nanosecond = nanosecond
+        return stamp
+
+    @property
+    def nanosecond(self) -> int:
+        """The nanoseconds below `microsecond` (0–999)."""
+        return getattr(self, "_nanosecond", 0)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, datetime):
+            return NotImplemented
+        return datetime.__eq__(self, other) is True and self.nanosecond == nanosecond_of(other)
+
+    def __hash__(self) -> int:
+        return hash((datetime.__hash__(self), self.nanosecond))
+
+    def __reduce__(self) -> Any:
+        plain = datetime.combine(self.date(), self.timetz(), tzinfo=self.tzinfo)
+        return (Timestamp.of, (plain, self.nanosecond))
+
+
+def nanosecond_of(value: datetime) -> int:
+    """The nanoseconds below a datetime's microsecond (0 unless it is a Timestamp)."""
+    return value.nanosecond if isinstance(value, Timestamp) else 0
+
+
+_FRACTION = re.compile(r"\.(\d{7,})")
+
+
+_TEXT_TIME: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def _keep_nanoseconds(
+    value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+) -> Any:
+    """Validate the time with pydantic (microseconds) and keep digits 7–9 of the fraction.
+
+    JSON text is parsed here (the handler sees Python values, where strict mode wants a
+    datetime); Python input still has to be a datetime.
+    """
+    nanosecond = 0
+    if isinstance(value, str) and info.mode == "json":
+        if len(value) > 27:  # longer than …:23.123456Z
+            found = _FRACTION.search(value, 19)
+            if found:
+                nanosecond = int(found[1][6:9].ljust(3, "0"))
+                value = value[: found.start(1) + 6] + value[found.end(1) :]
+        try:
+            value = _TEXT_TIME.validate_strings(value)
+        except ValidationError as exc:
+            raise ValueError(exc.errors(include_url=False)[0]["msg"]) from None
+    elif isinstance(value, Timestamp):
+        nanosecond = value.nanosecond
+    result = handler(value)
+    return Timestamp.of(result, nanosecond) if nanosecond else result
+
+
+UtcTimestamp = Annotated[AwareDatetime, AfterValidator(_to_utc), WrapValidator(_keep_nanoseconds)]
+"""An aware time, converted to UTC, to the nanosecond (chrono's precision)."""
 
 EventType = Literal["user", "reasoning", "tool_call", "tool_result", "message", "token_usage"]
 GENERATION_TYPES = frozenset({"tool_call", "message"})
@@ -217,36 +300,81 @@ def parse_event(data: str | bytes) -> AgentEvent:
     return EVENT_ADAPTER.validate_json(data)
 
 
-def parse_jsonl(data: bytes) -> tuple[list[AgentEvent], list[int], list[tuple[int, str]]]:
+@dataclass
+class EventBatch:
+    """Events read from JSON Lines, with the 1-based line of each, and what was wrong.
+
+    `problems` are lines that are no event (line, reason); `warnings` name the unknown
+    fields that were ignored (line, message), as serde ignores them.
+    """
+
+    events: list[AgentEvent] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    warnings: list[tuple[int, str]] = field(default_factory=list)
+
+
+def parse_jsonl(data: bytes) -> EventBatch:
     """Parse JSON Lines of events, skipping blank lines.
 
-    Returns the events, the 1-based line number of each, and every problem as
-    (line number, reason); a bad line never stops the others from being checked.
+    A bad line never stops the others from being checked. Unknown fields are ignored and
+    named in a warning, as serde reads the seed's structs; events built in code
+    (`new_event`, `EVENT_ADAPTER`) stay strict.
     """
-    events: list[AgentEvent] = []
-    lines: list[int] = []
-    problems: list[tuple[int, str]] = []
+    batch = EventBatch()
     validate = EVENT_ADAPTER.validate_json
     with paused_gc():
         for number, line in enumerate(data.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                events.append(validate(line))
-                lines.append(number)
+                batch.events.append(validate(line))
+                batch.lines.append(number)
             except ValidationError as exc:
-                problems.append((number, explain(exc)))
-    return events, lines, problems
+                _lenient(batch, number, line, exc)
+    return batch
+
+
+def _lenient(batch: EventBatch, number: int, line: bytes, exc: ValidationError) -> None:
+    """A line strict validation refused: without its unknown fields, or a problem."""
+    errors = exc.errors(include_url=False)
+    unknown = [_where(e) for e in errors if e["type"] == "extra_forbidden"]
+    others = [e for e in errors if e["type"] != "extra_forbidden"]
+    if others or not unknown:
+        batch.problems.append((number, _explain(others)))
+        return
+    data = orjson.loads(line)
+    for path in unknown:
+        holder = data
+        for key in path[:-1]:
+            holder = holder[key]
+        del holder[path[-1]]
+    try:
+        batch.events.append(EVENT_ADAPTER.validate_json(orjson.dumps(data)))
+    except ValidationError as again:  # not expected: the same line less its extras
+        batch.problems.append((number, explain(again)))
+        return
+    batch.lines.append(number)
+    noun = "field" if len(unknown) == 1 else "fields"
+    names = ", ".join(".".join(map(str, p)) for p in unknown)
+    batch.warnings.append((number, f"unknown {noun} ignored: {names}"))
+
+
+def _where(err: ErrorDetails) -> list[str | int]:
+    """An error's location without the union tag pydantic puts first."""
+    loc = list(err["loc"])
+    return loc[1:] if loc and loc[0] in _TYPE_NAMES else loc
 
 
 def explain(exc: ValidationError) -> str:
     """A pydantic error as one line per problem: `content.text: Field required`."""
+    return _explain(exc.errors(include_url=False))
+
+
+def _explain(errors: list[ErrorDetails]) -> str:
     parts = []
-    for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"]]
-        if loc and loc[0] in _TYPE_NAMES:
-            loc = loc[1:]  # the union tag pydantic puts first
-        where = ".".join(loc)
+    for err in errors:
+        where = ".".join(str(p) for p in _where(err))
         if err["type"] == "union_tag_not_found":
             parts.append(f"type: missing; one of {', '.join(_TYPE_NAMES)}")
         else:
@@ -294,13 +422,13 @@ def new_event(
 
 
 def format_rfc3339(value: datetime) -> str:
-    """UTC RFC 3339 with `Z` and 0, 3 or 6 fraction digits, as chrono's serde writes it."""
+    """UTC RFC 3339 with `Z` and 0, 3, 6 or 9 fraction digits, as chrono's serde writes it."""
+    nanos = value.microsecond * 1000 + nanosecond_of(value)
     value = value.astimezone(UTC).replace(tzinfo=None)
-    micros = value.microsecond
-    if micros == 0:
-        spec = "seconds"
-    elif micros % 1000 == 0:
-        spec = "milliseconds"
-    else:
-        spec = "microseconds"
-    return value.isoformat(timespec=spec) + "Z"
+    if nanos == 0:
+        return value.isoformat(timespec="seconds") + "Z"
+    if nanos % 1_000_000 == 0:
+        return value.isoformat(timespec="milliseconds") + "Z"
+    if nanos % 1000 == 0:
+        return value.isoformat(timespec="microseconds") + "Z"
+    return f"{value.isoformat(timespec='seconds')}.{nanos:09d}Z"

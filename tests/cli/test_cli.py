@@ -113,6 +113,7 @@ def test_events_import_from_stdin_with_json_summary() -> None:
             "tool_result": 1,
             "message": 1,
         },
+        "warnings": [],
     }
 
 
@@ -129,13 +130,58 @@ def test_invalid_lines_write_nothing_and_name_each_line(tmp_path: Path, data_dir
     assert not (data_dir / "opencrab.db").exists() or stored_count(data_dir) == 0
 
 
+def test_a_batch_in_any_order_is_imported_along_the_parent_chain(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    trace = uuid4()
+    events = chain(trace)
+    shuffled = [events[i] for i in (6, 4, 0, 5, 3, 1, 2)]
+    code, out, err = run(
+        "events", "import", str(jsonl(tmp_path, [event_json(e) for e in shuffled]))
+    )
+    assert (code, err) == (0, "")
+    assert "imported 7 events into 1 trace" in out
+    code, out, _ = run("events", "show", str(trace), "--json")
+    shown = [e["id"] for e in json.loads(out)]
+    assert shown == [str(events[i].id) for i in (0, 1, 2, 4, 5, 6, 3)]
+
+
 def test_rule_violations_write_nothing(tmp_path: Path, data_dir: Path) -> None:
     events = chain(uuid4())
-    order = [events[1], events[0], *events[2:]]  # child before its parent
-    code, _, err = run("events", "import", str(jsonl(tmp_path, [event_json(e) for e in order])))
+    orphan = events[1].model_copy(update={"parent_id": uuid4()})  # a parent nowhere
+    lines = [event_json(e) for e in [events[0], orphan]]
+    code, _, err = run("events", "import", str(jsonl(tmp_path, lines)))
     assert code == 1
-    assert ":1: parent" in err
+    assert f":2: parent {orphan.parent_id} does not exist" in err
     assert stored_count(data_dir) == 0
+
+
+def test_a_cycle_is_an_error_naming_its_events(tmp_path: Path, data_dir: Path) -> None:
+    events = chain(uuid4())
+    looped = events[0].model_copy(update={"parent_id": events[1].id})  # user ← reasoning ← user
+    lines = [event_json(e) for e in [events[1], looped]]
+    code, _, err = run("events", "import", str(jsonl(tmp_path, lines)))
+    assert code == 1
+    assert f":1: parent {events[0].id} leads back to this event (a cycle of 2 events)" in err
+    assert f":2: parent {events[1].id} leads back to this event (a cycle of 2 events)" in err
+    assert "nothing was written" in err
+    assert not (data_dir / "opencrab.db").exists() or stored_count(data_dir) == 0
+
+
+def test_unknown_fields_are_ignored_with_a_warning_and_nanoseconds_kept(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    trace = uuid4()
+    first = json.loads(event_json(chain(trace)[0]))
+    first["timestamp"] = "2026-02-23T12:40:23.123456789Z"
+    first["source"] = "rust"
+    path = jsonl(tmp_path, [json.dumps(first).encode()])
+    code, out, err = run("events", "import", str(path))
+    assert code == 0
+    assert f"{path}:1: warning: unknown field ignored: source" in err
+    code, out, _ = run("events", "show", str(trace), "--json")
+    del first["source"]
+    assert json.loads(out) == [first]
 
 
 def test_missing_file_and_unknown_trace(tmp_path: Path) -> None:

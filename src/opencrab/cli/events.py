@@ -24,7 +24,7 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.errors import EventValidationError, NotFoundError
-from opencrab.event_log import EventLog
+from opencrab.event_log import EventLog, chain_order
 from opencrab.events import AgentEvent, event_dict, parse_jsonl
 from opencrab.plugins import hookimpl
 
@@ -44,12 +44,22 @@ def import_events(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Validate and store AgentEvents from JSON Lines; nothing is written if any is invalid."""
+    """Validate and store AgentEvents from JSON Lines; nothing is written if any is invalid.
+
+    The events may come in any order: each is stored after its parent. Unknown fields
+    are ignored with a warning.
+
+    Example: opencrab events import trace.jsonl
+    """
     settings = settings_from(config, data_dir)
-    data = _read_input(file)
-    events, lines, problems = parse_jsonl(data)
-    if problems:
-        _fail(file, problems)
+    batch = parse_jsonl(_read_input(file))
+    if batch.problems:
+        _fail(file, batch.problems)
+    order, looped = chain_order(batch.events)
+    if looped:
+        _fail(file, [(batch.lines[i], why) for i, _, why in looped])
+    events = [batch.events[i] for i in order]
+    lines = [batch.lines[i] for i in order]
     db = open_store(settings)
     try:
         EventLog(db).append_many(events)
@@ -57,10 +67,20 @@ def import_events(
         _fail(file, [(lines[i], why) for i, _, why in exc.problems])
     finally:
         db.close()
+    label = "<stdin>" if file == "-" else file
+    for number, warning in batch.warnings:
+        err_console.print(f"{label}:{number}: warning: {warning}", highlight=False, markup=False)
     counts = Counter(e.type for e in events)
     traces = len({e.trace_id for e in events})
     if as_json:
-        print_json({"events": len(events), "traces": traces, "by_type": dict(counts)})
+        print_json(
+            {
+                "events": len(events),
+                "traces": traces,
+                "by_type": dict(counts),
+                "warnings": [{"line": n, "message": w} for n, w in batch.warnings],
+            }
+        )
         return
     detail = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
     noun = "trace" if traces == 1 else "traces"

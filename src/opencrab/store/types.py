@@ -18,15 +18,18 @@ def utcnow() -> datetime:
 def format_timestamp(value: datetime) -> str:
     """The storage form: fixed-width RFC 3339 UTC, so text order is time order.
 
-    Example: `2024-01-15T10:30:00.000000Z`.
+    Example: `2024-01-15T10:30:00.000000Z`. A time that carries nanoseconds (an AgentEvent's
+    `opencrab.events.Timestamp`) gets their three digits too: `…00.000000789Z`.
     """
+    nanosecond: int = getattr(value, "nanosecond", 0)
     offset = value.utcoffset()
     if offset is None:
         raise ValueError("timestamp must be timezone-aware")
     if offset:
         value = value.astimezone(UTC)
     # isoformat is several times faster than strftime; the offset is "+00:00" here
-    return value.isoformat(timespec="microseconds")[:-6] + "Z"
+    text = value.isoformat(timespec="microseconds")[:-6]
+    return f"{text}{nanosecond:03d}Z" if nanosecond else text + "Z"
 
 
 def parse_timestamp(text: str) -> datetime:
