@@ -32,6 +32,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -40,7 +41,7 @@ from pydantic import (
     field_serializer,
     model_serializer,
 )
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from opencrab.store.bulk import paused_gc
 
@@ -102,16 +103,13 @@ def nanosecond_of(value: datetime) -> int:
 _FRACTION = re.compile(r"\.(\d{7,})")
 
 
-_TEXT_TIME: TypeAdapter[datetime] = TypeAdapter(datetime)
-
-
 def _keep_nanoseconds(
     value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
 ) -> Any:
     """Validate the time with pydantic (microseconds) and keep digits 7–9 of the fraction.
 
-    JSON text is parsed here (the handler sees Python values, where strict mode wants a
-    datetime); Python input still has to be a datetime.
+    The handler sees Python values, so it runs lax; the types strict mode allows are
+    checked here: text in JSON, a datetime in Python.
     """
     nanosecond = 0
     if isinstance(value, str) and info.mode == "json":
@@ -120,17 +118,17 @@ def _keep_nanoseconds(
             if found:
                 nanosecond = int(found[1][6:9].ljust(3, "0"))
                 value = value[: found.start(1) + 6] + value[found.end(1) :]
-        try:
-            value = _TEXT_TIME.validate_strings(value)
-        except ValidationError as exc:
-            raise ValueError(exc.errors(include_url=False)[0]["msg"]) from None
     elif isinstance(value, Timestamp):
         nanosecond = value.nanosecond
+    elif not isinstance(value, datetime):
+        raise PydanticCustomError("datetime_type", "Input should be a valid datetime")
     result = handler(value)
     return Timestamp.of(result, nanosecond) if nanosecond else result
 
 
-UtcTimestamp = Annotated[AwareDatetime, AfterValidator(_to_utc), WrapValidator(_keep_nanoseconds)]
+UtcTimestamp = Annotated[
+    AwareDatetime, Strict(False), AfterValidator(_to_utc), WrapValidator(_keep_nanoseconds)
+]
 """An aware time, converted to UTC, to the nanosecond (chrono's precision)."""
 
 EventType = Literal["user", "reasoning", "tool_call", "tool_result", "message", "token_usage"]
