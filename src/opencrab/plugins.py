@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 hookspec = pluggy.HookspecMarker("opencrab")
 hookimpl = pluggy.HookimplMarker("opencrab")
 
-DEFAULT_PLUGINS = (
-    "opencrab.llm.providers",
+COMMAND_PLUGINS = (
     "opencrab.cli.up",
     "opencrab.cli.db",
     "opencrab.cli.tokens",
@@ -43,6 +42,12 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.events",
     "opencrab.cli.llm",
     "opencrab.cli.agents",
+)
+"""opencrab's own CLI commands (modules that import little until a command runs)."""
+
+DEFAULT_PLUGINS = (
+    "opencrab.llm.providers",
+    *COMMAND_PLUGINS,
     "opencrab.actions.speech",
     "opencrab.actions.workspace",
     "opencrab.actions.learning",
@@ -97,9 +102,30 @@ class Hooks:
 @cache
 def plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager: built-ins first, then installed plugins."""
+    return _manager(DEFAULT_PLUGINS)
+
+
+def command_plugin_manager() -> pluggy.PluginManager:
+    """The plugin manager that builds the CLI.
+
+    The process-wide one when it exists already; otherwise one with only the command
+    modules and the installed plugins, so `opencrab --help` imports none of what the
+    commands use (providers, actions, the store). Other hooks go to `plugin_manager()`.
+    """
+    if plugin_manager.cache_info().currsize:
+        return plugin_manager()
+    return _command_manager()
+
+
+@cache
+def _command_manager() -> pluggy.PluginManager:
+    return _manager(COMMAND_PLUGINS)
+
+
+def _manager(builtins: tuple[str, ...]) -> pluggy.PluginManager:
     pm = pluggy.PluginManager("opencrab")
     pm.add_hookspecs(Hooks)
-    for name in DEFAULT_PLUGINS:
+    for name in builtins:
         pm.register(importlib.import_module(name), name=name)
     pm.load_setuptools_entrypoints("opencrab")
     return pm

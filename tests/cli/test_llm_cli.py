@@ -266,3 +266,12 @@ def test_prices_a_new_price_and_repricing_imported_calls(tmp_path: Path) -> None
         run("llm", "prices", "--data-dir", data, "--json")[1]
     )["prices"]}  # fmt: skip
     assert after["openai", "gpt-5.3-codex"]["inputPricePer1m"] == 2.0
+
+
+def test_the_help_lists_the_real_purposes_and_groups() -> None:
+    from opencrab.cli import llm as llm_cli
+    from opencrab.config.models import PURPOSES
+    from opencrab.llm.metrics import GROUPS
+
+    assert llm_cli.PURPOSE_NAMES == PURPOSES
+    assert llm_cli.GROUP_NAMES == GROUPS

@@ -13,12 +13,11 @@ opencrab discuss --theme T --agents A,B[,C] [--max-turns N]
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -35,27 +34,23 @@ from opencrab.cli.common import (
     print_json,
     settings_from,
 )
-from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentCreate, AgentStore, load_persona
-from opencrab.core.discussion import MODES, Discussion, TurnOutcome
-from opencrab.core.identity import AgentRole, Identity
-from opencrab.core.memory import MemoryManager
-from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session
-from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
-from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
-from opencrab.core.workspace import Workspace
 from opencrab.errors import ValidationError
-from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
-from opencrab.gateway.cli import CliGateway
 from opencrab.plugins import hookimpl
-from opencrab.store import Database
+
+if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
+    from opencrab.config import Settings
+    from opencrab.core.agent import Agent, AgentCreate, AgentStore
+    from opencrab.core.discussion import TurnOutcome
+    from opencrab.core.runtime import Runtime
+    from opencrab.core.skills import SkillManager
+    from opencrab.core.steps import ActionDone, TurnResult
+    from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
-memory_app = typer.Typer(help="An agent's memory.", no_args_is_help=True)
-skills_app = typer.Typer(help="An agent's skills.", no_args_is_help=True)
-workspace_app = typer.Typer(help="An agent's workspace.", no_args_is_help=True)
-heartbeat_app = typer.Typer(help="Heartbeats.", no_args_is_help=True)
+memory_app = typer.Typer(help="Search an agent's memory.", no_args_is_help=True)
+skills_app = typer.Typer(help="List an agent's skills.", no_args_is_help=True)
+workspace_app = typer.Typer(help="Browse an agent's workspace.", no_args_is_help=True)
+heartbeat_app = typer.Typer(help="Run an agent's heartbeat by hand.", no_args_is_help=True)
 
 AgentArg = Annotated[str, typer.Argument(help="The agent's name or id.", show_default=False)]
 T = TypeVar("T")
@@ -64,6 +59,10 @@ T = TypeVar("T")
 def _with_runtime(
     config: Path | None, data_dir: Path | None, body: Callable[[Runtime], Awaitable[T]]
 ) -> T:
+    import asyncio
+
+    from opencrab.core.runtime import Runtime
+
     settings = settings_from(config, data_dir)
 
     async def main() -> T:
@@ -78,6 +77,8 @@ def _with_runtime(
 @contextmanager
 def _agents(config: Path | None, data_dir: Path | None) -> Iterator[AgentStore]:
     """The agent store over the configured database (settings read once); closed on exit."""
+    from opencrab.core.agent import AgentStore
+
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     try:
@@ -94,6 +95,8 @@ def _check_agents(config: Path | None, data_dir: Path | None, names: list[str]) 
 
 
 def _agent_json(agent: Agent, settings: Settings) -> dict[str, Any]:
+    from opencrab.core.workspace import Workspace
+
     data = agent.model_dump(mode="json")
     data["workspace"] = str(Workspace.for_agent(settings, agent.id).root)
     return data
@@ -117,7 +120,14 @@ def create(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create an agent (its soul, identity and LLM config from --persona or defaults)."""
+    """Create an agent (its soul, identity and LLM config from --persona or defaults).
+
+    Example: opencrab agent create --name ada --prompt "You review Python code."
+    """
+    from opencrab.core.agent import AgentCreate, load_persona
+    from opencrab.core.identity import AgentRole, Identity
+    from opencrab.core.workspace import Workspace
+
     if persona is not None:
         spec = load_persona(persona, name=name)
     elif name is None:
@@ -148,6 +158,8 @@ def create(
 
 
 def _spec(name: str) -> AgentCreate:
+    from opencrab.core.agent import AgentCreate
+
     try:
         return AgentCreate(name=name)
     except Exception as exc:  # pydantic's message names the field
@@ -191,6 +203,8 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """An agent's persona, LLM config, heartbeat and today's spend."""
+    from opencrab.core.workspace import Workspace
+
     with _agents(config, data_dir) as store:
         settings = store.settings
         found = store.get(agent)
@@ -227,6 +241,8 @@ def delete(
     data_dir: DataDirOption = None,
 ) -> None:
     """Delete an agent with its memory, skills and history (its workspace stays on disk)."""
+    from opencrab.core.workspace import Workspace
+
     with _agents(config, data_dir) as store:
         settings = store.settings
         found = store.get(agent)
@@ -257,7 +273,10 @@ def chat(
         bool, typer.Option("--json", help="With -m: print the turn as JSON.")
     ] = False,
 ) -> None:
-    """Talk to an agent: one turn with -m, otherwise an interactive session."""
+    """Talk to an agent: one turn with -m, otherwise an interactive session.
+
+    Example: opencrab chat ada -m "What changed in the last commit?"
+    """
     if message == "-":
         message = sys.stdin.read()
     if message is not None and not message.strip():
@@ -298,6 +317,11 @@ def _print_action(done: ActionDone) -> None:
 
 
 async def _interactive(runtime: Runtime, agent: str, session: str | None) -> None:
+    from opencrab.core.sessions import ensure_chat_session
+    from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
+    from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+    from opencrab.gateway.cli import CliGateway
+
     found = runtime.agents.get(agent)
     session_id = ensure_chat_session(runtime.db, found.id, session)
     gateway = CliGateway(session_id=session_id)
@@ -356,6 +380,8 @@ def memory_search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the agent's session logs (FTS5, bm25 ranking)."""
+    from opencrab.core.memory import MemoryManager
+
     with _agents(config, data_dir) as store:
         found = store.get(agent)
         hits = MemoryManager(store.db, found.id).search(query, limit=limit, session_id=session)
@@ -377,6 +403,8 @@ def memory_search(
 
 
 def _skill_manager(db: Database, settings: Settings, agent_id: str) -> SkillManager:
+    from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
+
     docs, problems = load_skill_dirs(standard_skill_dirs(settings))
     for problem in problems:
         err_console.print(f"[yellow]skill file skipped:[/] {escape(str(problem))}")
@@ -426,6 +454,8 @@ def workspace_ls(
     as_json: JsonOption = False,
 ) -> None:
     """List a folder of the agent's workspace."""
+    from opencrab.core.workspace import Workspace
+
     with _agents(config, data_dir) as store:
         found = store.get(agent)
     workspace = Workspace.for_agent(store.settings, found.id)
@@ -506,7 +536,13 @@ def discuss(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run a discussion between agents until everyone is done or max turns."""
+    """Run a discussion between agents until everyone is done or max turns.
+
+    Example: opencrab discuss --theme "tabs or spaces?" --agents ada,linus --max-turns 6
+    """
+    from opencrab.core.discussion import MODES, Discussion
+    from opencrab.core.identity import AgentRole
+
     names = [n.strip() for n in agents.split(",") if n.strip()]
     chosen = mode or ("facilitated" if facilitator else "autonomous")
     if chosen not in MODES:

@@ -7,14 +7,16 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
-from opencrab.config import Settings, load_settings
 from opencrab.errors import ConfigError, OpenCrabError
-from opencrab.store import Database
+
+if TYPE_CHECKING:  # imported when a command runs, not when `--help` is shown
+    from opencrab.config import Settings
+    from opencrab.store import Database
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -66,6 +68,8 @@ def settings_from(
     config: Path | None, data_dir: Path | None, overrides: dict[str, Any] | None = None
 ) -> Settings:
     """Load settings, with `--data-dir` and other flags as the top layer."""
+    from opencrab.config import load_settings
+
     layer: dict[str, Any] = dict(overrides or {})
     if data_dir is not None:
         layer["data_dir"] = str(data_dir)
@@ -74,6 +78,8 @@ def settings_from(
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Database:
     """Open the configured database, migrated to the newest schema unless told not to."""
+    from opencrab.store import Database
+
     db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
     if migrate:
         db.upgrade()

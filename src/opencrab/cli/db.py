@@ -19,7 +19,10 @@ db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 @db_app.command()
 @exits_on_error
 def upgrade(config: ConfigOption = None, data_dir: DataDirOption = None) -> None:
-    """Migrate the database to the newest schema."""
+    """Migrate the database to the newest schema (`opencrab up` does it too).
+
+    Example: opencrab db upgrade --data-dir ./data
+    """
     with store_from(config, data_dir, migrate=False) as db:
         before = db.current_revision()
         db.upgrade()

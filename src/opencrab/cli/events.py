@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 import typer
@@ -24,11 +24,16 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.errors import EventValidationError, NotFoundError
-from opencrab.event_log import EventLog, chain_order
-from opencrab.events import AgentEvent, event_dict, parse_jsonl
 from opencrab.plugins import hookimpl
 
-events_app = typer.Typer(help="The AgentEvent log (seed 000).", no_args_is_help=True)
+if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
+    from opencrab.events import AgentEvent
+
+events_app = typer.Typer(
+    help="The event log: what each agent turn did (user input, reasoning, tool calls and "
+    "results, replies, token usage), as AgentEvents grouped by trace.",
+    no_args_is_help=True,
+)
 
 TraceArg = Annotated[UUID, typer.Argument(help="The trace id (a UUID).", show_default=False)]
 MAX_SHOWN_PROBLEMS = 20
@@ -51,6 +56,9 @@ def import_events(
 
     Example: opencrab events import trace.jsonl
     """
+    from opencrab.event_log import EventLog, chain_order
+    from opencrab.events import parse_jsonl
+
     settings = settings_from(config, data_dir)
     batch = parse_jsonl(_read_input(file))
     if batch.problems:
@@ -116,7 +124,13 @@ def show(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a trace's events in parent-chain order."""
+    """Show a trace's events in parent-chain order.
+
+    Example: opencrab events show 0b8e9f3e-5a2c-4c1d-9a57-3f0c6d2b1a10 --json
+    """
+    from opencrab.event_log import EventLog
+    from opencrab.events import event_dict
+
     with store_from(config, data_dir) as db:
         events = EventLog(db).trace(trace_id)
     if not events:
@@ -164,6 +178,8 @@ def stats(
     as_json: JsonOption = False,
 ) -> None:
     """Token totals of a trace, overall and per generation event."""
+    from opencrab.event_log import EventLog
+
     with store_from(config, data_dir) as db:
         log = EventLog(db)
         if not log.exists(trace_id):

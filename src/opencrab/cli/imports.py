@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import (
@@ -33,13 +33,13 @@ from opencrab.cli.common import (
     print_json,
     settings_from,
 )
-from opencrab.config import Settings
-from opencrab.core.agent import AgentStore
 from opencrab.errors import NotFoundError, ValidationError
-from opencrab.importers.common import file_size
-from opencrab.importers.store import FileResult, Importer, ImportSummary
 from opencrab.plugins import hookimpl
-from opencrab.store import Database
+
+if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
+    from opencrab.config import Settings
+    from opencrab.importers.store import FileResult, Importer, ImportSummary
+    from opencrab.store import Database
 
 import_app = typer.Typer(
     help="Import coding-agent transcripts (Codex CLI, Claude Code) into the event log, "
@@ -72,7 +72,12 @@ def codex(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Codex CLI rollouts: `rollout-*.jsonl` and `.jsonl.zst` (e.g. ~/.codex/sessions)."""
+    """Codex CLI rollouts: `rollout-*.jsonl` and `.jsonl.zst` (e.g. ~/.codex/sessions).
+
+    Running it again imports only what was appended since.
+
+    Example: opencrab import codex ~/.codex/sessions --agent coder
+    """
     _import("codex", paths, agent, config, data_dir, as_json)
 
 
@@ -85,7 +90,12 @@ def claude(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Claude Code sessions: `*.jsonl` (e.g. ~/.claude/projects)."""
+    """Claude Code sessions: `*.jsonl` (e.g. ~/.claude/projects).
+
+    Running it again imports only what was appended since.
+
+    Example: opencrab import claude ~/.claude/projects --agent coder
+    """
     _import("claude", paths, agent, config, data_dir, as_json)
 
 
@@ -97,6 +107,9 @@ def _import(
     data_dir: Path | None,
     as_json: bool,
 ) -> None:
+    from opencrab.importers.common import file_size
+    from opencrab.importers.store import Importer
+
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     try:
@@ -120,6 +133,8 @@ _NAMES = {"codex": "Codex rollouts (rollout-*.jsonl)", "claude": "Claude Code se
 
 
 def _agent_id(db: Database, settings: Settings, agent: str | None) -> str | None:
+    from opencrab.core.agent import AgentStore
+
     store = AgentStore(db, settings)
     if agent is not None:
         return store.get(agent).id

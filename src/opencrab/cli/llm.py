@@ -3,13 +3,12 @@ line."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -27,16 +26,22 @@ from opencrab.cli.common import (
     settings_from,
     store_from,
 )
-from opencrab.config.models import PURPOSES
 from opencrab.errors import LlmError
-from opencrab.llm.metrics import GROUPS, MetricsRecorder, period_start, summarize
-from opencrab.llm.pricing import ModelPrice, PriceBook, reprice, save_price
-from opencrab.llm.router import CallInfo, LlmRouter, StreamResult
-from opencrab.llm.types import ChatRequest, ChatResponse, Message
 from opencrab.plugins import hookimpl
+
+if TYPE_CHECKING:  # the LLM layer loads when a command runs, not for `--help`
+    from opencrab.llm.pricing import ModelPrice
+    from opencrab.llm.router import LlmRouter
+    from opencrab.llm.types import ChatRequest, ChatResponse
 
 llm_app = typer.Typer(help="LLM providers, models, chat and usage metrics.", no_args_is_help=True)
 PROBE_TIMEOUT = 10.0
+
+
+# Listed here for the help text (the modules that define them load only when a command
+# runs); tests/cli/test_llm_cli.py checks they match config.models.PURPOSES, metrics.GROUPS.
+PURPOSE_NAMES = ("thinking", "conversation", "analysis", "tool_calling", "creative", "embedding")
+GROUP_NAMES = ("model", "provider", "purpose", "task_type", "agent", "day")
 
 
 def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -53,6 +58,9 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
 @asynccontextmanager
 async def routed(config: Path | None, data_dir: Path | None) -> AsyncIterator[LlmRouter]:
     """A started router whose metrics go to the store; flushed and closed on exit."""
+    from opencrab.llm.metrics import MetricsRecorder
+    from opencrab.llm.router import LlmRouter
+
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     recorder = MetricsRecorder(db)
@@ -74,6 +82,8 @@ def models(
     config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
 ) -> None:
     """Models of every configured provider (asks servers that list them)."""
+    import asyncio
+
     rows = asyncio.run(_models(config, data_dir))
     if as_json:
         print_json(rows)
@@ -94,6 +104,8 @@ def models(
 
 
 async def _models(config: Path | None, data_dir: Path | None) -> list[dict[str, Any]]:
+    import asyncio
+
     rows: list[dict[str, Any]] = []
     async with routed(config, data_dir) as router:
         for name, provider in router.providers.items():
@@ -124,6 +136,8 @@ def health(
     config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
 ) -> None:
     """Which providers are configured and answering."""
+    import asyncio
+
     rows = asyncio.run(_health(config, data_dir))
     if as_json:
         print_json(rows)
@@ -142,6 +156,8 @@ def health(
 
 
 async def _health(config: Path | None, data_dir: Path | None) -> list[dict[str, Any]]:
+    import asyncio
+
     async with routed(config, data_dir) as router:
 
         async def probe(name: str) -> dict[str, Any]:
@@ -174,7 +190,8 @@ def chat(
         typer.Option("--model", "-m", help="An alias (fast, smart, …) or PROVIDER/MODEL."),
     ] = None,
     purpose: Annotated[
-        str, typer.Option(callback=one_of(PURPOSES), help=f"One of {', '.join(PURPOSES)}.")
+        str,
+        typer.Option(callback=one_of(PURPOSE_NAMES), help=f"One of {', '.join(PURPOSE_NAMES)}."),
     ] = "conversation",
     system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
     image: Annotated[
@@ -190,7 +207,14 @@ def chat(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Send one prompt through the router; the call is recorded in the metrics."""
+    """Send one prompt through the router; the call is recorded in the metrics.
+
+    Example: opencrab llm chat "Name three prime numbers." --model fast
+    """
+    import asyncio
+
+    from opencrab.llm.types import ChatRequest, Message
+
     text = sys.stdin.read() if prompt == "-" else prompt
     messages = [Message.system(system)] if system else []
     messages.append(Message.user(text, images=image))
@@ -209,6 +233,8 @@ def chat(
 async def _chat(
     config: Path | None, data_dir: Path | None, request: ChatRequest, purpose: str, echo: bool
 ) -> ChatResponse:
+    from opencrab.llm.router import CallInfo, StreamResult
+
     async with routed(config, data_dir) as router:
         info = CallInfo(purpose=purpose, task_type="cli")
         if not echo:
@@ -247,7 +273,7 @@ def metrics(
         str, typer.Option(help="hour, day, week, month, all, or a count like 24h, 7d.")
     ] = "week",
     group_by: Annotated[
-        str, typer.Option(callback=one_of(GROUPS), help=f"One of {', '.join(GROUPS)}.")
+        str, typer.Option(callback=one_of(GROUP_NAMES), help=f"One of {', '.join(GROUP_NAMES)}.")
     ] = "model",
     agent: Annotated[str | None, typer.Option(help="Only this agent's calls.")] = None,
     config: ConfigOption = None,
@@ -255,6 +281,8 @@ def metrics(
     as_json: JsonOption = False,
 ) -> None:
     """Calls, errors, tokens, cost and latency per group."""
+    from opencrab.llm.metrics import period_start, summarize
+
     since = period_start(period)
     with store_from(config, data_dir) as db:
         groups = summarize(db, group_by=group_by, since=since, agent_id=agent)
@@ -312,6 +340,8 @@ def prices(
     as_json: JsonOption = False,
 ) -> None:
     """The price table calls are costed with ($ per 1M tokens)."""
+    from opencrab.llm.pricing import PriceBook
+
     with store_from(config, data_dir) as db, db.read() as conn:
         rows = sorted(PriceBook.load(conn).prices(), key=lambda p: (p.provider, p.model))
     if as_json:
@@ -369,6 +399,8 @@ def price(
     as_json: JsonOption = False,
 ) -> None:
     """Set a model's price (a running server uses it within seconds)."""
+    from opencrab.llm.pricing import ModelPrice, reprice, save_price
+
     row = ModelPrice(
         provider, model, input_price, output_price, context_window, cache_read, cache_write
     )

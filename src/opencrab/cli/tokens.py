@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from opencrab.auth import ApiToken, TokenStore
 from opencrab.cli.common import (
     ConfigOption,
     DataDirOption,
@@ -19,6 +18,9 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.plugins import hookimpl
+
+if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
+    from opencrab.auth import ApiToken
 
 token_app = typer.Typer(help="Bearer tokens for the server's API.", no_args_is_help=True)
 
@@ -42,7 +44,12 @@ def create(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a token; it is printed once and only its hash is kept."""
+    """Create a token; it is printed once and only its hash is kept.
+
+    Example: opencrab token create dashboard
+    """
+    from opencrab.auth import TokenStore
+
     with store_from(config, data_dir) as db:
         token, secret = TokenStore(db).create(name)
     if as_json:
@@ -66,6 +73,8 @@ def list_tokens(
     as_json: JsonOption = False,
 ) -> None:
     """Tokens by name and prefix (the secrets themselves are not stored)."""
+    from opencrab.auth import TokenStore
+
     with store_from(config, data_dir) as db:
         tokens = TokenStore(db).list(include_revoked=all_)
     if as_json:
@@ -94,6 +103,8 @@ def revoke(
     data_dir: DataDirOption = None,
 ) -> None:
     """Revoke a token: requests carrying it are refused from now on."""
+    from opencrab.auth import TokenStore
+
     with store_from(config, data_dir) as db:
         revoked = TokenStore(db).revoke(token)
     console.print(

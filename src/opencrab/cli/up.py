@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from opencrab import __version__
-from opencrab.auth import TokenStore
 from opencrab.cli.common import (
     ConfigOption,
     DataDirOption,
@@ -39,18 +38,35 @@ def needs_token(host: str, require_token: bool) -> bool:
 @exits_on_error
 def up(
     host: Annotated[
-        str | None, typer.Option(help="Address to bind [config: gateway.rest.host].")
+        str | None,
+        typer.Option(
+            help="Address to bind (config: gateway.rest.host; default 127.0.0.1). "
+            "Any other than loopback needs a bearer token.",
+            show_default=False,
+        ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to listen on [config: gateway.rest.port].")
+        int | None,
+        typer.Option(
+            help="Port to listen on (config: gateway.rest.port; default 8080).",
+            show_default=False,
+        ),
     ] = None,
     data_dir: DataDirOption = None,
     config: ConfigOption = None,
-    log_level: Annotated[str, typer.Option(help="Server log level.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(help="Server log level: critical, error, warning, info, debug, trace.")
+    ] = "info",
 ) -> None:
-    """Start the OpenCrab server: REST API and every agent's heartbeat (migrates first)."""
+    """Start the OpenCrab server: REST API, gateways and every agent's heartbeat.
+
+    The database is migrated to the newest schema first.
+
+    Example: opencrab up --port 8080 --data-dir ./data
+    """
     import uvicorn
 
+    from opencrab.auth import TokenStore
     from opencrab.server.app import create_app
 
     rest: dict[str, Any] = {}
