@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -262,3 +263,50 @@ def test_event_log_reads_what_the_cli_wrote(tmp_path: Path, data_dir: Path) -> N
         assert EventLog(db).trace(events[0].trace_id) == events
     finally:
         db.close()
+
+
+# ------------------------------------------------------------------ an unwritable data directory
+def test_an_unwritable_data_directory_is_named_with_exit_2(
+    tmp_path: Path, make_unwritable: Any
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    make_unwritable(locked)
+    for where in (locked, locked / "inside"):  # there but closed, or not creatable
+        code, out, err = run("token", "list", "--data-dir", str(where))
+        assert code == 2, out + err
+        assert f"data directory {where} is not writable" in " ".join(err.split())
+        assert "sqlalchemy" not in err.lower()
+        assert "Traceback" not in err
+
+
+def test_a_read_only_database_serves_reading_commands(tmp_path: Path, make_unwritable: Any) -> None:
+    home = tmp_path / "home"
+    code, _, _ = run("token", "create", "ci", "--data-dir", str(home))
+    assert code == 0
+    make_unwritable(home / "opencrab.db", home)
+    code, out, err = run("token", "list", "--json", "--data-dir", str(home))
+    assert (code, err) == (0, "")
+    assert [t["name"] for t in json.loads(out)] == ["ci"]
+    code, out, _ = run("db", "current", "--data-dir", str(home))
+    assert out.strip() == f"{migrate.head()} (head)"
+    code, out, _ = run("db", "upgrade", "--data-dir", str(home))
+    assert (code, out.strip()) == (0, f"database already at {migrate.head()} (head)")
+    code, _, err = run("token", "create", "more", "--data-dir", str(home))
+    assert code == 2
+    assert f"data directory {home} is not writable" in " ".join(err.split())
+
+
+def test_a_read_only_database_that_needs_migrating_is_refused(
+    tmp_path: Path, make_unwritable: Any
+) -> None:
+    home = tmp_path / "home"
+    db = Database(f"sqlite:///{home / 'opencrab.db'}")
+    migrate.upgrade(db, "0001")
+    db.close()
+    make_unwritable(home / "opencrab.db", home)
+    code, _, err = run("token", "list", "--data-dir", str(home))
+    assert code == 2
+    message = " ".join(err.split())
+    assert f"data directory {home} is not writable" in message
+    assert f"0001 → {migrate.head()}" in message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -10,12 +12,16 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from opencrab.errors import StoreError
+from opencrab.errors import ConfigError
 from opencrab.store.dialects import sqlite as sqlite_dialect
 
 
 class Database:
     """A store reachable by SQLAlchemy URL; SQLite files get WAL and a busy timeout.
+
+    A SQLite file in a folder this process cannot write is opened read-only (`read_only`):
+    reading works, and writing or a pending migration raises ConfigError "data directory
+    DIR is not writable"; with no database file there yet, opening raises it already.
 
     Example:
         db = Database("sqlite:///data/opencrab.db")
@@ -29,18 +35,21 @@ class Database:
         self._reading: ContextVar[Connection | None] = ContextVar(
             f"opencrab-read-{id(self)}", default=None
         )
+        self.read_only = False
+        self.folder: Path | None = None  # the SQLite file's folder
         if self.url.get_backend_name() == "sqlite":
             database = self.url.database or ""
-            if database and database != ":memory:":
+            url: sa.URL = self.url
+            if database and database != ":memory:" and not self.url.query.get("uri"):
                 path = Path(database)
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise StoreError(
-                        f"cannot create the data directory {path.parent}: {exc}"
-                    ) from exc
+                self.folder = path.parent
+                self.read_only = not _writable(path)
+                if self.read_only:
+                    if not path.is_file():
+                        raise self.not_writable()
+                    url = _read_only_url(path)
             self.engine: Engine = sa.create_engine(
-                self.url, connect_args={"timeout": busy_timeout_ms / 1000}
+                url, connect_args={"timeout": busy_timeout_ms / 1000}
             )
             sqlite_dialect.configure(self.engine, busy_timeout_ms=busy_timeout_ms)
         else:
@@ -77,16 +86,32 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A connection in a write transaction, committed on success, rolled back on error."""
+        if self.read_only:
+            raise self.not_writable()
         with self.engine.connect() as conn:
             conn = conn.execution_options(write=True)
             with conn.begin():
                 yield conn
 
     def upgrade(self, revision: str = "head") -> None:
-        """Apply migrations up to `revision`."""
+        """Apply migrations up to `revision` (read-only: only check that none is pending)."""
         from opencrab.store import migrate
 
+        if self.read_only:
+            current = self.current_revision()
+            wanted = migrate.head() if revision == "head" else revision
+            if current != wanted:
+                raise self.not_writable(f"the database needs migrating: {current} → {wanted}")
+            return
         migrate.upgrade(self, revision)
+
+    def not_writable(self, why: str = "") -> ConfigError:
+        """The error for a write to a database this process may only read."""
+        detail = f"; {why}" if why else ""
+        return ConfigError(
+            f"data directory {self.folder} is not writable{detail}; make it writable, or "
+            "choose another with --data-dir or OPENCRAB_HOME"
+        )
 
     def current_revision(self) -> str | None:
         """The migration revision the database is at, or None for a blank database."""
@@ -97,3 +122,26 @@ class Database:
     def close(self) -> None:
         """Release every pooled connection."""
         self.engine.dispose()
+
+
+def _writable(path: Path) -> bool:
+    """True when the database file can be created or written, and so can its folder
+    (SQLite keeps its -wal and -shm files next to it). Tried, not judged by mode bits:
+    root writes through them, not through a read-only mount or `chattr +i`."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+        if path.exists():
+            os.close(os.open(path, os.O_RDWR))
+    except OSError:
+        return False
+    return True
+
+
+def _read_only_url(path: Path) -> sa.URL:
+    """A read-only SQLite URL; `immutable` when no -shm file exists that a reader could
+    share (nobody is writing then, and none can be created)."""
+    shm = path.with_name(path.name + "-shm")
+    query = "mode=ro" if shm.exists() else "mode=ro&immutable=1"
+    return make_url(f"sqlite:///{path.resolve().as_uri()}?{query}&uri=true")
