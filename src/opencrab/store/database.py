@@ -39,7 +39,7 @@ class Database:
         self.folder: Path | None = None  # the SQLite file's folder
         if self.url.get_backend_name() == "sqlite":
             database = self.url.database or ""
-            url: sa.URL = self.url
+            engine_url = self.url
             if database and database != ":memory:" and not self.url.query.get("uri"):
                 path = Path(database)
                 self.folder = path.parent
@@ -47,9 +47,9 @@ class Database:
                 if self.read_only:
                     if not path.is_file():
                         raise self.not_writable()
-                    url = _read_only_url(path)
+                    engine_url = _read_only_url(path)
             self.engine: Engine = sa.create_engine(
-                url, connect_args={"timeout": busy_timeout_ms / 1000}
+                engine_url, connect_args={"timeout": busy_timeout_ms / 1000}
             )
             sqlite_dialect.configure(self.engine, busy_timeout_ms=busy_timeout_ms)
         else:
