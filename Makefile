@@ -11,23 +11,36 @@ DATA   ?= ./data
 .PHONY: run test lint typecheck pytest bench lock clean
 
 $(BIN)/python:
+	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 
 # The locks list every package exactly (with hashes), so they install with --no-deps.
-# llama-cpp-python compiles from source the first time (a few minutes); pip caches it.
-PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --require-hashes
+# pip is not --quiet here: it names each package as it goes, and on a terminal its spinner
+# turns while llama-cpp-python compiles from source the first time (5-12 minutes; pip
+# caches the wheel, so later installs take seconds). Once a marker file exists, the
+# recipes do not run again and print nothing.
+PIP_INSTALL := $(BIN)/python -m pip install --no-deps --require-hashes
+SLOW_STEP := "    The first install compiles llama-cpp-python from source: 5-12 minutes at\n    'Building wheel for llama-cpp-python', which is working, not hung."
 
 # Runtime environment: locked dependencies, then the package itself (editable, no deps).
 $(VENV)/.run-installed: requirements/run.lock pyproject.toml | $(BIN)/python
+	@echo "==> Installing the runtime dependencies (requirements/run.lock) into $(VENV)"
+	@printf '%b\n' $(SLOW_STEP)
 	$(PIP_INSTALL) -r requirements/run.lock
+	@echo "==> Installing opencrab itself (editable)"
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
+	@echo "==> $(VENV) is ready"
 
 # Development environment: runtime + test, lint and type-check tools.
 $(VENV)/.dev-installed: requirements/dev.lock pyproject.toml | $(BIN)/python
+	@echo "==> Installing the development dependencies (requirements/dev.lock) into $(VENV)"
+	@printf '%b\n' $(SLOW_STEP)
 	$(PIP_INSTALL) -r requirements/dev.lock
+	@echo "==> Installing opencrab itself (editable)"
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@ $(VENV)/.run-installed
+	@echo "==> $(VENV) is ready"
 
 run: $(VENV)/.run-installed
 	$(BIN)/opencrab up --host $(HOST) --port $(PORT) --data-dir $(DATA)
