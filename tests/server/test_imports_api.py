@@ -85,8 +85,8 @@ def test_claude_problems_and_errors(client: TestClient, db: Database) -> None:
     missing = "00000000-0000-4000-8000-000000000000"
     error_of(client.get(f"/api/imports/sessions/{missing}"), 404, "not_found")
     error_of(client.get(f"/api/imports/sessions/{missing}/messages"), 404, "not_found")
-    error_of(client.get("/api/imports/sessions/not-a-uuid"), 422, "validation_error")
+    error_of(client.get("/api/imports/sessions/not-a-uuid"), 400, "validation_error")
     error_of(
-        client.get("/api/imports/sessions", params={"source": "gemini"}), 422, "validation_error"
+        client.get("/api/imports/sessions", params={"source": "gemini"}), 400, "validation_error"
     )
-    error_of(client.get("/api/imports/sessions", params={"limt": 3}), 422, "validation_error")
+    error_of(client.get("/api/imports/sessions", params={"limt": 3}), 400, "validation_error")

@@ -176,7 +176,7 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
                 assert message["sessionId"] == session
                 seen.append(message["event"]["type"])
             turn = posted.result(30).json()
-        assert turn["reply"]["content"] == "Planned."
+        assert turn["turn"]["reply"]["content"] == "Planned."
         assert seen[:2] == ["user", "tool_call"]
         assert "tool_result" in seen
         assert api.get(f"/api/agents/{agent['id']}/workspace/plan.md").content == b"water"

@@ -84,12 +84,6 @@ async def _unauthorized(send: Send, reason: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-_ERROR_400 = {
-    "description": "Bad request",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
-}
-
-
 def document_security(app: FastAPI, *, required: bool) -> None:
     """Put the bearer scheme and the 401 answer into the OpenAPI document.
 
@@ -109,9 +103,6 @@ def document_security(app: FastAPI, *, required: bool) -> None:
         }
         security: list[dict[str, list[str]]] = [{SCHEME: []}] if required else [{}, {SCHEME: []}]
         for path, operations in schema.get("paths", {}).items():
-            for operation in operations.values():
-                if "requestBody" in operation:  # a body that is not JSON at all
-                    operation.setdefault("responses", {}).setdefault("400", _ERROR_400)
             if path in OPEN_PATHS:
                 continue
             for operation in operations.values():

@@ -1,4 +1,9 @@
-"""Map every failure to `{"error": CODE, "message": TEXT}` with the right status."""
+"""Map every failure to `{"error": CODE, "message": TEXT}` with the right status.
+
+Request validation errors (a missing field, a wrong type, an unknown field or query
+parameter, a body that is not JSON) are 400 `validation_error`, as seed 002's OpenAPI
+documents; `document_validation_errors` makes the served OpenAPI say so.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +38,6 @@ STATUS_CODES = {
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
-    422: "validation_error",
     429: "rate_limited",
 }
 
@@ -50,7 +54,7 @@ ERROR_STATUS: dict[type[OpenCrabError], int] = {
 
 
 async def refuse_unknown_query(request: HTTPConnection) -> None:
-    """A query parameter the route does not take is refused (422), like an unknown body
+    """A query parameter the route does not take is refused (400), like an unknown body
     field: `?limt=5` is a typo to report, not to ignore."""
     if request.scope["type"] != "http":
         return  # a WebSocket's ?access_token= is read by the auth middleware
@@ -96,7 +100,7 @@ def install_error_handlers(app: FastAPI) -> None:
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()))
             parts.append(f"{where}: {err.get('msg', 'invalid')}")
-        return JSONResponse(error_body("validation_error", "; ".join(parts)), status_code=422)
+        return JSONResponse(error_body("validation_error", "; ".join(parts)), status_code=400)
 
     async def _known(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, OpenCrabError)
@@ -116,3 +120,34 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
         return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
+
+
+VALIDATION_ERROR_400 = {
+    "description": "Invalid request (a missing or wrong field, parameter or body)",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+
+
+def document_validation_errors(app: FastAPI) -> None:
+    """Make the OpenAPI document say 400 with ErrorResponse where FastAPI would say 422.
+
+    Every operation that takes parameters or a body documents 400 (unless it documents
+    its own 400, as `/v1` does with OpenAI's error shape); FastAPI's 422 entries and its
+    HTTPValidationError schemas are removed, since the server never answers 422.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                if operation.get("parameters") or operation.get("requestBody"):
+                    responses.setdefault("400", VALIDATION_ERROR_400)
+        schemas = schema.get("components", {}).get("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

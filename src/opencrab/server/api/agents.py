@@ -117,7 +117,7 @@ async def list_agents(agents: AgentStoreDep) -> list[AgentSummary]:
     operation_id="createAgent",
     status_code=201,
     response_model=AgentResponse,
-    responses=error_responses(400, 409, 422),
+    responses=error_responses(400, 409),
 )
 def create_agent(
     body: CreateAgentRequest, agents: AgentStoreDep, request: Request
@@ -134,7 +134,7 @@ def create_agent(
     "/agents/{id}",
     operation_id="getAgent",
     response_model=AgentResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     """One agent."""
@@ -145,7 +145,7 @@ def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     "/agents/{id}",
     operation_id="updateAgent",
     response_model=AgentResponse,
-    responses=error_responses(400, 404, 409, 422),
+    responses=error_responses(400, 404, 409),
 )
 def update_agent(
     agent_id: AgentId, body: UpdateAgentRequest, agents: AgentStoreDep, request: Request
@@ -164,7 +164,7 @@ def update_agent(
     operation_id="deleteAgent",
     status_code=204,
     response_class=Response,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> Response:
     """Delete the agent with its memory, skills and sessions (its workspace stays on disk)."""
@@ -180,7 +180,7 @@ def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> 
     "/agents/{id}/soul",
     operation_id="getSoul",
     response_model=Soul,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
     """The agent's persona: social style, Big Five, thinking style, custom traits."""
@@ -191,7 +191,7 @@ def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
     "/agents/{id}/soul",
     operation_id="updateSoul",
     response_model=Soul,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
     """Replace the persona."""
@@ -203,7 +203,7 @@ def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
     "/agents/{id}/identity",
     operation_id="getIdentity",
     response_model=Identity,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
     """Who the agent is: name, role, job title, organisation, image."""
@@ -214,7 +214,7 @@ def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
     "/agents/{id}/identity",
     operation_id="updateIdentity",
     response_model=Identity,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def update_identity(agent_id: AgentId, body: Identity, agents: AgentStoreDep) -> Identity:
     """Replace the identity."""

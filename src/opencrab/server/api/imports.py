@@ -157,7 +157,7 @@ def _session(row: Any) -> dict[str, Any]:
     "/sessions",
     operation_id="listImportSessions",
     response_model=list[ImportSessionResponse],
-    responses=error_responses(422),
+    responses=error_responses(400),
 )
 def list_import_sessions(
     db: DatabaseDep,
@@ -183,7 +183,7 @@ def list_import_sessions(
     "/sessions/{id}",
     operation_id="getImportSession",
     response_model=ImportSessionDetail,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]:
     """One import session, with its header and every line that had a problem."""
@@ -201,7 +201,7 @@ def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]
     "/sessions/{id}/messages",
     operation_id="listImportMessages",
     response_model=list[NormalizedMessage],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_import_messages(
     session_id: SessionId,
