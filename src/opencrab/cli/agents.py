@@ -46,7 +46,12 @@ from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_d
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ValidationError
-from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+from opencrab.gateway.base import (
+    MessageContent,
+    MessageTarget,
+    OutgoingMessage,
+    message_problem,
+)
 from opencrab.gateway.cli import CliGateway
 from opencrab.plugins import hookimpl
 from opencrab.store import Database
@@ -260,8 +265,9 @@ def chat(
     """Talk to an agent: one turn with -m, otherwise an interactive session."""
     if message == "-":
         message = sys.stdin.read()
-    if message is not None and not message.strip():
-        raise typer.BadParameter("the message is empty", param_hint="--message")
+    problem = None if message is None else message_problem(message)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--message")
     if message is None and as_json:
         raise typer.BadParameter("--json needs -m", param_hint="--json")
     _check_agents(config, data_dir, [agent])

@@ -30,14 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from opencrab.core.agent import Agent
 from opencrab.core.steps import LlmReplied, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.errors import NotFoundError
-from opencrab.gateway.base import RestSource, Sender
+from opencrab.gateway.base import RestSource, Sender, message_problem
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.store.tables import sessions
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
-
-MAX_CONTENT_CHARS = 100_000
 
 
 class ContentPart(BaseModel):
@@ -132,21 +130,17 @@ async def chat_completions(
             404, f"The model {body.model!r} does not exist", type_="invalid_request_error"
         ).response()
     last = body.messages[-1]
-    text = last.text().strip()
-    if last.role != "user" or not text:
+    if last.role != "user":
         return OpenAiError(
             400,
-            "the last message must be a user message with text",
+            "the last message must be a user message",
             type_="invalid_request_error",
             param="messages",
         ).response()
-    if len(text) > MAX_CONTENT_CHARS:
-        return OpenAiError(
-            400,
-            f"the message is longer than {MAX_CONTENT_CHARS} characters",
-            type_="invalid_request_error",
-            param="messages",
-        ).response()
+    text = last.text()
+    problem = message_problem(text)
+    if problem is not None:
+        return OpenAiError(400, problem, type_="invalid_request_error", param="messages").response()
     prior = [m for m in body.messages[:-1] if m.role in ("user", "assistant")]
     session_id = session_header or _continued_session(runtime, agent, prior)
     completion_id = f"chatcmpl-{uuid4().hex}"

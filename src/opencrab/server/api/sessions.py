@@ -29,7 +29,7 @@ from opencrab.core.sessions import (
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
-from opencrab.gateway.base import RestSource, Sender
+from opencrab.gateway.base import MessageText, RestSource, Sender
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
@@ -38,7 +38,6 @@ router = APIRouter(prefix="/api", tags=["Sessions"])
 
 SessionId = Annotated[UUID, Path(alias="id", description="The session's id.")]
 SessionStatus = Literal["active", "suspended", "completed", "failed"]
-MAX_MESSAGE_CHARS = 100_000
 
 
 class MessageResponse(ApiModel):
@@ -71,7 +70,7 @@ class CreateSessionRequest(ApiInput):
 
 
 class AddMessageRequest(ApiInput):
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    content: MessageText
     sender_id: str | None = Field(default=None, max_length=200)
     sender_name: str | None = Field(default=None, max_length=200)
 
