@@ -100,7 +100,7 @@ def test_skill_input_errors(client: TestClient) -> None:
     assert "source" in error_of(source, 400, "validation_error")
     error_of(client.post(f"{base}/nope/toggle"), 404, "not_found")
     error_of(client.get(f"/api/agents/{MISSING}/skills"), 404, "not_found")
-    error_of(client.get("/api/agents/not-a-uuid/skills"), 400, "validation_error")
+    error_of(client.get("/api/agents/nobody/skills"), 404, "not_found")
 
 
 # ------------------------------------------------------------------ memory

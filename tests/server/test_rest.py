@@ -72,9 +72,32 @@ def test_agent_input_errors_name_the_problem(client: TestClient) -> None:
         "validation_error",
     )
     assert unknown in message
-    error_of(client.get("/api/agents/not-a-uuid"), 400, "validation_error")
+    assert "no agent 'nobody'" in error_of(client.get("/api/agents/nobody"), 404, "not_found")
     error_of(client.put(f"/api/agents/{uuid4()}", json={"prompt": "p"}), 404, "not_found")
     error_of(client.post("/api/agents", content=b"{not json"), 400, "validation_error")
+
+
+def test_an_agent_is_addressed_by_name_wherever_its_id_is_taken(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    created = new_agent(client, "aki")
+    assert client.get("/api/agents/aki").json() == created
+    renamed = client.put("/api/agents/aki", json={"description": "by name"})
+    assert renamed.json()["description"] == "by name"
+    soul = client.get("/api/agents/aki/soul").json()
+    assert client.put("/api/agents/aki/soul", json=soul).status_code == 200
+    assert client.get("/api/agents/aki/identity").status_code == 200
+    for tail in ("skills", "memory/curated", "workspace", "llm/config", "analytics/usage"):
+        assert client.get(f"/api/agents/aki/{tail}").status_code == 200, tail
+    session = client.post("/api/sessions", json={"agentId": "aki"})  # in a body too
+    assert session.status_code == 201, session.text
+    assert session.json()["agentId"] == created["id"]
+    listed = client.get("/api/sessions", params={"agentId": "aki"}).json()  # and a query
+    assert [s["id"] for s in listed] == [session.json()["id"]]
+    error_of(client.get("/api/sessions", params={"agentId": "nobody"}), 404, "not_found")
+    error_of(client.post("/api/sessions", json={"agentId": "nobody"}), 404, "not_found")
+    assert client.delete("/api/agents/aki").status_code == 204
+    error_of(client.get(f"/api/agents/{created['id']}"), 404, "not_found")
 
 
 def test_snake_case_input_is_accepted(client: TestClient) -> None:

@@ -138,7 +138,7 @@ def create_agent(
 )
 def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     """One agent."""
-    return AgentResponse.of(agents.get(str(agent_id)))
+    return AgentResponse.of(agents.get(agent_id))
 
 
 @router.put(
@@ -153,7 +153,7 @@ def update_agent(
     """Change the fields given; `toolIds` replaces the granted tools."""
     change = _spec(body, AgentUpdate)
     assert isinstance(change, AgentUpdate)
-    agent = agents.update(str(agent_id), change)
+    agent = agents.update(agent_id, change)
     if body.heartbeat is not None:
         _heartbeat_follows(request, agent)
     return AgentResponse.of(agent)
@@ -168,7 +168,7 @@ def update_agent(
 )
 def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> Response:
     """Delete the agent with its memory, skills and sessions (its workspace stays on disk)."""
-    agent = agents.delete(str(agent_id))
+    agent = agents.delete(agent_id)
     beats = getattr(request.app.state, "heartbeats", None)
     if beats is not None:
         beats.forget(agent.id)
@@ -184,7 +184,7 @@ def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> 
 )
 def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
     """The agent's persona: social style, Big Five, thinking style, custom traits."""
-    return agents.get(str(agent_id)).soul
+    return agents.get(agent_id).soul
 
 
 @router.put(
@@ -195,7 +195,7 @@ def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
 )
 def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
     """Replace the persona."""
-    agent = agents.update(str(agent_id), AgentUpdate(soul=body))
+    agent = agents.update(agent_id, AgentUpdate(soul=body))
     return agent.soul
 
 
@@ -207,7 +207,7 @@ def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
 )
 def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
     """Who the agent is: name, role, job title, organisation, image."""
-    return agents.get(str(agent_id)).identity
+    return agents.get(agent_id).identity
 
 
 @router.put(
@@ -218,7 +218,7 @@ def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
 )
 def update_identity(agent_id: AgentId, body: Identity, agents: AgentStoreDep) -> Identity:
     """Replace the identity."""
-    agent = agents.update(str(agent_id), AgentUpdate(identity=body))
+    agent = agents.update(agent_id, AgentUpdate(identity=body))
     return agent.identity
 
 

@@ -18,6 +18,7 @@ import orjson
 from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from opencrab.core.agent import MAX_NAME
 from opencrab.importers.sessions import (
     import_session,
     import_sessions_page,
@@ -25,7 +26,7 @@ from opencrab.importers.sessions import (
     session_problems,
 )
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import DatabaseDep
+from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep
 from opencrab.server.schemas import ApiModel, error_responses
 
 router = APIRouter(prefix="/api/imports", tags=["Imports"])
@@ -157,13 +158,17 @@ def _session(row: Any) -> dict[str, Any]:
     "/sessions",
     operation_id="listImportSessions",
     response_model=list[ImportSessionResponse],
-    responses=error_responses(400),
+    responses=error_responses(400, 404),
 )
 def list_import_sessions(
     db: DatabaseDep,
+    agents: AgentStoreDep,
     response: Response,
     source: Literal["codex", "claude"] | None = None,
-    agent_id: Annotated[UUID | None, Query(alias="agentId")] = None,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> list[dict[str, Any]]:
@@ -171,7 +176,7 @@ def list_import_sessions(
     rows, total = import_sessions_page(
         db,
         source=source,
-        agent_id=None if agent_id is None else str(agent_id),
+        agent_id=None if agent_id is None else agents.get(agent_id).id,
         limit=limit,
         offset=offset,
     )

@@ -17,6 +17,7 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import Field
 
+from opencrab.core.agent import MAX_NAME
 from opencrab.core.sessions import (
     end_session,
     ensure_chat_session,
@@ -31,7 +32,7 @@ from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import MessageText, RestSource, Sender
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import RuntimeDep
+from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
@@ -66,7 +67,7 @@ class SessionResponse(SessionSummary):
 
 
 class CreateSessionRequest(ApiInput):
-    agent_id: UUID
+    agent_id: str = Field(min_length=1, max_length=MAX_NAME, description=AGENT_REF)
 
 
 class AddMessageRequest(ApiInput):
@@ -126,10 +127,18 @@ def _message(row: Any) -> MessageResponse:
     )
 
 
-@router.get("/sessions", operation_id="listSessions", response_model=list[SessionSummary])
+@router.get(
+    "/sessions",
+    operation_id="listSessions",
+    response_model=list[SessionSummary],
+    responses=error_responses(400, 404),
+)
 def list_all(
     runtime: RuntimeDep,
-    agent_id: Annotated[UUID | None, Query(alias="agentId")] = None,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -138,7 +147,7 @@ def list_all(
     """Sessions, most recently updated first."""
     rows = list_sessions(
         runtime.db,
-        agent_id=None if agent_id is None else str(agent_id),
+        agent_id=None if agent_id is None else runtime.agents.get(agent_id).id,
         ticket_id=None if ticket_id is None else str(ticket_id),
         status=status,
         limit=limit,
@@ -155,8 +164,8 @@ def list_all(
     responses=error_responses(400, 404),
 )
 def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
-    """Start a chat session with an agent."""
-    agent = runtime.agents.get(str(body.agent_id))
+    """Start a chat session with an agent (by id or name)."""
+    agent = runtime.agents.get(body.agent_id)
     session_id = ensure_chat_session(runtime.db, agent.id)
     return _full(runtime, session_id)
 
