@@ -263,18 +263,23 @@ def test_llm_providers_models_and_agent_config(client: TestClient) -> None:
     agent_id = new_agent(client)["id"]
     base = f"/api/agents/{agent_id}/llm/config"
     config = client.get(base).json()
-    assert config["daily_budget_usd"] is None
+    assert config["dailyBudgetUsd"] is None
+    assert {"defaultProvider", "defaultModel", "allowSelfSelection"} <= set(config)
     config.update(
-        daily_budget_usd=0.5,
-        models={"thinking": {"provider": "openai", "model": "gpt-5"}},
-        selectable_models=["fast"],
+        dailyBudgetUsd=0.5,
+        models={"toolCalling": {"provider": "openai", "model": "gpt-5"}},
+        selectableModels=["fast"],
     )
     put = client.put(base, json=config)
     assert put.status_code == 200, put.text
-    assert client.get(base).json()["models"]["thinking"] == {"provider": "openai", "model": "gpt-5"}
-    assert "daily_budget_usd" in error_of(
-        client.put(base, json={**config, "daily_budget_usd": -1}), 400, "validation_error"
+    saved = client.get(base).json()
+    assert saved["models"]["toolCalling"] == {"provider": "openai", "model": "gpt-5"}
+    assert (saved["dailyBudgetUsd"], saved["selectableModels"]) == (0.5, ["fast"])
+    assert "dailyBudgetUsd" in error_of(
+        client.put(base, json={**config, "dailyBudgetUsd": -1}), 400, "validation_error"
     )
+    snake = client.put(base, json={"daily_budget_usd": 2.0})  # snake_case input too
+    assert snake.json()["dailyBudgetUsd"] == 2.0
     assert "colour" in error_of(client.put(base, json={"colour": 1}), 400, "validation_error")
     error_of(client.get(f"/api/agents/{MISSING}/llm/config"), 404, "not_found")
 

@@ -108,22 +108,29 @@ def test_snake_case_input_is_accepted(client: TestClient) -> None:
 def test_soul_and_identity_round_trip(client: TestClient) -> None:
     agent_id = new_agent(client)["id"]
     soul = client.get(f"/api/agents/{agent_id}/soul").json()
-    assert soul["persona_name"] == "aki"
+    assert soul["personaName"] == "aki"
+    assert set(soul["socialStyle"]) == {"assertiveness", "responsiveness", "styleName"}
+    assert "thinkingStyle" in soul
     soul["personality"]["openness"] = 0.9
-    soul["custom_traits"] = {"口癖": "なるほど"}
+    soul["customTraits"] = {"口癖": "なるほど"}
     saved = client.put(f"/api/agents/{agent_id}/soul", json=soul)
     assert saved.status_code == 200, saved.text
     assert client.get(f"/api/agents/{agent_id}/soul").json() == saved.json()
-    assert saved.json()["custom_traits"] == {"口癖": "なるほど"}
+    assert saved.json()["customTraits"] == {"口癖": "なるほど"}
+    snake = client.put(  # snake_case input is accepted too
+        f"/api/agents/{agent_id}/soul", json={"persona_name": "Aki", "custom_traits": None}
+    )
+    assert snake.json()["personaName"] == "Aki"
     soul["personality"]["openness"] = 7  # the Big Five are 0..1
     error_of(client.put(f"/api/agents/{agent_id}/soul", json=soul), 400, "validation_error")
 
     who = client.get(f"/api/agents/{agent_id}/identity").json()
     who["role"] = "Facilitator"
-    who["job_title"] = "司会"
+    who["jobTitle"] = "司会"
     saved = client.put(f"/api/agents/{agent_id}/identity", json=who)
     assert saved.status_code == 200, saved.text
-    assert client.get(f"/api/agents/{agent_id}/identity").json()["job_title"] == "司会"
+    assert client.get(f"/api/agents/{agent_id}/identity").json()["jobTitle"] == "司会"
+    assert "imageUrl" in saved.json()
     error_of(client.get(f"/api/agents/{uuid4()}/identity"), 404, "not_found")
 
 
