@@ -149,8 +149,11 @@ class Runtime:
         source: MessageSource | None = None,
         sender: Sender | None = None,
         stream: bool = False,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[EngineStep]:
         """One chat turn's steps (see SkillEngine.run); the session is created when new.
+
+        `max_tokens` caps what each of the turn's model calls may write.
 
         `text` must follow the message rules (gateway.base.check_message): every gateway
         refuses a blank or too long message before it gets here, and so does this.
@@ -160,7 +163,9 @@ class Runtime:
         message = IncomingMessage.text(
             text, source=source or CliSource(session_id=session_id), sender=sender
         )
-        async for step in self.engine.run(agent, message, session_id=session_id, stream=stream):
+        async for step in self.engine.run(
+            agent, message, session_id=session_id, stream=stream, max_tokens=max_tokens
+        ):
             self.wrote()
             yield step
 
