@@ -274,6 +274,18 @@ def test_chat_refuses_a_message_the_other_gateways_refuse(openai_fake: FakeLlmSe
     assert openai_fake.requests_to(CHAT) == []
 
 
+def test_chat_is_refused_when_the_cli_gateway_is_off(
+    openai_fake: FakeLlmServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok("agent", "create", "--name", "fay")
+    monkeypatch.setenv("OPENCRAB_GATEWAY__CLI__ENABLED", "false")
+    for args in (["-m", "hi"], []):
+        code, _, err = run("chat", "fay", *args, input="hi\n")
+        assert code == 2
+        assert "gateway.cli.enabled" in err
+    assert openai_fake.requests_to(CHAT) == []
+
+
 def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
     persona = tmp_path / "sage.toml"
     persona.write_text(

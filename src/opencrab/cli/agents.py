@@ -45,7 +45,7 @@ from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.core.workspace import Workspace
-from opencrab.errors import ValidationError
+from opencrab.errors import ConfigError, ValidationError
 from opencrab.gateway.base import (
     MessageContent,
     MessageTarget,
@@ -270,6 +270,12 @@ def chat(
         raise typer.BadParameter(problem, param_hint="--message")
     if message is None and as_json:
         raise typer.BadParameter("--json needs -m", param_hint="--json")
+    if not settings_from(config, data_dir).gateway.cli.enabled:
+        raise ConfigError(
+            "the CLI gateway is off, so `opencrab chat` is refused; set it to true to chat "
+            "here, or talk to the agent through the REST API, the WebSocket or /v1",
+            key="gateway.cli.enabled",
+        )
     _check_agents(config, data_dir, [agent])
 
     async def one_turn(runtime: Runtime) -> TurnResult:
