@@ -77,8 +77,21 @@ def test_layering_default_file_env_overrides(tmp_path: Path) -> None:
 
 
 def test_config_file_from_environment_variable(tmp_path: Path) -> None:
+    file = write(tmp_path / "c.toml", "[gateway.rest]\nport = 3100\n")
+    assert load_settings(env={"OPENCRAB_CONFIG": str(file)}).gateway.rest.port == 3100
+
+
+def test_dashboard_keys_are_refused_until_there_is_a_dashboard(tmp_path: Path) -> None:
     file = write(tmp_path / "c.toml", "[dashboard]\nport = 3100\n")
-    assert load_settings(env={"OPENCRAB_CONFIG": str(file)}).dashboard.port == 3100
+    with pytest.raises(ConfigError, match="no web dashboard") as caught:
+        load_settings(file, env={})
+    assert f"{file}: dashboard.port:" in str(caught.value)
+    assert "/docs" in str(caught.value)
+    with pytest.raises(ConfigError, match="environment OPENCRAB_DASHBOARD__ENABLED"):
+        load_settings(env={"OPENCRAB_DASHBOARD__ENABLED": "false"})
+    with pytest.raises(ConfigError, match=r"command line: dashboard\.enabled"):
+        load_settings(env={}, overrides={"dashboard": {"enabled": False}})
+    assert load_settings(env={}).dashboard.port == 3000  # the packaged default is no problem
 
 
 def test_env_values_are_typed(tmp_path: Path) -> None:

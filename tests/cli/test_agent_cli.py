@@ -261,6 +261,31 @@ def test_interactive_chat_streams_and_quits(openai_fake: FakeLlmServer) -> None:
     assert openai_fake.requests_to(CHAT)[0].json["stream"] is True
 
 
+def test_chat_refuses_a_message_the_other_gateways_refuse(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "eve")
+    code, _, err = run("chat", "eve", "-m", "-", input="x" * 5_000_000)
+    assert code == 2
+    assert "100,000" in err
+    code, _, err = run("chat", "eve", "-m", " \n ")
+    assert code == 2
+    assert "empty" in err
+    out = ok("chat", "eve", input="y" * 100_001 + "\n/quit\n")  # interactive: said, skipped
+    assert "100,000" in out
+    assert openai_fake.requests_to(CHAT) == []
+
+
+def test_chat_is_refused_when_the_cli_gateway_is_off(
+    openai_fake: FakeLlmServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok("agent", "create", "--name", "fay")
+    monkeypatch.setenv("OPENCRAB_GATEWAY__CLI__ENABLED", "false")
+    for args in (["-m", "hi"], []):
+        code, _, err = run("chat", "fay", *args, input="hi\n")
+        assert code == 2
+        assert "gateway.cli.enabled" in err
+    assert openai_fake.requests_to(CHAT) == []
+
+
 def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
     persona = tmp_path / "sage.toml"
     persona.write_text(

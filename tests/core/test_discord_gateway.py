@@ -13,7 +13,7 @@ from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
-from opencrab.errors import ConfigError, ProviderServerError
+from opencrab.errors import ConfigError, NotFoundError, ProviderServerError
 from opencrab.gateway.base import DiscordSource
 from opencrab.gateway.discord import DiscordGateway, split_message, utf16_len
 from opencrab.gateway.serve import GatewayRunner, agent_for, session_for
@@ -188,6 +188,37 @@ async def test_a_failed_turn_is_answered_with_a_short_apology(
     assert sent is not None
     assert sent.startswith("Sorry, I could not answer that (")
     assert fake.sent[0][1]["content"] == sent
+
+
+async def test_a_message_with_no_text_runs_no_turn_and_is_told_why(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    fake = FakeDiscord()
+    gateway = DiscordGateway(config(), client=fake.client)
+    photo = fake.message("")
+    photo.attachments = [
+        discord.Attachment(
+            data={  # type: ignore[typeddict-item]
+                "id": "7",
+                "filename": "tomato.png",
+                "size": 10,
+                "url": "https://cdn.example/tomato.png",
+                "proxy_url": "https://cdn.example/tomato.png",
+                "content_type": "image/png",
+            },
+            state=fake.state,
+        )
+    ]
+    assert gateway.accepts(photo)
+    await gateway.on_message(photo)
+    asked = len(scripted.requests)
+    sent = await GatewayRunner(gateway, runtime, agent).handle(await gateway.receive())
+    assert sent is not None
+    assert "empty" in sent
+    assert len(scripted.requests) == asked  # no turn ran
+    session = session_for("discord", f"{GUILD}/{CHANNEL}", agent.id)
+    with pytest.raises(NotFoundError):  # not even an empty session was made
+        session_messages(runtime.db, session, limit=10)
 
 
 async def test_the_agent_is_the_configured_one_or_the_only_one(

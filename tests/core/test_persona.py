@@ -132,7 +132,7 @@ def test_a_given_style_name_is_kept() -> None:
         ({"persona_name": "p", "personality": {"neuroticism": -0.1}}, "personality.neuroticism"),
         ({"persona_name": ""}, "persona_name"),
         ({"persona_name": "p" * 201}, "persona_name"),
-        ({}, "persona_name"),
+        ({}, "personaName"),  # a missing field is named as the API spells it
         ({"persona_name": "p", "mood": "happy"}, "mood"),
         ({"persona_name": "p", "personality": {"humour": 0.5}}, "personality.humour"),
     ],

@@ -17,6 +17,7 @@ from opencrab.llm.types import (
     ChatRequest,
     ChatResponse,
     Choice,
+    FinishReason,
     Message,
     ModelInfo,
     ToolCall,
@@ -34,9 +35,10 @@ def reply(
     usage: Usage | None = None,
     cost_usd: float | None = None,
     model: str = "scripted",
+    finish: FinishReason | None = None,
 ) -> ChatResponse:
-    """A ChatResponse with the given text and/or tool calls."""
-    finish = "tool_calls" if tool_calls else "stop"
+    """A ChatResponse with the given text and/or tool calls (`finish`: why it ended)."""
+    finish = finish or ("tool_calls" if tool_calls else "stop")
     return ChatResponse(
         id="resp-1",
         model=model,

@@ -1,7 +1,7 @@
 """An agent's skills, memory, workspace, LLM settings and analytics over REST, in-process.
 
 Each route: the happy path, 404 for a missing agent or item, 400/409/413 for refused
-changes, 422 naming the field. Turns run through the real engine with a scripted model.
+changes, 400 naming the field. Turns run through the real engine with a scripted model.
 """
 
 from __future__ import annotations
@@ -93,14 +93,14 @@ def test_skill_input_errors(client: TestClient) -> None:
     bad_action = client.post(
         base, json={"name": "x", "description": "d", "guidance": "g", "actions": ["rm -rf"]}
     )
-    assert "actions.0" in error_of(bad_action, 422, "validation_error")
+    assert "actions.0" in error_of(bad_action, 400, "validation_error")
     source = client.post(
         base, json={"name": "x", "description": "d", "guidance": "g", "source": "standard"}
     )
-    assert "source" in error_of(source, 422, "validation_error")
+    assert "source" in error_of(source, 400, "validation_error")
     error_of(client.post(f"{base}/nope/toggle"), 404, "not_found")
     error_of(client.get(f"/api/agents/{MISSING}/skills"), 404, "not_found")
-    error_of(client.get("/api/agents/not-a-uuid/skills"), 422, "validation_error")
+    error_of(client.get("/api/agents/nobody/skills"), 404, "not_found")
 
 
 # ------------------------------------------------------------------ memory
@@ -123,7 +123,7 @@ def test_curated_memory_add_list_edit_delete(client: TestClient) -> None:
         client.put(f"{base}/{MISSING}", json={"category": "c", "content": "x"}), 404, "not_found"
     )
     assert "content" in error_of(
-        client.post(base, json={"category": "core"}), 422, "validation_error"
+        client.post(base, json={"category": "core"}), 400, "validation_error"
     )
     blank = client.post(base, json={"category": "core", "content": "   "})
     assert "empty" in error_of(blank, 400, "validation_error")
@@ -155,7 +155,7 @@ def test_memory_of_a_turn_is_listed_and_searchable(
     assert literal == []  # FTS syntax in the query is literal text
     error_of(client.get(f"{base}/sessions/{MISSING}"), 404, "not_found")
     assert "query" in error_of(
-        client.post(f"{base}/search", json={"query": ""}), 422, "validation_error"
+        client.post(f"{base}/search", json={"query": ""}), 400, "validation_error"
     )
 
 
@@ -263,19 +263,24 @@ def test_llm_providers_models_and_agent_config(client: TestClient) -> None:
     agent_id = new_agent(client)["id"]
     base = f"/api/agents/{agent_id}/llm/config"
     config = client.get(base).json()
-    assert config["daily_budget_usd"] is None
+    assert config["dailyBudgetUsd"] is None
+    assert {"defaultProvider", "defaultModel", "allowSelfSelection"} <= set(config)
     config.update(
-        daily_budget_usd=0.5,
-        models={"thinking": {"provider": "openai", "model": "gpt-5"}},
-        selectable_models=["fast"],
+        dailyBudgetUsd=0.5,
+        models={"toolCalling": {"provider": "openai", "model": "gpt-5"}},
+        selectableModels=["fast"],
     )
     put = client.put(base, json=config)
     assert put.status_code == 200, put.text
-    assert client.get(base).json()["models"]["thinking"] == {"provider": "openai", "model": "gpt-5"}
-    assert "daily_budget_usd" in error_of(
-        client.put(base, json={**config, "daily_budget_usd": -1}), 422, "validation_error"
+    saved = client.get(base).json()
+    assert saved["models"]["toolCalling"] == {"provider": "openai", "model": "gpt-5"}
+    assert (saved["dailyBudgetUsd"], saved["selectableModels"]) == (0.5, ["fast"])
+    assert "dailyBudgetUsd" in error_of(
+        client.put(base, json={**config, "dailyBudgetUsd": -1}), 400, "validation_error"
     )
-    assert "colour" in error_of(client.put(base, json={"colour": 1}), 422, "validation_error")
+    snake = client.put(base, json={"daily_budget_usd": 2.0})  # snake_case input too
+    assert snake.json()["dailyBudgetUsd"] == 2.0
+    assert "colour" in error_of(client.put(base, json={"colour": 1}), 400, "validation_error")
     error_of(client.get(f"/api/agents/{MISSING}/llm/config"), 404, "not_found")
 
 
@@ -333,10 +338,10 @@ def test_llm_metrics_and_analytics_follow_real_turns(
     assert summary["total"]["errors"] == 1
     assert {g["key"] for g in summary["groups"]} >= {"analysis"}
     assert "groupBy" in error_of(
-        client.get(f"{base}/llm/metrics/summary?groupBy=colour"), 422, "validation_error"
+        client.get(f"{base}/llm/metrics/summary?groupBy=colour"), 400, "validation_error"
     )
     assert "period" in error_of(
-        client.get(f"{base}/llm/metrics?period=soon"), 422, "validation_error"
+        client.get(f"{base}/llm/metrics?period=soon"), 400, "validation_error"
     )
 
     usage = client.get(f"{base}/analytics/usage").json()
@@ -355,7 +360,7 @@ def test_llm_metrics_and_analytics_follow_real_turns(
     assert llm["calls"] == 3
     assert "openai/gpt-5-mini" in llm["byModel"]
     assert set(llm["byModel"]["openai/gpt-5-mini"]) >= {"usageCount", "successRate"}
-    error_of(client.get(f"{base}/analytics/llm?period=soon"), 422, "validation_error")
+    error_of(client.get(f"{base}/analytics/llm?period=soon"), 400, "validation_error")
     typo = client.get(f"{base}/llm/metrics?limt=5")
-    assert "query.limt: unknown query parameter" in error_of(typo, 422, "validation_error")
+    assert "query.limt: unknown query parameter" in error_of(typo, 400, "validation_error")
     error_of(client.get(f"/api/agents/{MISSING}/analytics/usage"), 404, "not_found")

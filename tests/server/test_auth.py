@@ -71,7 +71,10 @@ def test_auth_refuses_requests_without_an_active_token(
     assert "invalid or revoked" in error_of(wrong, 401, "unauthorized")
     basic = client.get("/api/agents", headers={"Authorization": "Basic dXNlcjpwdw=="})
     error_of(basic, 401, "unauthorized")
-    error_of(client.post("/v1/chat/completions", json={}), 401, "unauthorized")
+    refused = client.post("/v1/chat/completions", json={})  # OpenAI's shape under /v1
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "invalid_api_key"
+    assert "missing bearer token" in refused.json()["error"]["message"]
 
     headers = {"Authorization": f"Bearer {secret}"}
     assert client.get("/api/agents", headers=headers).status_code == 200

@@ -29,6 +29,7 @@ def test_sessions_detail_and_messages(client: TestClient, db: Database) -> None:
     assert {s["filePath"] for s in codex} == {str(p.resolve()) for p in FILES}
     mine = client.get("/api/imports/sessions", params={"agentId": agent["id"]}).json()
     assert len(mine) == 6
+    assert client.get("/api/imports/sessions", params={"agentId": "aki"}).json() == mine
     page = client.get("/api/imports/sessions", params={"limit": 2, "offset": 6})
     assert len(page.json()) == 1
     # one session in detail
@@ -85,8 +86,9 @@ def test_claude_problems_and_errors(client: TestClient, db: Database) -> None:
     missing = "00000000-0000-4000-8000-000000000000"
     error_of(client.get(f"/api/imports/sessions/{missing}"), 404, "not_found")
     error_of(client.get(f"/api/imports/sessions/{missing}/messages"), 404, "not_found")
-    error_of(client.get("/api/imports/sessions/not-a-uuid"), 422, "validation_error")
+    error_of(client.get("/api/imports/sessions/not-a-uuid"), 400, "validation_error")
     error_of(
-        client.get("/api/imports/sessions", params={"source": "gemini"}), 422, "validation_error"
+        client.get("/api/imports/sessions", params={"source": "gemini"}), 400, "validation_error"
     )
-    error_of(client.get("/api/imports/sessions", params={"limt": 3}), 422, "validation_error")
+    error_of(client.get("/api/imports/sessions", params={"limt": 3}), 400, "validation_error")
+    error_of(client.get("/api/imports/sessions", params={"agentId": "nobody"}), 404, "not_found")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import pytest
@@ -114,3 +115,86 @@ def test_off_by_default(settings: Settings, db: Database, scripted: ScriptedProv
     with _app(settings, db, scripted, enabled=False) as http:
         assert http.get("/v1/models").status_code == 404
         assert http.post("/v1/chat/completions", json={}).status_code == 404
+
+
+def test_max_tokens_reach_the_model_and_a_cut_reply_finishes_with_length(
+    client: openai.OpenAI, scripted: ScriptedProvider
+) -> None:
+    scripted.then(reply("The garden needs", finish="length"))
+    cut = client.chat.completions.create(
+        model="aki", messages=[{"role": "user", "content": "Tell me everything"}], max_tokens=3
+    )
+    assert cut.choices[0].message.content == "The garden needs"
+    assert cut.choices[0].finish_reason == "length"
+    assert scripted.requests[-1].max_tokens == 3
+
+    scripted.outcomes.clear()  # the last outcome repeats until replaced
+    scripted.then(reply("Short.", finish="length"))
+    stream = client.chat.completions.create(
+        model="aki",
+        messages=[{"role": "user", "content": "Again"}],
+        max_completion_tokens=2,  # the newer name wins
+        max_tokens=50,
+        stream=True,
+    )
+    finals = [c.choices[0].finish_reason for c in stream if c.choices]
+    assert finals[-1] == "length"
+    assert scripted.requests[-1].max_tokens == 2
+
+    scripted.outcomes.clear()
+    scripted.then(reply("All of it."))
+    whole = client.chat.completions.create(
+        model="aki", messages=[{"role": "user", "content": "Once more"}]
+    )
+    assert whole.choices[0].finish_reason == "stop"
+    assert scripted.requests[-1].max_tokens is None
+
+
+def _openai_shape(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+def test_every_error_has_openais_shape(client: openai.OpenAI, http: TestClient) -> None:
+    with pytest.raises(openai.BadRequestError, match="role") as bad_role:
+        client.chat.completions.create(
+            model="aki",
+            messages=[{"role": "wizard", "content": "x"}],  # type: ignore[misc,list-item]
+        )
+    assert bad_role.value.param == "messages.0.role"
+    with pytest.raises(openai.BadRequestError, match="max_tokens") as bad_limit:
+        client.chat.completions.create(
+            model="aki", messages=[{"role": "user", "content": "x"}], max_tokens=0
+        )
+    assert bad_limit.value.param == "max_tokens"
+    assert bad_limit.value.type == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="aki", messages=[])
+
+    not_json = http.post(
+        "/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert _openai_shape(not_json, 400)["type"] == "invalid_request_error"
+    assert _openai_shape(http.get("/v1/embeddings"), 404)["type"] == "invalid_request_error"
+    assert _openai_shape(http.get("/v1/models?limt=1"), 400)["param"] == "limt"
+    assert _openai_shape(http.put("/v1/models"), 405)["message"]
+    # the REST API keeps its own shape
+    assert set(http.get("/api/nowhere").json()) == {"error", "message"}
+
+
+def test_a_missing_token_is_an_openai_authentication_error(
+    settings: Settings, db: Database, scripted: ScriptedProvider
+) -> None:
+    settings = settings.model_copy(deep=True)
+    settings.gateway.openai_compat.enabled = True
+    router = LlmRouter(settings)
+    router.register_provider(scripted)
+    with TestClient(create_app(settings, db, router=router, auth=True)) as http:
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="wrong", http_client=http)
+        with pytest.raises(openai.AuthenticationError, match="bearer token") as refused:
+            client.models.list()
+    assert refused.value.type == "invalid_request_error"
+    assert refused.value.code == "invalid_api_key"

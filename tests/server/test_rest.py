@@ -1,7 +1,8 @@
 """REST routes in-process: agents, soul/identity, tools, sessions and the REST gateway.
 
-Each route: the happy path, 404, 400/409 and 422, with seed 002's shapes (camelCase) and
-the one error shape. Turns run through the real engine with a scripted provider.
+Each route: the happy path, 404, 400 (validation included) and 409, with seed 002's
+shapes (camelCase) and the one error shape. Turns run through the real engine with a
+scripted provider.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ def test_agent_crud_in_seed_002_shapes(client: TestClient) -> None:
 
 
 def test_agent_input_errors_name_the_problem(client: TestClient) -> None:
-    message = error_of(client.post("/api/agents", json={"name": "x"}), 422, "validation_error")
+    message = error_of(client.post("/api/agents", json={"name": "x"}), 400, "validation_error")
     assert "prompt" in message
     message = error_of(
         client.post("/api/agents", json={"name": "x", "prompt": "p", "colour": "red"}),
-        422,
+        400,
         "validation_error",
     )
     assert "colour" in message
@@ -71,9 +72,32 @@ def test_agent_input_errors_name_the_problem(client: TestClient) -> None:
         "validation_error",
     )
     assert unknown in message
-    error_of(client.get("/api/agents/not-a-uuid"), 422, "validation_error")
+    assert "no agent 'nobody'" in error_of(client.get("/api/agents/nobody"), 404, "not_found")
     error_of(client.put(f"/api/agents/{uuid4()}", json={"prompt": "p"}), 404, "not_found")
-    error_of(client.post("/api/agents", content=b"{not json"), 422, "validation_error")
+    error_of(client.post("/api/agents", content=b"{not json"), 400, "validation_error")
+
+
+def test_an_agent_is_addressed_by_name_wherever_its_id_is_taken(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    created = new_agent(client, "aki")
+    assert client.get("/api/agents/aki").json() == created
+    renamed = client.put("/api/agents/aki", json={"description": "by name"})
+    assert renamed.json()["description"] == "by name"
+    soul = client.get("/api/agents/aki/soul").json()
+    assert client.put("/api/agents/aki/soul", json=soul).status_code == 200
+    assert client.get("/api/agents/aki/identity").status_code == 200
+    for tail in ("skills", "memory/curated", "workspace", "llm/config", "analytics/usage"):
+        assert client.get(f"/api/agents/aki/{tail}").status_code == 200, tail
+    session = client.post("/api/sessions", json={"agentId": "aki"})  # in a body too
+    assert session.status_code == 201, session.text
+    assert session.json()["agentId"] == created["id"]
+    listed = client.get("/api/sessions", params={"agentId": "aki"}).json()  # and a query
+    assert [s["id"] for s in listed] == [session.json()["id"]]
+    error_of(client.get("/api/sessions", params={"agentId": "nobody"}), 404, "not_found")
+    error_of(client.post("/api/sessions", json={"agentId": "nobody"}), 404, "not_found")
+    assert client.delete("/api/agents/aki").status_code == 204
+    error_of(client.get(f"/api/agents/{created['id']}"), 404, "not_found")
 
 
 def test_snake_case_input_is_accepted(client: TestClient) -> None:
@@ -84,22 +108,29 @@ def test_snake_case_input_is_accepted(client: TestClient) -> None:
 def test_soul_and_identity_round_trip(client: TestClient) -> None:
     agent_id = new_agent(client)["id"]
     soul = client.get(f"/api/agents/{agent_id}/soul").json()
-    assert soul["persona_name"] == "aki"
+    assert soul["personaName"] == "aki"
+    assert set(soul["socialStyle"]) == {"assertiveness", "responsiveness", "styleName"}
+    assert "thinkingStyle" in soul
     soul["personality"]["openness"] = 0.9
-    soul["custom_traits"] = {"口癖": "なるほど"}
+    soul["customTraits"] = {"口癖": "なるほど"}
     saved = client.put(f"/api/agents/{agent_id}/soul", json=soul)
     assert saved.status_code == 200, saved.text
     assert client.get(f"/api/agents/{agent_id}/soul").json() == saved.json()
-    assert saved.json()["custom_traits"] == {"口癖": "なるほど"}
+    assert saved.json()["customTraits"] == {"口癖": "なるほど"}
+    snake = client.put(  # snake_case input is accepted too
+        f"/api/agents/{agent_id}/soul", json={"persona_name": "Aki", "custom_traits": None}
+    )
+    assert snake.json()["personaName"] == "Aki"
     soul["personality"]["openness"] = 7  # the Big Five are 0..1
-    error_of(client.put(f"/api/agents/{agent_id}/soul", json=soul), 422, "validation_error")
+    error_of(client.put(f"/api/agents/{agent_id}/soul", json=soul), 400, "validation_error")
 
     who = client.get(f"/api/agents/{agent_id}/identity").json()
     who["role"] = "Facilitator"
-    who["job_title"] = "司会"
+    who["jobTitle"] = "司会"
     saved = client.put(f"/api/agents/{agent_id}/identity", json=who)
     assert saved.status_code == 200, saved.text
-    assert client.get(f"/api/agents/{agent_id}/identity").json()["job_title"] == "司会"
+    assert client.get(f"/api/agents/{agent_id}/identity").json()["jobTitle"] == "司会"
+    assert "imageUrl" in saved.json()
     error_of(client.get(f"/api/agents/{uuid4()}/identity"), 404, "not_found")
 
 
@@ -115,7 +146,7 @@ def test_tools_mirror_the_actions(client: TestClient) -> None:
     assert one["schema"]["required"] == ["path", "content"]
     assert set(one) == {"id", "name", "description", "schema", "createdAt"}
     error_of(client.get(f"/api/tools/{uuid4()}"), 404, "not_found")
-    error_of(client.get("/api/tools/ws_write"), 422, "validation_error")
+    error_of(client.get("/api/tools/ws_write"), 400, "validation_error")
 
 
 # ------------------------------------------------------------------ sessions
@@ -136,19 +167,25 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
     turn = client.post(f"/api/sessions/{session_id}/messages", json={"content": "Save hello"})
     assert turn.status_code == 201, turn.text
     body = turn.json()
-    assert body["reply"]["content"] == "Saved your note."
-    assert body["reply"]["role"] == "assistant"
-    assert body["userMessage"]["content"] == "Save hello"
-    assert [a["name"] for a in body["actions"]] == ["ws_write", "send_speech"]
-    assert body["actions"][0]["success"] is True
-    assert body["traceId"] == session_id
-    assert body["stoppedBy"] == "send_speech"
+    # seed 002 MessageResponse: the stored user message, at the top level
+    assert (body["role"], body["content"]) == ("user", "Save hello")
+    assert isinstance(body["id"], int)
+    assert body["timestamp"]
+    outcome = body["turn"]  # what the agent did with it
+    assert outcome["reply"]["content"] == "Saved your note."
+    assert outcome["reply"]["role"] == "assistant"
+    assert [a["name"] for a in outcome["actions"]] == ["ws_write", "send_speech"]
+    assert outcome["actions"][0]["success"] is True
+    assert outcome["traceId"] == session_id
+    assert outcome["stoppedBy"] == "send_speech"
 
     messages = client.get(f"/api/sessions/{session_id}/messages").json()
     assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "Save hello"),
         ("assistant", "Saved your note."),
     ]
+    assert messages[0]["id"] == body["id"]
+    assert messages[0]["timestamp"] == body["timestamp"]
     newer = client.get(
         f"/api/sessions/{session_id}/messages", params={"afterId": messages[0]["id"]}
     )
@@ -172,6 +209,23 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
     assert "completed" in message
 
 
+def test_add_message_is_documented_in_seed_002_shapes(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    responses = spec["paths"]["/api/sessions/{id}/messages"]["post"]["responses"]
+    assert set(responses) >= {"201", "400", "404"}
+    created = responses["201"]["content"]["application/json"]["schema"]["$ref"]
+    posted = schemas[created.rsplit("/", 1)[1]]
+    assert {"id", "role", "content", "timestamp"} <= set(posted["required"])
+    assert "turn" in posted["properties"]
+    assert posted["properties"]["id"]["type"] == "integer"
+    for status in ("400", "404"):
+        assert responses[status]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorResponse"
+        }
+    assert schemas["ErrorResponse"]["required"] == ["error", "message"]
+
+
 def test_session_errors(client: TestClient) -> None:
     missing = str(uuid4())
     error_of(client.get(f"/api/sessions/{missing}"), 404, "not_found")
@@ -183,17 +237,17 @@ def test_session_errors(client: TestClient) -> None:
         "not_found",
     )
     error_of(client.post("/api/sessions", json={"agentId": missing}), 404, "not_found")
-    error_of(client.post("/api/sessions", json={}), 422, "validation_error")
+    error_of(client.post("/api/sessions", json={}), 400, "validation_error")
     agent_id = new_agent(client)["id"]
     session_id = client.post("/api/sessions", json={"agentId": agent_id}).json()["id"]
     message = error_of(
         client.post(f"/api/sessions/{session_id}/messages", json={"content": ""}),
-        422,
+        400,
         "validation_error",
     )
     assert "content" in message
-    error_of(client.get("/api/sessions", params={"status": "sleeping"}), 422, "validation_error")
-    error_of(client.get("/api/sessions", params={"limit": 0}), 422, "validation_error")
+    error_of(client.get("/api/sessions", params={"status": "sleeping"}), 400, "validation_error")
+    error_of(client.get("/api/sessions", params={"limit": 0}), 400, "validation_error")
 
 
 def test_a_failed_llm_call_is_reported_in_the_turn(
@@ -206,5 +260,6 @@ def test_a_failed_llm_call_is_reported_in_the_turn(
     scripted.then(ProviderServerError("upstream broke", status=500))
     turn = client.post(f"/api/sessions/{session_id}/messages", json={"content": "hi"})
     assert turn.status_code == 201, turn.text
-    assert turn.json()["reply"] is None
-    assert "upstream broke" in turn.json()["error"]
+    assert turn.json()["content"] == "hi"  # the message is stored all the same
+    assert turn.json()["turn"]["reply"] is None
+    assert "upstream broke" in turn.json()["turn"]["error"]

@@ -11,12 +11,14 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from uuid import uuid4
 
@@ -176,7 +178,7 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
                 assert message["sessionId"] == session
                 seen.append(message["event"]["type"])
             turn = posted.result(30).json()
-        assert turn["reply"]["content"] == "Planned."
+        assert turn["turn"]["reply"]["content"] == "Planned."
         assert seen[:2] == ["user", "tool_call"]
         assert "tool_result" in seen
         assert api.get(f"/api/agents/{agent['id']}/workspace/plan.md").content == b"water"
@@ -217,3 +219,49 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
     finally:
         output = _stop(server)
     assert "bearer token required" in " ".join(output.split())
+
+
+def test_up_without_rest_serves_no_http_but_runs_the_heartbeat(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).parent / "opencrab")
+    data = tmp_path / "headless"
+    persona = tmp_path / "quick.toml"
+    persona.write_text('name = "quick"\n[heartbeat]\ninterval_secs = 1\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
+    env["OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL"] = f"http://127.0.0.1:{closed_port()}"
+    env["OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL"] = f"http://127.0.0.1:{closed_port()}"
+    subprocess.run(
+        [exe, "agent", "create", "--persona", str(persona), "--data-dir", str(data)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    env["OPENCRAB_GATEWAY__REST__ENABLED"] = "false"
+    port = free_port()
+    server = subprocess.Popen(
+        [exe, "up", "--port", str(port), "--data-dir", str(data)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _heartbeat_rows(data / "opencrab.db"):  # the heartbeat ticks and logs
+            assert server.poll() is None, server.stdout.read() if server.stdout else ""
+            assert time.monotonic() < deadline, "no heartbeat within 60 s"
+            time.sleep(0.2)
+        with pytest.raises(ConnectionRefusedError):  # and nothing listens on the REST port
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=30)
+    assert server.returncode == 0, output
+    assert "without HTTP" in output
+    assert "stopped" in output
+
+
+def _heartbeat_rows(db_file: Path) -> int:
+    if not db_file.exists():
+        return 0
+    with closing(sqlite3.connect(db_file, timeout=5)) as conn:
+        return int(conn.execute("SELECT count(*) FROM heartbeat_log").fetchone()[0])

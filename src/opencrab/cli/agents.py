@@ -34,7 +34,7 @@ from opencrab.cli.common import (
     print_json,
     settings_from,
 )
-from opencrab.errors import ValidationError
+from opencrab.errors import ConfigError, ValidationError
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
@@ -277,12 +277,21 @@ def chat(
 
     Example: opencrab chat ada -m "What changed in the last commit?"
     """
+    from opencrab.gateway.base import message_problem
+
     if message == "-":
         message = sys.stdin.read()
-    if message is not None and not message.strip():
-        raise typer.BadParameter("the message is empty", param_hint="--message")
+    problem = None if message is None else message_problem(message)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--message")
     if message is None and as_json:
         raise typer.BadParameter("--json needs -m", param_hint="--json")
+    if not settings_from(config, data_dir).gateway.cli.enabled:
+        raise ConfigError(
+            "the CLI gateway is off, so `opencrab chat` is refused; set it to true to chat "
+            "here, or talk to the agent through the REST API, the WebSocket or /v1",
+            key="gateway.cli.enabled",
+        )
     _check_agents(config, data_dir, [agent])
 
     async def one_turn(runtime: Runtime) -> TurnResult:

@@ -1,9 +1,15 @@
-"""`opencrab up`: run the server (REST API and the agents' heartbeats) in one process."""
+"""`opencrab up`: run the server (REST API and the agents' heartbeats) in one process.
+
+With `[gateway.rest] enabled = false` it serves no HTTP at all: the heartbeats and the
+enabled chat gateways (Discord) run until SIGINT or SIGTERM.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-from typing import Annotated, Any
+import signal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,12 +18,17 @@ from opencrab.cli.common import (
     ConfigOption,
     DataDirOption,
     console,
+    err_console,
     exits_on_error,
     open_store,
     settings_from,
 )
 from opencrab.errors import ConfigError
 from opencrab.plugins import hookimpl
+
+if TYPE_CHECKING:  # loaded when the server starts, not for `--help`
+    from opencrab.config import Settings
+    from opencrab.store import Database
 
 
 def is_loopback(host: str) -> bool:
@@ -77,6 +88,16 @@ def up(
     settings = settings_from(config, data_dir, {"gateway": {"rest": rest}} if rest else None)
     bind = settings.gateway.rest
     db = open_store(settings)
+    if not bind.enabled:
+        console.print(
+            f"[bold]OpenCrab {__version__}[/] without HTTP ([gateway.rest] enabled = false): "
+            f"heartbeats and chat gateways only (data: {settings.data_dir})",
+            highlight=False,
+        )
+        asyncio.run(serve_without_http(settings, db))
+        db.close()
+        console.print("stopped", highlight=False)
+        return
     auth = needs_token(bind.host, bind.require_token)
     if auth and not TokenStore(db).has_active():
         db.close()
@@ -97,6 +118,29 @@ def up(
         highlight=False,
     )
     uvicorn.run(app, host=bind.host, port=bind.port, log_level=log_level)
+
+
+async def serve_without_http(settings: Settings, db: Database) -> None:
+    """Run every agent's heartbeat and the enabled chat gateways until SIGINT or SIGTERM."""
+    from rich.markup import escape
+
+    from opencrab.core.runtime import Runtime
+    from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Runtime.open(settings, db=db) as runtime:
+        for notice in runtime.notices:
+            err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
+        beats = await runtime.start_heartbeats()
+        chats = await start_chat_gateways(runtime)
+        try:
+            await stop.wait()
+        finally:
+            await stop_chat_gateways(chats)
+            await beats.stop()
 
 
 @hookimpl

@@ -26,6 +26,7 @@ import pydantic
 import sqlalchemy as sa
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
 from sqlalchemy.engine import Connection
 
 from opencrab.config import Settings
@@ -45,7 +46,9 @@ MAX_PROMPT_CHARS = 100_000
 class HeartbeatConfig(BaseModel):
     """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )  # API JSON: camelCase
 
     interval_secs: int = Field(default=29, ge=1, le=86_400)
     enabled: bool = True

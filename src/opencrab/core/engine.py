@@ -550,6 +550,7 @@ class _Turn:
             cost_usd=reply.cost_usd,
             latency_ms=reply.latency_ms,
             metrics_id=reply.metrics_id,
+            finish_reason=reply.finish_reason,
         )
 
     async def _act(self, call: ToolCall, call_event_id: UUID) -> ActionDone:

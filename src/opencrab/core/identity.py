@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic.alias_generators import to_camel
 
 from opencrab.errors import ValidationError
 
@@ -122,7 +123,9 @@ class AgentRole(BaseModel):
 
 
 class Identity(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )  # API JSON: camelCase
 
     name: str = Field(min_length=1, max_length=100)
     role: AgentRole = Field(default_factory=AgentRole.discussant)

@@ -22,6 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from opencrab.config import Settings
 from opencrab.config.models import ModelRef
@@ -34,7 +35,9 @@ PURPOSES = ("thinking", "conversation", "analysis", "tool_calling", "creative", 
 
 
 class AgentModels(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )  # API JSON: camelCase
 
     thinking: ModelRef | None = None  # reasoning (strong)
     conversation: ModelRef | None = None  # replies (balanced)
@@ -45,7 +48,9 @@ class AgentModels(BaseModel):
 
 
 class AgentLlmConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )  # API JSON: camelCase
 
     default_provider: str | None = None  # None: the router's default
     default_model: str | None = None

@@ -33,7 +33,13 @@ from opencrab.core.skills import SkillDoc, SkillProblem, load_skill_dirs, standa
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace
-from opencrab.gateway.base import CliSource, IncomingMessage, MessageSource, Sender
+from opencrab.gateway.base import (
+    CliSource,
+    IncomingMessage,
+    MessageSource,
+    Sender,
+    check_message,
+)
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.store import Database
@@ -143,13 +149,23 @@ class Runtime:
         source: MessageSource | None = None,
         sender: Sender | None = None,
         stream: bool = False,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[EngineStep]:
-        """One chat turn's steps (see SkillEngine.run); the session is created when new."""
+        """One chat turn's steps (see SkillEngine.run); the session is created when new.
+
+        `max_tokens` caps what each of the turn's model calls may write.
+
+        `text` must follow the message rules (gateway.base.check_message): every gateway
+        refuses a blank or too long message before it gets here, and so does this.
+        """
+        check_message(text)
         session_id = ensure_chat_session(self.db, agent.id, session_id)
         message = IncomingMessage.text(
             text, source=source or CliSource(session_id=session_id), sender=sender
         )
-        async for step in self.engine.run(agent, message, session_id=session_id, stream=stream):
+        async for step in self.engine.run(
+            agent, message, session_id=session_id, stream=stream, max_tokens=max_tokens
+        ):
             self.wrote()
             yield step
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 STYLE_NAMES = ("Driving", "Expressive", "Amiable", "Analytical")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are refused; JSON (the API) is camelCase, snake_case is read too."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
 class SocialStyle(_Strict):

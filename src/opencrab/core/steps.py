@@ -48,6 +48,7 @@ class LlmReplied:
     cost_usd: float | None
     latency_ms: int | None
     metrics_id: str | None
+    finish_reason: str | None = None  # "length": the model was cut off at max_tokens
 
 
 @dataclass

@@ -23,7 +23,49 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 from uuid import uuid4
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from opencrab.errors import ValidationError
+
+# ---------------------------------------------------------------- the message rules
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message a user may send an agent, through any gateway."""
+
+
+def message_problem(text: str) -> str | None:
+    """Why `text` cannot be sent to an agent (empty or blank, too long); None when it can.
+
+    The one set of rules for user messages: REST, WebSocket, `/v1`, the CLI and Discord
+    refuse what this refuses, and the turn service checks it again for any caller.
+    """
+    if not text.strip():
+        return "the message is empty or only whitespace"
+    if len(text) > MAX_MESSAGE_CHARS:
+        return f"the message has {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}"
+    return None
+
+
+def check_message(text: str) -> str:
+    """`text` unchanged when it follows the message rules; ValidationError naming the rule."""
+    problem = message_problem(text)
+    if problem is not None:
+        raise ValidationError(problem)
+    return text
+
+
+def _follows_rules(text: str) -> str:
+    problem = message_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+MessageText = Annotated[
+    str,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_MESSAGE_CHARS, "pattern": r"\S"}),
+    AfterValidator(_follows_rules),
+]
+"""A request field holding a user message: documented and checked by the message rules."""
 
 
 class _Model(BaseModel):

@@ -2,6 +2,7 @@
 
 `receive` reads a line from the input stream (in a worker thread, so the event loop
 keeps running); `/quit`, `/exit` or end of input ends the conversation with EOFError.
+A line the message rules refuse (too long) is not sent: the user is told why.
 `send` writes a reply; `write_delta` streams text as the model produces it.
 
 Example:
@@ -24,6 +25,7 @@ from opencrab.gateway.base import (
     IncomingMessage,
     OutgoingMessage,
     Sender,
+    message_problem,
 )
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit", "/q"})
@@ -57,7 +59,7 @@ class CliGateway(Gateway):
         self.connected = False
 
     async def receive(self) -> IncomingMessage:
-        """The next non-empty line as a message; EOFError on /quit or end of input."""
+        """The next line that follows the message rules; EOFError on /quit or end of input."""
         while True:
             if self.prompt and self.stdin.isatty():
                 self.stdout.write(self.prompt)
@@ -68,7 +70,13 @@ class CliGateway(Gateway):
             text = line.strip()
             if text.lower() in QUIT_COMMANDS:
                 raise EOFError(text)
-            if text:
+            if not text:
+                continue
+            problem = message_problem(text)
+            if problem is not None:
+                self.stdout.write(f"(not sent: {problem})\n")
+                self.stdout.flush()
+            else:
                 return IncomingMessage.text(
                     text,
                     source=CliSource(session_id=self.session_id),

@@ -4,8 +4,9 @@ Any `ChatGateway` (Discord today; Slack or LINE as one more adapter module) gets
 same loop: each incoming message runs a turn of the gateway's agent in the session of
 its conversation (a stable id derived from the gateway, the conversation key and the
 agent), one turn per session at a time and at most `max_concurrent` turns at once; the
-reply goes back to the conversation it came from. A failed turn is answered with a
-short apology naming the error, never a stack trace.
+reply goes back to the conversation it came from. A message the message rules refuse
+(no text, too long) runs no turn and is answered with the rule; a failed turn is
+answered with a short apology naming the error, never a stack trace.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from uuid import NAMESPACE_URL, uuid5
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, turn_lock
-from opencrab.errors import ConfigError, OpenCrabError
+from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import (
     Gateway,
     IncomingMessage,
     MessageContent,
     MessageTarget,
     OutgoingMessage,
+    check_message,
 )
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class GatewayRunner:
             self.gateway.name, self.gateway.conversation_key(message), self.agent.id
         )
         try:
+            check_message(message.content.text)  # before the session: a refusal stores nothing
             ensure_chat_session(self.runtime.db, self.agent.id, session_id)
             async with turn_lock(session_id):
                 result = await self.runtime.chat(
@@ -90,6 +93,8 @@ class GatewayRunner:
             text = result.reply
             if result.error is not None and not text:
                 text = f"Sorry, I could not answer that ({result.error.error})."
+        except ValidationError as exc:
+            text = f"Sorry, I could not answer that: {exc}."
         except OpenCrabError as exc:
             log.warning("%s: turn failed: %s", self.gateway.name, exc)
             text = f"Sorry, I could not answer that ({exc.code})."

@@ -19,7 +19,12 @@ from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.server.auth import BearerAuth, document_security
-from opencrab.server.errors import install_error_handlers, refuse_unknown_query
+from opencrab.server.docs import install_docs
+from opencrab.server.errors import (
+    document_validation_errors,
+    install_error_handlers,
+    refuse_unknown_query,
+)
 from opencrab.server.live import EventHub
 from opencrab.store import Database
 
@@ -74,12 +79,16 @@ def create_app(
         version=__version__,
         description="Self-hosted autonomous LLM agents: REST API.",
         lifespan=lifespan,
+        docs_url=None,  # served offline by install_docs
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.db = db
     app.state.event_log = EventLog(db)
     install_error_handlers(app)
+    install_docs(app)
     server_plugin_manager().hook.register_routes(app=app)
+    document_validation_errors(app)
     document_security(app, required=auth)
     if auth:
         app.add_middleware(BearerAuth, tokens=TokenStore(db))

@@ -1,10 +1,11 @@
 """Bearer-token authentication for the HTTP and WebSocket routes (a pure ASGI middleware).
 
-Every request except `OPEN_PATHS` must carry `Authorization: Bearer ocb_…` naming an
-active token (opencrab.auth.TokenStore). Browsers cannot set headers on a WebSocket, so
-a WebSocket may pass the token as `?access_token=…` instead. Failures get 401 with
-`WWW-Authenticate: Bearer` and the usual error body; a refused WebSocket is closed with
-code 4401 before it is accepted.
+Every request except `OPEN_PATHS` and the docs' assets (`OPEN_PREFIX`) must carry
+`Authorization: Bearer ocb_…` naming an active token (opencrab.auth.TokenStore).
+Browsers cannot set headers on a WebSocket, so a WebSocket may pass the token as
+`?access_token=…` instead. Failures get 401 with
+`WWW-Authenticate: Bearer` and the usual error body (OpenAI's under `/v1`); a refused
+WebSocket is closed with code 4401 before it is accepted.
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opencrab.auth import TokenStore
+from opencrab.server.docs import DOC_PATHS, VENDOR_URL
+from opencrab.server.errors import error_body, is_openai_path, openai_error_body
 
-OPEN_PATHS = frozenset({"/api/health", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
+OPEN_PATHS = frozenset({"/api/health", "/openapi.json", *DOC_PATHS})
+OPEN_PREFIX = VENDOR_URL + "/"
 SCHEME = "bearerAuth"
+
+
+def is_open(path: str) -> bool:
+    """Whether `path` is served without a token: health, the OpenAPI document, the docs."""
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
 
 
 def bearer_of(scope: Scope) -> str | None:
@@ -46,7 +55,7 @@ class BearerAuth:
         self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         secret = bearer_of(scope)
@@ -56,20 +65,23 @@ class BearerAuth:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 4401, "reason": reason})
                 return
-            await _unauthorized(send, reason)
+            await _unauthorized(send, reason, openai=is_openai_path(scope["path"]))
             return
         scope.setdefault("state", {})["api_token"] = token
         await self.app(scope, receive, send)
 
 
-async def _unauthorized(send: Send, reason: str) -> None:
-    body = json.dumps(
-        {
-            "error": "unauthorized",
-            "message": f"{reason}: send `Authorization: Bearer <token>` "
-            "(create one with `opencrab token create NAME`)",
-        }
-    ).encode()
+async def _unauthorized(send: Send, reason: str, *, openai: bool) -> None:
+    message = (
+        f"{reason}: send `Authorization: Bearer <token>` "
+        "(create one with `opencrab token create NAME`)"
+    )
+    shaped = (
+        openai_error_body(401, message, code="invalid_api_key")
+        if openai
+        else error_body("unauthorized", message)
+    )
+    body = json.dumps(shaped).encode()
     await send(
         {
             "type": "http.response.start",
@@ -82,12 +94,6 @@ async def _unauthorized(send: Send, reason: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-_ERROR_400 = {
-    "description": "Bad request",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
-}
 
 
 def document_security(app: FastAPI, *, required: bool) -> None:
@@ -109,9 +115,6 @@ def document_security(app: FastAPI, *, required: bool) -> None:
         }
         security: list[dict[str, list[str]]] = [{SCHEME: []}] if required else [{}, {SCHEME: []}]
         for path, operations in schema.get("paths", {}).items():
-            for operation in operations.values():
-                if "requestBody" in operation:  # a body that is not JSON at all
-                    operation.setdefault("responses", {}).setdefault("400", _ERROR_400)
             if path in OPEN_PATHS:
                 continue
             for operation in operations.values():

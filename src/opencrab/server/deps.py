@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from typing import Annotated
-from uuid import UUID
 
 from fastapi import Depends, Path, Request
 
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.agent import MAX_NAME, Agent, AgentStore
 from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
 from opencrab.store import Database
@@ -39,17 +38,23 @@ async def get_agents(request: Request) -> AgentStore:
     return runtime.agents
 
 
-AgentId = Annotated[UUID, Path(alias="id", description="The agent's id.")]
+AGENT_REF = "The agent's id or its name (a name is never UUID-shaped, so they never clash)."
+"""How the API describes an agent reference, in a path, a query or a body."""
+
+AgentId = Annotated[
+    str,
+    Path(alias="id", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+]
 
 
 async def get_agent(agent_id: AgentId, request: Request) -> Agent:
-    """The agent named in the path (404 when there is none).
+    """The agent named in the path by id or name (404 when there is none).
 
     Dependencies here are `async`: they only read app state or do a short SQLite read
     (WAL readers never wait), which costs less on the event loop than a thread hop.
     """
     agents: AgentStore = request.app.state.runtime.agents
-    return agents.get(str(agent_id))
+    return agents.get(agent_id)
 
 
 AgentDep = Annotated[Agent, Depends(get_agent)]

@@ -1,8 +1,17 @@
-"""Map every failure to `{"error": CODE, "message": TEXT}` with the right status."""
+"""Map every failure to `{"error": CODE, "message": TEXT}` with the right status.
+
+Request validation errors (a missing field, a wrong type, an unknown field or query
+parameter, a body that is not JSON) are 400 `validation_error`, as seed 002's OpenAPI
+documents; `document_validation_errors` makes the served OpenAPI say so.
+
+Under `/v1` (the OpenAI-compatible endpoint) the same errors take OpenAI's shape,
+`{"error": {"message", "type", "param", "code"}}`, so OpenAI's clients show the reason.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -33,7 +42,6 @@ STATUS_CODES = {
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
-    422: "validation_error",
     429: "rate_limited",
 }
 
@@ -50,7 +58,7 @@ ERROR_STATUS: dict[type[OpenCrabError], int] = {
 
 
 async def refuse_unknown_query(request: HTTPConnection) -> None:
-    """A query parameter the route does not take is refused (422), like an unknown body
+    """A query parameter the route does not take is refused (400), like an unknown body
     field: `?limt=5` is a typo to report, not to ignore."""
     if request.scope["type"] != "http":
         return  # a WebSocket's ?access_token= is read by the auth middleware
@@ -80,39 +88,105 @@ def error_body(code: str, message: str) -> dict[str, str]:
     return {"error": code, "message": message}
 
 
+OPENAI_PREFIX = "/v1"
+OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
+"""OpenAI's error `type` by status; other 4xx are invalid_request_error, 5xx api_error."""
+
+
+def is_openai_path(path: str) -> bool:
+    """Whether `path` belongs to the OpenAI-compatible endpoint (its errors: OpenAI's shape)."""
+    return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
+
+
+def openai_error_body(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, dict[str, str | None]]:
+    """OpenAI's error object: `{"error": {"message", "type", "param", "code"}}`."""
+    kind = OPENAI_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(
+    request: HTTPConnection,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """An error in the shape of the route asked: ours, or OpenAI's under `/v1`."""
+    if is_openai_path(request.url.path):
+        body: dict[str, Any] = openai_error_body(status, message, param=param, code=code)
+    else:
+        body = error_body(code, message)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error response the same shape."""
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = STATUS_CODES.get(exc.status_code, "error")
-        return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
-        )
+        return error_response(request, exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = []
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts, fields = [], []
         for err in exc.errors():
-            where = ".".join(str(p) for p in err.get("loc", ()))
-            parts.append(f"{where}: {err.get('msg', 'invalid')}")
-        return JSONResponse(error_body("validation_error", "; ".join(parts)), status_code=422)
+            loc = [str(p) for p in err.get("loc", ())]
+            parts.append(f"{'.'.join(loc)}: {err.get('msg', 'invalid')}")
+            fields.append(".".join(loc[1:] if loc[:1] in (["body"], ["query"]) else loc))
+        param = fields[0] if fields and fields[0] else None
+        return error_response(request, 400, "validation_error", "; ".join(parts), param=param)
 
-    async def _known(_: Request, exc: Exception) -> JSONResponse:
+    async def _known(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, OpenCrabError)
         status = next(s for cls, s in ERROR_STATUS.items() if isinstance(exc, cls))
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=status)
+        return error_response(request, status, exc.code, str(exc))
 
     for error in ERROR_STATUS:
         app.add_exception_handler(error, _known)  # Starlette picks the closest class
 
     @app.exception_handler(ConfigError)
     @app.exception_handler(OpenCrabError)
-    async def _ours(_: Request, exc: OpenCrabError) -> JSONResponse:
+    async def _ours(request: Request, exc: OpenCrabError) -> JSONResponse:
         log.error("request failed: %s", exc)
-        return JSONResponse(error_body(exc.code, str(exc)), status_code=500)
+        return error_response(request, 500, exc.code, str(exc))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
+        return error_response(request, 500, "internal_error", "internal server error")
+
+
+VALIDATION_ERROR_400 = {
+    "description": "Invalid request (a missing or wrong field, parameter or body)",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+
+
+def document_validation_errors(app: FastAPI) -> None:
+    """Make the OpenAPI document say 400 with ErrorResponse where FastAPI would say 422.
+
+    Every operation that takes parameters or a body documents 400 (unless it documents
+    its own 400, as `/v1` does with OpenAI's error shape); FastAPI's 422 entries and its
+    HTTPValidationError schemas are removed, since the server never answers 422.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                if operation.get("parameters") or operation.get("requestBody"):
+                    responses.setdefault("400", VALIDATION_ERROR_400)
+        schemas = schema.get("components", {}).get("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -19,11 +19,10 @@ class ErrorResponse(BaseModel):
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries documenting the error shape for `statuses`."""
     descriptions = {
-        400: "Bad request",
+        400: "Invalid request (a missing or wrong field, parameter or body)",
         401: "Missing or invalid bearer token",
         404: "Not found",
         409: "Conflict",
-        422: "Invalid input",
         500: "Internal error",
     }
     return {
@@ -39,7 +38,7 @@ class ApiModel(BaseModel):
 
 
 class ApiInput(ApiModel):
-    """A request body: unknown fields are refused with a 422 that names them."""
+    """A request body: unknown fields are refused with a 400 that names them."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 

@@ -117,7 +117,7 @@ async def list_agents(agents: AgentStoreDep) -> list[AgentSummary]:
     operation_id="createAgent",
     status_code=201,
     response_model=AgentResponse,
-    responses=error_responses(400, 409, 422),
+    responses=error_responses(400, 409),
 )
 def create_agent(
     body: CreateAgentRequest, agents: AgentStoreDep, request: Request
@@ -134,18 +134,18 @@ def create_agent(
     "/agents/{id}",
     operation_id="getAgent",
     response_model=AgentResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     """One agent."""
-    return AgentResponse.of(agents.get(str(agent_id)))
+    return AgentResponse.of(agents.get(agent_id))
 
 
 @router.put(
     "/agents/{id}",
     operation_id="updateAgent",
     response_model=AgentResponse,
-    responses=error_responses(400, 404, 409, 422),
+    responses=error_responses(400, 404, 409),
 )
 def update_agent(
     agent_id: AgentId, body: UpdateAgentRequest, agents: AgentStoreDep, request: Request
@@ -153,7 +153,7 @@ def update_agent(
     """Change the fields given; `toolIds` replaces the granted tools."""
     change = _spec(body, AgentUpdate)
     assert isinstance(change, AgentUpdate)
-    agent = agents.update(str(agent_id), change)
+    agent = agents.update(agent_id, change)
     if body.heartbeat is not None:
         _heartbeat_follows(request, agent)
     return AgentResponse.of(agent)
@@ -164,11 +164,11 @@ def update_agent(
     operation_id="deleteAgent",
     status_code=204,
     response_class=Response,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> Response:
     """Delete the agent with its memory, skills and sessions (its workspace stays on disk)."""
-    agent = agents.delete(str(agent_id))
+    agent = agents.delete(agent_id)
     beats = getattr(request.app.state, "heartbeats", None)
     if beats is not None:
         beats.forget(agent.id)
@@ -180,22 +180,22 @@ def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> 
     "/agents/{id}/soul",
     operation_id="getSoul",
     response_model=Soul,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_soul(agent_id: AgentId, agents: AgentStoreDep) -> Soul:
     """The agent's persona: social style, Big Five, thinking style, custom traits."""
-    return agents.get(str(agent_id)).soul
+    return agents.get(agent_id).soul
 
 
 @router.put(
     "/agents/{id}/soul",
     operation_id="updateSoul",
     response_model=Soul,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
     """Replace the persona."""
-    agent = agents.update(str(agent_id), AgentUpdate(soul=body))
+    agent = agents.update(agent_id, AgentUpdate(soul=body))
     return agent.soul
 
 
@@ -203,22 +203,22 @@ def update_soul(agent_id: AgentId, body: Soul, agents: AgentStoreDep) -> Soul:
     "/agents/{id}/identity",
     operation_id="getIdentity",
     response_model=Identity,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_identity(agent_id: AgentId, agents: AgentStoreDep) -> Identity:
     """Who the agent is: name, role, job title, organisation, image."""
-    return agents.get(str(agent_id)).identity
+    return agents.get(agent_id).identity
 
 
 @router.put(
     "/agents/{id}/identity",
     operation_id="updateIdentity",
     response_model=Identity,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def update_identity(agent_id: AgentId, body: Identity, agents: AgentStoreDep) -> Identity:
     """Replace the identity."""
-    agent = agents.update(str(agent_id), AgentUpdate(identity=body))
+    agent = agents.update(agent_id, AgentUpdate(identity=body))
     return agent.identity
 
 

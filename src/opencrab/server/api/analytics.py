@@ -132,7 +132,7 @@ def _action_counts(conn: sa.Connection, agent_id: str, since: datetime | None) -
     "/agents/{id}/analytics/usage",
     operation_id="getUsageAnalytics",
     response_model=UsageAnalytics,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def get_usage_analytics(
     agent: AgentDep, db: DatabaseDep, settings: SettingsDep, period: Period = "week"
@@ -204,7 +204,7 @@ def get_usage_analytics(
     "/agents/{id}/analytics/skills",
     operation_id="getSkillAnalytics",
     response_model=SkillAnalytics,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def get_skill_analytics(
     agent: AgentDep, db: DatabaseDep, request: Request, period: Period = "week"
@@ -236,7 +236,7 @@ def get_skill_analytics(
     "/agents/{id}/analytics/llm",
     operation_id="getLlmAnalytics",
     response_model=LlmAnalytics,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_llm_analytics(
     agent: AgentDep,

@@ -18,6 +18,7 @@ import orjson
 from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from opencrab.core.agent import MAX_NAME
 from opencrab.importers.sessions import (
     import_session,
     import_sessions_page,
@@ -25,7 +26,7 @@ from opencrab.importers.sessions import (
     session_problems,
 )
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import DatabaseDep
+from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep
 from opencrab.server.schemas import ApiModel, error_responses
 
 router = APIRouter(prefix="/api/imports", tags=["Imports"])
@@ -159,13 +160,17 @@ def _session(row: Any) -> dict[str, Any]:
     "/sessions",
     operation_id="listImportSessions",
     response_model=list[ImportSessionResponse],
-    responses=error_responses(422),
+    responses=error_responses(400, 404),
 )
 def list_import_sessions(
     db: DatabaseDep,
+    agents: AgentStoreDep,
     response: Response,
     source: Literal["codex", "claude"] | None = None,
-    agent_id: Annotated[UUID | None, Query(alias="agentId")] = None,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> list[dict[str, Any]]:
@@ -173,7 +178,7 @@ def list_import_sessions(
     rows, total = import_sessions_page(
         db,
         source=source,
-        agent_id=None if agent_id is None else str(agent_id),
+        agent_id=None if agent_id is None else agents.get(agent_id).id,
         limit=limit,
         offset=offset,
     )
@@ -185,7 +190,7 @@ def list_import_sessions(
     "/sessions/{id}",
     operation_id="getImportSession",
     response_model=ImportSessionDetail,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]:
     """One import session, with its header and every line that had a problem."""
@@ -203,7 +208,7 @@ def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]
     "/sessions/{id}/messages",
     operation_id="listImportMessages",
     response_model=list[NormalizedMessage],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_import_messages(
     session_id: SessionId,

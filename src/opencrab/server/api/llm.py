@@ -182,7 +182,7 @@ async def list_models(
     "/agents/{id}/llm/config",
     operation_id="getLlmConfig",
     response_model=AgentLlmConfig,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_llm_config(agent: AgentDep) -> AgentLlmConfig:
     """The agent's LLM configuration (empty fields: the server's choice)."""
@@ -193,7 +193,7 @@ def get_llm_config(agent: AgentDep) -> AgentLlmConfig:
     "/agents/{id}/llm/config",
     operation_id="updateLlmConfig",
     response_model=AgentLlmConfig,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def update_llm_config(
     agent: AgentDep, body: AgentLlmConfig, agents: AgentStoreDep
@@ -206,7 +206,7 @@ def update_llm_config(
     "/agents/{id}/llm/metrics",
     operation_id="getLlmMetrics",
     response_model=list[CallRecordResponse],
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def get_llm_metrics(
     agent: AgentDep,
@@ -255,7 +255,7 @@ def get_llm_metrics(
     "/agents/{id}/llm/metrics/summary",
     operation_id="getLlmMetricsSummary",
     response_model=MetricsSummary,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def get_llm_metrics_summary(
     agent: AgentDep,

@@ -78,7 +78,7 @@ def _memory(request: Request, agent_id: str) -> MemoryManager:
     "/agents/{id}/memory/curated",
     operation_id="listCuratedMemory",
     response_model=list[CuratedMemoryResponse],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_curated_memory(
     agent: AgentDep,
@@ -94,7 +94,7 @@ def list_curated_memory(
     operation_id="addCuratedMemory",
     status_code=201,
     response_model=CuratedMemoryResponse,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def add_curated_memory(agent: AgentDep, body: CuratedMemoryRequest, request: Request) -> Any:
     """Add a curated memory (category `core` is always in the agent's prompt)."""
@@ -105,7 +105,7 @@ def add_curated_memory(agent: AgentDep, body: CuratedMemoryRequest, request: Req
     "/agents/{id}/memory/curated/{memory_id}",
     operation_id="updateCuratedMemory",
     response_model=CuratedMemoryResponse,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def update_curated_memory(
     agent: AgentDep, memory_id: MemoryId, body: CuratedMemoryRequest, request: Request
@@ -119,7 +119,7 @@ def update_curated_memory(
     operation_id="deleteCuratedMemory",
     status_code=204,
     response_class=Response,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def delete_curated_memory(agent: AgentDep, memory_id: MemoryId, request: Request) -> Response:
     """Forget a curated memory."""
@@ -131,7 +131,7 @@ def delete_curated_memory(agent: AgentDep, memory_id: MemoryId, request: Request
     "/agents/{id}/memory/search",
     operation_id="searchMemory",
     response_model=list[SearchHit],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def search_memory(agent: AgentDep, body: SearchRequest, request: Request) -> list[Any]:
     """Session log lines containing every word of `query`, best first."""
@@ -144,7 +144,7 @@ def search_memory(agent: AgentDep, body: SearchRequest, request: Request) -> lis
     "/agents/{id}/memory/sessions",
     operation_id="listMemorySessions",
     response_model=list[SessionSummaryResponse],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_memory_sessions(agent: AgentDep, request: Request) -> list[Any]:
     """Sessions the agent has logs in, most recently active first."""
@@ -155,7 +155,7 @@ def list_memory_sessions(agent: AgentDep, request: Request) -> list[Any]:
     "/agents/{id}/memory/sessions/{session_id}",
     operation_id="getSessionLogs",
     response_model=list[SessionLogResponse],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_session_logs(
     agent: AgentDep,

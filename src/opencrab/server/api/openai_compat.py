@@ -3,14 +3,18 @@
 `GET /v1/models` lists the agents (the model id is the agent's name);
 `POST /v1/chat/completions` runs one agent turn with the last user message, plain or
 streamed (server-sent `chat.completion.chunk`s, then `data: [DONE]`), with `usage`
-summed over the turn's LLM calls. Off by default: `[gateway.openai_compat] enabled = true`.
+summed over the turn's LLM calls. `max_completion_tokens` (or the older `max_tokens`)
+caps each of the turn's model calls; `finish_reason` is `length` when the reply was cut
+there. Off by default: `[gateway.openai_compat] enabled = true`.
 
 OpenAI clients resend the whole conversation each time; the agent keeps its own
 history, so a request continues the session whose transcript the request's earlier
 messages match (a hash kept in the session's context), or the session named by the
 `X-OpenCrab-Session` header; otherwise a new session starts. The agent's own persona
 is its system prompt: system messages in the request are not sent to the model.
-Errors use OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
+Every error under `/v1` uses OpenAI's shape, `{"error": {"message", "type", "param",
+"code"}}` — request validation, unknown routes and a missing token included (see
+server/errors.py), so OpenAI's clients show the reason.
 """
 
 from __future__ import annotations
@@ -30,14 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from opencrab.core.agent import Agent
 from opencrab.core.steps import LlmReplied, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.errors import NotFoundError
-from opencrab.gateway.base import RestSource, Sender
+from opencrab.gateway.base import RestSource, Sender, message_problem
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
+from opencrab.server.errors import openai_error_body
 from opencrab.store.tables import sessions
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
-
-MAX_CONTENT_CHARS = 100_000
 
 
 class ContentPart(BaseModel):
@@ -75,22 +78,49 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=200, description="An agent's name or id.")
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
+    max_tokens: int | None = Field(default=None, ge=1, description="Deprecated by OpenAI.")
+    max_completion_tokens: int | None = Field(
+        default=None, ge=1, description="The most tokens each model call may write."
+    )
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(default=None, max_length=200)
 
 
+class OpenAiErrorDetail(BaseModel):
+    message: str
+    type: str = Field(examples=["invalid_request_error"])
+    param: str | None
+    code: str | None
+
+
+class OpenAiErrorResponse(BaseModel):
+    """OpenAI's error shape, which every `/v1` error has."""
+
+    error: OpenAiErrorDetail
+
+
+def _documented(description: str) -> dict[str, Any]:
+    return {"model": OpenAiErrorResponse, "description": description}
+
+
 class OpenAiError(Exception):
-    def __init__(self, status: int, message: str, *, type_: str, param: str | None = None):
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ):
         super().__init__(message)
-        self.status, self.type, self.param = status, type_, param
+        self.status, self.param, self.code = status, param, code
 
     def response(self) -> JSONResponse:
-        body = {"message": str(self), "type": self.type, "param": self.param, "code": None}
-        return JSONResponse({"error": body}, status_code=self.status)
+        body = openai_error_body(self.status, str(self), param=self.param, code=self.code)
+        return JSONResponse(body, status_code=self.status)
 
 
-@router.get("/models", operation_id="listOpenAiModels")
+@router.get(
+    "/models",
+    operation_id="listOpenAiModels",
+    responses={400: _documented("Invalid request (OpenAI error shape)")},
+)
 def list_models(runtime: RuntimeDep) -> dict[str, Any]:
     """The agents, as OpenAI models (id = agent name)."""
     return {
@@ -115,8 +145,9 @@ def list_models(runtime: RuntimeDep) -> dict[str, Any]:
             "description": "A chat.completion object, or an SSE stream of chunks.",
             "content": {"text/event-stream": {}},
         },
-        400: {"description": "Invalid request (OpenAI error shape)"},
-        404: {"description": "No such agent (OpenAI error shape)"},
+        400: _documented("Invalid request (OpenAI error shape)"),
+        404: _documented("No such agent (OpenAI error shape)"),
+        502: _documented("The model failed (OpenAI error shape)"),
     },
 )
 async def chat_completions(
@@ -129,24 +160,20 @@ async def chat_completions(
         agent = runtime.agents.get(body.model)
     except NotFoundError:
         return OpenAiError(
-            404, f"The model {body.model!r} does not exist", type_="invalid_request_error"
+            404,
+            f"The model {body.model!r} does not exist",
+            param="model",
+            code="model_not_found",
         ).response()
     last = body.messages[-1]
-    text = last.text().strip()
-    if last.role != "user" or not text:
+    if last.role != "user":
         return OpenAiError(
-            400,
-            "the last message must be a user message with text",
-            type_="invalid_request_error",
-            param="messages",
+            400, "the last message must be a user message", param="messages"
         ).response()
-    if len(text) > MAX_CONTENT_CHARS:
-        return OpenAiError(
-            400,
-            f"the message is longer than {MAX_CONTENT_CHARS} characters",
-            type_="invalid_request_error",
-            param="messages",
-        ).response()
+    text = last.text()
+    problem = message_problem(text)
+    if problem is not None:
+        return OpenAiError(400, problem, param="messages").response()
     prior = [m for m in body.messages[:-1] if m.role in ("user", "assistant")]
     session_id = session_header or _continued_session(runtime, agent, prior)
     completion_id = f"chatcmpl-{uuid4().hex}"
@@ -158,6 +185,7 @@ async def chat_completions(
         source=RestSource(request_id=completion_id),
         sender=Sender(id=body.user or "openai-client"),
         stream=body.stream,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
     )
     if not body.stream:
         turn = _Turn()
@@ -165,7 +193,7 @@ async def chat_completions(
             turn.see(step)
         result = turn.finish(runtime, agent, prior, text)
         if result.error is not None and result.reply is None:
-            return OpenAiError(502, result.error.message, type_="api_error").response()
+            return OpenAiError(502, result.error.message, code=result.error.error).response()
         return {
             "id": completion_id,
             "object": "chat.completion",
@@ -175,7 +203,7 @@ async def chat_completions(
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": result.reply or ""},
-                    "finish_reason": "stop",
+                    "finish_reason": turn.finish_reason(),
                     "logprobs": None,
                 }
             ],
@@ -224,7 +252,7 @@ async def _stream(
         elif isinstance(step, TurnFailed) and turn.reply is None:
             yield chunk({"content": f"[error: {step.message}]"})
     turn.finish(runtime, agent, prior, text)
-    yield chunk({}, "stop")
+    yield chunk({}, turn.finish_reason())
     if include_usage:
         body = {
             "id": completion_id,
@@ -239,22 +267,32 @@ async def _stream(
 
 
 class _Turn:
-    """Collects a turn's steps: the reply, the token counts, the result."""
+    """Collects a turn's steps: the reply, the token counts, the result, whether cut."""
 
     def __init__(self) -> None:
         self.input_tokens = 0
         self.output_tokens = 0
         self.reply: str | None = None
         self.result: TurnResult | None = None
+        self.last_finish: str | None = None  # of the latest model call
+        self.cut = False  # the reply came from a call stopped at max_tokens
 
     def see(self, step: Any) -> None:
         if isinstance(step, LlmReplied):
             self.input_tokens += step.input_tokens
             self.output_tokens += step.output_tokens
+            self.last_finish = step.finish_reason
         elif isinstance(step, Spoke):
             self.reply = step.text
+            self.cut = self.last_finish == "length"
         elif isinstance(step, TurnResult):
             self.result = step
+
+    def finish_reason(self) -> str:
+        """`length` when the reply (or, with none, the last call) was cut; else `stop`."""
+        if self.cut or (self.reply is None and self.last_finish == "length"):
+            return "length"
+        return "stop"
 
     def usage(self) -> dict[str, int]:
         return {

@@ -1,9 +1,11 @@
 """Sessions and their messages (seed 002 `/api/sessions`, seed 001 chat sessions).
 
 `POST /api/sessions/{id}/messages` is the REST gateway: the user message becomes an
-`IncomingMessage` with a `RestSource`, the agent runs a turn, and the reply comes back
-with the turn's actions and trace id. One turn per session at a time: a second message
-to the same session waits for the first to finish.
+`IncomingMessage` with a `RestSource` and the agent runs a turn. The answer is 201 with
+seed 002's MessageResponse of the stored user message (`id`, `role`, `content`,
+`timestamp`) and, in `turn`, what the agent did: its reply, actions, trace id and how the
+turn stopped. One turn per session at a time: a second message to the same session waits
+for the first to finish.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import Field
 
+from opencrab.core.agent import MAX_NAME
 from opencrab.core.sessions import (
     end_session,
     ensure_chat_session,
@@ -26,16 +29,16 @@ from opencrab.core.sessions import (
     turn_lock,
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
-from opencrab.gateway.base import RestSource, Sender
+from opencrab.errors import OpenCrabError
+from opencrab.gateway.base import MessageText, RestSource, Sender
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import RuntimeDep
+from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
 SessionId = Annotated[UUID, Path(alias="id", description="The session's id.")]
 SessionStatus = Literal["active", "suspended", "completed", "failed"]
-MAX_MESSAGE_CHARS = 100_000
 
 
 class MessageResponse(ApiModel):
@@ -64,11 +67,11 @@ class SessionResponse(SessionSummary):
 
 
 class CreateSessionRequest(ApiInput):
-    agent_id: UUID
+    agent_id: str = Field(min_length=1, max_length=MAX_NAME, description=AGENT_REF)
 
 
 class AddMessageRequest(ApiInput):
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    content: MessageText
     sender_id: str | None = Field(default=None, max_length=200)
     sender_name: str | None = Field(default=None, max_length=200)
 
@@ -82,17 +85,22 @@ class ActionSummary(ApiModel):
     result_event_id: UUID
 
 
-class TurnResponse(ApiModel):
-    """What one posted message did: the reply (None when the agent stayed silent)."""
+class TurnOutcome(ApiModel):
+    """What the agent did with a posted message: its reply (None when it stayed silent)."""
 
     session_id: UUID
     trace_id: UUID
     reply: MessageResponse | None
-    user_message: MessageResponse | None
     actions: list[ActionSummary]
     iterations: int
     stopped_by: str | None
     error: str | None = None
+
+
+class PostedMessage(MessageResponse):
+    """Seed 002's MessageResponse of the stored user message, plus the turn it started."""
+
+    turn: TurnOutcome
 
 
 def _summary(row: Any) -> dict[str, Any]:
@@ -119,10 +127,18 @@ def _message(row: Any) -> MessageResponse:
     )
 
 
-@router.get("/sessions", operation_id="listSessions", response_model=list[SessionSummary])
+@router.get(
+    "/sessions",
+    operation_id="listSessions",
+    response_model=list[SessionSummary],
+    responses=error_responses(400, 404),
+)
 def list_all(
     runtime: RuntimeDep,
-    agent_id: Annotated[UUID | None, Query(alias="agentId")] = None,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -131,7 +147,7 @@ def list_all(
     """Sessions, most recently updated first."""
     rows = list_sessions(
         runtime.db,
-        agent_id=None if agent_id is None else str(agent_id),
+        agent_id=None if agent_id is None else runtime.agents.get(agent_id).id,
         ticket_id=None if ticket_id is None else str(ticket_id),
         status=status,
         limit=limit,
@@ -145,11 +161,11 @@ def list_all(
     operation_id="createSession",
     status_code=201,
     response_model=SessionResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
-    """Start a chat session with an agent."""
-    agent = runtime.agents.get(str(body.agent_id))
+    """Start a chat session with an agent (by id or name)."""
+    agent = runtime.agents.get(body.agent_id)
     session_id = ensure_chat_session(runtime.db, agent.id)
     return _full(runtime, session_id)
 
@@ -158,7 +174,7 @@ def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
     "/sessions/{id}",
     operation_id="getSession",
     response_model=SessionResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get(session_id: SessionId, runtime: RuntimeDep) -> SessionResponse:
     """One session with its messages."""
@@ -170,7 +186,7 @@ def get(session_id: SessionId, runtime: RuntimeDep) -> SessionResponse:
     operation_id="endSession",
     status_code=204,
     response_class=Response,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def end(session_id: SessionId, runtime: RuntimeDep) -> Response:
     """End the session (status completed); its history stays readable."""
@@ -182,7 +198,7 @@ def end(session_id: SessionId, runtime: RuntimeDep) -> Response:
     "/sessions/{id}/messages",
     operation_id="listMessages",
     response_model=list[MessageResponse],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_messages(
     session_id: SessionId,
@@ -199,13 +215,14 @@ def list_messages(
     "/sessions/{id}/messages",
     operation_id="addMessage",
     status_code=201,
-    response_model=TurnResponse,
-    responses=error_responses(400, 404, 422),
+    response_model=PostedMessage,
+    responses=error_responses(400, 404),
 )
 async def add_message(
     session_id: SessionId, body: AddMessageRequest, runtime: RuntimeDep
-) -> TurnResponse:
-    """Send a user message to a chat session: the agent runs a turn and replies."""
+) -> PostedMessage:
+    """Add a user message to a chat session (201: the stored message); the agent runs a
+    turn, whose reply and actions come back in `turn`."""
     row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
     key = str(session_id)
@@ -231,9 +248,11 @@ async def add_message(
     return _turn_response(runtime, result, written)
 
 
-def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) -> TurnResponse:
+def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) -> PostedMessage:
     rows = messages_of_events(runtime.db, result.session_id, list(written.values()))
     user = rows.get(written.get("user", ""))
+    if user is None:  # the engine writes it before anything else can fail
+        raise OpenCrabError(f"the message to session {result.session_id} was not stored")
     reply = rows.get(written.get("reply", ""))
     actions = [
         ActionSummary(
@@ -246,16 +265,16 @@ def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) ->
         )
         for a in result.actions
     ]
-    return TurnResponse(
+    outcome = TurnOutcome(
         session_id=UUID(result.session_id),
         trace_id=UUID(result.trace_id),
         reply=None if reply is None else _message(reply),
-        user_message=None if user is None else _message(user),
         actions=actions,
         iterations=result.iterations,
         stopped_by=result.stopped_by,
         error=None if result.error is None else result.error.message,
     )
+    return PostedMessage(**_message(user).model_dump(), turn=outcome)
 
 
 def _full(runtime: Any, session_id: str) -> SessionResponse:

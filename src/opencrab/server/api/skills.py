@@ -83,7 +83,7 @@ def _skills(request: Request, agent: Agent) -> SkillManager:
     "/agents/{id}/skills",
     operation_id="listSkills",
     response_model=list[SkillResponse],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_skills(agent: AgentDep, request: Request, active: bool | None = None) -> list[Skill]:
     """The agent's skills, standard ones first; `active=true` lists only those switched on."""
@@ -98,7 +98,7 @@ def list_skills(agent: AgentDep, request: Request, active: bool | None = None) -
     operation_id="addSkill",
     status_code=201,
     response_model=SkillResponse,
-    responses=error_responses(400, 404, 409, 422),
+    responses=error_responses(400, 404, 409),
 )
 def add_skill(agent: AgentDep, body: AddSkillRequest, request: Request) -> Skill:
     """Teach the agent a skill; a name it already learned is refined (its version goes up).
@@ -120,7 +120,7 @@ def add_skill(agent: AgentDep, body: AddSkillRequest, request: Request) -> Skill
     "/agents/{id}/skills/{skill_id}",
     operation_id="getSkill",
     response_model=SkillResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_skill(agent: AgentDep, skill: SkillRef, request: Request) -> Skill:
     """One skill, by id or name."""
@@ -131,7 +131,7 @@ def get_skill(agent: AgentDep, skill: SkillRef, request: Request) -> Skill:
     "/agents/{id}/skills/{skill_id}",
     operation_id="updateSkill",
     response_model=SkillResponse,
-    responses=error_responses(400, 404, 409, 422),
+    responses=error_responses(400, 404, 409),
 )
 def update_skill(
     agent: AgentDep, skill: SkillRef, body: UpdateSkillRequest, request: Request
@@ -151,7 +151,7 @@ def update_skill(
     operation_id="deleteSkill",
     status_code=204,
     response_class=Response,
-    responses=error_responses(404, 409, 422),
+    responses=error_responses(400, 404, 409),
 )
 def delete_skill(agent: AgentDep, skill: SkillRef, request: Request) -> Response:
     """Forget a learned skill; a standard skill gives 409 (switch it off instead)."""
@@ -163,7 +163,7 @@ def delete_skill(agent: AgentDep, skill: SkillRef, request: Request) -> Response
     "/agents/{id}/skills/{skill_id}/toggle",
     operation_id="toggleSkill",
     response_model=SkillResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def toggle_skill(
     agent: AgentDep,

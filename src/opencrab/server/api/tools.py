@@ -49,7 +49,7 @@ def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
     "/tools/{id}",
     operation_id="getTool",
     response_model=ToolResponse,
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def get_tool(tool_id: Annotated[UUID, Path(alias="id")], db: DatabaseDep) -> dict[str, Any]:
     """One tool with its JSON Schema."""

@@ -21,7 +21,7 @@ router = APIRouter(prefix="/api", tags=["Traces"])
     "/traces/{trace_id}/events",
     operation_id="listTraceEvents",
     response_model=list[AgentEvent],
-    responses=error_responses(404, 422),
+    responses=error_responses(400, 404),
 )
 def list_trace_events(
     trace_id: UUID,

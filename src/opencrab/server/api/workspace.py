@@ -64,7 +64,7 @@ def _workspace(request: Request, agent_id: str) -> Workspace:
     "/agents/{id}/workspace",
     operation_id="listWorkspace",
     response_model=WorkspaceListing,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def list_workspace(
     agent: AgentDep,
@@ -91,7 +91,7 @@ def list_workspace(
             "description": "The file's bytes",
             "content": {"application/octet-stream": {"schema": {"type": "string"}}},
         },
-        **error_responses(400, 404, 422),
+        **error_responses(400, 404),
     },
 )
 def read_workspace_file(
@@ -116,7 +116,7 @@ def read_workspace_file(
     response_model=WrittenFile,
     responses={
         201: {"model": WrittenFile, "description": "Created"},
-        **error_responses(400, 404, 413, 422),
+        **error_responses(400, 404, 413),
     },
     openapi_extra={
         "requestBody": {
@@ -157,7 +157,7 @@ async def write_workspace_file(
     operation_id="deleteWorkspaceFile",
     status_code=204,
     response_class=Response,
-    responses=error_responses(400, 404, 422),
+    responses=error_responses(400, 404),
 )
 def delete_workspace_file(agent: AgentDep, path: FilePath, request: Request) -> Response:
     """Delete a file, or a folder with everything in it."""

@@ -45,9 +45,8 @@ from opencrab.core.sessions import (
 )
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
-from opencrab.gateway.base import WebSocketSource
+from opencrab.gateway.base import MessageText, WebSocketSource
 from opencrab.plugins import hookimpl
-from opencrab.server.api.sessions import MAX_MESSAGE_CHARS
 from opencrab.server.live import Client, EventHub, event_message
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ class Unsubscribe(_In):
 class Chat(_In):
     type: Literal["chat"]
     agent: str = Field(min_length=1, max_length=200)
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    content: MessageText
     session_id: UUID | None = Field(default=None, alias="sessionId")
     request_id: str | None = Field(default=None, alias="requestId", max_length=200)
 
