@@ -151,12 +151,16 @@ class LlmRouter:
         """
         usable = [name for name in self.providers if await self._usable(name)]
         self.usable = frozenset(usable)
+        refusals = [p.refused for p in self.providers.values() if p.refused]
+        for reason in refusals:
+            log.warning("%s", reason)
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
-            self.notice = OFFLINE_HINT
+            self.notice = "\n".join([*refusals, OFFLINE_HINT])
             log.info(OFFLINE_HINT)
             return
+        self.notice = "\n".join(refusals) or None
         if self.default.provider in usable:
             return
         # The configured default cannot answer: the first usable provider takes its place.
@@ -166,9 +170,12 @@ class LlmRouter:
             model = self.default_model_for(name) or await self._first_model(name)
             if model is None:
                 continue
-            self.notice = (
-                f"the default provider {self.default.provider!r} is not configured; "
-                f"using {name}/{model} as the default"
+            self.notice = "\n".join(
+                [
+                    *refusals,
+                    f"the default provider {self.default.provider!r} is not configured; "
+                    f"using {name}/{model} as the default",
+                ]
             )
             log.info(self.notice)
             self.default = Target(name, model)
@@ -281,12 +288,9 @@ class LlmRouter:
         last: LlmError | None = None
         for attempt, target in enumerate(targets, start=1):
             provider = self.providers.get(target.provider)
-            if provider is None or not provider.is_configured():
+            if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or ProviderNotConfigured(
-                    "not registered" if provider is None else "not configured (no key or model)",
-                    provider=target.provider,
-                )
+                last = last or _unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request_id, attempt, stream=False)
             start = time.perf_counter()
@@ -321,12 +325,9 @@ class LlmRouter:
         targets = self.candidates(self.resolve(request.model, info.purpose))
         for attempt, target in enumerate(targets, start=1):
             provider = self.providers.get(target.provider)
-            if provider is None or not provider.is_configured():
+            if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or ProviderNotConfigured(
-                    "not registered" if provider is None else "not configured (no key or model)",
-                    provider=target.provider,
-                )
+                last = last or _unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request_id, attempt, stream=True)
             acc = StreamAccumulator(provider=target.provider, model=target.model)
@@ -411,3 +412,12 @@ class LlmRouter:
 
 def _ms(start: float) -> int:
     return round((time.perf_counter() - start) * 1000)
+
+
+def _unusable(name: str, provider: LlmProvider | None) -> ProviderNotConfigured:
+    """Why a target's provider is skipped without a call."""
+    if provider is None:
+        return ProviderNotConfigured("not registered", provider=name)
+    if provider.refused:
+        return ProviderNotConfigured(provider.refused)
+    return ProviderNotConfigured("not configured (no key or model)", provider=name)
