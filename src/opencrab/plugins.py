@@ -42,6 +42,7 @@ DEFAULT_PLUGINS = (
     "opencrab.cli.imports",
     "opencrab.cli.events",
     "opencrab.cli.llm",
+    "opencrab.cli.config",
     "opencrab.cli.agents",
     "opencrab.actions.speech",
     "opencrab.actions.workspace",

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+
+from opencrab.config.provenance import KeyPath, origin_of
 
 BUILTIN_PROVIDERS = (
     "openai",
@@ -143,6 +145,16 @@ class Settings(Section):
     gateway: GatewaySection = Field(default_factory=GatewaySection)
     dashboard: DashboardSection = Field(default_factory=DashboardSection)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
+    _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def origins(self) -> dict[KeyPath, str]:
+        """Each merged leaf's layer label (set by the loader; empty for settings made in code)."""
+        return self._origins
+
+    def origin(self, path: KeyPath) -> str:
+        """The label of the layer that gave `path` its value (see opencrab.config.provenance)."""
+        return origin_of(self._origins, path)
 
     @property
     def database_url(self) -> str:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from opencrab.config import Settings
 from opencrab.config.models import ModelRef
+from opencrab.config.provenance import purpose_model
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
@@ -117,7 +118,7 @@ def build_llm_context(
     def ref(purpose: str) -> str:
         chosen = effective_model(config, purpose, overrides, {})
         if chosen is None and settings is not None:
-            chosen = getattr(settings.llm.models, purpose, None)
+            chosen = purpose_model(settings, purpose)
         return _format_ref(chosen)
 
     aliases = list(config.selectable_models)

@@ -5,8 +5,9 @@ A model reference is resolved in this order:
 2. `provider/model` when `provider` is a registered provider (`openrouter/deepseek/deepseek-v3.2`
    → provider openrouter, model deepseek/deepseek-v3.2);
 3. any other non-empty text: a model of the default provider;
-4. nothing: the model for the call's purpose (`[llm.models]`) when its provider can
-   answer, else the default model.
+4. nothing: the model for the call's purpose when its provider can answer, else the
+   default model. A per-purpose model the user set beats the user's default, which beats
+   the packaged per-purpose model (opencrab.config.provenance.purpose_model).
 
 A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts the
 provider in a short cooldown and moves on along `[llm.fallback] chain`; a request the
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
+from opencrab.config.provenance import purpose_model
 from opencrab.errors import LlmError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
@@ -218,7 +220,7 @@ class LlmRouter:
         if self.offline:
             return self.default
         if purpose in PURPOSES:
-            ref = getattr(self.settings.llm.models, purpose)
+            ref = purpose_model(self.settings, purpose)
             if ref is not None and (self.usable is None or ref.provider in self.usable):
                 return Target(ref.provider, ref.model)
         return self.default
