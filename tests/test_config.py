@@ -188,6 +188,18 @@ def test_unknown_provider_and_undefined_alias_are_errors(tmp_path: Path) -> None
     assert "allowed_aliases[1]: alias 'turbo' is not defined" in str(err.value)
 
 
+def test_fallback_chain_takes_providers_aliases_and_models(tmp_path: Path) -> None:
+    chain = '["anthropic", "claude_fast", "google/gemini-3-flash"]'
+    env = {"OPENCRAB_LLM__FALLBACK__CHAIN": chain, "ANTHROPIC_API_KEY": "a"}
+    with pytest.raises(ConfigError, match="GOOGLE_API_KEY is not set and provider 'google'"):
+        load_settings(env=env)  # a provider/model entry uses its provider
+    s = load_settings(env={**env, "GOOGLE_API_KEY": "g"})
+    assert s.llm.fallback.chain == ["anthropic", "claude_fast", "google/gemini-3-flash"]
+    env["OPENCRAB_LLM__FALLBACK__CHAIN"] = '["claude_fast", "nope/model"]'
+    with pytest.raises(ConfigError, match=r"chain\[1\]: unknown provider 'nope'"):
+        load_settings(env=env)
+
+
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_settings(tmp_path / "absent.toml", env={})

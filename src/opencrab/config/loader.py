@@ -279,8 +279,10 @@ def _used_providers(settings: Settings, merged: _Merged) -> dict[str, str]:
         ref = getattr(llm.models, purpose)
         if ref is not None and mine(("llm", "models", purpose, "provider")):
             used.setdefault(ref.provider, f"llm.models.{purpose}")
-    for i, name in enumerate(llm.fallback.chain):
+    for i, entry in enumerate(llm.fallback.chain):
         if mine(("llm", "fallback", "chain", i)):
+            alias = llm.aliases.get(entry)
+            name = alias.provider if alias is not None else entry.split("/", 1)[0]
             used.setdefault(name, "llm.fallback.chain")
     for name, provider in llm.providers.items():
         if provider.enabled:

@@ -70,6 +70,7 @@ class SelfSelection(Section):
 
 
 class Fallback(Section):
+    # providers (their model of the failed model's tier), aliases or provider/model
     chain: list[str] = Field(default_factory=list)
 
 
@@ -187,8 +188,9 @@ def reference_problems(settings: Settings) -> list[tuple[tuple[str | int, ...], 
             known(ref.provider, ("llm", "models", purpose, "provider"))
     for alias, ref in llm.aliases.items():
         known(ref.provider, ("llm", "aliases", alias, "provider"))
-    for i, name in enumerate(llm.fallback.chain):
-        known(name, ("llm", "fallback", "chain", i))
+    for i, entry in enumerate(llm.fallback.chain):
+        if entry not in llm.aliases:  # a provider, or provider/model
+            known(entry.split("/", 1)[0], ("llm", "fallback", "chain", i))
     for i, alias in enumerate(llm.self_selection.allowed_aliases):
         if alias not in llm.aliases:
             problems.append(

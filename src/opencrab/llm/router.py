@@ -10,12 +10,15 @@ A model reference is resolved in this order:
    the packaged per-purpose model (opencrab.config.provenance.purpose_model).
 
 A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts the
-provider in a short cooldown and moves on along `[llm.fallback] chain`; a request the
-provider refuses (400, 401, 403) is raised at once. Each attempt writes one
-`llm_usage_metrics` row. When no provider has credentials and no local server answers,
-the embedded model is used and the user is told once how to configure a real provider;
-when the configured default provider cannot answer but another can (a key for another
-cloud, a running Ollama or llama.cpp server), that one becomes the default, with a notice.
+provider in a short cooldown and moves on along `[llm.fallback] chain` (a bare provider
+there answers with its model of the failed model's tier, never a pricier one; see
+opencrab.llm.fallback); a request the provider refuses (400, 401, 403) is raised at
+once. Each attempt writes one `llm_usage_metrics` row, numbered (`attempt`) and naming
+the model it falls back from (`fallback_from`). When no provider has credentials and no
+local server answers, the embedded model is used and the user is told once how to
+configure a real provider; when the configured default provider cannot answer but
+another can (a key for another cloud, a running Ollama or llama.cpp server), that one
+becomes the default, with a notice.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
 from opencrab.config.provenance import purpose_model
 from opencrab.errors import LlmError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
+from opencrab.llm.fallback import FallbackPlanner
+from opencrab.llm.fallback import Target as Target  # re-exported: callers import it from here
 from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
 from opencrab.llm.pricing import PriceBook
 from opencrab.llm.registry import provider_factories
@@ -51,17 +56,6 @@ OFFLINE_HINT = (
     "ANTHROPIC_API_KEY, GOOGLE_API_KEY or OPENROUTER_API_KEY, or run Ollama or a "
     "llama.cpp server (see [llm.providers.*] in the config)."
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    """A provider and one of its models."""
-
-    provider: str
-    model: str
-
-    def __str__(self) -> str:
-        return f"{self.provider}/{self.model}"
 
 
 @dataclass
@@ -114,6 +108,7 @@ class LlmRouter:
         self.notice: str | None = None
         self.usable: frozenset[str] | None = None  # known after start()
         self._prices = PriceBook.defaults() if metrics is None else None
+        self.planner = FallbackPlanner(self.aliases, self._price_book, self.default_model_for)
 
     # ------------------------------------------------------------ set-up
     @classmethod
@@ -243,6 +238,9 @@ class LlmRouter:
                 return target.model
         return None
 
+    def _price_book(self) -> PriceBook | None:
+        return self.metrics.prices if self.metrics is not None else self._prices
+
     def context_window(self, target: Target) -> int:
         """The target model's context window: from its provider, the price table, or 32k."""
         provider = self.providers.get(target.provider)
@@ -254,12 +252,19 @@ class LlmRouter:
         return window or DEFAULT_CONTEXT_WINDOW
 
     def candidates(self, first: Target) -> list[Target]:
-        """The primary target, one per fallback provider, the default; cooling ones last."""
+        """The primary target, one per fallback entry, the default; cooling ones last.
+
+        A bare provider in the chain gives its model of `first`'s tier, never a pricier
+        one (opencrab.llm.fallback); an alias or provider/model entry is used as named.
+        """
         targets = [first]
-        for name in self.fallback_chain:
-            model = self.default_model_for(name)
-            if name != first.provider and model is not None:
-                targets.append(Target(name, model))
+        for entry in self.fallback_chain:
+            bare = entry not in self.aliases and "/" not in entry
+            if bare and entry == first.provider:
+                continue
+            target = self.planner.target(entry, first, self.providers)
+            if target is not None and target not in targets:
+                targets.append(target)
         if self.default.provider not in {t.provider for t in targets}:
             targets.append(self.default)
         if self.offline and all(t.provider != EMBEDDED for t in targets):
@@ -288,13 +293,15 @@ class LlmRouter:
     ) -> ChatResponse:
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
-        for attempt, target in enumerate(targets, start=1):
+        tried: list[Target] = []
+        for target in targets:
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
                 last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, attempt, stream=False)
+            record = self._record(target, info, request_id, tried, stream=False)
+            tried.append(target)
             start = time.perf_counter()
             try:
                 reply = await provider.chat_completion(
@@ -325,13 +332,15 @@ class LlmRouter:
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
         targets = self.candidates(self.resolve(request.model, info.purpose))
-        for attempt, target in enumerate(targets, start=1):
+        tried: list[Target] = []
+        for target in targets:
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
                 last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, attempt, stream=True)
+            record = self._record(target, info, request_id, tried, stream=True)
+            tried.append(target)
             acc = StreamAccumulator(provider=target.provider, model=target.model)
             start = time.perf_counter()
             started = False
@@ -369,8 +378,15 @@ class LlmRouter:
         return not isinstance(exc, ProviderNotConfigured)
 
     def _record(
-        self, target: Target, info: CallInfo, request_id: str, attempt: int, *, stream: bool
+        self,
+        target: Target,
+        info: CallInfo,
+        request_id: str,
+        tried: list[Target],
+        *,
+        stream: bool,
     ) -> CallRecord:
+        """The metrics row of an attempt: which one it is and, after a failure, from what."""
         return CallRecord(
             id=str(uuid.uuid4()),
             provider=target.provider,
@@ -382,7 +398,8 @@ class LlmRouter:
             complexity=info.complexity,
             stream=stream,
             request_id=request_id,
-            attempt=attempt,
+            attempt=len(tried) + 1,
+            fallback_from=str(tried[-1]) if tried else None,
         )
 
     def _finish(self, record: CallRecord, reply: ChatResponse) -> None:
