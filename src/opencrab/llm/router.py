@@ -35,6 +35,7 @@ from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
 from opencrab.config.provenance import purpose_model
 from opencrab.errors import LlmError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
+from opencrab.llm.complexity import estimate_complexity
 from opencrab.llm.fallback import FallbackPlanner
 from opencrab.llm.fallback import Target as Target  # re-exported: callers import it from here
 from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
@@ -71,7 +72,7 @@ class CallInfo:
 
     purpose: str = "conversation"
     task_type: str | None = None
-    complexity: str | None = None
+    complexity: str | None = None  # None: estimated from the request (llm.complexity)
     agent_id: str | None = None
     session_id: str | None = None
 
@@ -300,7 +301,7 @@ class LlmRouter:
                 # a real failure of an earlier target says more than "not configured"
                 last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, tried, stream=False)
+            record = self._record(target, info, request, request_id, tried, stream=False)
             tried.append(target)
             start = time.perf_counter()
             try:
@@ -339,7 +340,7 @@ class LlmRouter:
                 # a real failure of an earlier target says more than "not configured"
                 last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, tried, stream=True)
+            record = self._record(target, info, request, request_id, tried, stream=True)
             tried.append(target)
             acc = StreamAccumulator(provider=target.provider, model=target.model)
             start = time.perf_counter()
@@ -381,6 +382,7 @@ class LlmRouter:
         self,
         target: Target,
         info: CallInfo,
+        request: ChatRequest,
         request_id: str,
         tried: list[Target],
         *,
@@ -395,7 +397,7 @@ class LlmRouter:
             agent_id=info.agent_id or SYSTEM_AGENT,
             session_id=info.session_id,
             task_type=info.task_type,
-            complexity=info.complexity,
+            complexity=info.complexity or estimate_complexity(request),
             stream=stream,
             request_id=request_id,
             attempt=len(tried) + 1,
