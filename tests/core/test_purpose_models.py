@@ -19,6 +19,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.steps import Compacted, TurnResult
 from opencrab.store.tables import llm_usage_metrics
 from tests.core.conftest import calls, speak
+from tests.core.test_engine import SmallWindow
 from tests.fakes.scripted_provider import ScriptedProvider
 
 HAIKU = ModelRef(provider="anthropic", model="claude-haiku-4.5")
@@ -104,11 +105,6 @@ async def test_reflection_uses_the_analysis_model_and_select_llm_changes_it(
     analysis = [(r.provider, r.model) for r in rows if r.task_type == "reflection"]
     assert analysis == [("anthropic", "claude-haiku-4.5"), ("openai", "gpt-5.2")]
     assert {r.purpose for r in rows if r.task_type == "reflection"} == {"analysis"}
-
-
-class SmallWindow(ScriptedProvider):
-    def context_window(self, model: str) -> int:
-        return 9000
 
 
 async def test_compaction_uses_the_analysis_model(runtime: Runtime) -> None:
