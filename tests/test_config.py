@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from opencrab.config import load_settings
+from opencrab.config.provenance import DEFAULT_SOURCE, effective_values, purpose_choices
 from opencrab.errors import ConfigError
+from opencrab.llm.router import LlmRouter
 
 
 def write(path: Path, text: str) -> Path:
@@ -199,6 +201,94 @@ def test_unknown_provider_and_undefined_alias_are_errors(tmp_path: Path) -> None
     assert "allowed_aliases[1]: alias 'turbo' is not defined" in str(err.value)
 
 
+def test_fallback_chain_takes_providers_aliases_and_models(tmp_path: Path) -> None:
+    chain = '["anthropic", "claude_fast", "google/gemini-3-flash"]'
+    env = {"OPENCRAB_LLM__FALLBACK__CHAIN": chain, "ANTHROPIC_API_KEY": "a"}
+    with pytest.raises(ConfigError, match="GOOGLE_API_KEY is not set and provider 'google'"):
+        load_settings(env=env)  # a provider/model entry uses its provider
+    s = load_settings(env={**env, "GOOGLE_API_KEY": "g"})
+    assert s.llm.fallback.chain == ["anthropic", "claude_fast", "google/gemini-3-flash"]
+    env["OPENCRAB_LLM__FALLBACK__CHAIN"] = '["claude_fast", "nope/model"]'
+    with pytest.raises(ConfigError, match=r"chain\[1\]: unknown provider 'nope'"):
+        load_settings(env=env)
+
+
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_settings(tmp_path / "absent.toml", env={})
+
+
+# ------------------------------------------------------------------ provenance and precedence
+def test_every_value_remembers_its_layer(tmp_path: Path) -> None:
+    file = write(tmp_path / "user.toml", '[llm]\ndefault_model = "from-file"\n')
+    env = {"OPENCRAB_GATEWAY__REST__HOST": "127.0.0.2", "OPENAI_API_KEY": "sk-live-secret"}
+    s = load_settings(file, env=env, overrides={"gateway": {"rest": {"port": 3100}}})
+    assert s.origin(("llm", "default_model")) == str(file)
+    assert s.origin(("gateway", "rest", "host")) == "environment OPENCRAB_GATEWAY__REST__HOST"
+    assert s.origin(("gateway", "rest", "port")) == "command line"
+    assert s.origin(("llm", "default_provider")) == DEFAULT_SOURCE
+    assert s.origin(("llm", "providers", "openai", "timeout_secs")) == DEFAULT_SOURCE
+    kinds = {key: (kind, value) for key, value, kind, _ in effective_values(s)}
+    assert kinds["llm.default_model"] == ("file", "from-file")
+    assert kinds["gateway.rest.host"] == ("environment", "127.0.0.2")
+    assert kinds["gateway.rest.port"] == ("flag", 3100)
+    assert kinds["llm.default_provider"] == ("packaged", "openai")
+    assert kinds["llm.models.thinking"] == (
+        "packaged",
+        {"provider": "anthropic", "model": "claude-opus-4.6"},
+    )
+    assert kinds["llm.providers.openai.api_key"] == ("packaged", "<redacted>")
+    assert "sk-live-secret" not in repr(effective_values(s))
+
+
+def test_database_passwords_and_tokens_are_redacted(tmp_path: Path) -> None:
+    env = {
+        "OPENCRAB_DATABASE__URL": "postgresql://crab:hunter2@db.example/opencrab",
+        "DISCORD_TOKEN": "discord-secret",
+    }
+    shown = {key: value for key, value, _, _ in effective_values(load_settings(env=env))}
+    assert shown["database.url"] == "postgresql://crab:***@db.example/opencrab"
+    assert shown["gateway.discord.token"] == "<redacted>"
+    assert "hunter2" not in repr(shown)
+    assert "discord-secret" not in repr(shown)
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "expected"),
+    [
+        # nothing of the user's: the packaged per-purpose models
+        ("", {}, {"thinking": "anthropic/claude-opus-4.6", "analysis": "openai/gpt-5-mini"}),
+        # the user's default beats every packaged per-purpose model
+        (
+            '[llm]\ndefault_provider = "anthropic"\ndefault_model = "claude-haiku-4.5"\n',
+            {"ANTHROPIC_API_KEY": "a"},
+            {
+                "thinking": "anthropic/claude-haiku-4.5",
+                "tool_calling": "anthropic/claude-haiku-4.5",
+            },
+        ),
+        # a per-purpose model the user set beats the user's default
+        (
+            '[llm]\ndefault_model = "gpt-5-mini"\n'
+            '[llm.models]\nanalysis = { provider = "openai", model = "gpt-5.2-pro" }\n',
+            {"OPENAI_API_KEY": "sk"},
+            {
+                "analysis": "openai/gpt-5.2-pro",
+                "thinking": "openai/gpt-5-mini",
+                "embedding": "openai/text-embedding-3-large",  # a chat model cannot embed
+            },
+        ),
+        # the environment is the user's too
+        ("", {"OPENCRAB_LLM__DEFAULT_MODEL": "gpt-4.1"}, {"conversation": "openai/gpt-4.1"}),
+    ],
+)
+def test_model_precedence_per_purpose(
+    tmp_path: Path, toml: str, env: dict[str, str], expected: dict[str, str]
+) -> None:
+    file = write(tmp_path / "user.toml", toml)
+    s = load_settings(file, env=env)
+    router = LlmRouter(s)
+    chosen = purpose_choices(s)
+    for purpose, model in expected.items():
+        assert str(router.resolve(purpose=purpose)) == model
+        assert chosen[purpose][0] == model

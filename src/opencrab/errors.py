@@ -13,6 +13,7 @@
     └── LlmError                  an LLM call failed; `retryable` tells the router whether
         │                         another attempt or provider may succeed
         ├── ProviderNotConfigured no key, no SDK, or no server for the provider (not retryable)
+        │   └── SelfCallRefused   the provider's server is OpenCrab itself (opencrab.instance)
         ├── ProviderAuthError     401/403 from the provider (not retryable)
         ├── ProviderBadRequest    400/404/422: the request itself is wrong (not retryable)
         ├── RateLimited           429 (retryable)
@@ -146,6 +147,22 @@ class LlmError(OpenCrabError):
 
 class ProviderNotConfigured(LlmError):
     code = "provider_not_configured"
+
+
+class SelfCallRefused(ProviderNotConfigured):
+    """A provider's server answered with an OpenCrab instance mark: it is an OpenCrab
+    server (this one when the mark is this process's), not a model server."""
+
+    code = "self_call"
+
+    def __init__(self, provider: str, url: str, mark: str, *, own: bool) -> None:
+        what = (
+            "is this OpenCrab server"
+            if own
+            else f"is an OpenCrab server (instance {mark[:16]}), not a model server"
+        )
+        super().__init__(f"{provider} at {url} {what}; set [llm.providers.{provider}] base_url")
+        self.provider = provider
 
 
 class ProviderAuthError(LlmError):

@@ -41,6 +41,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.imports",
     "opencrab.cli.events",
     "opencrab.cli.llm",
+    "opencrab.cli.config",
     "opencrab.cli.agents",
 )
 """opencrab's own CLI commands (modules that import little until a command runs)."""

@@ -243,7 +243,7 @@ def test_empty_history_gives_zero_figures(db: Database) -> None:
     assert data["note"] == "no LLM calls recorded for this agent in the period"
     assert data["total_cost"] == 0
     result = optimize(db, AGENT, {"conversation": SMART}, now=NOW)
-    assert result.by_purpose == {}
+    assert result.by_task == {}
     assert result.calls_considered == 0
     assert result.expected_cost_reduction is None
     assert result.expected_quality_change is None
@@ -363,7 +363,7 @@ def test_optimize_picks_the_model_for_each_goal(
     result = optimize(choices, AGENT, {"conversation": CURRENT}, goal=goal, now=NOW)
     assert result.goal == goal
     assert result.calls_considered == 25
-    change = result.by_purpose["conversation"]
+    change = result.by_task["conversation"]
     assert change.suggested_model == expected
     assert change.current_model == CURRENT
     assert change.current.usage_count == 5
@@ -377,7 +377,7 @@ def test_optimize_expected_changes(choices: Database) -> None:
     cheap = optimize(choices, AGENT, {"conversation": CURRENT}, goal="minimize_cost", now=NOW)
     assert cheap.expected_cost_reduction == pytest.approx(1 - 0.0005 / 0.010)
     assert cheap.expected_quality_change == pytest.approx(0.75 - 0.85)
-    improvement = cheap.by_purpose["conversation"].expected_improvement
+    improvement = cheap.by_task["conversation"].expected_improvement
     assert "cost -95%" in improvement  # 95% cheaper
     assert "quality -0.10" in improvement
     assert "latency 2000 → 1500 ms" in improvement
@@ -389,7 +389,7 @@ def test_optimize_expected_changes(choices: Database) -> None:
 
 def test_optimize_keeps_the_current_model_when_it_is_best(choices: Database) -> None:
     result = optimize(choices, AGENT, {"conversation": BEST}, goal="maximize_quality", now=NOW)
-    assert result.by_purpose == {}
+    assert result.by_task == {}
     assert result.expected_cost_reduction == 0.0
     assert result.expected_quality_change == 0.0
 
@@ -398,7 +398,7 @@ def test_optimize_without_a_current_model_compares_with_the_most_used(db: Databa
     add(db, CURRENT, 8, cost=0.010, latency=2000, quality=0.85)
     add(db, CHEAP, 3, cost=0.0005, latency=1500, quality=0.80)
     result = optimize(db, AGENT, {}, goal="minimize_cost", now=NOW)
-    change = result.by_purpose["conversation"]
+    change = result.by_task["conversation"]
     assert change.current_model is None
     assert change.suggested_model == CHEAP
     assert change.current.usage_count == 8
@@ -408,11 +408,11 @@ def test_optimize_respects_the_quality_floor(choices: Database) -> None:
     result = optimize(
         choices, AGENT, {"conversation": CURRENT}, goal="minimize_cost", min_quality=0.8, now=NOW
     )
-    assert result.by_purpose["conversation"].suggested_model == MID  # CHEAP is under 0.8
+    assert result.by_task["conversation"].suggested_model == MID  # CHEAP is under 0.8
     nothing = optimize(
         choices, AGENT, {"conversation": CURRENT}, goal="minimize_cost", min_quality=0.99, now=NOW
     )
-    assert nothing.by_purpose == {}
+    assert nothing.by_task == {}
 
 
 def test_optimize_respects_the_daily_budget(choices: Database) -> None:
@@ -425,14 +425,14 @@ def test_optimize_respects_the_daily_budget(choices: Database) -> None:
         budget_limit_usd=0.5,
         now=NOW,
     )
-    assert result.by_purpose["conversation"].suggested_model == MID
+    assert result.by_task["conversation"].suggested_model == MID
 
 
 def test_optimize_never_suggests_a_model_that_always_fails(db: Database) -> None:
     add(db, CURRENT, 5, cost=0.010, latency=2000, quality=0.85)
     add(db, "ollama/broken", 5, cost=0.0, latency=10, quality=None, status="error")
     result = optimize(db, AGENT, {"conversation": CURRENT}, goal="minimize_cost", now=NOW)
-    assert result.by_purpose == {}
+    assert result.by_task == {}
 
 
 def test_optimize_per_purpose(db: Database) -> None:
@@ -446,7 +446,7 @@ def test_optimize_per_purpose(db: Database) -> None:
         goal="minimize_cost",
         now=NOW,
     )
-    assert set(result.by_purpose) == {"conversation"}  # analysis has nothing cheaper
+    assert set(result.by_task) == {"conversation"}  # analysis has nothing cheaper
     # every call of a purpose at the suggested model's rate: now 10 x 0.010 + 5 x 0.010,
     # after 10 x 0.001 + 5 x 0.010
     assert result.expected_cost_reduction == pytest.approx(1 - 0.06 / 0.15)
@@ -458,3 +458,62 @@ def test_optimize_validates_its_arguments(db: Database) -> None:
     for bad in (-0.1, 1.1):
         with pytest.raises(ValidationError, match="min_quality_threshold"):
             optimize(db, AGENT, {}, min_quality=bad)
+
+
+def test_optimize_recommends_per_task_type(db: Database) -> None:
+    # the analysis purpose serves two task types with different best models
+    add(
+        db,
+        CURRENT,
+        6,
+        cost=0.010,
+        latency=900,
+        quality=0.9,
+        purpose="analysis",
+        task_type="compaction",
+    )
+    add(
+        db,
+        CHEAP,
+        4,
+        cost=0.001,
+        latency=900,
+        quality=0.9,
+        purpose="analysis",
+        task_type="compaction",
+    )
+    add(
+        db,
+        CURRENT,
+        3,
+        cost=0.010,
+        latency=900,
+        quality=0.9,
+        purpose="analysis",
+        task_type="reflection",
+    )
+    add(
+        db, MID, 3, cost=0.002, latency=900, quality=0.9, purpose="analysis", task_type="reflection"
+    )
+    add(
+        db,
+        CURRENT,
+        5,
+        cost=0.010,
+        latency=900,
+        quality=0.9,
+        purpose="tool_calling",
+        task_type="chat",
+    )
+    result = optimize(
+        db, AGENT, {"analysis": CURRENT, "tool_calling": CURRENT}, goal="minimize_cost", now=NOW
+    )
+    assert set(result.by_task) == {"compaction", "reflection"}  # chat has nothing cheaper
+    compaction = result.by_task["compaction"].as_json()
+    assert compaction["task_type"] == "compaction"
+    assert compaction["purpose"] == "analysis"
+    assert compaction["current_model"] == CURRENT
+    assert compaction["suggested_model"] == CHEAP
+    assert result.by_task["reflection"].suggested_model == MID
+    # the per-purpose configuration follows the purpose's busiest task type
+    assert {p: c.suggested_model for p, c in result.by_purpose().items()} == {"analysis": CHEAP}

@@ -115,6 +115,67 @@ async def test_runtime_alias_and_chain_changes(router: LlmRouter) -> None:
 
 
 # ------------------------------------------------------------------ fallback and metrics
+def chain_of(router: LlmRouter, first: str) -> list[str]:
+    provider, model = first.split("/", 1)
+    return [str(t) for t in router.candidates(Target(provider, model))]
+
+
+def test_a_bare_provider_falls_back_within_the_tier(router: LlmRouter) -> None:
+    # seed chain: openai, anthropic, openrouter, ollama
+    assert chain_of(router, "openai/gpt-5-mini") == [
+        "openai/gpt-5-mini",
+        "anthropic/claude-haiku-4.5",  # claude_fast
+        "openrouter/openai/gpt-5.3-codex",  # openrouter has no tiers: its configured model
+        "ollama/qwen3:8b",  # local_fast
+    ]
+    # the best tier: openai has no "best" alias, so its next lower tier, smart (gpt-5.2),
+    # never reasoning (gpt-5.2-pro) nor anything pricier
+    assert chain_of(router, "anthropic/claude-opus-4.6")[:2] == [
+        "anthropic/claude-opus-4.6",
+        "openai/gpt-5.2",
+    ]
+    assert chain_of(router, "anthropic/claude-sonnet-4.5")[1] == "openai/gpt-5.2"  # smart
+
+
+def test_a_model_without_a_tier_falls_back_to_one_no_pricier(
+    router: LlmRouter, db: Database
+) -> None:
+    router.set_fallback_chain(["anthropic", "google"])
+    # unpriced: each provider's cheapest tier
+    assert chain_of(router, "openai/gpt-4o") == [
+        "openai/gpt-4o",
+        "anthropic/claude-haiku-4.5",
+        "google/gemini-2.5-flash-lite",
+    ]
+    # gpt-5.2-pro (189 $ per 1M in + out) may fall back to every provider's best tier
+    assert chain_of(router, "openai/gpt-5.2-pro") == [
+        "openai/gpt-5.2-pro",
+        "anthropic/claude-opus-4.6",
+        "google/gemini-3-pro",
+    ]
+    with db.write() as conn:
+        save_price(conn, ModelPrice("openai", "gpt-4o", 2.5, 10.0))
+    router.metrics.reload_prices()  # type: ignore[union-attr]
+    # now 12.50: opus (30) and sonnet (18) cost more, haiku (6) does not; gemini-3-pro (14)
+    # costs more, gemini-3-flash (3.5) does not
+    assert chain_of(router, "openai/gpt-4o") == [
+        "openai/gpt-4o",
+        "anthropic/claude-haiku-4.5",
+        "google/gemini-3-flash",
+    ]
+
+
+def test_the_chain_may_name_models_and_aliases(router: LlmRouter) -> None:
+    router.set_fallback_chain(["claude_best", "google/gemini-3-pro", "openai/gpt-5.2"])
+    # named explicitly, so a pricier model is the config's own choice
+    assert chain_of(router, "openai/gpt-5-mini") == [
+        "openai/gpt-5-mini",
+        "anthropic/claude-opus-4.6",
+        "google/gemini-3-pro",
+        "openai/gpt-5.2",
+    ]
+
+
 async def test_fallback_follows_the_chain_and_records_every_attempt(
     router: LlmRouter, recorder: MetricsRecorder, db: Database
 ) -> None:
@@ -141,8 +202,14 @@ async def test_fallback_follows_the_chain_and_records_every_attempt(
     assert {r.purpose for r in stored} == {"analysis"}
     assert {r.task_type for r in stored} == {"summary"}
     assert answer.metrics_id == stored[2].id
-    # the fallback models are each provider's own: anthropic's from [llm.models]
-    assert scripted(router, "anthropic").requests[0].model == "claude-opus-4.6"
+    # a bare provider in the chain answers with its model of the failed one's tier:
+    # fast (openai/gpt-5-mini) → claude_fast, not anthropic's priciest (claude-opus-4.6)
+    assert scripted(router, "anthropic").requests[0].model == "claude-haiku-4.5"
+    assert [(r.attempt, r.fallback_from) for r in stored] == [
+        (1, None),
+        (2, "openai/gpt-5-mini"),
+        (3, "anthropic/claude-haiku-4.5"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
+from opencrab.core.llm_config import agent_model, session_overrides
 from opencrab.errors import OpenCrabError
 from opencrab.llm.types import ToolDefinition
 
@@ -123,6 +124,11 @@ class ActionContext:
     @property
     def agent_id(self) -> str:
         return str(self.agent.id)
+
+    def model_for(self, purpose: str) -> str:
+        """The model the agent uses for `purpose` now ("" for the router's choice)."""
+        session = session_overrides(self.db, self.session_id, self.agent_id)
+        return agent_model(self.agent.llm_config, purpose, self.turn.llm_overrides, session)
 
     def write(self, change: Callable[[Connection], Any]) -> None:
         """Apply `change` in a write transaction: the step's own inside an engine turn

@@ -121,7 +121,7 @@ class ReflectAndLearn(Action):
         transcript = "\n".join(f"[{log.log_type}] {log.content[:500]}" for log in logs)
         focus = args.get("focus") or "what worked, what did not, what to do differently"
         request = ChatRequest(
-            model="",
+            model=ctx.model_for("analysis"),
             messages=[
                 Message.system(
                     "You review an agent's own recent log and extract ONE reusable lesson. "

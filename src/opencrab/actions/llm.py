@@ -264,12 +264,12 @@ class OptimizeModelSelection(Action):
             min_quality=args.get("min_quality_threshold", 0.7),
         )
         suggested = config.model_copy(deep=True)
-        for purpose, change in result.by_purpose.items():
+        for purpose, change in result.by_purpose().items():
             if purpose in SELECTABLE_PURPOSES or purpose == "embedding":
                 provider, model = change.suggested_model.split("/", 1)
                 setattr(suggested.models, purpose, ModelRef(provider=provider, model=model))
         applied = False
-        if args.get("apply_immediately") and result.by_purpose:
+        if args.get("apply_immediately") and result.by_task:
             AgentStore(ctx.db, ctx.settings).save_llm_config(ctx.agent_id, suggested)
             ctx.agent.llm_config = suggested
             applied = True
@@ -278,7 +278,7 @@ class OptimizeModelSelection(Action):
             "optimized_config": suggested.model_dump(mode="json"),
             "expected_savings": result.expected_cost_reduction,
             "expected_quality_change": result.expected_quality_change,
-            "task_specific_recommendations": {k: v.as_json() for k, v in result.by_purpose.items()},
+            "task_specific_recommendations": {k: v.as_json() for k, v in result.by_task.items()},
             "calls_considered": result.calls_considered,
             "applied": applied,
         }
@@ -286,7 +286,7 @@ class OptimizeModelSelection(Action):
             data["note"] = "no LLM calls in the last month: nothing to optimise yet"
         effects = [
             SideEffect(type="llm_switched", purpose=p, model=c.suggested_model)
-            for p, c in result.by_purpose.items()
+            for p, c in result.by_purpose().items()
             if applied
         ]
         return ActionResult.ok(data, *effects)

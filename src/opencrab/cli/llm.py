@@ -135,7 +135,8 @@ async def _models(config: Path | None, data_dir: Path | None) -> list[dict[str, 
 def health(
     config: ConfigOption = None, data_dir: DataDirOption = None, as_json: JsonOption = False
 ) -> None:
-    """Which providers are configured and answering."""
+    """Which providers are configured and answering (a server that turns out to be
+    OpenCrab itself is not healthy: the note says which base_url to change)."""
     import asyncio
 
     rows = asyncio.run(_health(config, data_dir))
@@ -143,7 +144,7 @@ def health(
         print_json(rows)
         return
     table = Table(title="providers")
-    for column in ("provider", "configured", "healthy", "ms"):
+    for column in ("provider", "configured", "healthy", "ms", "note"):
         table.add_column(column)
     for row in rows:
         table.add_row(
@@ -151,6 +152,7 @@ def health(
             _yes(row["configured"]),
             _yes(row["healthy"]),
             str(row["latencyMs"] or ""),
+            escape(row["note"] or ""),
         )
     console.print(table)
 
@@ -174,8 +176,9 @@ async def _health(config: Path | None, data_dir: Path | None) -> list[dict[str, 
             return {
                 "provider": name,
                 "configured": configured,
-                "healthy": healthy,
+                "healthy": healthy and not provider.refused,
                 "latencyMs": elapsed,
+                "note": provider.refused,
             }
 
         return list(await asyncio.gather(*(probe(name) for name in router.providers)))

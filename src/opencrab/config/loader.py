@@ -1,7 +1,8 @@
 """Load the layered configuration: packaged default < user file < environment < flags.
 
 Each layer is a TOML-shaped dict; every leaf remembers which layer set it, so an invalid
-value is reported with the file (or environment variable) it came from and its key.
+value is reported with the file (or environment variable) it came from and its key, and
+the loaded Settings keep that record (`Settings.origin`, opencrab.config.provenance).
 
 - user file: `--config PATH`, else `OPENCRAB_CONFIG`
 - environment: `OPENCRAB_SECTION__KEY=value` (`__` separates levels; the value is read
@@ -22,20 +23,17 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
 from opencrab.config.models import PURPOSES, Settings, reference_problems
+from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, default_text, origin_of
 from opencrab.errors import ConfigError
 
 ENV_PREFIX = "OPENCRAB_"
 RESERVED_ENV = {"OPENCRAB_CONFIG", "OPENCRAB_HOME"}
-DEFAULT_SOURCE = "packaged default.toml"
-
-KeyPath = tuple[str | int, ...]
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOML_LITERAL = re.compile(
     r"^\s*([\[{]|[+-]?\d[\d_]*(\.\d+)?([eE][+-]?\d+)?\s*$|true\s*$|false\s*$)"
@@ -69,14 +67,7 @@ class _Merged:
 
     def origin(self, path: KeyPath) -> str:
         """The layer that set `path`, or the nearest enclosing key that was set."""
-        for end in range(len(path), 0, -1):
-            if path[:end] in self.origins:
-                return self.origins[path[:end]]
-        # a whole table set at once records its leaves; any leaf below tells the layer
-        for known, source in self.origins.items():
-            if known[: len(path)] == path:
-                return source
-        return DEFAULT_SOURCE
+        return origin_of(self.origins, path)
 
 
 def _plain(value: Any) -> Any:
@@ -102,7 +93,7 @@ def load_settings(
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     merged = _Merged()
-    merged.apply(_read_toml_text(_default_text(), DEFAULT_SOURCE), DEFAULT_SOURCE)
+    merged.apply(_read_toml_text(default_text(), DEFAULT_SOURCE), DEFAULT_SOURCE)
 
     path = config_file if config_file is not None else env.get("OPENCRAB_CONFIG") or None
     if path is not None:
@@ -138,11 +129,8 @@ def load_settings(
     settings.agent.workspace_path = settings.agent.workspace_path.replace(
         "{data_dir}", str(data_dir)
     )
+    settings._origins = dict(merged.origins)
     return settings
-
-
-def _default_text() -> str:
-    return resources.files("opencrab.config").joinpath("default.toml").read_text("utf-8")
 
 
 def _read_toml_text(text: str, label: str) -> dict[str, Any]:
@@ -310,8 +298,10 @@ def _used_providers(settings: Settings, merged: _Merged) -> dict[str, str]:
         ref = getattr(llm.models, purpose)
         if ref is not None and mine(("llm", "models", purpose, "provider")):
             used.setdefault(ref.provider, f"llm.models.{purpose}")
-    for i, name in enumerate(llm.fallback.chain):
+    for i, entry in enumerate(llm.fallback.chain):
         if mine(("llm", "fallback", "chain", i)):
+            alias = llm.aliases.get(entry)
+            name = alias.provider if alias is not None else entry.split("/", 1)[0]
             used.setdefault(name, "llm.fallback.chain")
     for name, provider in llm.providers.items():
         if provider.enabled:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+
+from opencrab.config.provenance import KeyPath, origin_of
 
 BUILTIN_PROVIDERS = (
     "openai",
@@ -68,6 +70,7 @@ class SelfSelection(Section):
 
 
 class Fallback(Section):
+    # providers (their model of the failed model's tier), aliases or provider/model
     chain: list[str] = Field(default_factory=list)
 
 
@@ -143,6 +146,16 @@ class Settings(Section):
     gateway: GatewaySection = Field(default_factory=GatewaySection)
     dashboard: DashboardSection = Field(default_factory=DashboardSection)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
+    _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def origins(self) -> dict[KeyPath, str]:
+        """Each merged leaf's layer label (set by the loader; empty for settings made in code)."""
+        return self._origins
+
+    def origin(self, path: KeyPath) -> str:
+        """The label of the layer that gave `path` its value (see opencrab.config.provenance)."""
+        return origin_of(self._origins, path)
 
     @property
     def database_url(self) -> str:
@@ -175,8 +188,9 @@ def reference_problems(settings: Settings) -> list[tuple[tuple[str | int, ...], 
             known(ref.provider, ("llm", "models", purpose, "provider"))
     for alias, ref in llm.aliases.items():
         known(ref.provider, ("llm", "aliases", alias, "provider"))
-    for i, name in enumerate(llm.fallback.chain):
-        known(name, ("llm", "fallback", "chain", i))
+    for i, entry in enumerate(llm.fallback.chain):
+        if entry not in llm.aliases:  # a provider, or provider/model
+            known(entry.split("/", 1)[0], ("llm", "fallback", "chain", i))
     for i, alias in enumerate(llm.self_selection.allowed_aliases):
         if alias not in llm.aliases:
             problems.append(

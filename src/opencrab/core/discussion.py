@@ -308,6 +308,7 @@ class Discussion:
             trace_id=self.trace_for(agent.id),
             task_type="discussion",
             turn_number=turn,
+            purpose="conversation",
         )
         with self.db.write() as conn:
             row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()

@@ -45,7 +45,7 @@ from opencrab.core.context import (
     turns_transcript,
 )
 from opencrab.core.identity import AgentRole
-from opencrab.core.llm_config import build_llm_context, effective_model, session_overrides
+from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
@@ -149,13 +149,16 @@ class SkillEngine:
         turn_number: int | None = None,
         max_tokens: int | None = None,
         trace_id: str | None = None,
+        purpose: str = "tool_calling",
     ) -> AsyncIterator[EngineStep]:
         """The turn's steps, each durable when yielded; the last one is the TurnResult.
 
         A chat session is one trace (`trace_id` defaults to the session id); in a
         discussion every participant keeps its own trace within the shared session.
+        `purpose` picks the agent's model for the turn's calls (discussion speech uses
+        its conversation model); compaction uses its analysis model.
         """
-        turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id)
+        turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
         async for step in turn.run(message, stream=stream):
             yield step
 
@@ -180,12 +183,14 @@ class _Turn:
         turn_number: int | None,
         max_tokens: int | None,
         trace_id: str | None = None,
+        purpose: str = "tool_calling",
     ) -> None:
         self.engine = engine
         self.agent = agent
         self.session_id = session_id
         self.trace_id = trace_id or session_id
         self.task_type = task_type
+        self.purpose = purpose
         self.max_tokens = max_tokens
         db, settings = engine.db, engine.settings
         self.memory = MemoryManager(db, agent.id)
@@ -364,18 +369,15 @@ class _Turn:
             ),
         )
 
-    def _target(self) -> Target:
-        ref = effective_model(
-            self.agent.llm_config,
-            "tool_calling",
-            self.state.llm_overrides,
-            self._session_overrides(),
+    def _model_for(self, purpose: str) -> str:
+        """The agent's model for `purpose` this turn ("" for the router's choice)."""
+        return agent_model(
+            self.agent.llm_config, purpose, self.state.llm_overrides, self._session_overrides()
         )
-        if ref is None:
-            ref = self.agent.llm_config.default_ref()
-        if ref is not None:
-            return self.engine.router.resolve(f"{ref.provider}/{ref.model}")
-        return self.engine.router.resolve(purpose="tool_calling")
+
+    def _target(self) -> Target:
+        """The model of the turn's own calls, for its purpose."""
+        return self.engine.router.resolve(self._model_for(self.purpose) or None, self.purpose)
 
     async def _fit_history(
         self, summary: str | None, turns: list[Turn], budget: int
@@ -441,7 +443,7 @@ class _Turn:
         if previous:
             transcript = f"{SUMMARY_HEADER}{previous}\n\n{transcript}"
         request = ChatRequest(
-            model="",
+            model=self._model_for("analysis"),
             messages=[
                 Message.system(
                     "Summarise this conversation for your own memory: facts, decisions, "
@@ -490,7 +492,7 @@ class _Turn:
             tool_choice="auto" if tools else None,
             max_tokens=self.max_tokens,
         )
-        info = self._info("tool_calling")
+        info = self._info(self.purpose)
         if not stream:
             yield await self.engine.router.chat(request, info)
             return

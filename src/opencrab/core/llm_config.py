@@ -8,7 +8,10 @@ Model switches made with select_llm live at three durations:
 - this_turn: in the engine's TurnState only;
 - this_session: in `sessions.context["llm_overrides"][agent_id][purpose]`;
 - permanent: in the agent's stored config.
-`effective_model` applies them in that order of precedence.
+`effective_model` applies them in that order of precedence; `agent_model` adds the
+agent's default model and is what every caller asks the router for: the engine's turn
+(tool_calling, or conversation for discussion speech), compaction and reflect_and_learn
+(analysis).
 
 Example:
     config = AgentLlmConfig.from_settings(settings)
@@ -26,6 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from opencrab.config import Settings
 from opencrab.config.models import ModelRef
+from opencrab.config.provenance import purpose_model
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
@@ -92,6 +96,24 @@ def effective_model(
     return ref
 
 
+def agent_model(
+    config: AgentLlmConfig,
+    purpose: str,
+    turn_overrides: Mapping[str, str],
+    session_overrides: Mapping[str, str],
+) -> str:
+    """The model reference ("provider/model") the agent asks for `purpose`, or "" to let
+    the router choose the server's model for the purpose.
+
+    This turn's select_llm choice, this session's, the agent's own model for the
+    purpose, else the agent's default model.
+    """
+    ref = effective_model(config, purpose, turn_overrides, session_overrides)
+    if ref is None:
+        ref = config.default_ref()
+    return "" if ref is None else f"{ref.provider}/{ref.model}"
+
+
 def _format_ref(ref: ModelRef | None) -> str:
     return "デフォルト" if ref is None else f"{ref.provider}/{ref.model}"
 
@@ -122,7 +144,7 @@ def build_llm_context(
     def ref(purpose: str) -> str:
         chosen = effective_model(config, purpose, overrides, {})
         if chosen is None and settings is not None:
-            chosen = getattr(settings.llm.models, purpose, None)
+            chosen = purpose_model(settings, purpose)
         return _format_ref(chosen)
 
     aliases = list(config.selectable_models)

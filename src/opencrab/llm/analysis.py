@@ -2,10 +2,13 @@
 
 `analyze_usage` is seed `LlmUsageAnalysis`: totals, per-model and per-purpose stats,
 cost efficiency, quality by model and recommendations with a confidence. `optimize`
-is `optimize_model_selection`: for each purpose, the model the agent's own history says
-best meets a goal (minimize_cost, maximize_quality, balance, minimize_latency) under a
-quality floor and a daily budget. Every figure comes from `llm_usage_metrics` rows;
-with no data the answer says so instead of inventing numbers.
+is `optimize_model_selection`: for each task type (seed `TaskOptimization`: chat,
+discussion, compaction, reflection, …; calls without one under their purpose), the model
+the agent's own history says best meets a goal (minimize_cost, maximize_quality,
+balance, minimize_latency) under a quality floor and a daily budget; the suggested
+per-purpose configuration takes, for each purpose, its busiest task type's choice.
+Every figure comes from `llm_usage_metrics` rows; with no data the answer says so
+instead of inventing numbers.
 
 Quality is the agent's own `evaluate_response` scores (0..1). Success is a call that
 returned (status ok) and was not evaluated as a failed task.
@@ -343,8 +346,9 @@ def recommend(calls: Sequence[Call], *, min_quality: float = 0.7) -> list[Recomm
 
 @dataclass
 class TaskOptimization:
-    """Seed `TaskOptimization` (per purpose)."""
+    """Seed `TaskOptimization`: one task type's suggested model (its calls' purpose too)."""
 
+    task_type: str
     purpose: str
     current_model: str | None
     suggested_model: str
@@ -355,7 +359,8 @@ class TaskOptimization:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "task_type": self.purpose,
+            "task_type": self.task_type,
+            "purpose": self.purpose,
             "current_model": self.current_model,
             "suggested_model": self.suggested_model,
             "reason": self.reason,
@@ -368,10 +373,19 @@ class Optimization:
     """Seed `OptimizationResult`: what to change and what it should bring."""
 
     goal: str
-    by_purpose: dict[str, TaskOptimization]
+    by_task: dict[str, TaskOptimization]
     expected_cost_reduction: float | None  # fraction of the current cost
     expected_quality_change: float | None  # difference in average quality
     calls_considered: int
+
+    def by_purpose(self) -> dict[str, TaskOptimization]:
+        """The change per purpose: that of the purpose's busiest task type."""
+        chosen: dict[str, TaskOptimization] = {}
+        for change in self.by_task.values():
+            known = chosen.get(change.purpose)
+            if known is None or change.current.usage_count > known.current.usage_count:
+                chosen[change.purpose] = change
+        return chosen
 
 
 def optimize(
@@ -384,11 +398,12 @@ def optimize(
     min_quality: float = 0.7,
     now: datetime | None = None,
 ) -> Optimization:
-    """Best model per purpose over the last month for `goal`.
+    """Best model per task type over the last month for `goal`.
 
-    `current` maps purpose → "provider/model" now configured (None: the default).
-    A model qualifies for a purpose when it has calls for it, meets `min_quality`
-    (when rated) and, with a budget, its projected daily cost for that purpose fits.
+    `current` maps purpose → "provider/model" now configured (None: the default); a task
+    type's current model is that of its calls' (most common) purpose. A model qualifies
+    for a task type when it has calls for it, meets `min_quality` (when rated) and, with
+    a budget, its projected daily cost for that task type fits.
     """
     if goal not in GOALS:
         raise ValidationError(f"unknown goal {goal!r}: use {', '.join(GOALS)}")
@@ -397,10 +412,12 @@ def optimize(
     now = now or datetime.now(UTC)
     calls = load_calls(db, agent_id, since=now - PERIODS["last_month"])
     days = _days_spanned(calls, now)
-    by_purpose: dict[str, TaskOptimization] = {}
+    by_task: dict[str, TaskOptimization] = {}
     cost_now = cost_new = 0.0
     quality_deltas: list[float] = []
-    for purpose, group in sorted(_group(calls, "purpose").items()):
+    for task, group in sorted(_by_task(calls).items()):
+        purposes = _group(group, "purpose")
+        purpose = max(sorted(purposes), key=lambda p: len(purposes[p]))
         models = {ref: stats_of(cs) for ref, cs in _group(group, "model").items()}
         calls_per_day = len(group) / days
         eligible = {
@@ -422,7 +439,8 @@ def optimize(
             quality_deltas.append(best.avg_quality - used.avg_quality)
         if best_ref == used_ref:
             continue
-        by_purpose[purpose] = TaskOptimization(
+        by_task[task] = TaskOptimization(
+            task_type=task,
             purpose=purpose,
             current_model=current.get(purpose),
             suggested_model=best_ref,
@@ -433,7 +451,15 @@ def optimize(
         )
     reduction = None if cost_now <= 0 else round(1 - cost_new / cost_now, 4)
     quality = round(sum(quality_deltas) / len(quality_deltas), 4) if quality_deltas else None
-    return Optimization(goal, by_purpose, reduction, quality, len(calls))
+    return Optimization(goal, by_task, reduction, quality, len(calls))
+
+
+def _by_task(calls: Iterable[Call]) -> dict[str, list[Call]]:
+    """Calls by task type; those without one under their purpose."""
+    groups: dict[str, list[Call]] = defaultdict(list)
+    for call in calls:
+        groups[call.task_type or call.purpose].append(call)
+    return dict(groups)
 
 
 def _days_spanned(calls: Sequence[Call], now: datetime) -> float:

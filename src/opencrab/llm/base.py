@@ -19,6 +19,7 @@ from typing import Any
 
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import ProviderNotConfigured
+from opencrab.instance import event_hooks
 from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse, ModelInfo
 
 ProviderFactory = Callable[..., "LlmProvider"]
@@ -39,6 +40,8 @@ class LlmProvider(ABC):
         self.config = config or ProviderConfig()
         if name is not None:
             self.name = name
+        self.refused: str | None = None
+        """Set when the provider's server answered as an OpenCrab server: the reason."""
 
     @abstractmethod
     async def available_models(self) -> list[ModelInfo]:
@@ -86,6 +89,16 @@ class LlmProvider(ABC):
                 provider=self.name,
             )
         return key.get_secret_value()
+
+    def http_hooks(self) -> dict[str, list[Callable[..., Any]]]:
+        """httpx event hooks every HTTP client of a provider uses: they send this
+        process's instance mark and refuse a server answering as OpenCrab (setting
+        `refused`), so a provider pointed at OpenCrab's own `/v1` is never used."""
+
+        def refuse(reason: str) -> None:
+            self.refused = reason
+
+        return event_hooks(self.name, refuse)
 
     def timeout_for(self, request: ChatRequest) -> float:
         return request.timeout if request.timeout is not None else self.config.timeout_secs

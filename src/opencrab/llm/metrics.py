@@ -63,6 +63,7 @@ class CallRecord:
     stream: bool = False
     request_id: str | None = None
     attempt: int = 1
+    fallback_from: str | None = None  # "provider/model" whose failure led to this attempt
     timestamp: datetime = field(default_factory=utcnow)
     # quality: filled in later by evaluate_response
     quality_score: float | None = None

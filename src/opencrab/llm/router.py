@@ -5,16 +5,20 @@ A model reference is resolved in this order:
 2. `provider/model` when `provider` is a registered provider (`openrouter/deepseek/deepseek-v3.2`
    → provider openrouter, model deepseek/deepseek-v3.2);
 3. any other non-empty text: a model of the default provider;
-4. nothing: the model for the call's purpose (`[llm.models]`) when its provider can
-   answer, else the default model.
+4. nothing: the model for the call's purpose when its provider can answer, else the
+   default model. A per-purpose model the user set beats the user's default, which beats
+   the packaged per-purpose model (opencrab.config.provenance.purpose_model).
 
 A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts the
-provider in a short cooldown and moves on along `[llm.fallback] chain`; a request the
-provider refuses (400, 401, 403) is raised at once. Each attempt writes one
-`llm_usage_metrics` row. When no provider has credentials and no local server answers,
-the embedded model is used and the user is told once how to configure a real provider;
-when the configured default provider cannot answer but another can (a key for another
-cloud, a running Ollama or llama.cpp server), that one becomes the default, with a notice.
+provider in a short cooldown and moves on along `[llm.fallback] chain` (a bare provider
+there answers with its model of the failed model's tier, never a pricier one; see
+opencrab.llm.fallback); a request the provider refuses (400, 401, 403) is raised at
+once. Each attempt writes one `llm_usage_metrics` row, numbered (`attempt`) and naming
+the model it falls back from (`fallback_from`). When no provider has credentials and no
+local server answers, the embedded model is used and the user is told once how to
+configure a real provider; when the configured default provider cannot answer but
+another can (a key for another cloud, a running Ollama or llama.cpp server), that one
+becomes the default, with a notice.
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ from dataclasses import dataclass
 
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
+from opencrab.config.provenance import purpose_model
 from opencrab.errors import LlmError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
+from opencrab.llm.complexity import estimate_complexity
+from opencrab.llm.fallback import FallbackPlanner
+from opencrab.llm.fallback import Target as Target  # re-exported: callers import it from here
 from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
 from opencrab.llm.pricing import PriceBook
 from opencrab.llm.registry import provider_factories
@@ -51,17 +59,6 @@ OFFLINE_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class Target:
-    """A provider and one of its models."""
-
-    provider: str
-    model: str
-
-    def __str__(self) -> str:
-        return f"{self.provider}/{self.model}"
-
-
 @dataclass
 class StreamResult:
     """Filled in when a routed stream ends: the assembled reply with cost and metrics id."""
@@ -75,7 +72,7 @@ class CallInfo:
 
     purpose: str = "conversation"
     task_type: str | None = None
-    complexity: str | None = None
+    complexity: str | None = None  # None: estimated from the request (llm.complexity)
     agent_id: str | None = None
     session_id: str | None = None
 
@@ -112,6 +109,7 @@ class LlmRouter:
         self.notice: str | None = None
         self.usable: frozenset[str] | None = None  # known after start()
         self._prices = PriceBook.defaults() if metrics is None else None
+        self.planner = FallbackPlanner(self.aliases, self._price_book, self.default_model_for)
 
     # ------------------------------------------------------------ set-up
     @classmethod
@@ -151,12 +149,16 @@ class LlmRouter:
         """
         usable = [name for name in self.providers if await self._usable(name)]
         self.usable = frozenset(usable)
+        refusals = [p.refused for p in self.providers.values() if p.refused]
+        for reason in refusals:
+            log.warning("%s", reason)
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
-            self.notice = OFFLINE_HINT
+            self.notice = "\n".join([*refusals, OFFLINE_HINT])
             log.info(OFFLINE_HINT)
             return
+        self.notice = "\n".join(refusals) or None
         if self.default.provider in usable:
             return
         # The configured default cannot answer: the first usable provider takes its place.
@@ -166,9 +168,12 @@ class LlmRouter:
             model = self.default_model_for(name) or await self._first_model(name)
             if model is None:
                 continue
-            self.notice = (
-                f"the default provider {self.default.provider!r} is not configured; "
-                f"using {name}/{model} as the default"
+            self.notice = "\n".join(
+                [
+                    *refusals,
+                    f"the default provider {self.default.provider!r} is not configured; "
+                    f"using {name}/{model} as the default",
+                ]
             )
             log.info(self.notice)
             self.default = Target(name, model)
@@ -211,7 +216,7 @@ class LlmRouter:
         if self.offline:
             return self.default
         if purpose in PURPOSES:
-            ref = getattr(self.settings.llm.models, purpose)
+            ref = purpose_model(self.settings, purpose)
             if ref is not None and (self.usable is None or ref.provider in self.usable):
                 return Target(ref.provider, ref.model)
         return self.default
@@ -234,6 +239,9 @@ class LlmRouter:
                 return target.model
         return None
 
+    def _price_book(self) -> PriceBook | None:
+        return self.metrics.prices if self.metrics is not None else self._prices
+
     def context_window(self, target: Target) -> int:
         """The target model's context window: from its provider, the price table, or 32k."""
         provider = self.providers.get(target.provider)
@@ -245,12 +253,19 @@ class LlmRouter:
         return window or DEFAULT_CONTEXT_WINDOW
 
     def candidates(self, first: Target) -> list[Target]:
-        """The primary target, one per fallback provider, the default; cooling ones last."""
+        """The primary target, one per fallback entry, the default; cooling ones last.
+
+        A bare provider in the chain gives its model of `first`'s tier, never a pricier
+        one (opencrab.llm.fallback); an alias or provider/model entry is used as named.
+        """
         targets = [first]
-        for name in self.fallback_chain:
-            model = self.default_model_for(name)
-            if name != first.provider and model is not None:
-                targets.append(Target(name, model))
+        for entry in self.fallback_chain:
+            bare = entry not in self.aliases and "/" not in entry
+            if bare and entry == first.provider:
+                continue
+            target = self.planner.target(entry, first, self.providers)
+            if target is not None and target not in targets:
+                targets.append(target)
         if self.default.provider not in {t.provider for t in targets}:
             targets.append(self.default)
         if self.offline and all(t.provider != EMBEDDED for t in targets):
@@ -279,16 +294,15 @@ class LlmRouter:
     ) -> ChatResponse:
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
-        for attempt, target in enumerate(targets, start=1):
+        tried: list[Target] = []
+        for target in targets:
             provider = self.providers.get(target.provider)
-            if provider is None or not provider.is_configured():
+            if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or ProviderNotConfigured(
-                    "not registered" if provider is None else "not configured (no key or model)",
-                    provider=target.provider,
-                )
+                last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, attempt, stream=False)
+            record = self._record(target, info, request, request_id, tried, stream=False)
+            tried.append(target)
             start = time.perf_counter()
             try:
                 reply = await provider.chat_completion(
@@ -319,16 +333,15 @@ class LlmRouter:
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
         targets = self.candidates(self.resolve(request.model, info.purpose))
-        for attempt, target in enumerate(targets, start=1):
+        tried: list[Target] = []
+        for target in targets:
             provider = self.providers.get(target.provider)
-            if provider is None or not provider.is_configured():
+            if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or ProviderNotConfigured(
-                    "not registered" if provider is None else "not configured (no key or model)",
-                    provider=target.provider,
-                )
+                last = last or _unusable(target.provider, provider)
                 continue
-            record = self._record(target, info, request_id, attempt, stream=True)
+            record = self._record(target, info, request, request_id, tried, stream=True)
+            tried.append(target)
             acc = StreamAccumulator(provider=target.provider, model=target.model)
             start = time.perf_counter()
             started = False
@@ -366,8 +379,16 @@ class LlmRouter:
         return not isinstance(exc, ProviderNotConfigured)
 
     def _record(
-        self, target: Target, info: CallInfo, request_id: str, attempt: int, *, stream: bool
+        self,
+        target: Target,
+        info: CallInfo,
+        request: ChatRequest,
+        request_id: str,
+        tried: list[Target],
+        *,
+        stream: bool,
     ) -> CallRecord:
+        """The metrics row of an attempt: which one it is and, after a failure, from what."""
         return CallRecord(
             id=str(uuid.uuid4()),
             provider=target.provider,
@@ -376,10 +397,11 @@ class LlmRouter:
             agent_id=info.agent_id or SYSTEM_AGENT,
             session_id=info.session_id,
             task_type=info.task_type,
-            complexity=info.complexity,
+            complexity=info.complexity or estimate_complexity(request),
             stream=stream,
             request_id=request_id,
-            attempt=attempt,
+            attempt=len(tried) + 1,
+            fallback_from=str(tried[-1]) if tried else None,
         )
 
     def _finish(self, record: CallRecord, reply: ChatResponse) -> None:
@@ -411,3 +433,12 @@ class LlmRouter:
 
 def _ms(start: float) -> int:
     return round((time.perf_counter() - start) * 1000)
+
+
+def _unusable(name: str, provider: LlmProvider | None) -> ProviderNotConfigured:
+    """Why a target's provider is skipped without a call."""
+    if provider is None:
+        return ProviderNotConfigured("not registered", provider=name)
+    if provider.refused:
+        return ProviderNotConfigured(provider.refused)
+    return ProviderNotConfigured("not configured (no key or model)", provider=name)

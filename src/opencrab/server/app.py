@@ -25,6 +25,7 @@ from opencrab.server.errors import (
     install_error_handlers,
     refuse_unknown_query,
 )
+from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.live import EventHub
 from opencrab.store import Database
 
@@ -44,7 +45,8 @@ def create_app(
 
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
-    heartbeat scheduler for every agent (what `opencrab up` does).
+    heartbeat scheduler for every agent (what `opencrab up` does). Every response carries
+    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance).
 
     Example:
         app = create_app(load_settings(), db)
@@ -73,7 +75,7 @@ def create_app(
                     await beats.stop()
         db.close()
 
-    app = FastAPI(
+    app = MarkedFastAPI(
         dependencies=[Depends(refuse_unknown_query)],
         title="OpenCrab",
         version=__version__,

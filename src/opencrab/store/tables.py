@@ -326,6 +326,8 @@ llm_usage_metrics = sa.Table(
     sa.Column("stream", sa.Boolean, nullable=False, server_default="0"),
     sa.Column("request_id", Uuid, index=True),
     sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    # revision 0009: the provider/model whose failure led to this attempt
+    sa.Column("fallback_from", sa.String(265)),
 )
 
 model_pricing = sa.Table(

@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from anthropic import AsyncAnthropic
+from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import LlmError, StreamInterrupted
@@ -96,6 +96,7 @@ class AnthropicProvider(LlmProvider):
                 base_url=self.config.base_url or None,
                 timeout=self.config.timeout_secs,
                 max_retries=0,
+                http_client=DefaultAsyncHttpxClient(event_hooks=self.http_hooks()),
             )
         return self._sdk
 

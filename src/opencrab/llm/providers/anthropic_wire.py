@@ -361,6 +361,8 @@ def error_from(
         return err(ProviderTimeout, "no answer in time")
     if isinstance(exc, anthropic.APIConnectionError | http_lib.TransportError):
         cause = exc.__cause__ or exc
+        if isinstance(cause, LlmError):  # raised by a client hook (opencrab.instance)
+            return cause
         if streaming:
             return err(StreamInterrupted, f"the stream broke off: {cause}")
         return err(ProviderUnreachable, f"cannot connect: {cause}")

@@ -71,6 +71,7 @@ class HttpxProvider(LlmProvider):
                 base_url=self.base_url(),
                 headers=self.headers(),
                 timeout=httpx.Timeout(self.config.timeout_secs),
+                event_hooks=self.http_hooks(),
             )
         return self._http
 

@@ -29,7 +29,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from openai import AsyncAzureOpenAI, AsyncOpenAI
+from openai import AsyncAzureOpenAI, AsyncOpenAI, DefaultAsyncHttpxClient
 
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import LlmError, ProviderNotConfigured, StreamInterrupted
@@ -152,6 +152,7 @@ class OpenAIProvider(LlmProvider):
                 timeout=self.config.timeout_secs,
                 max_retries=0,
                 default_headers=headers,
+                http_client=DefaultAsyncHttpxClient(event_hooks=self.http_hooks()),
             )
         return AsyncOpenAI(
             api_key=self.client_api_key(),
@@ -160,6 +161,7 @@ class OpenAIProvider(LlmProvider):
             timeout=self.config.timeout_secs,
             max_retries=0,
             default_headers=headers,
+            http_client=DefaultAsyncHttpxClient(event_hooks=self.http_hooks()),
         )
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
