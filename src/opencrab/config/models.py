@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from opencrab.prompts import DEFAULT_LANGUAGE, Language
+
 BUILTIN_PROVIDERS = (
     "openai",
     "anthropic",
@@ -48,6 +50,9 @@ class ModelRef(Section):
 
 
 class AgentSection(Section):
+    # the language of prompts and standard skills: en, ja (seed 001's text) or zh;
+    # an agent may set its own
+    language: Language = DEFAULT_LANGUAGE
     heartbeat_interval_secs: int = Field(default=29, ge=1)
     workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
     max_workspace_size_mb: int = Field(default=100, ge=1)
