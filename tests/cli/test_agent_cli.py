@@ -68,7 +68,7 @@ def agent_id(name: str) -> str:
 def test_chat_turn_writes_learns_speaks_and_is_recorded(
     openai_fake: FakeLlmServer, data_dir: Path
 ) -> None:
-    ok("agent", "create", "--name", "aki", "--prompt", "You keep tidy notes.")
+    ok("agent", "create", "--name", "aki", "--prompt", "You keep tidy notes.", "--language", "ja")
     openai_fake.reply(
         CHAT,
         tool_reply(
@@ -289,7 +289,7 @@ def test_chat_is_refused_when_the_cli_gateway_is_off(
 def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
     persona = tmp_path / "sage.toml"
     persona.write_text(
-        'name = "sage"\nprompt = "Think first."\n'
+        'name = "sage"\nprompt = "Think first."\nlanguage = "ja"\n'
         '[soul]\npersona_name = "慎重な賢者"\n'
         "[soul.social_style]\nassertiveness = -0.5\nresponsiveness = -0.5\n"
         '[identity]\nname = "Sage"\nrole = "facilitator"\njob_title = "司会"\n'
@@ -300,6 +300,7 @@ def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
     assert created["soul"]["social_style"]["style_name"] == "Analytical"
     assert created["identity"]["role"] == "facilitator"
     assert created["llm_config"]["daily_budget_usd"] == 0.5
+    assert created["language"] == "ja"  # the persona file's
 
     code, _, err = run("agent", "create", "--name", "sage")
     assert code == 1
@@ -317,6 +318,7 @@ def test_agent_lifecycle_and_errors(tmp_path: Path) -> None:
     shown = ok("agent", "show", "sage")
     assert "役割: Facilitator" in shown
     assert "職種: 司会" in shown
+    assert "language: ja" in shown
 
     code, _, err = run("agent", "show", "nobody")
     assert code == 1
@@ -379,3 +381,17 @@ def test_discuss_runs_an_autonomous_discussion(openai_fake: FakeLlmServer) -> No
     code, _, err = run("discuss", "--theme", "t", "--agents", "ann")
     assert code == 1
     assert "at least two participants" in err
+
+
+def test_agent_create_language(tmp_path: Path) -> None:
+    created = json.loads(ok("agent", "create", "--name", "li", "--language", "zh", "--json"))
+    assert created["language"] == "zh"
+    assert "language: zh" in ok("agent", "show", "li")
+    assert "【IDENTITY】\n名字: li" in ok("agent", "show", "li")
+    default = json.loads(ok("agent", "create", "--name", "amy", "--json"))
+    assert default["language"] == "en"
+    assert "Your name is amy and your role is Discussant." in ok("agent", "show", "amy")
+    code, _, err = run("agent", "create", "--name", "bad", "--language", "fr")
+    assert code == 1
+    assert "language 'fr' is not one of en, ja, zh" in err
+    assert [a["name"] for a in json.loads(ok("agent", "list", "--json"))] == ["li", "amy"]

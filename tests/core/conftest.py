@@ -65,4 +65,5 @@ async def runtime(
 
 @pytest.fixture
 def agent(runtime: Runtime) -> Agent:
-    return runtime.agents.create(AgentCreate(name="aki", prompt="You keep notes."))
+    """An agent speaking ja, so its context is seed 001's text, which tests quote."""
+    return runtime.agents.create(AgentCreate(name="aki", prompt="You keep notes.", language="ja"))

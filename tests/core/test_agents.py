@@ -217,7 +217,7 @@ def test_delete_cascades_to_everything_keyed_by_the_agent(store: AgentStore, db:
         memory.save_curated("core", "a memory")
         memory.append_session_log(SessionLog(session_id=session, log_type="speech", content="hi"))
         memory.update_impression(session, "u1", "Yui", personality="calm")
-        docs, _ = load_skill_dirs([PACKAGED_DIR])
+        docs, _ = load_skill_dirs([PACKAGED_DIR], "en")
         SkillManager(db, who.id, docs).ensure_default_skills()
 
     tables = (soul, identity, memory_curated, memory_sessions, impressions, skills)

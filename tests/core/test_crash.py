@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent(
         async with Runtime.open(settings, router=router) as runtime:
             runtime.registry.register(Crash())
             agent = runtime.agents.create(AgentCreate(name="victim"))
-            runtime.engine.skills_for(agent.id).acquire(
+            runtime.engine.skills_for(agent).acquire(
                 name="crashing", description="d", guidance="g",
                 source="experience", actions=["crash"],
             )

@@ -20,9 +20,10 @@ from tests.fakes.scripted_provider import ScriptedProvider
 
 @pytest.fixture
 def pair(runtime: Runtime) -> tuple[Agent, Agent]:
+    """Two agents speaking ja: the prompts they get are the Japanese texts tests quote."""
     return (
-        runtime.agents.create(AgentCreate(name="ann")),
-        runtime.agents.create(AgentCreate(name="ben")),
+        runtime.agents.create(AgentCreate(name="ann", language="ja")),
+        runtime.agents.create(AgentCreate(name="ben", language="ja")),
     )
 
 
@@ -116,7 +117,11 @@ async def test_facilitated_discussion_follows_the_facilitator(
 ) -> None:
     ann, ben = pair
     lead = runtime.agents.create(
-        AgentCreate(name="lead", identity=Identity(name="Lead", role=AgentRole.facilitator()))
+        AgentCreate(
+            name="lead",
+            identity=Identity(name="Lead", role=AgentRole.facilitator()),
+            language="ja",
+        )
     )
     script(
         scripted,

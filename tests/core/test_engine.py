@@ -187,7 +187,7 @@ async def test_a_call_is_durable_before_an_action_that_changes_the_world(
 ) -> None:
     peek = _Peek(str(runtime.db.url), store_only=store_only)
     runtime.registry.register(peek)
-    runtime.engine.skills_for(agent.id).acquire(
+    runtime.engine.skills_for(agent).acquire(
         name="peeking", description="d", guidance="g", source="experience", actions=["peek"]
     )
     queue(scripted, calls(("peek", {})), speak("done"))
@@ -388,7 +388,7 @@ async def test_learning_actions_acquire_skills(
     )
     first = await turn(runtime, agent, "タワーの高さは?")
     result = await turn(runtime, agent, "振り返って", session_id=first.session_id)
-    skills = {s.name: s for s in runtime.engine.skills_for(agent.id).list()}
+    skills = {s.name: s for s in runtime.engine.skills_for(agent).list()}
     assert skills["exp-skill"].source == "experience"
     assert skills["peer-skill"].source == "peer"
     assert skills["具体例で説明"].source == "reflection"
@@ -525,7 +525,7 @@ async def test_facilitator_may_broadcast_guidance(
 async def test_switched_off_skill_takes_its_actions_away(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider
 ) -> None:
-    runtime.engine.skills_for(agent.id).toggle("workspace-management", False)
+    runtime.engine.skills_for(agent).toggle("workspace-management", False)
     queue(scripted, calls(("ws_write", {"path": "a", "content": "b"})), speak("no"))
     result = await turn(runtime, agent)
     assert not result.actions[0].result.success

@@ -142,7 +142,7 @@ async def test_learn_reflects_once_there_is_new_experience(
     tick = await scheduler.tick_now(agent.id)
     assert tick.decision == "learn"
     assert tick.result["success"] is True
-    assert "要点を繰り返す" in {s.name for s in runtime.engine.skills_for(agent.id).list()}
+    assert "要点を繰り返す" in {s.name for s in runtime.engine.skills_for(agent).list()}
     # right after a reflection: idle, and a fresh pulse resumes from heartbeat_log
     assert (await scheduler.tick_now(agent.id)).decision == "idle"
     again = HeartbeatScheduler(runtime.db, act=runtime.heartbeat_act)

@@ -454,10 +454,10 @@ def test_impressions_belong_to_one_agent(memory: MemoryManager, other: MemoryMan
 
 # ------------------------------------------------------------------ context
 def test_build_context_is_empty_without_memories(memory: MemoryManager) -> None:
-    assert memory.build_context() == ""
-    assert memory.build_context(session_id=S1) == ""
+    assert memory.build_context("ja") == ""
+    assert memory.build_context("ja", session_id=S1) == ""
     memory.save_curated("people", "not a core memory")
-    assert memory.build_context(session_id=S1) == ""  # only "core" goes in the prompt
+    assert memory.build_context("ja", session_id=S1) == ""  # only "core" goes in the prompt
 
 
 def test_build_context_has_core_memory_and_impressions(memory: MemoryManager) -> None:
@@ -466,7 +466,7 @@ def test_build_context_has_core_memory_and_impressions(memory: MemoryManager) ->
     memory.save_curated("people", "left out")
     memory.update_impression(S1, "u1", "Yui", personality="calm", agreement="賛成", notes="PM")
     memory.update_impression(S1, "u2", "Ren", recent_behavior="quiet today")
-    assert memory.build_context(session_id=S1) == (
+    assert memory.build_context("ja", session_id=S1) == (
         "【MEMORY】\n"
         "- I value evidence\n"
         "- I answer in Japanese\n"
@@ -474,13 +474,13 @@ def test_build_context_has_core_memory_and_impressions(memory: MemoryManager) ->
         "- Ren: quiet today / 同意度: 中立\n"
         "- Yui: calm / 同意度: 賛成 / PM"
     )
-    assert memory.build_context() == "【MEMORY】\n- I value evidence\n- I answer in Japanese"
-    assert memory.build_context(session_id=S2) == memory.build_context()
+    assert memory.build_context("ja") == "【MEMORY】\n- I value evidence\n- I answer in Japanese"
+    assert memory.build_context("ja", session_id=S2) == memory.build_context("ja")
 
 
 def test_build_context_with_only_impressions(memory: MemoryManager) -> None:
     memory.update_impression(S1, "u1", "Yui", personality="calm")
-    assert memory.build_context(session_id=S1) == (
+    assert memory.build_context("ja", session_id=S1) == (
         "【MEMORY】\n他者への印象:\n- Yui: calm / 同意度: 中立"
     )
 
@@ -488,7 +488,7 @@ def test_build_context_with_only_impressions(memory: MemoryManager) -> None:
 def test_build_context_is_capped(memory: MemoryManager) -> None:
     for n in range(10):
         memory.save_curated("core", f"{n} " + "x" * 600)
-    context = memory.build_context()
+    context = memory.build_context("ja")
     assert len(context) == MAX_CONTEXT_CHARS
     assert context.startswith("【MEMORY】\n- 0 xxx")
     assert context.endswith("…")

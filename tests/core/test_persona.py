@@ -46,7 +46,7 @@ SEED_SOUL = Soul(
 
 
 def test_soul_context_is_the_seed_format() -> None:
-    assert SEED_SOUL.build_context() == (
+    assert SEED_SOUL.build_context("ja") == (
         "【SOUL】\n"
         "ペルソナ: X\n"
         "ソーシャルスタイル: Driving（主張性: 0.7, 感情性: -0.3）\n"
@@ -62,7 +62,7 @@ def test_soul_context_is_the_seed_format() -> None:
 
 
 def test_default_soul_context() -> None:
-    assert Soul(persona_name="aki").build_context() == (
+    assert Soul(persona_name="aki").build_context("ja") == (
         "【SOUL】\n"
         "ペルソナ: aki\n"
         "ソーシャルスタイル: Expressive（主張性: 0.0, 感情性: 0.0）\n"
@@ -82,7 +82,7 @@ def test_numbers_have_one_decimal() -> None:
         social_style=SocialStyle(assertiveness=-1, responsiveness=1),
         personality=Personality(openness=1, conscientiousness=0, extraversion=0.333),
     )
-    text = soul.build_context()
+    text = soul.build_context("ja")
     assert "Amiable（主張性: -1.0, 感情性: 1.0）" in text
     assert "  - 開放性: 1.0\n" in text
     assert "  - 誠実性: 0.0\n" in text
@@ -111,10 +111,9 @@ def test_quadrant_names(assertiveness: float, responsiveness: float, name: str) 
 def test_a_given_style_name_is_kept() -> None:
     style = SocialStyle(assertiveness=0.9, responsiveness=0.9, style_name="Analytical")
     assert style.style_name == "Analytical"
-    assert (
-        "ソーシャルスタイル: Analytical（"
-        in Soul(persona_name="p", social_style=style).build_context()
-    )
+    assert "ソーシャルスタイル: Analytical（" in Soul(
+        persona_name="p", social_style=style
+    ).build_context("ja")
 
 
 @pytest.mark.parametrize(
@@ -155,28 +154,28 @@ def test_soul_round_trips_through_json() -> None:
     soul = SEED_SOUL.model_copy(update={"custom_traits": {"口癖": "なるほど", "level": 3}})
     again = Soul.model_validate_json(soul.model_dump_json())
     assert again == soul
-    assert again.build_context() == SEED_SOUL.build_context()
+    assert again.build_context("ja") == SEED_SOUL.build_context("ja")
 
 
 # ------------------------------------------------------------------ identity
 def test_identity_context_with_a_built_in_role() -> None:
     who = Identity(name="Aki", role="facilitator", job_title="PM", organization="Crab Inc")
-    assert who.build_context() == (
+    assert who.build_context("ja") == (
         "【IDENTITY】\n名前: Aki\n役割: Facilitator\n職種: PM\n所属: Crab Inc"
     )
 
 
 def test_identity_context_with_a_custom_role() -> None:
     who = Identity(name="ユイ", role=AgentRole.custom_role("司会補佐"))
-    assert who.build_context() == '【IDENTITY】\n名前: ユイ\n役割: Custom("司会補佐")'
+    assert who.build_context("ja") == '【IDENTITY】\n名前: ユイ\n役割: Custom("司会補佐")'
     with_org = Identity(name="ユイ", role="custom:司会補佐", organization="研究所")
-    assert with_org.build_context() == (
+    assert with_org.build_context("ja") == (
         '【IDENTITY】\n名前: ユイ\n役割: Custom("司会補佐")\n所属: 研究所'
     )
 
 
 def test_identity_defaults_to_discussant() -> None:
-    assert Identity(name="Bo").build_context() == "【IDENTITY】\n名前: Bo\n役割: Discussant"
+    assert Identity(name="Bo").build_context("ja") == "【IDENTITY】\n名前: Bo\n役割: Discussant"
 
 
 @pytest.mark.parametrize(
@@ -282,15 +281,15 @@ def test_identity_and_soul_are_stored_with_the_agent(db: Database, settings: Set
     assert loaded.identity == who
     assert loaded.role == AgentRole.custom_role("司会補佐")
     assert loaded.soul == SEED_SOUL
-    assert loaded.soul.build_context() == SEED_SOUL.build_context()
-    assert loaded.identity.build_context() == who.build_context()
+    assert loaded.soul.build_context("ja") == SEED_SOUL.build_context("ja")
+    assert loaded.identity.build_context("ja") == who.build_context("ja")
     assert loaded.summary()["role"] == "custom:司会補佐"
     assert agent.id == loaded.id
 
 
 # ------------------------------------------------------------------ LLM config
 def test_llm_context_with_the_packaged_settings(settings: Settings) -> None:
-    assert build_llm_context(AgentLlmConfig(), settings=settings) == (
+    assert build_llm_context(AgentLlmConfig(), language="ja", settings=settings) == (
         "【現在のLLM設定】\n"
         "- デフォルト: openai/gpt-4o\n"
         "- 思考用: anthropic/claude-opus-4.6\n"
@@ -320,6 +319,7 @@ def test_llm_context_with_agent_choices_and_overrides(settings: Settings) -> Non
     text = build_llm_context(
         config,
         {"thinking": "openai/gpt-5.2-pro", "conversation": "openai/gpt-5-mini"},
+        language="ja",
         settings=settings,
         server_default="ignored/when-pinned",
     )
@@ -340,7 +340,7 @@ def test_llm_context_with_agent_choices_and_overrides(settings: Settings) -> Non
 
 
 def test_llm_context_without_settings() -> None:
-    assert build_llm_context(AgentLlmConfig()) == (
+    assert build_llm_context(AgentLlmConfig(), language="ja") == (
         "【現在のLLM設定】\n"
         "- デフォルト: デフォルト\n"
         "- 思考用: デフォルト\n"
@@ -354,19 +354,23 @@ def test_llm_context_without_settings() -> None:
         "LLMを切り替えたい場合は select_llm アクションを使用してください。"
     )
     text = build_llm_context(
-        AgentLlmConfig(selectable_models=["fast"]), server_default="ollama/llama3.1:8b"
+        AgentLlmConfig(selectable_models=["fast"]),
+        language="ja",
+        server_default="ollama/llama3.1:8b",
     )
     assert "- デフォルト: ollama/llama3.1:8b\n" in text
     assert "【選択可能なモデル】\n- fast\n\n" in text
 
 
 def test_llm_context_when_self_selection_is_off(settings: Settings) -> None:
-    off = build_llm_context(AgentLlmConfig(allow_self_selection=False), settings=settings)
+    off = build_llm_context(
+        AgentLlmConfig(allow_self_selection=False), language="ja", settings=settings
+    )
     assert "【選択可能なモデル】\n（モデルの自己選択は無効です）\n\n" in off
     server_off = load_settings(overrides={"llm": {"self_selection": {"enabled": False}}})
     assert AgentLlmConfig.from_settings(server_off).allow_self_selection is False
     assert AgentLlmConfig.from_settings(settings).allow_self_selection is True
-    text = build_llm_context(AgentLlmConfig(), settings=server_off)
+    text = build_llm_context(AgentLlmConfig(), language="ja", settings=server_off)
     assert "（モデルの自己選択は無効です）" in text
     assert "- fast:" not in text
 

@@ -29,6 +29,7 @@ from opencrab.errors import (
     SkillFileError,
     ValidationError,
 )
+from opencrab.prompts import LANGUAGES, Language
 from opencrab.store import Database
 
 SEED_ACTIONS = {
@@ -242,15 +243,16 @@ def test_problem_renders_like_the_error() -> None:
     assert str(SkillProblem("f.skill.md", None, "bad")) == "f.skill.md: bad"
 
 
-def test_the_five_packaged_skills_have_the_seed_actions() -> None:
-    docs, problems = load_skill_dirs([PACKAGED_DIR])
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_five_packaged_skills_have_the_seed_actions(language: Language) -> None:
+    docs, problems = load_skill_dirs([PACKAGED_DIR], language)
     assert problems == []
     assert {d.name: d.actions for d in docs} == SEED_ACTIONS
     for doc in docs:
         assert doc.version >= 1
         assert doc.description
         assert doc.guidance.startswith("# ")
-        assert Path(doc.file_path).parent == PACKAGED_DIR
+        assert Path(doc.file_path).parent == PACKAGED_DIR / language
     registry = default_registry()
     missing = [a for acts in SEED_ACTIONS.values() for a in acts if a not in registry]
     assert missing == []
@@ -265,7 +267,7 @@ def test_standard_dirs_add_the_data_dir_and_skip_its_bad_files(settings: Setting
     (extra / "mine.skill.md").write_text(skill_text(name="mine"))
     (extra / "broken.skill.md").write_text("---\nname: [\n---\nbody")
     (extra / "clash.skill.md").write_text(skill_text(name="autonomous"))
-    docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings), "en")
     assert {d.name for d in docs} == {*SEED_ACTIONS, "mine"}
     assert sorted(Path(p.file).name for p in problems) == ["broken.skill.md", "clash.skill.md"]
 
@@ -273,7 +275,7 @@ def test_standard_dirs_add_the_data_dir_and_skip_its_bad_files(settings: Setting
 # ------------------------------------------------------------------ SkillManager
 @pytest.fixture
 def docs() -> list[SkillDoc]:
-    found, _ = load_skill_dirs([PACKAGED_DIR])
+    found, _ = load_skill_dirs([PACKAGED_DIR], "ja")
     return found
 
 
@@ -547,9 +549,9 @@ def test_active_skills_follow_every_change(skills: SkillManager) -> None:
 
 
 def test_build_context_format(skills: SkillManager) -> None:
-    assert SkillManager.build_context([]) == "【利用可能なスキル】\n"
+    assert SkillManager.build_context([], "ja") == "【利用可能なスキル】\n"
     active = skills.get_active_skills()
-    context = skills.build_context(active)
+    context = skills.build_context(active, "ja")
     assert context.startswith("【利用可能なスキル】\n")
     for skill in active:
         assert f"\n## {skill.name}\n{skill.description}\n" in context
@@ -569,7 +571,7 @@ def test_build_context_format(skills: SkillManager) -> None:
         situation_pattern="a claim without a reason",
     )
     same = skills.acquire(name="echo", description="Same text", guidance="Same text", source="peer")
-    assert SkillManager.build_context([learned, same]) == (
+    assert SkillManager.build_context([learned, same], "ja") == (
         "【利用可能なスキル】\n"
         "\n## ask why\nAsk why\n"
         "状況: a claim without a reason\n"

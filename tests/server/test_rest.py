@@ -25,11 +25,13 @@ def test_agent_crud_in_seed_002_shapes(client: TestClient) -> None:
         "name",
         "description",
         "prompt",
+        "language",
         "toolIds",
         "createdAt",
         "updatedAt",
     }
     assert created["toolIds"] == []
+    assert created["language"] == "en"  # the server's [agent] language
     agent_id = created["id"]
     assert client.get("/api/agents").json() == [
         {"id": agent_id, "name": "aki", "description": "notes keeper"}
@@ -98,6 +100,26 @@ def test_an_agent_is_addressed_by_name_wherever_its_id_is_taken(
     error_of(client.post("/api/sessions", json={"agentId": "nobody"}), 404, "not_found")
     assert client.delete("/api/agents/aki").status_code == 204
     error_of(client.get(f"/api/agents/{created['id']}"), 404, "not_found")
+
+
+def test_agent_language_is_set_at_create_and_update(client: TestClient) -> None:
+    created = new_agent(client, language="ja")
+    assert created["language"] == "ja"
+    agent_id = created["id"]
+    updated = client.put(f"/api/agents/{agent_id}", json={"language": "zh"})
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["language"] == "zh"
+    assert client.put(f"/api/agents/{agent_id}", json={"prompt": "p"}).json()["language"] == "zh"
+    for body in ({"name": "b", "prompt": "p", "language": "fr"}, {"language": "EN-us"}):
+        path = "/api/agents" if "name" in body else f"/api/agents/{agent_id}"
+        response = client.request("POST" if "name" in body else "PUT", path, json=body)
+        # request validation: 422 here, 400 once the API reports it so (seed 002)
+        message = error_of(response, response.status_code, "validation_error")
+        assert response.status_code in (400, 422)
+        assert "language" in message
+        assert "'en', 'ja' or 'zh'" in message
+    assert client.get(f"/api/agents/{agent_id}").json()["language"] == "zh"  # nothing lost
+    assert [a["name"] for a in client.get("/api/agents").json()] == ["aki"]
 
 
 def test_snake_case_input_is_accepted(client: TestClient) -> None:

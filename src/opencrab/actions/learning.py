@@ -19,6 +19,7 @@ from opencrab.errors import LlmError
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.plugins import hookimpl
+from opencrab.prompts import prompts
 
 TEXT = {"type": "string", "maxLength": 8000}
 NAME = {"type": "string", "minLength": 1, "maxLength": 100}
@@ -34,9 +35,11 @@ def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
     }
 
 
-def _skill_result(skill_id: str, name: str, message: str) -> ActionResult:
+def _skill_result(ctx: ActionContext, skill_id: str, name: str, message: str) -> ActionResult:
+    """The acquired skill, with `message` (a prompts key) in the agent's language."""
+    text = prompts(ctx.agent.language)[message]
     return ActionResult.ok(
-        {"skill_id": skill_id, "skill_name": name, "message": message},
+        {"skill_id": skill_id, "skill_name": name, "message": text},
         SideEffect(type="skill_acquired", skill_id=skill_id),
     )
 
@@ -64,7 +67,7 @@ class LearnFromExperience(Action):
             source="experience",
             source_context=f"[{args['outcome']}] {args['experience']}",
         )
-        return _skill_result(skill.id, skill.name, "新しいスキルを獲得しました")
+        return _skill_result(ctx, skill.id, skill.name, "learned_from_experience")
 
 
 class LearnFromPeer(Action):
@@ -92,7 +95,7 @@ class LearnFromPeer(Action):
             source="peer",
             source_context=f"{peer}: {args['observation']}",
         )
-        return _skill_result(skill.id, skill.name, "他者から新しいスキルを学びました")
+        return _skill_result(ctx, skill.id, skill.name, "learned_from_peer")
 
 
 class ReflectAndLearn(Action):
@@ -119,17 +122,13 @@ class ReflectAndLearn(Action):
         if not logs:
             return ActionResult.ok({"learned": False, "reason": "no logs to reflect on yet"})
         transcript = "\n".join(f"[{log.log_type}] {log.content[:500]}" for log in logs)
-        focus = args.get("focus") or "what worked, what did not, what to do differently"
+        texts = prompts(ctx.agent.language)
+        focus = args.get("focus") or texts["reflect_default_focus"]
         request = ChatRequest(
             model=ctx.model_for("analysis"),
             messages=[
-                Message.system(
-                    "You review an agent's own recent log and extract ONE reusable lesson. "
-                    'Answer with JSON only: {"skill_name": str, "description": str, '
-                    '"situation_pattern": str, "guidance": str}, or {"skill_name": null} '
-                    "when there is no lesson."
-                ),
-                Message.user(f"Focus: {focus}\n\nLog:\n{transcript}"),
+                Message.system(texts["reflect_system"]),
+                Message.user(texts.render("reflect_user", focus=focus, log=transcript)),
             ],
             max_tokens=400,
         )
@@ -160,7 +159,7 @@ class ReflectAndLearn(Action):
             source="reflection",
             source_context=f"reflection over {len(logs)} log entries; focus: {focus}",
         )
-        result = _skill_result(skill.id, skill.name, "振り返りから新しいスキルを獲得しました")
+        result = _skill_result(ctx, skill.id, skill.name, "learned_from_reflection")
         result.data["learned"] = True
         return result
 
@@ -250,8 +249,8 @@ class CreateMySkill(Action):
             actions=args.get("actions", []),
         )
         path = f"skills/{_slug(args['name'])}.skill.md"
-        ctx.workspace.write(path, _skill_file(args))
-        result = _skill_result(skill.id, skill.name, "自作スキルを作成しました")
+        ctx.workspace.write(path, _skill_file(args, ctx))
+        result = _skill_result(ctx, skill.id, skill.name, "created_own_skill")
         result.data["path"] = path
         result.side_effects.append(SideEffect(type="file_written", path=path))
         return result
@@ -267,7 +266,9 @@ def _slug(name: str) -> str:
     return slug[:80] or "skill"
 
 
-def _skill_file(args: dict[str, Any]) -> str:
+def _skill_file(args: dict[str, Any], ctx: ActionContext) -> str:
+    """A skill file of `args`, its section headings in the agent's language."""
+    texts = prompts(ctx.agent.language)
     actions = "".join(f"\n  - {a}" for a in args.get("actions", []))
     front = (
         f"---\nname: {json.dumps(args['name'], ensure_ascii=False)}\n"
@@ -276,8 +277,8 @@ def _skill_file(args: dict[str, Any]) -> str:
     )
     body = f"\n# {args['name']}\n\n"
     if args.get("situation_pattern"):
-        body += f"## いつ使うか\n{args['situation_pattern']}\n\n"
-    return front + body + f"## 行動指針\n{args['guidance']}\n"
+        body += f"{texts['skill_file_situation']}\n{args['situation_pattern']}\n\n"
+    return front + body + f"{texts['skill_file_guidance']}\n{args['guidance']}\n"
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from opencrab.llm.analysis import (
 )
 from opencrab.llm.pricing import ModelPrice, PriceBook
 from opencrab.plugins import hookimpl
+from opencrab.prompts import prompts
 from opencrab.store.tables import llm_usage_metrics
 
 SELECTABLE_PURPOSES = ["thinking", "conversation", "analysis", "tool_calling", "creative"]
@@ -95,8 +96,11 @@ class SelectLlm(Action):
         allowed = _whitelist(ctx)
         if alias not in allowed:
             return ActionResult.fail(
-                f"このモデルは選択できません: {alias!r} is not in your whitelist "
-                f"({', '.join(allowed) or 'empty'})"
+                prompts(ctx.agent.language).render(
+                    "select_llm_not_allowed",
+                    alias=repr(alias),
+                    allowed=", ".join(allowed) or "empty",
+                )
             )
         target = ctx.settings.llm.aliases.get(alias)
         if target is None:

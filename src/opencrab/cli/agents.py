@@ -1,6 +1,6 @@
 """Agents from the command line: create and inspect them, chat, search memory, discuss.
 
-opencrab agent create --name N [--prompt P] [--persona FILE] [--json]
+opencrab agent create --name N [--prompt P] [--language en|ja|zh] [--persona FILE] [--json]
 opencrab agent list|show AGENT|delete AGENT
 opencrab chat AGENT                      interactive, streaming; /quit ends
 opencrab chat AGENT -m TEXT [--json]     one turn
@@ -116,6 +116,16 @@ def create(
     role: Annotated[
         str | None, typer.Option("--role", help="discussant, facilitator, observer, custom:NAME")
     ] = None,
+    language: Annotated[
+        str | None,
+        typer.Option(
+            "--language",
+            "-l",
+            help="Language of its prompts and standard skills: en, ja or zh "
+            "(default: [agent] language).",
+            show_default=False,
+        ),
+    ] = None,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
@@ -127,6 +137,7 @@ def create(
     from opencrab.core.agent import AgentCreate, load_persona
     from opencrab.core.identity import AgentRole, Identity
     from opencrab.core.workspace import Workspace
+    from opencrab.prompts import check_language
 
     if persona is not None:
         spec = load_persona(persona, name=name)
@@ -139,6 +150,8 @@ def create(
         changes["prompt"] = prompt
     if description is not None:
         changes["description"] = description
+    if language is not None:
+        changes["language"] = check_language(language)
     if role is not None:
         who = spec.identity or Identity(name=spec.name)
         changes["identity"] = who.model_copy(update={"role": AgentRole.parse(role)})
@@ -152,7 +165,8 @@ def create(
         print_json(_agent_json(agent, settings))
         return
     console.print(
-        f"created agent [bold]{escape(agent.name)}[/] ({agent.id}), role {agent.role}",
+        f"created agent [bold]{escape(agent.name)}[/] ({agent.id}), role {agent.role}, "
+        f"language {agent.language}",
         highlight=False,
     )
 
@@ -219,10 +233,11 @@ def show(
         f"[bold]{escape(found.name)}[/] {found.id}",
         escape(found.description or ""),
         "",
-        escape(found.identity.build_context()),
+        escape(found.identity.build_context(found.language)),
         "",
-        escape(found.soul.build_context()),
+        escape(found.soul.build_context(found.language)),
         "",
+        f"language: {found.language}",
         f"prompt: {escape(found.prompt) or '(none)'}",
         f"heartbeat: every {found.heartbeat.interval_secs}s"
         + ("" if found.heartbeat.enabled else " (off)"),
@@ -411,13 +426,13 @@ def memory_search(
     console.print(table)
 
 
-def _skill_manager(db: Database, settings: Settings, agent_id: str) -> SkillManager:
+def _skill_manager(db: Database, settings: Settings, agent: Agent) -> SkillManager:
     from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
 
-    docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings), agent.language)
     for problem in problems:
         err_console.print(f"[yellow]skill file skipped:[/] {escape(str(problem))}")
-    manager = SkillManager(db, agent_id, docs)
+    manager = SkillManager(db, agent.id, docs)
     manager.ensure_default_skills()
     return manager
 
@@ -433,7 +448,7 @@ def skills_list(
     """The agent's standard and acquired skills, with usage and effectiveness."""
     with _agents(config, data_dir) as store:
         found = store.get(agent)
-        skills = _skill_manager(store.db, store.settings, found.id).list()
+        skills = _skill_manager(store.db, store.settings, found).list()
     if as_json:
         print_json([s.model_dump(mode="json") for s in skills])
         return

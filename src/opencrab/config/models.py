@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 from opencrab.config.provenance import KeyPath, origin_of
+from opencrab.prompts import DEFAULT_LANGUAGE, Language
 
 BUILTIN_PROVIDERS = (
     "openai",
@@ -50,6 +51,9 @@ class ModelRef(Section):
 
 
 class AgentSection(Section):
+    # the language of prompts and standard skills: en, ja (seed 001's text) or zh;
+    # an agent may set its own
+    language: Language = DEFAULT_LANGUAGE
     heartbeat_interval_secs: int = Field(default=29, ge=1)
     workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
     max_workspace_size_mb: int = Field(default=100, ge=1)

@@ -1,13 +1,14 @@
 """Agents (seed 001 `Agent`, seed 002 `agents`): the stored aggregate and its store.
 
-An agent is one `agents` row (name, description, prompt, LLM config with its daily
-budget, heartbeat config) with its `soul` and `identity` rows and granted tools. The
-memory, skills and workspace hang off its id and are opened where they are used.
+An agent is one `agents` row (name, description, prompt, language, LLM config with its
+daily budget, heartbeat config) with its `soul` and `identity` rows and granted tools. The
+memory, skills and workspace hang off its id and are opened where they are used. An agent
+without a language of its own follows the server's `[agent] language`.
 
 Example:
     store = AgentStore(db, settings)
     agent = store.create(AgentCreate(name="aki", prompt="You help with research."))
-    store.get("aki").soul.build_context()
+    store.get("aki").soul.build_context("en")
     store.check_budget(agent)          # BudgetExceeded when today's spend reached it
 """
 
@@ -34,6 +35,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
@@ -75,6 +77,7 @@ class AgentCreate(BaseModel):
     name: str
     description: str | None = None
     prompt: str = Field(default="", max_length=MAX_PROMPT_CHARS)
+    language: Language | None = None  # default: the server's [agent] language
     soul: Soul | None = None  # default: persona named after the agent, balanced traits
     identity: Identity | None = None  # default: named after the agent, Discussant
     llm: AgentLlmConfig | None = None
@@ -95,6 +98,7 @@ class AgentUpdate(BaseModel):
     name: str | None = None
     description: str | None = None
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT_CHARS)
+    language: Language | None = None
     soul: Soul | None = None
     identity: Identity | None = None
     llm: AgentLlmConfig | None = None
@@ -112,6 +116,7 @@ class Agent(BaseModel):
     name: str
     description: str | None = None
     prompt: str = ""
+    language: Language  # its own, or the server's [agent] language
     soul: Soul
     identity: Identity
     llm_config: AgentLlmConfig
@@ -131,6 +136,7 @@ class Agent(BaseModel):
             "name": self.name,
             "description": self.description,
             "role": self.identity.role.stored(),
+            "language": self.language,
             "heartbeat": self.heartbeat.model_dump(),
             "createdAt": self.created_at.isoformat(),
         }
@@ -161,6 +167,7 @@ class AgentStore:
                     name=spec.name,
                     description=spec.description,
                     prompt=spec.prompt,
+                    language=spec.language,
                     llm_config_json=llm.model_dump(mode="json"),
                     heartbeat_json=beat.model_dump(mode="json"),
                     created_at=now,
@@ -225,6 +232,7 @@ class AgentStore:
             name=row.name,
             description=row.description,
             prompt=row.prompt or "",
+            language=row.language or self.settings.agent.language,
             soul=_soul_of(s, row.name),
             identity=_identity_of(i, row.name),
             llm_config=AgentLlmConfig.model_validate(row.llm_config_json or {}),
@@ -247,6 +255,8 @@ class AgentStore:
             values["description"] = change.description
         if change.prompt is not None:
             values["prompt"] = change.prompt
+        if change.language is not None:
+            values["language"] = change.language
         if change.llm is not None:
             values["llm_config_json"] = change.llm.model_dump(mode="json")
         if change.heartbeat is not None:
@@ -402,7 +412,8 @@ def _identity_of(row: Any, name: str) -> Identity:
 def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
     """An AgentCreate from a TOML, YAML or JSON persona file (by its suffix).
 
-    Keys: name, description, prompt, soul, identity, llm, heartbeat (as AgentCreate);
+    Keys: name, description, prompt, language, soul, identity, llm, heartbeat (as
+    AgentCreate);
     `name` given here wins over the file's. Errors name the file and the key.
     """
     try:

@@ -5,6 +5,7 @@ agent's prompt, MEMORY, skills, LLM config, instruction. The history is rebuilt 
 session's AgentEvents. When both do not fit the model's context window, the oldest
 turns are summarised (the summary is stored in memory and in the trace) and dropped;
 the MEMORY and skill sections may be shortened; IDENTITY, SOUL and the prompt never are.
+Every text written here comes from the agent's language (`opencrab.prompts`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,9 @@ from opencrab.events import (
     UserEvent,
 )
 from opencrab.llm.types import Message, ToolCall, ToolDefinition
+from opencrab.prompts import DEFAULT_LANGUAGE, Language, prompts
 
-INSTRUCTION = (
-    "【指示】\n"
-    "上記のスキルマニュアルに従って、次に取るべきアクションを選択してください。\n"
-    "必ず1つ以上のアクションを呼び出してください。\n"
-)
-TEXT_INSTRUCTION = (  # for a model offered no tools (it cannot call them)
-    "【指示】\nあなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n"
-)
 COMPACTION_KIND = "compaction"
-SUMMARY_HEADER = "【これまでの会話の要約】\n"
-TRUNCATED = "\n…（省略）"
 
 
 def estimate_tokens(text: str) -> int:
@@ -72,7 +64,10 @@ def tools_tokens(tools: Sequence[ToolDefinition]) -> int:
 
 @dataclass
 class ContextSections:
-    """The system context in its parts; `render` joins the non-empty ones."""
+    """The system context in its parts; `render` joins the non-empty ones.
+
+    `instruction` defaults to the language's `instruction` text (choose an action).
+    """
 
     identity: str
     soul: str
@@ -80,7 +75,12 @@ class ContextSections:
     memory: str = ""
     skills: str = ""
     llm: str = ""
-    instruction: str = INSTRUCTION
+    language: Language = DEFAULT_LANGUAGE
+    instruction: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.instruction:
+            self.instruction = prompts(self.language)["instruction"]
 
     def render(self) -> str:
         parts = [self.identity, self.soul, self.prompt, self.memory, self.skills, self.llm]
@@ -92,18 +92,22 @@ class ContextSections:
         Returns False when even the fixed parts (IDENTITY, SOUL, prompt, instruction)
         exceed the budget; those are never cut.
         """
+        truncated = prompts(self.language)["truncated"]
         for name in ("memory", "skills", "llm"):
             over = estimate_tokens(self.render()) - budget
             if over <= 0:
                 return True
             text: str = getattr(self, name)
-            keep = max(0, len(text) - over * 4 - len(TRUNCATED))
-            setattr(self, name, text[:keep] + TRUNCATED if keep else "")
+            keep = max(0, len(text) - over * 4 - len(truncated))
+            setattr(self, name, text[:keep] + truncated if keep else "")
         return estimate_tokens(self.render()) <= budget
 
 
-def prompt_section(prompt: str) -> str:
-    return f"【PROMPT】\n{prompt.strip()}" if prompt.strip() else ""
+def prompt_section(prompt: str, language: Language) -> str:
+    """The agent's prompt under its heading; "" when it has none."""
+    if not prompt.strip():
+        return ""
+    return prompts(language).render("prompt_section", prompt=prompt.strip())
 
 
 # ------------------------------------------------------------------ history from events
@@ -176,28 +180,33 @@ def _call_id(event: ToolCallEvent) -> str:
     return call_id if isinstance(call_id, str) and call_id else str(event.id)
 
 
-def turns_transcript(turns: Sequence[Turn], *, limit_chars: int = 24_000) -> str:
+def turns_transcript(
+    turns: Sequence[Turn], language: Language, *, limit_chars: int = 24_000
+) -> str:
     """Plain text of turns for a summariser, most recent text kept when too long."""
+    texts = prompts(language)
     lines: list[str] = []
     for turn in turns:
         for message in turn.messages:
             if message.role == "tool":
-                lines.append(f"[結果] {_clip(message.text, 400)}")
+                lines.append(texts.render("transcript_result", text=_clip(message.text, 400)))
             elif message.tool_calls:
                 for call in message.tool_calls:
                     args = _clip(json.dumps(call.arguments, ensure_ascii=False), 400)
-                    lines.append(f"[アクション] {call.name} {args}")
+                    lines.append(texts.render("transcript_action", name=call.name, arguments=args))
             elif message.role == "user":
-                lines.append(f"ユーザー: {message.text}")
+                lines.append(texts.render("transcript_user", text=message.text))
             else:
-                lines.append(f"自分: {message.text}")
+                lines.append(texts.render("transcript_self", text=message.text))
     text = "\n".join(lines)
     return text if len(text) <= limit_chars else "…" + text[-limit_chars:]
 
 
-def extractive_summary(turns: Sequence[Turn], *, limit_chars: int = 2_000) -> str:
+def extractive_summary(
+    turns: Sequence[Turn], language: Language, *, limit_chars: int = 2_000
+) -> str:
     """A summary made without a model: the start of every line, cut to fit."""
-    lines = [_clip(line, 160) for line in turns_transcript(turns).splitlines()]
+    lines = [_clip(line, 160) for line in turns_transcript(turns, language).splitlines()]
     text = "\n".join(lines)
     return text if len(text) <= limit_chars else text[: limit_chars - 1] + "…"
 

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from opencrab.core.steps import TurnResult
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.gateway.base import IncomingMessage, InternalSource, Sender
+from opencrab.prompts import prompts
 from opencrab.store import Database
 from opencrab.store.tables import agent_sessions, agents, memory_sessions, sessions
 
@@ -261,28 +262,28 @@ class Discussion:
         facilitating = agent.id == self.facilitator_id
         turn = self.turn_number + 1
         limit = f"/{self.max_turns}" if self.max_turns else ""
+        texts = prompts(agent.language)
         lines = [
-            f"【議論】テーマ: {self.theme}",
-            f"モード: {self.mode} / フェーズ: {self.phase} / ターン: {turn}{limit}",
+            texts.render(
+                "discussion_header",
+                theme=self.theme,
+                mode=self.mode,
+                phase=self.phase,
+                turn=turn,
+                limit=limit,
+            )
         ]
         if new:
-            lines.append("前回からの新しい発言:" if seen else "これまでの発言:")
+            lines.append(texts["discussion_new_speeches" if seen else "discussion_all_speeches"])
             lines += [f"- {s.speaker}: {s.text}" for s in new]
         elif not seen:
-            lines.append("まだ誰も発言していません。")
+            lines.append(texts["discussion_nobody_yet"])
         else:
-            lines.append("前回から新しい発言はありません。")
+            lines.append(texts["discussion_nothing_new"])
         if facilitating:
-            lines.append(
-                "あなたはファシリテーターです。broadcast_guidance で全員を導いてください"
-                f"（phase で {' → '.join(PHASES)} と進められます）。"
-                "議論が結論に達したら declare_done を呼んでください。"
-            )
+            lines.append(texts.render("discussion_facilitator", phases=" → ".join(PHASES)))
         else:
-            lines.append(
-                "あなたの番です。send_speech で発言するか、send_noreact で見送るか、"
-                "言うことがなくなったら declare_done を呼んでください。"
-            )
+            lines.append(texts["discussion_your_turn"])
         return "\n".join(lines)
 
     async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:

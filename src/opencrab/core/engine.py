@@ -20,7 +20,7 @@ error result the model sees.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -32,8 +32,6 @@ from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.context import (
     COMPACTION_KIND,
-    SUMMARY_HEADER,
-    TEXT_INSTRUCTION,
     ContextSections,
     Turn,
     estimate_tokens,
@@ -82,6 +80,7 @@ from opencrab.events import (
 from opencrab.gateway.base import IncomingMessage
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
+from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.tables import messages as session_messages
@@ -114,18 +113,18 @@ class SkillEngine:
         settings: Settings,
         router: LlmRouter,
         registry: ActionRegistry,
-        skill_docs: Sequence[SkillDoc] = (),
+        skill_docs: Mapping[Language, Sequence[SkillDoc]] | None = None,
         max_iterations: int = MAX_ITERATIONS,
     ) -> None:
         self.db = db
         self.settings = settings
         self.router = router
         self.registry = registry
-        self.skill_docs = list(skill_docs)
+        self.skill_docs = {lang: list(docs) for lang, docs in (skill_docs or {}).items()}
         self.max_iterations = max_iterations
         self.events = EventLog(db)
         self.agents = AgentStore(db, settings)
-        self._skills_ready: set[str] = set()
+        self._skills_ready: dict[str, Language] = {}  # agent id -> language ensured
 
     async def process(
         self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
@@ -163,11 +162,12 @@ class SkillEngine:
             yield step
 
     # ------------------------------------------------------------ helpers used by turns
-    def skills_for(self, agent_id: str) -> SkillManager:
-        manager = SkillManager(self.db, agent_id, self.skill_docs)
-        if agent_id not in self._skills_ready:
+    def skills_for(self, agent: Agent) -> SkillManager:
+        """The agent's skills, its standard ones in its language (copied in on first use)."""
+        manager = SkillManager(self.db, agent.id, self.skill_docs.get(agent.language, ()))
+        if self._skills_ready.get(agent.id) != agent.language:
             manager.ensure_default_skills()
-            self._skills_ready.add(agent_id)
+            self._skills_ready[agent.id] = agent.language
         return manager
 
 
@@ -194,7 +194,8 @@ class _Turn:
         self.max_tokens = max_tokens
         db, settings = engine.db, engine.settings
         self.memory = MemoryManager(db, agent.id)
-        self.skills = engine.skills_for(agent.id)
+        self.texts = prompts(agent.language)
+        self.skills = engine.skills_for(agent)
         self.workspace = Workspace.for_agent(settings, agent.id)
         self.state = TurnState(trace_id=self.trace_id, turn_number=turn_number or 0)
         self.ctx = ActionContext(
@@ -249,7 +250,7 @@ class _Turn:
 
         history: list[Message] = [system]
         if summary:
-            history.append(Message.user(SUMMARY_HEADER + summary))
+            history.append(Message.user(self.texts["summary_header"] + summary))
         for old in turns:
             history += old.messages
         history.append(Message.user(user_text))
@@ -336,11 +337,12 @@ class _Turn:
         budget = window - reserve - tools_tokens(tools)
         sections = self._sections(active)
         if not tools:  # manuals of actions it cannot call would only mislead the model
-            sections.skills, sections.llm, sections.instruction = "", "", TEXT_INSTRUCTION
+            sections.skills, sections.llm = "", ""
+            sections.instruction = self.texts["text_instruction"]
         if not sections.shrink_to(budget // 2):
             log.warning("agent %s: IDENTITY, SOUL and prompt exceed half the window", self.agent.id)
         system = Message.system(sections.render())
-        user_text = f"受信メッセージ: {message.content.text}"
+        user_text = self.texts.render("incoming_message", text=message.content.text)
         summary: str | None = None
         turns: list[Turn] = []
         if self.last_event is not None:  # a new trace has no history to read
@@ -355,18 +357,21 @@ class _Turn:
 
     def _sections(self, active: Sequence[Skill]) -> ContextSections:
         overrides = self._session_overrides()
+        language = self.agent.language
         return ContextSections(
-            identity=self.agent.identity.build_context(),
-            soul=self.agent.soul.build_context(),
-            prompt=prompt_section(self.agent.prompt),
-            memory=self.memory.build_context(session_id=self.session_id),
-            skills=self.skills.build_context(active),
+            identity=self.agent.identity.build_context(language),
+            soul=self.agent.soul.build_context(language),
+            prompt=prompt_section(self.agent.prompt, language),
+            memory=self.memory.build_context(language, session_id=self.session_id),
+            skills=self.skills.build_context(active, language),
             llm=build_llm_context(
                 self.agent.llm_config,
                 {**overrides, **self.state.llm_overrides},
+                language=language,
                 settings=self.engine.settings,
                 server_default=str(self.engine.router.default),
             ),
+            language=language,
         )
 
     def _model_for(self, purpose: str) -> str:
@@ -418,7 +423,7 @@ class _Turn:
         note = SessionLog(
             session_id=self.session_id,
             log_type="system",
-            content=f"会話を要約しました（{len(dropped)}ターン）: {text}",
+            content=self.texts.render("compaction_note", turns=len(dropped), summary=text),
             metadata=dict(event.metadata),
             event_id=str(event.id),
         )
@@ -439,18 +444,13 @@ class _Turn:
     async def _summarise(
         self, previous: str | None, dropped: Sequence[Turn]
     ) -> tuple[str, ChatResponse | None]:
-        transcript = turns_transcript(dropped)
+        language = self.agent.language
+        transcript = turns_transcript(dropped, language)
         if previous:
-            transcript = f"{SUMMARY_HEADER}{previous}\n\n{transcript}"
+            transcript = f"{self.texts['summary_header']}{previous}\n\n{transcript}"
         request = ChatRequest(
             model=self._model_for("analysis"),
-            messages=[
-                Message.system(
-                    "Summarise this conversation for your own memory: facts, decisions, "
-                    "open questions, in the conversation's language. At most 10 lines."
-                ),
-                Message.user(transcript),
-            ],
+            messages=[Message.system(self.texts["compaction_system"]), Message.user(transcript)],
             max_tokens=SUMMARY_MAX_TOKENS,
         )
         try:
@@ -458,10 +458,10 @@ class _Turn:
             reply = await self.engine.router.chat(request, self._info("analysis", "compaction"))
         except (BudgetExceeded, LlmError) as exc:
             log.info("summary by model failed (%s); keeping an extract", exc)
-            return extractive_summary(dropped), None
+            return extractive_summary(dropped, language), None
         text = reply.text.strip()
         if not text:
-            return extractive_summary(dropped), None
+            return extractive_summary(dropped, language), None
         return text, reply
 
     # ------------------------------------------------------------ calls and actions

@@ -1,11 +1,13 @@
 """Identity (seed 001 "Identity"): the agent's name and role among others.
 
 Roles are the seed's `AgentRole` enum: Discussant, Facilitator, Observer or
-Custom("…"). `build_context` renders the seed's 【IDENTITY】 block, with the role as
-Rust's `{:?}` prints it (`Facilitator`, `Custom("司会補佐")`).
+Custom("…"). `build_context` renders the 【IDENTITY】 block in the agent's language (under
+`ja` the seed's format), with the role as Rust's `{:?}` prints it (`Facilitator`,
+`Custom("司会補佐")`).
 
 Example:
-    Identity(name="Aki", role=AgentRole.parse("facilitator"), job_title="PM").build_context()
+    who = Identity(name="Aki", role=AgentRole.parse("facilitator"), job_title="PM")
+    who.build_context("ja")
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 from pydantic.alias_generators import to_camel
 
 from opencrab.errors import ValidationError
+from opencrab.prompts import Language, prompts
 
 BUILT_IN_ROLES = ("Discussant", "Facilitator", "Observer")
 MAX_CUSTOM_ROLE = 57  # stored as "custom:<name>" in a 64-character column
@@ -142,11 +145,12 @@ class Identity(BaseModel):
         except ValidationError as exc:
             raise ValueError(str(exc)) from None
 
-    def build_context(self) -> str:
-        """The 【IDENTITY】 section, in the seed's format."""
-        text = f"【IDENTITY】\n名前: {self.name}\n役割: {self.role}"
+    def build_context(self, language: Language) -> str:
+        """The 【IDENTITY】 section in `language` (the seed's format under ja)."""
+        texts = prompts(language)
+        text = texts.render("identity", name=self.name, role=self.role)
         if self.job_title:
-            text += f"\n職種: {self.job_title}"
+            text += texts.render("identity_job_title", job_title=self.job_title)
         if self.organization:
-            text += f"\n所属: {self.organization}"
+            text += texts.render("identity_organization", organization=self.organization)
         return text

@@ -31,6 +31,7 @@ from opencrab.config import Settings
 from opencrab.config.models import ModelRef
 from opencrab.config.provenance import purpose_model
 from opencrab.errors import NotFoundError, ValidationError
+from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import sessions
@@ -114,22 +115,22 @@ def agent_model(
     return "" if ref is None else f"{ref.provider}/{ref.model}"
 
 
-def _format_ref(ref: ModelRef | None) -> str:
-    return "デフォルト" if ref is None else f"{ref.provider}/{ref.model}"
-
-
 def build_llm_context(
     config: AgentLlmConfig,
     overrides: Mapping[str, str] | None = None,
     *,
+    language: Language,
     settings: Settings | None = None,
     server_default: str | None = None,
 ) -> str:
-    """The 【現在のLLM設定】 section in the seed's format, with active overrides applied.
+    """The 【現在のLLM設定】 section in `language`, with active overrides applied.
+
+    Under ja it is the seed's format.
 
     `server_default` ("provider/model") is what the router really uses when the agent
     pins no default (it may differ from the config when a provider is unusable).
     """
+    texts = prompts(language)
     overrides = overrides or {}
     default = config.default_ref()
     if default is not None:
@@ -139,13 +140,13 @@ def build_llm_context(
     elif settings is not None:
         shown_default = f"{settings.llm.default_provider}/{settings.llm.default_model}"
     else:
-        shown_default = "デフォルト"
+        shown_default = texts["llm_default"]
 
     def ref(purpose: str) -> str:
         chosen = effective_model(config, purpose, overrides, {})
         if chosen is None and settings is not None:
             chosen = purpose_model(settings, purpose)
-        return _format_ref(chosen)
+        return texts["llm_default"] if chosen is None else f"{chosen.provider}/{chosen.model}"
 
     aliases = list(config.selectable_models)
     if not aliases and settings is not None:
@@ -154,23 +155,19 @@ def build_llm_context(
     for alias in aliases:
         target = settings.llm.aliases.get(alias) if settings is not None else None
         lines.append(f"- {alias}" + (f": {target.provider}/{target.model}" if target else ""))
-    selectable = "\n".join(lines) if lines else "（なし）"
+    selectable = "\n".join(lines) if lines else texts["llm_no_models"]
     if not (
         config.allow_self_selection and (settings is None or settings.llm.self_selection.enabled)
     ):
-        selectable = "（モデルの自己選択は無効です）"
-    return (
-        "【現在のLLM設定】\n"
-        f"- デフォルト: {shown_default}\n"
-        f"- 思考用: {ref('thinking')}\n"
-        f"- 会話用: {ref('conversation')}\n"
-        f"- ツールコーリング用: {ref('tool_calling')}\n"
-        f"- 分析用: {ref('analysis')}\n"
-        "\n"
-        "【選択可能なモデル】\n"
-        f"{selectable}\n"
-        "\n"
-        "LLMを切り替えたい場合は select_llm アクションを使用してください。"
+        selectable = texts["llm_self_selection_off"]
+    return texts.render(
+        "llm_config",
+        default=shown_default,
+        thinking=ref("thinking"),
+        conversation=ref("conversation"),
+        tool_calling=ref("tool_calling"),
+        analysis=ref("analysis"),
+        selectable=selectable,
     )
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError, ValidationError
+from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import sqlite as sqlite_dialect
@@ -379,15 +380,16 @@ class MemoryManager:
         return [_impression(row) for row in rows]
 
     # ------------------------------------------------------------ context
-    def build_context(self, *, session_id: str | None = None) -> str:
+    def build_context(self, language: Language, *, session_id: str | None = None) -> str:
         """The 【MEMORY】 section: core memories and impressions in this session; "" if none."""
+        texts = prompts(language)
         curated = [m for m in self.list_curated() if m.category in CONTEXT_CATEGORIES]
         lines: list[str] = []
         for memory in curated:
             lines.append(f"- {memory.content.strip()}")
         seen = self.impressions(session_id) if session_id else []
         if seen:
-            lines.append("他者への印象:")
+            lines.append(texts["memory_impressions"])
             for imp in seen:
                 parts = [
                     p
@@ -395,7 +397,9 @@ class MemoryManager:
                         imp.personality,
                         imp.communication_style,
                         imp.recent_behavior,
-                        f"同意度: {imp.agreement}" if imp.agreement else "",
+                        texts.render("memory_agreement", agreement=imp.agreement)
+                        if imp.agreement
+                        else "",
                         imp.notes,
                     )
                     if p
@@ -403,7 +407,7 @@ class MemoryManager:
                 lines.append(f"- {imp.target_name}: {' / '.join(parts)}")
         if not lines:
             return ""
-        text = "【MEMORY】\n" + "\n".join(lines)
+        text = texts["memory_header"] + "\n" + "\n".join(lines)
         if len(text) > MAX_CONTEXT_CHARS:
             text = text[: MAX_CONTEXT_CHARS - 1] + "…"
         return text

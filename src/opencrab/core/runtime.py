@@ -29,7 +29,12 @@ from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
 from opencrab.core.memory import MemoryManager
 from opencrab.core.sessions import ensure_chat_session
-from opencrab.core.skills import SkillDoc, SkillProblem, load_skill_dirs, standard_skill_dirs
+from opencrab.core.skills import (
+    SkillDoc,
+    SkillProblem,
+    load_standard_skills,
+    standard_skill_dirs,
+)
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace
@@ -42,6 +47,7 @@ from opencrab.gateway.base import (
 )
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
+from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.tables import heartbeat_log
 
@@ -78,7 +84,7 @@ class Runtime:
     db: Database
     router: LlmRouter
     registry: ActionRegistry
-    skill_docs: list[SkillDoc]
+    skill_docs: dict[Language, list[SkillDoc]]  # the standard skills in each language
     skill_problems: list[SkillProblem]
     engine: SkillEngine
     agents: AgentStore
@@ -110,7 +116,7 @@ class Runtime:
             recorder = MetricsRecorder(db)
             router = LlmRouter.from_settings(settings, metrics=recorder)
             await router.start()
-        docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+        docs, problems = load_standard_skills(standard_skill_dirs(settings))
         registry = default_registry()
         sync_tools(db, registry)  # seed 002's tools table mirrors the actions
         runtime = cls(
@@ -190,7 +196,7 @@ class Runtime:
             settings=self.settings,
             workspace=Workspace.for_agent(self.settings, agent.id),
             memory=MemoryManager(self.db, agent.id),
-            skills=self.engine.skills_for(agent.id),
+            skills=self.engine.skills_for(agent),
             registry=self.registry,
             router=self.router,
             session_id=session_id,

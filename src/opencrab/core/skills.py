@@ -1,23 +1,26 @@
 """SkillManager (seed 001 "Skill"): the manuals an agent follows and the actions they unlock.
 
 Standard skills are `*.skill.md` files: YAML frontmatter (name, description, version,
-actions) and a Markdown body, the guidance. OpenCrab ships the five of seed 001 in
-`opencrab/skills/`; plugins add folders through the `register_skill_dirs` hook and
-operators drop files into `{data_dir}/skills/`. A malformed file is reported (file,
-line, reason) and skipped; it never stops start-up.
+actions) and a Markdown body, the guidance. OpenCrab ships the five of seed 001 in each
+language, `opencrab/skills/<language>/` (en, ja = the seed's text, zh; same names and
+actions in all three); plugins add folders through the `register_skill_dirs` hook and
+operators drop files into `{data_dir}/skills/`. In every folder, files in the
+`<language>/` subfolder come first, then files in the folder itself (for any language).
+A malformed file is reported (file, line, reason) and skipped; it never stops start-up.
 
-Every agent has its own rows in `skills`: the standard skills are copied in (and kept
-in step with their files' versions) by `ensure_default_skills`, and skills the agent
+Every agent has its own rows in `skills`: the standard skills of its language are copied
+in (and kept in step with their files' versions and language) by
+`ensure_default_skills`, and skills the agent
 acquires (from experience, a peer, research or reflection) are added beside them. Each
 row can be switched off, counts its uses and carries an effectiveness score. The
 actions an agent may call are the union of its active skills' `actions`.
 
 Example:
-    docs, problems = load_skill_dirs(standard_skill_dirs(settings))
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")
     skills = SkillManager(db, agent_id, docs)
     skills.ensure_default_skills()
     active = skills.get_active_skills()
-    skills.build_context(active)       # "【利用可能なスキル】\\n\\n## autonomous\\n…"
+    skills.build_context(active, "ja")  # "【利用可能なスキル】\\n\\n## autonomous\\n…"
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.errors import ConflictError, NotFoundError, SkillFileError, ValidationError
 from opencrab.plugins import hookimpl
+from opencrab.prompts import LANGUAGES, Language, prompts
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import skills as skills_table
@@ -160,11 +164,19 @@ def parse_skill_file(path: Path) -> SkillDoc:
     return parse_skill_text(text, str(path))
 
 
-def load_skill_dirs(dirs: Iterable[Path]) -> tuple[list[SkillDoc], list[SkillProblem]]:
-    """Every good skill file under `dirs` (first name wins), and the skipped ones."""
+def load_skill_dirs(
+    dirs: Iterable[Path], language: Language | None = None
+) -> tuple[list[SkillDoc], list[SkillProblem]]:
+    """Every good skill file under `dirs` (first name wins), and the skipped ones.
+
+    With a `language`, each folder's `<language>/` subfolder is read before the folder.
+    """
     docs: dict[str, SkillDoc] = {}
     problems: list[SkillProblem] = []
+    folders: list[Path] = []
     for folder in dirs:
+        folders += [folder / language, folder] if language else [folder]
+    for folder in folders:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob(f"*{SUFFIX}")):
@@ -181,6 +193,19 @@ def load_skill_dirs(dirs: Iterable[Path]) -> tuple[list[SkillDoc], list[SkillPro
                 continue
             docs[doc.name] = doc
     return list(docs.values()), problems
+
+
+def load_standard_skills(
+    dirs: Sequence[Path],
+) -> tuple[dict[Language, list[SkillDoc]], list[SkillProblem]]:
+    """The skills of `dirs` for every language, and the skipped files (each once)."""
+    by_language: dict[Language, list[SkillDoc]] = {}
+    problems: dict[tuple[str, int | None, str], SkillProblem] = {}
+    for language in LANGUAGES:
+        docs, found = load_skill_dirs(dirs, language)
+        by_language[language] = docs
+        problems.update(((p.file, p.line, p.reason), p) for p in found)
+    return by_language, list(problems.values())
 
 
 def standard_skill_dirs(settings: Settings | None = None) -> list[Path]:
@@ -234,14 +259,15 @@ class SkillManager:
         self.docs = list(docs)
 
     def ensure_default_skills(self) -> None:
-        """Copy in the standard skills the agent lacks; refresh those whose file is newer."""
+        """Copy in the standard skills the agent lacks; refresh those whose file is newer
+        or in another language (the agent's language changed)."""
         now = datetime.now(UTC)
         t = skills_table.c
         with self.db.write() as conn:
             have = {
                 row.name: row
                 for row in conn.execute(
-                    sa.select(t.id, t.name, t.version, t.source_type).where(
+                    sa.select(t.id, t.name, t.version, t.source_type, t.file_path).where(
                         t.agent_id == self.agent_id
                     )
                 )
@@ -268,7 +294,10 @@ class SkillManager:
                             **values,
                         )
                     )
-                elif row.source_type == "standard" and row.version < doc.version:
+                elif row.source_type == "standard" and (
+                    row.version < doc.version
+                    or _language_of(row.file_path) != _language_of(doc.file_path)
+                ):
                     conn.execute(skills_table.update().where(t.id == row.id).values(**values))
 
     # ------------------------------------------------------------ reading
@@ -325,13 +354,14 @@ class SkillManager:
         return registry.definitions(self.action_names(skills))
 
     @staticmethod
-    def build_context(skills: Sequence[Skill]) -> str:
-        """The 【利用可能なスキル】 section: each skill's name, description and manual."""
-        parts = ["【利用可能なスキル】\n"]
+    def build_context(skills: Sequence[Skill], language: Language) -> str:
+        """The 【利用可能なスキル】 section in `language`: name, description, manual of each."""
+        texts = prompts(language)
+        parts = [texts["skills_header"]]
         for skill in skills:
             parts.append(f"\n## {skill.name}\n{skill.description}\n")
             if skill.situation_pattern:
-                parts.append(f"状況: {skill.situation_pattern}\n")
+                parts.append(texts.render("skills_situation", situation=skill.situation_pattern))
             if skill.guidance and skill.guidance != skill.description:
                 parts.append(f"\n{skill.guidance}\n")
         return "".join(parts)
@@ -528,6 +558,14 @@ _COUNT_USE = Prepared(
     .where(skills_table.c.id == sa.bindparam("id"))
     .values(usage_count=skills_table.c.usage_count + 1, last_used_at=sa.bindparam("now"))
 )
+
+
+def _language_of(file_path: str | None) -> str | None:
+    """The language folder a skill file is in (`…/ja/x.skill.md` → "ja"), else None."""
+    if not file_path:
+        return None
+    folder = Path(file_path).parent.name
+    return folder if folder in LANGUAGES else None
 
 
 def _skill(row: Any) -> Skill:

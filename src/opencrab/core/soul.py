@@ -1,12 +1,13 @@
 """Soul (seed 001 "Soul"): who the agent is inside — social style, Big Five, thinking style.
 
-`build_context` renders the seed's 【SOUL】 block exactly (numbers with one decimal).
+`build_context` renders the 【SOUL】 block in the agent's language (numbers with one
+decimal); under `ja` it is the seed's block exactly.
 
 Example:
     soul = Soul(persona_name="慎重な分析家",
                 social_style=SocialStyle(assertiveness=-0.4, responsiveness=-0.6))
     soul.social_style.style_name   # "Analytical" (from the quadrant when not given)
-    print(soul.build_context())
+    print(soul.build_context("ja"))
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from opencrab.prompts import Language, prompts
 
 STYLE_NAMES = ("Driving", "Expressive", "Amiable", "Analytical")
 
@@ -57,8 +60,11 @@ class Personality(_Strict):
 
 
 class ThinkingStyle(_Strict):
-    primary: str = "論理的"  # logical, intuitive, analytical, creative …
-    secondary: str = "直感的"
+    """Leanings such as logical, intuitive, analytical, creative; empty shows the language's
+    default (logical, then intuitive)."""
+
+    primary: str = ""
+    secondary: str = ""
     description: str = ""
 
 
@@ -69,22 +75,24 @@ class Soul(_Strict):
     thinking_style: ThinkingStyle = Field(default_factory=ThinkingStyle)
     custom_traits: dict[str, Any] | None = None
 
-    def build_context(self) -> str:
-        """The 【SOUL】 section, in the seed's format."""
+    def build_context(self, language: Language) -> str:
+        """The 【SOUL】 section in `language` (the seed's format under ja)."""
         s, p, t = self.social_style, self.personality, self.thinking_style
-        return (
-            "【SOUL】\n"
-            f"ペルソナ: {self.persona_name}\n"
-            f"ソーシャルスタイル: {s.style_name}"
-            f"（主張性: {_f1(s.assertiveness)}, 感情性: {_f1(s.responsiveness)}）\n"
-            "性格特性:\n"
-            f"  - 開放性: {_f1(p.openness)}\n"
-            f"  - 誠実性: {_f1(p.conscientiousness)}\n"
-            f"  - 外向性: {_f1(p.extraversion)}\n"
-            f"  - 協調性: {_f1(p.agreeableness)}\n"
-            f"  - 神経症傾向: {_f1(p.neuroticism)}\n"
-            f"思考スタイル: {t.primary}（副: {t.secondary}）\n"
-            f"{t.description}"
+        texts = prompts(language)
+        return texts.render(
+            "soul",
+            persona=self.persona_name,
+            style=s.style_name,
+            assertiveness=_f1(s.assertiveness),
+            responsiveness=_f1(s.responsiveness),
+            openness=_f1(p.openness),
+            conscientiousness=_f1(p.conscientiousness),
+            extraversion=_f1(p.extraversion),
+            agreeableness=_f1(p.agreeableness),
+            neuroticism=_f1(p.neuroticism),
+            primary=t.primary or texts["soul_default_primary"],
+            secondary=t.secondary or texts["soul_default_secondary"],
+            description=t.description,
         )
 
 

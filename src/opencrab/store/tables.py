@@ -68,6 +68,8 @@ agents = sa.Table(
     sa.Column("heartbeat_json", sa.JSON),
     _created(),
     _updated(),
+    # en, ja or zh; NULL follows the server's [agent] language
+    sa.Column("language", sa.String(8)),
 )
 
 tools = sa.Table(

@@ -22,6 +22,9 @@ whose `__init__` needs simonw's `llm`), or a `.gguf` path set as `default_model`
   llama-cpp reports no usage when streaming, so the model's token generator is wrapped to
   count prompt and generated tokens, end-of-generation tokens left out: the same numbers
   llama-cpp reports for a call without streaming. Cost is zero.
+- Sampling: SmolLM2's recommended temperature 0.2 (unless the request sets one) and top_p
+  0.9, with a fixed seed: the same prompt gets the same reply, so offline answers (and the
+  tests that check them) are reproducible.
 - Context: the model runs with a 2048-token window (SmolLM2 was trained on 8192), and
   `available_models()` reports the window it really runs with.
 - AMX: a llama.cpp built for a CPU with AMX repacks Q4 weights for its AMX kernels, which
@@ -77,6 +80,9 @@ MODEL_ID = "smollm2-135m-instruct"
 N_CTX = 2048
 N_BATCH = 128  # prompt tokens per decode: as fast as 512 here, and a timeout stops sooner
 DEFAULT_MAX_TOKENS = 256
+TEMPERATURE = 0.2  # SmolLM2's recommended sampling
+TOP_P = 0.9
+SEED = 0  # fixed: the same prompt gets the same reply
 INSTALL_HINT = "pip install 'opencrab[local]'"
 DEFAULT_NAMES = frozenset({"", "default", MODEL_ID})
 
@@ -292,10 +298,11 @@ class EmbeddedProvider(LlmProvider):
         arguments: dict[str, Any] = {
             "messages": self._wire_messages(request.messages),
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "temperature": TEMPERATURE if request.temperature is None else request.temperature,
+            "top_p": TOP_P,
+            "seed": SEED,
             "stream": True,
         }
-        if request.temperature is not None:
-            arguments["temperature"] = request.temperature
         if request.stop:
             arguments["stop"] = list(request.stop)
         return arguments

@@ -26,6 +26,7 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import ValidationError
 from opencrab.plugins import hookimpl
+from opencrab.prompts import Language
 from opencrab.server.deps import AgentId, AgentStoreDep
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 
@@ -43,6 +44,7 @@ class AgentResponse(ApiModel):
     name: str
     description: str | None = None
     prompt: str
+    language: Language = Field(description="Language of its prompts and standard skills.")
     tool_ids: list[UUID]
     created_at: datetime
     updated_at: datetime
@@ -54,6 +56,7 @@ class AgentResponse(ApiModel):
             name=agent.name,
             description=agent.description,
             prompt=agent.prompt,
+            language=agent.language,
             tool_ids=[UUID(t) for t in agent.tool_ids],
             created_at=agent.created_at,
             updated_at=agent.updated_at,
@@ -64,6 +67,9 @@ class CreateAgentRequest(ApiInput):
     name: str = Field(min_length=1, max_length=MAX_NAME)
     description: str | None = Field(default=None, max_length=10_000)
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    language: Language | None = Field(
+        default=None, description="en, ja or zh; left out, the server's [agent] language."
+    )
     tool_ids: list[UUID] | None = None
     soul: Soul | None = None
     identity: Identity | None = None
@@ -75,6 +81,7 @@ class UpdateAgentRequest(ApiInput):
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     description: str | None = Field(default=None, max_length=10_000)
     prompt: str | None = Field(default=None, min_length=1, max_length=MAX_PROMPT_CHARS)
+    language: Language | None = Field(default=None, description="en, ja or zh.")
     tool_ids: list[UUID] | None = None
     heartbeat: HeartbeatConfig | None = None
 

@@ -211,7 +211,7 @@ def get_skill_analytics(
 ) -> SkillAnalytics:
     """Each skill's use, most used first; `actionCalls` counts its actions in the period."""
     since = period_start(period)
-    skills = request.app.state.runtime.engine.skills_for(agent.id).list()
+    skills = request.app.state.runtime.engine.skills_for(agent).list()
     with db.read() as conn:
         calls = {a.name: a.calls for a in _action_counts(conn, agent.id, since)}
     rows = [

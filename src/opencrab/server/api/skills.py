@@ -76,7 +76,7 @@ class ToggleSkillRequest(ApiInput):
 
 def _skills(request: Request, agent: Agent) -> SkillManager:
     runtime: Runtime = request.app.state.runtime
-    return runtime.engine.skills_for(agent.id)
+    return runtime.engine.skills_for(agent)
 
 
 @router.get(

@@ -1,7 +1,7 @@
 """LLM metrics say what a fallback replaced: llm_usage_metrics gets fallback_from.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-30
 
 A call that falls back writes one row per attempt; `attempt` numbers them and
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
