@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,7 +72,6 @@ async def test_answers_a_prompt(provider: EmbeddedProvider) -> None:
     assert usage.output_tokens > 0
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert provider.load_secs is not None
-    assert provider.load_secs < 30
 
 
 async def test_streams_the_same_answer_with_usage_on_the_last_chunk(
@@ -175,11 +173,9 @@ async def test_unknown_model_and_oversized_prompt_are_bad_requests(
     assert (await provider.chat_completion(ask("Hi", max_tokens=4))).text
 
 
-async def worker_free_after(provider: EmbeddedProvider) -> float:
-    """Seconds until the model's worker thread is idle (it runs calls one at a time)."""
-    started = time.perf_counter()
+async def worker_done(provider: EmbeddedProvider) -> None:
+    """Wait until the model's worker thread has finished what it was running."""
     await asyncio.get_running_loop().run_in_executor(provider._executor, lambda: None)
-    return time.perf_counter() - started
 
 
 async def test_a_timeout_stops_generation_and_frees_the_model(
@@ -187,11 +183,13 @@ async def test_a_timeout_stops_generation_and_frees_the_model(
 ) -> None:
     long = ask("Write a very long story about a crab.", max_tokens=1500, timeout=0.3)
     for call in (provider.chat_completion, functools.partial(collect, provider)):
-        started = time.perf_counter()
         with pytest.raises(ProviderTimeout, match=r"no reply in 0\.3s"):
             await call(long)
-        assert time.perf_counter() - started < 2  # at once, not after 1500 tokens
-        assert await worker_free_after(provider) < 3  # generation stopped
+        await worker_done(provider)
+        last = provider.last_call
+        assert last is not None
+        assert last.stopped  # the worker saw the cancel and gave up the call
+        assert last.completion_tokens < 1500
     assert (await provider.chat_completion(ask("Hi", max_tokens=4))).text
 
 
@@ -201,7 +199,12 @@ async def test_a_timeout_while_reading_a_long_prompt_frees_the_model(
     request = ask("crab " * 1500, max_tokens=4, timeout=0.3)
     with pytest.raises(ProviderTimeout):
         await provider.chat_completion(request)
-    assert await worker_free_after(provider) < 3  # ~6 s for the whole prompt
+    await worker_done(provider)
+    last = provider.last_call
+    assert last is not None
+    assert last.stopped  # before it began, or between prompt batches short of the end
+    assert last.prompt_read == 0 or last.prompt_read < last.prompt_tokens
+    assert last.completion_tokens == 0
     assert (await provider.chat_completion(ask("Hi", max_tokens=4))).text
 
 
@@ -210,7 +213,11 @@ async def test_an_abandoned_stream_frees_the_model(provider: EmbeddedProvider) -
     first = await anext(stream)
     assert first.text
     await stream.aclose()
-    assert await worker_free_after(provider) < 3
+    await worker_done(provider)
+    last = provider.last_call
+    assert last is not None
+    assert last.stopped
+    assert last.completion_tokens < 1500
     assert (await provider.chat_completion(ask("Hi", max_tokens=4))).text
 
 

@@ -127,12 +127,19 @@ def without_amx_repacking() -> Iterator[None]:
 
 
 class _Job:
-    """One call's cancel flag and token counts, shared by the caller and the worker."""
+    """One call's cancel flag and token counts, shared by the caller and the worker.
+
+    `prompt_read` counts the prompt tokens actually decoded (a cancelled call stops short
+    of `prompt_tokens`); `stopped` says the worker gave up on the call because it was
+    cancelled, rather than finishing it.
+    """
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
         self.prompt_tokens = 0
+        self.prompt_read = 0
         self.completion_tokens = 0
+        self.stopped = False
 
 
 def _counting_llama(path: Path, current_job: Callable[[], _Job | None]) -> Llama:
@@ -142,10 +149,15 @@ def _counting_llama(path: Path, current_job: Callable[[], _Job | None]) -> Llama
 
     class CountingLlama(Llama):
         def eval(self, tokens: Sequence[int]) -> None:
+            job = current_job()
             for start in range(0, len(tokens), self.n_batch):  # stop between prompt batches
-                if (job := current_job()) is not None and job.cancelled.is_set():
+                if job is not None and job.cancelled.is_set():
+                    job.stopped = True
                     raise ProviderTimeout("cancelled while reading the prompt")
-                super().eval(tokens[start : start + self.n_batch])
+                batch = tokens[start : start + self.n_batch]
+                super().eval(batch)
+                if job is not None:
+                    job.prompt_read += len(batch)
 
         def generate(
             self, tokens: Sequence[int], *args: Any, **kwargs: Any
@@ -157,6 +169,7 @@ def _counting_llama(path: Path, current_job: Callable[[], _Job | None]) -> Llama
             try:
                 for token in inner:
                     if job.cancelled.is_set():
+                        job.stopped = True
                         return
                     if vocab is None or not lib.llama_vocab_is_eog(vocab, token):
                         job.completion_tokens += 1
@@ -178,6 +191,7 @@ class EmbeddedProvider(LlmProvider):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opencrab-llama")
         self._llama: Llama | None = None
         self._job: _Job | None = None  # the call the worker is running
+        self.last_call: _Job | None = None  # the call the worker ran last (its counts)
         self._n_ctx: int | None = None
         self.load_secs: float | None = None
 
@@ -265,6 +279,7 @@ class EmbeddedProvider(LlmProvider):
 
     def _in_worker(self, job: _Job, work: Callable[[Llama], T]) -> T:
         if job.cancelled.is_set():  # the caller gave up while the call waited
+            job.stopped, self.last_call = True, job
             raise ProviderTimeout("cancelled before it started", provider=self.name)
         llama = self._load()
         self._job = job
@@ -279,7 +294,7 @@ class EmbeddedProvider(LlmProvider):
                 f"llama.cpp failed: {exc}", provider=self.name, model=self.model_id
             ) from exc
         finally:
-            self._job = None
+            self._job, self.last_call = None, job
 
     def _unload(self) -> None:
         if self._llama is not None:
@@ -360,6 +375,7 @@ class EmbeddedProvider(LlmProvider):
                             emit(text)
                         finish = choice["finish_reason"] or finish
                     if job.cancelled.is_set():
+                        job.stopped = True
                         break
             finally:
                 if isinstance(chunks, Generator):
