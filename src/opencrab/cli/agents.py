@@ -2,7 +2,8 @@
 
 opencrab agent create --name N [--prompt P] [--persona FILE] [--json]
 opencrab agent list|show AGENT|delete AGENT
-opencrab chat AGENT                      interactive, streaming; /quit ends
+opencrab chat AGENT                      interactive, streaming; Ctrl-C stops a reply,
+                                         /quit or a second Ctrl-C leaves
 opencrab chat AGENT -m TEXT [--json]     one turn
 opencrab memory search AGENT QUERY [--json]
 opencrab skills list AGENT [--json]
@@ -14,6 +15,8 @@ opencrab discuss --theme T --agents A,B[,C] [--max-turns N]
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -46,7 +49,12 @@ from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_d
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ValidationError
-from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+from opencrab.gateway.base import (
+    IncomingMessage,
+    MessageContent,
+    MessageTarget,
+    OutgoingMessage,
+)
 from opencrab.gateway.cli import CliGateway
 from opencrab.plugins import hookimpl
 from opencrab.store import Database
@@ -298,49 +306,113 @@ def _print_action(done: ActionDone) -> None:
 
 
 async def _interactive(runtime: Runtime, agent: str, session: str | None) -> None:
+    """Chat until /quit, end of input or a second Ctrl-C; Ctrl-C stops the current turn."""
     found = runtime.agents.get(agent)
     session_id = ensure_chat_session(runtime.db, found.id, session)
     gateway = CliGateway(session_id=session_id)
     await gateway.connect()
     err_console.print(
-        f"[dim]chatting with {escape(found.name)} (session {session_id}); /quit to leave[/]",
+        f"[dim]chatting with {escape(found.name)} (session {session_id}); "
+        "Ctrl-C stops a reply; /quit or Ctrl-C twice to leave[/]",
         highlight=False,
     )
+    keys = _CtrlC()
+    loop = asyncio.get_running_loop()
+    # no signal handlers off the main thread or on some platforms: Ctrl-C then just exits
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, keys.pressed)
     try:
         while True:
-            try:
-                incoming = await gateway.receive()
-            except EOFError:
+            incoming = await keys.until_leave(gateway.receive())
+            if incoming is None:
                 break
-            streamed = False
-            async for step in runtime.chat_steps(
-                found, incoming.content.text, session_id=session_id, stream=True
-            ):
-                if isinstance(step, TextDelta):
-                    gateway.write_delta(step.text)
-                    streamed = True
-                elif isinstance(step, ActionDone):
-                    if streamed:
-                        gateway.write_delta("\n")
-                        streamed = False
-                    _print_action(step)
-                elif isinstance(step, Spoke):
-                    if step.via == "message" and streamed:
-                        gateway.write_delta("\n")
-                    else:
-                        await gateway.send(
-                            OutgoingMessage(
-                                content=MessageContent(text=step.text),
-                                target=MessageTarget(gateway="cli", session_id=session_id),
-                            )
-                        )
-                    streamed = False
-                elif isinstance(step, TurnFailed):
-                    err_console.print(
-                        f"[bold red]error:[/] {escape(step.message)}", highlight=False
-                    )
+            keys.armed = False
+            keys.turn = asyncio.create_task(_chat_turn(runtime, found, gateway, incoming))
+            try:
+                await keys.turn
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # we are being cancelled ourselves, not just the turn
+                gateway.write_delta("\n")
+                err_console.print(
+                    "[dim](interrupted; what was said so far is kept. "
+                    "Ctrl-C again or /quit to leave)[/]",
+                    highlight=False,
+                )
+            finally:
+                keys.turn = None
     finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGINT)
         await gateway.disconnect()
+
+
+class _CtrlC:
+    """What Ctrl-C means in an interactive chat: stop the turn, or (the second) leave."""
+
+    def __init__(self) -> None:
+        self.turn: asyncio.Task[None] | None = None
+        self.armed = False  # the next Ctrl-C at the prompt leaves
+        self.leave = asyncio.Event()
+
+    def pressed(self) -> None:
+        if self.turn is not None and not self.turn.done():
+            self.turn.cancel()
+            self.armed = True
+        elif self.armed:
+            self.leave.set()
+        else:
+            self.armed = True
+            err_console.print("[dim](Ctrl-C again or /quit to leave)[/]", highlight=False)
+
+    async def until_leave(self, reading: Awaitable[IncomingMessage]) -> IncomingMessage | None:
+        """The next message, or None when the user leaves (Ctrl-C twice, /quit, end)."""
+        line = asyncio.ensure_future(reading)
+        leaving = asyncio.ensure_future(self.leave.wait())
+        try:
+            await asyncio.wait({line, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+        if not line.done():
+            line.cancel()
+            return None
+        try:
+            return line.result()
+        except EOFError:
+            return None
+
+
+async def _chat_turn(
+    runtime: Runtime, agent: Agent, gateway: CliGateway, incoming: IncomingMessage
+) -> None:
+    """One turn, streamed to the terminal."""
+    session_id = gateway.session_id
+    streamed = False
+    async for step in runtime.chat_steps(
+        agent, incoming.content.text, session_id=session_id, stream=True
+    ):
+        if isinstance(step, TextDelta):
+            gateway.write_delta(step.text)
+            streamed = True
+        elif isinstance(step, ActionDone):
+            if streamed:
+                gateway.write_delta("\n")
+                streamed = False
+            _print_action(step)
+        elif isinstance(step, Spoke):
+            if step.via == "message" and streamed:
+                gateway.write_delta("\n")
+            else:
+                await gateway.send(
+                    OutgoingMessage(
+                        content=MessageContent(text=step.text),
+                        target=MessageTarget(gateway="cli", session_id=session_id),
+                    )
+                )
+            streamed = False
+        elif isinstance(step, TurnFailed):
+            err_console.print(f"[bold red]error:[/] {escape(step.message)}", highlight=False)
 
 
 # ------------------------------------------------------------------ memory, skills, workspace

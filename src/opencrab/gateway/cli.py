@@ -1,8 +1,9 @@
 """The CLI gateway (seed `MessageSource::Cli`): a terminal conversation with one agent.
 
-`receive` reads a line from the input stream (in a worker thread, so the event loop
-keeps running); `/quit`, `/exit` or end of input ends the conversation with EOFError.
-`send` writes a reply; `write_delta` streams text as the model produces it.
+`receive` reads a line from the input stream (a daemon thread reads it, so the event
+loop keeps running and leaving never waits for a line that will not come); `/quit`,
+`/exit` or end of input ends the conversation with EOFError. `send` writes a reply;
+`write_delta` streams text as the model produces it.
 
 Example:
     gateway = CliGateway(session_id=session_id)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import ClassVar, TextIO
 
 from opencrab.gateway.base import (
@@ -49,6 +51,7 @@ class CliGateway(Gateway):
         self.stdout = stdout or sys.stdout
         self.prompt = prompt
         self.connected = False
+        self._lines: asyncio.Queue[str] | None = None
 
     async def connect(self) -> None:
         self.connected = True
@@ -56,14 +59,38 @@ class CliGateway(Gateway):
     async def disconnect(self) -> None:
         self.connected = False
 
+    def _start_reader(self) -> asyncio.Queue[str]:
+        """A daemon thread that hands every input line (and "" at the end) to the loop."""
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        def read() -> None:
+            while True:
+                try:
+                    line = self.stdin.readline()
+                except (OSError, ValueError):
+                    line = ""
+                try:
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                except RuntimeError:  # the loop is closed: nobody listens any more
+                    return
+                if not line:
+                    return
+
+        threading.Thread(target=read, name="cli-input", daemon=True).start()
+        return lines
+
     async def receive(self) -> IncomingMessage:
         """The next non-empty line as a message; EOFError on /quit or end of input."""
+        if self._lines is None:
+            self._lines = self._start_reader()
         while True:
             if self.prompt and self.stdin.isatty():
                 self.stdout.write(self.prompt)
                 self.stdout.flush()
-            line = await asyncio.to_thread(self.stdin.readline)
+            line = await self._lines.get()
             if not line:
+                self._lines.put_nowait("")  # stays at the end
                 raise EOFError("end of input")
             text = line.strip()
             if text.lower() in QUIT_COMMANDS:

@@ -44,6 +44,13 @@ class MessageResponse(ApiModel):
     content: str
     timestamp: datetime
     event_id: UUID | None = None
+    speaker_id: str | None = Field(
+        default=None, description="Who said it: the agent's id, or the person's sender id."
+    )
+    speaker_name: str | None = Field(default=None, description="The speaker's name.")
+    interrupted: bool = Field(
+        default=False, description="The turn was stopped while this was said: it is partial."
+    )
 
 
 class SessionSummary(ApiModel):
@@ -109,13 +116,17 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
-def _message(row: Any) -> MessageResponse:
+def message_response(row: Any) -> MessageResponse:
+    """A stored message (see core.sessions.session_messages) as the API shows it."""
     return MessageResponse(
         id=row.id,
         role=row.role,
         content=row.content,
         timestamp=row.timestamp,
         event_id=row.event_id,
+        speaker_id=row.speaker_id,
+        speaker_name=row.speaker_name,
+        interrupted=bool(row.interrupted),
     )
 
 
@@ -192,7 +203,7 @@ def list_messages(
 ) -> list[MessageResponse]:
     """The session's messages in order; `afterId` returns only newer ones."""
     rows = session_messages(runtime.db, str(session_id), limit=limit, after_id=after_id)
-    return [_message(r) for r in rows]
+    return [message_response(r) for r in rows]
 
 
 @router.post(
@@ -249,8 +260,8 @@ def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) ->
     return TurnResponse(
         session_id=UUID(result.session_id),
         trace_id=UUID(result.trace_id),
-        reply=None if reply is None else _message(reply),
-        user_message=None if user is None else _message(user),
+        reply=None if reply is None else message_response(reply),
+        user_message=None if user is None else message_response(user),
         actions=actions,
         iterations=result.iterations,
         stopped_by=result.stopped_by,
@@ -260,7 +271,7 @@ def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) ->
 
 def _full(runtime: Any, session_id: str) -> SessionResponse:
     row = get_session(runtime.db, session_id)
-    messages = [_message(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
+    messages = [message_response(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
     return SessionResponse.model_validate(
         {**_summary(row), "context": row.context, "messages": messages}
     )
