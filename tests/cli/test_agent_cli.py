@@ -354,3 +354,23 @@ def test_discuss_runs_an_autonomous_discussion(openai_fake: FakeLlmServer) -> No
     code, _, err = run("discuss", "--theme", "t", "--agents", "ann")
     assert code == 1
     assert "at least two participants" in err
+
+
+def test_discuss_prints_who_said_what_even_as_plain_text(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "ann")
+    ok("agent", "create", "--name", "ben")
+    openai_fake.reply(
+        CHAT,
+        Reply(json=completion({"content": "週休3日に賛成です"})),
+        tool_reply(call("c1", "send_speech", {"content": "反対です"})),
+        tool_reply(call("c2", "send_noreact", {})),
+    )
+
+    code, out, err = run(
+        "discuss", "--theme", "週休3日制", "--agents", "ann,ben", "--max-turns", "3"
+    )
+
+    assert code == 0, err
+    assert out.splitlines() == ["ann: 週休3日に賛成です", "ben: 反対です"]
+    assert "ann: (passes)" in err
+    assert "ended: max_turns after 3 turns" in err

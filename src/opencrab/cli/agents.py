@@ -557,6 +557,9 @@ def heartbeat_tick(
     )
 
 
+_QUIET = {"send_noreact": "passes", "declare_done": "is done"}  # turns without a speech
+
+
 @exits_on_error
 def discuss(
     theme: Annotated[str, typer.Option("--theme", "-t", help="What to discuss.")],
@@ -613,7 +616,7 @@ def discuss(
                     f"[bold]{escape(turn.agent)}[/]: {escape(turn.spoke)}", highlight=False
                 )
             else:
-                note = turn.error or turn.action or "no action"
+                note = turn.error or _QUIET.get(turn.action or "", turn.action or "no action")
                 err_console.print(
                     f"[dim]{escape(turn.agent)}: ({escape(note)})[/]", highlight=False
                 )

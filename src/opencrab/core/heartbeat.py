@@ -121,11 +121,17 @@ class Observer:
                 )
             }
             s, a = sessions.c, agent_sessions.c
-            found = conn.execute(
-                sa.select(a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared)
-                .join(sessions, s.id == a.session_id)
-                .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
-            ).all()
+            found = [  # discussions a DiscussionRunner drives are left to it
+                r
+                for r in conn.execute(
+                    sa.select(
+                        a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared, s.context
+                    )
+                    .join(sessions, s.id == a.session_id)
+                    .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
+                ).all()
+                if not (r.context or {}).get("runner")
+            ]
             latest: dict[str, tuple[int, str | None]] = {}
             active = sorted({str(r.id) for r in found})
             if active:
@@ -142,7 +148,7 @@ class Observer:
                     latest[str(r.session_id)] = (int(r.id), r.speaker_id)
             rows: list[dict[str, Any]] = [
                 {
-                    **r._asdict(),
+                    **{k: v for k, v in r._asdict().items() if k != "context"},
                     "last_speech_log": latest.get(str(r.id), (None, None))[0],
                     "last_speaker": latest.get(str(r.id), (None, None))[1],
                 }
