@@ -213,6 +213,7 @@ class _Turn:
         self._calls: list[ToolCall] = []  # the tool calls of the latest reply
         self._answered: set[UUID] = set()  # … those whose result is recorded
         self._partial = ""  # the text streamed so far by the current call
+        self.turn_id = ""  # the id of the turn's user event
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
@@ -246,6 +247,7 @@ class _Turn:
         chat = [] if internal else [said]
         self._commit([user_event], [sender_log], chat)
         self.last_event = user_event.id
+        self.turn_id = str(user_event.id)
         yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
 
         history: list[Message] = [system]
@@ -257,6 +259,8 @@ class _Turn:
 
         try:
             async for step in self._iterate(history, tools, stream):
+                if isinstance(step, TurnResult) and step.actions:
+                    self.skills.refresh_effectiveness()  # before the turn counts as done
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
             self._interrupted()
@@ -601,7 +605,12 @@ class _Turn:
             "action",
             f"{call.name}: {summary[:500]}",
             event.id,
-            metadata={"action": call.name, "success": result.success},
+            metadata={
+                "action": call.name,
+                "success": result.success,
+                "turn": self.turn_id,  # these two are what skill effectiveness reads
+                "metrics_id": self.state.last_metrics_id,
+            },
         )
 
         if call.name == "select_llm":
