@@ -374,3 +374,15 @@ def test_discuss_prints_who_said_what_even_as_plain_text(openai_fake: FakeLlmSer
     assert out.splitlines() == ["ann: 週休3日に賛成です", "ben: 反対です"]
     assert "ann: (passes)" in err
     assert "ended: max_turns after 3 turns" in err
+
+
+def test_creating_an_agent_with_a_non_prime_heartbeat_warns(tmp_path: Path) -> None:
+    persona = tmp_path / "even.toml"
+    persona.write_text('name = "even"\n[heartbeat]\ninterval_secs = 30\n', encoding="utf-8")
+
+    code, _, err = run("agent", "create", "--persona", str(persona))
+
+    assert code == 0, err
+    assert "heartbeat interval 30 s is not a prime; nearest primes: 29, 31" in err
+    code, _, err = run("agent", "create", "--name", "odd")
+    assert "not a prime" not in err  # the default, 29 s, is one

@@ -41,6 +41,7 @@ from opencrab.cli.common import (
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate, AgentStore, load_persona
 from opencrab.core.discussion import MODES, Discussion, TurnOutcome
+from opencrab.core.heartbeat import prime_warning
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
@@ -146,6 +147,9 @@ def create(
         settings = store.settings
         agent = store.create(spec)
         Workspace.for_agent(settings, agent.id).root.mkdir(parents=True, exist_ok=True)
+    warning = prime_warning(agent.heartbeat.interval_secs)
+    if warning is not None:
+        err_console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)
     if as_json:
         print_json(_agent_json(agent, settings))
         return

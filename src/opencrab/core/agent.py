@@ -19,13 +19,13 @@ import tomllib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID, uuid4
 
 import pydantic
 import sqlalchemy as sa
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy.engine import Connection
 
 from opencrab.config import Settings
@@ -33,6 +33,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.gateway.base import session_for
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
@@ -42,13 +43,52 @@ MAX_NAME = 100
 MAX_PROMPT_CHARS = 100_000
 
 
+class HomeConversation(BaseModel):
+    """Where an agent may speak on its heartbeat outside discussions: one of its chat
+    sessions (`gateway` "session") or a Discord channel (`gateway` "discord")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gateway: Literal["session", "discord"] = "session"
+    session_id: str | None = None  # "session": the chat session's id
+    guild_id: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")  # "discord"
+    channel_id: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")  # "discord"
+    every_secs: int = Field(
+        default=3600, ge=60, le=7 * 86_400, description="At most one heartbeat speech per …"
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> HomeConversation:
+        if self.gateway == "session":
+            if self.session_id is None:
+                raise ValueError("a session home needs session_id")
+            try:
+                self.session_id = str(UUID(self.session_id))
+            except ValueError:
+                raise ValueError(f"session_id {self.session_id!r} is not a UUID") from None
+        elif self.guild_id is None or self.channel_id is None:
+            raise ValueError("a discord home needs guild_id and channel_id")
+        return self
+
+    def session_for(self, agent_id: str) -> str:
+        """The id of the session the agent's home conversation is stored in."""
+        if self.gateway == "session":
+            assert self.session_id is not None
+            return self.session_id
+        return session_for("discord", f"{self.guild_id}/{self.channel_id}", agent_id)
+
+
 class HeartbeatConfig(BaseModel):
-    """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step."""
+    """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step.
+
+    `home`, when set, is where the heartbeat may speak besides the agent's discussions.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     interval_secs: int = Field(default=29, ge=1, le=86_400)
     enabled: bool = True
+    home: HomeConversation | None = None
 
 
 def _check_name(value: str) -> str:
