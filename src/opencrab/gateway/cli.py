@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 from typing import ClassVar, TextIO
@@ -60,24 +61,57 @@ class CliGateway(Gateway):
         self.connected = False
 
     def _start_reader(self) -> asyncio.Queue[str]:
-        """A daemon thread that hands every input line (and "" at the end) to the loop."""
+        """A daemon thread that hands every input line (and "" at the end) to the loop.
+
+        A real file descriptor is read with os.read, never through the buffered stdin
+        object: a daemon thread blocked inside it would hold its lock while the
+        interpreter shuts down, and Python aborts then.
+        """
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[str] = asyncio.Queue()
 
-        def read() -> None:
+        def put(line: str) -> bool:
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            except RuntimeError:  # the loop is closed: nobody listens any more
+                return False
+            return bool(line)
+
+        try:
+            fd: int | None = self.stdin.fileno()
+        except (OSError, ValueError):  # an in-memory stream (tests, embedding)
+            fd = None
+        encoding = getattr(self.stdin, "encoding", None) or "utf-8"
+
+        def read_fd(fd: int) -> None:
+            pending = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    if pending:
+                        put(pending.decode(encoding, errors="replace"))
+                    put("")
+                    return
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not put(line.decode(encoding, errors="replace") + "\n"):
+                        return
+
+        def read_stream() -> None:
             while True:
                 try:
                     line = self.stdin.readline()
                 except (OSError, ValueError):
                     line = ""
-                try:
-                    loop.call_soon_threadsafe(lines.put_nowait, line)
-                except RuntimeError:  # the loop is closed: nobody listens any more
-                    return
-                if not line:
+                if not put(line):
                     return
 
-        threading.Thread(target=read, name="cli-input", daemon=True).start()
+        target = read_stream if fd is None else (lambda: read_fd(fd))
+        threading.Thread(target=target, name="cli-input", daemon=True).start()
         return lines
 
     async def receive(self) -> IncomingMessage:
