@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from opencrab.config.models import DiscordGateway as DiscordConfig
-from opencrab.core.agent import AgentCreate, AgentUpdate, HeartbeatConfig, HomeConversation
+from opencrab.core.agent import AgentCreate, AgentUpdate, DiscordHome, HeartbeatConfig, SessionHome
 from opencrab.core.discussion import Discussion
 from opencrab.core.heartbeat import (
     REFLECT_EVERY_SECS,
@@ -280,7 +280,7 @@ async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
 ) -> None:
     agent = runtime.agents.create(AgentCreate(name="homey"))
     session_id = ensure_chat_session(runtime.db, agent.id)
-    home = HomeConversation(gateway="session", session_id=session_id, every_secs=600)
+    home = SessionHome(gateway="session", session_id=UUID(session_id), every_secs=600)
     agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
     scripted.outcomes.clear()
     scripted.then(speak("おはようございます。今日の予定を整理しましょうか？"))
@@ -309,7 +309,7 @@ async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
     runtime: Runtime, scripted: ScriptedProvider
 ) -> None:
     agent = runtime.agents.create(AgentCreate(name="bot"))
-    home = HomeConversation(gateway="discord", guild_id=str(GUILD), channel_id=str(CHANNEL))
+    home = DiscordHome(gateway="discord", guild_id=str(GUILD), channel_id=str(CHANNEL))
     agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
     fake = FakeDiscord()
     gateway = DiscordGateway(

@@ -19,13 +19,13 @@ import tomllib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
 import pydantic
 import sqlalchemy as sa
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.engine import Connection
 
 from opencrab.config import Settings
@@ -43,39 +43,39 @@ MAX_NAME = 100
 MAX_PROMPT_CHARS = 100_000
 
 
-class HomeConversation(BaseModel):
-    """Where an agent may speak on its heartbeat outside discussions: one of its chat
-    sessions (`gateway` "session") or a Discord channel (`gateway` "discord")."""
-
+class _Home(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gateway: Literal["session", "discord"] = "session"
-    session_id: str | None = None  # "session": the chat session's id
-    guild_id: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")  # "discord"
-    channel_id: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")  # "discord"
     every_secs: int = Field(
         default=3600, ge=60, le=7 * 86_400, description="At most one heartbeat speech per …"
     )
 
-    @model_validator(mode="after")
-    def _complete(self) -> HomeConversation:
-        if self.gateway == "session":
-            if self.session_id is None:
-                raise ValueError("a session home needs session_id")
-            try:
-                self.session_id = str(UUID(self.session_id))
-            except ValueError:
-                raise ValueError(f"session_id {self.session_id!r} is not a UUID") from None
-        elif self.guild_id is None or self.channel_id is None:
-            raise ValueError("a discord home needs guild_id and channel_id")
-        return self
+
+class SessionHome(_Home):
+    """An agent's home conversation that is one of its chat sessions."""
+
+    gateway: Literal["session"]
+    session_id: UUID
 
     def session_for(self, agent_id: str) -> str:
-        """The id of the session the agent's home conversation is stored in."""
-        if self.gateway == "session":
-            assert self.session_id is not None
-            return self.session_id
+        """The id of the session the home conversation is stored in."""
+        return str(self.session_id)
+
+
+class DiscordHome(_Home):
+    """An agent's home conversation that is a Discord channel (its session: the channel's)."""
+
+    gateway: Literal["discord"]
+    guild_id: str = Field(pattern=r"^[0-9]{1,20}$")
+    channel_id: str = Field(pattern=r"^[0-9]{1,20}$")
+
+    def session_for(self, agent_id: str) -> str:
+        """The id of the session the home conversation is stored in."""
         return session_for("discord", f"{self.guild_id}/{self.channel_id}", agent_id)
+
+
+HomeConversation = Annotated[SessionHome | DiscordHome, Field(discriminator="gateway")]
+"""Where an agent may speak on its heartbeat outside discussions."""
 
 
 class HeartbeatConfig(BaseModel):
@@ -168,7 +168,7 @@ class Agent(BaseModel):
             "name": self.name,
             "description": self.description,
             "role": self.identity.role.stored(),
-            "heartbeat": self.heartbeat.model_dump(),
+            "heartbeat": self.heartbeat.model_dump(exclude_none=True),
             "createdAt": self.created_at.isoformat(),
         }
 
@@ -199,7 +199,7 @@ class AgentStore:
                     description=spec.description,
                     prompt=spec.prompt,
                     llm_config_json=llm.model_dump(mode="json"),
-                    heartbeat_json=beat.model_dump(mode="json"),
+                    heartbeat_json=beat.model_dump(mode="json", exclude_none=True),
                     created_at=now,
                     updated_at=now,
                 )
@@ -287,7 +287,7 @@ class AgentStore:
         if change.llm is not None:
             values["llm_config_json"] = change.llm.model_dump(mode="json")
         if change.heartbeat is not None:
-            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json")
+            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json", exclude_none=True)
         with self.db.write() as conn:
             if "name" in values:
                 self._refuse_taken_name(conn, values["name"])

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
@@ -304,7 +304,7 @@ class Runtime:
             outcome["delivered"] = spoke is not None  # stored in the session: that is there
             return outcome
         outlet = self.outlets.get(home.gateway)
-        if outlet is None:
+        if outlet is None or not isinstance(home, DiscordHome):
             outcome["note"] = f"the {home.gateway} gateway is not running here"
             return outcome
         await outlet.send(

@@ -187,7 +187,7 @@ def list_all(
     runtime: RuntimeDep,
     status: Literal["active", "completed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> Any:
     """Discussions, most recently updated first."""
     runner = runner_of(request)

@@ -137,7 +137,7 @@ def list_all(
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> list[SessionSummary]:
     """Sessions, most recently updated first."""
     rows = list_sessions(
