@@ -395,3 +395,35 @@ def test_agent_create_language(tmp_path: Path) -> None:
     assert code == 1
     assert "language 'fr' is not one of en, ja, zh" in err
     assert [a["name"] for a in json.loads(ok("agent", "list", "--json"))] == ["li", "amy"]
+
+
+def test_discuss_prints_who_said_what_even_as_plain_text(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "ann")
+    ok("agent", "create", "--name", "ben")
+    openai_fake.reply(
+        CHAT,
+        Reply(json=completion({"content": "週休3日に賛成です"})),
+        tool_reply(call("c1", "send_speech", {"content": "反対です"})),
+        tool_reply(call("c2", "send_noreact", {})),
+    )
+
+    code, out, err = run(
+        "discuss", "--theme", "週休3日制", "--agents", "ann,ben", "--max-turns", "3"
+    )
+
+    assert code == 0, err
+    assert out.splitlines() == ["ann: 週休3日に賛成です", "ben: 反対です"]
+    assert "ann: (passes)" in err
+    assert "ended: max_turns after 3 turns" in err
+
+
+def test_creating_an_agent_with_a_non_prime_heartbeat_warns(tmp_path: Path) -> None:
+    persona = tmp_path / "even.toml"
+    persona.write_text('name = "even"\n[heartbeat]\ninterval_secs = 30\n', encoding="utf-8")
+
+    code, _, err = run("agent", "create", "--persona", str(persona))
+
+    assert code == 0, err
+    assert "heartbeat interval 30 s is not a prime; nearest primes: 29, 31" in err
+    code, _, err = run("agent", "create", "--name", "odd")
+    assert "not a prime" not in err  # the default, 29 s, is one

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 from datetime import UTC, datetime
-from uuid import uuid4
+from uuid import UUID, uuid4
 
+import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
-from opencrab.core.agent import AgentCreate, AgentUpdate, HeartbeatConfig
+from opencrab.config.models import DiscordGateway as DiscordConfig
+from opencrab.core.agent import AgentCreate, AgentUpdate, DiscordHome, HeartbeatConfig, SessionHome
 from opencrab.core.discussion import Discussion
 from opencrab.core.heartbeat import (
     REFLECT_EVERY_SECS,
@@ -17,12 +20,17 @@ from opencrab.core.heartbeat import (
     HeartbeatScheduler,
     Observer,
     decide,
+    first_tick_in,
+    prime_warning,
 )
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session, session_messages
+from opencrab.gateway.discord import DiscordGateway
 from opencrab.store import Database
 from opencrab.store.tables import agents, heartbeat_log, llm_usage_metrics
 from tests.core.conftest import speak
+from tests.fakes.discord_client import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.scripted_provider import ScriptedProvider
 
 
@@ -220,3 +228,110 @@ async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
     assert acted == []  # idle agents: the act (an LLM turn) never runs
     assert logged(db).count((ids[0], "idle")) >= 1
     assert len(logged(db)) == scheduler.ticks  # every tick logged
+
+
+# ------------------------------------------------------------------ spread, primes, home
+def test_first_ticks_are_spread_over_each_agents_interval(db: Database) -> None:
+    clock = Clock()
+    scheduler = HeartbeatScheduler(db, clock=clock)
+    ids = [str(UUID(int=n)) for n in range(1, 41)]  # fixed ids: the same phases every run
+    for agent_id in ids:
+        scheduler.add(AgentPulse(agent_id, 29.0))
+    scheduler.add(AgentPulse("slow", 97.0))
+
+    due = {agent_id: when for when, _, agent_id in scheduler._heap}
+    offsets = [due[a] - clock.now for a in ids]
+    assert all(0.0 < o <= 29.0 for o in offsets)
+    assert len(set(offsets)) == len(ids)  # no two agents in the same phase
+    assert min(offsets) < 29.0 / 4  # spread over the whole interval
+    assert max(offsets) > 29.0 * 3 / 4
+    assert offsets == pytest.approx([first_tick_in(a, 29.0) for a in ids])  # same every start
+    assert 0.0 < due["slow"] - clock.now <= 97.0
+
+
+def test_a_non_prime_interval_is_warned_about_with_the_nearest_primes() -> None:
+    assert prime_warning(29) is None
+    assert prime_warning(2) is None
+    assert prime_warning(30) == (
+        "heartbeat interval 30 s is not a prime; nearest primes: 29, 31 "
+        "(prime intervals keep agents from ticking in step)"
+    )
+    assert "nearest primes: 23, 29 " in str(prime_warning(28))
+    assert "nearest primes: 2 " in str(prime_warning(1))
+
+
+async def test_the_server_warns_about_a_non_prime_interval(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime.agents.create(AgentCreate(name="even", heartbeat=HeartbeatConfig(interval_secs=30)))
+    runtime.agents.create(AgentCreate(name="prime", heartbeat=HeartbeatConfig(interval_secs=31)))
+    with caplog.at_level("WARNING", logger="opencrab.core.runtime"):
+        service = await runtime.start_heartbeats()
+        await service.stop()
+    warned = [r.getMessage() for r in caplog.records if "not a prime" in r.getMessage()]
+    assert warned == [
+        "agent even: heartbeat interval 30 s is not a prime; nearest primes: 29, 31 "
+        "(prime intervals keep agents from ticking in step)"
+    ]
+
+
+async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(AgentCreate(name="homey"))
+    session_id = ensure_chat_session(runtime.db, agent.id)
+    home = SessionHome(gateway="session", session_id=UUID(session_id), every_secs=600)
+    agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    scripted.outcomes.clear()
+    scripted.then(speak("おはようございます。今日の予定を整理しましょうか？"))
+    scheduler = runtime.scheduler()
+    scheduler.add(runtime.pulse_for(agent, scheduler))
+
+    tick = await scheduler.tick_now(agent.id)
+
+    assert (tick.decision, tick.session_id, tick.checks["home"]) == ("speak", session_id, True)
+    assert tick.result["spoke"] == "おはようございます。今日の予定を整理しましょうか？"
+    assert tick.result["delivered"] is True
+    said = session_messages(runtime.db, session_id)
+    assert [(m.role, m.speaker_name, m.content) for m in said] == [
+        ("assistant", "homey", "おはようございます。今日の予定を整理しましょうか？")
+    ]
+    # not again within every_secs, also after a restart (the timer resumes from the log)
+    assert (await scheduler.tick_now(agent.id)).decision == "idle"
+    assert len(scripted.requests) == 1
+    again = runtime.scheduler()
+    again.add(runtime.pulse_for(agent, again))
+    assert (await again.tick_now(agent.id)).decision != "speak"  # (it reflects instead)
+    assert len(session_messages(runtime.db, session_id)) == 1
+
+
+async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(AgentCreate(name="bot"))
+    home = DiscordHome(gateway="discord", guild_id=str(GUILD), channel_id=str(CHANNEL))
+    agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    fake = FakeDiscord()
+    gateway = DiscordGateway(
+        DiscordConfig(enabled=True, token=SecretStr("t"), guild_ids=[GUILD]), client=fake.client
+    )
+    await gateway.on_message(fake.message("おはよう"))  # the channel the bot lives in
+    scripted.outcomes.clear()
+    scripted.then(speak("今日も水やりを忘れずに。"))
+    scheduler = runtime.scheduler()
+    scheduler.add(runtime.pulse_for(agent, scheduler))
+
+    alone = await scheduler.tick_now(agent.id)  # no Discord gateway runs here: kept only
+    assert (alone.result["spoke"], alone.result["delivered"]) == ("今日も水やりを忘れずに。", False)
+    assert fake.sent == []
+
+    runtime.outlets["discord"] = gateway
+    scheduler.pulses[agent.id].last_home = float("-inf")
+    tick = await scheduler.tick_now(agent.id)
+
+    assert tick.result["delivered"] is True
+    assert [(channel, p["content"]) for channel, p in fake.sent] == [
+        (CHANNEL, "今日も水やりを忘れずに。")
+    ]
+    stored = session_messages(runtime.db, home.session_for(agent.id))
+    assert [m.content for m in stored] == ["今日も水やりを忘れずに。"] * 2

@@ -6,6 +6,8 @@ the test, and every request it receives is kept in `requests`.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -68,6 +70,7 @@ class ScriptedProvider(LlmProvider):
         self.configured = configured
         self.fail_stream_after: int | None = None  # raise this many chunks into a stream
         self.stream_error: LlmError | None = None
+        self.hold: threading.Event | None = None  # when given, calls wait until it is set
 
     def then(self, *outcomes: Outcome) -> ScriptedProvider:
         self.outcomes.extend(outcomes)
@@ -82,10 +85,16 @@ class ScriptedProvider(LlmProvider):
             outcome = reply(outcome)
         return outcome.model_copy(update={"provider": self.name, "model": request.model})
 
+    async def _wait_for_hold(self) -> None:
+        if self.hold is not None and not self.hold.is_set():
+            await asyncio.to_thread(self.hold.wait)
+
     async def chat_completion(self, request: ChatRequest) -> ChatResponse:
+        await self._wait_for_hold()
         return self._next(request)
 
     async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        await self._wait_for_hold()
         response = self._next(request)
         pieces = [response.text[i : i + 4] for i in range(0, len(response.text), 4)]
         for n, piece in enumerate(pieces):

@@ -186,7 +186,10 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
         calls(("ws_write", {"path": "note.md", "content": "hello"})),
         speak("Saved your note."),
     )
-    turn = client.post(f"/api/sessions/{session_id}/messages", json={"content": "Save hello"})
+    turn = client.post(
+        f"/api/sessions/{session_id}/messages",
+        json={"content": "Save hello", "senderId": "u-7", "senderName": "Kai"},
+    )
     assert turn.status_code == 201, turn.text
     body = turn.json()
     # seed 002 MessageResponse: the stored user message, at the top level
@@ -208,6 +211,11 @@ def test_a_posted_message_runs_a_turn_and_returns_the_reply(
     ]
     assert messages[0]["id"] == body["id"]
     assert messages[0]["timestamp"] == body["timestamp"]
+    name = client.get(f"/api/agents/{agent_id}").json()["name"]
+    assert [(m["speakerId"], m["speakerName"], m["interrupted"]) for m in messages] == [
+        ("u-7", "Kai", False),
+        (agent_id, name, False),
+    ]
     newer = client.get(
         f"/api/sessions/{session_id}/messages", params={"afterId": messages[0]["id"]}
     )

@@ -198,3 +198,50 @@ def test_check_constraints_keep_seed_vocabularies(db: Database) -> None:
             t.sessions.insert(),
             {"id": "s1", "kind": "ticket", "created_at": now, "updated_at": now},
         )
+
+
+def test_0010_names_the_speakers_of_stored_messages_and_indexes_heartbeat_log(
+    tmp_path: Path,
+) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(db, "0007")
+    now = utcnow()
+    with db.write() as conn:
+        _agent(conn)
+        conn.exec_driver_sql(
+            "INSERT INTO sessions (id, kind, status, agent_id, turn_number, "
+            "participant_ids_json, done_count, created_at, updated_at) "
+            "VALUES ('s1', 'chat', 'active', 'a1', 0, '[]', 0, ?, ?)",
+            (str(now), str(now)),
+        )
+        for event, speaker, role in (("e1", "u-9", "user"), ("e2", "a1", "assistant")):
+            conn.exec_driver_sql(
+                "INSERT INTO memory_sessions (agent_id, session_id, log_type, content, "
+                "speaker_id, event_id, created_at) VALUES ('a1', 's1', 'speech', 'x', ?, ?, ?)",
+                (speaker, event, str(now)),
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO messages (session_id, role, content, timestamp, event_id) "
+                "VALUES ('s1', ?, 'x', ?, ?)",
+                (role, str(now), event),
+            )
+        conn.exec_driver_sql(
+            "INSERT INTO messages (session_id, role, content, timestamp) "
+            "VALUES ('s1', 'system', 'no event', ?)",
+            (str(now),),
+        )
+    db.upgrade()
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(
+                t.messages.c.speaker_id, t.messages.c.speaker_name, t.messages.c.interrupted
+            ).order_by(t.messages.c.id)
+        ).all()
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes("heartbeat_log")}
+    assert [tuple(r) for r in rows] == [
+        ("u-9", None, False),
+        ("a1", "Ada", False),
+        (None, None, False),
+    ]
+    assert "idx_heartbeat_agent" in indexes
+    db.close()

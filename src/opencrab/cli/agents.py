@@ -2,7 +2,8 @@
 
 opencrab agent create --name N [--prompt P] [--language en|ja|zh] [--persona FILE] [--json]
 opencrab agent list|show AGENT|delete AGENT
-opencrab chat AGENT                      interactive, streaming; /quit ends
+opencrab chat AGENT                      interactive, streaming; Ctrl-C stops a reply,
+                                         /quit or a second Ctrl-C leaves
 opencrab chat AGENT -m TEXT [--json]     one turn
 opencrab memory search AGENT QUERY [--json]
 opencrab skills list AGENT [--json]
@@ -13,6 +14,9 @@ opencrab discuss --theme T --agents A,B[,C] [--max-turns N]
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +48,8 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
     from opencrab.core.runtime import Runtime
     from opencrab.core.skills import SkillManager
     from opencrab.core.steps import ActionDone, TurnResult
+    from opencrab.gateway.base import IncomingMessage
+    from opencrab.gateway.cli import CliGateway
     from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
@@ -135,6 +141,7 @@ def create(
     Example: opencrab agent create --name ada --prompt "You review Python code."
     """
     from opencrab.core.agent import AgentCreate, load_persona
+    from opencrab.core.heartbeat import prime_warning
     from opencrab.core.identity import AgentRole, Identity
     from opencrab.core.workspace import Workspace
     from opencrab.prompts import check_language
@@ -161,6 +168,9 @@ def create(
         settings = store.settings
         agent = store.create(spec)
         Workspace.for_agent(settings, agent.id).root.mkdir(parents=True, exist_ok=True)
+    warning = prime_warning(agent.heartbeat.interval_secs)
+    if warning is not None:
+        err_console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)
     if as_json:
         print_json(_agent_json(agent, settings))
         return
@@ -341,9 +351,8 @@ def _print_action(done: ActionDone) -> None:
 
 
 async def _interactive(runtime: Runtime, agent: str, session: str | None) -> None:
+    """Chat until /quit, end of input or a second Ctrl-C; Ctrl-C stops the current turn."""
     from opencrab.core.sessions import ensure_chat_session
-    from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
-    from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
     from opencrab.gateway.cli import CliGateway
 
     found = runtime.agents.get(agent)
@@ -351,44 +360,110 @@ async def _interactive(runtime: Runtime, agent: str, session: str | None) -> Non
     gateway = CliGateway(session_id=session_id)
     await gateway.connect()
     err_console.print(
-        f"[dim]chatting with {escape(found.name)} (session {session_id}); /quit to leave[/]",
+        f"[dim]chatting with {escape(found.name)} (session {session_id}); "
+        "Ctrl-C stops a reply; /quit or Ctrl-C twice to leave[/]",
         highlight=False,
     )
+    keys = _CtrlC()
+    loop = asyncio.get_running_loop()
+    # no signal handlers off the main thread or on some platforms: Ctrl-C then just exits
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, keys.pressed)
     try:
         while True:
-            try:
-                incoming = await gateway.receive()
-            except EOFError:
+            incoming = await keys.until_leave(gateway.receive())
+            if incoming is None:
                 break
-            streamed = False
-            async for step in runtime.chat_steps(
-                found, incoming.content.text, session_id=session_id, stream=True
-            ):
-                if isinstance(step, TextDelta):
-                    gateway.write_delta(step.text)
-                    streamed = True
-                elif isinstance(step, ActionDone):
-                    if streamed:
-                        gateway.write_delta("\n")
-                        streamed = False
-                    _print_action(step)
-                elif isinstance(step, Spoke):
-                    if step.via == "message" and streamed:
-                        gateway.write_delta("\n")
-                    else:
-                        await gateway.send(
-                            OutgoingMessage(
-                                content=MessageContent(text=step.text),
-                                target=MessageTarget(gateway="cli", session_id=session_id),
-                            )
-                        )
-                    streamed = False
-                elif isinstance(step, TurnFailed):
-                    err_console.print(
-                        f"[bold red]error:[/] {escape(step.message)}", highlight=False
-                    )
+            keys.armed = False
+            keys.turn = asyncio.create_task(_chat_turn(runtime, found, gateway, incoming))
+            try:
+                await keys.turn
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # we are being cancelled ourselves, not just the turn
+                gateway.write_delta("\n")
+                err_console.print(
+                    "[dim](interrupted; what was said so far is kept. "
+                    "Ctrl-C again or /quit to leave)[/]",
+                    highlight=False,
+                )
+            finally:
+                keys.turn = None
     finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGINT)
         await gateway.disconnect()
+
+
+class _CtrlC:
+    """What Ctrl-C means in an interactive chat: stop the turn, or (the second) leave."""
+
+    def __init__(self) -> None:
+        self.turn: asyncio.Task[None] | None = None
+        self.armed = False  # the next Ctrl-C at the prompt leaves
+        self.leave = asyncio.Event()
+
+    def pressed(self) -> None:
+        if self.turn is not None and not self.turn.done():
+            self.turn.cancel()
+            self.armed = True
+        elif self.armed:
+            self.leave.set()
+        else:
+            self.armed = True
+            err_console.print("[dim](Ctrl-C again or /quit to leave)[/]", highlight=False)
+
+    async def until_leave(self, reading: Awaitable[IncomingMessage]) -> IncomingMessage | None:
+        """The next message, or None when the user leaves (Ctrl-C twice, /quit, end)."""
+        line = asyncio.ensure_future(reading)
+        leaving = asyncio.ensure_future(self.leave.wait())
+        try:
+            await asyncio.wait({line, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+        if not line.done():
+            line.cancel()
+            return None
+        try:
+            return line.result()
+        except EOFError:
+            return None
+
+
+async def _chat_turn(
+    runtime: Runtime, agent: Agent, gateway: CliGateway, incoming: IncomingMessage
+) -> None:
+    """One turn, streamed to the terminal."""
+    from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
+    from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+
+    session_id = gateway.session_id
+    streamed = False
+    async for step in runtime.chat_steps(
+        agent, incoming.content.text, session_id=session_id, stream=True
+    ):
+        if isinstance(step, TextDelta):
+            gateway.write_delta(step.text)
+            streamed = True
+        elif isinstance(step, ActionDone):
+            if streamed:
+                gateway.write_delta("\n")
+                streamed = False
+            _print_action(step)
+        elif isinstance(step, Spoke):
+            if step.via == "message" and streamed:
+                gateway.write_delta("\n")
+            else:
+                await gateway.send(
+                    OutgoingMessage(
+                        content=MessageContent(text=step.text),
+                        target=MessageTarget(gateway="cli", session_id=session_id),
+                    )
+                )
+            streamed = False
+        elif isinstance(step, TurnFailed):
+            err_console.print(f"[bold red]error:[/] {escape(step.message)}", highlight=False)
 
 
 # ------------------------------------------------------------------ memory, skills, workspace
@@ -539,6 +614,9 @@ def heartbeat_tick(
     )
 
 
+_QUIET = {"send_noreact": "passes", "declare_done": "is done"}  # turns without a speech
+
+
 @exits_on_error
 def discuss(
     theme: Annotated[str, typer.Option("--theme", "-t", help="What to discuss.")],
@@ -601,7 +679,7 @@ def discuss(
                     f"[bold]{escape(turn.agent)}[/]: {escape(turn.spoke)}", highlight=False
                 )
             else:
-                note = turn.error or turn.action or "no action"
+                note = turn.error or _QUIET.get(turn.action or "", turn.action or "no action")
                 err_console.print(
                     f"[dim]{escape(turn.agent)}: ({escape(note)})[/]", highlight=False
                 )

@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
 import pydantic
@@ -35,6 +35,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.gateway.base import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
@@ -45,8 +46,48 @@ MAX_NAME = 100
 MAX_PROMPT_CHARS = 100_000
 
 
+class _Home(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )  # API JSON: camelCase
+
+    every_secs: int = Field(
+        default=3600, ge=60, le=7 * 86_400, description="At most one heartbeat speech per …"
+    )
+
+
+class SessionHome(_Home):
+    """An agent's home conversation that is one of its chat sessions."""
+
+    gateway: Literal["session"]
+    session_id: UUID
+
+    def session_for(self, agent_id: str) -> str:
+        """The id of the session the home conversation is stored in."""
+        return str(self.session_id)
+
+
+class DiscordHome(_Home):
+    """An agent's home conversation that is a Discord channel (its session: the channel's)."""
+
+    gateway: Literal["discord"]
+    guild_id: str = Field(pattern=r"^[0-9]{1,20}$")
+    channel_id: str = Field(pattern=r"^[0-9]{1,20}$")
+
+    def session_for(self, agent_id: str) -> str:
+        """The id of the session the home conversation is stored in."""
+        return session_for("discord", f"{self.guild_id}/{self.channel_id}", agent_id)
+
+
+HomeConversation = Annotated[SessionHome | DiscordHome, Field(discriminator="gateway")]
+"""Where an agent may speak on its heartbeat outside discussions."""
+
+
 class HeartbeatConfig(BaseModel):
-    """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step."""
+    """Seed `HeartbeatConfig`: a prime interval keeps agents from ticking in step.
+
+    `home`, when set, is where the heartbeat may speak besides the agent's discussions.
+    """
 
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True
@@ -54,6 +95,7 @@ class HeartbeatConfig(BaseModel):
 
     interval_secs: int = Field(default=29, ge=1, le=86_400)
     enabled: bool = True
+    home: HomeConversation | None = None
 
 
 def _check_name(value: str) -> str:
@@ -137,7 +179,7 @@ class Agent(BaseModel):
             "description": self.description,
             "role": self.identity.role.stored(),
             "language": self.language,
-            "heartbeat": self.heartbeat.model_dump(),
+            "heartbeat": self.heartbeat.model_dump(exclude_none=True),
             "createdAt": self.created_at.isoformat(),
         }
 
@@ -169,7 +211,7 @@ class AgentStore:
                     prompt=spec.prompt,
                     language=spec.language,
                     llm_config_json=llm.model_dump(mode="json"),
-                    heartbeat_json=beat.model_dump(mode="json"),
+                    heartbeat_json=beat.model_dump(mode="json", exclude_none=True),
                     created_at=now,
                     updated_at=now,
                 )
@@ -260,7 +302,7 @@ class AgentStore:
         if change.llm is not None:
             values["llm_config_json"] = change.llm.model_dump(mode="json")
         if change.heartbeat is not None:
-            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json")
+            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json", exclude_none=True)
         with self.db.write() as conn:
             if "name" in values:
                 self._refuse_taken_name(conn, values["name"])

@@ -14,6 +14,11 @@ Two modes:
   move the phase: divergent → convergent → conclusion) and the participants answer in
   turn; it ends when the facilitator declares done, everyone else did, or at max_turns.
 
+What was said is the session's `messages`, each naming its speaker: the agents' speeches
+and what people post into a running discussion (`post`, seed 001 "介入機能（メンター指示）"),
+which every participant sees in its next prompt. An agent can `join` a running one. On
+the server a `DiscussionRunner` drives discussions started over REST or the WebSocket.
+
 Example:
     d = Discussion.create(db, theme="週休3日制", participants=[a.id, b.id], max_turns=8)
     outcome = await d.run(runtime)
@@ -21,20 +26,27 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
-from uuid import NAMESPACE_OID, uuid4, uuid5
+from uuid import NAMESPACE_OID, UUID, uuid4, uuid5
 
 import sqlalchemy as sa
 
+from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.sessions import Said, insert_messages, turn_lock
 from opencrab.core.steps import TurnResult
-from opencrab.errors import NotFoundError, ValidationError
-from opencrab.gateway.base import IncomingMessage, InternalSource, Sender
+from opencrab.errors import ConflictError, NotFoundError, ValidationError
+from opencrab.event_log import EventLog
+from opencrab.events import UserEvent, UserPayload
+from opencrab.gateway.base import IncomingMessage, InternalSource, Sender, check_message
 from opencrab.prompts import prompts
 from opencrab.store import Database
-from opencrab.store.tables import agent_sessions, agents, memory_sessions, sessions
+from opencrab.store.tables import agent_sessions, agents, messages, sessions
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
@@ -45,15 +57,24 @@ MODES = ("autonomous", "facilitated")
 PHASES = ("divergent", "convergent", "conclusion")
 DEFAULT_MAX_TURNS = 12
 MAX_PARTICIPANTS = 16
+RUNNER = "runner"  # context key: a DiscussionRunner drives this discussion
+SEEN = "seen_messages"  # context key: per agent, the last message id its prompt showed
+# what a turn ended with when the agent said something: a speech action or a plain answer
+SPOKEN = frozenset({"send_speech", "broadcast_guidance", "message"})
 TRANSCRIPT_LINES = 30  # at most this many earlier speeches go into one prompt
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Speech:
-    log_id: int
+    """One message of the discussion: an agent's speech, or a person's post (`person`)."""
+
+    log_id: int  # the message's id: later speeches have higher ones
     speaker_id: str
     speaker: str
     text: str
+    person: bool = False
 
 
 @dataclass
@@ -115,6 +136,8 @@ class Discussion:
             str(row.facilitator_id) if row.facilitator_id is not None else None
         )
         self.context: dict[str, Any] = dict(row.context or {})
+        self.created_at: datetime = row.created_at
+        self.updated_at: datetime = row.updated_at
 
     # ------------------------------------------------------------ create / load
     @classmethod
@@ -209,23 +232,32 @@ class Discussion:
         return {str(r.agent_id): bool(r.done_declared) for r in rows}
 
     def speeches(self, *, after: int = 0, limit: int = TRANSCRIPT_LINES) -> list[Speech]:
-        """What participants said (each speech as its speaker logged it), oldest first."""
-        m = memory_sessions.c
+        """What was said (agents' speeches, people's posts), oldest first, with speakers."""
+        m = messages.c
         query = (
-            sa.select(m.id, m.agent_id, m.content, agents.c.name)
-            .join(agents, agents.c.id == m.agent_id)
-            .where(
-                m.session_id == self.id,
-                m.log_type == "speech",
-                m.speaker_id == m.agent_id,
-                m.id > after,
-            )
+            sa.select(m.id, m.role, m.content, m.speaker_id, m.speaker_name)
+            .where(m.session_id == self.id, m.role.in_(("user", "assistant")), m.id > after)
             .order_by(m.id.desc())
             .limit(limit)
         )
         with self.db.read() as conn:
             rows = conn.execute(query).all()
-        return [Speech(r.id, str(r.agent_id), r.name, r.content) for r in reversed(rows)]
+        return [
+            Speech(
+                r.id,
+                str(r.speaker_id or ""),
+                r.speaker_name or str(r.speaker_id or "?"),
+                r.content,
+                person=r.role == "user",
+            )
+            for r in reversed(rows)
+        ]
+
+    def transcript(self, *, after: int = 0, limit: int = 1000) -> list[Any]:
+        """The discussion's messages as stored (see core.sessions.session_messages)."""
+        from opencrab.core.sessions import session_messages
+
+        return session_messages(self.db, self.id, after_id=after, limit=limit)
 
     def last_speaker(self) -> str | None:
         latest = self.speeches(limit=1)
@@ -242,6 +274,87 @@ class Discussion:
             return "max_turns"
         return None
 
+    @property
+    def everyone(self) -> list[str]:
+        """The participants and the facilitator."""
+        return [*self.participants, *([self.facilitator_id] if self.facilitator_id else [])]
+
+    def post(self, text: str, *, sender_id: str, sender_name: str | None = None) -> Speech:
+        """A person says something in the running discussion; everyone hears it next turn.
+
+        Stored as a `user` message naming the sender, a UserEvent in the discussion's own
+        trace (live followers see it) and a speech line in every participant's memory.
+        """
+        check_message(text)
+        text = text.strip()
+        self.refresh()
+        if self.status != "active":
+            raise ConflictError(f"discussion {self.id} is {self.status}; it takes no posts")
+        name = sender_name or sender_id
+        events = EventLog(self.db)
+        with self.db.write() as conn:
+            event = UserEvent(
+                id=uuid4(),
+                trace_id=UUID(self.id),
+                parent_id=events.last_id(self.id, conn=conn),
+                timestamp=datetime.now(UTC),
+                content=UserPayload(text=text),
+                metadata={"source": "discussion", "sender": sender_id, "sender_name": name},
+            )
+            events.append_many([event], conn=conn)
+            insert_messages(conn, self.id, [Said("user", text, str(event.id), sender_id, name)])
+            line = SessionLog(
+                session_id=self.id,
+                log_type="speech",
+                content=text,
+                speaker_id=sender_id,
+                turn_number=self.turn_number or None,
+                metadata={"sender_name": name, "mentor": True},
+                event_id=str(event.id),
+            )
+            for agent_id in self.everyone:
+                MemoryManager(self.db, agent_id).append_session_logs([line], conn=conn)
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == self.id)
+                .values(updated_at=datetime.now(UTC))
+            )
+        latest = self.speeches(limit=1)
+        return latest[-1]
+
+    def join(self, agent_id: str) -> None:
+        """Add an agent to the running discussion; it speaks from the next round on."""
+        self.refresh()
+        if self.status != "active":
+            raise ConflictError(f"discussion {self.id} is {self.status}; nobody can join")
+        if agent_id in self.everyone:
+            raise ConflictError(f"that agent already takes part in discussion {self.id}")
+        if len(self.participants) >= MAX_PARTICIPANTS:
+            raise ValidationError(f"at most {MAX_PARTICIPANTS} participants")
+        with self.db.write() as conn:
+            if conn.execute(sa.select(agents.c.id).where(agents.c.id == agent_id)).first() is None:
+                raise NotFoundError(f"no agent {agent_id}")
+            row = conn.execute(
+                sa.select(sessions.c.participant_ids_json).where(sessions.c.id == self.id)
+            ).one()
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == self.id)
+                .values(
+                    participant_ids_json=[*(row.participant_ids_json or []), agent_id],
+                    updated_at=datetime.now(UTC),
+                )
+            )
+            conn.execute(agent_sessions.insert().values(agent_id=agent_id, session_id=self.id))
+        self.refresh()
+
+    def stop(self) -> None:
+        """End the discussion now (ended_by "stopped")."""
+        self.refresh()
+        if self.status != "active":
+            raise ConflictError(f"discussion {self.id} is {self.status} already")
+        self.finish("stopped")
+
     def finish(self, reason: str) -> None:
         with self.db.write() as conn:
             row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
@@ -257,7 +370,7 @@ class Discussion:
     # ------------------------------------------------------------ turns
     def prompt_for(self, agent: Agent) -> str:
         """The message a participant gets: theme, phase, turn, and what is new to it."""
-        seen = int((self.context.get("seen") or {}).get(agent.id, 0))
+        seen = int((self.context.get(SEEN) or {}).get(agent.id, 0))
         new = [s for s in self.speeches(after=seen) if s.speaker_id != agent.id]
         facilitating = agent.id == self.facilitator_id
         turn = self.turn_number + 1
@@ -275,7 +388,8 @@ class Discussion:
         ]
         if new:
             lines.append(texts["discussion_new_speeches" if seen else "discussion_all_speeches"])
-            lines += [f"- {s.speaker}: {s.text}" for s in new]
+            mentor = texts["discussion_mentor"]
+            lines += [f"- {mentor if s.person else ''}{s.speaker}: {s.text}" for s in new]
         elif not seen:
             lines.append(texts["discussion_nobody_yet"])
         else:
@@ -288,11 +402,14 @@ class Discussion:
 
     async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
         """Run one turn of `agent` through the engine and advance the turn counter."""
+        async with turn_lock(self.id):  # one turn at a time, whoever drives it
+            return await self._take_turn(runtime, agent)
+
+    async def _take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
         self.refresh()
         if self.status != "active":
             raise ValidationError(f"discussion {self.id} is {self.status}")
-        everyone = [*self.participants, *([self.facilitator_id] if self.facilitator_id else [])]
-        if agent.id not in everyone:
+        if agent.id not in self.everyone:
             raise ValidationError(f"{agent.name} does not take part in discussion {self.id}")
         turn = self.turn_number + 1
         text = self.prompt_for(agent)
@@ -314,9 +431,9 @@ class Discussion:
         with self.db.write() as conn:
             row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
             context = dict(row.context or {})
-            seen = dict(context.get("seen") or {})
+            seen = dict(context.get(SEEN) or {})
             seen[agent.id] = top_seen
-            context["seen"] = seen
+            context[SEEN] = seen
             conn.execute(
                 sessions.update()
                 .where(sessions.c.id == self.id)
@@ -327,7 +444,8 @@ class Discussion:
                 )
             )
         self.refresh()
-        spoke = result.reply if result.stopped_by in ("send_speech", "broadcast_guidance") else None
+        runtime.wrote()
+        spoke = result.reply if result.stopped_by in SPOKEN else None
         return TurnOutcome(
             agent_id=agent.id,
             agent=agent.name,
@@ -363,6 +481,10 @@ class Discussion:
         failures = 0
         while True:
             self.refresh()
+            if self.status != "active":  # ended from outside (stopped)
+                outcome.status = self.status
+                outcome.ended_by = str(self.context.get("ended_by") or self.status)
+                return outcome
             reason = self.ended_by()
             if reason is None and quiet >= 2 * max(1, len(self.participants)):
                 reason = "silence"
@@ -382,7 +504,7 @@ class Discussion:
                     maybe = on_turn(turn)
                     if maybe is not None:
                         await maybe
-                if self.ended_by() is not None:
+                if self.status != "active" or self.ended_by() is not None:
                     break
 
     def _round(self) -> list[str]:
@@ -392,3 +514,109 @@ class Discussion:
             return [self.facilitator_id, *(p for p in self.participants if not done.get(p))]
         upcoming = self.next_speakers()
         return upcoming[:1]
+
+
+Listener = Callable[[str, dict[str, Any]], None]
+"""Hears a running discussion: (session id, {"type": "discussion.turn" or ".ended", …})."""
+
+
+class DiscussionRunner:
+    """The server's discussions: each one started here runs in its own task to the end.
+
+    Discussions it drives are marked in their context (`runner`), so the heartbeat leaves
+    them alone and a restarted server picks them up again (`resume`). Listeners hear
+    every turn and the end (the WebSocket passes them to the discussion's followers).
+
+    Example:
+        runner = DiscussionRunner(runtime)
+        discussion = runner.start(Discussion.create(db, theme="…", participants=[a, b]))
+        await runner.close()
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.listeners: list[Listener] = []
+
+    def start(self, discussion: Discussion) -> Discussion:
+        """Run `discussion` in the background (once; starting it again changes nothing)."""
+        if discussion.id in self.tasks:
+            return discussion
+        with discussion.db.write() as conn:
+            row = conn.execute(
+                sa.select(sessions.c.context).where(sessions.c.id == discussion.id)
+            ).one()
+            context = {**(row.context or {}), RUNNER: True}
+            conn.execute(
+                sessions.update().where(sessions.c.id == discussion.id).values(context=context)
+            )
+        task = asyncio.create_task(self._run(discussion.id), name=f"discussion-{discussion.id}")
+        self.tasks[discussion.id] = task
+        task.add_done_callback(lambda _: self.tasks.pop(discussion.id, None))
+        discussion.refresh()
+        return discussion
+
+    def running(self, session_id: str) -> bool:
+        return session_id in self.tasks
+
+    def resume(self) -> list[str]:
+        """Start again the active discussions a runner drove (after a restart)."""
+        with self.runtime.db.read() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.id, sessions.c.context).where(
+                    sessions.c.kind == "discussion", sessions.c.status == "active"
+                )
+            ).all()
+        resumed = [str(r.id) for r in rows if (r.context or {}).get(RUNNER)]
+        for session_id in resumed:
+            self.start(Discussion.load(self.runtime.db, session_id))
+        return resumed
+
+    async def stop(self, session_id: str) -> None:
+        """End a discussion now; a turn under way is cancelled (and kept, interrupted)."""
+        Discussion.load(self.runtime.db, session_id).stop()
+        task = self.tasks.get(session_id)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def close(self) -> None:
+        """Stop driving (the discussions stay active and resume on the next start)."""
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _tell(self, session_id: str, message: dict[str, Any]) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(session_id, message)
+            except Exception:
+                log.exception("discussion listener failed")
+
+    async def _run(self, session_id: str) -> None:
+        def told(turn: TurnOutcome) -> None:
+            self._tell(session_id, {"type": "discussion.turn", **turn.as_json()})
+
+        try:
+            discussion = Discussion.load(self.runtime.db, session_id)
+            outcome = await discussion.run(self.runtime, on_turn=told)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("discussion %s failed", session_id)
+            with contextlib.suppress(Exception):
+                Discussion.load(self.runtime.db, session_id).finish("errors")
+            self._tell(
+                session_id,
+                {
+                    "type": "discussion.ended",
+                    "endedBy": "errors",
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
+            return
+        self._tell(session_id, {"type": "discussion.ended", "endedBy": outcome.ended_by})

@@ -19,6 +19,7 @@ error result the model sees.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from opencrab.core.context import (
 from opencrab.core.identity import AgentRole
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.sessions import Said, insert_messages
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
     ActionDone,
@@ -82,8 +84,6 @@ from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
-from opencrab.store.bulk import bulk_insert
-from opencrab.store.tables import messages as session_messages
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,11 @@ class _Turn:
         # (trace, type) of events this turn may reference without asking the store
         self._known: dict[str, tuple[str, str]] = {}
         self._overrides: dict[str, str] | None = None
+        self._call_events = []
+        self._calls: list[ToolCall] = []  # the tool calls of the latest reply
+        self._answered: set[UUID] = set()  # … those whose result is recorded
+        self._partial = ""  # the text streamed so far by the current call
+        self.turn_id = ""  # the id of the turn's user event
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
@@ -243,9 +248,12 @@ class _Turn:
             turn_number=self.state.turn_number or None,
             event_id=str(user_event.id),
         )
-        chat = [] if internal else [("user", message.content.text, user_event.id)]
+        sender = message.sender
+        said = Said("user", message.content.text, str(user_event.id), sender.id, sender.name)
+        chat = [] if internal else [said]
         self._commit([user_event], [sender_log], chat)
         self.last_event = user_event.id
+        self.turn_id = str(user_event.id)
         yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
 
         history: list[Message] = [system]
@@ -255,17 +263,33 @@ class _Turn:
             history += old.messages
         history.append(Message.user(user_text))
 
+        try:
+            async for step in self._iterate(history, tools, stream):
+                if isinstance(step, TurnResult) and step.actions:
+                    self.skills.refresh_effectiveness()  # before the turn counts as done
+                yield step
+        except (asyncio.CancelledError, GeneratorExit):
+            self._interrupted()
+            raise
+
+    async def _iterate(
+        self, history: list[Message], tools: list[ToolDefinition], stream: bool
+    ) -> AsyncIterator[EngineStep]:
+        """Call the model and run its actions until the turn ends."""
         for iteration in range(1, self.engine.max_iterations + 1):
             self.result.iterations = iteration
             try:
                 await self._check_budget()
                 reply = None
+                self._partial = ""
                 async for item in self._call(history, tools, stream):
                     if isinstance(item, TextDelta):
+                        self._partial += item.text
                         yield item
                     else:
                         reply = item
                 assert reply is not None
+                self._partial = ""  # the reply is recorded whole from here on
             except (BudgetExceeded, LlmError) as exc:
                 yield self._fail(exc)
                 yield self.result
@@ -508,7 +532,9 @@ class _Turn:
         batch: list[AgentEvent] = []
         logs: list[SessionLog] = []
         parent = self.last_event
-        self._call_events: list[UUID] = []
+        self._call_events = []
+        self._calls = list(reply.tool_calls)
+        self._answered = set()
         if reply.tool_calls and reply.text.strip():
             thought = ReasoningEvent(
                 id=uuid4(),
@@ -582,7 +608,12 @@ class _Turn:
             "action",
             f"{call.name}: {summary[:500]}",
             event.id,
-            metadata={"action": call.name, "success": result.success},
+            metadata={
+                "action": call.name,
+                "success": result.success,
+                "turn": self.turn_id,  # these two are what skill effectiveness reads
+                "metrics_id": self.state.last_metrics_id,
+            },
         )
 
         if call.name == "select_llm":
@@ -596,13 +627,14 @@ class _Turn:
 
         batch: list[AgentEvent] = [event]
         logs = [line]
-        chat: list[tuple[str, str, UUID]] = []
+        chat: list[Said] = []
         speech = self._speech_of(call.name) if result.success else None
         if speech is not None:  # a turn-ending speech is recorded in the same step
             said, said_log, chat = self._speech_rows(speech, via=call.name, parent=event.id)
             batch += said
             logs.append(said_log)
         self._commit(batch, logs, chat, extra=also)
+        self._answered.add(call_event_id)
         self.last_event = event.id
         self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
         done = ActionDone(
@@ -648,15 +680,18 @@ class _Turn:
         return Spoke(text=text, via=via, event_id=str(event.id))
 
     def _speech_rows(
-        self, text: str, *, via: str, parent: UUID | None
-    ) -> tuple[list[AgentEvent], SessionLog, list[tuple[str, str, UUID]]]:
+        self, text: str, *, via: str, parent: UUID | None, interrupted: bool = False
+    ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
+        meta: dict[str, Any] = {} if via == "message" else {"via": via}
+        if interrupted:
+            meta["interrupted"] = True
         event = MessageEvent(
             id=uuid4(),
             trace_id=UUID(self.trace_id),
             parent_id=parent,
             timestamp=_now(),
             content=MessagePayload(text=text),
-            metadata=None if via == "message" else {"via": via},
+            metadata=meta or None,
         )
         batch: list[AgentEvent] = [event]
         if via == "message" and self._pending_usage is not None:
@@ -668,9 +703,11 @@ class _Turn:
             content=text,
             speaker_id=self.agent.id,
             turn_number=self.state.turn_number or None,
+            metadata={"interrupted": True} if interrupted else None,
             event_id=str(event.id),
         )
-        return batch, line, [("assistant", text, event.id)]
+        said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
+        return batch, line, [said]
 
     _pending_usage: ChatResponse | None = None
     # a reply's events and logs waiting to commit with its first store-only call's result
@@ -678,6 +715,41 @@ class _Turn:
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     _call_events: list[UUID]
     active: list[Skill]
+
+    def _interrupted(self) -> None:
+        """Record a turn stopped from outside (Ctrl-C, a cancelled task): what was said so
+        far is kept as the reply, marked interrupted; calls left unanswered get an error."""
+        if self.result.stopped_by is not None:
+            return  # the turn had ended already
+        self.result.stopped_by = "interrupted"
+        batch: list[AgentEvent] = []
+        for call, event_id in zip(self._calls, self._call_events, strict=True):
+            if event_id in self._answered:
+                continue
+            batch.append(
+                ToolResultEvent(
+                    id=uuid4(),
+                    trace_id=UUID(self.trace_id),
+                    parent_id=self.last_event,
+                    timestamp=_now(),
+                    content=ToolResultPayload(
+                        output="interrupted by the user", tool_call_id=event_id, is_error=True
+                    ),
+                    metadata={"call_id": call.id, "name": call.name},
+                )
+            )
+            self.last_event = batch[-1].id
+        text = self._partial if self.result.reply is None else ""
+        if text.strip():
+            said, line, chat = self._speech_rows(
+                text, via="message", parent=self.last_event, interrupted=True
+            )
+            self._commit([*batch, *said], [line], chat)
+            self.result.reply = text
+            self.last_event = said[0].id
+            return
+        note = self._log("system", "turn interrupted", None, metadata={"interrupted": True})
+        self._commit(batch, [note], [])
 
     def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
         code = exc.code
@@ -720,7 +792,7 @@ class _Turn:
         self,
         batch: Sequence[AgentEvent],
         logs: Sequence[SessionLog],
-        chat: Sequence[tuple[str, str, UUID]],
+        chat: list[Said],
         *,
         extra: Any = None,
     ) -> None:
@@ -735,16 +807,11 @@ class _Turn:
             if logs:
                 self.memory.append_session_logs(logs, conn=conn)
             if chat:
-                now = _now()
-                rows = [(self.session_id, role, text, now, str(e)) for role, text, e in chat]
-                bulk_insert(conn, session_messages, _MESSAGE_COLUMNS, rows)
+                insert_messages(conn, self.session_id, chat)
             if extra is not None:
                 extra(conn)
         for event in batch:
             self._known[str(event.id)] = (str(event.trace_id), event.type)
-
-
-_MESSAGE_COLUMNS = ("session_id", "role", "content", "timestamp", "event_id")
 
 
 def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:

@@ -2,7 +2,10 @@
 
 One scheduler runs every agent on one event loop. Ticks follow an absolute schedule
 (next = previous due time + interval), so they never drift however long a tick takes;
-a tick that is late by more than an interval is skipped, not queued.
+a tick that is late by more than an interval is skipped, not queued. An agent's first
+tick comes at its own phase within its interval (from a hash of its id), so agents with
+the same interval do not tick in step. The seed recommends prime intervals; any other
+gets a warning naming the nearest primes (`prime_warning`).
 
 A tick makes the cheap checks first, with no LLM call: is the heartbeat on, is there
 budget left, has anything happened in the agent's discussions since it last spoke, how
@@ -10,6 +13,10 @@ long since it last spoke or reflected. Only then may it decide:
 - Speak: a discussion it takes part in has news and it was not the last to speak (and
   not in the last `min_silence_secs`): the engine runs a turn (send_speech or
   send_noreact);
+- Speak at home: nothing to answer in discussions, the agent has a home conversation
+  (`heartbeat.home`: a chat session or a Discord channel) and did not speak there on
+  its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may speak
+  or pass), and a Discord home gets the speech through the running Discord gateway;
 - Learn: nothing to answer, but it has new logs and has not reflected for
   `reflect_every_secs`: the engine runs reflect_and_learn;
 - Idle: otherwise.
@@ -19,6 +26,7 @@ Every tick is one `heartbeat_log` row; rows are written in batches.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import heapq
 import logging
 import time
@@ -59,6 +67,9 @@ class AgentPulse:
     daily_budget_usd: float | None = None
     last_reflection: float = field(default_factory=time.monotonic)
     logs_seen: int = 0  # the highest memory_sessions id of the agent seen at a reflection
+    home_session: str | None = None  # the session of its home conversation, if it has one
+    home_every_secs: float = 3600.0
+    last_home: float = float("-inf")  # when it last spoke at home on its heartbeat
 
 
 @dataclass
@@ -121,11 +132,17 @@ class Observer:
                 )
             }
             s, a = sessions.c, agent_sessions.c
-            found = conn.execute(
-                sa.select(a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared)
-                .join(sessions, s.id == a.session_id)
-                .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
-            ).all()
+            found = [  # discussions a DiscussionRunner drives are left to it
+                r
+                for r in conn.execute(
+                    sa.select(
+                        a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared, s.context
+                    )
+                    .join(sessions, s.id == a.session_id)
+                    .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
+                ).all()
+                if not (r.context or {}).get("runner")
+            ]
             latest: dict[str, tuple[int, str | None]] = {}
             active = sorted({str(r.id) for r in found})
             if active:
@@ -142,7 +159,7 @@ class Observer:
                     latest[str(r.session_id)] = (int(r.id), r.speaker_id)
             rows: list[dict[str, Any]] = [
                 {
-                    **r._asdict(),
+                    **{k: v for k, v in r._asdict().items() if k != "context"},
                     "last_speech_log": latest.get(str(r.id), (None, None))[0],
                     "last_speaker": latest.get(str(r.id), (None, None))[1],
                 }
@@ -188,6 +205,9 @@ def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
         if d["last_speech_log"] is None and since is not None:
             continue
         return Tick(agent_id, "speak", "the discussion moved on", str(d["id"]), checks)
+    if pulse.home_session is not None and now - pulse.last_home >= pulse.home_every_secs:
+        checks["home"] = True
+        return Tick(agent_id, "speak", "time to say something at home", pulse.home_session, checks)
     latest = observer.latest_log.get(agent_id, 0)
     checks["new_logs"] = latest - pulse.logs_seen
     checks["latest_log"] = latest
@@ -230,9 +250,12 @@ class HeartbeatScheduler:
         self.max_lateness = 0.0
 
     def add(self, pulse: AgentPulse, *, first_in: float | None = None) -> None:
-        """Register an agent; its first tick comes after one interval (or `first_in`)."""
+        """Register an agent; its first tick comes at its phase within its interval
+        (`first_tick_in`), or after `first_in` seconds when given."""
         self.pulses[pulse.agent_id] = pulse
-        due = self.clock() + (pulse.interval_secs if first_in is None else first_in)
+        if first_in is None:
+            first_in = first_tick_in(pulse.agent_id, pulse.interval_secs)
+        due = self.clock() + first_in
         self._next_entry += 1
         self._entries[pulse.agent_id] = self._next_entry
         heapq.heappush(self._heap, (due, self._next_entry, pulse.agent_id))
@@ -314,6 +337,8 @@ class HeartbeatScheduler:
             except Exception as exc:
                 log.exception("heartbeat action of %s failed", pulse.agent_id)
                 tick.result = {"error": f"{type(exc).__name__}: {exc}"}
+            if tick.checks.get("home"):
+                pulse.last_home = now
             if tick.decision == "learn":
                 pulse.last_reflection = now
                 pulse.logs_seen = self.observer.latest_log.get(pulse.agent_id, 0)
@@ -331,3 +356,31 @@ class HeartbeatScheduler:
 def reflect_due(pulse: AgentPulse, now: float) -> timedelta:
     """How long until the agent may reflect again."""
     return timedelta(seconds=max(0.0, REFLECT_EVERY_SECS - (now - pulse.last_reflection)))
+
+
+def first_tick_in(agent_id: str, interval_secs: float) -> float:
+    """Seconds until an agent's first tick: its own phase in (0, interval], from its id."""
+    digest = hashlib.sha256(agent_id.encode()).digest()
+    fraction = (int.from_bytes(digest[:8], "big") + 1) / 2**64
+    return interval_secs * fraction
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    return all(n % d for d in range(3, int(n**0.5) + 1, 2))
+
+
+def prime_warning(interval_secs: int) -> str | None:
+    """None for a prime interval, else a warning naming the nearest primes below and above."""
+    if is_prime(interval_secs):
+        return None
+    below = next((n for n in range(interval_secs - 1, 1, -1) if is_prime(n)), None)
+    above = next(n for n in range(interval_secs + 1, 2 * interval_secs + 3) if is_prime(n))
+    nearest = ", ".join(str(n) for n in (below, above) if n is not None)
+    return (
+        f"heartbeat interval {interval_secs} s is not a prime; nearest primes: {nearest} "
+        "(prime intervals keep agents from ticking in step)"
+    )

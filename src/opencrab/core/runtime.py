@@ -24,11 +24,11 @@ import sqlalchemy as sa
 
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.engine import SkillEngine
-from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
+from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
-from opencrab.core.sessions import ensure_chat_session
+from opencrab.core.sessions import ensure_chat_session, turn_lock
 from opencrab.core.skills import (
     SkillDoc,
     SkillProblem,
@@ -40,14 +40,19 @@ from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace
 from opencrab.gateway.base import (
     CliSource,
+    Gateway,
     IncomingMessage,
+    InternalSource,
+    MessageContent,
     MessageSource,
+    MessageTarget,
+    OutgoingMessage,
     Sender,
     check_message,
 )
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
-from opencrab.prompts import Language
+from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.tables import heartbeat_log
 
@@ -65,6 +70,9 @@ class HeartbeatService:
 
     def follow(self, agent: Agent) -> None:
         """Start (or restart, after a config change) ticking `agent`."""
+        warning = prime_warning(agent.heartbeat.interval_secs)
+        if warning is not None and agent.heartbeat.enabled:
+            log.warning("agent %s: %s", agent.name, warning)
         self.scheduler.remove(agent.id)
         self.scheduler.add(self.runtime.pulse_for(agent, self.scheduler))
 
@@ -92,6 +100,8 @@ class Runtime:
     notices: list[str] = field(default_factory=list)
     # called whenever a turn step was written (e.g. to wake the live event feed at once)
     on_write: list[Callable[[], None]] = field(default_factory=list)
+    # running gateways by name, for messages OpenCrab starts itself (heartbeat at home)
+    outlets: dict[str, Gateway] = field(default_factory=dict)
 
     @classmethod
     @asynccontextmanager
@@ -225,6 +235,10 @@ class Runtime:
             daily_budget_usd=agent.llm_config.daily_budget_usd,
             last_reflection=float("-inf"),
         )
+        home = agent.heartbeat.home
+        if home is not None:
+            pulse.home_session = home.session_for(agent.id)
+            pulse.home_every_secs = float(home.every_secs)
         with self.db.read() as conn:
             row = conn.execute(
                 sa.select(heartbeat_log.c.created_at, heartbeat_log.c.result_json)
@@ -232,6 +246,20 @@ class Runtime:
                 .order_by(heartbeat_log.c.id.desc())
                 .limit(1)
             ).first()
+            spoke = conn.execute(
+                sa.select(heartbeat_log.c.created_at, heartbeat_log.c.result_json)
+                .where(heartbeat_log.c.agent_id == agent.id, heartbeat_log.c.decision == "speak")
+                .order_by(heartbeat_log.c.id.desc())
+                .limit(50)
+            ).all()
+        for said in spoke:  # the latest speech at this home resumes its timer
+            result = said.result_json or {}
+            if (result.get("checks") or {}).get("home") and (
+                result.get("session_id") == pulse.home_session
+            ):
+                age = (datetime.now(UTC) - said.created_at).total_seconds()
+                pulse.last_home = scheduler.clock() - age
+                break
         if row is not None:
             age = (datetime.now(UTC) - row.created_at).total_seconds()
             pulse.last_reflection = scheduler.clock() - age
@@ -242,6 +270,8 @@ class Runtime:
     async def heartbeat_act(self, tick: Tick) -> Any:
         """Carry out a tick's decision: a discussion turn (speak) or a reflection (learn)."""
         agent = self.agents.get(tick.agent_id)
+        if tick.decision == "speak" and tick.checks.get("home") and tick.session_id:
+            return await self.speak_at_home(agent, tick.session_id)
         if tick.decision == "speak" and tick.session_id is not None:
             from opencrab.core.discussion import Discussion
 
@@ -262,3 +292,45 @@ class Runtime:
                 "ms": round((time.perf_counter() - started) * 1000, 1),
             }
         return None
+
+    async def speak_at_home(self, agent: Agent, session_id: str) -> dict[str, Any]:
+        """A heartbeat turn in the agent's home conversation; a speech is delivered there."""
+        from opencrab.core.discussion import SPOKEN
+
+        home = agent.heartbeat.home
+        assert home is not None
+        ensure_chat_session(self.db, agent.id, session_id)
+        message = IncomingMessage.text(
+            prompts(agent.language)["heartbeat_home"],
+            source=InternalSource(origin="heartbeat"),
+            sender=Sender(id="heartbeat"),
+        )
+        async with turn_lock(session_id):
+            result = await self.engine.process(
+                agent, message, session_id=session_id, task_type="heartbeat", purpose="conversation"
+            )
+        self.wrote()
+        spoke = result.reply if result.stopped_by in SPOKEN else None
+        outcome: dict[str, Any] = {
+            "home": home.gateway,
+            "sessionId": session_id,
+            "spoke": spoke,
+            "action": result.stopped_by,
+            "error": None if result.error is None else result.error.message,
+            "delivered": False,
+        }
+        if spoke is None or home.gateway == "session":
+            outcome["delivered"] = spoke is not None  # stored in the session: that is there
+            return outcome
+        outlet = self.outlets.get(home.gateway)
+        if outlet is None or not isinstance(home, DiscordHome):
+            outcome["note"] = f"the {home.gateway} gateway is not running here"
+            return outcome
+        await outlet.send(
+            OutgoingMessage(
+                content=MessageContent(text=spoke),
+                target=MessageTarget(gateway=home.gateway, channel_id=home.channel_id),
+            )
+        )
+        outcome["delivered"] = True
+        return outcome

@@ -5,14 +5,58 @@ from __future__ import annotations
 import asyncio
 import weakref
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
+from opencrab.store.bulk import bulk_insert
 from opencrab.store.tables import messages, sessions
+
+
+class Said(NamedTuple):
+    """One message of a session as it is stored: who said what, with which event."""
+
+    role: str  # user, assistant, system, tool
+    content: str
+    event_id: str | None
+    speaker_id: str | None
+    speaker_name: str | None
+    interrupted: bool = False
+
+
+_MESSAGE_COLUMNS = (
+    "session_id",
+    "role",
+    "content",
+    "timestamp",
+    "event_id",
+    "speaker_id",
+    "speaker_name",
+    "interrupted",
+)
+
+
+def insert_messages(conn: Connection, session_id: str, said: list[Said]) -> None:
+    """Write messages of a session inside the caller's transaction (the only writer)."""
+    now = datetime.now(UTC)
+    rows = [
+        (
+            session_id,
+            m.role,
+            m.content,
+            now,
+            m.event_id,
+            m.speaker_id,
+            m.speaker_name,
+            m.interrupted,
+        )
+        for m in said
+    ]
+    bulk_insert(conn, messages, _MESSAGE_COLUMNS, rows)
 
 
 def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = None) -> str:
@@ -118,21 +162,28 @@ def get_session(db: Database, session_id: str) -> Any:
     return row
 
 
+_MESSAGE_FIELDS = (
+    messages.c.id,
+    messages.c.role,
+    messages.c.content,
+    messages.c.timestamp,
+    messages.c.event_id,
+    messages.c.speaker_id,
+    messages.c.speaker_name,
+    messages.c.interrupted,
+)
+
+
 def session_messages(
     db: Database, session_id: str, *, limit: int = 1000, after_id: int = 0
 ) -> list[Any]:
-    """The session's messages in order (id, role, content, timestamp, event_id)."""
+    """The session's messages in order (id, role, content, timestamp, event_id, speaker_id,
+    speaker_name, interrupted)."""
     get_session(db, session_id)
     with db.read() as conn:
         return list(
             conn.execute(
-                sa.select(
-                    messages.c.id,
-                    messages.c.role,
-                    messages.c.content,
-                    messages.c.timestamp,
-                    messages.c.event_id,
-                )
+                sa.select(*_MESSAGE_FIELDS)
                 .where(messages.c.session_id == str(session_id), messages.c.id > after_id)
                 .order_by(messages.c.id)
                 .limit(limit)
@@ -146,13 +197,9 @@ def messages_of_events(db: Database, session_id: str, event_ids: list[str]) -> d
         return {}
     with db.read() as conn:
         rows = conn.execute(
-            sa.select(
-                messages.c.id,
-                messages.c.role,
-                messages.c.content,
-                messages.c.timestamp,
-                messages.c.event_id,
-            ).where(messages.c.session_id == str(session_id), messages.c.event_id.in_(event_ids))
+            sa.select(*_MESSAGE_FIELDS).where(
+                messages.c.session_id == str(session_id), messages.c.event_id.in_(event_ids)
+            )
         ).all()
     return {str(r.event_id): r for r in rows}
 

@@ -12,7 +12,8 @@ Every agent has its own rows in `skills`: the standard skills of its language ar
 in (and kept in step with their files' versions and language) by
 `ensure_default_skills`, and skills the agent
 acquires (from experience, a peer, research or reflection) are added beside them. Each
-row can be switched off, counts its uses and carries an effectiveness score. The
+row can be switched off, counts its uses and carries an effectiveness score, computed
+from the outcomes of the turns in which its actions ran (core/effectiveness.py). The
 actions an agent may call are the union of its active skills' `actions`.
 
 Example:
@@ -313,9 +314,9 @@ class SkillManager:
     def get_active_skills(self) -> builtins.list[Skill]:
         """The active skills; reused while the agent's skill rows are unchanged.
 
-        Every change (acquire, update, toggle, delete, effectiveness, a refreshed
-        standard skill) moves `updated_at` or the row count, which one cheap aggregate
-        query compares; usage counts are not part of what a turn needs.
+        Every change (acquire, update, toggle, delete, a refreshed standard skill) moves
+        `updated_at` or the row count, which one cheap aggregate query compares; usage
+        counts and computed effectiveness are not part of what a turn needs.
         """
         with self.db.read() as conn:
             stamp = tuple(_SKILLS_STAMP.rows(conn, agent_id=self.agent_id)[0])
@@ -534,6 +535,23 @@ class SkillManager:
             return run(conn)
         with self.db.write() as own:
             return run(own)
+
+    def refresh_effectiveness(self) -> dict[str, float | None]:
+        """Recompute every skill's effectiveness from recent turns; store what changed."""
+        from opencrab.core.effectiveness import skill_effectiveness
+
+        current = self.list()
+        scores = skill_effectiveness(self.db, self.agent_id, current)
+        changed = [s for s in current if scores.get(s.name) != s.effectiveness]
+        if changed:
+            with self.db.write() as conn:
+                for skill in changed:
+                    conn.execute(
+                        skills_table.update()
+                        .where(skills_table.c.id == skill.id)
+                        .values(effectiveness=scores[skill.name])
+                    )
+        return scores
 
     def set_effectiveness(self, name_or_id: str, value: float) -> Skill:
         if not 0.0 <= value <= 1.0:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
-from uuid import uuid4
+from uuid import NAMESPACE_URL, uuid4, uuid5
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -217,3 +217,8 @@ class Gateway(ABC):
     @abstractmethod
     async def send(self, message: OutgoingMessage) -> None:
         """Deliver a message to its target."""
+
+
+def session_for(gateway: str, conversation: str, agent_id: str) -> str:
+    """The session id of a gateway conversation with an agent: the same every time."""
+    return str(uuid5(NAMESPACE_URL, f"opencrab:{gateway}:{conversation}:{agent_id}"))

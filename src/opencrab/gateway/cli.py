@@ -1,9 +1,10 @@
 """The CLI gateway (seed `MessageSource::Cli`): a terminal conversation with one agent.
 
-`receive` reads a line from the input stream (in a worker thread, so the event loop
-keeps running); `/quit`, `/exit` or end of input ends the conversation with EOFError.
-A line the message rules refuse (too long) is not sent: the user is told why.
-`send` writes a reply; `write_delta` streams text as the model produces it.
+`receive` reads a line from the input stream (a daemon thread reads it, so the event
+loop keeps running and leaving never waits for a line that will not come); `/quit`,
+`/exit` or end of input ends the conversation with EOFError. A line the message rules
+refuse (too long) is not sent: the user is told why. `send` writes a reply;
+`write_delta` streams text as the model produces it.
 
 Example:
     gateway = CliGateway(session_id=session_id)
@@ -15,7 +16,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import threading
 from typing import ClassVar, TextIO
 
 from opencrab.gateway.base import (
@@ -51,6 +54,7 @@ class CliGateway(Gateway):
         self.stdout = stdout or sys.stdout
         self.prompt = prompt
         self.connected = False
+        self._lines: asyncio.Queue[str] | None = None
 
     async def connect(self) -> None:
         self.connected = True
@@ -58,14 +62,71 @@ class CliGateway(Gateway):
     async def disconnect(self) -> None:
         self.connected = False
 
+    def _start_reader(self) -> asyncio.Queue[str]:
+        """A daemon thread that hands every input line (and "" at the end) to the loop.
+
+        A real file descriptor is read with os.read, never through the buffered stdin
+        object: a daemon thread blocked inside it would hold its lock while the
+        interpreter shuts down, and Python aborts then.
+        """
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        def put(line: str) -> bool:
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            except RuntimeError:  # the loop is closed: nobody listens any more
+                return False
+            return bool(line)
+
+        try:
+            fd: int | None = self.stdin.fileno()
+        except (OSError, ValueError):  # an in-memory stream (tests, embedding)
+            fd = None
+        encoding = getattr(self.stdin, "encoding", None) or "utf-8"
+
+        def read_fd(fd: int) -> None:
+            pending = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    if pending:
+                        put(pending.decode(encoding, errors="replace"))
+                    put("")
+                    return
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not put(line.decode(encoding, errors="replace") + "\n"):
+                        return
+
+        def read_stream() -> None:
+            while True:
+                try:
+                    line = self.stdin.readline()
+                except (OSError, ValueError):
+                    line = ""
+                if not put(line):
+                    return
+
+        target = read_stream if fd is None else (lambda: read_fd(fd))
+        threading.Thread(target=target, name="cli-input", daemon=True).start()
+        return lines
+
     async def receive(self) -> IncomingMessage:
         """The next line that follows the message rules; EOFError on /quit or end of input."""
+        if self._lines is None:
+            self._lines = self._start_reader()
         while True:
             if self.prompt and self.stdin.isatty():
                 self.stdout.write(self.prompt)
                 self.stdout.flush()
-            line = await asyncio.to_thread(self.stdin.readline)
+            line = await self._lines.get()
             if not line:
+                self._lines.put_nowait("")  # stays at the end
                 raise EOFError("end of input")
             text = line.strip()
             if text.lower() in QUIT_COMMANDS:

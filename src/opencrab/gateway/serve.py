@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 from abc import abstractmethod
-from uuid import NAMESPACE_URL, uuid5
 
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
@@ -28,6 +27,7 @@ from opencrab.gateway.base import (
     MessageTarget,
     OutgoingMessage,
     check_message,
+    session_for,
 )
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,6 @@ class ChatGateway(Gateway):
     @abstractmethod
     def reply_target(self, message: IncomingMessage) -> MessageTarget:
         """Where the answer to `message` goes."""
-
-
-def session_for(gateway: str, conversation: str, agent_id: str) -> str:
-    """The session id of a conversation with an agent: the same every time."""
-    return str(uuid5(NAMESPACE_URL, f"opencrab:{gateway}:{conversation}:{agent_id}"))
 
 
 class GatewayRunner:
@@ -142,6 +137,7 @@ async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, async
         gateway = DiscordGateway(discord_config)
         agent = agent_for(runtime, discord_config.agent, "discord")
         await gateway.connect()
+        runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
         task = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run(), name="discord")
         started.append((gateway, task))
     return started

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from opencrab import __version__
 from opencrab.auth import TokenStore
 from opencrab.config import Settings
+from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.runtime import Runtime
 from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
@@ -65,9 +67,20 @@ def create_app(
             runtime.on_write.append(hub.nudge)
             feed = asyncio.create_task(hub.run(), name="live-events")
             chats = await start_chat_gateways(runtime) if gateways else []
+            discussions = app.state.discussions = DiscussionRunner(runtime)
+            discussions.listeners.append(
+                lambda session_id, message: hub.announce(
+                    session_id,
+                    json.dumps(
+                        {**message, "sessionId": session_id}, ensure_ascii=False, default=str
+                    ),
+                )
+            )
+            discussions.resume()
             try:
                 yield
             finally:
+                await discussions.close()
                 await stop_chat_gateways(chats)
                 await hub.stop()
                 await feed

@@ -44,9 +44,13 @@ _COLUMNS = (
 )
 
 
-def event_message(session_id: str, event_json: str) -> str:
-    """The `event` message a subscriber receives (the event's JSON is embedded as is)."""
-    return f'{{"type":"event","sessionId":"{session_id}","event":{event_json}}}'
+def event_message(session_id: str, event_json: str, agent_id: str | None = None) -> str:
+    """The `event` message a subscriber receives (the event's JSON is embedded as is).
+
+    In a discussion every participant has its own trace; `agentId` says whose it is.
+    """
+    who = "" if agent_id is None else f',"agentId":"{agent_id}"'
+    return f'{{"type":"event","sessionId":"{session_id}"{who},"event":{event_json}}}'
 
 
 @dataclass(eq=False)
@@ -59,6 +63,7 @@ class Client:
     close_code: int | None = None
     close_reason: str = ""
     traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id
+    speakers: dict[str, str] = field(default_factory=dict)  # trace id -> its agent's id
 
     def offer(self, message: str) -> bool:
         """Queue a message without waiting; a full outbox drops the client."""
@@ -87,22 +92,52 @@ class EventHub:
         self._by_trace: dict[str, set[Client]] = {}
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._notes: list[tuple[str, str]] = []  # (session, message) to send after events
         self.delivered = 0
         self.dropped = 0
 
     # ------------------------------------------------------------ subscribers
-    def subscribe(self, client: Client, session_id: str, traces: Iterable[str]) -> int:
+    def subscribe(
+        self,
+        client: Client,
+        session_id: str,
+        traces: Iterable[str],
+        speakers: dict[str, str] | None = None,
+    ) -> int:
         """Send `client` the traces' new events; returns the last event seq already seen.
 
         Events up to the returned seq are history (read them from the store); every
-        later one is delivered live.
+        later one is delivered live. `speakers` names the agent of a trace (discussions).
         """
         if not self._by_trace:
             self.last_seq = self._max_seq()  # idle until now: start from the present
         for trace in traces:
             client.traces[trace] = session_id
             self._by_trace.setdefault(trace, set()).add(client)
+        for trace, agent_id in (speakers or {}).items():
+            client.speakers[trace] = agent_id
         return self.last_seq
+
+    def follow(self, session_id: str, trace: str, agent_id: str) -> None:
+        """Every client following `session_id` also gets `trace` (an agent that joined)."""
+        for client in {c for listeners in self._by_trace.values() for c in listeners}:
+            if session_id in client.traces.values():
+                self.subscribe(client, session_id, [trace], {trace: agent_id})
+
+    def announce(self, session_id: str, message: str) -> None:
+        """Send a message to every client following `session_id`, after the events
+        written before it (at the next look, which this triggers)."""
+        self._notes.append((session_id, message))
+        self.nudge()
+
+    def _send_notes(self) -> None:
+        notes, self._notes = self._notes, []
+        clients = {c for listeners in self._by_trace.values() for c in listeners}
+        for session_id, message in notes:
+            for client in clients:
+                if session_id in client.traces.values() and not client.offer(message):
+                    self.dropped += 1
+                    self.unsubscribe(client)
 
     def unsubscribe(self, client: Client, session_id: str | None = None) -> None:
         """Stop one session's events (all of them when `session_id` is None)."""
@@ -110,6 +145,7 @@ class EventHub:
             if session_id is not None and session != session_id:
                 continue
             del client.traces[trace]
+            client.speakers.pop(trace, None)
             listeners = self._by_trace.get(trace)
             if listeners is not None:
                 listeners.discard(client)
@@ -130,7 +166,9 @@ class EventHub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_secs)
             self._wake.clear()
-            if self._by_trace:
+            if not self._by_trace:
+                self._notes.clear()  # nobody follows anything
+            else:
                 try:
                     await self.deliver_new()
                 except Exception:  # the feed must outlive a bad read
@@ -153,12 +191,13 @@ class EventHub:
                 if not listeners:
                     continue
                 body = row_json(row).decode()
-                framed: dict[str, str] = {}  # one message per session, shared by its clients
+                framed: dict[tuple[str, str | None], str] = {}  # shared by clients alike
+                trace = str(row.trace_id)
                 for client in list(listeners):
-                    session = client.traces.get(str(row.trace_id), "")
-                    message = framed.get(session)
+                    key = (client.traces.get(trace, ""), client.speakers.get(trace))
+                    message = framed.get(key)
                     if message is None:
-                        message = framed[session] = event_message(session, body)
+                        message = framed[key] = event_message(key[0], body, key[1])
                     if client.offer(message):
                         sent += 1
                     else:
@@ -166,6 +205,7 @@ class EventHub:
                         self.unsubscribe(client)
             if len(rows) < BATCH:
                 break
+        self._send_notes()
         self.delivered += sent
         return sent
 

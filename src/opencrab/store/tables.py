@@ -171,6 +171,11 @@ messages = sa.Table(
     sa.Column("timestamp", UtcDateTime, nullable=False),
     sa.Column("event_id", Uuid),  # the AgentEvent this message was written with
     sa.CheckConstraint(_in("role", MESSAGE_ROLES), name="role"),
+    # revision 0010: who said it (an agent's id and name, or the person's), and whether
+    # the turn was interrupted while it was being said (the text is what came so far)
+    sa.Column("speaker_id", sa.String(200)),
+    sa.Column("speaker_name", sa.Text),
+    sa.Column("interrupted", sa.Boolean, nullable=False, server_default="0"),
 )
 
 agent_sessions = sa.Table(
@@ -290,6 +295,7 @@ heartbeat_log = sa.Table(
     sa.Column("decision", sa.String(32), nullable=False),
     sa.Column("result_json", sa.JSON),
     _created(),
+    sa.Index("idx_heartbeat_agent", "agent_id"),  # seed 001 DDL; revision 0010
 )
 
 # ------------------------------------------------------------- seed 001: LLM metrics

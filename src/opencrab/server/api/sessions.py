@@ -47,6 +47,13 @@ class MessageResponse(ApiModel):
     content: str
     timestamp: datetime
     event_id: UUID | None = None
+    speaker_id: str | None = Field(
+        default=None, description="Who said it: the agent's id, or the person's sender id."
+    )
+    speaker_name: str | None = Field(default=None, description="The speaker's name.")
+    interrupted: bool = Field(
+        default=False, description="The turn was stopped while this was said: it is partial."
+    )
 
 
 class SessionSummary(ApiModel):
@@ -117,13 +124,17 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
-def _message(row: Any) -> MessageResponse:
+def message_response(row: Any) -> MessageResponse:
+    """A stored message (see core.sessions.session_messages) as the API shows it."""
     return MessageResponse(
         id=row.id,
         role=row.role,
         content=row.content,
         timestamp=row.timestamp,
         event_id=row.event_id,
+        speaker_id=row.speaker_id,
+        speaker_name=row.speaker_name,
+        interrupted=bool(row.interrupted),
     )
 
 
@@ -142,7 +153,7 @@ def list_all(
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> list[SessionSummary]:
     """Sessions, most recently updated first."""
     rows = list_sessions(
@@ -208,7 +219,7 @@ def list_messages(
 ) -> list[MessageResponse]:
     """The session's messages in order; `afterId` returns only newer ones."""
     rows = session_messages(runtime.db, str(session_id), limit=limit, after_id=after_id)
-    return [_message(r) for r in rows]
+    return [message_response(r) for r in rows]
 
 
 @router.post(
@@ -268,18 +279,18 @@ def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) ->
     outcome = TurnOutcome(
         session_id=UUID(result.session_id),
         trace_id=UUID(result.trace_id),
-        reply=None if reply is None else _message(reply),
+        reply=None if reply is None else message_response(reply),
         actions=actions,
         iterations=result.iterations,
         stopped_by=result.stopped_by,
         error=None if result.error is None else result.error.message,
     )
-    return PostedMessage(**_message(user).model_dump(), turn=outcome)
+    return PostedMessage(**message_response(user).model_dump(), turn=outcome)
 
 
 def _full(runtime: Any, session_id: str) -> SessionResponse:
     row = get_session(runtime.db, session_id)
-    messages = [_message(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
+    messages = [message_response(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
     return SessionResponse.model_validate(
         {**_summary(row), "context": row.context, "messages": messages}
     )

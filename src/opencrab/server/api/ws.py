@@ -14,6 +14,22 @@ Messages are JSON objects with a `type`. From the client:
   `action` (name, arguments, success, output), `reply` (text, via), then `chat.done`
   (reply, stoppedBy, iterations, error) — each carrying `requestId`.
 
+Discussions (seed 001; the same as `/api/discussions`):
+- `{"type": "discussion.start", "theme": T, "participants": [ID_OR_NAME, …], "mode"?,
+  "facilitator"?, "maxTurns"?, "requestId"?}` starts one on the server →
+  `{"type": "discussion.started", "sessionId": S, "discussion": {…}}`, and this
+  connection follows it at once (`subscribed` …).
+- Following a discussion (`subscribe` with its id): `subscribed` also lists the
+  `participants` (agentId, name, traceId); each `event` carries the `agentId` whose
+  trace it belongs to (a person's post has none); a discussion the server runs also
+  sends `discussion.turn` (agentId, agent, turn, spoke, action, error) after every turn
+  and `discussion.ended` (endedBy) at the end.
+- `{"type": "discussion.post", "sessionId": S, "content": TEXT, "senderName"?,
+  "requestId"?}` speaks into a running discussion (a mentor's instruction) →
+  `{"type": "discussion.posted", "sessionId": S, "message": {…}}`.
+- `{"type": "discussion.join", "sessionId": S, "agent": ID_OR_NAME, "requestId"?}` adds
+  an agent → `{"type": "discussion.joined", "sessionId": S, "agentId": A}`.
+
 Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. A turn started here finishes and is
 stored even if the client goes away. A client that cannot keep up is closed with 4429
@@ -36,6 +52,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from opencrab.config import Settings
+from opencrab.core.discussion import (
+    DEFAULT_MAX_TURNS,
+    MAX_PARTICIPANTS,
+    Discussion,
+    DiscussionRunner,
+)
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import (
     ensure_chat_session,
@@ -47,6 +69,8 @@ from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnSt
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import MessageText, WebSocketSource
 from opencrab.plugins import hookimpl
+from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
+from opencrab.server.api.sessions import message_response
 from opencrab.server.live import Client, EventHub, event_message
 
 log = logging.getLogger(__name__)
@@ -82,8 +106,38 @@ class Chat(_In):
     request_id: str | None = Field(default=None, alias="requestId", max_length=200)
 
 
-Incoming: TypeAdapter[Ping | Subscribe | Unsubscribe | Chat] = TypeAdapter(
-    Annotated[Ping | Subscribe | Unsubscribe | Chat, Field(discriminator="type")]
+class DiscussionStart(_In):
+    type: Literal["discussion.start"]
+    theme: str = Field(min_length=1, max_length=2_000)
+    participants: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=MAX_PARTICIPANTS
+    )
+    mode: Literal["autonomous", "facilitated"] | None = None
+    facilitator: str | None = Field(default=None, min_length=1, max_length=200)
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, alias="maxTurns", ge=1, le=1000)
+    request_id: str | None = Field(default=None, alias="requestId", max_length=200)
+
+
+class DiscussionPost(_In):
+    type: Literal["discussion.post"]
+    session_id: UUID = Field(alias="sessionId")
+    content: MessageText
+    sender_name: str | None = Field(default=None, alias="senderName", max_length=200)
+    request_id: str | None = Field(default=None, alias="requestId", max_length=200)
+
+
+class DiscussionJoin(_In):
+    type: Literal["discussion.join"]
+    session_id: UUID = Field(alias="sessionId")
+    agent: str = Field(min_length=1, max_length=200)
+    request_id: str | None = Field(default=None, alias="requestId", max_length=200)
+
+
+ClientMessage = (
+    Ping | Subscribe | Unsubscribe | Chat | DiscussionStart | DiscussionPost | DiscussionJoin
+)
+Incoming: TypeAdapter[ClientMessage] = TypeAdapter(
+    Annotated[ClientMessage, Field(discriminator="type")]
 )
 
 
@@ -117,10 +171,17 @@ def origin_allowed(websocket: WebSocket, settings: Settings) -> bool:
 class Connection:
     """One WebSocket client: its outbox, subscriptions and running chats."""
 
-    def __init__(self, websocket: WebSocket, runtime: Runtime, hub: EventHub) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        runtime: Runtime,
+        hub: EventHub,
+        discussions: DiscussionRunner | None = None,
+    ) -> None:
         self.websocket = websocket
         self.runtime = runtime
         self.hub = hub
+        self.discussions = discussions or DiscussionRunner(runtime)
         self.id = str(uuid4())
         self.client = Client(name=self.id)
         self.chats: set[asyncio.Task[None]] = set()
@@ -184,12 +245,14 @@ class Connection:
                 self.client.offer(
                     _dump({"type": "unsubscribed", "sessionId": str(message.session_id)})
                 )
+            elif isinstance(message, DiscussionStart | DiscussionPost | DiscussionJoin):
+                self.discussion(message)
             else:
                 task = asyncio.create_task(self.chat(message))
                 self.chats.add(task)
                 task.add_done_callback(self.chats.discard)
         except OpenCrabError as exc:
-            self.client.offer(_error(exc.code, str(exc)))
+            self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
 
     def subscribe(self, session_id: str, after_seq: int | None) -> None:
         row = get_session(self.runtime.db, session_id)  # 404 → error message
@@ -200,16 +263,63 @@ class Connection:
             )
             return
         traces = [session_id]
+        speakers: dict[str, str] = {}
+        reply: dict[str, Any] = {"type": "subscribed", "sessionId": session_id}
         if row.kind == "discussion":
-            from opencrab.core.discussion import Discussion
-
             discussion = Discussion.load(self.runtime.db, session_id)
-            traces += [discussion.trace_for(p) for p in discussion.participants]
-        seq = self.hub.subscribe(self.client, session_id, traces)
-        self.client.offer(_dump({"type": "subscribed", "sessionId": session_id, "seq": seq}))
+            speakers = {discussion.trace_for(p): p for p in discussion.everyone}
+            traces += list(speakers)
+            names = {a.id: a.name for a in self.runtime.agents.list()}
+            reply["participants"] = [
+                {"agentId": agent, "name": names.get(agent, agent), "traceId": trace}
+                for trace, agent in speakers.items()
+            ]
+        seq = self.hub.subscribe(self.client, session_id, traces, speakers)
+        self.client.offer(_dump({**reply, "seq": seq}))
         if after_seq is not None and after_seq < seq:
-            for _, _, body in self.hub.history(traces, after_seq=after_seq, upto_seq=seq):
-                self.client.offer(event_message(session_id, body.decode()))
+            for _, trace, body in self.hub.history(traces, after_seq=after_seq, upto_seq=seq):
+                self.client.offer(event_message(session_id, body.decode(), speakers.get(trace)))
+
+    def discussion(self, message: DiscussionStart | DiscussionPost | DiscussionJoin) -> None:
+        """Start, speak into or join a discussion (see the module docstring)."""
+        request_id = message.request_id
+        answer: dict[str, Any]
+        if isinstance(message, DiscussionStart):
+            started = start_discussion(
+                self.runtime,
+                self.discussions,
+                theme=message.theme,
+                participants=message.participants,
+                mode=message.mode,
+                facilitator=message.facilitator,
+                max_turns=message.max_turns,
+            )
+            state = describe(self.runtime, self.discussions, started)
+            answer = {
+                "type": "discussion.started",
+                "sessionId": started.id,
+                "discussion": _camel(state),
+            }
+            self.client.offer(_dump({**answer, "requestId": request_id}))
+            self.subscribe(started.id, None)
+            return
+        discussion = Discussion.load(self.runtime.db, str(message.session_id))
+        if isinstance(message, DiscussionPost):
+            speech = discussion.post(
+                message.content, sender_id=self.id, sender_name=message.sender_name
+            )
+            self.runtime.wrote()
+            said = discussion.transcript(after=speech.log_id - 1, limit=1)[0]
+            answer = {
+                "type": "discussion.posted",
+                "message": message_response(said).model_dump(mode="json", by_alias=True),
+            }
+        else:
+            agent = self.runtime.agents.get(message.agent)
+            discussion.join(agent.id)
+            self.hub.follow(discussion.id, discussion.trace_for(agent.id), agent.id)
+            answer = {"type": "discussion.joined", "agentId": agent.id}
+        self.client.offer(_dump({**answer, "sessionId": discussion.id, "requestId": request_id}))
 
     async def chat(self, message: Chat) -> None:
         request_id = message.request_id or str(uuid4())
@@ -241,6 +351,11 @@ class Connection:
         except Exception:
             log.exception("websocket chat failed")
             offer(_error("internal_error", "the turn failed; see the server log", request_id))
+
+
+def _camel(state: dict[str, Any]) -> dict[str, Any]:
+    """A discussion's state (server.api.discussions.describe) in the API's JSON form."""
+    return DiscussionResponse.model_validate(state).model_dump(mode="json", by_alias=True)
 
 
 def _step_message(step: Any, request_id: str) -> dict[str, Any] | None:
@@ -284,7 +399,8 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await websocket.close(FORBIDDEN_ORIGIN, "origin not allowed")
         return
     await websocket.accept()
-    await Connection(websocket, app.state.runtime, app.state.hub).serve()
+    runner = getattr(app.state, "discussions", None)
+    await Connection(websocket, app.state.runtime, app.state.hub, runner).serve()
 
 
 @hookimpl

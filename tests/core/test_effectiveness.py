@@ -1,0 +1,73 @@
+"""Skill effectiveness is computed from the outcomes of the turns that used the skill."""
+
+from __future__ import annotations
+
+import pytest
+
+from opencrab.core.agent import Agent
+from opencrab.core.runtime import Runtime
+from opencrab.llm.types import ChatResponse
+from tests.core.conftest import calls, speak
+from tests.fakes.scripted_provider import ScriptedProvider
+
+
+def script(scripted: ScriptedProvider, *outcomes: ChatResponse) -> None:
+    scripted.outcomes.clear()  # the last outcome stays queued; start afresh
+    scripted.then(*outcomes)
+
+
+def effectiveness(runtime: Runtime, agent: Agent) -> dict[str, float | None]:
+    return {s.name: s.effectiveness for s in runtime.engine.skills_for(agent).list()}
+
+
+async def test_effectiveness_follows_action_success_and_rated_quality(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    assert set(effectiveness(runtime, agent).values()) == {None}
+    script(
+        scripted,
+        calls(("ws_write", {"path": "a.md", "content": "x"}), ("ws_read", {"path": "nope.md"})),
+        speak("one of two worked"),
+    )
+    first = await runtime.chat(agent, "write and read")
+    assert [a.result.success for a in first.actions] == [True, False, True]
+
+    after_one = effectiveness(runtime, agent)
+    assert after_one["workspace-management"] == pytest.approx(0.5)  # 1 of 2 runs succeeded
+    assert after_one["autonomous"] == pytest.approx(1.0)
+    assert after_one["llm-meta-analysis"] is None  # none of its actions ran yet
+
+    # the model rates its own call: quality 0.6 with success -> (0.6 + 1) / 2 = 0.8 for
+    # the whole turn, whatever its actions' own results
+    script(
+        scripted,
+        calls(
+            ("ws_write", {"path": "b.md", "content": "y"}),
+            (
+                "evaluate_response",
+                {"quality_score": 0.6, "task_success": True, "evaluation": "fine"},
+            ),
+        ),
+        speak("rated"),
+    )
+    await runtime.chat(agent, "write and rate")
+
+    after_two = effectiveness(runtime, agent)
+    assert after_two["workspace-management"] == pytest.approx((0.5 + 0.8) / 2)
+    assert after_two["autonomous"] == pytest.approx((1.0 + 0.8) / 2)
+    assert after_two["llm-meta-analysis"] == pytest.approx(0.8)
+    assert after_two["self-learning"] is None
+
+    # a failed rating (task_success false) pulls the turn down to (quality + 0) / 2
+    script(
+        scripted,
+        calls(
+            (
+                "evaluate_response",
+                {"quality_score": 0.4, "task_success": False, "evaluation": "wrong"},
+            )
+        ),
+        speak("sorry"),
+    )
+    await runtime.chat(agent, "rate badly")
+    assert effectiveness(runtime, agent)["llm-meta-analysis"] == pytest.approx((0.8 + 0.2) / 2)
