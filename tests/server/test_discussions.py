@@ -89,7 +89,8 @@ def test_start_follow_post_and_join_over_rest(
     assert all(m["speakerId"] == ids[m["speakerName"]] for m in ended["messages"][1:])
     # ann's first prompt was built before the post; everyone after her hears it
     assert "費用の面も考えてください" not in prompt_of(scripted.requests[0])
-    assert "[Mentor's instruction] Mentor: 費用の面も考えてください" in prompt_of(scripted.requests[1])
+    heard = "[Mentor's instruction] Mentor: 費用の面も考えてください"
+    assert heard in prompt_of(scripted.requests[1])
     assert "cat" not in prompt_of(scripted.requests[0])
 
     follow = client.get(
