@@ -71,3 +71,31 @@ async def test_effectiveness_follows_action_success_and_rated_quality(
     )
     await runtime.chat(agent, "rate badly")
     assert effectiveness(runtime, agent)["llm-meta-analysis"] == pytest.approx((0.8 + 0.2) / 2)
+
+
+async def test_effectiveness_is_the_mean_of_the_last_fifty_turns(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    # ten failing turns, then fifty good ones: the failures fall out of the window
+    for n in range(60):
+        path = "nope.md" if n < 10 else "a.md"
+        action = ("ws_read", {"path": path}) if n < 10 else ("ws_write", {"path": path})
+        if n >= 10:
+            action[1]["content"] = "x"
+        script(scripted, calls(action), speak("done"))
+        await runtime.chat(agent, f"turn {n}")
+        if n == 9:
+            assert effectiveness(runtime, agent)["workspace-management"] == pytest.approx(0.0)
+        if n == 34:  # 10 failures and 25 successes in the window
+            assert effectiveness(runtime, agent)["workspace-management"] == pytest.approx(
+                25 / 35, abs=1e-4
+            )  # stored to 4 places
+    skill = runtime.engine.skills_for(agent).get("workspace-management")
+    assert skill.effectiveness == pytest.approx(1.0)
+    with runtime.db.read() as conn:
+        from opencrab.store.tables import skills
+
+        kept = (
+            conn.execute(skills.select().where(skills.c.id == skill.id)).one().effectiveness_scores
+        )
+    assert len(kept) == 50

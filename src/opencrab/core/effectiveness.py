@@ -2,90 +2,91 @@
 
 A skill is *used* in a turn when one of its actions runs in it. Each such turn gets a
 score between 0 and 1:
-- if any LLM call of the turn was rated (evaluate_response: quality_score 0–1 and
-  task_success), the mean over its rated calls of (quality_score + success) / 2, where
-  success is 1 or 0 (a call rated without task_success counts its quality alone);
+- if any LLM call of the turn that asked for an action was rated (evaluate_response:
+  quality_score 0–1 and task_success), the mean over those rated calls of
+  (quality_score + success) / 2, where success is 1 or 0 (a call rated without
+  task_success counts its quality alone);
 - otherwise the share of the skill's action runs in that turn that succeeded.
-A skill's effectiveness is the mean score of the last `WINDOW` turns that used it
-(None until one did). The engine recomputes it at the end of every turn in which an
-action ran, so a rating given in a turn counts at once.
-
-The facts come from the agent's memory: each action log line names the action, whether
-it succeeded, the turn (the id of its user event) and the LLM call that asked for it.
+A skill's effectiveness is the mean score of the last `WINDOW` turns that used it (None
+until one did). The engine folds each turn's score in when the turn ends (a rating given
+in the turn counts at once): the skill row keeps its recent scores
+(`effectiveness_scores`, newest last), so a turn costs one small read of its own calls'
+ratings and one write, however long the agent's history is. A turn's score is fixed
+when it ends: rating an earlier turn's call later (evaluate_response with its
+`metrics_id`) does not change it.
 
 Example:
-    scores = skill_effectiveness(db, agent_id, skills.list())   # {"autonomous": 0.83, …}
+    facts = TurnFacts()
+    facts.add("ws_write", success=True, metrics_id=reply.metrics_id)
+    record_turn(db, agent_id, facts)        # {"workspace-management": 0.83, …}
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import sqlalchemy as sa
 
-from opencrab.core.skills import Skill
 from opencrab.store import Database
-from opencrab.store.tables import llm_usage_metrics, memory_sessions
+from opencrab.store.tables import llm_usage_metrics
+from opencrab.store.tables import skills as skills_table
 
 WINDOW = 50  # turns per skill
-ACTION_LOGS = 1000  # the most recent action log lines read
+RATING_ACTION = "evaluate_response"
 
 
 @dataclass
-class _Turn:
+class TurnFacts:
+    """What one turn's actions did: runs per action and the calls that asked for them."""
+
     runs: dict[str, list[int]] = field(default_factory=dict)  # action -> [succeeded, ran]
-    calls: set[str] = field(default_factory=set)  # metrics ids of its LLM calls
+    metrics_ids: set[str] = field(default_factory=set)
+
+    def add(self, action: str, *, success: bool, metrics_id: str | None) -> None:
+        """One action run of the turn."""
+        counts = self.runs.setdefault(action, [0, 0])
+        counts[0] += 1 if success else 0
+        counts[1] += 1
+        if metrics_id:
+            self.metrics_ids.add(metrics_id)
 
 
-def skill_effectiveness(
-    db: Database, agent_id: str, skills: Sequence[Skill]
-) -> dict[str, float | None]:
-    """Every skill's effectiveness by name, from the agent's recent turns (see above)."""
-    turns = _recent_turns(db, agent_id)
-    ratings = _ratings(db, agent_id, {c for t in turns for c in t.calls})
-    scores: dict[str, float | None] = {}
-    for skill in skills:
-        mine = set(skill.actions)
-        values: list[float] = []
-        for turn in turns:  # newest first
-            used = [turn.runs[a] for a in mine if a in turn.runs]
+def record_turn(db: Database, agent_id: str, facts: TurnFacts) -> dict[str, float]:
+    """Fold one turn's score into every skill of the agent it used; their new values."""
+    if not facts.runs:
+        return {}
+    # evaluate_response is the only writer of ratings, and it rates this turn's calls
+    rated = (
+        list(_ratings(db, agent_id, facts.metrics_ids).values())
+        if RATING_ACTION in facts.runs
+        else []
+    )
+    t = skills_table.c
+    updated: dict[str, float] = {}
+    with db.write() as conn:
+        rows = conn.execute(
+            sa.select(t.id, t.name, t.actions_json, t.effectiveness_scores).where(
+                t.agent_id == agent_id
+            )
+        ).all()
+        for row in rows:
+            used = [facts.runs[a] for a in row.actions_json or () if a in facts.runs]
             if not used:
                 continue
-            rated = [ratings[c] for c in turn.calls if c in ratings]
             if rated:
-                values.append(sum(rated) / len(rated))
+                score = sum(rated) / len(rated)
             else:
-                values.append(sum(ok for ok, _ in used) / sum(ran for _, ran in used))
-            if len(values) >= WINDOW:
-                break
-        scores[skill.name] = round(sum(values) / len(values), 4) if values else None
-    return scores
-
-
-def _recent_turns(db: Database, agent_id: str) -> list[_Turn]:
-    m = memory_sessions.c
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(m.id, m.metadata_json)
-            .where(m.agent_id == agent_id, m.log_type == "action")
-            .order_by(m.id.desc())
-            .limit(ACTION_LOGS)
-        ).all()
-    turns: dict[str, _Turn] = {}
-    for row in rows:
-        meta: Any = row.metadata_json
-        if not isinstance(meta, dict) or not isinstance(meta.get("action"), str):
-            continue
-        key = meta.get("turn")
-        turn = turns.setdefault(key if isinstance(key, str) else f"log-{row.id}", _Turn())
-        counts = turn.runs.setdefault(meta["action"], [0, 0])
-        counts[0] += 1 if meta.get("success") else 0
-        counts[1] += 1
-        if isinstance(meta.get("metrics_id"), str):
-            turn.calls.add(meta["metrics_id"])
-    return list(turns.values())  # insertion order: newest turn first
+                score = sum(ok for ok, _ in used) / sum(ran for _, ran in used)
+            previous = [float(s) for s in row.effectiveness_scores or ()]
+            scores = [*previous[-(WINDOW - 1) :], round(score, 4)]
+            value = round(sum(scores) / len(scores), 4)
+            conn.execute(
+                skills_table.update()
+                .where(t.id == row.id)
+                .values(effectiveness=value, effectiveness_scores=scores)
+            )
+            updated[row.name] = value
+    return updated
 
 
 def _ratings(db: Database, agent_id: str, metrics_ids: set[str]) -> dict[str, float]:

@@ -43,6 +43,7 @@ from opencrab.core.context import (
     tools_tokens,
     turns_transcript,
 )
+from opencrab.core.effectiveness import TurnFacts
 from opencrab.core.identity import AgentRole
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
@@ -211,6 +212,7 @@ class _Turn:
             turn=self.state,
         )
         self.result = TurnResult(session_id=session_id, trace_id=self.trace_id)
+        self.facts = TurnFacts()  # what the turn's actions did, for skill effectiveness
         self.last_event: UUID | None = None  # read by _prepare
         # (trace, type) of events this turn may reference without asking the store
         self._known: dict[str, tuple[str, str]] = {}
@@ -266,7 +268,7 @@ class _Turn:
         try:
             async for step in self._iterate(history, tools, stream):
                 if isinstance(step, TurnResult) and step.actions:
-                    self.skills.refresh_effectiveness()  # before the turn counts as done
+                    self.skills.record_turn(self.facts)  # before the turn counts as done
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
             self._interrupted()
@@ -611,10 +613,11 @@ class _Turn:
             metadata={
                 "action": call.name,
                 "success": result.success,
-                "turn": self.turn_id,  # these two are what skill effectiveness reads
+                "turn": self.turn_id,
                 "metrics_id": self.state.last_metrics_id,
             },
         )
+        self.facts.add(call.name, success=result.success, metrics_id=self.state.last_metrics_id)
 
         if call.name == "select_llm":
             self._overrides = None  # it may have changed this session's choice

@@ -51,6 +51,7 @@ from opencrab.store.tables import skills as skills_table
 if TYPE_CHECKING:  # import cycles at runtime
     from opencrab.actions.base import ActionRegistry
     from opencrab.config import Settings
+    from opencrab.core.effectiveness import TurnFacts
     from opencrab.llm.types import ToolDefinition
 
 log = logging.getLogger(__name__)
@@ -536,22 +537,11 @@ class SkillManager:
         with self.db.write() as own:
             return run(own)
 
-    def refresh_effectiveness(self) -> dict[str, float | None]:
-        """Recompute every skill's effectiveness from recent turns; store what changed."""
-        from opencrab.core.effectiveness import skill_effectiveness
+    def record_turn(self, facts: TurnFacts) -> dict[str, float]:
+        """Fold a finished turn's outcome into the effectiveness of the skills it used."""
+        from opencrab.core.effectiveness import record_turn
 
-        current = self.list()
-        scores = skill_effectiveness(self.db, self.agent_id, current)
-        changed = [s for s in current if scores.get(s.name) != s.effectiveness]
-        if changed:
-            with self.db.write() as conn:
-                for skill in changed:
-                    conn.execute(
-                        skills_table.update()
-                        .where(skills_table.c.id == skill.id)
-                        .values(effectiveness=scores[skill.name])
-                    )
-        return scores
+        return record_turn(self.db, self.agent_id, facts)
 
     def set_effectiveness(self, name_or_id: str, value: float) -> Skill:
         if not 0.0 <= value <= 1.0:

@@ -255,6 +255,7 @@ skills = sa.Table(
     sa.Column("source_context", sa.Text),
     sa.Column("file_path", sa.Text),
     sa.Column("effectiveness", sa.Float),
+    sa.Column("effectiveness_scores", sa.JSON, nullable=False, server_default="[]"),
     sa.Column("usage_count", sa.Integer, nullable=False, server_default="0"),
     sa.Column("is_active", sa.Boolean, nullable=False, server_default="1"),
     sa.Column("last_used_at", UtcDateTime),
