@@ -18,6 +18,7 @@ from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.skills import parse_skill_text
 from opencrab.core.steps import Compacted, TextDelta, TurnResult
+from opencrab.core.tools import sync_tools, tool_id
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ProviderServerError
 from opencrab.event_log import EventLog
@@ -187,9 +188,8 @@ async def test_a_call_is_durable_before_an_action_that_changes_the_world(
 ) -> None:
     peek = _Peek(str(runtime.db.url), store_only=store_only)
     runtime.registry.register(peek)
-    runtime.engine.skills_for(agent).acquire(
-        name="peeking", description="d", guidance="g", source="experience", actions=["peek"]
-    )
+    sync_tools(runtime.db, runtime.registry)  # granted as a tool: a learned skill grants nothing
+    runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id("peek")]))
     queue(scripted, calls(("peek", {})), speak("done"))
     await turn(runtime, agent)
     # an action that may touch the world runs only once its call is on disk; a
