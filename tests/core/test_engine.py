@@ -98,7 +98,7 @@ async def test_malformed_calls_become_error_results_and_the_loop_goes_on(
     assert "unknown action 'fly_to_the_moon'" in errors[0]
     assert "not valid JSON" in errors[1]
     assert "content: 5 is not of type 'string'" in errors[2]
-    assert "unknown action 'broadcast_guidance'" in errors[3]
+    assert "you may not call 'broadcast_guidance'" in errors[3]
     assert result.reply == "ok"
     fed_back = [m for m in scripted.requests[1].messages if m.role == "tool"]
     assert len(fed_back) == 4

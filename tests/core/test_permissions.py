@@ -191,6 +191,16 @@ async def test_a_stored_skill_naming_broadcast_guidance_gives_a_discussant_nothi
         assert phase.scalar() == "divergent"
 
 
+async def test_a_grant_does_not_make_a_discussant_a_facilitator(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id("broadcast_guidance")]))
+    queue(scripted, calls(("broadcast_guidance", {"content": "x"})), speak("ok"))
+    result = await runtime.chat(agent, "go")
+    assert "you may not call 'broadcast_guidance'" in outcome_of(result, "broadcast_guidance").error
+    assert "broadcast_guidance" not in offered(scripted, 0)
+
+
 @pytest.fixture
 async def guide_runtime(
     settings: Settings, db: Database, scripted: ScriptedProvider
@@ -219,6 +229,7 @@ async def test_an_operator_skill_file_cannot_make_a_discussant_a_facilitator(
     result = await runtime.chat(ann, "go")
     refused = outcome_of(result, "broadcast_guidance")
     assert not refused.success
+    assert "you may not call 'broadcast_guidance'" in refused.error
     assert "broadcast_guidance" not in offered(scripted, 0)
     assert "send_speech" in offered(scripted, 0)  # the rest of the file's skill works
     with runtime.db.read() as conn:
