@@ -16,7 +16,8 @@ in (and kept in step with their files' versions and language) by
 acquires (from experience, a peer, research or reflection) are added beside them. Each
 row can be switched off, counts its uses and carries an effectiveness score, computed
 from the outcomes of the turns in which its actions ran (core/effectiveness.py). The
-actions an agent may call are the union of its active skills' `actions`.
+actions an agent may call come from its active standard skills and granted tools; a
+learned skill's `actions` add nothing (core/permissions.py).
 
 Example:
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")
