@@ -21,8 +21,9 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from opencrab.actions.base import Action, ActionContext, ActionResult
     from opencrab.config import load_settings
-    from opencrab.core.agent import AgentCreate
+    from opencrab.core.agent import AgentCreate, AgentUpdate
     from opencrab.core.runtime import Runtime
+    from opencrab.core.tools import sync_tools, tool_id
     from opencrab.llm.router import LlmRouter
     from tests.core.conftest import calls
     from tests.fakes.scripted_provider import ScriptedProvider
@@ -47,10 +48,8 @@ SCRIPT = textwrap.dedent(
         async with Runtime.open(settings, router=router) as runtime:
             runtime.registry.register(Crash())
             agent = runtime.agents.create(AgentCreate(name="victim"))
-            runtime.engine.skills_for(agent).acquire(
-                name="crashing", description="d", guidance="g",
-                source="experience", actions=["crash"],
-            )
+            sync_tools(runtime.db, runtime.registry)
+            runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id("crash")]))
             await runtime.chat(agent, "go")
 
     asyncio.run(main())

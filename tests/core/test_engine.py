@@ -18,6 +18,7 @@ from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.skills import parse_skill_text
 from opencrab.core.steps import Compacted, TextDelta, TurnResult
+from opencrab.core.tools import sync_tools, tool_id
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ProviderServerError
 from opencrab.event_log import EventLog
@@ -97,7 +98,7 @@ async def test_malformed_calls_become_error_results_and_the_loop_goes_on(
     assert "unknown action 'fly_to_the_moon'" in errors[0]
     assert "not valid JSON" in errors[1]
     assert "content: 5 is not of type 'string'" in errors[2]
-    assert "unknown action 'broadcast_guidance'" in errors[3]
+    assert "you may not call 'broadcast_guidance'" in errors[3]
     assert result.reply == "ok"
     fed_back = [m for m in scripted.requests[1].messages if m.role == "tool"]
     assert len(fed_back) == 4
@@ -187,9 +188,8 @@ async def test_a_call_is_durable_before_an_action_that_changes_the_world(
 ) -> None:
     peek = _Peek(str(runtime.db.url), store_only=store_only)
     runtime.registry.register(peek)
-    runtime.engine.skills_for(agent).acquire(
-        name="peeking", description="d", guidance="g", source="experience", actions=["peek"]
-    )
+    sync_tools(runtime.db, runtime.registry)  # granted as a tool: a learned skill grants nothing
+    runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id("peek")]))
     queue(scripted, calls(("peek", {})), speak("done"))
     await turn(runtime, agent)
     # an action that may touch the world runs only once its call is on disk; a

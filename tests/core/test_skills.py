@@ -32,6 +32,7 @@ from opencrab.errors import (
 from opencrab.prompts import LANGUAGES, Language
 from opencrab.store import Database
 
+SYMLINKED = "is a symlink; skill files reached through a symlink are not loaded"
 SEED_ACTIONS = {
     "autonomous": ("send_speech", "send_noreact", "declare_done"),
     "self-learning": (
@@ -270,6 +271,40 @@ def test_standard_dirs_add_the_data_dir_and_skip_its_bad_files(settings: Setting
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "en")
     assert {d.name for d in docs} == {*SEED_ACTIONS, "mine"}
     assert sorted(Path(p.file).name for p in problems) == ["broken.skill.md", "clash.skill.md"]
+
+
+def test_skill_files_reached_through_a_symlink_are_not_loaded(
+    settings: Settings, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"  # e.g. a folder a model can write to
+    (elsewhere / "en").mkdir(parents=True)
+    (elsewhere / "planted.skill.md").write_text(skill_text(name="planted"))
+    (elsewhere / "en" / "planted-en.skill.md").write_text(skill_text(name="planted-en"))
+    extra = Path(settings.data_dir) / "skills"
+    extra.mkdir(parents=True)
+    (extra / "mine.skill.md").write_text(skill_text(name="mine"))
+    (extra / "linked.skill.md").symlink_to(elsewhere / "planted.skill.md")
+    (extra / "en").symlink_to(elsewhere / "en", target_is_directory=True)
+
+    docs, problems = load_skill_dirs(standard_skill_dirs(settings), "en")
+
+    assert {d.name for d in docs} == {*SEED_ACTIONS, "mine"}
+    assert sorted((p.file, p.reason) for p in problems) == [
+        (str(extra / "en"), SYMLINKED),
+        (str(extra / "linked.skill.md"), SYMLINKED),
+    ]
+    with pytest.raises(SkillFileError, match="symlink"):
+        parse_skill_file(extra / "linked.skill.md")
+
+
+def test_a_symlinked_skill_folder_is_not_loaded(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.skill.md").write_text(skill_text(name="alpha"))
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    docs, problems = load_skill_dirs([tmp_path / "link"], "en")
+    assert docs == []
+    assert [(p.file, p.reason) for p in problems] == [(str(tmp_path / "link"), SYMLINKED)]
 
 
 # ------------------------------------------------------------------ SkillManager

@@ -98,6 +98,26 @@ def test_skill_input_errors(client: TestClient) -> None:
         base, json={"name": "x", "description": "d", "guidance": "g", "source": "standard"}
     )
     assert "source" in error_of(source, 400, "validation_error")
+
+
+def test_a_skill_added_over_rest_names_only_actions_the_agent_may_call(
+    client: TestClient,
+) -> None:
+    agent_id = new_agent(client)["id"]
+    base = f"/api/agents/{agent_id}/skills"
+    client.post(f"{base}/workspace-management/toggle", json={"active": False})
+    before = client.get(base).json()
+    sneaky = {"name": "sneaky", "description": "d", "guidance": "g", "actions": ["ws_write"]}
+    message = error_of(client.post(base, json=sneaky), 400, "validation_error")
+    assert "ws_write ('workspace-management', which is switched off)" in message
+    kept = client.post(base, json={**sneaky, "actions": ["send_speech"]})
+    assert kept.status_code == 201, kept.text
+    lead_only = client.put(f"{base}/sneaky", json={"actions": ["broadcast_guidance"]})
+    assert "broadcast_guidance (facilitators only)" in error_of(lead_only, 400, "validation_error")
+    after = {s["name"]: s for s in client.get(base).json()}
+    assert after["sneaky"]["actions"] == ["send_speech"]
+    assert after["sneaky"]["version"] == 1
+    assert [s for s in after.values() if s["name"] != "sneaky"] == before
     error_of(client.post(f"{base}/nope/toggle"), 404, "not_found")
     error_of(client.get(f"/api/agents/{MISSING}/skills"), 404, "not_found")
     error_of(client.get("/api/agents/nobody/skills"), 404, "not_found")

@@ -211,10 +211,9 @@ class ActionRegistry:
         action = self._actions.get(name)
         permitted = set(self._actions) if allowed is None else set(allowed) & set(self._actions)
         if action is None or name not in permitted:
-            offered = sorted(permitted)
-            raise ActionCallError(
-                f"unknown action {name!r}; the actions you can call are: {', '.join(offered)}"
-            )
+            offered = ", ".join(sorted(permitted))
+            what = f"unknown action {name!r}" if action is None else f"you may not call {name!r}"
+            raise ActionCallError(f"{what}; the actions you can call are: {offered}")
         errors = sorted(
             self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path)
         )

@@ -3,7 +3,8 @@
 learn_from_experience, learn_from_peer, reflect_and_learn, search_my_history,
 summarize_and_save, create_my_skill. Acquired skills go to the `skills` table with their
 source (experience, peer, reflection); reflect_and_learn asks the analysis model to find
-the lesson in the agent's recent logs.
+the lesson in the agent's recent logs. create_my_skill may name only actions the agent may
+already call (core/permissions.py); anything else is refused before anything is stored.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.core.memory import SessionLog
+from opencrab.core.permissions import check_learned_actions
 from opencrab.errors import LlmError
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
@@ -234,11 +236,7 @@ class CreateMySkill(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        unknown = [a for a in args.get("actions", []) if a not in ctx.registry]
-        if unknown:
-            return ActionResult.fail(
-                f"unknown actions {unknown}; known actions: {', '.join(ctx.registry.names())}"
-            )
+        check_learned_actions(args.get("actions", []), ctx.agent, ctx.skills, ctx.registry)
         skill = ctx.skills.acquire(
             name=args["name"],
             description=args["description"],

@@ -11,10 +11,10 @@ AgentEvents, memory session logs and session messages are written in one transac
         stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
         declare_done) or on a plain-text answer.
 
-Actions the agent may call = actions of its active skills ∪ its granted tools ∪ the
-actions on its own mind every agent has (generate_inner_voice, update_impression; no
-standard skill names them) ∪ broadcast_guidance for facilitators; any other name gets an
-error result the model sees.
+Actions the agent may call = actions of its active standard skills ∪ its granted tools ∪
+the actions on its own mind every agent has (generate_inner_voice, update_impression; no
+standard skill names them), with broadcast_guidance for facilitators only; learned skills
+add nothing (core/permissions.py). Any other name gets an error result the model sees.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from opencrab.core.context import (
     turns_transcript,
 )
 from opencrab.core.effectiveness import TurnFacts
-from opencrab.core.identity import AgentRole
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.permissions import callable_actions
 from opencrab.core.sessions import Said, insert_messages
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
@@ -91,8 +91,6 @@ log = logging.getLogger(__name__)
 MAX_ITERATIONS = 10
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
 SUMMARY_MAX_TOKENS = 400
-FACILITATOR_ACTIONS = frozenset({"broadcast_guidance"})
-CORE_ACTIONS = frozenset({"generate_inner_voice", "update_impression"})
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
 
 
@@ -660,11 +658,8 @@ class _Turn:
         return bool(calls)
 
     def _allowed(self, active: Sequence[Skill]) -> set[str]:
-        allowed = set(self.skills.action_names(active)) | CORE_ACTIONS
-        allowed |= granted_tool_names(self.engine.db, self.agent.id)
-        if self.agent.role == AgentRole.facilitator():
-            allowed |= FACILITATOR_ACTIONS
-        return allowed
+        granted = granted_tool_names(self.engine.db, self.agent.id)
+        return callable_actions(active, granted, self.agent.role)
 
     def _speech_of(self, action: str) -> str | None:
         if action in SPEECH_ACTIONS and self.state.speeches:

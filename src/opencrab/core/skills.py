@@ -7,6 +7,8 @@ actions in all three); plugins add folders through the `register_skill_dirs` hoo
 operators drop files into `{data_dir}/skills/`. In every folder, files in the
 `<language>/` subfolder come first, then files in the folder itself (for any language).
 A malformed file is reported (file, line, reason) and skipped; it never stops start-up.
+Files and folders reached through a symlink are skipped the same way: a link could make
+a file someone else can write (an agent's workspace) a skill file the operator never saw.
 
 Every agent has its own rows in `skills`: the standard skills of its language are copied
 in (and kept in step with their files' versions and language) by
@@ -14,7 +16,8 @@ in (and kept in step with their files' versions and language) by
 acquires (from experience, a peer, research or reflection) are added beside them. Each
 row can be switched off, counts its uses and carries an effectiveness score, computed
 from the outcomes of the turns in which its actions ran (core/effectiveness.py). The
-actions an agent may call are the union of its active skills' `actions`.
+actions an agent may call come from its active standard skills and granted tools; a
+learned skill's `actions` add nothing (core/permissions.py).
 
 Example:
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")
@@ -27,8 +30,11 @@ Example:
 from __future__ import annotations
 
 import builtins
+import errno
 import logging
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +67,7 @@ ACQUIRED_SOURCES = ("experience", "peer", "research", "reflection")
 PACKAGED_DIR = Path(__file__).resolve().parent.parent / "skills"
 SUFFIX = ".skill.md"
 MAX_SKILL_FILE_BYTES = 256 * 1024
+SYMLINKED = "is a symlink; skill files reached through a symlink are not loaded"
 _NAME = re.compile(r"^[\w][\w .+\-()]{0,99}$", re.UNICODE)
 _ACTION = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -154,15 +161,35 @@ def parse_skill_text(text: str, file: str = "<text>") -> SkillDoc:
 
 
 def parse_skill_file(path: Path) -> SkillDoc:
+    """Parse one skill file; a symlink, a non-regular or over-large file is refused."""
+    if path.is_symlink():
+        raise SkillFileError(str(path), None, SYMLINKED)
     try:
-        size = path.stat().st_size
-        if size > MAX_SKILL_FILE_BYTES:
-            raise SkillFileError(str(path), None, f"{size} bytes; skill files are at most 256 KiB")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SkillFileError(str(path), None, f"not UTF-8 text ({exc.reason})") from None
+        # O_NOFOLLOW: a symlink swapped in after the check is refused too (ELOOP);
+        # O_NONBLOCK: a FIFO named *.skill.md cannot hang start-up
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SkillFileError(str(path), None, SYMLINKED) from None
+        raise SkillFileError(str(path), None, f"cannot be read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SkillFileError(str(path), None, "cannot be read: not a regular file")
+        if info.st_size > MAX_SKILL_FILE_BYTES:
+            raise SkillFileError(
+                str(path), None, f"{info.st_size} bytes; skill files are at most 256 KiB"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_SKILL_FILE_BYTES + 1)
     except OSError as exc:
         raise SkillFileError(str(path), None, f"cannot be read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SkillFileError(str(path), None, f"not UTF-8 text ({exc.reason})") from None
     return parse_skill_text(text, str(path))
 
 
@@ -176,11 +203,15 @@ def load_skill_dirs(
     docs: dict[str, SkillDoc] = {}
     problems: list[SkillProblem] = []
     folders: list[Path] = []
-    for folder in dirs:
-        folders += [folder / language, folder] if language else [folder]
+    for root in dirs:
+        subfolders = [root / language, root] if language else [root]
+        for folder in [root] if root.is_symlink() else subfolders:
+            if folder.is_symlink():  # a linked root: its subfolder is reached through it too
+                problems.append(SkillProblem(str(folder), None, SYMLINKED))
+                log.warning("skill folder skipped: %s: %s", folder, SYMLINKED)
+            elif folder.is_dir():
+                folders.append(folder)
     for folder in folders:
-        if not folder.is_dir():
-            continue
         for path in sorted(folder.glob(f"*{SUFFIX}")):
             try:
                 doc = parse_skill_file(path)

@@ -1,8 +1,9 @@
 """An agent's skills (seed 001 `/api/agents/{id}/skills…`).
 
 Standard skills come from skill files and can only be switched on or off here; skills
-the agent learned (or that an operator adds) can be edited and deleted. A skill is named
-in the path by its id or its name.
+the agent learned (or that an operator adds) can be edited and deleted. A learned skill
+may name only actions the agent may already call (core/permissions.py): others give 400.
+A skill is named in the path by its id or its name.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, FastAPI, Path, Request, Response
 from pydantic import Field
 
+from opencrab.actions.base import ActionRegistry
 from opencrab.core.agent import Agent
+from opencrab.core.permissions import check_learned_actions
 from opencrab.core.runtime import Runtime
 from opencrab.core.skills import Skill, SkillManager, SkillSource
 from opencrab.plugins import hookimpl
@@ -79,6 +82,11 @@ def _skills(request: Request, agent: Agent) -> SkillManager:
     return runtime.engine.skills_for(agent)
 
 
+def _registry(request: Request) -> ActionRegistry:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.registry
+
+
 @router.get(
     "/agents/{id}/skills",
     operation_id="listSkills",
@@ -103,9 +111,11 @@ def list_skills(agent: AgentDep, request: Request, active: bool | None = None) -
 def add_skill(agent: AgentDep, body: AddSkillRequest, request: Request) -> Skill:
     """Teach the agent a skill; a name it already learned is refined (its version goes up).
 
-    A standard skill's name is refused with 409.
+    A standard skill's name is refused with 409; an action the agent may not call, 400.
     """
-    return _skills(request, agent).acquire(
+    skills = _skills(request, agent)
+    check_learned_actions(body.actions, agent, skills, _registry(request))
+    return skills.acquire(
         name=body.name,
         description=body.description,
         guidance=body.guidance,
@@ -137,7 +147,10 @@ def update_skill(
     agent: AgentDep, skill: SkillRef, body: UpdateSkillRequest, request: Request
 ) -> Skill:
     """Edit a learned skill (its version goes up); standard skills give 409."""
-    return _skills(request, agent).update(
+    skills = _skills(request, agent)
+    if body.actions is not None:
+        check_learned_actions(body.actions, agent, skills, _registry(request))
+    return skills.update(
         skill,
         description=body.description,
         guidance=body.guidance,
