@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 from opencrab.config import Settings
 from opencrab.errors import NotFoundError, QuotaExceeded, WorkspaceError
@@ -77,8 +78,8 @@ class UsageTracker:
     `forget` it when unsure (an error half-way), and the next `figure` counts again.
     """
 
-    _by_root: dict[str, UsageTracker] = {}
-    _registry_lock = threading.Lock()
+    _by_root: ClassVar[dict[str, UsageTracker]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
