@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given
@@ -18,7 +19,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from opencrab.config import Settings, load_settings
-from opencrab.core.workspace import MB, Workspace
+from opencrab.core.workspace import MB, RECONCILE_SECS, Usage, Workspace
 from opencrab.errors import (
     NotFoundError,
     OpenCrabError,
@@ -268,6 +269,81 @@ def test_for_agent_uses_configured_path_and_quota(
     tiny.write("a.bin", b"\0" * (MB - 1))
     with pytest.raises(QuotaExceeded):
         tiny.write("b.bin", b"\0\0")
+
+
+# ------------------------------------------------------------------ usage, a running figure
+def count_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders os.scandir is asked for from now on (a walk scans every folder)."""
+    scanned: list[str] = []
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        scanned.append(os.fsdecode(path) if not isinstance(path, int) else f"fd {path}")
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    return scanned
+
+
+def test_writes_keep_usage_as_a_running_figure_without_walking_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "many"
+    for folder in range(40):
+        (root / f"d{folder}").mkdir(parents=True)
+        for index in range(50):
+            (root / f"d{folder}" / f"{index}.txt").write_bytes(b"x" * 10)
+    ws = Workspace(root, max_size_bytes=1_000_000)
+    ws.usage_tracker.clock = lambda: 0.0  # the refusal below comes right after the count
+    scans = count_scans(monkeypatch)
+
+    assert ws.usage() == Usage(bytes=20_000, files=2_000)
+    assert len(scans) == 41  # reconciled once: the root and its 40 folders
+    scans.clear()
+    for index in range(20):
+        ws.write(f"new/{index}.txt", "y" * 5)  # +100 bytes, +20 files
+    ws.write("d0/0.txt", "z" * 30)  # 10 → 30 bytes
+    ws.edit("d0/1.txt", "x" * 10, "e")  # 10 → 1 byte
+    ws.delete("d1/0.txt")  # −10 bytes, −1 file
+    with pytest.raises(QuotaExceeded):
+        ws.write("huge.bin", b"\0" * 1_000_000)
+    assert ws.usage() == Usage(bytes=20_101, files=2_019)
+    # every Workspace opened on the same root (each turn, each request) shares the figure
+    assert Workspace(root, max_size_bytes=1_000_000).usage_bytes() == 20_101
+    assert scans == []  # not one folder was scanned for the quota
+
+    ws.delete("d2")  # a folder: what it held is counted out
+    assert ws.usage() == Usage(bytes=19_601, files=1_969)
+    assert ws.reconcile_usage() == Usage(bytes=19_601, files=1_969)  # a fresh walk agrees
+
+
+def test_a_failed_write_leaves_the_figure_as_it_was(ws: Workspace) -> None:
+    ws.write("a.txt", "a" * 100)
+    with pytest.raises(WorkspaceError):
+        ws.write("a.txt/inside.txt", "x")  # a parent is a file
+    with pytest.raises(QuotaExceeded):
+        ws.write("b.txt", "b" * 901)
+    assert ws.usage() == Usage(bytes=100, files=1)
+    assert ws.reconcile_usage() == Usage(bytes=100, files=1)
+
+
+def test_space_freed_by_hand_is_found_before_a_write_is_refused(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    ws.usage_tracker.clock = lambda: now[0]
+    ws.write("a.txt", "a" * 900)
+    (ws.root / "a.txt").unlink()  # removed outside the workspace API
+    assert ws.usage() == Usage(bytes=900, files=1)  # the figure does not know yet
+    scans = count_scans(monkeypatch)
+    for _ in range(10):  # a hostile loop of refused writes does not walk each time
+        with pytest.raises(QuotaExceeded):
+            ws.write("b.txt", "b" * 500)
+    assert scans == []
+    now[0] += RECONCILE_SECS  # a while later, a refusal is checked against a fresh count
+    ws.write("b.txt", "b" * 500)
+    assert scans == [str(ws.root)]
+    assert ws.usage() == Usage(bytes=500, files=1)
 
 
 # ------------------------------------------------------------------ the jail: symlinks

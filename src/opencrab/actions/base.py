@@ -4,6 +4,9 @@ An action is a small class with a name, a description, a JSON Schema for its arg
 and an async `execute`. The registry validates arguments against the schema before an
 action runs; a call the model gets wrong (unknown name, arguments that are not JSON, a
 schema violation) comes back as an error result the model sees, never as an exception.
+`execute` runs on the event loop: blocking file or database work in it goes through
+`await opencrab.offload.run_blocking(fn, ...)` (writes through `ctx.write` already join
+the step's transaction, which the engine commits off the loop).
 
 Example:
     class Echo(Action):

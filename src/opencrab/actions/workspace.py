@@ -2,7 +2,8 @@
 
 Paths are relative to the agent's workspace root; the Workspace jail refuses anything
 that would leave it (`..`, absolute paths, symlinks out, NUL bytes) and enforces the
-size quota. Refusals come back to the model as error results.
+size quota. Refusals come back to the model as error results. The file work runs in a
+worker thread (opencrab.offload), so a reply full of writes never stalls the event loop.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
+from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 
 MAX_READ_CHARS = 200_000  # what one ws_read returns to the model; longer files are cut
@@ -38,7 +40,7 @@ class WsRead(Action):
     store_only = True  # reads: changes nothing at all
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        content = ctx.workspace.read(args["path"])
+        content = await run_blocking(ctx.workspace.read, args["path"])
         cut = len(content) > MAX_READ_CHARS
         return ActionResult.ok(
             {
@@ -58,7 +60,7 @@ class WsWrite(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        written = ctx.workspace.write(args["path"], args["content"])
+        written = await run_blocking(ctx.workspace.write, args["path"], args["content"])
         return ActionResult.ok(
             {"path": args["path"], "bytes": written},
             SideEffect(type="file_written", path=args["path"]),
@@ -76,7 +78,9 @@ class WsEdit(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        size = ctx.workspace.edit(args["path"], args["old_string"], args["new_string"])
+        size = await run_blocking(
+            ctx.workspace.edit, args["path"], args["old_string"], args["new_string"]
+        )
         return ActionResult.ok(
             {"path": args["path"], "edited": True, "bytes": size},
             SideEffect(type="file_written", path=args["path"]),
@@ -91,7 +95,7 @@ class WsList(Action):
     store_only = True  # reads: changes nothing at all
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        entries = ctx.workspace.list(args.get("path", ""))
+        entries = await run_blocking(ctx.workspace.list, args.get("path", ""))
         return ActionResult.ok(
             {
                 "path": args.get("path", ""),
@@ -109,7 +113,7 @@ class WsDelete(Action):
     parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        ctx.workspace.delete(args["path"])
+        await run_blocking(ctx.workspace.delete, args["path"])
         return ActionResult.ok({"path": args["path"], "deleted": True})
 
 
@@ -119,7 +123,7 @@ class WsMkdir(Action):
     parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        ctx.workspace.mkdir(args["path"])
+        await run_blocking(ctx.workspace.mkdir, args["path"])
         return ActionResult.ok({"path": args["path"], "created": True})
 
 

@@ -57,6 +57,8 @@ class AgentSection(Section):
     heartbeat_interval_secs: int = Field(default=29, ge=1)
     workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
     max_workspace_size_mb: int = Field(default=100, ge=1)
+    # tool calls run from one model reply; the rest get an error result the model sees
+    max_tool_calls_per_reply: int = Field(default=32, ge=1)
 
 
 class LlmModels(Section):

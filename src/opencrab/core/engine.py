@@ -11,6 +11,11 @@ AgentEvents, memory session logs and session messages are written in one transac
         stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
         declare_done) or on a plain-text answer.
 
+One reply runs at most `[agent] max_tool_calls_per_reply` calls; the others are answered
+with an error result the model sees (recorded like any other). The turn's database
+reads and each step's transaction run in a worker thread (opencrab.offload), so a long
+reply never holds the event loop: other sessions and the health route go on meanwhile.
+
 Actions the agent may call = actions of its active standard skills ∪ its granted tools ∪
 the actions on its own mind every agent has (generate_inner_voice, update_impression; no
 standard skill names them), with broadcast_guidance for facilitators only; learned skills
@@ -28,7 +33,7 @@ from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
-from opencrab.actions.base import ActionContext, ActionRegistry, TurnState
+from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.context import (
@@ -83,6 +88,7 @@ from opencrab.events import (
 from opencrab.gateway.base import IncomingMessage
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
+from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 
@@ -223,8 +229,8 @@ class _Turn:
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
-        with self.engine.db.read():  # the context's many small reads share one snapshot
-            tools, budget, system, user_text, summary, turns = self._prepare(message)
+        prepared = await run_blocking(self._prepare, message)
+        tools, budget, system, user_text, summary, turns = prepared
         fixed = message_tokens(system) + estimate_tokens(user_text) + 8
         compacted = await self._fit_history(summary, turns, budget - fixed)
         if compacted is not None:
@@ -251,8 +257,8 @@ class _Turn:
         sender = message.sender
         said = Said("user", message.content.text, str(user_event.id), sender.id, sender.name)
         chat = [] if internal else [said]
-        self._commit([user_event], [sender_log], chat)
         self.last_event = user_event.id
+        await self._record([user_event], [sender_log], chat)
         self.turn_id = str(user_event.id)
         yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
 
@@ -291,34 +297,29 @@ class _Turn:
                 assert reply is not None
                 self._partial = ""  # the reply is recorded whole from here on
             except (BudgetExceeded, LlmError) as exc:
-                yield self._fail(exc)
+                yield await self._fail(exc)
                 yield self.result
                 return
             self.state.last_metrics_id = reply.metrics_id
-            replied = self._record_reply(reply)
+            replied = await self._record_reply(reply)
             # durable now, or (store-only calls) with the first action's result
             waiting = replied if self._held is not None else None
             if waiting is None:
                 yield replied
             if not reply.tool_calls:
-                yield self._speak(reply.text, via="message", parent=self.last_event)
+                yield await self._speak(reply.text, via="message", parent=self.last_event)
                 self.result.stopped_by = "message"
                 yield self.result
                 return
             history.append(Message.assistant(reply.text or None, list(reply.tool_calls)))
-            for call, call_event_id in zip(reply.tool_calls, self._call_events, strict=True):
+            limit = self.engine.settings.agent.max_tool_calls_per_reply
+            calls = list(zip(reply.tool_calls, self._call_events, strict=True))
+            for call, call_event_id in calls[:limit]:
                 done = await self._act(call, call_event_id)
                 if waiting is not None:
                     yield waiting
                     waiting = None
-                history.append(
-                    Message.tool(
-                        call.id,
-                        _clip_output(done.result.output()),
-                        name=call.name,
-                        is_error=not done.result.success,
-                    )
-                )
+                history.append(_tool_message(call, done))
                 yield done
                 action = self.engine.registry.get(call.name)
                 if done.result.success and action is not None and action.ends_turn:
@@ -327,8 +328,11 @@ class _Turn:
                     self.result.stopped_by = call.name
                     yield self.result
                     return
+            for call, done in await self._refuse(calls[limit:], limit):
+                history.append(_tool_message(call, done))
+                yield done
         self.result.stopped_by = "max_iterations"
-        self._commit(
+        await self._record(
             [],
             [
                 SessionLog(
@@ -348,6 +352,12 @@ class _Turn:
         self, message: IncomingMessage
     ) -> tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]:
         """Tools, token budget, system message, user text and stored history of the turn."""
+        with self.engine.db.read():  # the context's many small reads share one snapshot
+            return self._prepare_in_snapshot(message)
+
+    def _prepare_in_snapshot(
+        self, message: IncomingMessage
+    ) -> tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]:
         self.last_event = self.engine.events.last_id(self.trace_id)
         active = self.active = self.skills.get_active_skills()
         self.allowed = self._allowed(active)
@@ -451,8 +461,8 @@ class _Turn:
             metadata=dict(event.metadata),
             event_id=str(event.id),
         )
-        self._commit(batch, [note], [])
         self.last_event = event.id
+        await self._record(batch, [note], [])
         meta = event.metadata
         return (
             Compacted(
@@ -527,7 +537,7 @@ class _Turn:
         assert holder.response is not None
         yield holder.response
 
-    def _record_reply(self, reply: ChatResponse) -> LlmReplied:
+    async def _record_reply(self, reply: ChatResponse) -> LlmReplied:
         """Write the reply's reasoning, tool_call events and token usage in one transaction."""
         batch: list[AgentEvent] = []
         logs: list[SessionLog] = []
@@ -564,8 +574,8 @@ class _Turn:
             self._held = (batch, logs)  # committed with the first call's result
             self.last_event = parent
         elif batch:
-            self._commit(batch, logs, [])
             self.last_event = parent
+            await self._record(batch, logs, [])
         if not reply.tool_calls:
             self._pending_usage = reply  # hangs off the message event _speak writes
         return LlmReplied(
@@ -634,10 +644,10 @@ class _Turn:
             said, said_log, chat = self._speech_rows(speech, via=call.name, parent=event.id)
             batch += said
             logs.append(said_log)
-        self._commit(batch, logs, chat, extra=also)
         self._answered.add(call_event_id)
         self.last_event = event.id
         self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
+        await self._record(batch, logs, chat, extra=also)
         done = ActionDone(
             name=call.name,
             arguments=call.arguments,
@@ -647,6 +657,55 @@ class _Turn:
         )
         self.result.actions.append(done)
         return done
+
+    async def _refuse(
+        self, calls: Sequence[tuple[ToolCall, UUID]], limit: int
+    ) -> list[tuple[ToolCall, ActionDone]]:
+        """Answer the calls of a reply beyond the first `limit` with an error, in one step."""
+        if not calls:
+            return []
+        result = ActionResult.fail(
+            f"not run: this reply made {limit + len(calls)} tool calls and at most {limit} "
+            "are run from one reply ([agent] max_tool_calls_per_reply); call what still "
+            "needs doing in your next reply"
+        )
+        batch: list[AgentEvent] = []
+        answered = []
+        for call, call_event_id in calls:
+            event = self._result_event(call, call_event_id, result.output(), is_error=True)
+            batch.append(event)
+            self.last_event = event.id
+            self._answered.add(call_event_id)
+            done = ActionDone(
+                name=call.name,
+                arguments=call.arguments,
+                result=result,
+                call_event_id=str(call_event_id),
+                result_event_id=str(event.id),
+            )
+            self.result.actions.append(done)
+            answered.append((call, done))
+        note = self._log(
+            "system",
+            f"{len(calls)} tool calls of one reply were not run (over "
+            f"max_tool_calls_per_reply = {limit})",
+            None,
+            metadata={"refused_calls": len(calls)},
+        )
+        await self._record(batch, [note], [])
+        return answered
+
+    def _result_event(
+        self, call: ToolCall, call_event_id: UUID, output: str, *, is_error: bool
+    ) -> ToolResultEvent:
+        return ToolResultEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=self.last_event,
+            timestamp=_now(),
+            content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
+            metadata={"call_id": call.id, "name": call.name},
+        )
 
     def _store_only(self, calls: Sequence[ToolCall]) -> bool:
         """True when no call can change anything outside the store (see Action.store_only)."""
@@ -666,11 +725,12 @@ class _Turn:
             return self.state.speeches[-1]
         return None
 
-    def _speak(self, text: str, *, via: str, parent: UUID | None) -> Spoke:
+    async def _speak(self, text: str, *, via: str, parent: UUID | None) -> Spoke:
         """Record what the agent said: a message event, a speech log, a session message."""
         batch, line, chat = self._speech_rows(text, via=via, parent=parent)
-        self._commit(batch, [line], chat)
-        return self._spoken(batch[0], text, via)
+        spoke = self._spoken(batch[0], text, via)
+        await self._record(batch, [line], chat)
+        return spoke
 
     def _spoken(self, event: AgentEvent, text: str, via: str) -> Spoke:
         self.last_event = event.id
@@ -725,16 +785,7 @@ class _Turn:
             if event_id in self._answered:
                 continue
             batch.append(
-                ToolResultEvent(
-                    id=uuid4(),
-                    trace_id=UUID(self.trace_id),
-                    parent_id=self.last_event,
-                    timestamp=_now(),
-                    content=ToolResultPayload(
-                        output="interrupted by the user", tool_call_id=event_id, is_error=True
-                    ),
-                    metadata={"call_id": call.id, "name": call.name},
-                )
+                self._result_event(call, event_id, "interrupted by the user", is_error=True)
             )
             self.last_event = batch[-1].id
         text = self._partial if self.result.reply is None else ""
@@ -749,7 +800,7 @@ class _Turn:
         note = self._log("system", "turn interrupted", None, metadata={"interrupted": True})
         self._commit(batch, [note], [])
 
-    def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
+    async def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
         code = exc.code
         event = MessageEvent(
             id=uuid4(),
@@ -760,8 +811,8 @@ class _Turn:
             metadata={"kind": "error", "error": code},
         )
         line = self._log("system", f"{code}: {exc}", event.id, metadata={"error": code})
-        self._commit([event], [line], [])
         self.last_event = event.id
+        await self._record([event], [line], [])
         failed = TurnFailed(error=code, message=str(exc), event_id=str(event.id))
         self.result.error = failed
         self.result.stopped_by = code
@@ -785,6 +836,19 @@ class _Turn:
             metadata=metadata,
             event_id=None if event_id is None else str(event_id),
         )
+
+    async def _record(
+        self,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: list[Said],
+        *,
+        extra: Any = None,
+    ) -> None:
+        """`_commit` in a worker thread. The turn's own state (last_event, …) is set
+        before it is called: a turn cancelled meanwhile waits for the commit to end
+        (run_blocking) and then records its interruption after it."""
+        await run_blocking(self._commit, batch, logs, chat, extra=extra)
 
     def _commit(
         self,
@@ -844,6 +908,12 @@ def _jsonable(call: ToolCall) -> Any:
     if call.raw_arguments is not None and not isinstance(call.arguments, dict):
         return call.raw_arguments
     return call.arguments
+
+
+def _tool_message(call: ToolCall, done: ActionDone) -> Message:
+    """The model's view of a call's result."""
+    output = _clip_output(done.result.output())
+    return Message.tool(call.id, output, name=call.name, is_error=not done.result.success)
 
 
 def _clip_output(text: str) -> str:
