@@ -20,6 +20,7 @@ from opencrab.core.permissions import check_learned_actions
 from opencrab.errors import LlmError
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
+from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.prompts import prompts
 
@@ -203,7 +204,7 @@ class SummarizeAndSave(Action):
         kind = args.get("summary_type", "other")
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         text = f"<!-- summary: {kind}, {stamp} -->\n{args['content'].rstrip()}\n"
-        written = ctx.workspace.write(args["filename"], text)
+        written = await run_blocking(ctx.workspace.write, args["filename"], text)
         if ctx.session_id:
             ctx.memory.append_session_log(
                 SessionLog(
@@ -247,7 +248,7 @@ class CreateMySkill(Action):
             actions=args.get("actions", []),
         )
         path = f"skills/{_slug(args['name'])}.skill.md"
-        ctx.workspace.write(path, _skill_file(args, ctx))
+        await run_blocking(ctx.workspace.write, path, _skill_file(args, ctx))
         result = _skill_result(ctx, skill.id, skill.name, "created_own_skill")
         result.data["path"] = path
         result.side_effects.append(SideEffect(type="file_written", path=path))
