@@ -27,6 +27,7 @@ from opencrab.server.errors import (
     install_error_handlers,
     refuse_unknown_query,
 )
+from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.live import EventHub
 from opencrab.store import Database
@@ -48,7 +49,8 @@ def create_app(
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
     heartbeat scheduler for every agent (what `opencrab up` does). Every response carries
-    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance).
+    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
+    first passes the Host check and the cross-site guard (opencrab.server.guard).
 
     Example:
         app = create_app(load_settings(), db)
@@ -115,4 +117,5 @@ def create_app(
             allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(BrowserGuard, rest=settings.gateway.rest)  # outermost: before all else
     return app
