@@ -232,6 +232,38 @@ def test_websockets_need_the_token_when_auth_is_on(secured: tuple[TestClient, st
         assert ws.receive_json()["type"] == "pong"
 
 
+def ping_until_closed(ws: Any, tries: int = 300) -> WebSocketDisconnect:
+    """Ping until the server closes the socket (it looks every second; ~30 s at most)."""
+    for _ in range(tries):
+        try:
+            ws.send_json({"type": "ping"})
+            assert ws.receive_json() == {"type": "pong"}
+        except WebSocketDisconnect as closed:
+            return closed
+        threading.Event().wait(0.1)
+    raise AssertionError(f"the socket stayed open for {tries} pings")
+
+
+def test_revoking_a_token_closes_the_websockets_opened_with_it(
+    secured: tuple[TestClient, str], db: Database
+) -> None:
+    client, secret = secured
+    _, other = TokenStore(db).create("other")
+    with (
+        client.websocket_connect(f"/api/ws?access_token={secret}") as revoked,
+        client.websocket_connect(f"/api/ws?access_token={other}") as kept,
+    ):
+        for ws in (revoked, kept):
+            ws.send_json({"type": "ping"})
+            assert ws.receive_json() == {"type": "pong"}
+        TokenStore(db).revoke("tests")  # as `opencrab token revoke tests` does, from any process
+        closed = ping_until_closed(revoked)
+        assert closed.code == 4401
+        assert "revoked" in closed.reason
+        kept.send_json({"type": "ping"})
+        assert kept.receive_json() == {"type": "pong"}  # another token's socket stays open
+
+
 async def test_a_slow_client_is_dropped_without_holding_up_the_others(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
-from opencrab.server.auth import BearerAuth, document_security
+from opencrab.server.auth import BearerAuth, TokenWatch, document_security
 from opencrab.server.docs import install_docs
 from opencrab.server.errors import (
     document_validation_errors,
@@ -79,9 +79,14 @@ def create_app(
                 )
             )
             discussions.resume()
+            watch = app.state.token_watch = TokenWatch(TokenStore(db)) if auth else None
+            watching = asyncio.create_task(watch.run(), name="token-watch") if watch else None
             try:
                 yield
             finally:
+                if watch is not None and watching is not None:
+                    watch.stop()
+                    await watching
                 await discussions.close()
                 await stop_chat_gateways(chats)
                 await hub.stop()
