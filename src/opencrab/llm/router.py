@@ -17,9 +17,9 @@ once. A failure's text has every configured secret redacted before it is recorde
 raised (a provider may echo the API key). Each attempt writes one `llm_usage_metrics`
 row, numbered (`attempt`) and naming the model it falls back from (`fallback_from`).
 When no provider has credentials and no local server answers, the embedded model is
-used and the user is told once how to configure a real provider; when the configured default provider cannot answer but
-another can (a key for another cloud, a running Ollama or llama.cpp server), that one
-becomes the default, with a notice.
+used and the user is told once how to configure a real provider; when the configured
+default provider cannot answer but another can (a key for another cloud, a running
+Ollama or llama.cpp server), that one becomes the default, with a notice.
 """
 
 from __future__ import annotations
