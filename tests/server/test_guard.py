@@ -8,21 +8,28 @@ or open the WebSocket from its own origin.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from opencrab.config import Settings, load_settings
 from opencrab.errors import ConfigError
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.cli.test_llm_cli import closed_port
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import ORIGIN, LocalClient
+from tests.server.test_up_socket import _start, _stop, free_port
 
 EVIL = "http://evil.example"
 
@@ -204,3 +211,47 @@ def test_a_websocket_from_the_servers_own_origin_is_served(
     with client.websocket_connect("/api/ws", headers={"Origin": origin}) as ws:
         ws.send_json({"type": "ping"})
         assert ws.receive_json() == {"type": "pong"}
+
+
+# ------------------------------------------------------------------ the real server
+def test_opencrab_up_on_loopback_refuses_a_rebound_page_and_a_cross_site_post(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
+    closed = f"http://127.0.0.1:{closed_port()}"
+    env.update(
+        OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL=closed,
+        OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL=closed,
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = ["--port", str(port), "--data-dir", str(tmp_path / "served")]
+    server = _start(args, env, base)  # the default: loopback, no token
+    try:
+        api = httpx.Client(base_url=base)
+        agent = api.post("/api/agents", json={"name": "aki", "prompt": "Be brief."}).json()
+        # the rebound page is "same-origin" to the browser: only its Host gives it away
+        rebound = {
+            "Host": f"evil.example:{port}",
+            "Origin": f"http://evil.example:{port}",
+            "Sec-Fetch-Site": "same-origin",
+        }
+        read = api.get(f"/api/agents/{agent['id']}/workspace", headers=rebound)
+        assert read.status_code == 421
+        assert read.json()["error"] == "unknown_host"
+        skills = api.get(f"/api/agents/{agent['id']}/skills").json()
+        toggle = f"/api/agents/{agent['id']}/skills/{skills[0]['id']}/toggle"
+        assert api.post(toggle, headers=rebound).status_code == 421
+        cross = {"Origin": EVIL, "Sec-Fetch-Site": "cross-site"}
+        posted = api.post(toggle, headers=cross)
+        assert posted.status_code == 403
+        assert posted.json()["error"] == "cross_site_request"
+        after = api.get(f"/api/agents/{agent['id']}/skills").json()
+        assert after[0]["isActive"] == skills[0]["isActive"]
+        with pytest.raises(InvalidStatus), connect(f"ws://127.0.0.1:{port}/api/ws", origin=EVIL):
+            pass
+        with connect(f"ws://127.0.0.1:{port}/api/ws", origin=base) as ws:
+            ws.send('{"type": "ping"}')
+            assert ws.recv(10) == '{"type":"pong"}'
+    finally:
+        _stop(server)
