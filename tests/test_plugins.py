@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 import typer
 from fastapi import APIRouter, FastAPI
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
@@ -21,6 +20,7 @@ from opencrab.plugins import (
 )
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.server.local import LocalClient
 
 
 class HelloPlugin:
@@ -64,6 +64,6 @@ def test_plugin_adds_a_command(plugin: HelloPlugin) -> None:
 
 
 def test_plugin_adds_a_route(plugin: HelloPlugin, settings: Settings, db: Database) -> None:
-    with TestClient(create_app(settings, db)) as client:
+    with LocalClient(create_app(settings, db)) as client:
         assert client.get("/api/hello").json() == {"hello": "crab"}
         assert client.get("/api/health").status_code == 200

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import uuid4
@@ -113,6 +114,18 @@ class TokenStore:
         with self.db.write() as conn:
             conn.execute(api_tokens.update().where(t.id == matches[0].id).values(revoked_at=now))
         return replace(matches[0], revoked_at=now)
+
+    def revoked_among(self, ids: Iterable[str]) -> set[str]:
+        """Which of these token ids are revoked (or no longer exist)."""
+        wanted = set(ids)
+        if not wanted:
+            return set()
+        t = api_tokens.c
+        with self.db.read() as conn:
+            active = conn.execute(
+                sa.select(t.id).where(t.id.in_(wanted), t.revoked_at.is_(None))
+            ).scalars()
+            return wanted - {str(i) for i in active}
 
     def verify(self, secret: str) -> ApiToken | None:
         """The active token whose secret this is, or None; notes when it was last used."""

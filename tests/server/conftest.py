@@ -13,6 +13,7 @@ from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes.scripted_provider import ScriptedProvider
+from tests.server.local import LocalClient
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def scripted() -> ScriptedProvider:
 def client(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iterator[TestClient]:
     router = LlmRouter(settings)
     router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router)) as c:
+    with LocalClient(create_app(settings, db, router=router)) as c:
         yield c
 
 

@@ -23,6 +23,7 @@ from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of, new_agent
+from tests.server.local import LocalClient
 
 MISSING = str(uuid4())
 
@@ -258,7 +259,7 @@ def test_an_upload_over_the_quota_is_refused_and_writes_nothing(
     settings.agent.max_workspace_size_mb = 1
     router = LlmRouter(settings)
     router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router)) as client:
+    with LocalClient(create_app(settings, db, router=router)) as client:
         agent_id = new_agent(client)["id"]
         base = f"/api/agents/{agent_id}/workspace"
         assert client.put(f"{base}/a.bin", content=b"a" * 600_000).status_code == 201
@@ -309,7 +310,7 @@ def metered(settings: Settings, db: Database, scripted: ScriptedProvider) -> Ite
     """An app whose router records every call in the metrics table."""
     router = LlmRouter(settings, metrics=MetricsRecorder(db))
     router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router)) as c:
+    with LocalClient(create_app(settings, db, router=router)) as c:
         yield c
 
 

@@ -14,12 +14,13 @@ from opencrab.event_log import EventLog
 from opencrab.events import event_dict
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.server.local import LocalClient
 from tests.test_event_log import chain
 
 
 @pytest.fixture
 def client(settings: Settings, db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, db)) as c:
+    with LocalClient(create_app(settings, db)) as c:
         yield c
 
 

@@ -17,6 +17,7 @@ from opencrab.store import Database
 from opencrab.store.tables import api_tokens
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of
+from tests.server.local import LocalClient
 
 
 def test_tokens_are_stored_hashed_and_can_be_revoked(db: Database) -> None:
@@ -56,7 +57,7 @@ def secured(settings: Settings, db: Database) -> Iterator[tuple[TestClient, str]
     _, secret = TokenStore(db).create("tests")
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai"))
-    with TestClient(create_app(settings, db, router=router, auth=True)) as client:
+    with LocalClient(create_app(settings, db, router=router, auth=True)) as client:
         yield client, secret
 
 
@@ -104,13 +105,13 @@ def test_cors_is_off_unless_origins_are_configured(settings: Settings, db: Datab
     }
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai"))
-    with TestClient(create_app(settings, db, router=router)) as client:
+    with LocalClient(create_app(settings, db, router=router)) as client:
         answer = client.options("/api/agents", headers=preflight)
         assert "access-control-allow-origin" not in answer.headers
         plain = client.get("/api/agents", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in plain.headers
     settings.gateway.rest.cors_origins = ["https://dash.example"]
-    with TestClient(create_app(settings, db, router=router)) as client:
+    with LocalClient(create_app(settings, db, router=router)) as client:
         allowed = client.options(
             "/api/agents", headers={**preflight, "Origin": "https://dash.example"}
         )

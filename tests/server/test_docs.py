@@ -6,12 +6,12 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from fastapi.testclient import TestClient
 
 from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.server.local import LocalClient
 
 PAGES = ("/docs", "/redoc")
 
@@ -40,7 +40,7 @@ def test_docs_pages_load_only_assets_we_serve(
 ) -> None:
     if auth:
         TokenStore(db).create("someone")  # the docs stay open when tokens are required
-    with TestClient(create_app(settings, db, auth=auth)) as client:
+    with LocalClient(create_app(settings, db, auth=auth)) as client:
         response = client.get(page)
         assert response.status_code == 200
         html = response.text
@@ -63,7 +63,7 @@ def test_docs_pages_load_only_assets_we_serve(
 
 
 def test_the_vendored_assets_carry_their_licences(settings: Settings, db: Database) -> None:
-    with TestClient(create_app(settings, db)) as client:
+    with LocalClient(create_app(settings, db)) as client:
         scripts = [u for page in PAGES for u in _assets(client.get(page).text) if u.endswith(".js")]
         assert len(scripts) == 2
         for script in scripts:

@@ -23,6 +23,7 @@ from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of, new_agent
+from tests.server.local import LocalClient
 
 BLANK = " \n\t "
 TOO_LONG = "x" * (MAX_MESSAGE_CHARS + 1)
@@ -36,7 +37,7 @@ def app_client(
     settings.gateway.openai_compat.enabled = True
     router = LlmRouter(settings)
     router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router)) as c:
+    with LocalClient(create_app(settings, db, router=router)) as c:
         yield c
 
 
@@ -87,7 +88,7 @@ def test_openai_endpoint_refuses_blank_and_long_messages(
     app_client: TestClient, scripted: ScriptedProvider
 ) -> None:
     new_agent(app_client)
-    client = openai.OpenAI(base_url="http://testserver/v1", api_key="-", http_client=app_client)
+    client = openai.OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="-", http_client=app_client)
     with pytest.raises(openai.BadRequestError, match="empty") as blank:
         client.chat.completions.create(model="aki", messages=[{"role": "user", "content": BLANK}])
     assert blank.value.param == "messages"

@@ -16,6 +16,7 @@ from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider, reply
+from tests.server.local import LocalClient
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def _app(settings: Settings, db: Database, scripted: ScriptedProvider, enabled: 
     settings.gateway.openai_compat.enabled = enabled
     router = LlmRouter(settings)
     router.register_provider(scripted)
-    return TestClient(create_app(settings, db, router=router))
+    return LocalClient(create_app(settings, db, router=router))
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def http(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iterat
 
 @pytest.fixture
 def client(http: TestClient) -> openai.OpenAI:
-    return openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=http)
+    return openai.OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="unused", http_client=http)
 
 
 def test_models_list_the_agents(client: openai.OpenAI) -> None:
@@ -192,8 +193,10 @@ def test_a_missing_token_is_an_openai_authentication_error(
     settings.gateway.openai_compat.enabled = True
     router = LlmRouter(settings)
     router.register_provider(scripted)
-    with TestClient(create_app(settings, db, router=router, auth=True)) as http:
-        client = openai.OpenAI(base_url="http://testserver/v1", api_key="wrong", http_client=http)
+    with LocalClient(create_app(settings, db, router=router, auth=True)) as http:
+        client = openai.OpenAI(
+            base_url="http://127.0.0.1:8080/v1", api_key="wrong", http_client=http
+        )
         with pytest.raises(openai.AuthenticationError, match="bearer token") as refused:
             client.models.list()
     assert refused.value.type == "invalid_request_error"

@@ -27,6 +27,7 @@ from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import new_agent
+from tests.server.local import LocalClient
 from tests.test_event_log import chain
 
 
@@ -62,7 +63,7 @@ def test_a_sessions_events_arrive_while_a_rest_message_is_processed(
     gated.then(calls(("ws_write", {"path": "plan.md", "content": "water"})), speak("Done."))
     router = LlmRouter(settings)
     router.register_provider(gated)
-    with TestClient(create_app(settings, db, router=router)) as client:
+    with LocalClient(create_app(settings, db, router=router)) as client:
         agent_id = new_agent(client)["id"]
         session_id = client.post("/api/sessions", json={"agentId": agent_id}).json()["id"]
         with client.websocket_connect("/api/ws") as ws, ThreadPoolExecutor(1) as pool:
@@ -203,7 +204,7 @@ def test_a_page_from_another_origin_is_refused(client: TestClient) -> None:
     ):
         pass
     assert refused.value.code == 4403
-    with client.websocket_connect("/api/ws", headers={"Origin": "http://testserver"}) as ws:
+    with client.websocket_connect("/api/ws", headers={"Origin": "http://127.0.0.1:8080"}) as ws:
         ws.send_json({"type": "ping"})
         assert ws.receive_json() == {"type": "pong"}
 
@@ -213,7 +214,7 @@ def secured(settings: Settings, db: Database) -> Iterator[tuple[TestClient, str]
     _, secret = TokenStore(db).create("tests")
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai"))
-    with TestClient(create_app(settings, db, router=router, auth=True)) as client:
+    with LocalClient(create_app(settings, db, router=router, auth=True)) as client:
         yield client, secret
 
 
@@ -229,6 +230,38 @@ def test_websockets_need_the_token_when_auth_is_on(secured: tuple[TestClient, st
     with client.websocket_connect("/api/ws", headers=headers) as ws:
         ws.send_json({"type": "ping"})
         assert ws.receive_json()["type"] == "pong"
+
+
+def ping_until_closed(ws: Any, tries: int = 300) -> WebSocketDisconnect:
+    """Ping until the server closes the socket (it looks every second; ~30 s at most)."""
+    for _ in range(tries):
+        try:
+            ws.send_json({"type": "ping"})
+            assert ws.receive_json() == {"type": "pong"}
+        except WebSocketDisconnect as closed:
+            return closed
+        threading.Event().wait(0.1)
+    raise AssertionError(f"the socket stayed open for {tries} pings")
+
+
+def test_revoking_a_token_closes_the_websockets_opened_with_it(
+    secured: tuple[TestClient, str], db: Database
+) -> None:
+    client, secret = secured
+    _, other = TokenStore(db).create("other")
+    with (
+        client.websocket_connect(f"/api/ws?access_token={secret}") as revoked,
+        client.websocket_connect(f"/api/ws?access_token={other}") as kept,
+    ):
+        for ws in (revoked, kept):
+            ws.send_json({"type": "ping"})
+            assert ws.receive_json() == {"type": "pong"}
+        TokenStore(db).revoke("tests")  # as `opencrab token revoke tests` does, from any process
+        closed = ping_until_closed(revoked)
+        assert closed.code == 4401
+        assert "revoked" in closed.reason
+        kept.send_json({"type": "ping"})
+        assert kept.receive_json() == {"type": "pong"}  # another token's socket stays open
 
 
 async def test_a_slow_client_is_dropped_without_holding_up_the_others(

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
+from opencrab.config.hosts import host_name
 from opencrab.config.provenance import KeyPath, origin_of
 from opencrab.prompts import DEFAULT_LANGUAGE, Language
 
@@ -104,12 +105,27 @@ class LlmSection(Section):
     aliases: dict[str, ModelRef] = Field(default_factory=dict)
 
 
+def _allowed_host(text: str) -> str:
+    name = host_name(text)
+    if name is None:
+        raise ValueError(
+            f"{text!r} is not a host name: give a name or IP address without scheme, "
+            "port or path, e.g. crab.example"
+        )
+    return name
+
+
+AllowedHost = Annotated[str, AfterValidator(_allowed_host)]
+
+
 class RestGateway(Section):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Port = 8080
     require_token: bool = False  # always required off loopback
     cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
+    # names the server answers to besides localhost, its loopback and bind addresses
+    allowed_hosts: list[AllowedHost] = Field(default_factory=list)
 
 
 class DiscordGateway(Section):

@@ -13,12 +13,13 @@ A retryable failure (429, 5xx, timeout, connection error, malformed reply) puts 
 provider in a short cooldown and moves on along `[llm.fallback] chain` (a bare provider
 there answers with its model of the failed model's tier, never a pricier one; see
 opencrab.llm.fallback); a request the provider refuses (400, 401, 403) is raised at
-once. Each attempt writes one `llm_usage_metrics` row, numbered (`attempt`) and naming
-the model it falls back from (`fallback_from`). When no provider has credentials and no
-local server answers, the embedded model is used and the user is told once how to
-configure a real provider; when the configured default provider cannot answer but
-another can (a key for another cloud, a running Ollama or llama.cpp server), that one
-becomes the default, with a notice.
+once. A failure's text has every configured secret redacted before it is recorded or
+raised (a provider may echo the API key). Each attempt writes one `llm_usage_metrics`
+row, numbered (`attempt`) and naming the model it falls back from (`fallback_from`).
+When no provider has credentials and no local server answers, the embedded model is
+used and the user is told once how to configure a real provider; when the configured
+default provider cannot answer but another can (a key for another cloud, a running
+Ollama or llama.cpp server), that one becomes the default, with a notice.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
 from opencrab.config.provenance import purpose_model
+from opencrab.config.secrets import Redactor
 from opencrab.errors import LlmError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.complexity import estimate_complexity
@@ -96,6 +98,8 @@ class LlmRouter:
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.redactor = Redactor.from_settings(settings)
+        """Every configured secret; provider errors pass through it (opencrab.config.secrets)."""
         self.cooldown_secs = cooldown_secs
         self._clock = clock
         self.providers: dict[str, LlmProvider] = {}
@@ -134,6 +138,7 @@ class LlmRouter:
 
     def register_provider(self, provider: LlmProvider) -> None:
         self.providers[provider.name] = provider
+        self.redactor.add(provider.config.api_key)
 
     def set_model_alias(self, alias: str, provider: str, model: str) -> None:
         self.aliases[alias] = Target(provider, model)
@@ -421,6 +426,7 @@ class LlmRouter:
         start: float,
         acc: StreamAccumulator | None = None,
     ) -> None:
+        self.redactor.redact_error(exc)  # a provider may echo the key in its error body
         record.latency_ms = _ms(start)
         record.status = "error"
         record.error_type = exc.code

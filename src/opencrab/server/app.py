@@ -20,13 +20,14 @@ from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
-from opencrab.server.auth import BearerAuth, document_security
+from opencrab.server.auth import BearerAuth, TokenWatch, document_security
 from opencrab.server.docs import install_docs
 from opencrab.server.errors import (
     document_validation_errors,
     install_error_handlers,
     refuse_unknown_query,
 )
+from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.live import EventHub
 from opencrab.store import Database
@@ -48,7 +49,8 @@ def create_app(
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
     heartbeat scheduler for every agent (what `opencrab up` does). Every response carries
-    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance).
+    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
+    first passes the Host check and the cross-site guard (opencrab.server.guard).
 
     Example:
         app = create_app(load_settings(), db)
@@ -77,9 +79,14 @@ def create_app(
                 )
             )
             discussions.resume()
+            watch = app.state.token_watch = TokenWatch(TokenStore(db)) if auth else None
+            watching = asyncio.create_task(watch.run(), name="token-watch") if watch else None
             try:
                 yield
             finally:
+                if watch is not None and watching is not None:
+                    watch.stop()
+                    await watching
                 await discussions.close()
                 await stop_chat_gateways(chats)
                 await hub.stop()
@@ -115,4 +122,5 @@ def create_app(
             allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(BrowserGuard, rest=settings.gateway.rest)  # outermost: before all else
     return app

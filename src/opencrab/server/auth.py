@@ -5,12 +5,17 @@ Every request except `OPEN_PATHS` and the docs' assets (`OPEN_PREFIX`) must carr
 Browsers cannot set headers on a WebSocket, so a WebSocket may pass the token as
 `?access_token=…` instead. Failures get 401 with
 `WWW-Authenticate: Bearer` and the usual error body (OpenAI's under `/v1`); a refused
-WebSocket is closed with code 4401 before it is accepted.
+WebSocket is closed with code 4401 before it is accepted. A WebSocket stays open past
+the check, so `TokenWatch` closes it (4401) once its token is revoked, whichever process
+revoked it (`opencrab token revoke`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,9 +26,12 @@ from opencrab.auth import TokenStore
 from opencrab.server.docs import DOC_PATHS, VENDOR_URL
 from opencrab.server.errors import error_body, is_openai_path, openai_error_body
 
+log = logging.getLogger(__name__)
+
 OPEN_PATHS = frozenset({"/api/health", "/openapi.json", *DOC_PATHS})
 OPEN_PREFIX = VENDOR_URL + "/"
 SCHEME = "bearerAuth"
+UNAUTHORIZED = 4401  # WebSocket close code: no, a wrong or a revoked token
 
 
 def is_open(path: str) -> bool:
@@ -63,12 +71,68 @@ class BearerAuth:
         if token is None:
             reason = "invalid or revoked bearer token" if secret else "missing bearer token"
             if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4401, "reason": reason})
+                await send({"type": "websocket.close", "code": UNAUTHORIZED, "reason": reason})
                 return
             await _unauthorized(send, reason, openai=is_openai_path(scope["path"]))
             return
         scope.setdefault("state", {})["api_token"] = token
         await self.app(scope, receive, send)
+
+
+class TokenWatch:
+    """Tells long-lived connections that their token was revoked.
+
+    One query per look covers every watched token; it looks every `poll_secs` while
+    anything is watched, so a revocation made by another process (the CLI) is seen too.
+
+    Example:
+        revoked = watch.watch(token.id)   # an asyncio.Event, set on revocation
+        ...
+        watch.forget(token.id, revoked)
+    """
+
+    def __init__(self, tokens: TokenStore, *, poll_secs: float = 1.0) -> None:
+        self.tokens = tokens
+        self.poll_secs = poll_secs
+        self._watched: dict[str, set[asyncio.Event]] = {}
+        self._stopping = asyncio.Event()
+
+    def watch(self, token_id: str) -> asyncio.Event:
+        """An event set once `token_id` is revoked."""
+        revoked = asyncio.Event()
+        self._watched.setdefault(token_id, set()).add(revoked)
+        return revoked
+
+    def forget(self, token_id: str, revoked: asyncio.Event) -> None:
+        """Stop watching for one connection."""
+        events = self._watched.get(token_id)
+        if events is not None:
+            events.discard(revoked)
+            if not events:
+                del self._watched[token_id]
+
+    async def look(self) -> int:
+        """Set the events of every revoked token now; returns how many tokens were revoked."""
+        if not self._watched:
+            return 0
+        gone = await asyncio.to_thread(self.tokens.revoked_among, list(self._watched))
+        for token_id in gone:
+            for revoked in self._watched.pop(token_id, ()):
+                revoked.set()
+        return len(gone)
+
+    async def run(self) -> None:
+        """Look every `poll_secs` until `stop()`."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.poll_secs)
+            try:
+                await self.look()
+            except Exception:  # a failed read must not end the watch
+                log.exception("token watch: reading revoked tokens failed")
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 async def _unauthorized(send: Send, reason: str, *, openai: bool) -> None:

@@ -155,7 +155,8 @@ async def list_models(
         try:
             found = await asyncio.wait_for(source.available_models(), PROBE_TIMEOUT)
         except (LlmError, TimeoutError) as exc:
-            return [], ProviderProblem(provider=name, message=str(exc) or "timed out")
+            problem = router_.redactor.redact(str(exc)) or "timed out"
+            return [], ProviderProblem(provider=name, message=problem)
         return [
             ModelEntry(
                 provider=name,

@@ -33,8 +33,11 @@ Discussions (seed 001; the same as `/api/discussions`):
 Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. A turn started here finishes and is
 stored even if the client goes away. A client that cannot keep up is closed with 4429
-(see server/live.py); a browser page from another origin is refused (4403) unless its
-origin is in `[gateway.rest] cors_origins`.
+(see server/live.py), and one opened with a bearer token is closed with 4401 once
+that token is revoked (server/auth.py). A browser page from another origin is refused
+(4403) unless its origin is in `[gateway.rest] cors_origins`, and a Host that is not one
+of the server's names (DNS rebinding) is refused with 4421, before the socket is
+accepted (opencrab.server.guard).
 """
 
 from __future__ import annotations
@@ -44,14 +47,13 @@ import contextlib
 import json
 import logging
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 from uuid import UUID, uuid4
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from opencrab.config import Settings
+from opencrab.auth import ApiToken
 from opencrab.core.discussion import (
     DEFAULT_MAX_TURNS,
     MAX_PARTICIPANTS,
@@ -71,11 +73,11 @@ from opencrab.gateway.base import MessageText, WebSocketSource
 from opencrab.plugins import hookimpl
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.api.sessions import message_response
+from opencrab.server.auth import UNAUTHORIZED, TokenWatch
 from opencrab.server.live import Client, EventHub, event_message
 
 log = logging.getLogger(__name__)
 
-FORBIDDEN_ORIGIN = 4403
 MAX_SUBSCRIPTIONS = 100
 
 
@@ -156,16 +158,6 @@ def _problem(exc: PydanticValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
     return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg"))
-
-
-def origin_allowed(websocket: WebSocket, settings: Settings) -> bool:
-    """No Origin (not a browser), the server's own origin, or a configured one."""
-    origin = websocket.headers.get("origin")
-    if not origin:
-        return True
-    if origin in settings.gateway.rest.cors_origins:
-        return True
-    return urlsplit(origin).netloc == websocket.headers.get("host", "")
 
 
 class Connection:
@@ -395,12 +387,27 @@ def _step_message(step: Any, request_id: str) -> dict[str, Any] | None:
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     app = websocket.app
-    if not origin_allowed(websocket, app.state.settings):
-        await websocket.close(FORBIDDEN_ORIGIN, "origin not allowed")
-        return
     await websocket.accept()
     runner = getattr(app.state, "discussions", None)
-    await Connection(websocket, app.state.runtime, app.state.hub, runner).serve()
+    connection = Connection(websocket, app.state.runtime, app.state.hub, runner)
+    token: ApiToken | None = websocket.scope.get("state", {}).get("api_token")
+    watch: TokenWatch | None = getattr(app.state, "token_watch", None)
+    if token is None or watch is None:
+        await connection.serve()
+        return
+    revoked = watch.watch(token.id)
+    closer = asyncio.create_task(_close_when_revoked(revoked, connection.client))
+    try:
+        await connection.serve()
+    finally:
+        closer.cancel()
+        watch.forget(token.id, revoked)
+
+
+async def _close_when_revoked(revoked: asyncio.Event, client: Client) -> None:
+    """Drop the connection (4401) once the token it was opened with is revoked."""
+    await revoked.wait()
+    client.drop(UNAUTHORIZED, "bearer token revoked")
 
 
 @hookimpl
