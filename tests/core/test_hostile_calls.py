@@ -1,0 +1,55 @@
+"""Hostile tool calls: arguments nested past every parser's limit and paths longer than
+the OS allows become error results the model sees, recorded as events, never a crash."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opencrab.core.agent import Agent
+from opencrab.core.runtime import Runtime
+from opencrab.event_log import EventLog
+from opencrab.events import ToolCallEvent, ToolResultEvent
+from opencrab.llm.types import ToolCall
+from opencrab.store import Database
+from tests.core.conftest import speak
+from tests.fakes.scripted_provider import ScriptedProvider, reply
+
+
+def _nested(depth: int) -> str:
+    return '{"path": "a.md", "content": "x", "extra": ' + "[" * depth + "]" * depth + "}"
+
+
+def _raw_call(name: str, raw: str, arguments: Any) -> ToolCall:
+    return ToolCall(id="call_deep", name=name, arguments=arguments, raw_arguments=raw)
+
+
+async def test_deeply_nested_arguments_become_a_recorded_error_result(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, db: Database
+) -> None:
+    raws = [_nested(255), _nested(5000)]
+    parsed: list[Any] = []
+    for raw in raws:
+        try:
+            parsed.append(json.loads(raw))
+        except RecursionError:
+            parsed.append(raw)  # what a provider's parse_arguments leaves: the raw text
+    scripted.outcomes.clear()
+    scripted.then(
+        reply(tool_calls=[_raw_call("ws_write", raws[0], parsed[0])]),
+        reply(tool_calls=[_raw_call("ws_write", raws[1], parsed[1])]),
+        speak("ok"),
+    )
+    result = await runtime.chat(agent, "hi")
+    assert result.reply == "ok"
+    errors = [a.result.error or "" for a in result.actions[:2]]
+    assert all("nested" in e for e in errors), errors
+    fed_back = [m for m in scripted.requests[-1].messages if m.role == "tool"]
+    assert len(fed_back) == 2
+    assert all(m.is_error for m in fed_back)
+    events = EventLog(db).trace(result.trace_id)
+    recorded = [e for e in events if isinstance(e, ToolCallEvent)][:2]
+    assert [e.content.arguments for e in recorded] == raws  # kept as the model's text
+    results = [e for e in events if isinstance(e, ToolResultEvent)][:2]
+    assert [e.content.tool_call_id for e in results] == [e.id for e in recorded]
+    assert all(e.content.is_error and "nested" in e.content.output for e in results)
