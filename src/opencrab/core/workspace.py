@@ -167,7 +167,10 @@ class Workspace:
         entries = []
         with os.scandir(location) as scan:
             for item in scan:
-                info = item.stat(follow_symlinks=False)
+                try:
+                    info = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed since the scan listed it (another write's temp file)
                 is_dir = stat.S_ISDIR(info.st_mode)
                 entries.append(
                     FileEntry(
@@ -182,15 +185,23 @@ class Workspace:
         return entries
 
     def walk(self) -> Iterator[FileEntry]:
-        """Every file below the root (no folders, no symlinks followed)."""
+        """Every file below the root (no folders, no symlinks followed); files and folders
+        that vanish while the walk runs are skipped."""
         if not self.root.is_dir():
             return
         stack = [self.root]
         while stack:
             folder = stack.pop()
-            with os.scandir(folder) as scan:
+            try:
+                scan = os.scandir(folder)
+            except FileNotFoundError:
+                continue  # a folder deleted while the tree was being walked
+            with scan:
                 for item in scan:
-                    info = item.stat(follow_symlinks=False)
+                    try:
+                        info = item.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # a file that vanished between listing and stat
                     if stat.S_ISDIR(info.st_mode):
                         stack.append(Path(item.path))
                     elif stat.S_ISREG(info.st_mode):
