@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -125,3 +126,48 @@ def test_a_websocket_subscribe_past_64_bits_is_a_validation_error(client: TestCl
         assert (answer["type"], answer["error"]) == ("error", "validation_error"), answer
         ws.send_json({"type": "subscribe", "sessionId": session["id"], "afterSeq": 0})
         assert ws.receive_json()["type"] == "subscribed"
+
+
+def test_a_download_of_a_file_with_a_non_latin1_name_uses_rfc_5987(client: TestClient) -> None:
+    new_agent(client)
+    name = '報告 "α" 😀.txt'
+    assert client.put(f"/api/agents/aki/workspace/docs/{name}", content=b"hi").status_code == 201
+    response = client.get(f"/api/agents/aki/workspace/docs/{name}", params={"download": True})
+    assert response.status_code == 200, response.text
+    assert response.content == b"hi"
+    disposition = response.headers["content-disposition"]
+    assert disposition.startswith('attachment; filename="')
+    fallback = disposition.split('filename="', 1)[1].split('"', 1)[0]
+    assert fallback.isascii()
+    assert fallback.endswith(".txt")
+    encoded = disposition.split("filename*=", 1)[1]
+    assert encoded == "UTF-8''" + quote(name, safe="")
+    plain = client.get("/api/agents/aki/workspace/docs/" + name)
+    assert "content-disposition" not in plain.headers
+
+
+def long_path() -> str:
+    """A path within the 1,024-character rule whose UTF-8 form passes the OS's limit."""
+    component = "😀" * 63  # 252 bytes: every name is within the 255-byte rule
+    path = "/".join([component] * 16)  # 1,023 characters, 4,047 bytes
+    assert len(path) <= 1024
+    assert len(path.encode()) > 4000
+    return path
+
+
+def test_a_path_over_the_os_limit_once_encoded_is_a_400(
+    client: TestClient, settings: Settings
+) -> None:
+    new_agent(client)
+    url = "/api/agents/aki/workspace/" + long_path()
+    responses = [
+        client.put(url, content=b"data"),
+        client.get(url),
+        client.delete(url),
+        client.get("/api/agents/aki/workspace", params={"path": long_path()}),
+    ]
+    for response in responses:
+        message = error_of(response, 400, "workspace_error")
+        assert "UTF-8" in message
+        assert str(settings.data_dir) not in message
+    assert client.get("/api/agents/aki/workspace").json()["entries"] == []

@@ -255,6 +255,9 @@ class ActionRegistry:
             return await action.execute(arguments, ctx)
         except OpenCrabError as exc:
             return ActionResult.fail(str(exc))
+        except OSError as exc:  # its text would name a server path the model must not see
+            log.exception("action %s failed", name)
+            return ActionResult.fail(f"{name} failed: {exc.strerror or type(exc).__name__}")
         except Exception as exc:
             log.exception("action %s failed", name)
             return ActionResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
