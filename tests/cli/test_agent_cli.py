@@ -427,3 +427,24 @@ def test_creating_an_agent_with_a_non_prime_heartbeat_warns(tmp_path: Path) -> N
     assert "heartbeat interval 30 s is not a prime; nearest primes: 29, 31" in err
     code, _, err = run("agent", "create", "--name", "odd")
     assert "not a prime" not in err  # the default, 29 s, is one
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text"),
+    [
+        (".json", '{"name": "x", "soul": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        (".yaml", "name: x\nsoul: " + "[" * 100_000 + "]" * 100_000 + "\n"),
+        (".toml", 'name = "x"\nsoul = ' + "[" * 100_000 + "]" * 100_000 + "\n"),
+    ],
+)
+def test_a_deeply_nested_persona_file_is_a_clear_error_naming_it(
+    tmp_path: Path, suffix: str, text: str
+) -> None:
+    persona = tmp_path / f"deep{suffix}"
+    persona.write_text(text)
+    code, out, err = run("agent", "create", "--persona", str(persona))
+    assert code == 1
+    assert f"deep{suffix}" in err
+    assert "nested too deeply" in err
+    assert "Traceback" not in err + out
+    assert json.loads(ok("agent", "list", "--json")) == []

@@ -2,8 +2,9 @@
 
 An action is a small class with a name, a description, a JSON Schema for its arguments
 and an async `execute`. The registry validates arguments against the schema before an
-action runs; a call the model gets wrong (unknown name, arguments that are not JSON, a
-schema violation) comes back as an error result the model sees, never as an exception.
+action runs; a call the model gets wrong (unknown name, arguments that are not JSON or
+are nested more than MAX_ARGUMENT_DEPTH levels deep, a schema violation) comes back as an
+error result the model sees, never as an exception.
 `execute` runs on the event loop: blocking file or database work in it goes through
 `await opencrab.offload.run_blocking(fn, ...)` (writes through `ctx.write` already join
 the step's transaction, which the engine commits off the loop).
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
     from opencrab.store import Database
 
 log = logging.getLogger(__name__)
+
+# arguments nested deeper than this are refused before anything walks them: no action's
+# schema comes close, and the serialisers that record a call give up near 255 levels
+MAX_ARGUMENT_DEPTH = 64
 
 
 class SideEffect(BaseModel):
@@ -240,6 +245,10 @@ class ActionRegistry:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 return ActionResult.fail(f"arguments for {name} are not valid JSON: {exc}")
+            except RecursionError:
+                return ActionResult.fail(_too_deep(name))
+        if nested_too_deep(arguments):
+            return ActionResult.fail(_too_deep(name))
         try:
             action = self.validate(name, arguments, allowed)
         except ActionCallError as exc:
@@ -248,9 +257,33 @@ class ActionRegistry:
             return await action.execute(arguments, ctx)
         except OpenCrabError as exc:
             return ActionResult.fail(str(exc))
+        except OSError as exc:  # its text would name a server path the model must not see
+            log.exception("action %s failed", name)
+            return ActionResult.fail(f"{name} failed: {exc.strerror or type(exc).__name__}")
         except Exception as exc:
             log.exception("action %s failed", name)
             return ActionResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
+
+
+def nested_too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """True when lists and objects in `value` nest more than `limit` levels deep."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep(name: str) -> str:
+    return (
+        f"arguments for {name} are nested more than {MAX_ARGUMENT_DEPTH} levels deep; "
+        "send a flat JSON object as the action's schema describes"
+    )
 
 
 def _explain(error: jsonschema.ValidationError) -> str:

@@ -107,13 +107,14 @@ def _import(
     data_dir: Path | None,
     as_json: bool,
 ) -> None:
-    from opencrab.importers.common import file_size
+    from opencrab.importers.common import ReadLimits, file_size
     from opencrab.importers.store import Importer
 
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     try:
-        importer = Importer(db, source)
+        limits = ReadLimits.of(settings.imports.max_decompressed_mb, settings.imports.max_lines)
+        importer = Importer(db, source, limits=limits)
         files, _ = importer.find(paths)
         if not files:
             where = ", ".join(str(p) for p in paths)

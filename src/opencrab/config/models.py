@@ -159,6 +159,13 @@ class DatabaseSection(Section):
     busy_timeout_ms: int = Field(default=5000, ge=0)
 
 
+class ImportsSection(Section):
+    # what `opencrab import` takes from one transcript file, counted after decompression:
+    # a file over either is reported as a problem and not imported
+    max_decompressed_mb: int = Field(default=512, ge=1)
+    max_lines: int = Field(default=1_000_000, ge=1)
+
+
 class Settings(Section):
     """The whole, validated configuration."""
 
@@ -168,6 +175,7 @@ class Settings(Section):
     gateway: GatewaySection = Field(default_factory=GatewaySection)
     dashboard: DashboardSection = Field(default_factory=DashboardSection)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
+    imports: ImportsSection = Field(default_factory=ImportsSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
 
     @property

@@ -476,6 +476,10 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
             raise ValidationError(f"{path}: persona files are .toml, .yaml, .yml or .json")
     except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
         raise ValidationError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from None
+    except RecursionError:  # the parsers recurse once per level
+        raise ValidationError(
+            f"{path}: lists or tables nested too deeply for a persona file"
+        ) from None
     if not isinstance(data, dict):
         raise ValidationError(f"{path}: the persona must be a table/mapping of keys")
     if name is not None:

@@ -25,6 +25,7 @@ add nothing (core/permissions.py). Any other name gets an error result the model
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -33,7 +34,14 @@ from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
-from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
+from opencrab.actions.base import (
+    MAX_ARGUMENT_DEPTH,
+    ActionContext,
+    ActionRegistry,
+    ActionResult,
+    TurnState,
+    nested_too_deep,
+)
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.context import (
@@ -543,6 +551,7 @@ class _Turn:
         logs: list[SessionLog] = []
         parent = self.last_event
         self._call_events = []
+        reply.tool_calls[:] = [_defused(call) for call in reply.tool_calls]
         self._calls = list(reply.tool_calls)
         self._answered = set()
         if reply.tool_calls and reply.text.strip():
@@ -902,6 +911,20 @@ def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> T
             "cost_usd": reply.cost_usd,
         },
     )
+
+
+def _defused(call: ToolCall) -> ToolCall:
+    """The call with over-deep arguments kept as text only: the registry refuses it, and
+    nothing records or sends on a structure no serialiser can walk."""
+    if not nested_too_deep(call.arguments):
+        return call
+    text = call.raw_arguments
+    if text is None:
+        try:
+            text = json.dumps(call.arguments, ensure_ascii=False)
+        except RecursionError:
+            text = f"(arguments nested more than {MAX_ARGUMENT_DEPTH} levels deep)"
+    return ToolCall(id=call.id, name=call.name, arguments=text, raw_arguments=text)
 
 
 def _jsonable(call: ToolCall) -> Any:

@@ -5,7 +5,9 @@ checked before the filesystem is touched (DESIGN.md "Security defaults"):
 
 - refused outright: empty names where a file is needed, NUL and other control
   characters, absolute paths, Windows drive letters and UNC prefixes, backslashes,
-  `..` components, a component over 255 bytes, a path over 1,024 characters;
+  `..` components, a component over 255 bytes, a path over 1,024 characters, a path
+  that with the workspace's own location is over the system's limit once UTF-8 encoded
+  (errors name the path as the agent gave it, never the server's absolute location);
 - then every existing component below the root is checked with lstat: a symlink
   anywhere in the path is refused (and files are opened with O_NOFOLLOW), so a link
   planted by some other means still cannot lead outside;
@@ -50,6 +52,18 @@ MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 RECONCILE_SECS = 30.0  # a refusal recounts the tree when the last count is older
+# room kept below the system's limit for the temp file a write puts beside its target
+_TEMP_NAME_ROOM = 32
+
+
+def _system_path_max() -> int:
+    try:
+        return max(256, os.pathconf("/", "PC_PATH_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 4096  # Linux's PATH_MAX
+
+
+SYSTEM_PATH_MAX = _system_path_max()
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,13 @@ class Workspace:
                 )
         if not parts and not allow_root:
             raise WorkspaceError("path is empty; name a file or folder in your workspace")
+        encoded = sum(len(p.encode("utf-8")) + 1 for p in parts)
+        if len(os.fsencode(self.root)) + encoded + _TEMP_NAME_ROOM >= SYSTEM_PATH_MAX:
+            raise WorkspaceError(
+                f"path {shown} is {encoded} bytes in UTF-8, which inside your workspace is "
+                f"over the system's limit of {SYSTEM_PATH_MAX} bytes; use shorter names or "
+                "fewer folders"
+            )
         return parts
 
     def resolve(self, path: str, *, allow_root: bool = False, final_link: bool = False) -> Path:
@@ -240,7 +261,10 @@ class Workspace:
         entries = []
         with os.scandir(location) as scan:
             for item in scan:
-                info = item.stat(follow_symlinks=False)
+                try:
+                    info = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed since the scan listed it (another write's temp file)
                 is_dir = stat.S_ISDIR(info.st_mode)
                 entries.append(
                     FileEntry(

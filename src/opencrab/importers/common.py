@@ -10,6 +10,7 @@ import tables, the event log, the agent's memory and the LLM metrics.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +23,11 @@ import nh3
 import orjson
 
 ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
-MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are reported, not parsed
+MB = 1024 * 1024
+MAX_LINE_BYTES = 64 * MB  # longer lines are reported, not parsed (nor held whole)
+OVERLONG_MARK = b"\x00opencrab: over-long line "
+"""How a line over the limit is stood in for by read_lines: the mark, its size in bytes and
+the SHA-256 of its bytes (so an appended file still proves its start unchanged)."""
 MAX_DEPTH = 200
 """Deepest nesting of arrays and objects taken from a file (orjson parses 1024 levels but
 writes 254 at most, and a message wraps what it keeps in a few levels of its own)."""
@@ -165,7 +170,10 @@ def json_lines(
                 if index >= skip_lines:
                     result.blank_lines += 1
                 continue
-            if len(stripped) > MAX_LINE_BYTES:
+            if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
+                length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
+                reason = f"line of {length} bytes is too long"
+            elif len(stripped) > MAX_LINE_BYTES:
                 reason = f"line of {len(stripped)} bytes is too long"
             elif not ends:  # cut off mid-write: read again next time
                 result.consumed_lines -= 1
@@ -220,16 +228,73 @@ def too_deep(text: bytes | str, value: Any) -> bool:
 
 
 # ------------------------------------------------------------------ reading files
-def read_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines as bytes (`.zst` files decompressed on the fly)."""
-    if path.suffix == ".zst":
-        import zstandard
+@dataclass(frozen=True)
+class ReadLimits:
+    """What an import takes from one file, counted after decompression (`[imports]`)."""
 
-        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            yield from io.BufferedReader(reader, 1 << 20)
-        return
+    max_bytes: int = 512 * MB
+    max_lines: int = 1_000_000
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer line is reported, never held whole
+
+    @classmethod
+    def of(cls, max_decompressed_mb: int, max_lines: int) -> ReadLimits:
+        return cls(max_bytes=max_decompressed_mb * MB, max_lines=max_lines)
+
+
+class FileTooLarge(Exception):
+    """A file gave more bytes or lines than ReadLimits allow; the import refuses it whole."""
+
+
+def read_lines(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes (`.zst` files decompressed on the fly), within `limits`:
+    FileTooLarge past the bytes or lines allowed, and a line over `max_line_bytes` read
+    in pieces and yielded as a short stand-in (OVERLONG_MARK, its size, its SHA-256)."""
+    limits = limits or ReadLimits()
     with path.open("rb") as handle:
-        yield from handle
+        if path.suffix == ".zst":
+            import zstandard
+
+            with zstandard.ZstdDecompressor().stream_reader(handle) as reader:
+                yield from _lines(io.BufferedReader(reader, 1 << 20), limits)
+            return
+        yield from _lines(handle, limits)
+
+
+def _lines(stream: io.BufferedReader, limits: ReadLimits) -> Iterator[bytes]:
+    readline = stream.readline
+    longest = limits.max_line_bytes + 1
+    total = lines = 0
+    while line := readline(longest):
+        lines += 1
+        total += len(line)
+        if lines > limits.max_lines:
+            raise FileTooLarge(
+                f"more than {limits.max_lines} lines; not imported (the limit is "
+                "[imports] max_lines)"
+            )
+        if total > limits.max_bytes:
+            raise _too_many_bytes(limits)
+        if len(line) > limits.max_line_bytes:
+            size, digest = len(line), hashlib.sha256(line)
+            while not line.endswith(b"\n"):
+                line = readline(1 << 20)
+                if not line:
+                    break
+                size += len(line)
+                total += len(line)
+                if total > limits.max_bytes:
+                    raise _too_many_bytes(limits)
+                digest.update(line)
+            end = b"\n" if line.endswith(b"\n") else b""
+            line = OVERLONG_MARK + f"{size} {digest.hexdigest()}".encode() + end
+        yield line
+
+
+def _too_many_bytes(limits: ReadLimits) -> FileTooLarge:
+    return FileTooLarge(
+        f"more than {limits.max_bytes // MB} MB of lines once decompressed; not imported "
+        "(the limit is [imports] max_decompressed_mb)"
+    )
 
 
 def find_files(

@@ -47,7 +47,9 @@ from opencrab.event_log import COLUMNS as EVENT_COLUMNS
 from opencrab.importers import claude, codex, codex_scan
 from opencrab.importers.common import (
     Entry,
+    FileTooLarge,
     Problem,
+    ReadLimits,
     Transcript,
     file_size,
     parse_time,
@@ -196,8 +198,9 @@ class ImportSummary:
 class _Reader:
     """The file's lines, hashing them and keeping those past `skip` (the new ones)."""
 
-    def __init__(self, path: Path, skip: int, check_bytes: int) -> None:
+    def __init__(self, path: Path, skip: int, check_bytes: int, limits: ReadLimits) -> None:
         self.path = path
+        self.limits = limits
         self.skip = skip
         self.check_bytes = check_bytes
         self.hash = hashlib.sha256()
@@ -207,7 +210,7 @@ class _Reader:
         self._held: bytes | None = None  # the last line is hashed once known to be kept
 
     def __iter__(self) -> Iterator[bytes]:
-        for index, raw in enumerate(read_lines(self.path)):
+        for index, raw in enumerate(read_lines(self.path, self.limits)):
             if self._held is not None:
                 self.hash.update(self._held)
                 self._held = None
@@ -250,6 +253,7 @@ class Importer:
         *,
         agent_id: str | None = None,
         prices: PriceBook | None = None,
+        limits: ReadLimits | None = None,
     ) -> None:
         known = SOURCES
         if source not in known:
@@ -261,6 +265,7 @@ class Importer:
             with db.read() as conn:
                 prices = PriceBook.load(conn)
         self.prices = prices
+        self.limits = limits or ReadLimits()  # what one file may give ([imports])
         self._compress = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
         self._prices: dict[tuple[str, str], ModelPrice | None] = {}
 
@@ -314,7 +319,7 @@ class Importer:
         if row is not None and row.file_size == stat.st_size and row.file_mtime == stat.st_mtime:
             return FileResult(str(path), session_id, "unchanged")
         skip = row.lines if row is not None else 0
-        reader = _Reader(path, skip, row.bytes if row is not None else 0)
+        reader = _Reader(path, skip, row.bytes if row is not None else 0, self.limits)
         try:
             with paused_gc():
                 scanned = self.source.scan(reader, str(path), skip_lines=skip, mtime=stat.st_mtime)
@@ -324,6 +329,10 @@ class Importer:
                 session_id,
                 "failed",
                 problems=[Problem(str(path), 0, f"cannot read: {exc}")],
+            )
+        except FileTooLarge as exc:  # a decompression bomb, a flood of lines
+            return FileResult(
+                str(path), session_id, "failed", problems=[Problem(str(path), 0, str(exc))]
             )
         if row is not None and (
             reader.read < row.bytes or reader.prefix_digest != row.prefix_sha256

@@ -114,7 +114,7 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[Any, str | None]:
         return {}, raw
     try:
         return json.loads(raw), raw
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return raw, raw
 
 

@@ -52,3 +52,16 @@ Period = Annotated[
     ),
 ]
 """A `?period=` parameter (see opencrab.llm.metrics.period_start)."""
+
+
+MAX_SQL_INTEGER = 2**63 - 1
+"""The largest integer a database column holds (SQLite INTEGER, PostgreSQL BIGINT)."""
+
+AfterId = Annotated[
+    int,
+    Query(alias="afterId", ge=0, le=MAX_SQL_INTEGER, description="Only rows with a larger id."),
+]
+"""An `?afterId=` parameter: past the database's integers it is a 400, not an overflow."""
+
+Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="Rows to skip.")]
+"""An `?offset=` parameter, bounded like every integer the API takes."""

@@ -30,7 +30,7 @@ from opencrab.gateway.base import MessageText
 from opencrab.plugins import hookimpl
 from opencrab.server.api.sessions import MessageResponse, message_response
 from opencrab.server.deps import RuntimeDep
-from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 
 router = APIRouter(prefix="/api", tags=["Discussions"])
 
@@ -187,7 +187,7 @@ def list_all(
     runtime: RuntimeDep,
     status: Literal["active", "completed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    offset: Offset = 0,
 ) -> Any:
     """Discussions, most recently updated first."""
     runner = runner_of(request)
@@ -216,7 +216,7 @@ def get(discussion_id: DiscussionId, request: Request, runtime: RuntimeDep) -> A
 def messages(
     discussion_id: DiscussionId,
     runtime: RuntimeDep,
-    after_id: Annotated[int, Query(alias="afterId", ge=0)] = 0,
+    after_id: AfterId = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Any:
     """Who said what, in order; `afterId` returns only what was said since (to follow it)."""

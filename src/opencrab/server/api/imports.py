@@ -27,7 +27,7 @@ from opencrab.importers.sessions import (
 )
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep
-from opencrab.server.schemas import ApiModel, error_responses
+from opencrab.server.schemas import ApiModel, Offset, error_responses
 
 router = APIRouter(prefix="/api/imports", tags=["Imports"])
 
@@ -172,7 +172,7 @@ def list_import_sessions(
         Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     """Imported sessions, most recent first; `X-Total-Count` says how many match."""
     rows, total = import_sessions_page(
@@ -213,7 +213,7 @@ def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]
 def list_import_messages(
     session_id: SessionId,
     db: DatabaseDep,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=5_000)] = 500,
     source_type: Annotated[list[SourceType] | None, Query(alias="sourceType")] = None,
     include_raw: Annotated[

@@ -21,7 +21,7 @@ from opencrab.errors import LlmError
 from opencrab.llm.metrics import GROUPS, period_start, summarize
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, AgentStoreDep, DatabaseDep, RuntimeDep
-from opencrab.server.schemas import ApiModel, Period, error_responses
+from opencrab.server.schemas import ApiModel, Offset, Period, error_responses
 from opencrab.store.tables import llm_usage_metrics as metrics_table
 
 router = APIRouter(prefix="/api", tags=["LLM"])
@@ -214,7 +214,7 @@ def get_llm_metrics(
     db: DatabaseDep,
     period: Period = "week",
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     """The agent's LLM calls in the period, newest first (one per attempt)."""
     since = period_start(period)

@@ -33,7 +33,7 @@ from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import MessageText, RestSource, Sender
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
-from opencrab.server.schemas import ApiInput, ApiModel, error_responses
+from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
@@ -153,7 +153,7 @@ def list_all(
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
     status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    offset: Offset = 0,
 ) -> list[SessionSummary]:
     """Sessions, most recently updated first."""
     rows = list_sessions(
@@ -214,7 +214,7 @@ def end(session_id: SessionId, runtime: RuntimeDep) -> Response:
 def list_messages(
     session_id: SessionId,
     runtime: RuntimeDep,
-    after_id: Annotated[int, Query(alias="afterId", ge=0)] = 0,
+    after_id: AfterId = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> list[MessageResponse]:
     """The session's messages in order; `afterId` returns only newer ones."""

@@ -5,7 +5,8 @@ before the filesystem is touched, so `..`, absolute paths, backslashes, control
 characters and symlinks are refused with 400. Files go up as the raw request body of a
 PUT (any content type, up to the workspace quota) and come down as raw bytes. Downloads
 are served with `nosniff` and a sandboxing Content-Security-Policy: a page an agent wrote
-cannot run script in the dashboard's origin.
+cannot run script in the dashboard's origin; `?download=true` names the file with an ASCII
+`filename` and the exact name as RFC 5987 `filename*`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import mimetypes
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, HTTPException, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -53,6 +55,13 @@ class WrittenFile(ApiModel):
     path: str
     size: int
     created: bool
+
+
+def content_disposition(name: str) -> str:
+    """`attachment` naming the file: an ASCII `filename` and the exact UTF-8 name as
+    RFC 6266 / RFC 5987 `filename*` (a header cannot carry it raw)."""
+    fallback = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 def _workspace(request: Request, agent_id: str) -> Workspace:
@@ -105,8 +114,7 @@ def read_workspace_file(
     media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
     headers = dict(SAFE_DOWNLOAD_HEADERS)
     if download:
-        name = path.rsplit("/", 1)[-1].replace('"', "")
-        headers["Content-Disposition"] = f'attachment; filename="{name}"'
+        headers["Content-Disposition"] = content_disposition(path.rsplit("/", 1)[-1])
     return Response(content=data, media_type=media_type, headers=headers)
 
 

@@ -75,6 +75,7 @@ from opencrab.server.api.discussions import DiscussionResponse, describe, start_
 from opencrab.server.api.sessions import message_response
 from opencrab.server.auth import UNAUTHORIZED, TokenWatch
 from opencrab.server.live import Client, EventHub, event_message
+from opencrab.server.schemas import MAX_SQL_INTEGER
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class Ping(_In):
 class Subscribe(_In):
     type: Literal["subscribe"]
     session_id: UUID = Field(alias="sessionId")
-    after_seq: int | None = Field(default=None, alias="afterSeq", ge=0)
+    after_seq: int | None = Field(default=None, alias="afterSeq", ge=0, le=MAX_SQL_INTEGER)
 
 
 class Unsubscribe(_In):

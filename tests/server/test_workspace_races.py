@@ -1,0 +1,73 @@
+"""A workspace under concurrent uploads over a real socket: files appearing and vanishing
+during a tree scan never turn into a 500 (issue 17 §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from opencrab.config import Settings
+from opencrab.core.workspace import Workspace
+from opencrab.server.app import create_app
+from opencrab.store import Database
+from tests.server.test_up_socket import free_port
+
+UPLOADS = 300
+
+
+@pytest.fixture
+def served(settings: Settings, db: Database) -> Iterator[str]:
+    """The app on a real loopback socket, served from a thread of this process."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings, db),
+        host="127.0.0.1",
+        port=port,
+        log_level="critical",
+        timeout_keep_alive=300,  # a pooled connection is never closed under the client
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "server stopped"
+        assert time.monotonic() < deadline, "server did not start in 30 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+async def test_concurrent_uploads_into_one_workspace_never_fail_with_500(
+    served: str, settings: Settings
+) -> None:
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(base_url=served, limits=limits, timeout=120) as api:
+        created = await api.post("/api/agents", json={"name": "aki", "prompt": "Hi."})
+        agent_id = created.json()["id"]
+
+        async def upload(n: int) -> int:
+            # a few folders, so scans cross folders being filled at the same time
+            path = f"/api/agents/aki/workspace/d{n % 4}/f{n}.txt"
+            response = await api.put(path, content=b"x" * (n % 7 + 1) * 512)
+            return response.status_code
+
+        async def listing() -> int:
+            return (await api.get("/api/agents/aki/workspace")).status_code
+
+        statuses = await asyncio.gather(
+            *(upload(n) for n in range(UPLOADS)), *(listing() for _ in range(UPLOADS // 10))
+        )
+    assert Counter(statuses) == Counter({201: UPLOADS, 200: UPLOADS // 10})
+    workspace = Workspace.for_agent(settings, agent_id)
+    assert len(list(workspace.walk())) == UPLOADS
