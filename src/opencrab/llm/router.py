@@ -133,6 +133,8 @@ class LlmRouter:
         return router
 
     def register_provider(self, provider: LlmProvider) -> None:
+        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply."""
+        provider.max_reply_bytes = self.settings.llm.max_reply_bytes
         self.providers[provider.name] = provider
 
     def set_model_alias(self, alias: str, provider: str, model: str) -> None:
