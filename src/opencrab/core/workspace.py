@@ -12,6 +12,14 @@ checked before the filesystem is touched (DESIGN.md "Security defaults"):
 - writes are atomic (temp file + rename in the same folder) and refused with
   QuotaExceeded when the workspace would go over its quota (100 MB by default).
 
+What a workspace holds (bytes and regular files) is a running figure, not a walk per
+write: a UsageTracker, one per root in this process and shared by every Workspace
+opened on it (each turn, each request), counts the tree once when first needed, then
+each write and delete through Workspace changes it under the tracker's lock. Changes
+made behind its back (by hand, by another process) are found by `reconcile_usage`, and
+before a write is refused the tree is counted again if the last count is older than
+RECONCILE_SECS (so a loop of refused writes cannot make it walk every time).
+
 Example:
     ws = Workspace.for_agent(settings, agent_id)
     ws.write("notes/today.md", "# Today\\n")
@@ -26,10 +34,13 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 from opencrab.config import Settings
 from opencrab.errors import NotFoundError, QuotaExceeded, WorkspaceError
@@ -38,6 +49,7 @@ MB = 1024 * 1024
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+RECONCILE_SECS = 30.0  # a refusal recounts the tree when the last count is older
 
 
 @dataclass(frozen=True)
@@ -51,12 +63,73 @@ class FileEntry:
     modified: datetime
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a workspace holds: the bytes of its regular files and how many there are."""
+
+    bytes: int
+    files: int
+
+
+class UsageTracker:
+    """A workspace root's running Usage in this process; see the module docstring.
+
+    Change the tree only while holding `lock`, then `change` the figure by what changed;
+    `forget` it when unsure (an error half-way), and the next `figure` counts again.
+    """
+
+    _by_root: ClassVar[dict[str, UsageTracker]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.clock: Callable[[], float] = time.monotonic
+        self.counted_at: float | None = None  # when the tree was last counted
+        self._usage: Usage | None = None
+
+    @classmethod
+    def for_root(cls, root: Path) -> UsageTracker:
+        """The one tracker of `root` in this process."""
+        with cls._registry_lock:
+            return cls._by_root.setdefault(str(root), cls())
+
+    def figure(self, count: Callable[[], Usage]) -> Usage:
+        """The running figure; `count` (a walk of the tree) gives it when there is none."""
+        with self.lock:
+            if self._usage is None:
+                return self.reconcile(count)
+            return self._usage
+
+    def reconcile(self, count: Callable[[], Usage]) -> Usage:
+        """Count the tree again and keep that as the figure."""
+        with self.lock:
+            self._usage = count()
+            self.counted_at = self.clock()
+            return self._usage
+
+    def stale(self) -> bool:
+        """True when the last count is older than RECONCILE_SECS (or there was none)."""
+        return self.counted_at is None or self.clock() - self.counted_at >= RECONCILE_SECS
+
+    def change(self, size: int, files: int) -> None:
+        """Add `size` bytes and `files` files (negative for removals) to the figure."""
+        with self.lock:
+            if self._usage is not None:
+                self._usage = Usage(self._usage.bytes + size, self._usage.files + files)
+
+    def forget(self) -> None:
+        """Drop the figure: the next `figure` counts the tree again."""
+        with self.lock:
+            self._usage = None
+
+
 class Workspace:
     """An agent's jailed folder; see the module docstring."""
 
     def __init__(self, root: Path | str, *, max_size_bytes: int = 100 * MB) -> None:
         self.root = Path(root).absolute()
         self.max_size_bytes = max_size_bytes
+        self.usage_tracker = UsageTracker.for_root(self.root)
 
     @classmethod
     def for_agent(cls, settings: Settings, agent_id: str) -> Workspace:
@@ -181,16 +254,27 @@ class Workspace:
         entries.sort(key=lambda e: (not e.is_dir, e.name))
         return entries
 
-    def walk(self) -> Iterator[FileEntry]:
-        """Every file below the root (no folders, no symlinks followed)."""
-        if not self.root.is_dir():
+    def walk(self, below: Path | None = None) -> Iterator[FileEntry]:
+        """Every file below the root, or below its folder `below` (no symlinks followed).
+
+        A folder removed while it is walked is skipped (another writer's delete).
+        """
+        top = self.root if below is None else below
+        if not top.is_dir():
             return
-        stack = [self.root]
+        stack = [top]
         while stack:
             folder = stack.pop()
-            with os.scandir(folder) as scan:
+            try:
+                scan = os.scandir(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with scan:
                 for item in scan:
-                    info = item.stat(follow_symlinks=False)
+                    try:
+                        info = item.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # deleted since the folder was read
                     if stat.S_ISDIR(info.st_mode):
                         stack.append(Path(item.path))
                     elif stat.S_ISREG(info.st_mode):
@@ -202,52 +286,74 @@ class Workspace:
                             modified=datetime.fromtimestamp(info.st_mtime, UTC),
                         )
 
+    def usage(self) -> Usage:
+        """The workspace's running Usage (the tree is counted only when first needed)."""
+        return self.usage_tracker.figure(self._count)
+
     def usage_bytes(self) -> int:
-        return sum(entry.size for entry in self.walk())
+        """The bytes the workspace holds, from the running figure."""
+        return self.usage().bytes
+
+    def reconcile_usage(self) -> Usage:
+        """Count the tree again (changes made by hand are then known) and return it."""
+        return self.usage_tracker.reconcile(self._count)
+
+    def _count(self, below: Path | None = None) -> Usage:
+        size = files = 0
+        for entry in self.walk(below):
+            size += entry.size
+            files += 1
+        return Usage(size, files)
 
     # ------------------------------------------------------------ writing
     def write(self, path: str, content: str | bytes) -> int:
         """Create or replace a file atomically; returns the bytes written."""
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
         location = self.resolve(path)
-        if location.is_dir():
-            raise WorkspaceError(f"{path!r} is a folder; choose a file name")
-        old_size = location.stat().st_size if location.is_file() else 0
-        used = self.usage_bytes()
-        if used - old_size + len(data) > self.max_size_bytes:
-            raise QuotaExceeded(
-                f"writing {len(data)} bytes to {path!r} would take your workspace to "
-                f"{used - old_size + len(data)} bytes, over its quota of "
-                f"{self.max_size_bytes} bytes; delete something first"
-            )
-        self._make_parents(path, location)
-        fd, temp = tempfile.mkstemp(dir=location.parent, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, location)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        tracker = self.usage_tracker
+        with tracker.lock:
+            if location.is_dir():
+                raise WorkspaceError(f"{path!r} is a folder; choose a file name")
+            old_size, existed = _file_size(location)
+            used = self.usage().bytes
+            if used - old_size + len(data) > self.max_size_bytes and tracker.stale():
+                used = self.reconcile_usage().bytes  # maybe space was freed by hand
+            if used - old_size + len(data) > self.max_size_bytes:
+                raise QuotaExceeded(
+                    f"writing {len(data)} bytes to {path!r} would take your workspace to "
+                    f"{used - old_size + len(data)} bytes, over its quota of "
+                    f"{self.max_size_bytes} bytes; delete something first"
+                )
+            self._make_parents(path, location)
+            fd, temp = tempfile.mkstemp(dir=location.parent, prefix=".tmp-", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, location)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
+                raise
+            tracker.change(len(data) - old_size, 0 if existed else 1)
         return len(data)
 
     def edit(self, path: str, old: str, new: str) -> int:
         """Replace the one occurrence of `old` with `new`; returns the file's new size."""
         if not old:
             raise WorkspaceError("old_string is empty; give the exact text to replace")
-        text = self.read(path)
-        count = text.count(old)
-        if count == 0:
-            raise WorkspaceError(f"old_string was not found in {path!r}")
-        if count > 1:
-            raise WorkspaceError(
-                f"old_string appears {count} times in {path!r}; include more surrounding "
-                "text so that it is unique"
-            )
-        return self.write(path, text.replace(old, new, 1))
+        with self.usage_tracker.lock:  # no other write lands between the read and the write
+            text = self.read(path)
+            count = text.count(old)
+            if count == 0:
+                raise WorkspaceError(f"old_string was not found in {path!r}")
+            if count > 1:
+                raise WorkspaceError(
+                    f"old_string appears {count} times in {path!r}; include more surrounding "
+                    "text so that it is unique"
+                )
+            return self.write(path, text.replace(old, new, 1))
 
     def mkdir(self, path: str) -> None:
         """Create a folder and its parents; an existing folder is fine."""
@@ -260,14 +366,24 @@ class Workspace:
     def delete(self, path: str) -> None:
         """Delete a file, or a folder with everything in it; the root cannot be deleted."""
         location = self.resolve(path, final_link=True)
-        if not os.path.lexists(location):
-            raise NotFoundError(f"no file or folder {path!r} in your workspace")
-        if location.is_symlink():
-            location.unlink()  # the link itself, never what it points to
-        elif location.is_dir():
-            shutil.rmtree(location)
-        else:
-            location.unlink()
+        tracker = self.usage_tracker
+        with tracker.lock:
+            if not os.path.lexists(location):
+                raise NotFoundError(f"no file or folder {path!r} in your workspace")
+            if location.is_symlink():
+                location.unlink()  # the link itself, never what it points to
+            elif location.is_dir():
+                held = self._count(location)
+                try:
+                    shutil.rmtree(location)
+                except BaseException:
+                    tracker.forget()  # some of it may be gone: count again when needed
+                    raise
+                tracker.change(-held.bytes, -held.files)
+            else:
+                size, regular = _file_size(location)
+                location.unlink()
+                tracker.change(-size, -1 if regular else 0)
 
     def _make_parents(self, path: str, location: Path) -> None:
         parent = location.parent
@@ -282,3 +398,14 @@ class Workspace:
         # a link created between resolve() and here would still be caught on use, but
         # check again so the write below cannot land outside
         self.resolve(self.relative(parent), allow_root=True)
+
+
+def _file_size(location: Path) -> tuple[int, bool]:
+    """(size, True) for a regular file at `location`, else (0, False); no link followed."""
+    try:
+        info = os.lstat(location)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0, False
+    if not stat.S_ISREG(info.st_mode):
+        return 0, False
+    return info.st_size, True
