@@ -22,6 +22,7 @@
         ├── ProviderUnreachable   connection refused, reset, DNS (retryable)
         ├── MalformedResponse     a body or stream event that does not parse (retryable)
         ├── StreamInterrupted     the stream ended before it finished (retryable)
+        ├── ReplyTooLarge         a reply over `[llm] max_reply_bytes` (retryable)
         └── BudgetExceeded        a call would start over the agent's budget (not retryable)
 
 Errors a user can fix say what to do, naming the key, variable or record involved.
@@ -201,6 +202,13 @@ class MalformedResponse(LlmError):
 class StreamInterrupted(LlmError):
     code = "stream_interrupted"
     retryable = True
+
+
+class ReplyTooLarge(LlmError):
+    """A provider's reply grew over `[llm] max_reply_bytes`; reading stopped there."""
+
+    code = "reply_too_large"
+    retryable = True  # another provider may answer within the limit
 
 
 class BudgetExceeded(LlmError):

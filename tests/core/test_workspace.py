@@ -546,3 +546,21 @@ def test_no_path_ever_writes_outside_the_root(
             assert not os.path.lexists(naive)
     finally:
         shutil.rmtree(base)
+
+
+def test_the_file_count_cap_refuses_a_new_file_but_not_a_rewrite(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "capped", max_size_bytes=1000, max_files=2)
+    ws.write("a.txt", "a")
+    ws.write("sub/b.txt", "b")
+    with pytest.raises(QuotaExceeded, match=r"holds 2 files.*max_workspace_files"):
+        ws.write("c.txt", "c")
+    assert ws.write("a.txt", "rewritten") == 9
+    ws.delete("sub")
+    ws.write("c.txt", "c")
+    assert sorted(e.path for e in ws.walk()) == ["a.txt", "c.txt"]
+
+
+def test_for_agent_uses_the_configured_file_cap(settings: Settings) -> None:
+    capped = load_settings(overrides={"agent": {"max_workspace_files": 7}})
+    assert Workspace.for_agent(capped, "x").max_files == 7
+    assert Workspace.for_agent(settings, "x").max_files == 10_000

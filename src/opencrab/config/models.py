@@ -60,6 +60,9 @@ class AgentSection(Section):
     max_workspace_size_mb: int = Field(default=100, ge=1)
     # tool calls run from one model reply; the rest get an error result the model sees
     max_tool_calls_per_reply: int = Field(default=32, ge=1)
+    max_workspace_files: int = Field(default=10_000, ge=1)  # files in one workspace
+    # what one recorded event, memory line or message stores; more is cut with a marker
+    max_event_bytes: int = Field(default=256 * 1024, ge=1024)
 
 
 class LlmModels(Section):
@@ -103,6 +106,8 @@ class LlmSection(Section):
     fallback: Fallback = Field(default_factory=Fallback)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     aliases: dict[str, ModelRef] = Field(default_factory=dict)
+    # bytes read from one provider reply (a stream's events counted); more is an error
+    max_reply_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
 
 
 def _allowed_host(text: str) -> str:

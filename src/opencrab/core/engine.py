@@ -60,6 +60,7 @@ from opencrab.core.effectiveness import TurnFacts
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
+from opencrab.core.record_cap import cap_event, cap_log, cap_said
 from opencrab.core.sessions import Said, insert_messages
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
@@ -867,11 +868,16 @@ class _Turn:
         *,
         extra: Any = None,
     ) -> None:
-        """Events, memory logs and session messages of one step, in one transaction."""
+        """Events, memory logs and session messages of one step, in one transaction;
+        each cut to `[agent] max_event_bytes` (core/record_cap.py)."""
         if self._held is not None:
             held_batch, held_logs = self._held
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
             self._held = None
+        cap = self.engine.settings.agent.max_event_bytes
+        batch = [cap_event(event, cap) for event in batch]
+        logs = [cap_log(line, cap) for line in logs]
+        chat = [cap_said(said, cap) for said in chat]
         with self.engine.db.write() as conn:
             if batch:
                 self.engine.events.append_many(batch, conn=conn, known=self._known)

@@ -12,7 +12,8 @@ checked before the filesystem is touched (DESIGN.md "Security defaults"):
   anywhere in the path is refused (and files are opened with O_NOFOLLOW), so a link
   planted by some other means still cannot lead outside;
 - writes are atomic (temp file + rename in the same folder) and refused with
-  QuotaExceeded when the workspace would go over its quota (100 MB by default).
+  QuotaExceeded when the workspace would go over its quota (100 MB by default) or a
+  new file would go over its file count (`[agent] max_workspace_files`, 10,000).
 
 What a workspace holds (bytes and regular files) is a running figure, not a walk per
 write: a UsageTracker, one per root in this process and shared by every Workspace
@@ -21,6 +22,11 @@ each write and delete through Workspace changes it under the tracker's lock. Cha
 made behind its back (by hand, by another process) are found by `reconcile_usage`, and
 before a write is refused the tree is counted again if the last count is older than
 RECONCILE_SECS (so a loop of refused writes cannot make it walk every time).
+
+Writes that take time (uploads, core/workspace_upload.py) reserve their bytes, and a
+new file's place, on the tracker before each piece is written; every check counts
+what is reserved as already used, so writes running side by side never add up to more
+than the quota.
 
 Example:
     ws = Workspace.for_agent(settings, agent_id)
@@ -100,6 +106,8 @@ class UsageTracker:
         self.clock: Callable[[], float] = time.monotonic
         self.counted_at: float | None = None  # when the tree was last counted
         self._usage: Usage | None = None
+        self.reserved = Usage(0, 0)  # promised to writes in flight, not yet in the figure
+        self.uploads = 0  # uploads in flight (their temp files are not in the tree)
 
     @classmethod
     def for_root(cls, root: Path) -> UsageTracker:
@@ -140,19 +148,26 @@ class UsageTracker:
 class Workspace:
     """An agent's jailed folder; see the module docstring."""
 
-    def __init__(self, root: Path | str, *, max_size_bytes: int = 100 * MB) -> None:
+    def __init__(
+        self, root: Path | str, *, max_size_bytes: int = 100 * MB, max_files: int = 10_000
+    ) -> None:
         self.root = Path(root).absolute()
         self.max_size_bytes = max_size_bytes
+        self.max_files = max_files
         self.usage_tracker = UsageTracker.for_root(self.root)
 
     @classmethod
     def for_agent(cls, settings: Settings, agent_id: str) -> Workspace:
-        """The workspace at `[agent] workspace_path` with the configured quota."""
-        template = settings.agent.workspace_path
-        root = template.replace("{data_dir}", str(settings.data_dir)).replace(
+        """The workspace at `[agent] workspace_path` with the configured quota and file cap."""
+        agent = settings.agent
+        root = agent.workspace_path.replace("{data_dir}", str(settings.data_dir)).replace(
             "{agent_id}", str(agent_id)
         )
-        return cls(root, max_size_bytes=settings.agent.max_workspace_size_mb * MB)
+        return cls(
+            root,
+            max_size_bytes=agent.max_workspace_size_mb * MB,
+            max_files=agent.max_workspace_files,
+        )
 
     # ------------------------------------------------------------ paths
     def check(self, path: str, *, allow_root: bool = False) -> tuple[str, ...]:
@@ -339,15 +354,7 @@ class Workspace:
             if location.is_dir():
                 raise WorkspaceError(f"{path!r} is a folder; choose a file name")
             old_size, existed = _file_size(location)
-            used = self.usage().bytes
-            if used - old_size + len(data) > self.max_size_bytes and tracker.stale():
-                used = self.reconcile_usage().bytes  # maybe space was freed by hand
-            if used - old_size + len(data) > self.max_size_bytes:
-                raise QuotaExceeded(
-                    f"writing {len(data)} bytes to {path!r} would take your workspace to "
-                    f"{used - old_size + len(data)} bytes, over its quota of "
-                    f"{self.max_size_bytes} bytes; delete something first"
-                )
+            self.admit(path, len(data) - old_size, 0 if existed else 1)
             self._make_parents(path, location)
             fd, temp = tempfile.mkstemp(dir=location.parent, prefix=".tmp-", suffix=".part")
             try:
@@ -362,6 +369,35 @@ class Workspace:
                 raise
             tracker.change(len(data) - old_size, 0 if existed else 1)
         return len(data)
+
+    def admit(self, path: str, size: int, files: int) -> None:
+        """QuotaExceeded unless `size` more bytes and `files` more files fit, counting
+        what is reserved as used; hold the tracker's lock until the write is done."""
+        tracker = self.usage_tracker
+        with tracker.lock:
+            usage = self.usage()
+            if not self._fits(usage, size, files) and tracker.stale():
+                usage = self.reconcile_usage()  # maybe space was freed by hand
+            reserved = tracker.reserved
+            if files > 0 and usage.files + reserved.files + files > self.max_files:
+                raise QuotaExceeded(
+                    f"cannot create {path!r}: your workspace holds {usage.files + reserved.files}"
+                    f" files, its limit is {self.max_files} files ([agent] max_workspace_files);"
+                    " delete some first"
+                )
+            total = usage.bytes + reserved.bytes + size
+            if size > 0 and total > self.max_size_bytes:
+                raise QuotaExceeded(
+                    f"writing {size} more bytes to {path!r} would take your workspace to "
+                    f"{total} bytes, over its quota of {self.max_size_bytes} bytes; "
+                    "delete something first"
+                )
+
+    def _fits(self, usage: Usage, size: int, files: int) -> bool:
+        reserved = self.usage_tracker.reserved
+        bytes_ok = size <= 0 or usage.bytes + reserved.bytes + size <= self.max_size_bytes
+        files_ok = files <= 0 or usage.files + reserved.files + files <= self.max_files
+        return bytes_ok and files_ok
 
     def edit(self, path: str, old: str, new: str) -> int:
         """Replace the one occurrence of `old` with `new`; returns the file's new size."""

@@ -20,6 +20,7 @@ from typing import Any
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import ProviderNotConfigured
 from opencrab.instance import event_hooks
+from opencrab.llm.reply_cap import DEFAULT_MAX_REPLY_BYTES, reply_cap_hook
 from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse, ModelInfo
 
 ProviderFactory = Callable[..., "LlmProvider"]
@@ -35,6 +36,8 @@ class LlmProvider(ABC):
     """
 
     name: str
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    """Bytes read from one reply before it is refused; the router sets `[llm] max_reply_bytes`."""
 
     def __init__(self, config: ProviderConfig | None = None, *, name: str | None = None) -> None:
         self.config = config or ProviderConfig()
@@ -93,12 +96,15 @@ class LlmProvider(ABC):
     def http_hooks(self) -> dict[str, list[Callable[..., Any]]]:
         """httpx event hooks every HTTP client of a provider uses: they send this
         process's instance mark and refuse a server answering as OpenCrab (setting
-        `refused`), so a provider pointed at OpenCrab's own `/v1` is never used."""
+        `refused`), so a provider pointed at OpenCrab's own `/v1` is never used, and
+        stop reading a reply at `max_reply_bytes` (opencrab.llm.reply_cap)."""
 
         def refuse(reason: str) -> None:
             self.refused = reason
 
-        return event_hooks(self.name, refuse)
+        hooks = event_hooks(self.name, refuse)
+        hooks["response"].append(reply_cap_hook(self.name, lambda: self.max_reply_bytes))
+        return hooks
 
     def timeout_for(self, request: ChatRequest) -> float:
         return request.timeout if request.timeout is not None else self.config.timeout_secs

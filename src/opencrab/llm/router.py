@@ -137,6 +137,8 @@ class LlmRouter:
         return router
 
     def register_provider(self, provider: LlmProvider) -> None:
+        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply."""
+        provider.max_reply_bytes = self.settings.llm.max_reply_bytes
         self.providers[provider.name] = provider
         self.redactor.add(provider.config.api_key)
 

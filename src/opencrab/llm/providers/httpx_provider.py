@@ -10,7 +10,9 @@ the wire into the `LlmError` tree:
   stream that goes silent that long fails too → ProviderTimeout;
 - connection refused, DNS, reset before the reply → ProviderUnreachable;
 - a streamed body that breaks off after it started → StreamInterrupted;
-- a body or stream line that is not a JSON object → MalformedResponse.
+- a body or stream line that is not a JSON object → MalformedResponse;
+- a reply over `[llm] max_reply_bytes` → ReplyTooLarge, while it is read (the client's
+  hooks, `LlmProvider.http_hooks`; the SDK providers share them).
 
 Nothing is retried here: the router is the one retry and fallback loop.
 """

@@ -3,7 +3,9 @@
 The same jail as the agent's own ws_* actions (core/workspace.py): every path is checked
 before the filesystem is touched, so `..`, absolute paths, backslashes, control
 characters and symlinks are refused with 400. Files go up as the raw request body of a
-PUT (any content type, up to the workspace quota) and come down as raw bytes. Downloads
+PUT (any content type), streamed to disk and reserved against the workspace's quota and
+file cap as they arrive (core/workspace_upload.py): over either, 413 and nothing kept.
+They come down as raw bytes. Downloads
 are served with `nosniff` and a sandboxing Content-Security-Policy: a page an agent wrote
 cannot run script in the dashboard's origin; `?download=true` names the file with an ASCII
 `filename` and the exact name as RFC 5987 `filename*`.
@@ -11,6 +13,7 @@ cannot run script in the dashboard's origin; `?download=true` names the file wit
 
 from __future__ import annotations
 
+import contextlib
 import mimetypes
 from datetime import datetime
 from typing import Annotated, Any
@@ -18,9 +21,12 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, HTTPException, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from opencrab.config import Settings
 from opencrab.core.workspace import Workspace
+from opencrab.core.workspace_upload import Upload
+from opencrab.errors import QuotaExceeded
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep
 from opencrab.server.schemas import ApiModel, error_responses
@@ -30,6 +36,7 @@ router = APIRouter(prefix="/api", tags=["Workspace"])
 FilePath = Annotated[
     str, Path(description="A path inside the workspace, e.g. notes/today.md.", max_length=1024)
 ]
+WRITE_BYTES = 256 * 1024  # an upload is written in pieces of about this size
 SAFE_DOWNLOAD_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": "default-src 'none'; sandbox",
@@ -138,26 +145,53 @@ async def write_workspace_file(
 ) -> dict[str, Any]:
     """Upload a file: the request body is stored as is (201 when new, 200 when replaced).
 
-    Parent folders are created; a body that would take the workspace over its quota is
-    refused with 413 and nothing is written.
+    Parent folders are created; a body that would take the workspace over its quota or
+    its file cap is refused with 413 and nothing is written. The body is streamed to
+    disk, room reserved before each piece; a declared Content-Length is reserved at once.
     """
     ws = _workspace(request, agent.id)
     ws.check(path)  # a bad path is refused before the body is read
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > ws.max_size_bytes:
-            raise HTTPException(
-                413, f"the upload is over the workspace quota of {ws.max_size_bytes} bytes"
-            )
-
-    def write() -> tuple[int, bool]:
-        created = not ws.exists(path)
-        return ws.write(path, bytes(data)), created
-
-    size, created = await run_in_threadpool(write)
+    declared = _content_length(request)
+    if declared is not None and declared > ws.max_size_bytes:
+        raise HTTPException(
+            413, f"the upload is over the workspace quota of {ws.max_size_bytes} bytes"
+        )
+    try:
+        upload = await run_in_threadpool(Upload, ws, path, expected=declared)
+    except QuotaExceeded:
+        await _drain(request, declared)
+        raise
+    try:
+        pending = bytearray()
+        async for chunk in request.stream():
+            pending += chunk
+            if len(pending) >= WRITE_BYTES:
+                piece, pending = pending, bytearray()
+                await run_in_threadpool(upload.write, piece)
+        await run_in_threadpool(upload.write, pending)
+        created = await run_in_threadpool(upload.commit)
+    except QuotaExceeded:
+        await _drain(request, declared)
+        raise
+    finally:
+        await run_in_threadpool(upload.close)
     response.status_code = 201 if created else 200
-    return {"path": path, "size": size, "created": created}
+    return {"path": path, "size": upload.written, "created": created}
+
+
+def _content_length(request: Request) -> int | None:
+    value = request.headers.get("content-length", "")
+    return int(value) if value.isdigit() else None
+
+
+async def _drain(request: Request, declared: int | None) -> None:
+    """Read (and drop) the rest of a refused body the client declared, so that it gets
+    the 413 rather than a reset connection; a body of unknown length is not waited for."""
+    if declared is None:
+        return
+    with contextlib.suppress(ClientDisconnect):
+        async for _ in request.stream():
+            pass
 
 
 @router.delete(
