@@ -10,6 +10,7 @@
     │   └── SkillFileError        a malformed skill file (file, line and reason)
     ├── NotFoundError             a referenced record does not exist
     ├── ConflictError             the request clashes with stored state (a duplicate name)
+    ├── TurnTimeout               a turn ran past its deadline ([agent] turn_timeout_secs)
     └── LlmError                  an LLM call failed; `retryable` tells the router whether
         │                         another attempt or provider may succeed
         ├── ProviderNotConfigured no key, no SDK, or no server for the provider (not retryable)
@@ -22,6 +23,7 @@
         ├── ProviderUnreachable   connection refused, reset, DNS (retryable)
         ├── MalformedResponse     a body or stream event that does not parse (retryable)
         ├── StreamInterrupted     the stream ended before it finished (retryable)
+        ├── EmptyReply            the model answered with neither text nor tool calls
         └── BudgetExceeded        a call would start over the agent's budget (not retryable)
 
 Errors a user can fix say what to do, naming the key, variable or record involved.
@@ -124,6 +126,12 @@ class ConflictError(OpenCrabError):
     code = "conflict"
 
 
+class TurnTimeout(OpenCrabError):
+    """A turn ran past its overall deadline (`[agent] turn_timeout_secs`) and was ended."""
+
+    code = "turn_timeout"
+
+
 class LlmError(OpenCrabError):
     """An LLM call failed. `retryable` errors may succeed on another attempt or provider."""
 
@@ -201,6 +209,12 @@ class MalformedResponse(LlmError):
 class StreamInterrupted(LlmError):
     code = "stream_interrupted"
     retryable = True
+
+
+class EmptyReply(LlmError):
+    """The model's reply had neither text nor tool calls: nothing to say or do."""
+
+    code = "empty_reply"
 
 
 class BudgetExceeded(LlmError):

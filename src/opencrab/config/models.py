@@ -57,6 +57,9 @@ class AgentSection(Section):
     heartbeat_interval_secs: int = Field(default=29, ge=1)
     workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
     max_workspace_size_mb: int = Field(default=100, ge=1)
+    # a turn's overall deadline (every model call included); past it the turn ends
+    # with a turn_timeout error
+    turn_timeout_secs: float = Field(default=300.0, gt=0)
 
 
 class LlmModels(Section):
@@ -108,6 +111,8 @@ class RestGateway(Section):
     port: Port = 8080
     require_token: bool = False  # always required off loopback
     cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
+    # chat turns one WebSocket connection may run at once; more are refused
+    ws_max_turns_per_connection: int = Field(default=4, ge=1)
 
 
 class DiscordGateway(Section):
