@@ -63,7 +63,8 @@ async def test_a_stream_that_drips_past_the_deadline_ends_the_turn_with_a_timeou
     result = await runtime.chat(agent, "Tell me everything", stream=True)
 
     assert result.stopped_by == "turn_timeout"
-    assert result.error is not None and result.error.error == "turn_timeout"
+    assert result.error is not None
+    assert result.error.error == "turn_timeout"
     assert "turn_timeout_secs" in result.error.message
     events = EventLog(db).trace(result.trace_id)
     failed = events[-1]
@@ -88,7 +89,11 @@ async def test_a_call_that_answers_past_the_deadline_ends_the_turn_with_a_timeou
         "created": 1,
         "model": "gpt-late",
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "Late."}, "finish_reason": "stop"}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Late."},
+                "finish_reason": "stop",
+            }
         ],
     }
     fake_llm_server.reply(CHAT, Reply(delay=20, json=late))  # within the provider's timeout
@@ -109,7 +114,8 @@ async def test_an_empty_reply_is_an_error_not_a_message(
     result = await runtime.chat(agent, "hi")
     assert result.reply is None
     assert result.stopped_by == "empty_reply"
-    assert result.error is not None and "empty reply" in result.error.message
+    assert result.error is not None
+    assert "empty reply" in result.error.message
     events = EventLog(db).trace(result.trace_id)
     assert [e.type for e in events] == ["user", "message", "token_usage"]
     assert events[1].metadata == {"kind": "error", "error": "empty_reply"}
