@@ -10,6 +10,7 @@
     │   └── SkillFileError        a malformed skill file (file, line and reason)
     ├── NotFoundError             a referenced record does not exist
     ├── ConflictError             the request clashes with stored state (a duplicate name)
+    ├── TurnTimeout               a turn ran past its deadline ([agent] turn_timeout_secs)
     └── LlmError                  an LLM call failed; `retryable` tells the router whether
         │                         another attempt or provider may succeed
         ├── ProviderNotConfigured no key, no SDK, or no server for the provider (not retryable)
@@ -23,6 +24,7 @@
         ├── MalformedResponse     a body or stream event that does not parse (retryable)
         ├── StreamInterrupted     the stream ended before it finished (retryable)
         ├── ReplyTooLarge         a reply over `[llm] max_reply_bytes` (retryable)
+        ├── EmptyReply            the model answered with neither text nor tool calls
         └── BudgetExceeded        a call would start over the agent's budget (not retryable)
 
 Errors a user can fix say what to do, naming the key, variable or record involved.
@@ -125,6 +127,12 @@ class ConflictError(OpenCrabError):
     code = "conflict"
 
 
+class TurnTimeout(OpenCrabError):
+    """A turn ran past its overall deadline (`[agent] turn_timeout_secs`) and was ended."""
+
+    code = "turn_timeout"
+
+
 class LlmError(OpenCrabError):
     """An LLM call failed. `retryable` errors may succeed on another attempt or provider."""
 
@@ -209,6 +217,12 @@ class ReplyTooLarge(LlmError):
 
     code = "reply_too_large"
     retryable = True  # another provider may answer within the limit
+
+
+class EmptyReply(LlmError):
+    """The model's reply had neither text nor tool calls: nothing to say or do."""
+
+    code = "empty_reply"
 
 
 class BudgetExceeded(LlmError):

@@ -63,6 +63,9 @@ class AgentSection(Section):
     max_workspace_files: int = Field(default=10_000, ge=1)  # files in one workspace
     # what one recorded event, memory line or message stores; more is cut with a marker
     max_event_bytes: int = Field(default=256 * 1024, ge=1024)
+    # a turn's overall deadline (every model call included); past it the turn ends
+    # with a turn_timeout error
+    turn_timeout_secs: float = Field(default=300.0, gt=0)
 
 
 class LlmModels(Section):
@@ -131,6 +134,8 @@ class RestGateway(Section):
     cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
     # names the server answers to besides localhost, its loopback and bind addresses
     allowed_hosts: list[AllowedHost] = Field(default_factory=list)
+    # chat turns one WebSocket connection may run at once; more are refused
+    ws_max_turns_per_connection: int = Field(default=4, ge=1)
 
 
 class DiscordGateway(Section):

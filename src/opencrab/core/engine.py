@@ -16,6 +16,11 @@ with an error result the model sees (recorded like any other). The turn's databa
 reads and each step's transaction run in a worker thread (opencrab.offload), so a long
 reply never holds the event loop: other sessions and the health route go on meanwhile.
 
+A turn has an overall deadline (`[agent] turn_timeout_secs`): every model call is cut off
+when it passes, and no call starts after it; the turn then ends with a `turn_timeout`
+error. A reply with neither text nor tool calls ends the turn with an `empty_reply` error,
+never a blank message. Errors are recorded as message events with `{"kind": "error"}`.
+
 Actions the agent may call = actions of its active standard skills ∪ its granted tools ∪
 the actions on its own mind every agent has (generate_inner_voice, update_impression; no
 standard skill names them), with broadcast_guidance for facilitators only; learned skills
@@ -27,9 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
@@ -76,7 +81,7 @@ from opencrab.core.steps import (
 )
 from opencrab.core.tools import granted_tool_names
 from opencrab.core.workspace import Workspace
-from opencrab.errors import BudgetExceeded, LlmError
+from opencrab.errors import BudgetExceeded, EmptyReply, LlmError, OpenCrabError, TurnTimeout
 from opencrab.event_log import EventLog
 from opencrab.events import (
     AgentEvent,
@@ -102,6 +107,7 @@ from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_ITERATIONS = 10
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
@@ -235,9 +241,12 @@ class _Turn:
         self._answered: set[UUID] = set()  # … those whose result is recorded
         self._partial = ""  # the text streamed so far by the current call
         self.turn_id = ""  # the id of the turn's user event
+        self.timeout_secs = settings.agent.turn_timeout_secs
+        self.deadline = 0.0  # the event loop's clock when the turn must end (set by run)
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
+        self.deadline = asyncio.get_running_loop().time() + self.timeout_secs
         prepared = await run_blocking(self._prepare, message)
         tools, budget, system, user_text, summary, turns = prepared
         fixed = message_tokens(system) + estimate_tokens(user_text) + 8
@@ -294,6 +303,8 @@ class _Turn:
         for iteration in range(1, self.engine.max_iterations + 1):
             self.result.iterations = iteration
             try:
+                if asyncio.get_running_loop().time() >= self.deadline:
+                    raise self._late()
                 await self._check_budget()
                 reply = None
                 self._partial = ""
@@ -305,7 +316,7 @@ class _Turn:
                         reply = item
                 assert reply is not None
                 self._partial = ""  # the reply is recorded whole from here on
-            except (BudgetExceeded, LlmError) as exc:
+            except (BudgetExceeded, LlmError, TurnTimeout) as exc:
                 yield await self._fail(exc)
                 yield self.result
                 return
@@ -315,6 +326,13 @@ class _Turn:
             waiting = replied if self._held is not None else None
             if waiting is None:
                 yield replied
+            if not reply.tool_calls and not reply.text.strip():
+                empty = f"the model returned an empty reply (finish reason {reply.finish_reason})"
+                yield await self._fail(
+                    EmptyReply(empty, provider=reply.provider, model=reply.model)
+                )
+                yield self.result
+                return
             if not reply.tool_calls:
                 yield await self._speak(reply.text, via="message", parent=self.last_event)
                 self.result.stopped_by = "message"
@@ -498,8 +516,10 @@ class _Turn:
         )
         try:
             await self._check_budget()
-            reply = await self.engine.router.chat(request, self._info("analysis", "compaction"))
-        except (BudgetExceeded, LlmError) as exc:
+            reply = await self._in_time(
+                self.engine.router.chat(request, self._info("analysis", "compaction"))
+            )
+        except (BudgetExceeded, LlmError, TurnTimeout) as exc:
             log.info("summary by model failed (%s); keeping an extract", exc)
             return extractive_summary(dropped, language), None
         text = reply.text.strip()
@@ -537,14 +557,35 @@ class _Turn:
         )
         info = self._info(self.purpose)
         if not stream:
-            yield await self.engine.router.chat(request, info)
+            yield await self._in_time(self.engine.router.chat(request, info))
             return
         holder = StreamResult()
-        async for chunk in self.engine.router.stream(request, info, holder):
-            if chunk.text:
-                yield TextDelta(chunk.text)
+        chunks = self.engine.router.stream(request, info, holder)
+        try:
+            while (chunk := await self._in_time(anext(chunks, None))) is not None:
+                if chunk.text:
+                    yield TextDelta(chunk.text)
+        finally:
+            await chunks.aclose()  # a stream cut off by the deadline lets go of its connection
         assert holder.response is not None
         yield holder.response
+
+    async def _in_time(self, pending: Awaitable[T]) -> T:
+        """`pending`'s result, or TurnTimeout when the turn's deadline passes first."""
+        scope = asyncio.timeout_at(self.deadline)
+        try:
+            async with scope:
+                return await pending
+        except TimeoutError:
+            if not scope.expired():
+                raise  # a TimeoutError of the call's own, not the deadline
+            raise self._late() from None
+
+    def _late(self) -> TurnTimeout:
+        return TurnTimeout(
+            f"the turn ran past its deadline of {self.timeout_secs:g} s "
+            "([agent] turn_timeout_secs) and was ended"
+        )
 
     async def _record_reply(self, reply: ChatResponse) -> LlmReplied:
         """Write the reply's reasoning, tool_call events and token usage in one transaction."""
@@ -810,7 +851,8 @@ class _Turn:
         note = self._log("system", "turn interrupted", None, metadata={"interrupted": True})
         self._commit(batch, [note], [])
 
-    async def _fail(self, exc: BudgetExceeded | LlmError) -> TurnFailed:
+    async def _fail(self, exc: OpenCrabError) -> TurnFailed:
+        """Record the error that ends the turn (with the usage of a reply it refuses)."""
         code = exc.code
         event = MessageEvent(
             id=uuid4(),
@@ -820,9 +862,13 @@ class _Turn:
             content=MessagePayload(text=str(exc)),
             metadata={"kind": "error", "error": code},
         )
+        batch: list[AgentEvent] = [event]
+        if self._pending_usage is not None:  # e.g. an empty reply: its call still counts
+            batch.append(_usage_event(self._pending_usage, event))
+            self._pending_usage = None
         line = self._log("system", f"{code}: {exc}", event.id, metadata={"error": code})
         self.last_event = event.id
-        await self._record([event], [line], [])
+        await self._record(batch, [line], [])
         failed = TurnFailed(error=code, message=str(exc), event_id=str(event.id))
         self.result.error = failed
         self.result.stopped_by = code

@@ -169,6 +169,7 @@ class Runtime:
     ) -> AsyncIterator[EngineStep]:
         """One chat turn's steps (see SkillEngine.run); the session is created when new.
 
+        Every gateway's chat turn runs here, so each holds the session (see turn_steps).
         `max_tokens` caps what each of the turn's model calls may write.
 
         `text` must follow the message rules (gateway.base.check_message): every gateway
@@ -179,11 +180,20 @@ class Runtime:
         message = IncomingMessage.text(
             text, source=source or CliSource(session_id=session_id), sender=sender
         )
-        async for step in self.engine.run(
+        async for step in self.turn_steps(
             agent, message, session_id=session_id, stream=stream, max_tokens=max_tokens
         ):
-            self.wrote()
             yield step
+
+    async def turn_steps(
+        self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
+    ) -> AsyncIterator[EngineStep]:
+        """A turn's steps while it holds the session's turn lock: one turn at a time per
+        session, whichever gateway started it, so its events form one chain."""
+        async with turn_lock(session_id):
+            async for step in self.engine.run(agent, message, session_id=session_id, **options):
+                self.wrote()
+                yield step
 
     def wrote(self) -> None:
         """Tell the `on_write` listeners that events may have been written."""
@@ -305,11 +315,13 @@ class Runtime:
             source=InternalSource(origin="heartbeat"),
             sender=Sender(id="heartbeat"),
         )
-        async with turn_lock(session_id):
-            result = await self.engine.process(
-                agent, message, session_id=session_id, task_type="heartbeat", purpose="conversation"
-            )
-        self.wrote()
+        result: TurnResult | None = None
+        async for step in self.turn_steps(
+            agent, message, session_id=session_id, task_type="heartbeat", purpose="conversation"
+        ):
+            if isinstance(step, TurnResult):
+                result = step
+        assert result is not None
         spoke = result.reply if result.stopped_by in SPOKEN else None
         outcome: dict[str, Any] = {
             "home": home.gateway,

@@ -234,6 +234,8 @@ _turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueD
 def turn_lock(session_id: str) -> asyncio.Lock:
     """The lock a turn in `session_id` holds, whichever gateway started it (one at a time).
 
+    Runtime.turn_steps takes it for every chat turn (REST, WebSocket, /v1, CLI, Discord)
+    and heartbeat turn; Discussion.take_turn for a discussion's turn and its bookkeeping.
     Kept while anyone holds or waits on it.
     """
     lock = _turn_locks.get(session_id)

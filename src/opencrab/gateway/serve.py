@@ -18,7 +18,7 @@ from abc import abstractmethod
 
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session, turn_lock
+from opencrab.core.sessions import ensure_chat_session
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import (
     Gateway,
@@ -77,14 +77,13 @@ class GatewayRunner:
         try:
             check_message(message.content.text)  # before the session: a refusal stores nothing
             ensure_chat_session(self.runtime.db, self.agent.id, session_id)
-            async with turn_lock(session_id):
-                result = await self.runtime.chat(
-                    self.agent,
-                    message.content.text,
-                    session_id=session_id,
-                    source=message.source,
-                    sender=message.sender,
-                )
+            result = await self.runtime.chat(
+                self.agent,
+                message.content.text,
+                session_id=session_id,
+                source=message.source,
+                sender=message.sender,
+            )
             text = result.reply
             if result.error is not None and not text:
                 text = f"Sorry, I could not answer that ({result.error.error})."

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from opencrab.config import Settings
@@ -334,7 +334,7 @@ class LlmRouter:
         request: ChatRequest,
         info: CallInfo | None = None,
         result: StreamResult | None = None,
-    ) -> AsyncIterator[ChatChunk]:
+    ) -> AsyncGenerator[ChatChunk, None]:
         """Stream a chat; falls back only until the first chunk has been passed on."""
         info = info or CallInfo()
         request_id = str(uuid.uuid4())

@@ -26,7 +26,6 @@ from opencrab.core.sessions import (
     messages_of_events,
     open_chat_session,
     session_messages,
-    turn_lock,
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
@@ -237,24 +236,22 @@ async def add_message(
     row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
     key = str(session_id)
-    lock = turn_lock(key)
     sender = Sender(id=body.sender_id or "user", name=body.sender_name)
     result: TurnResult | None = None
     written: dict[str, str] = {}  # "user" / "reply" -> the event its message was written with
-    async with lock:
-        async for step in runtime.chat_steps(
-            agent,
-            body.content,
-            session_id=key,
-            source=RestSource(request_id=str(uuid4())),
-            sender=sender,
-        ):
-            if isinstance(step, TurnStarted):
-                written["user"] = step.user_event_id
-            elif isinstance(step, Spoke):
-                written["reply"] = step.event_id
-            elif isinstance(step, TurnResult):
-                result = step
+    async for step in runtime.chat_steps(
+        agent,
+        body.content,
+        session_id=key,
+        source=RestSource(request_id=str(uuid4())),
+        sender=sender,
+    ):
+        if isinstance(step, TurnStarted):
+            written["user"] = step.user_event_id
+        elif isinstance(step, Spoke):
+            written["reply"] = step.event_id
+        elif isinstance(step, TurnResult):
+            result = step
     assert result is not None
     return _turn_response(runtime, result, written)
 

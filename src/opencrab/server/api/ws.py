@@ -12,7 +12,9 @@ Messages are JSON objects with a `type`. From the client:
   "requestId": R?}` runs a turn (a new chat session when `sessionId` is left out):
   `chat.started` (sessionId, traceId), `token` (text, as the model streams it),
   `action` (name, arguments, success, output), `reply` (text, via), then `chat.done`
-  (reply, stoppedBy, iterations, error) — each carrying `requestId`.
+  (reply, stoppedBy, iterations, error) — each carrying `requestId`. A connection runs
+  at most `[gateway.rest] ws_max_turns_per_connection` turns at once; a chat beyond that
+  is refused with a `too_many_turns` error (send it again after a `chat.done`).
 
 Discussions (seed 001; the same as `/api/discussions`):
 - `{"type": "discussion.start", "theme": T, "participants": [ID_OR_NAME, …], "mode"?,
@@ -61,12 +63,7 @@ from opencrab.core.discussion import (
     DiscussionRunner,
 )
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import (
-    ensure_chat_session,
-    get_session,
-    open_chat_session,
-    turn_lock,
-)
+from opencrab.core.sessions import ensure_chat_session, get_session, open_chat_session
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import MessageText, WebSocketSource
@@ -241,9 +238,7 @@ class Connection:
             elif isinstance(message, DiscussionStart | DiscussionPost | DiscussionJoin):
                 self.discussion(message)
             else:
-                task = asyncio.create_task(self.chat(message))
-                self.chats.add(task)
-                task.add_done_callback(self.chats.discard)
+                self.start_chat(message)
         except OpenCrabError as exc:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
 
@@ -314,6 +309,20 @@ class Connection:
             answer = {"type": "discussion.joined", "agentId": agent.id}
         self.client.offer(_dump({**answer, "sessionId": discussion.id, "requestId": request_id}))
 
+    def start_chat(self, message: Chat) -> None:
+        """Run a chat turn in the background, unless this connection runs its most already."""
+        most = self.runtime.settings.gateway.rest.ws_max_turns_per_connection
+        if len(self.chats) >= most:
+            problem = (
+                f"this connection already runs {most} turns at once, its most "
+                "([gateway.rest] ws_max_turns_per_connection); send this again after a chat.done"
+            )
+            self.client.offer(_error("too_many_turns", problem, message.request_id))
+            return
+        task = asyncio.create_task(self.chat(message))
+        self.chats.add(task)
+        task.add_done_callback(self.chats.discard)
+
     async def chat(self, message: Chat) -> None:
         request_id = message.request_id or str(uuid4())
         offer = self.client.offer
@@ -328,17 +337,16 @@ class Connection:
                 session_id = str(message.session_id)
             else:
                 session_id = ensure_chat_session(self.runtime.db, agent.id)
-            async with turn_lock(session_id):
-                async for step in self.runtime.chat_steps(
-                    agent,
-                    message.content,
-                    session_id=session_id,
-                    source=WebSocketSource(connection_id=self.id),
-                    stream=True,
-                ):
-                    event = _step_message(step, request_id)
-                    if event is not None:
-                        offer(_dump(event))
+            async for step in self.runtime.chat_steps(
+                agent,
+                message.content,
+                session_id=session_id,
+                source=WebSocketSource(connection_id=self.id),
+                stream=True,
+            ):
+                event = _step_message(step, request_id)
+                if event is not None:
+                    offer(_dump(event))
         except OpenCrabError as exc:
             offer(_error(exc.code, str(exc), request_id))
         except Exception:
