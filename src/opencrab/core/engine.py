@@ -30,27 +30,23 @@ add nothing (core/permissions.py). Any other name gets an error result the model
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import (
-    MAX_ARGUMENT_DEPTH,
     ActionContext,
     ActionRegistry,
     ActionResult,
     TurnState,
-    nested_too_deep,
 )
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.compaction import SUMMARY_MAX_TOKENS, compaction_records, plan_compaction
 from opencrab.core.context import (
-    COMPACTION_KIND,
     ContextSections,
     Turn,
     estimate_tokens,
@@ -65,8 +61,15 @@ from opencrab.core.effectiveness import TurnFacts
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
-from opencrab.core.record_cap import cap_event, cap_log, cap_said
-from opencrab.core.sessions import Said, insert_messages
+from opencrab.core.recorder import (
+    TurnRecorder,
+    defused,
+    jsonable_arguments,
+    now,
+    tool_message,
+    usage_event,
+)
+from opencrab.core.sessions import Said
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
     ActionDone,
@@ -89,9 +92,6 @@ from opencrab.events import (
     MessagePayload,
     ReasoningEvent,
     ReasoningPayload,
-    TokenUsageDetails,
-    TokenUsageEvent,
-    TokenUsagePayload,
     ToolCallEvent,
     ToolCallPayload,
     ToolResultEvent,
@@ -110,8 +110,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_ITERATIONS = 10
-MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
-SUMMARY_MAX_TOKENS = 400
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
 
 
@@ -233,8 +231,16 @@ class _Turn:
         self.result = TurnResult(session_id=session_id, trace_id=self.trace_id)
         self.facts = TurnFacts()  # what the turn's actions did, for skill effectiveness
         self.last_event: UUID | None = None  # read by _prepare
-        # (trace, type) of events this turn may reference without asking the store
-        self._known: dict[str, tuple[str, str]] = {}
+        self.recorder = TurnRecorder(
+            db,
+            self.engine.events,
+            self.memory,
+            settings.agent.max_event_bytes,
+            session_id,
+            self.trace_id,
+            agent,
+            self.state,
+        )
         self._overrides: dict[str, str] | None = None
         self._call_events = []
         self._calls: list[ToolCall] = []  # the tool calls of the latest reply
@@ -259,7 +265,7 @@ class _Turn:
             id=uuid4(),
             trace_id=UUID(self.trace_id),
             parent_id=self.last_event,
-            timestamp=_now(),
+            timestamp=now(),
             content=UserPayload(text=message.content.text),
             metadata={"source": message.source.kind, "sender": message.sender.id},
         )
@@ -276,7 +282,7 @@ class _Turn:
         said = Said("user", message.content.text, str(user_event.id), sender.id, sender.name)
         chat = [] if internal else [said]
         self.last_event = user_event.id
-        await self._record([user_event], [sender_log], chat)
+        await self.recorder.record([user_event], [sender_log], chat)
         self.turn_id = str(user_event.id)
         yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
 
@@ -323,7 +329,7 @@ class _Turn:
             self.state.last_metrics_id = reply.metrics_id
             replied = await self._record_reply(reply)
             # durable now, or (store-only calls) with the first action's result
-            waiting = replied if self._held is not None else None
+            waiting = replied if self.recorder.held is not None else None
             if waiting is None:
                 yield replied
             if not reply.tool_calls and not reply.text.strip():
@@ -346,7 +352,7 @@ class _Turn:
                 if waiting is not None:
                     yield waiting
                     waiting = None
-                history.append(_tool_message(call, done))
+                history.append(tool_message(call, done))
                 yield done
                 action = self.engine.registry.get(call.name)
                 if done.result.success and action is not None and action.ends_turn:
@@ -356,10 +362,10 @@ class _Turn:
                     yield self.result
                     return
             for call, done in await self._refuse(calls[limit:], limit):
-                history.append(_tool_message(call, done))
+                history.append(tool_message(call, done))
                 yield done
         self.result.stopped_by = "max_iterations"
-        await self._record(
+        await self.recorder.record(
             [],
             [
                 SessionLog(
@@ -449,58 +455,25 @@ class _Turn:
         self, summary: str | None, turns: list[Turn], budget: int
     ) -> tuple[Compacted, list[Turn]] | None:
         """Drop (after summarising) the oldest turns until the history fits `budget`."""
-        summary_tokens = estimate_tokens(summary or "") + 8
-        total = summary_tokens + sum(t.tokens for t in turns)
-        if total <= budget:
+        plan = plan_compaction(summary, turns, budget)
+        if plan is None:
             return None
-        if not turns:
-            return None  # nothing to drop; the sections were already shrunk to fit
-        kept: list[Turn] = []
-        room = budget - summary_tokens - SUMMARY_MAX_TOKENS * 2
-        for old in reversed(turns):
-            if old.tokens > room:
-                break
-            kept.insert(0, old)
-            room -= old.tokens
-        dropped = turns[: len(turns) - len(kept)]
-        text, reply = await self._summarise(summary, dropped)
-        event = MessageEvent(
-            id=uuid4(),
-            trace_id=UUID(self.trace_id),
-            parent_id=self.last_event,
-            timestamp=_now(),
-            content=MessagePayload(text=text),
-            metadata={
-                "kind": COMPACTION_KIND,
-                "dropped_turns": len(dropped),
-                "tokens_before": total,
-                "tokens_after": estimate_tokens(text) + sum(t.tokens for t in kept),
-                "summarised_by": "model" if reply is not None else "extract",
-            },
+        text, reply = await self._summarise(summary, plan.dropped)
+        event, note, step = compaction_records(
+            plan,
+            text,
+            by_model=reply is not None,
+            trace_id=self.trace_id,
+            parent=self.last_event,
+            session_id=self.session_id,
+            texts=self.texts,
         )
         batch: list[AgentEvent] = [event]
         if reply is not None:
-            batch.append(_usage_event(reply, event))
-        note = SessionLog(
-            session_id=self.session_id,
-            log_type="system",
-            content=self.texts.render("compaction_note", turns=len(dropped), summary=text),
-            metadata=dict(event.metadata),
-            event_id=str(event.id),
-        )
+            batch.append(usage_event(reply, event))
         self.last_event = event.id
-        await self._record(batch, [note], [])
-        meta = event.metadata
-        return (
-            Compacted(
-                dropped_turns=len(dropped),
-                summary=text,
-                tokens_before=meta["tokens_before"],
-                tokens_after=meta["tokens_after"],
-                event_id=str(event.id),
-            ),
-            kept,
-        )
+        await self.recorder.record(batch, [note], [])
+        return step, plan.kept
 
     async def _summarise(
         self, previous: str | None, dropped: Sequence[Turn]
@@ -593,7 +566,7 @@ class _Turn:
         logs: list[SessionLog] = []
         parent = self.last_event
         self._call_events = []
-        reply.tool_calls[:] = [_defused(call) for call in reply.tool_calls]
+        reply.tool_calls[:] = [defused(call) for call in reply.tool_calls]
         self._calls = list(reply.tool_calls)
         self._answered = set()
         if reply.tool_calls and reply.text.strip():
@@ -601,32 +574,32 @@ class _Turn:
                 id=uuid4(),
                 trace_id=UUID(self.trace_id),
                 parent_id=parent,
-                timestamp=_now(),
+                timestamp=now(),
                 content=ReasoningPayload(text=reply.text),
             )
             batch.append(thought)
-            logs.append(self._log("inner_voice", reply.text, thought.id))
+            logs.append(self.recorder.log("inner_voice", reply.text, thought.id))
             parent = thought.id
         for index, call in enumerate(reply.tool_calls):
             event = ToolCallEvent(
                 id=uuid4(),
                 trace_id=UUID(self.trace_id),
                 parent_id=parent,
-                timestamp=_now(),
-                content=ToolCallPayload(name=call.name, arguments=_jsonable(call)),
+                timestamp=now(),
+                content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
                 metadata={"call_id": call.id},
             )
             batch.append(event)
             if index == 0:
-                batch.append(_usage_event(reply, event))
+                batch.append(usage_event(reply, event))
             self._call_events.append(event.id)
             parent = event.id
         if batch and self._store_only(reply.tool_calls):
-            self._held = (batch, logs)  # committed with the first call's result
+            self.recorder.held = (batch, logs)  # committed with the first call's result
             self.last_event = parent
         elif batch:
             self.last_event = parent
-            await self._record(batch, logs, [])
+            await self.recorder.record(batch, logs, [])
         if not reply.tool_calls:
             self._pending_usage = reply  # hangs off the message event _speak writes
         return LlmReplied(
@@ -658,14 +631,14 @@ class _Turn:
             id=uuid4(),
             trace_id=UUID(self.trace_id),
             parent_id=self.last_event,
-            timestamp=_now(),
+            timestamp=now(),
             content=ToolResultPayload(
                 output=result.output(), tool_call_id=call_event_id, is_error=not result.success
             ),
             metadata={"call_id": call.id, "name": call.name},
         )
         summary = result.output()
-        line = self._log(
+        line = self.recorder.log(
             "action",
             f"{call.name}: {summary[:500]}",
             event.id,
@@ -698,7 +671,7 @@ class _Turn:
         self._answered.add(call_event_id)
         self.last_event = event.id
         self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
-        await self._record(batch, logs, chat, extra=also)
+        await self.recorder.record(batch, logs, chat, extra=also)
         done = ActionDone(
             name=call.name,
             arguments=call.arguments,
@@ -736,14 +709,14 @@ class _Turn:
             )
             self.result.actions.append(done)
             answered.append((call, done))
-        note = self._log(
+        note = self.recorder.log(
             "system",
             f"{len(calls)} tool calls of one reply were not run (over "
             f"max_tool_calls_per_reply = {limit})",
             None,
             metadata={"refused_calls": len(calls)},
         )
-        await self._record(batch, [note], [])
+        await self.recorder.record(batch, [note], [])
         return answered
 
     def _result_event(
@@ -753,7 +726,7 @@ class _Turn:
             id=uuid4(),
             trace_id=UUID(self.trace_id),
             parent_id=self.last_event,
-            timestamp=_now(),
+            timestamp=now(),
             content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
             metadata={"call_id": call.id, "name": call.name},
         )
@@ -780,7 +753,7 @@ class _Turn:
         """Record what the agent said: a message event, a speech log, a session message."""
         batch, line, chat = self._speech_rows(text, via=via, parent=parent)
         spoke = self._spoken(batch[0], text, via)
-        await self._record(batch, [line], chat)
+        await self.recorder.record(batch, [line], chat)
         return spoke
 
     def _spoken(self, event: AgentEvent, text: str, via: str) -> Spoke:
@@ -791,36 +764,14 @@ class _Turn:
     def _speech_rows(
         self, text: str, *, via: str, parent: UUID | None, interrupted: bool = False
     ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
-        meta: dict[str, Any] = {} if via == "message" else {"via": via}
-        if interrupted:
-            meta["interrupted"] = True
-        event = MessageEvent(
-            id=uuid4(),
-            trace_id=UUID(self.trace_id),
-            parent_id=parent,
-            timestamp=_now(),
-            content=MessagePayload(text=text),
-            metadata=meta or None,
-        )
-        batch: list[AgentEvent] = [event]
-        if via == "message" and self._pending_usage is not None:
-            batch.append(_usage_event(self._pending_usage, event))
+        """A speech's records; a plain-text reply carries its call's token usage."""
+        usage = self._pending_usage if via == "message" else None
         self._pending_usage = None
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="speech",
-            content=text,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata={"interrupted": True} if interrupted else None,
-            event_id=str(event.id),
+        return self.recorder.speech_rows(
+            text, via=via, parent=parent, usage=usage, interrupted=interrupted
         )
-        said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
-        return batch, line, [said]
 
     _pending_usage: ChatResponse | None = None
-    # a reply's events and logs waiting to commit with its first store-only call's result
-    _held: tuple[list[AgentEvent], list[SessionLog]] | None = None
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     _call_events: list[UUID]
     active: list[Skill]
@@ -844,12 +795,12 @@ class _Turn:
             said, line, chat = self._speech_rows(
                 text, via="message", parent=self.last_event, interrupted=True
             )
-            self._commit([*batch, *said], [line], chat)
+            self.recorder.commit([*batch, *said], [line], chat)
             self.result.reply = text
             self.last_event = said[0].id
             return
-        note = self._log("system", "turn interrupted", None, metadata={"interrupted": True})
-        self._commit(batch, [note], [])
+        note = self.recorder.log("system", "turn interrupted", None, metadata={"interrupted": True})
+        self.recorder.commit(batch, [note], [])
 
     async def _fail(self, exc: OpenCrabError) -> TurnFailed:
         """Record the error that ends the turn (with the usage of a reply it refuses)."""
@@ -858,145 +809,18 @@ class _Turn:
             id=uuid4(),
             trace_id=UUID(self.trace_id),
             parent_id=self.last_event,
-            timestamp=_now(),
+            timestamp=now(),
             content=MessagePayload(text=str(exc)),
             metadata={"kind": "error", "error": code},
         )
         batch: list[AgentEvent] = [event]
         if self._pending_usage is not None:  # e.g. an empty reply: its call still counts
-            batch.append(_usage_event(self._pending_usage, event))
+            batch.append(usage_event(self._pending_usage, event))
             self._pending_usage = None
-        line = self._log("system", f"{code}: {exc}", event.id, metadata={"error": code})
+        line = self.recorder.log("system", f"{code}: {exc}", event.id, metadata={"error": code})
         self.last_event = event.id
-        await self._record(batch, [line], [])
+        await self.recorder.record(batch, [line], [])
         failed = TurnFailed(error=code, message=str(exc), event_id=str(event.id))
         self.result.error = failed
         self.result.stopped_by = code
         return failed
-
-    # ------------------------------------------------------------ writing
-    def _log(
-        self,
-        log_type: str,
-        content: str,
-        event_id: UUID | None,
-        *,
-        metadata: dict[str, Any] | None = None,
-    ) -> SessionLog:
-        return SessionLog(
-            session_id=self.session_id,
-            log_type=log_type,  # type: ignore[arg-type]
-            content=content,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata=metadata,
-            event_id=None if event_id is None else str(event_id),
-        )
-
-    async def _record(
-        self,
-        batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
-        chat: list[Said],
-        *,
-        extra: Any = None,
-    ) -> None:
-        """`_commit` in a worker thread. The turn's own state (last_event, …) is set
-        before it is called: a turn cancelled meanwhile waits for the commit to end
-        (run_blocking) and then records its interruption after it."""
-        await run_blocking(self._commit, batch, logs, chat, extra=extra)
-
-    def _commit(
-        self,
-        batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
-        chat: list[Said],
-        *,
-        extra: Any = None,
-    ) -> None:
-        """Events, memory logs and session messages of one step, in one transaction;
-        each cut to `[agent] max_event_bytes` (core/record_cap.py)."""
-        if self._held is not None:
-            held_batch, held_logs = self._held
-            batch, logs = [*held_batch, *batch], [*held_logs, *logs]
-            self._held = None
-        cap = self.engine.settings.agent.max_event_bytes
-        batch = [cap_event(event, cap) for event in batch]
-        logs = [cap_log(line, cap) for line in logs]
-        chat = [cap_said(said, cap) for said in chat]
-        with self.engine.db.write() as conn:
-            if batch:
-                self.engine.events.append_many(batch, conn=conn, known=self._known)
-            if logs:
-                self.memory.append_session_logs(logs, conn=conn)
-            if chat:
-                insert_messages(conn, self.session_id, chat)
-            if extra is not None:
-                extra(conn)
-        for event in batch:
-            self._known[str(event.id)] = (str(event.trace_id), event.type)
-
-
-def _usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:
-    usage = reply.usage
-    details = None
-    if usage.cache_read_tokens or usage.reasoning_tokens:
-        details = TokenUsageDetails(
-            cache_read_input_tokens=usage.cache_read_tokens or None,
-            reasoning_output_tokens=usage.reasoning_tokens or None,
-        )
-    return TokenUsageEvent(
-        id=uuid4(),
-        trace_id=parent.trace_id,
-        parent_id=parent.id,
-        timestamp=_now(),
-        content=TokenUsagePayload(
-            input_tokens=min(usage.input_tokens, 2**31 - 1),
-            output_tokens=min(usage.output_tokens, 2**31 - 1),
-            total_tokens=min(usage.total_tokens, 2**31 - 1),
-            details=details,
-        ),
-        metadata={
-            "provider": reply.provider,
-            "model": reply.model,
-            "metrics_id": reply.metrics_id,
-            "cost_usd": reply.cost_usd,
-        },
-    )
-
-
-def _defused(call: ToolCall) -> ToolCall:
-    """The call with over-deep arguments kept as text only: the registry refuses it, and
-    nothing records or sends on a structure no serialiser can walk."""
-    if not nested_too_deep(call.arguments):
-        return call
-    text = call.raw_arguments
-    if text is None:
-        try:
-            text = json.dumps(call.arguments, ensure_ascii=False)
-        except RecursionError:
-            text = f"(arguments nested more than {MAX_ARGUMENT_DEPTH} levels deep)"
-    return ToolCall(id=call.id, name=call.name, arguments=text, raw_arguments=text)
-
-
-def _jsonable(call: ToolCall) -> Any:
-    if call.raw_arguments is not None and not isinstance(call.arguments, dict):
-        return call.raw_arguments
-    return call.arguments
-
-
-def _tool_message(call: ToolCall, done: ActionDone) -> Message:
-    """The model's view of a call's result."""
-    output = _clip_output(done.result.output())
-    return Message.tool(call.id, output, name=call.name, is_error=not done.result.success)
-
-
-def _clip_output(text: str) -> str:
-    if len(text) <= MAX_TOOL_OUTPUT_CHARS:
-        return text
-    cut = len(text) - MAX_TOOL_OUTPUT_CHARS
-    return text[:MAX_TOOL_OUTPUT_CHARS] + f"\n…({cut} characters cut)"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)

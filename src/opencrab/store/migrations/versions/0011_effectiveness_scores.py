@@ -1,6 +1,6 @@
 """Skill effectiveness kept as it goes: skills get the scores of their recent turns.
 
-Revision ID: 0014
+Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-23
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
+revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None

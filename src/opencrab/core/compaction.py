@@ -1,0 +1,96 @@
+"""History compaction: which old turns to drop when the context overflows, and the
+summary that replaces them.
+
+When a session's turns no longer fit the model's window, the oldest are dropped (after
+summarising them) until the rest fits with room for the summary; the summary is a
+`message` event with `metadata.kind = "compaction"` (and a system memory line), which
+later turns read back as their history's start (core/context.py). The engine asks its
+analysis model for the summary, or keeps an extract when that fails.
+
+Example:
+    plan = plan_compaction(summary, turns, budget)
+    if plan is not None:
+        event, note, step = compaction_records(plan, text, by_model, …)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID, uuid4
+
+from opencrab.core.context import COMPACTION_KIND, Turn, estimate_tokens
+from opencrab.core.memory import SessionLog
+from opencrab.core.recorder import now
+from opencrab.core.steps import Compacted
+from opencrab.events import MessageEvent, MessagePayload
+from opencrab.prompts import Prompts
+
+SUMMARY_MAX_TOKENS = 400
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """The turns to summarise and drop, the turns kept, and the tokens before."""
+
+    dropped: list[Turn]
+    kept: list[Turn]
+    tokens_before: int
+
+
+def plan_compaction(summary: str | None, turns: list[Turn], budget: int) -> CompactionPlan | None:
+    """The oldest turns to drop so the history fits `budget`; None when it fits already
+    (or there is nothing to drop: the sections were shrunk to fit instead)."""
+    summary_tokens = estimate_tokens(summary or "") + 8
+    total = summary_tokens + sum(t.tokens for t in turns)
+    if total <= budget or not turns:
+        return None
+    kept: list[Turn] = []
+    room = budget - summary_tokens - SUMMARY_MAX_TOKENS * 2
+    for old in reversed(turns):
+        if old.tokens > room:
+            break
+        kept.insert(0, old)
+        room -= old.tokens
+    return CompactionPlan(turns[: len(turns) - len(kept)], kept, total)
+
+
+def compaction_records(
+    plan: CompactionPlan,
+    text: str,
+    *,
+    by_model: bool,
+    trace_id: str,
+    parent: UUID | None,
+    session_id: str,
+    texts: Prompts,
+) -> tuple[MessageEvent, SessionLog, Compacted]:
+    """The summary's event, its memory line and the engine step announcing it."""
+    event = MessageEvent(
+        id=uuid4(),
+        trace_id=UUID(trace_id),
+        parent_id=parent,
+        timestamp=now(),
+        content=MessagePayload(text=text),
+        metadata={
+            "kind": COMPACTION_KIND,
+            "dropped_turns": len(plan.dropped),
+            "tokens_before": plan.tokens_before,
+            "tokens_after": estimate_tokens(text) + sum(t.tokens for t in plan.kept),
+            "summarised_by": "model" if by_model else "extract",
+        },
+    )
+    note = SessionLog(
+        session_id=session_id,
+        log_type="system",
+        content=texts.render("compaction_note", turns=len(plan.dropped), summary=text),
+        metadata=dict(event.metadata or {}),
+        event_id=str(event.id),
+    )
+    step = Compacted(
+        dropped_turns=len(plan.dropped),
+        summary=text,
+        tokens_before=plan.tokens_before,
+        tokens_after=(event.metadata or {})["tokens_after"],
+        event_id=str(event.id),
+    )
+    return event, note, step

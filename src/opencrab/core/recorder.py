@@ -1,0 +1,241 @@
+"""The turn recorder: what one engine step writes, in one transaction.
+
+A step's AgentEvents, the agent's memory session lines and the session's chat messages
+are written together (seed 000's log, seed 001's memory and seed 002's messages never
+disagree), each cut to `[agent] max_event_bytes` (core/record_cap.py). A reply's events
+may be *held* and written with its first store-only call's result, so the two become
+durable together. `record` runs the write in a worker thread (opencrab.offload).
+
+Also here: the records a turn builds for the model and the log (token usage sidecars,
+tool messages, defused over-deep arguments).
+
+Example:
+    recorder = TurnRecorder(db, events, memory, cap, session_id, trace_id, agent, state)
+    await recorder.record([event], [recorder.log("speech", text, event.id)], [])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+from sqlalchemy.engine import Connection
+
+from opencrab.actions.base import MAX_ARGUMENT_DEPTH, TurnState, nested_too_deep
+from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.record_cap import cap_event, cap_log, cap_said
+from opencrab.core.sessions import Said, insert_messages
+from opencrab.core.steps import ActionDone
+from opencrab.event_log import EventLog
+from opencrab.events import (
+    AgentEvent,
+    MessageEvent,
+    MessagePayload,
+    TokenUsageDetails,
+    TokenUsageEvent,
+    TokenUsagePayload,
+    ToolCallEvent,
+)
+from opencrab.llm.types import ChatResponse, Message, ToolCall
+from opencrab.offload import run_blocking
+from opencrab.store import Database
+
+if TYPE_CHECKING:
+    from opencrab.core.agent import Agent
+
+MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
+
+
+class TurnRecorder:
+    """Writes one turn's steps; see the module docstring."""
+
+    def __init__(
+        self,
+        db: Database,
+        events: EventLog,
+        memory: MemoryManager,
+        max_event_bytes: int,
+        session_id: str,
+        trace_id: str,
+        agent: Agent,
+        state: TurnState,
+    ) -> None:
+        self.db, self.events, self.memory = db, events, memory
+        self.max_event_bytes = max_event_bytes
+        self.session_id, self.trace_id = session_id, trace_id
+        self.agent, self.state = agent, state
+        # (trace, type) of events this turn may reference without asking the store
+        self.known: dict[str, tuple[str, str]] = {}
+        # a reply's events and logs waiting to commit with its first store-only call's result
+        self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
+
+    def log(
+        self,
+        log_type: str,
+        content: str,
+        event_id: UUID | None,
+        *,
+        metadata: dict[str, Any] | None = None,
+    ) -> SessionLog:
+        """A memory session line of the agent's, in this turn, naming its event."""
+        return SessionLog(
+            session_id=self.session_id,
+            log_type=log_type,  # type: ignore[arg-type]
+            content=content,
+            speaker_id=self.agent.id,
+            turn_number=self.state.turn_number or None,
+            metadata=metadata,
+            event_id=None if event_id is None else str(event_id),
+        )
+
+    def speech_rows(
+        self,
+        text: str,
+        *,
+        via: str,
+        parent: UUID | None,
+        usage: ChatResponse | None = None,
+        interrupted: bool = False,
+    ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
+        """What the agent said: its message event (with the call's `usage` sidecar), its
+        memory speech line and its chat message naming the agent as speaker."""
+        meta: dict[str, Any] = {} if via == "message" else {"via": via}
+        if interrupted:
+            meta["interrupted"] = True
+        event = MessageEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=parent,
+            timestamp=now(),
+            content=MessagePayload(text=text),
+            metadata=meta or None,
+        )
+        batch: list[AgentEvent] = [event]
+        if usage is not None:
+            batch.append(usage_event(usage, event))
+        line = SessionLog(
+            session_id=self.session_id,
+            log_type="speech",
+            content=text,
+            speaker_id=self.agent.id,
+            turn_number=self.state.turn_number or None,
+            metadata={"interrupted": True} if interrupted else None,
+            event_id=str(event.id),
+        )
+        said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
+        return batch, line, [said]
+
+    async def record(
+        self,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: list[Said],
+        *,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """`commit` in a worker thread. The turn's own state (last_event, …) is set
+        before it is called: a turn cancelled meanwhile waits for the commit to end
+        (run_blocking) and then records its interruption after it."""
+        await run_blocking(self.commit, batch, logs, chat, extra=extra)
+
+    def commit(
+        self,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: list[Said],
+        *,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """Events, memory logs and session messages of one step (and what was held), in
+        one transaction; each cut to `[agent] max_event_bytes`."""
+        if self.held is not None:
+            held_batch, held_logs = self.held
+            batch, logs = [*held_batch, *batch], [*held_logs, *logs]
+            self.held = None
+        cap = self.max_event_bytes
+        batch = [cap_event(event, cap) for event in batch]
+        logs = [cap_log(line, cap) for line in logs]
+        chat = [cap_said(said, cap) for said in chat]
+        with self.db.write() as conn:
+            if batch:
+                self.events.append_many(batch, conn=conn, known=self.known)
+            if logs:
+                self.memory.append_session_logs(logs, conn=conn)
+            if chat:
+                insert_messages(conn, self.session_id, chat)
+            if extra is not None:
+                extra(conn)
+        for event in batch:
+            self.known[str(event.id)] = (str(event.trace_id), event.type)
+
+
+def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:
+    """The TokenUsage sidecar of a model call, hanging off the event it produced."""
+    usage = reply.usage
+    details = None
+    if usage.cache_read_tokens or usage.reasoning_tokens:
+        details = TokenUsageDetails(
+            cache_read_input_tokens=usage.cache_read_tokens or None,
+            reasoning_output_tokens=usage.reasoning_tokens or None,
+        )
+    return TokenUsageEvent(
+        id=uuid4(),
+        trace_id=parent.trace_id,
+        parent_id=parent.id,
+        timestamp=now(),
+        content=TokenUsagePayload(
+            input_tokens=min(usage.input_tokens, 2**31 - 1),
+            output_tokens=min(usage.output_tokens, 2**31 - 1),
+            total_tokens=min(usage.total_tokens, 2**31 - 1),
+            details=details,
+        ),
+        metadata={
+            "provider": reply.provider,
+            "model": reply.model,
+            "metrics_id": reply.metrics_id,
+            "cost_usd": reply.cost_usd,
+        },
+    )
+
+
+def defused(call: ToolCall) -> ToolCall:
+    """The call with over-deep arguments kept as text only: the registry refuses it, and
+    nothing records or sends on a structure no serialiser can walk."""
+    if not nested_too_deep(call.arguments):
+        return call
+    text = call.raw_arguments
+    if text is None:
+        try:
+            text = json.dumps(call.arguments, ensure_ascii=False)
+        except RecursionError:
+            text = f"(arguments nested more than {MAX_ARGUMENT_DEPTH} levels deep)"
+    return ToolCall(id=call.id, name=call.name, arguments=text, raw_arguments=text)
+
+
+def jsonable_arguments(call: ToolCall) -> Any:
+    """A call's arguments as recorded: the parsed object, else the text the model sent."""
+    if call.raw_arguments is not None and not isinstance(call.arguments, dict):
+        return call.raw_arguments
+    return call.arguments
+
+
+def tool_message(call: ToolCall, done: ActionDone) -> Message:
+    """The model's view of a call's result."""
+    output = clip_output(done.result.output())
+    return Message.tool(call.id, output, name=call.name, is_error=not done.result.success)
+
+
+def clip_output(text: str) -> str:
+    """A tool result cut to MAX_TOOL_OUTPUT_CHARS for the model, saying how much was cut."""
+    if len(text) <= MAX_TOOL_OUTPUT_CHARS:
+        return text
+    cut = len(text) - MAX_TOOL_OUTPUT_CHARS
+    return text[:MAX_TOOL_OUTPUT_CHARS] + f"\n…({cut} characters cut)"
+
+
+def now() -> datetime:
+    """The time a record is made (UTC)."""
+    return datetime.now(UTC)
