@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
@@ -57,6 +57,7 @@ from opencrab.core.context import (
     tools_tokens,
     turns_transcript,
 )
+from opencrab.core.deadline import TurnDeadline
 from opencrab.core.effectiveness import TurnFacts
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
@@ -107,7 +108,6 @@ from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 MAX_ITERATIONS = 10
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
@@ -247,12 +247,11 @@ class _Turn:
         self._answered: set[UUID] = set()  # … those whose result is recorded
         self._partial = ""  # the text streamed so far by the current call
         self.turn_id = ""  # the id of the turn's user event
-        self.timeout_secs = settings.agent.turn_timeout_secs
-        self.deadline = 0.0  # the event loop's clock when the turn must end (set by run)
+        self.deadline = TurnDeadline(settings.agent.turn_timeout_secs)  # started by run
 
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
-        self.deadline = asyncio.get_running_loop().time() + self.timeout_secs
+        self.deadline.start()
         prepared = await run_blocking(self._prepare, message)
         tools, budget, system, user_text, summary, turns = prepared
         fixed = message_tokens(system) + estimate_tokens(user_text) + 8
@@ -309,8 +308,7 @@ class _Turn:
         for iteration in range(1, self.engine.max_iterations + 1):
             self.result.iterations = iteration
             try:
-                if asyncio.get_running_loop().time() >= self.deadline:
-                    raise self._late()
+                self.deadline.check()
                 await self._check_budget()
                 reply = None
                 self._partial = ""
@@ -489,7 +487,7 @@ class _Turn:
         )
         try:
             await self._check_budget()
-            reply = await self._in_time(
+            reply = await self.deadline.bound(
                 self.engine.router.chat(request, self._info("analysis", "compaction"))
             )
         except (BudgetExceeded, LlmError, TurnTimeout) as exc:
@@ -530,35 +528,18 @@ class _Turn:
         )
         info = self._info(self.purpose)
         if not stream:
-            yield await self._in_time(self.engine.router.chat(request, info))
+            yield await self.deadline.bound(self.engine.router.chat(request, info))
             return
         holder = StreamResult()
         chunks = self.engine.router.stream(request, info, holder)
         try:
-            while (chunk := await self._in_time(anext(chunks, None))) is not None:
+            while (chunk := await self.deadline.bound(anext(chunks, None))) is not None:
                 if chunk.text:
                     yield TextDelta(chunk.text)
         finally:
             await chunks.aclose()  # a stream cut off by the deadline lets go of its connection
         assert holder.response is not None
         yield holder.response
-
-    async def _in_time(self, pending: Awaitable[T]) -> T:
-        """`pending`'s result, or TurnTimeout when the turn's deadline passes first."""
-        scope = asyncio.timeout_at(self.deadline)
-        try:
-            async with scope:
-                return await pending
-        except TimeoutError:
-            if not scope.expired():
-                raise  # a TimeoutError of the call's own, not the deadline
-            raise self._late() from None
-
-    def _late(self) -> TurnTimeout:
-        return TurnTimeout(
-            f"the turn ran past its deadline of {self.timeout_secs:g} s "
-            "([agent] turn_timeout_secs) and was ended"
-        )
 
     async def _record_reply(self, reply: ChatResponse) -> LlmReplied:
         """Write the reply's reasoning, tool_call events and token usage in one transaction."""
@@ -696,7 +677,9 @@ class _Turn:
         batch: list[AgentEvent] = []
         answered = []
         for call, call_event_id in calls:
-            event = self._result_event(call, call_event_id, result.output(), is_error=True)
+            event = self.recorder.result_event(
+                call, call_event_id, result.output(), parent=self.last_event, is_error=True
+            )
             batch.append(event)
             self.last_event = event.id
             self._answered.add(call_event_id)
@@ -718,18 +701,6 @@ class _Turn:
         )
         await self.recorder.record(batch, [note], [])
         return answered
-
-    def _result_event(
-        self, call: ToolCall, call_event_id: UUID, output: str, *, is_error: bool
-    ) -> ToolResultEvent:
-        return ToolResultEvent(
-            id=uuid4(),
-            trace_id=UUID(self.trace_id),
-            parent_id=self.last_event,
-            timestamp=now(),
-            content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
-            metadata={"call_id": call.id, "name": call.name},
-        )
 
     def _store_only(self, calls: Sequence[ToolCall]) -> bool:
         """True when no call can change anything outside the store (see Action.store_only)."""
@@ -787,7 +758,9 @@ class _Turn:
             if event_id in self._answered:
                 continue
             batch.append(
-                self._result_event(call, event_id, "interrupted by the user", is_error=True)
+                self.recorder.result_event(
+                    call, event_id, "interrupted by the user", parent=self.last_event, is_error=True
+                )
             )
             self.last_event = batch[-1].id
         text = self._partial if self.result.reply is None else ""

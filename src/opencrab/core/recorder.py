@@ -38,6 +38,8 @@ from opencrab.events import (
     TokenUsageEvent,
     TokenUsagePayload,
     ToolCallEvent,
+    ToolResultEvent,
+    ToolResultPayload,
 )
 from opencrab.llm.types import ChatResponse, Message, ToolCall
 from opencrab.offload import run_blocking
@@ -127,6 +129,25 @@ class TurnRecorder:
         )
         said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
         return batch, line, [said]
+
+    def result_event(
+        self,
+        call: ToolCall,
+        call_event_id: UUID,
+        output: str,
+        *,
+        parent: UUID | None,
+        is_error: bool,
+    ) -> ToolResultEvent:
+        """The result of a tool call, answering its call event."""
+        return ToolResultEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=parent,
+            timestamp=now(),
+            content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
+            metadata={"call_id": call.id, "name": call.name},
+        )
 
     async def record(
         self,
