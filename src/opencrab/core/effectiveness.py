@@ -11,7 +11,8 @@ A skill's effectiveness is the mean score of the last `WINDOW` turns that used i
 until one did). The engine folds each turn's score in when the turn ends (a rating given
 in the turn counts at once): the skill row keeps its recent scores
 (`effectiveness_scores`, newest last), so a turn costs one small read of its own calls'
-ratings and one write, however long the agent's history is. A turn's score is fixed
+ratings and one write (in the transaction of the step that ends the turn, when an
+action ends it), however long the agent's history is. A turn's score is fixed
 when it ends: rating an earlier turn's call later (evaluate_response with its
 `metrics_id`) does not change it.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
@@ -55,53 +57,59 @@ def record_turn(db: Database, agent_id: str, facts: TurnFacts) -> dict[str, floa
     """Fold one turn's score into every skill of the agent it used; their new values."""
     if not facts.runs:
         return {}
+    with db.write() as conn:
+        return fold_turn(conn, agent_id, facts)
+
+
+def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, float]:
+    """`record_turn` inside the caller's transaction (the turn's last step, say)."""
+    if not facts.runs:
+        return {}
     # evaluate_response is the only writer of ratings, and it rates this turn's calls
     rated = (
-        list(_ratings(db, agent_id, facts.metrics_ids).values())
+        list(_ratings(conn, agent_id, facts.metrics_ids).values())
         if RATING_ACTION in facts.runs
         else []
     )
     t = skills_table.c
     updated: dict[str, float] = {}
-    with db.write() as conn:
-        rows = conn.execute(
-            sa.select(t.id, t.name, t.actions_json, t.effectiveness_scores).where(
-                t.agent_id == agent_id
-            )
-        ).all()
-        for row in rows:
-            used = [facts.runs[a] for a in row.actions_json or () if a in facts.runs]
-            if not used:
-                continue
-            if rated:
-                score = sum(rated) / len(rated)
-            else:
-                score = sum(ok for ok, _ in used) / sum(ran for _, ran in used)
-            previous = [float(s) for s in row.effectiveness_scores or ()]
-            scores = [*previous[-(WINDOW - 1) :], round(score, 4)]
-            value = round(sum(scores) / len(scores), 4)
-            conn.execute(
-                skills_table.update()
-                .where(t.id == row.id)
-                .values(effectiveness=value, effectiveness_scores=scores)
-            )
-            updated[row.name] = value
+    rows = conn.execute(
+        sa.select(t.id, t.name, t.actions_json, t.effectiveness_scores).where(
+            t.agent_id == agent_id
+        )
+    ).all()
+    for row in rows:
+        used = [facts.runs[a] for a in row.actions_json or () if a in facts.runs]
+        if not used:
+            continue
+        if rated:
+            score = sum(rated) / len(rated)
+        else:
+            score = sum(ok for ok, _ in used) / sum(ran for _, ran in used)
+        previous = [float(s) for s in row.effectiveness_scores or ()]
+        scores = [*previous[-(WINDOW - 1) :], round(score, 4)]
+        value = round(sum(scores) / len(scores), 4)
+        conn.execute(
+            skills_table.update()
+            .where(t.id == row.id)
+            .values(effectiveness=value, effectiveness_scores=scores)
+        )
+        updated[row.name] = value
     return updated
 
 
-def _ratings(db: Database, agent_id: str, metrics_ids: set[str]) -> dict[str, float]:
+def _ratings(conn: Connection, agent_id: str, metrics_ids: set[str]) -> dict[str, float]:
     """The rated calls among `metrics_ids`: (quality + success) / 2, or quality alone."""
     if not metrics_ids:
         return {}
     u = llm_usage_metrics.c
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(u.id, u.quality_score, u.task_success).where(
-                u.agent_id == agent_id,
-                u.id.in_(sorted(metrics_ids)),
-                u.quality_score.is_not(None),
-            )
-        ).all()
+    rows = conn.execute(
+        sa.select(u.id, u.quality_score, u.task_success).where(
+            u.agent_id == agent_id,
+            u.id.in_(sorted(metrics_ids)),
+            u.quality_score.is_not(None),
+        )
+    ).all()
     return {
         str(r.id): float(r.quality_score)
         if r.task_success is None

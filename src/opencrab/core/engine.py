@@ -58,7 +58,7 @@ from opencrab.core.context import (
     turns_transcript,
 )
 from opencrab.core.deadline import TurnDeadline
-from opencrab.core.effectiveness import TurnFacts
+from opencrab.core.effectiveness import TurnFacts, fold_turn
 from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
@@ -294,8 +294,8 @@ class _Turn:
 
         try:
             async for step in self._iterate(history, tools, stream):
-                if isinstance(step, TurnResult) and step.actions:
-                    self.skills.record_turn(self.facts)  # before the turn counts as done
+                if isinstance(step, TurnResult) and self.facts.runs:  # not folded in yet
+                    await run_blocking(self.skills.record_turn, self.facts)
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
             self._interrupted()
@@ -635,11 +635,17 @@ class _Turn:
         if call.name == "select_llm":
             self._overrides = None  # it may have changed this session's choice
 
+        action = self.engine.registry.get(call.name)
+        ends_turn = result.success and action is not None and action.ends_turn
+
         def also(conn: Connection) -> None:
             for write in pending:
                 write(conn)
-            if result.success and call.name in self.engine.registry:
+            if result.success and action is not None:
                 self.skills.record_action_use(call.name, conn=conn, active=self.active)
+            if ends_turn:  # the turn's last step: its effectiveness goes in with it
+                fold_turn(conn, self.agent.id, self.facts)
+                self.facts = TurnFacts()
 
         batch: list[AgentEvent] = [event]
         logs = [line]
