@@ -582,7 +582,7 @@ class _Turn:
             self.last_event = parent
             await self.recorder.record(batch, logs, [])
         if not reply.tool_calls:
-            self._pending_usage = reply  # hangs off the message event _speak writes
+            self.recorder.pending_usage = reply  # hangs off the message event _speak writes
         return LlmReplied(
             provider=reply.provider,
             model=reply.model,
@@ -652,7 +652,7 @@ class _Turn:
         chat: list[Said] = []
         speech = self._speech_of(call.name) if result.success else None
         if speech is not None:  # a turn-ending speech is recorded in the same step
-            said, said_log, chat = self._speech_rows(speech, via=call.name, parent=event.id)
+            said, said_log, chat = self.recorder.speech_rows(speech, via=call.name, parent=event.id)
             batch += said
             logs.append(said_log)
         self._answered.add(call_event_id)
@@ -728,7 +728,7 @@ class _Turn:
 
     async def _speak(self, text: str, *, via: str, parent: UUID | None) -> Spoke:
         """Record what the agent said: a message event, a speech log, a session message."""
-        batch, line, chat = self._speech_rows(text, via=via, parent=parent)
+        batch, line, chat = self.recorder.speech_rows(text, via=via, parent=parent)
         spoke = self._spoken(batch[0], text, via)
         await self.recorder.record(batch, [line], chat)
         return spoke
@@ -738,17 +738,6 @@ class _Turn:
         self.result.reply = text
         return Spoke(text=text, via=via, event_id=str(event.id))
 
-    def _speech_rows(
-        self, text: str, *, via: str, parent: UUID | None, interrupted: bool = False
-    ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
-        """A speech's records; a plain-text reply carries its call's token usage."""
-        usage = self._pending_usage if via == "message" else None
-        self._pending_usage = None
-        return self.recorder.speech_rows(
-            text, via=via, parent=parent, usage=usage, interrupted=interrupted
-        )
-
-    _pending_usage: ChatResponse | None = None
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     _call_events: list[UUID]
     active: list[Skill]
@@ -771,7 +760,7 @@ class _Turn:
             self.last_event = batch[-1].id
         text = self._partial if self.result.reply is None else ""
         if text.strip():
-            said, line, chat = self._speech_rows(
+            said, line, chat = self.recorder.speech_rows(
                 text, via="message", parent=self.last_event, interrupted=True
             )
             self.recorder.commit([*batch, *said], [line], chat)
@@ -793,9 +782,9 @@ class _Turn:
             metadata={"kind": "error", "error": code},
         )
         batch: list[AgentEvent] = [event]
-        if self._pending_usage is not None:  # e.g. an empty reply: its call still counts
-            batch.append(usage_event(self._pending_usage, event))
-            self._pending_usage = None
+        if self.recorder.pending_usage is not None:  # e.g. an empty reply: its call still counts
+            batch.append(usage_event(self.recorder.pending_usage, event))
+            self.recorder.pending_usage = None
         line = self.recorder.log("system", f"{code}: {exc}", event.id, metadata={"error": code})
         self.last_event = event.id
         await self.recorder.record(batch, [line], [])

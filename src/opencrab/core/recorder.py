@@ -73,6 +73,8 @@ class TurnRecorder:
         self.known: dict[str, tuple[str, str]] = {}
         # a reply's events and logs waiting to commit with its first store-only call's result
         self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
+        # a plain-text reply's call, whose usage hangs off the message event that says it
+        self.pending_usage: ChatResponse | None = None
 
     def log(
         self,
@@ -99,11 +101,12 @@ class TurnRecorder:
         *,
         via: str,
         parent: UUID | None,
-        usage: ChatResponse | None = None,
         interrupted: bool = False,
     ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
-        """What the agent said: its message event (with the call's `usage` sidecar), its
-        memory speech line and its chat message naming the agent as speaker."""
+        """What the agent said: its message event (a plain-text reply's with its call's
+        usage sidecar), its memory speech line and its chat message naming the speaker."""
+        usage = self.pending_usage if via == "message" else None
+        self.pending_usage = None
         meta: dict[str, Any] = {} if via == "message" else {"via": via}
         if interrupted:
             meta["interrupted"] = True
