@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import sqlalchemy as sa
-import uvicorn
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
@@ -30,6 +27,7 @@ from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics, sessions
 from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.threaded_server import serve_in_thread
 from tests.llm.providers.test_openai import chunk, completion
 from tests.server.test_up_socket import _start, _stop, free_port
 
@@ -61,22 +59,8 @@ def served(self_pointing: Settings, port: int) -> Iterator[tuple[str, Database]]
     """The app on a real socket in this process (so it shares this process's mark)."""
     db = Database(self_pointing.database_url)
     db.upgrade()
-    config = uvicorn.Config(
-        create_app(self_pointing, db), host="127.0.0.1", port=port, log_level="critical"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "server stopped"
-        assert time.monotonic() < deadline, "server did not start in 30 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", Database(self_pointing.database_url)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_in_thread(create_app(self_pointing, db), port) as url:
+        yield url, Database(self_pointing.database_url)
 
 
 def test_every_response_carries_the_mark_and_own_requests_are_refused(

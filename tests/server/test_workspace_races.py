@@ -4,19 +4,17 @@ during a tree scan never turn into a 500 (issue 17 §6)."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from opencrab.config import Settings
 from opencrab.core.workspace import Workspace
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.threaded_server import serve_in_thread
 from tests.server.test_up_socket import free_port
 
 UPLOADS = 300
@@ -25,27 +23,10 @@ UPLOADS = 300
 @pytest.fixture
 def served(settings: Settings, db: Database) -> Iterator[str]:
     """The app on a real loopback socket, served from a thread of this process."""
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, db),
-        host="127.0.0.1",
-        port=port,
-        log_level="critical",
-        timeout_keep_alive=300,  # a pooled connection is never closed under the client
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "server stopped"
-        assert time.monotonic() < deadline, "server did not start in 30 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    app = create_app(settings, db)
+    # a pooled connection is never closed under the client
+    with serve_in_thread(app, free_port(), timeout_keep_alive=300) as url:
+        yield url
 
 
 async def test_concurrent_uploads_into_one_workspace_never_fail_with_500(

@@ -659,12 +659,18 @@ class _Turn:
         self.last_event = event.id
         self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
         await self.recorder.record(batch, logs, chat, extra=also)
+        return self._done(call, call_event_id, result, event.id)
+
+    def _done(
+        self, call: ToolCall, call_event_id: UUID, result: ActionResult, result_event: UUID
+    ) -> ActionDone:
+        """An answered call, counted among the turn's actions."""
         done = ActionDone(
             name=call.name,
             arguments=call.arguments,
             result=result,
             call_event_id=str(call_event_id),
-            result_event_id=str(event.id),
+            result_event_id=str(result_event),
         )
         self.result.actions.append(done)
         return done
@@ -689,15 +695,7 @@ class _Turn:
             batch.append(event)
             self.last_event = event.id
             self._answered.add(call_event_id)
-            done = ActionDone(
-                name=call.name,
-                arguments=call.arguments,
-                result=result,
-                call_event_id=str(call_event_id),
-                result_event_id=str(event.id),
-            )
-            self.result.actions.append(done)
-            answered.append((call, done))
+            answered.append((call, self._done(call, call_event_id, result, event.id)))
         note = self.recorder.log(
             "system",
             f"{len(calls)} tool calls of one reply were not run (over "
