@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test lint typecheck pytest bench lock clean
+.PHONY: run test browser lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -45,7 +45,22 @@ $(VENV)/.dev-installed: requirements/dev.lock pyproject.toml | $(BIN)/python
 run: $(VENV)/.run-installed
 	$(BIN)/opencrab up --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-test: $(VENV)/.dev-installed
+# The browser tests drive Debian's chromium through Playwright (never a downloaded
+# browser) and need CJK fonts to render Japanese and Chinese. Installed with apt-get when
+# missing and make runs as root; otherwise make stops and says what to install.
+BROWSER_PACKAGES := chromium fonts-noto-cjk
+browser:
+	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=ja 2>/dev/null | grep -q .; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "==> Installing $(BROWSER_PACKAGES) for the browser tests (apt-get)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(BROWSER_PACKAGES); \
+	else \
+	  echo "The browser tests need Debian's $(BROWSER_PACKAGES):" >&2; \
+	  echo "  sudo apt-get install $(BROWSER_PACKAGES)   then run make test again" >&2; \
+	  exit 1; \
+	fi
+
+test: $(VENV)/.dev-installed browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

@@ -72,6 +72,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.analytics",
     "opencrab.server.api.imports",
     "opencrab.server.api.ws",
+    "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""
 

@@ -9,6 +9,7 @@ queued forever once it is the only one left), and every request is recorded.
     server.reply("/v1/chat/completions", Reply(status=429, json={"error": {...}}))
     server.reply("/v1/chat/completions", Reply(sse=[...], cut_after=2))   # drop mid-stream
     server.reply("/v1/chat/completions", Reply(delay=5, json={...}))       # for timeouts
+    server.reply("/v1/chat/completions", Reply(gate=event, json={...}))    # until event.set()
     server.reply("/v1/chat/completions", Reply(body=b"{not json", content_type="application/json"))
     server.requests[-1].json   # what the client sent
 """
@@ -47,6 +48,7 @@ class Reply:
     delay: float = 0.0  # seconds before the response starts
     event_delay: float = 0.0  # seconds between streamed events
     cut_after: int | None = None  # close the connection after this many events
+    gate: threading.Event | None = None  # held until the test sets it (at most 60 s)
 
 
 @dataclass
@@ -150,6 +152,8 @@ class FakeLlmServer:
             return JSONResponse({"error": {"message": f"no reply scripted for {path}"}}, 404)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.gate is not None:
+            await asyncio.to_thread(reply.gate.wait, 60)
         if reply.sse is not None:
             return self._stream(reply, [_sse_bytes(e) for e in reply.sse], "text/event-stream")
         if reply.ndjson is not None:

@@ -1,4 +1,4 @@
-"""`opencrab up`: run the server (REST API and the agents' heartbeats) in one process.
+"""`opencrab up`: run the server (REST API, dashboard, the agents' heartbeats) in one process.
 
 With `[gateway.rest] enabled = false` it serves no HTTP at all: the heartbeats and the
 enabled chat gateways (Discord) run until SIGINT or SIGTERM.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import signal
+import socket
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -69,7 +70,7 @@ def up(
         str, typer.Option(help="Server log level: critical, error, warning, info, debug, trace.")
     ] = "info",
 ) -> None:
-    """Start the OpenCrab server: REST API, gateways and every agent's heartbeat.
+    """Start the OpenCrab server: REST API, web dashboard, gateways and every agent's heartbeat.
 
     The database is migrated to the newest schema first.
 
@@ -112,12 +113,59 @@ def up(
             key="gateway.rest.host",
         )
     app = create_app(settings, db, heartbeat=True, auth=auth, gateways=True)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=bind.host, port=bind.port, log_level=log_level)
+    )
+    sockets = [server.config.bind_socket()]
+    base = f"http://{url_host(bind.host)}"
     console.print(
-        f"[bold]OpenCrab {__version__}[/] on http://{bind.host}:{bind.port} "
+        f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
         f"(data: {settings.data_dir}; bearer token {'required' if auth else 'not required'})",
         highlight=False,
     )
-    uvicorn.run(app, host=bind.host, port=bind.port, log_level=log_level)
+    board = settings.dashboard
+    if board.enabled:
+        console.print(f"Dashboard: [bold]{base}:{bind.port}/[/]", highlight=False)
+        if board.port != bind.port:
+            extra = listen(bind.host, board.port)
+            if isinstance(extra, str):
+                err_console.print(
+                    f"[yellow]note:[/] the dashboard is not also on port {board.port} "
+                    f"([dashboard] port): {extra}",
+                    highlight=False,
+                )
+            else:
+                sockets.append(extra)
+                console.print(f"Dashboard also on {base}:{board.port}/", highlight=False)
+    console.print(f"API docs: {base}:{bind.port}/docs", highlight=False)
+    server.run(sockets=sockets)
+
+
+def url_host(host: str) -> str:
+    """How `host` is written in a URL a user can open (a wildcard bind: localhost)."""
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - recognised, not bound
+        return "localhost"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def listen(host: str, port: int) -> socket.socket | str:
+    """A listening socket on host:port, or why there cannot be one."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        return str(exc)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        return exc.strerror or str(exc)
+    sock.set_inheritable(True)
+    return sock
 
 
 async def serve_without_http(settings: Settings, db: Database) -> None:

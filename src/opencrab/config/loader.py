@@ -116,7 +116,6 @@ def load_settings(
 
     missing = _expand_all(merged, env)
     settings = _validate(merged)
-    _check_reserved(merged)
     _check_missing(settings, merged, missing)
     problems = reference_problems(settings)
     if problems:
@@ -239,24 +238,6 @@ def _dotted(path: KeyPath) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-RESERVED: dict[str, str] = {
-    "dashboard": "there is no web dashboard in this version, so it would do nothing; "
-    "remove it (`opencrab up` serves the REST API with its docs at /docs on "
-    "[gateway.rest] host and port)",
-}
-"""Sections seed 001's default.toml has but nothing reads yet: setting them is refused."""
-
-
-def _check_reserved(merged: _Merged) -> None:
-    problems = [
-        f"{source}: {_dotted(path)}: {RESERVED[str(path[0])]}"
-        for path, source in merged.origins.items()
-        if source != DEFAULT_SOURCE and str(path[0]) in RESERVED
-    ]
-    if problems:
-        raise ConfigError("\n".join(sorted(problems)))
 
 
 def _check_missing(settings: Settings, merged: _Merged, missing: dict[KeyPath, str]) -> None:

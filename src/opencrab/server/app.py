@@ -107,13 +107,15 @@ def create_app(
     app.state.settings = settings
     app.state.db = db
     app.state.event_log = EventLog(db)
+    app.state.auth_required = auth
     install_error_handlers(app)
     install_docs(app)
     server_plugin_manager().hook.register_routes(app=app)
     document_validation_errors(app)
     document_security(app, required=auth)
     if auth:
-        app.add_middleware(BearerAuth, tokens=TokenStore(db))
+        pages = getattr(app.state, "dashboard_paths", None)  # set by the dashboard plugin
+        app.add_middleware(BearerAuth, tokens=TokenStore(db), pages=pages)
     origins = settings.gateway.rest.cors_origins
     if origins:
         app.add_middleware(

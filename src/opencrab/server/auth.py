@@ -1,11 +1,14 @@
 """Bearer-token authentication for the HTTP and WebSocket routes (a pure ASGI middleware).
 
-Every request except `OPEN_PATHS` and the docs' assets (`OPEN_PREFIX`) must carry
+Every request except `OPEN_PATHS` and static assets (`OPEN_PREFIXES`) must carry
 `Authorization: Bearer ocb_…` naming an active token (opencrab.auth.TokenStore).
 Browsers cannot set headers on a WebSocket, so a WebSocket may pass the token as
-`?access_token=…` instead. Failures get 401 with
-`WWW-Authenticate: Bearer` and the usual error body (OpenAI's under `/v1`); a refused
-WebSocket is closed with code 4401 before it is accepted. A WebSocket stays open past
+`?access_token=…` instead. The dashboard's login page (opencrab.dashboard.login) keeps
+the token in an HttpOnly, SameSite=Strict cookie (`SESSION_COOKIE`), which counts as the
+bearer when there is no Authorization header; the cross-site guard still applies to it.
+Failures get 401 with `WWW-Authenticate: Bearer` and the usual error body (OpenAI's under
+`/v1`); a page of the dashboard (`DashboardPaths`) is sent to the login page instead. A
+refused WebSocket is closed with code 4401 before it is accepted. A WebSocket stays open past
 the check, so `TokenWatch` closes it (4401) once its token is revoked, whichever process
 revoked it (`opencrab token revoke`).
 """
@@ -17,36 +20,44 @@ import contextlib
 import json
 import logging
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opencrab.auth import TokenStore
-from opencrab.server.docs import DOC_PATHS, VENDOR_URL
+from opencrab.server.docs import DOC_PATHS
 from opencrab.server.errors import error_body, is_openai_path, openai_error_body
 
 log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/api/health", "/openapi.json", *DOC_PATHS})
-OPEN_PREFIX = VENDOR_URL + "/"
+OPEN_PREFIXES = ("/static/",)
+"""Static assets (the docs' and the dashboard's scripts and styles): no secrets in them."""
+SESSION_COOKIE = "opencrab_session"
+"""The dashboard's login cookie: the token itself, HttpOnly and SameSite=Strict."""
 SCHEME = "bearerAuth"
 UNAUTHORIZED = 4401  # WebSocket close code: no, a wrong or a revoked token
 
 
-def is_open(path: str) -> bool:
+def is_open(path: str, open_paths: frozenset[str] = OPEN_PATHS) -> bool:
     """Whether `path` is served without a token: health, the OpenAPI document, the docs."""
-    return path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
+    return path in open_paths or path.startswith(OPEN_PREFIXES)
 
 
 def bearer_of(scope: Scope) -> str | None:
-    """The token a request carries, if any."""
+    """The token a request carries, if any: the header, else the dashboard's cookie."""
+    cookie: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             kind, _, secret = bytes(value).decode("latin-1").partition(" ")
             if kind.lower() == "bearer" and secret.strip():
                 return secret.strip()
             return None
+        if name == b"cookie" and cookie is None:
+            cookie = _cookie(bytes(value).decode("latin-1"), SESSION_COOKIE)
+    if cookie:
+        return cookie
     if scope["type"] == "websocket":
         query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
         found = query.get("access_token")
@@ -55,15 +66,31 @@ def bearer_of(scope: Scope) -> str | None:
     return None
 
 
-class BearerAuth:
-    """Refuse requests without an active token; the token goes to `scope["state"]`."""
+def _cookie(header: str, wanted: str) -> str | None:
+    for part in header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == wanted and value:
+            return value
+    return None
 
-    def __init__(self, app: ASGIApp, tokens: TokenStore) -> None:
+
+class BearerAuth:
+    """Refuse requests without an active token; the token goes to `scope["state"]`.
+
+    `pages` tells a dashboard page from an API path: a browser asking for a page
+    without a valid token is redirected to `pages.login` rather than given JSON.
+    """
+
+    def __init__(
+        self, app: ASGIApp, tokens: TokenStore, pages: DashboardPaths | None = None
+    ) -> None:
         self.app = app
         self.tokens = tokens
+        self.pages = pages
+        self.open_paths = OPEN_PATHS | (pages.open_paths if pages else frozenset())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
+        if scope["type"] not in ("http", "websocket") or is_open(scope["path"], self.open_paths):
             await self.app(scope, receive, send)
             return
         secret = bearer_of(scope)
@@ -72,6 +99,9 @@ class BearerAuth:
             reason = "invalid or revoked bearer token" if secret else "missing bearer token"
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": UNAUTHORIZED, "reason": reason})
+                return
+            if self.pages is not None and self.pages.is_page(scope["path"]):
+                await _to_login(send, scope, self.pages.login)
                 return
             await _unauthorized(send, reason, openai=is_openai_path(scope["path"]))
             return
@@ -133,6 +163,37 @@ class TokenWatch:
 
     def stop(self) -> None:
         self._stopping.set()
+
+
+class DashboardPaths:
+    """Which paths are the dashboard's pages, and which of them need no token."""
+
+    def __init__(self, *, login: str, open_paths: frozenset[str]) -> None:
+        self.login = login
+        self.open_paths = open_paths
+
+    def is_page(self, path: str) -> bool:
+        """Not the API, `/v1`, the OpenAPI document or the docs: a page of the dashboard."""
+        return (
+            not (path == "/api" or path.startswith(("/api/", "/v1/", "/static/")) or path == "/v1")
+            and path not in OPEN_PATHS
+        )
+
+
+async def _to_login(send: Send, scope: Scope, login: str) -> None:
+    target = scope["path"]
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    if query:
+        target += "?" + query
+    location = f"{login}?{urlencode({'next': target})}"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _unauthorized(send: Send, reason: str, *, openai: bool) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
 
@@ -114,8 +114,16 @@ def error_response(
     *,
     param: str | None = None,
     headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    """An error in the shape of the route asked: ours, or OpenAI's under `/v1`."""
+) -> Response:
+    """An error in the shape of the route asked: ours, OpenAI's under `/v1`, or a page.
+
+    A dashboard that is installed puts its `ErrorPages` in `app.state.error_pages`; a
+    request for one of its pages then gets an HTML page with a way back, not JSON.
+    """
+    app = request.scope.get("app")
+    pages: ErrorPages | None = getattr(app.state, "error_pages", None) if app else None
+    if pages is not None and pages.is_page(request.url.path):
+        return pages.render(request, status, message, headers)
     if is_openai_path(request.url.path):
         body: dict[str, Any] = openai_error_body(status, message, param=param, code=code)
     else:
@@ -123,16 +131,30 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+class ErrorPages(Protocol):
+    """How a web UI shows an error on one of its own pages (see `error_response`)."""
+
+    def is_page(self, path: str) -> bool: ...
+
+    def render(
+        self,
+        request: HTTPConnection,
+        status: int,
+        message: str,
+        headers: Mapping[str, str] | None,
+    ) -> Response: ...
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error response the same shape."""
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         code = STATUS_CODES.get(exc.status_code, "error")
         return error_response(request, exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         parts, fields = [], []
         for err in exc.errors():
             loc = [str(p) for p in err.get("loc", ())]
@@ -141,7 +163,7 @@ def install_error_handlers(app: FastAPI) -> None:
         param = fields[0] if fields and fields[0] else None
         return error_response(request, 400, "validation_error", "; ".join(parts), param=param)
 
-    async def _known(request: Request, exc: Exception) -> JSONResponse:
+    async def _known(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, OpenCrabError)
         status = next(s for cls, s in ERROR_STATUS.items() if isinstance(exc, cls))
         return error_response(request, status, exc.code, str(exc))
@@ -151,12 +173,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ConfigError)
     @app.exception_handler(OpenCrabError)
-    async def _ours(request: Request, exc: OpenCrabError) -> JSONResponse:
+    async def _ours(request: Request, exc: OpenCrabError) -> Response:
         log.error("request failed: %s", exc)
         return error_response(request, 500, exc.code, str(exc))
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
         return error_response(request, 500, "internal_error", "internal server error")
 

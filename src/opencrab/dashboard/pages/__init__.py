@@ -1,0 +1,1 @@
+"""One router per area of the dashboard (see opencrab.dashboard.routes.PAGE_MODULES)."""

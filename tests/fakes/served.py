@@ -1,0 +1,108 @@
+"""`opencrab up` as a user runs it, for tests that need a real server on a real socket.
+
+    with ServedOpenCrab(tmp_path / "data", llm=fake_llm_server) as served:
+        httpx.get(served.url + "/api/health")
+
+The server thinks through the fake OpenAI server (`llm`), never through a local model
+(the Ollama and llama.cpp URLs point at a closed port). It is stopped with SIGTERM, and
+whatever it printed is in `served.output()` (shown when it fails to start).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from tests.fakes.llm_server import FakeLlmServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServedOpenCrab:
+    """A real `opencrab up` subprocess on a free loopback port."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        llm: FakeLlmServer,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        closed = f"http://127.0.0.1:{free_port()}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
+        self.env.update(
+            OPENAI_API_KEY="sk-test",
+            OPENCRAB_LLM__PROVIDERS__OPENAI__BASE_URL=llm.url + "/v1",
+            OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL=closed,
+            OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL=closed,
+            OPENCRAB_DASHBOARD__PORT=str(self.port),  # no second port unless a test asks
+        )
+        self.env.update(env or {})
+        self.args = args
+        self._log: IO[str] | None = None
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> ServedOpenCrab:
+        exe = str(Path(sys.executable).parent / "opencrab")
+        self._log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed in stop
+        self._process = subprocess.Popen(
+            [exe, "up", "--port", str(self.port), "--data-dir", str(self.data_dir), *self.args],
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                output = self.output()
+                self.stop()
+                raise RuntimeError(f"opencrab up did not start:\n{output}")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> ServedOpenCrab:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
