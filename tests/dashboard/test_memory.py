@@ -92,6 +92,7 @@ def test_search_finds_japanese_chinese_and_english_and_links_to_the_session(
     search(p, "北京")  # Chinese, two characters
     expect(hits).to_have_count(1)
     expect(hits.locator("mark")).to_have_text("北京")
+    expect(hits.locator(".meta")).to_contain_text("ハナコ")  # the agent's reply, by its name
     expect(hits.get_by_role("link")).to_have_attribute("href", f"/sessions/{session_id}")
 
     search(p, "TOMATOES")  # English, any case

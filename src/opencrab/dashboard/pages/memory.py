@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from opencrab.core.agent import Agent
+from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.memory import (
     MAX_QUERY_CHARS,
     CuratedMemory,
@@ -92,17 +92,19 @@ def _memory(request: Request, agent: Agent) -> MemoryManager:
     return MemoryManager(db, agent.id)
 
 
-def _search(memory: MemoryManager, agent: Agent, q: str, log_type: str) -> Search:
+def _search(memory: MemoryManager, agents: AgentStore, q: str, log_type: str) -> Search:
+    """The hits of `q` (none asked when it has no words); agents' ids shown as names."""
     terms = search_terms(q)
     found = Search(q=q, log_type=log_type, asked=bool(terms))
     if not terms:
         return found
     results = memory.search(q, limit=SEARCH_LIMIT, log_types=[log_type] if log_type else None)
+    names = {id: name for id, name, _ in agents.summaries()} if results else {}
     found.hits = [
         Hit(
             log=r,
             pieces=snippet(r.content, terms),
-            speaker=agent.name if r.speaker_id == agent.id else (r.speaker_id or ""),
+            speaker=names.get(r.speaker_id or "", r.speaker_id or ""),
         )
         for r in results
     ]
@@ -139,7 +141,7 @@ async def memory_page(
 ) -> HTMLResponse:
     """The agent's memory: search, curated memories, impressions, export."""
     memory = _memory(request, agent)
-    search = await run_blocking(_search, memory, agent, q, log_type)
+    search = await run_blocking(_search, memory, request.app.state.runtime.agents, q, log_type)
     remembered = await run_blocking(_remembered, memory)
     return render(
         request,
@@ -158,7 +160,8 @@ async def memory_search(
     agent: PageAgent, request: Request, q: SearchText = "", log_type: LogTypeFilter = ""
 ) -> HTMLResponse:
     """The search's hits alone (HTMX swaps them in; the address bar shows the page's URL)."""
-    search = await run_blocking(_search, _memory(request, agent), agent, q, log_type)
+    agents = request.app.state.runtime.agents
+    search = await run_blocking(_search, _memory(request, agent), agents, q, log_type)
     response = fragment(
         request, "memory_results.html", agent=agent, search=search, log_types=LOG_TYPE_LABELS
     )
