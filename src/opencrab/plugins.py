@@ -67,6 +67,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.traces",
     "opencrab.server.api.skills",
     "opencrab.server.api.memory",
+    "opencrab.server.api.memory_export",
     "opencrab.server.api.workspace",
     "opencrab.server.api.llm",
     "opencrab.server.api.analytics",

@@ -406,6 +406,28 @@ def test_other_agents_logs_are_never_returned(memory: MemoryManager, other: Memo
     assert len(other.search("weather")) == 1
 
 
+def test_log_batches_read_a_whole_session_in_order_and_stop_at_the_start(
+    memory: MemoryManager, other: MemoryManager
+) -> None:
+    memory.append_session_logs([line(f"line {n}") for n in range(7)])
+    memory.append_session_logs([line("elsewhere", session=S2)])
+    other.append_session_logs([line("not mine")])
+    batches = memory.log_batches(S1, batch=3)
+    first = next(batches)
+    memory.append_session_logs([line("written during the read")])
+    rest = list(batches)
+    assert [len(b) for b in [first, *rest]] == [3, 3, 1]
+    assert [log.content for b in [first, *rest] for log in b] == [f"line {n}" for n in range(7)]
+    assert list(memory.log_batches(S2, batch=3)) == [memory.session_logs(S2)]
+    assert list(memory.log_batches(str(uuid4()))) == []
+
+
+def test_sessions_can_be_limited_to_the_latest(memory: MemoryManager) -> None:
+    memory.append_session_logs([line("one", session=S1), line("two", session=S2)])
+    assert [s.session_id for s in memory.sessions(limit=1)] == [S2]
+    assert [s.session_id for s in memory.sessions()] == [S2, S1]
+
+
 # ------------------------------------------------------------------ impressions
 def test_update_impression_upserts_and_keeps_untouched_fields(memory: MemoryManager) -> None:
     first = memory.update_impression(
@@ -450,6 +472,22 @@ def test_impressions_belong_to_one_agent(memory: MemoryManager, other: MemoryMan
     other.update_impression(S1, "u1", "Yui", personality="loud")
     assert memory.impressions(S1)[0].personality == "calm"
     assert other.impressions(S1)[0].personality == "loud"
+
+
+def test_all_impressions_span_sessions_by_name_newest_first(
+    memory: MemoryManager, other: MemoryManager
+) -> None:
+    memory.update_impression(S1, "u1", "Yui", personality="calm")
+    memory.update_impression(S1, "u2", "Ren", notes="早口")
+    memory.update_impression(S2, "u1", "Yui", personality="tired")
+    other.update_impression(S1, "u1", "Yui", personality="someone else's view")
+    seen = memory.all_impressions()
+    assert [(i.target_name, i.session_id, i.personality) for i in seen] == [
+        ("Ren", S1, ""),
+        ("Yui", S2, "tired"),
+        ("Yui", S1, "calm"),
+    ]
+    assert [i.notes for i in seen if i.target_id == "u2"] == ["早口"]
 
 
 # ------------------------------------------------------------------ context

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import uuid4
@@ -212,6 +212,31 @@ class MemoryManager:
             query = query.where(memory_sessions.c.log_type.in_(list(log_types)))
         return self._latest(query, limit)
 
+    def log_batches(self, session_id: str, *, batch: int = 500) -> Iterator[list[StoredLog]]:
+        """All of a session's lines, oldest first, read `batch` at a time.
+
+        Each batch is its own short read; lines written after the first batch was read
+        are left out, so a long read neither blocks writers nor chases a live session.
+        """
+        m = memory_sessions.c
+        mine = (m.agent_id == self.agent_id, m.session_id == str(session_id))
+        with self.db.read() as conn:
+            last = conn.execute(sa.select(sa.func.max(m.id)).where(*mine)).scalar()
+        after = 0
+        while last is not None and after < last:
+            query = (
+                sa.select(memory_sessions)
+                .where(*mine, m.id > after, m.id <= last)
+                .order_by(m.id)
+                .limit(max(1, batch))
+            )
+            with self.db.read() as conn:
+                rows = [_stored(row) for row in conn.execute(query)]
+            if not rows:
+                return
+            yield rows
+            after = rows[-1].id
+
     def recent_logs(self, *, limit: int = 100) -> list[StoredLog]:
         """The agent's latest `limit` lines across sessions, oldest first."""
         query = sa.select(memory_sessions).where(memory_sessions.c.agent_id == self.agent_id)
@@ -223,8 +248,8 @@ class MemoryManager:
             rows = conn.execute(query).all()
         return [_stored(row) for row in reversed(rows)]
 
-    def sessions(self) -> list[SessionSummary]:
-        """Sessions the agent has logs in, newest activity first."""
+    def sessions(self, *, limit: int | None = None) -> list[SessionSummary]:
+        """Sessions the agent has logs in, newest activity first (the first `limit`)."""
         m = memory_sessions.c
         query = (
             sa.select(
@@ -237,6 +262,8 @@ class MemoryManager:
             .group_by(m.session_id)
             .order_by(sa.func.max(m.id).desc())
         )
+        if limit is not None:
+            query = query.limit(max(1, limit))
         with self.db.read() as conn:
             rows = conn.execute(query).all()
         return [
@@ -262,7 +289,7 @@ class MemoryManager:
         Works for any language: words of 3+ characters use the trigram FTS index and
         bm25; shorter words (e.g. two-character Japanese words) filter with LIKE.
         """
-        terms = _terms(query)
+        terms = search_terms(query)
         if not terms:
             raise ValidationError("search query is empty")
         limit = max(1, min(int(limit), 100))
@@ -375,8 +402,15 @@ class MemoryManager:
         return _impression(stored)
 
     def impressions(self, session_id: str) -> list[Impression]:
+        """The impressions kept in one session, by target name."""
         with self.db.read() as conn:
             rows = _IMPRESSIONS.rows(conn, agent_id=self.agent_id, session_id=str(session_id))
+        return [_impression(row) for row in rows]
+
+    def all_impressions(self) -> list[Impression]:
+        """Every impression the agent keeps, by target name, newest first for each."""
+        with self.db.read() as conn:
+            rows = _ALL_IMPRESSIONS.rows(conn, agent_id=self.agent_id)
         return [_impression(row) for row in rows]
 
     # ------------------------------------------------------------ context
@@ -413,7 +447,8 @@ class MemoryManager:
         return text
 
 
-def _terms(query: str) -> list[str]:
+def search_terms(query: str) -> list[str]:
+    """The words `search` looks for: split at whitespace, each once, in order."""
     if not isinstance(query, str):
         raise ValidationError("search query must be a string")
     cleaned = "".join(" " if ord(c) < 32 else c for c in query[:MAX_QUERY_CHARS])
@@ -483,6 +518,13 @@ _IMPRESSIONS = Prepared(
         impressions.c.session_id == sa.bindparam("session_id"),
     )
     .order_by(impressions.c.target_name)
+)
+
+
+_ALL_IMPRESSIONS = Prepared(
+    sa.select(impressions)
+    .where(impressions.c.agent_id == sa.bindparam("agent_id"))
+    .order_by(impressions.c.target_name, impressions.c.updated_at.desc())
 )
 
 

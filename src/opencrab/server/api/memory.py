@@ -2,7 +2,9 @@
 
 Curated memory is what the agent keeps in its prompt (read, add, edit, delete here);
 session logs are everything said and done, searchable in full text (every word of the
-query must match; words are literal, never FTS syntax).
+query must match; words are literal, never FTS syntax); impressions are what the agent
+thinks of the others it met, one per session and person (written by its
+`update_impression` action, read here). The export of all of it is in memory_export.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from uuid import UUID
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
-from opencrab.core.memory import LogType, MemoryManager, StoredLog
+from opencrab.core.memory import Impression, LogType, MemoryManager, StoredLog
 from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep
@@ -60,6 +62,21 @@ class SearchRequest(ApiInput):
     limit: int = Field(default=10, ge=1, le=100)
     session_id: str | None = Field(default=None, max_length=64)
     log_types: list[LogType] | None = None
+
+
+class ImpressionResponse(ApiModel):
+    """What the agent thinks of another participant, as of one session (seed `impressions`)."""
+
+    session_id: str
+    target_id: str
+    target_name: str
+    personality: str
+    communication_style: str
+    recent_behavior: str
+    agreement: str = Field(examples=["中立"])
+    notes: str
+    last_updated_turn: int
+    updated_at: datetime | None = None
 
 
 class SessionSummaryResponse(ApiModel):
@@ -169,6 +186,24 @@ def get_session_logs(
     if not logs and log_type is None:
         raise NotFoundError(f"agent {agent.name!r} has no logs in session {session_id!r}")
     return logs
+
+
+@router.get(
+    "/agents/{id}/memory/impressions",
+    operation_id="listImpressions",
+    response_model=list[ImpressionResponse],
+    responses=error_responses(400, 404),
+)
+def list_impressions(
+    agent: AgentDep,
+    request: Request,
+    session_id: Annotated[
+        UUID | None, Query(alias="sessionId", description="Only those kept in this session.")
+    ] = None,
+) -> list[Impression]:
+    """The agent's impressions of others, by the other's name (newest first for each)."""
+    memory = _memory(request, agent.id)
+    return memory.all_impressions() if session_id is None else memory.impressions(str(session_id))
 
 
 @hookimpl

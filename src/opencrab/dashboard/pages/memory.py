@@ -1,0 +1,176 @@
+"""Memory (seed 001 "3. 記憶閲覧・検索"): search the session logs, curated memory, impressions.
+
+`/agents/{name}/memory?q=東京&logType=speech` renders the whole page with the search's
+hits (a GET form: it works without JavaScript); HTMX asks `/agents/{name}/memory/search`
+for the hits alone and swaps them in place. Curated memories are changed through the
+public REST API (`/api/agents/{id}/memory/curated…`), after which HTMX reloads the
+`/agents/{name}/memory/curated` fragment. The export links point at the REST route
+`/api/agents/{id}/memory/export`. Reads call the MemoryManager the API calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Annotated, Literal
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.memory import (
+    MAX_QUERY_CHARS,
+    CuratedMemory,
+    Impression,
+    MemoryManager,
+    SearchResult,
+    SessionSummary,
+    search_terms,
+)
+from opencrab.dashboard.pages.common import PageAgent
+from opencrab.dashboard.render import fragment, render
+from opencrab.dashboard.snippets import snippet
+from opencrab.offload import run_blocking
+from opencrab.store import Database
+
+router = APIRouter()
+
+SEARCH_LIMIT = 50
+RECENT_SESSIONS = 10
+LOG_TYPE_LABELS = {
+    "speech": "Speech",
+    "inner_voice": "Inner voice",
+    "action": "Action",
+    "system": "System",
+}
+
+SearchText = Annotated[
+    str, Query(max_length=MAX_QUERY_CHARS, description="Words to find in the session logs.")
+]
+LogTypeFilter = Annotated[
+    Literal["", "speech", "inner_voice", "action", "system"],
+    Query(alias="logType", description="Only lines of this kind; all when empty."),
+]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result as the page shows it: the line cut around its match."""
+
+    log: SearchResult
+    pieces: list[tuple[str, bool]]
+    speaker: str
+
+
+@dataclass
+class Search:
+    """The search form's state and, when it asked something, what was found."""
+
+    q: str = ""
+    log_type: str = ""
+    asked: bool = False
+    hits: list[Hit] = field(default_factory=list)
+
+    @property
+    def full(self) -> bool:
+        """True when there may be more hits than were shown."""
+        return len(self.hits) >= SEARCH_LIMIT
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """Everything the page shows besides the search."""
+
+    curated: list[tuple[str, list[CuratedMemory]]]
+    impressions: list[tuple[str, list[Impression]]]
+    sessions: list[SessionSummary]
+
+
+def _memory(request: Request, agent: Agent) -> MemoryManager:
+    db: Database = request.app.state.db
+    return MemoryManager(db, agent.id)
+
+
+def _search(memory: MemoryManager, agents: AgentStore, q: str, log_type: str) -> Search:
+    """The hits of `q` (none asked when it has no words); agents' ids shown as names."""
+    terms = search_terms(q)
+    found = Search(q=q, log_type=log_type, asked=bool(terms))
+    if not terms:
+        return found
+    results = memory.search(q, limit=SEARCH_LIMIT, log_types=[log_type] if log_type else None)
+    names = {id: name for id, name, _ in agents.summaries()} if results else {}
+    found.hits = [
+        Hit(
+            log=r,
+            pieces=snippet(r.content, terms),
+            speaker=names.get(r.speaker_id or "", r.speaker_id or ""),
+        )
+        for r in results
+    ]
+    return found
+
+
+def _curated(memory: MemoryManager) -> list[tuple[str, list[CuratedMemory]]]:
+    """Curated memories by category ("core" first: it is always in the prompt)."""
+    items = sorted(memory.list_curated(), key=lambda m: (m.category != "core", m.category))
+    return [(category, list(group)) for category, group in groupby(items, lambda m: m.category)]
+
+
+def _remembered(memory: MemoryManager) -> Remembered:
+    impressions = memory.all_impressions()
+    return Remembered(
+        curated=_curated(memory),
+        impressions=[
+            (target, list(group)) for target, group in groupby(impressions, lambda i: i.target_id)
+        ],
+        sessions=memory.sessions(limit=RECENT_SESSIONS),
+    )
+
+
+def page_url(agent: Agent, q: str = "", log_type: str = "") -> str:
+    """The memory page's address, with the search when there is one."""
+    base = f"/agents/{quote(agent.name, safe='')}/memory"
+    params = {k: v for k, v in (("q", q), ("logType", log_type)) if v}
+    return f"{base}?{urlencode(params)}" if params else base
+
+
+@router.get("/agents/{name}/memory", response_class=HTMLResponse)
+async def memory_page(
+    agent: PageAgent, request: Request, q: SearchText = "", log_type: LogTypeFilter = ""
+) -> HTMLResponse:
+    """The agent's memory: search, curated memories, impressions, export."""
+    memory = _memory(request, agent)
+    search = await run_blocking(_search, memory, request.app.state.runtime.agents, q, log_type)
+    remembered = await run_blocking(_remembered, memory)
+    return render(
+        request,
+        "memory.html",
+        title=f"Memory · {agent.name}",
+        agent=agent,
+        tab="memory",
+        search=search,
+        remembered=remembered,
+        log_types=LOG_TYPE_LABELS,
+    )
+
+
+@router.get("/agents/{name}/memory/search", response_class=HTMLResponse)
+async def memory_search(
+    agent: PageAgent, request: Request, q: SearchText = "", log_type: LogTypeFilter = ""
+) -> HTMLResponse:
+    """The search's hits alone (HTMX swaps them in; the address bar shows the page's URL)."""
+    agents = request.app.state.runtime.agents
+    search = await run_blocking(_search, _memory(request, agent), agents, q, log_type)
+    response = fragment(
+        request, "memory_results.html", agent=agent, search=search, log_types=LOG_TYPE_LABELS
+    )
+    response.headers["HX-Push-Url"] = page_url(agent, q, log_type)
+    return response
+
+
+@router.get("/agents/{name}/memory/curated", response_class=HTMLResponse)
+async def memory_curated(agent: PageAgent, request: Request) -> HTMLResponse:
+    """The curated memories and the form to add one (reloaded after every change)."""
+    curated = await run_blocking(_curated, _memory(request, agent))
+    return fragment(request, "memory_curated.html", agent=agent, curated=curated)
