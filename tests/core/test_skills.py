@@ -15,6 +15,7 @@ from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.core.skills import (
     MAX_SKILL_FILE_BYTES,
     PACKAGED_DIR,
+    PlannedSkills,
     Skill,
     SkillDoc,
     SkillManager,
@@ -393,7 +394,7 @@ def test_planned_skills_are_what_ensuring_would_leave_without_writing(
     db: Database, agent_id: str, docs: list[SkillDoc]
 ) -> None:
     fresh = SkillManager(db, agent_id, docs)
-    planned = fresh.planned_active_skills()
+    planned = PlannedSkills(db, agent_id, docs).get_active_skills()
     assert fresh.list() == []  # nothing was written
     fresh.ensure_default_skills()
     assert _shown(planned) == _shown(fresh.get_active_skills())
@@ -401,14 +402,14 @@ def test_planned_skills_are_what_ensuring_would_leave_without_writing(
     learn(fresh)
     fresh.toggle("llm-selection", False)
     english, _ = load_skill_dirs([PACKAGED_DIR], "en")
-    in_english = SkillManager(db, agent_id, english)
     before = fresh.list()
-    planned = in_english.planned_active_skills()
+    planned = PlannedSkills(db, agent_id, english).get_active_skills()
     assert fresh.list() == before  # still nothing written: the stored skills stay ja
     assert "llm-selection" not in [s.name for s in planned]
     assert next(s for s in planned if s.name == "autonomous").guidance == next(
         d.guidance for d in english if d.name == "autonomous"
     )
+    in_english = SkillManager(db, agent_id, english)
     in_english.ensure_default_skills()
     assert _shown(planned) == _shown(in_english.get_active_skills())
 

@@ -325,32 +325,6 @@ class SkillManager:
                 elif row.source_type == "standard" and _stale(row.version, row.file_path, doc):
                     conn.execute(skills_table.update().where(t.id == row.id).values(**values))
 
-    def planned_active_skills(self) -> builtins.list[Skill]:
-        """The active skills as `ensure_default_skills` would leave them, without writing
-        anything (a preview of a persona whose language is not saved yet)."""
-        now = datetime.now(UTC)
-        docs = {d.name: d for d in self.docs}
-        planned: builtins.list[Skill] = []
-        for skill in self.list():
-            doc = docs.pop(skill.name, None)
-            standard = skill.source == "standard"
-            if doc is not None and standard and _stale(skill.version, skill.file_path, doc):
-                skill = skill.model_copy(update=_doc_values(doc))
-            planned.append(skill)
-        planned += [
-            Skill(
-                id=str(uuid4()),
-                name=d.name,
-                source="standard",
-                created_at=now,
-                updated_at=now,
-                **_doc_values(d),
-            )
-            for d in docs.values()  # the ones the agent lacks
-        ]
-        planned.sort(key=lambda s: (s.source != "standard", s.created_at, s.name))
-        return [s for s in planned if s.is_active]
-
     # ------------------------------------------------------------ reading
     def list(self, *, active_only: bool = False) -> builtins.list[Skill]:
         t = skills_table.c
@@ -615,6 +589,36 @@ _COUNT_USE = Prepared(
     .where(skills_table.c.id == sa.bindparam("id"))
     .values(usage_count=skills_table.c.usage_count + 1, last_used_at=sa.bindparam("now"))
 )
+
+
+class PlannedSkills(SkillManager):
+    """An agent's skills as `ensure_default_skills` would leave them, never written: for a
+    request built ahead of a change (a persona preview in a language not saved yet)."""
+
+    def get_active_skills(self) -> builtins.list[Skill]:
+        """The active skills as `ensure_default_skills` would leave them; nothing written."""
+        now = datetime.now(UTC)
+        docs = {d.name: d for d in self.docs}
+        planned: builtins.list[Skill] = []
+        for skill in self.list():
+            doc = docs.pop(skill.name, None)
+            standard = skill.source == "standard"
+            if doc is not None and standard and _stale(skill.version, skill.file_path, doc):
+                skill = skill.model_copy(update=_doc_values(doc))
+            planned.append(skill)
+        planned += [
+            Skill(
+                id=str(uuid4()),
+                name=d.name,
+                source="standard",
+                created_at=now,
+                updated_at=now,
+                **_doc_values(d),
+            )
+            for d in docs.values()  # the ones the agent lacks
+        ]
+        planned.sort(key=lambda s: (s.source != "standard", s.created_at, s.name))
+        return [s for s in planned if s.is_active]
 
 
 def _doc_values(doc: SkillDoc) -> dict[str, Any]:
