@@ -154,7 +154,39 @@ def test_soul_round_trips_through_json() -> None:
     soul = SEED_SOUL.model_copy(update={"custom_traits": {"口癖": "なるほど", "level": 3}})
     again = Soul.model_validate_json(soul.model_dump_json())
     assert again == soul
-    assert again.build_context("ja") == SEED_SOUL.build_context("ja")
+    assert again.build_context("ja") == soul.build_context("ja")
+
+
+def test_values_and_custom_traits_follow_the_seed_block() -> None:
+    soul = SEED_SOUL.model_copy(
+        update={
+            "custom_traits": {
+                "values": ["誠実さ", "好奇心"],
+                "口癖": "なるほど",
+                "level": 3,
+                "hobbies": ["将棋"],
+            }
+        }
+    )
+    assert soul.build_context("ja") == SEED_SOUL.build_context("ja") + (
+        "\n価値観: 誠実さ、好奇心"
+        "\nその他の特性:"
+        "\n  - 口癖: なるほど"
+        "\n  - level: 3"
+        '\n  - hobbies: ["将棋"]'
+    )
+    english = soul.build_context("en")
+    assert english.startswith(SEED_SOUL.build_context("en").rstrip("\n") + "\n")
+    assert "Your values: 誠実さ, 好奇心." in english
+    assert "- 口癖: なるほど" in english
+
+
+def test_no_custom_traits_leave_the_seed_block_exactly() -> None:
+    for traits in (None, {}, {"values": []}, {"values": "  "}):
+        soul = SEED_SOUL.model_copy(update={"custom_traits": traits})
+        assert soul.build_context("ja") == SEED_SOUL.build_context("ja")
+    no_description = Soul(persona_name="X", custom_traits={"values": "正直"})
+    assert no_description.build_context("ja").endswith("（副: 直感的）\n価値観: 正直")
 
 
 # ------------------------------------------------------------------ identity

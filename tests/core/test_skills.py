@@ -15,6 +15,8 @@ from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.core.skills import (
     MAX_SKILL_FILE_BYTES,
     PACKAGED_DIR,
+    PlannedSkills,
+    Skill,
     SkillDoc,
     SkillManager,
     SkillProblem,
@@ -382,6 +384,34 @@ def test_a_newer_file_version_refreshes_the_standard_skill(
     older = replace(autonomous, version=1, guidance="older")
     SkillManager(db, agent_id, [older]).ensure_default_skills()
     assert skills.get("autonomous").guidance == "new guidance"
+
+
+def _shown(skills: list[Skill]) -> list[tuple[str, str, str, tuple[str, ...], str]]:
+    return [(s.name, s.description, s.guidance, tuple(s.actions), s.source) for s in skills]
+
+
+def test_planned_skills_are_what_ensuring_would_leave_without_writing(
+    db: Database, agent_id: str, docs: list[SkillDoc]
+) -> None:
+    fresh = SkillManager(db, agent_id, docs)
+    planned = PlannedSkills(db, agent_id, docs).get_active_skills()
+    assert fresh.list() == []  # nothing was written
+    fresh.ensure_default_skills()
+    assert _shown(planned) == _shown(fresh.get_active_skills())
+
+    learn(fresh)
+    fresh.toggle("llm-selection", False)
+    english, _ = load_skill_dirs([PACKAGED_DIR], "en")
+    before = fresh.list()
+    planned = PlannedSkills(db, agent_id, english).get_active_skills()
+    assert fresh.list() == before  # still nothing written: the stored skills stay ja
+    assert "llm-selection" not in [s.name for s in planned]
+    assert next(s for s in planned if s.name == "autonomous").guidance == next(
+        d.guidance for d in english if d.name == "autonomous"
+    )
+    in_english = SkillManager(db, agent_id, english)
+    in_english.ensure_default_skills()
+    assert _shown(planned) == _shown(in_english.get_active_skills())
 
 
 def test_acquire_then_refine_the_same_name(skills: SkillManager) -> None:

@@ -71,7 +71,7 @@ from opencrab.core.recorder import (
     usage_event,
 )
 from opencrab.core.sessions import Said
-from opencrab.core.skills import Skill, SkillDoc, SkillManager
+from opencrab.core.skills import PlannedSkills, Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
     ActionDone,
     Compacted,
@@ -100,7 +100,7 @@ from opencrab.events import (
     UserEvent,
     UserPayload,
 )
-from opencrab.gateway.base import IncomingMessage
+from opencrab.gateway.base import IncomingMessage, InternalSource
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
 from opencrab.offload import run_blocking
@@ -179,6 +179,16 @@ class SkillEngine:
         async for step in turn.run(message, stream=stream):
             yield step
 
+    def first_request(self, agent: Agent, text: str) -> tuple[ChatRequest, CallInfo]:
+        """The model request a new chat's first turn would send for `text`, built by the
+        turn's own context code; it only reads (skills as if ensured; no session, no event)."""
+        skills = PlannedSkills(self.db, agent.id, self.skill_docs.get(agent.language, ()))
+        turn = _Turn(self, agent, str(uuid4()), "preview", None, None, skills=skills)
+        message = IncomingMessage.text(text, source=InternalSource(origin="preview"))
+        tools, _, system, user_text, _, _ = turn._prepare(message)
+        request = turn._request([system, Message.user(user_text)], tools)
+        return request, CallInfo(purpose=turn.purpose, task_type="preview", agent_id=agent.id)
+
     # ------------------------------------------------------------ helpers used by turns
     def skills_for(self, agent: Agent) -> SkillManager:
         """The agent's skills, its standard ones in its language (copied in on first use)."""
@@ -202,6 +212,7 @@ class _Turn:
         max_tokens: int | None,
         trace_id: str | None = None,
         purpose: str = "tool_calling",
+        skills: SkillManager | None = None,
     ) -> None:
         self.engine = engine
         self.agent = agent
@@ -213,7 +224,7 @@ class _Turn:
         db, settings = engine.db, engine.settings
         self.memory = MemoryManager(db, agent.id)
         self.texts = prompts(agent.language)
-        self.skills = engine.skills_for(agent)
+        self.skills = skills or engine.skills_for(agent)
         self.workspace = Workspace.for_agent(settings, agent.id)
         self.state = TurnState(trace_id=self.trace_id, turn_number=turn_number or 0)
         self.ctx = ActionContext(
@@ -515,17 +526,20 @@ class _Turn:
             session_id=self.session_id,
         )
 
-    async def _call(
-        self, history: list[Message], tools: list[ToolDefinition], stream: bool
-    ) -> AsyncIterator[TextDelta | ChatResponse]:
-        target = self._target()
-        request = ChatRequest(
-            model=str(target),
+    def _request(self, history: list[Message], tools: list[ToolDefinition]) -> ChatRequest:
+        """One model call of the turn: its model for the turn's purpose, the allowed tools."""
+        return ChatRequest(
+            model=str(self._target()),
             messages=list(history),
             tools=tools or None,
             tool_choice="auto" if tools else None,
             max_tokens=self.max_tokens,
         )
+
+    async def _call(
+        self, history: list[Message], tools: list[ToolDefinition], stream: bool
+    ) -> AsyncIterator[TextDelta | ChatResponse]:
+        request = self._request(history, tools)
         info = self._info(self.purpose)
         if not stream:
             yield await self.deadline.bound(self.engine.router.chat(request, info))

@@ -307,14 +307,9 @@ class SkillManager:
             }
             for doc in self.docs:
                 row = have.get(doc.name)
-                values = {
-                    "description": doc.description,
-                    "guidance": doc.guidance,
-                    "version": doc.version,
-                    "actions_json": list(doc.actions),
-                    "file_path": doc.file_path,
-                    "updated_at": now,
-                }
+                values = _doc_values(doc)
+                values["actions_json"] = values.pop("actions")
+                values["updated_at"] = now
                 if row is None:
                     conn.execute(
                         skills_table.insert().values(
@@ -327,10 +322,7 @@ class SkillManager:
                             **values,
                         )
                     )
-                elif row.source_type == "standard" and (
-                    row.version < doc.version
-                    or _language_of(row.file_path) != _language_of(doc.file_path)
-                ):
+                elif row.source_type == "standard" and _stale(row.version, row.file_path, doc):
                     conn.execute(skills_table.update().where(t.id == row.id).values(**values))
 
     # ------------------------------------------------------------ reading
@@ -597,6 +589,52 @@ _COUNT_USE = Prepared(
     .where(skills_table.c.id == sa.bindparam("id"))
     .values(usage_count=skills_table.c.usage_count + 1, last_used_at=sa.bindparam("now"))
 )
+
+
+class PlannedSkills(SkillManager):
+    """An agent's skills as `ensure_default_skills` would leave them, never written: for a
+    request built ahead of a change (a persona preview in a language not saved yet)."""
+
+    def get_active_skills(self) -> builtins.list[Skill]:
+        """The active skills as `ensure_default_skills` would leave them; nothing written."""
+        now = datetime.now(UTC)
+        docs = {d.name: d for d in self.docs}
+        planned: builtins.list[Skill] = []
+        for skill in self.list():
+            doc = docs.pop(skill.name, None)
+            standard = skill.source == "standard"
+            if doc is not None and standard and _stale(skill.version, skill.file_path, doc):
+                skill = skill.model_copy(update=_doc_values(doc))
+            planned.append(skill)
+        planned += [
+            Skill(
+                id=str(uuid4()),
+                name=d.name,
+                source="standard",
+                created_at=now,
+                updated_at=now,
+                **_doc_values(d),
+            )
+            for d in docs.values()  # the ones the agent lacks
+        ]
+        planned.sort(key=lambda s: (s.source != "standard", s.created_at, s.name))
+        return [s for s in planned if s.is_active]
+
+
+def _doc_values(doc: SkillDoc) -> dict[str, Any]:
+    """What a standard skill takes from its file."""
+    return {
+        "description": doc.description,
+        "guidance": doc.guidance,
+        "version": doc.version,
+        "actions": list(doc.actions),
+        "file_path": doc.file_path,
+    }
+
+
+def _stale(version: int, file_path: str | None, doc: SkillDoc) -> bool:
+    """Whether a stored standard skill is refreshed from `doc`: newer, or another language."""
+    return version < doc.version or _language_of(file_path) != _language_of(doc.file_path)
 
 
 def _language_of(file_path: str | None) -> str | None:

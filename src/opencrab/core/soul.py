@@ -1,7 +1,9 @@
 """Soul (seed 001 "Soul"): who the agent is inside — social style, Big Five, thinking style.
 
 `build_context` renders the 【SOUL】 block in the agent's language (numbers with one
-decimal); under `ja` it is the seed's block exactly.
+decimal); under `ja` it is the seed's block exactly. Custom traits, when there are any,
+follow it: `custom_traits["values"]` (a list or a text) as the agent's values, then every
+other trait as a `name: value` line, so what the persona editor defines reaches the model.
 
 Example:
     soul = Soul(persona_name="慎重な分析家",
@@ -12,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -79,7 +82,7 @@ class Soul(_Strict):
         """The 【SOUL】 section in `language` (the seed's format under ja)."""
         s, p, t = self.social_style, self.personality, self.thinking_style
         texts = prompts(language)
-        return texts.render(
+        block = texts.render(
             "soul",
             persona=self.persona_name,
             style=s.style_name,
@@ -94,6 +97,33 @@ class Soul(_Strict):
             secondary=t.secondary or texts["soul_default_secondary"],
             description=t.description,
         )
+        traits = _traits(self.custom_traits, language)
+        return block.rstrip("\n") + traits if traits else block
+
+
+def _traits(traits: dict[str, Any] | None, language: Language) -> str:
+    """The lines after the SOUL block: values, then the other custom traits; "" for none."""
+    if not traits:
+        return ""
+    texts = prompts(language)
+    lines: list[str] = []
+    values = traits.get("values")
+    if isinstance(values, list):
+        values = texts["soul_values_separator"].join(_text(v) for v in values if _text(v))
+    if isinstance(values, str) and values.strip():
+        lines.append(texts.render("soul_values", values=values.strip()))
+    others = [(str(k), _text(v)) for k, v in traits.items() if k != "values"]
+    others = [(k, v) for k, v in others if v]
+    if others:
+        lines.append(texts["soul_traits"])
+        lines += [texts.render("soul_trait", name=k, value=v) for k, v in others]
+    return "".join("\n" + line for line in lines)
+
+
+def _text(value: Any) -> str:
+    """A trait's value as one line: text as it is, anything else as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return " ".join(text.split())
 
 
 def _f1(value: float) -> str:

@@ -22,6 +22,7 @@ from opencrab.server.auth import DashboardPaths
 PAGE_MODULES = (
     "opencrab.dashboard.login",
     "opencrab.dashboard.pages.home",
+    "opencrab.dashboard.pages.persona",
     "opencrab.dashboard.pages.common",
     "opencrab.dashboard.pages.memory",
 )

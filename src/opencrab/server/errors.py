@@ -28,6 +28,7 @@ from opencrab.errors import (
     NotFoundError,
     OpenCrabError,
     QuotaExceeded,
+    TurnTimeout,
     ValidationError,
 )
 
@@ -53,6 +54,7 @@ ERROR_STATUS: dict[type[OpenCrabError], int] = {
     ConflictError: 409,
     BudgetExceeded: 429,  # before LlmError: the most specific class comes first
     LlmError: 502,
+    TurnTimeout: 504,  # a model call cut off by [agent] turn_timeout_secs
 }
 """The status of each of our errors a client can cause or should retry."""
 

@@ -6,12 +6,13 @@
  *   fields as JSON to the public REST API. Field names are dotted paths
  *   ("soul.personality.openness"); data-type on a field says how to read it
  *   (number, int, bool, list, lines, json); data-optional leaves an empty field out.
- *   An API error is shown in the form's .form-error, and next to the field it names
- *   (the API's message starts with "field.path: ..."). data-then: "reload", a URL
+ *   An API error is shown in the form's .form-error, and next to each field it names
+ *   (the API's message is "field.path: ...", several joined by "; "). data-then: "reload", a URL
  *   ("{id}" and "{name}" filled from the response), or "event:NAME" (an HTMX trigger).
  * - API buttons: <button data-api="DELETE /api/..." data-confirm="..." data-then="/">.
  * - OpenCrab.api(method, url, body) for page scripts; it throws ApiError with the
- *   API's message.
+ *   API's message. OpenCrab.formBody(form), showError(form, err), fieldErrors(form,
+ *   message) and clearErrors(form) let a page script send a form its own way.
  */
 (function () {
   "use strict";
@@ -148,13 +149,26 @@
     return null;
   }
 
-  function showError(form, err) {
-    const hit = fieldOf(form, err.message, form.dataset.errorPrefix);
-    if (hit) {
-      hit.slot.textContent = hit.message;
+  /* Each "path: message" part of an error (the API joins several with "; ") is shown next
+     to its field; the first of those fields on the page gets the focus. True when any
+     field was named. */
+  function fieldErrors(form, message, prefix) {
+    let named = false;
+    for (const part of (message || "").split(/; (?=[A-Za-z0-9_.\[\]]+: )/)) {
+      const hit = fieldOf(form, part, prefix);
+      if (!hit) continue;
+      hit.slot.textContent = hit.slot.hidden ? hit.message : hit.slot.textContent + " " + hit.message;
       hit.slot.hidden = false;
-      if (hit.input) { hit.input.setAttribute("aria-invalid", "true"); hit.input.focus(); }
+      if (hit.input) hit.input.setAttribute("aria-invalid", "true");
+      named = true;
     }
+    const first = form.querySelector('[aria-invalid="true"]');
+    if (first) first.focus();
+    return named;
+  }
+
+  function showError(form, err) {
+    const hit = fieldErrors(form, err.message, form.dataset.errorPrefix);
     const box = form.querySelector(".form-error");
     if (box) { box.textContent = err.message; box.hidden = false; } else if (!hit) { toast(err.message, true); }
   }
@@ -224,5 +238,5 @@
   document.addEventListener("htmx:afterSwap", (event) => localTimes(event.target));
   document.addEventListener("DOMContentLoaded", () => localTimes(document));
 
-  window.OpenCrab = { api: api, ApiError: ApiError, toast: toast, showError: showError, clearErrors: clearErrors, localTimes: localTimes, formBody: formBody };
+  window.OpenCrab = { api: api, ApiError: ApiError, toast: toast, showError: showError, fieldErrors: fieldErrors, clearErrors: clearErrors, localTimes: localTimes, formBody: formBody };
 })();

@@ -2,7 +2,9 @@
 
 Seed 002's shapes: `AgentSummary` in lists, `AgentResponse` for one agent,
 `CreateAgentRequest` / `UpdateAgentRequest` with `toolIds`. Creating accepts the seed-001
-parts too (soul, identity, llm, heartbeat); each also has its own GET/PUT route.
+parts too (soul, identity, llm, heartbeat), updating soul, identity and heartbeat (so a
+persona editor saves everything at once); soul, identity and heartbeat also have their
+own GET/PUT routes.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class UpdateAgentRequest(ApiInput):
     language: Language | None = Field(default=None, description="en, ja or zh.")
     tool_ids: list[UUID] | None = None
     heartbeat: HeartbeatConfig | None = None
+    soul: Soul | None = Field(default=None, description="Replaces the persona.")
+    identity: Identity | None = Field(default=None, description="Replaces the identity.")
 
 
 def _spec(
@@ -157,7 +161,8 @@ def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
 def update_agent(
     agent_id: AgentId, body: UpdateAgentRequest, agents: AgentStoreDep, request: Request
 ) -> AgentResponse:
-    """Change the fields given; `toolIds` replaces the granted tools."""
+    """Change the fields given, in one transaction; `toolIds` replaces the granted tools,
+    `soul` and `identity` replace the persona and the identity."""
     change = _spec(body, AgentUpdate)
     assert isinstance(change, AgentUpdate)
     agent = agents.update(agent_id, change)
@@ -227,6 +232,32 @@ def update_identity(agent_id: AgentId, body: Identity, agents: AgentStoreDep) ->
     """Replace the identity."""
     agent = agents.update(agent_id, AgentUpdate(identity=body))
     return agent.identity
+
+
+@router.get(
+    "/agents/{id}/heartbeat",
+    operation_id="getHeartbeat",
+    response_model=HeartbeatConfig,
+    responses=error_responses(400, 404),
+)
+def get_heartbeat(agent_id: AgentId, agents: AgentStoreDep) -> HeartbeatConfig:
+    """The agent's heartbeat: interval, on or off, and its home conversation."""
+    return agents.get(agent_id).heartbeat
+
+
+@router.put(
+    "/agents/{id}/heartbeat",
+    operation_id="updateHeartbeat",
+    response_model=HeartbeatConfig,
+    responses=error_responses(400, 404),
+)
+def update_heartbeat(
+    agent_id: AgentId, body: HeartbeatConfig, agents: AgentStoreDep, request: Request
+) -> HeartbeatConfig:
+    """Replace the heartbeat config; the running heartbeat follows it at once."""
+    agent = agents.update(agent_id, AgentUpdate(heartbeat=body))
+    _heartbeat_follows(request, agent)
+    return agent.heartbeat
 
 
 def _heartbeat_follows(request: Request, agent: Agent) -> None:
