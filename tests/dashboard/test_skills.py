@@ -10,6 +10,9 @@ from urllib.parse import quote
 import httpx
 from playwright.sync_api import Page, expect
 
+from opencrab.core.skill_files import parse_skill_text
+from opencrab.dashboard.pages.skills import NEW_SKILL
+from opencrab.prompts import LANGUAGES
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
@@ -41,6 +44,14 @@ def type_skill(page: Page, text: str) -> None:
     editor.focus()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(text)
+
+
+def test_the_editor_starts_from_a_valid_skill_file_in_every_language() -> None:
+    assert set(NEW_SKILL) == set(LANGUAGES)
+    for text in NEW_SKILL.values():
+        doc = parse_skill_text(text, "")
+        assert (doc.actions, doc.version) == ((), 1)
+        assert doc.situation_pattern
 
 
 def test_a_standard_skill_switched_off_in_the_page_is_off_over_rest(
