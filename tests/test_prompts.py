@@ -11,7 +11,8 @@ import pytest
 
 import opencrab.config
 from opencrab.config import load_settings
-from opencrab.core.skills import PACKAGED_DIR, load_skill_dirs
+from opencrab.core.skill_files import load_skill_dirs
+from opencrab.core.skills import PACKAGED_DIR
 from opencrab.errors import ConfigError, ValidationError
 from opencrab.prompts import (
     LANGUAGES,

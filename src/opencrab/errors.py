@@ -103,7 +103,10 @@ class QuotaExceeded(WorkspaceError):
 
 
 class SkillFileError(ValidationError):
-    """A skill file that cannot be used; names the file, the line (1-based) and why."""
+    """A skill file that cannot be used; names the file, the line (1-based) and why.
+
+    Text that is not a file yet (`file=""`, a skill sent over REST) reads "line 3: …".
+    """
 
     code = "invalid_skill_file"
 
@@ -111,8 +114,8 @@ class SkillFileError(ValidationError):
         self.file = file
         self.line = line
         self.reason = reason
-        where = f"{file}:{line}" if line else file
-        super().__init__(f"{where}: {reason}")
+        where = (f"{file}:{line}" if file else f"line {line}") if line else file
+        super().__init__(f"{where}: {reason}" if where else reason)
 
 
 class NotFoundError(OpenCrabError):

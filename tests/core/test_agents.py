@@ -23,7 +23,8 @@ from opencrab.core.agent import (
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.skills import PACKAGED_DIR, SkillManager, load_skill_dirs
+from opencrab.core.skill_files import load_skill_dirs
+from opencrab.core.skills import PACKAGED_DIR, SkillManager
 from opencrab.core.soul import Personality, Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
 from opencrab.store import Database

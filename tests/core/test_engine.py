@@ -16,7 +16,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig, session_overrides
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
-from opencrab.core.skills import parse_skill_text
+from opencrab.core.skill_files import parse_skill_text
 from opencrab.core.steps import Compacted, TextDelta, TurnResult
 from opencrab.core.tools import sync_tools, tool_id
 from opencrab.core.workspace import Workspace

@@ -12,17 +12,19 @@ import pytest
 from opencrab.actions.base import default_registry
 from opencrab.config import Settings
 from opencrab.core.agent import AgentCreate, AgentStore
-from opencrab.core.skills import (
+from opencrab.core.skill_files import (
     MAX_SKILL_FILE_BYTES,
-    PACKAGED_DIR,
-    PlannedSkills,
-    Skill,
     SkillDoc,
-    SkillManager,
     SkillProblem,
     load_skill_dirs,
     parse_skill_file,
     parse_skill_text,
+)
+from opencrab.core.skills import (
+    PACKAGED_DIR,
+    PlannedSkills,
+    Skill,
+    SkillManager,
     standard_skill_dirs,
 )
 from opencrab.errors import (

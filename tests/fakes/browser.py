@@ -79,8 +79,8 @@ class Watched:
 
     def _failed(self, request: Request) -> None:
         failure = request.failure or ""
-        if "ERR_ABORTED" in failure and request.resource_type in ("document", "websocket"):
-            return  # a navigation or download ended the request: not a fault
+        if "ERR_ABORTED" in failure:
+            return  # the browser cancelled it (a navigation, a download, a closed page)
         self.problems.append(f"request failed: {request.method} {request.url}: {failure}")
 
     def _response(self, response: Response) -> None:

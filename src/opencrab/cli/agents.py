@@ -502,7 +502,8 @@ def memory_search(
 
 
 def _skill_manager(db: Database, settings: Settings, agent: Agent) -> SkillManager:
-    from opencrab.core.skills import SkillManager, load_skill_dirs, standard_skill_dirs
+    from opencrab.core.skill_files import load_skill_dirs
+    from opencrab.core.skills import SkillManager, standard_skill_dirs
 
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), agent.language)
     for problem in problems:

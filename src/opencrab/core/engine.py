@@ -71,7 +71,8 @@ from opencrab.core.recorder import (
     usage_event,
 )
 from opencrab.core.sessions import Said
-from opencrab.core.skills import PlannedSkills, Skill, SkillDoc, SkillManager
+from opencrab.core.skill_files import SkillDoc
+from opencrab.core.skills import PlannedSkills, Skill, SkillManager
 from opencrab.core.steps import (
     ActionDone,
     Compacted,

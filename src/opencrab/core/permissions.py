@@ -20,9 +20,10 @@ from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from opencrab.core.identity import AgentRole
+from opencrab.core.skill_files import SkillDoc
 from opencrab.core.skills import Skill, SkillManager
 from opencrab.core.tools import granted_tool_names
-from opencrab.errors import ValidationError
+from opencrab.errors import SkillFileError, ValidationError
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
@@ -76,14 +77,35 @@ def check_learned_actions(
     names: Sequence[str], agent: Agent, skills: SkillManager, known: Container[str]
 ) -> None:
     """Raise ValidationError naming each of `names` a learned skill may not name, and why."""
-    if not names:
-        return
-    granted = granted_tool_names(skills.db, agent.id)
-    refused = refused_actions(names, skills.list(), granted, agent.role, known)
+    refused = _refused(names, agent, skills, known)
     if refused:
-        listed = "; ".join(f"{name} ({why})" for name, why in refused.items())
-        raise ValidationError(
-            "a learned skill may name only actions the agent may already call; not these: "
-            f"{listed}. Nothing was stored: leave them out (only the operator can switch a "
-            "skill on or grant a tool)"
-        )
+        raise ValidationError(_refusal(refused))
+
+
+def check_skill_file_actions(
+    doc: SkillDoc, agent: Agent, skills: SkillManager, known: Container[str]
+) -> None:
+    """`check_learned_actions` for a skill file's text: SkillFileError at the first
+    refused action's line (the file's name is the doc's `file_path`)."""
+    refused = _refused(doc.actions, agent, skills, known)
+    if refused:
+        line = doc.line_of(f"action:{next(iter(refused))}")
+        raise SkillFileError(doc.file_path, line, _refusal(refused))
+
+
+def _refused(
+    names: Sequence[str], agent: Agent, skills: SkillManager, known: Container[str]
+) -> dict[str, str]:
+    if not names:
+        return {}
+    granted = granted_tool_names(skills.db, agent.id)
+    return refused_actions(names, skills.list(), granted, agent.role, known)
+
+
+def _refusal(refused: dict[str, str]) -> str:
+    listed = "; ".join(f"{name} ({why})" for name, why in refused.items())
+    return (
+        "a learned skill may name only actions the agent may already call; not these: "
+        f"{listed}. Nothing was stored: leave them out (only the operator can switch a "
+        "skill on or grant a tool)"
+    )

@@ -29,12 +29,8 @@ from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
 from opencrab.core.sessions import ensure_chat_session, turn_lock
-from opencrab.core.skills import (
-    SkillDoc,
-    SkillProblem,
-    load_standard_skills,
-    standard_skill_dirs,
-)
+from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
+from opencrab.core.skills import standard_skill_dirs
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace

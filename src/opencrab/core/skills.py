@@ -1,23 +1,24 @@
 """SkillManager (seed 001 "Skill"): the manuals an agent follows and the actions they unlock.
 
-Standard skills are `*.skill.md` files: YAML frontmatter (name, description, version,
-actions) and a Markdown body, the guidance. OpenCrab ships the five of seed 001 in each
-language, `opencrab/skills/<language>/` (en, ja = the seed's text, zh; same names and
-actions in all three); plugins add folders through the `register_skill_dirs` hook and
-operators drop files into `{data_dir}/skills/`. In every folder, files in the
-`<language>/` subfolder come first, then files in the folder itself (for any language).
-A malformed file is reported (file, line, reason) and skipped; it never stops start-up.
-Files and folders reached through a symlink are skipped the same way: a link could make
-a file someone else can write (an agent's workspace) a skill file the operator never saw.
+Standard skills are `*.skill.md` files (core/skill_files.py: YAML frontmatter and a
+Markdown body, the guidance). OpenCrab ships the five of seed 001 in each language,
+`opencrab/skills/<language>/` (en, ja = the seed's text, zh; same names and actions in
+all three); plugins add folders through the `register_skill_dirs` hook and operators
+drop files into `{data_dir}/skills/`. In every folder, files in the `<language>/`
+subfolder come first, then files in the folder itself (for any language). A malformed
+file is reported (file, line, reason) and skipped; it never stops start-up. Files and
+folders reached through a symlink are skipped the same way: a link could make a file
+someone else can write (an agent's workspace) a skill file the operator never saw.
 
 Every agent has its own rows in `skills`: the standard skills of its language are copied
 in (and kept in step with their files' versions and language) by
 `ensure_default_skills`, and skills the agent
 acquires (from experience, a peer, research or reflection) are added beside them. Each
 row can be switched off, counts its uses and carries an effectiveness score, computed
-from the outcomes of the turns in which its actions ran (core/effectiveness.py). The
-actions an agent may call come from its active standard skills and granted tools; a
-learned skill's `actions` add nothing (core/permissions.py).
+from the outcomes of the turns in which its actions ran (core/effectiveness.py). Every
+version of a skill's text is kept (core/skill_versions.py). The actions an agent may
+call come from its active standard skills and granted tools; a learned skill's
+`actions` add nothing (core/permissions.py).
 
 Example:
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")
@@ -30,24 +31,20 @@ Example:
 from __future__ import annotations
 
 import builtins
-import errno
 import logging
-import os
-import re
-import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import uuid4
 
 import sqlalchemy as sa
-import yaml
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
-from opencrab.errors import ConflictError, NotFoundError, SkillFileError, ValidationError
+from opencrab.core.skill_files import ACTION_NAME, SkillDoc, skill_markdown
+from opencrab.core.skill_versions import SkillVersion, list_versions, record_version
+from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
 from opencrab.prompts import LANGUAGES, Language, prompts
 from opencrab.store import Database
@@ -65,180 +62,6 @@ log = logging.getLogger(__name__)
 SkillSource = Literal["standard", "experience", "peer", "research", "reflection"]
 ACQUIRED_SOURCES = ("experience", "peer", "research", "reflection")
 PACKAGED_DIR = Path(__file__).resolve().parent.parent / "skills"
-SUFFIX = ".skill.md"
-MAX_SKILL_FILE_BYTES = 256 * 1024
-SYMLINKED = "is a symlink; skill files reached through a symlink are not loaded"
-_NAME = re.compile(r"^[\w][\w .+\-()]{0,99}$", re.UNICODE)
-_ACTION = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-
-
-# ------------------------------------------------------------------ skill files
-@dataclass(frozen=True)
-class SkillDoc:
-    """A parsed skill file."""
-
-    name: str
-    description: str
-    version: int
-    actions: tuple[str, ...]
-    guidance: str
-    file_path: str
-
-
-@dataclass(frozen=True)
-class SkillProblem:
-    """A skill file that was skipped, and why."""
-
-    file: str
-    line: int | None
-    reason: str
-
-    def __str__(self) -> str:
-        return str(SkillFileError(self.file, self.line, self.reason))
-
-
-def parse_skill_text(text: str, file: str = "<text>") -> SkillDoc:
-    """Parse one skill file's text; SkillFileError names the file, line and reason."""
-    if "\x00" in text:
-        raise SkillFileError(file, None, "contains a NUL byte; not a text file")
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise SkillFileError(file, 1, "must start with a '---' line opening the YAML frontmatter")
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-    except StopIteration:
-        raise SkillFileError(file, len(lines), "the frontmatter is never closed by '---'") from None
-    try:
-        meta = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SkillFileError(file, line, f"invalid YAML in the frontmatter: {problem}") from None
-    if not isinstance(meta, dict):
-        raise SkillFileError(file, 2, "the frontmatter must be a mapping of keys to values")
-
-    def line_of(key: str) -> int:
-        for i in range(1, end):
-            if lines[i].startswith(f"{key}:"):
-                return i + 1
-        return 2
-
-    unknown = sorted(set(meta) - {"name", "description", "version", "actions"}, key=str)
-    if unknown:
-        raise SkillFileError(file, line_of(unknown[0]), f"unknown frontmatter key {unknown[0]!r}")
-    name = meta.get("name")
-    if not isinstance(name, str) or not _NAME.match(name.strip()):
-        raise SkillFileError(
-            file, line_of("name"), "name must be text of 1 to 100 letters, digits, ' .+-_()'"
-        )
-    description = meta.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise SkillFileError(file, line_of("description"), "description must be non-empty text")
-    version = meta.get("version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise SkillFileError(file, line_of("version"), "version must be a whole number ≥ 1")
-    actions = meta.get("actions", [])
-    if actions is None:
-        actions = []
-    if not isinstance(actions, list) or not all(
-        isinstance(a, str) and _ACTION.match(a) for a in actions
-    ):
-        raise SkillFileError(
-            file, line_of("actions"), "actions must be a list of action names (snake_case)"
-        )
-    guidance = "\n".join(lines[end + 1 :]).strip()
-    if not guidance:
-        raise SkillFileError(file, end + 2, "the body (the skill's guidance) is empty")
-    return SkillDoc(
-        name=name.strip(),
-        description=description.strip(),
-        version=version,
-        actions=tuple(dict.fromkeys(actions)),
-        guidance=guidance,
-        file_path=file,
-    )
-
-
-def parse_skill_file(path: Path) -> SkillDoc:
-    """Parse one skill file; a symlink, a non-regular or over-large file is refused."""
-    if path.is_symlink():
-        raise SkillFileError(str(path), None, SYMLINKED)
-    try:
-        # O_NOFOLLOW: a symlink swapped in after the check is refused too (ELOOP);
-        # O_NONBLOCK: a FIFO named *.skill.md cannot hang start-up
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SkillFileError(str(path), None, SYMLINKED) from None
-        raise SkillFileError(str(path), None, f"cannot be read: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SkillFileError(str(path), None, "cannot be read: not a regular file")
-        if info.st_size > MAX_SKILL_FILE_BYTES:
-            raise SkillFileError(
-                str(path), None, f"{info.st_size} bytes; skill files are at most 256 KiB"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_SKILL_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SkillFileError(str(path), None, f"cannot be read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SkillFileError(str(path), None, f"not UTF-8 text ({exc.reason})") from None
-    return parse_skill_text(text, str(path))
-
-
-def load_skill_dirs(
-    dirs: Iterable[Path], language: Language | None = None
-) -> tuple[list[SkillDoc], list[SkillProblem]]:
-    """Every good skill file under `dirs` (first name wins), and the skipped ones.
-
-    With a `language`, each folder's `<language>/` subfolder is read before the folder.
-    """
-    docs: dict[str, SkillDoc] = {}
-    problems: list[SkillProblem] = []
-    folders: list[Path] = []
-    for root in dirs:
-        subfolders = [root / language, root] if language else [root]
-        for folder in [root] if root.is_symlink() else subfolders:
-            if folder.is_symlink():  # a linked root: its subfolder is reached through it too
-                problems.append(SkillProblem(str(folder), None, SYMLINKED))
-                log.warning("skill folder skipped: %s: %s", folder, SYMLINKED)
-            elif folder.is_dir():
-                folders.append(folder)
-    for folder in folders:
-        for path in sorted(folder.glob(f"*{SUFFIX}")):
-            try:
-                doc = parse_skill_file(path)
-            except SkillFileError as exc:
-                problems.append(SkillProblem(exc.file, exc.line, exc.reason))
-                log.warning("skill file skipped: %s", exc)
-                continue
-            if doc.name in docs:
-                reason = f"skill {doc.name!r} is already defined by {docs[doc.name].file_path}"
-                problems.append(SkillProblem(str(path), 2, reason))
-                log.warning("skill file skipped: %s: %s", path, reason)
-                continue
-            docs[doc.name] = doc
-    return list(docs.values()), problems
-
-
-def load_standard_skills(
-    dirs: Sequence[Path],
-) -> tuple[dict[Language, list[SkillDoc]], list[SkillProblem]]:
-    """The skills of `dirs` for every language, and the skipped files (each once)."""
-    by_language: dict[Language, list[SkillDoc]] = {}
-    problems: dict[tuple[str, int | None, str], SkillProblem] = {}
-    for language in LANGUAGES:
-        docs, found = load_skill_dirs(dirs, language)
-        by_language[language] = docs
-        problems.update(((p.file, p.line, p.reason), p) for p in found)
-    return by_language, list(problems.values())
 
 
 def standard_skill_dirs(settings: Settings | None = None) -> list[Path]:
@@ -277,10 +100,22 @@ class Skill(BaseModel):
     file_path: str | None = None
     usage_count: int = 0
     effectiveness: float | None = None
+    recent_scores: list[float] = []  # the scores of its latest turns, oldest first
     is_active: bool = True
     last_used_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
+
+    def markdown(self) -> str:
+        """The skill as a skill file: its frontmatter, and its guidance as the body."""
+        return skill_markdown(
+            name=self.name,
+            description=self.description,
+            version=self.version,
+            actions=self.actions,
+            guidance=self.guidance,
+            situation_pattern=self.situation_pattern,
+        )
 
 
 class SkillManager:
@@ -311,19 +146,21 @@ class SkillManager:
                 values["actions_json"] = values.pop("actions")
                 values["updated_at"] = now
                 if row is None:
+                    skill_id = str(uuid4())
                     conn.execute(
                         skills_table.insert().values(
-                            id=str(uuid4()),
+                            id=skill_id,
                             agent_id=self.agent_id,
                             name=doc.name,
-                            situation_pattern="",
                             source_type="standard",
                             created_at=now,
                             **values,
                         )
                     )
-                elif row.source_type == "standard" and _stale(row.version, row.file_path, doc):
+                    record_version(conn, skill_id, "created", now)
+                elif row.source_type == "standard" and _stale_file(row.version, row.file_path, doc):
                     conn.execute(skills_table.update().where(t.id == row.id).values(**values))
+                    record_version(conn, str(row.id), "file", now)
 
     # ------------------------------------------------------------ reading
     def list(self, *, active_only: bool = False) -> builtins.list[Skill]:
@@ -417,7 +254,7 @@ class SkillManager:
             )
         if not description.strip() or not guidance.strip():
             raise ValidationError("a skill needs a description and guidance")
-        bad = [a for a in actions if not _ACTION.match(a)]
+        bad = [a for a in actions if not ACTION_NAME.match(a)]
         if bad:
             raise ValidationError(f"invalid action names {bad}")
         now = datetime.now(UTC)
@@ -451,6 +288,7 @@ class SkillManager:
                         **values,
                     )
                 )
+                record_version(c, skill_id, "created", now)
                 return skill_id
             if row.source_type == "standard":
                 raise ConflictError(f"{name!r} is a standard skill; learn under another name")
@@ -459,6 +297,7 @@ class SkillManager:
                 .where(t.id == row.id)
                 .values(version=row.version + 1, **values)
             )
+            record_version(c, str(row.id), "refined", now)
             return str(row.id)
 
         if conn is not None:
@@ -477,12 +316,20 @@ class SkillManager:
         guidance: str | None = None,
         situation_pattern: str | None = None,
         actions: Sequence[str] | None = None,
+        expected_version: int | None = None,
     ) -> Skill:
-        """Edit an acquired skill (standard skills change through their files)."""
+        """Edit an acquired skill (standard skills change through their files).
+
+        The edit applies to the version read: if the skill changed meanwhile (another
+        edit, or the agent refined it), or is not at `expected_version`, ConflictError.
+        """
         skill = self.get(name_or_id)
         if skill.source == "standard":
             raise ConflictError(f"{skill.name!r} is a standard skill; edit its file instead")
-        values: dict[str, Any] = {"updated_at": datetime.now(UTC), "version": skill.version + 1}
+        if expected_version is not None and expected_version != skill.version:
+            raise ConflictError(_stale(skill, expected_version))
+        now = datetime.now(UTC)
+        values: dict[str, Any] = {"updated_at": now, "version": skill.version + 1}
         if description is not None:
             values["description"] = description
         if guidance is not None:
@@ -491,9 +338,21 @@ class SkillManager:
             values["situation_pattern"] = situation_pattern
         if actions is not None:
             values["actions_json"] = list(dict.fromkeys(actions))
+        t = skills_table.c
         with self.db.write() as conn:
-            conn.execute(skills_table.update().where(skills_table.c.id == skill.id).values(values))
+            done = conn.execute(
+                skills_table.update()
+                .where(t.id == skill.id, t.version == skill.version)
+                .values(values)
+            )
+            if done.rowcount != 1:
+                raise ConflictError(_stale(skill, skill.version))
+            record_version(conn, skill.id, "edited", now)
         return self.get(skill.id)
+
+    def versions(self, name_or_id: str) -> builtins.list[SkillVersion]:
+        """The kept versions of one of the agent's skills, newest first."""
+        return list_versions(self.db, self.get(name_or_id).id)
 
     def delete(self, name_or_id: str) -> None:
         """Forget an acquired skill; a standard skill can only be switched off."""
@@ -603,7 +462,7 @@ class PlannedSkills(SkillManager):
         for skill in self.list():
             doc = docs.pop(skill.name, None)
             standard = skill.source == "standard"
-            if doc is not None and standard and _stale(skill.version, skill.file_path, doc):
+            if doc is not None and standard and _stale_file(skill.version, skill.file_path, doc):
                 skill = skill.model_copy(update=_doc_values(doc))
             planned.append(skill)
         planned += [
@@ -626,15 +485,23 @@ def _doc_values(doc: SkillDoc) -> dict[str, Any]:
     return {
         "description": doc.description,
         "guidance": doc.guidance,
+        "situation_pattern": doc.situation_pattern,
         "version": doc.version,
         "actions": list(doc.actions),
         "file_path": doc.file_path,
     }
 
 
-def _stale(version: int, file_path: str | None, doc: SkillDoc) -> bool:
+def _stale_file(version: int, file_path: str | None, doc: SkillDoc) -> bool:
     """Whether a stored standard skill is refreshed from `doc`: newer, or another language."""
     return version < doc.version or _language_of(file_path) != _language_of(doc.file_path)
+
+
+def _stale(skill: Skill, version: int) -> str:
+    return (
+        f"skill {skill.name!r} changed since version {version} was read (it is at version "
+        f"{skill.version} or later now); nothing was stored: reload it and edit again"
+    )
 
 
 def _language_of(file_path: str | None) -> str | None:
@@ -659,6 +526,7 @@ def _skill(row: Any) -> Skill:
         file_path=row.file_path,
         usage_count=row.usage_count,
         effectiveness=row.effectiveness,
+        recent_scores=[float(x) for x in row.effectiveness_scores or ()],
         is_active=bool(row.is_active),
         last_used_at=row.last_used_at,
         created_at=row.created_at,

@@ -23,6 +23,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.login",
     "opencrab.dashboard.pages.home",
     "opencrab.dashboard.pages.persona",
+    "opencrab.dashboard.pages.skills",
     "opencrab.dashboard.pages.common",
     "opencrab.dashboard.pages.memory",
 )

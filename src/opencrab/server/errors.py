@@ -28,6 +28,7 @@ from opencrab.errors import (
     NotFoundError,
     OpenCrabError,
     QuotaExceeded,
+    SkillFileError,
     TurnTimeout,
     ValidationError,
 )
@@ -86,8 +87,12 @@ def _query_params(dependant: Any) -> list[Any]:
     return found
 
 
-def error_body(code: str, message: str) -> dict[str, str]:
-    return {"error": code, "message": message}
+def error_body(code: str, message: str, *, line: int | None = None) -> dict[str, Any]:
+    """Our error shape; `line` is added for an error in submitted text (a skill file)."""
+    body: dict[str, Any] = {"error": code, "message": message}
+    if line is not None:
+        body["line"] = line
+    return body
 
 
 OPENAI_PREFIX = "/v1"
@@ -116,6 +121,7 @@ def error_response(
     *,
     param: str | None = None,
     headers: Mapping[str, str] | None = None,
+    line: int | None = None,
 ) -> Response:
     """An error in the shape of the route asked: ours, OpenAI's under `/v1`, or a page.
 
@@ -129,7 +135,7 @@ def error_response(
     if is_openai_path(request.url.path):
         body: dict[str, Any] = openai_error_body(status, message, param=param, code=code)
     else:
-        body = error_body(code, message)
+        body = error_body(code, message, line=line)
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -168,7 +174,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _known(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, OpenCrabError)
         status = next(s for cls, s in ERROR_STATUS.items() if isinstance(exc, cls))
-        return error_response(request, status, exc.code, str(exc))
+        line = exc.line if isinstance(exc, SkillFileError) else None
+        return error_response(request, status, exc.code, str(exc), line=line)
 
     for error in ERROR_STATUS:
         app.add_exception_handler(error, _known)  # Starlette picks the closest class

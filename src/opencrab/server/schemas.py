@@ -14,6 +14,11 @@ class ErrorResponse(BaseModel):
 
     error: str = Field(examples=["not_found"])
     message: str = Field(examples=["trace 3f0c… has no events"])
+    line: int | None = Field(
+        default=None,
+        description="For an error in submitted text (invalid_skill_file): its 1-based line.",
+        examples=[4],
+    )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

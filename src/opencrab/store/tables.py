@@ -30,6 +30,7 @@ TICKET_SESSION_STATUSES = ("active", "suspended", "completed", "failed")
 STEP_STATUSES = ("pending", "running", "completed", "failed")
 MESSAGE_ROLES = ("user", "assistant", "system", "tool")
 SESSION_KINDS = ("chat", "discussion", "ticket")
+SKILL_CHANGES = ("created", "refined", "edited", "file", "recorded")
 EVENT_TYPES = ("user", "reasoning", "tool_call", "tool_result", "message", "token_usage")
 
 
@@ -266,6 +267,24 @@ skills = sa.Table(
     sa.Column("actions_json", sa.JSON, nullable=False, server_default="[]"),
     sa.Index(None, "agent_id", "is_active"),
     sa.UniqueConstraint("agent_id", "name"),
+)
+
+# revision 0014: each version of a skill's text, newest MAX_VERSIONS kept (core/skill_versions.py)
+skill_versions = sa.Table(
+    "skill_versions",
+    metadata,
+    sa.Column("skill_id", Uuid, sa.ForeignKey("skills.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("situation_pattern", sa.Text, nullable=False),
+    sa.Column("guidance", sa.Text, nullable=False),
+    sa.Column("actions_json", sa.JSON, nullable=False),
+    sa.Column("source_type", sa.String(32), nullable=False),
+    sa.Column("source_context", sa.Text),
+    sa.Column("change", sa.String(16), nullable=False),
+    _created(),
+    sa.CheckConstraint(_in("change", SKILL_CHANGES), name="change"),
 )
 
 impressions = sa.Table(

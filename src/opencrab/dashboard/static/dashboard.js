@@ -11,14 +11,15 @@
  *   ("{id}" and "{name}" filled from the response), or "event:NAME" (an HTMX trigger).
  * - API buttons: <button data-api="DELETE /api/..." data-confirm="..." data-then="/">.
  * - OpenCrab.api(method, url, body) for page scripts; it throws ApiError with the
- *   API's message. OpenCrab.formBody(form), showError(form, err), fieldErrors(form,
- *   message) and clearErrors(form) let a page script send a form its own way.
+ *   API's message (and its whole error body as `body`, e.g. a skill file error's line).
+ *   OpenCrab.formBody(form), showError(form, err), fieldErrors(form, message) and
+ *   clearErrors(form) let a page script send a form its own way.
  */
 (function () {
   "use strict";
 
   class ApiError extends Error {
-    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+    constructor(status, code, message, body) { super(message); this.status = status; this.code = code; this.body = body; }
   }
 
   async function api(method, url, body, options) {
@@ -40,7 +41,7 @@
     const data = type.includes("json") ? await response.json().catch(() => null) : null;
     if (!response.ok) {
       const message = (data && (data.message || (data.error && data.error.message))) || response.status + " " + response.statusText;
-      throw new ApiError(response.status, data && data.error, message);
+      throw new ApiError(response.status, data && data.error, message, data);
     }
     return data === null && !type.includes("json") ? response : data;
   }
