@@ -23,6 +23,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.login",
     "opencrab.dashboard.pages.home",
     "opencrab.dashboard.pages.common",
+    "opencrab.dashboard.pages.workspace",
 )
 """Each module has a `router`; later areas add theirs here."""
 
