@@ -105,9 +105,16 @@ def test_tree_and_a_text_preview_render(page: Watched, api: httpx.Client) -> Non
     expect(tree.get_by_role("link", name="メモ")).to_be_visible()
     expect(tree.get_by_role("link", name="readme.txt")).to_be_visible()
     # a closed folder opens in place: its entries come from the tree fragment
-    closed = tree.locator("details", has_text="code").locator("summary").first
-    closed.click(position={"x": 4, "y": 8})  # on the arrow, beside the folder's link
+    toggle = tree.get_by_role("button", name="Files in code")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
     expect(tree.get_by_role("link", name="hello.py")).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    tree.get_by_role("button", name="Files in deep").click()  # and a folder in it
+    expect(tree.get_by_role("link", name="inner.txt")).to_be_visible()
+    shoot(p, "workspace-tree")
+    toggle.click()
+    expect(tree.get_by_role("link", name="hello.py")).to_be_hidden()
     tree.get_by_role("link", name="メモ").click()
     expect(p.get_by_role("heading", name="メモ", exact=True)).to_be_visible()
     view = p.locator("#ws-view")
@@ -245,6 +252,13 @@ def test_edit_and_save_then_read_back_over_rest(page: Watched, api: httpx.Client
     shoot(p, "workspace-editor")
     p.get_by_role("link", name="Done").click()
     expect(p.locator(".ws-source")).to_have_text("Ctrl+S でも保存\n")
+    # a file with CRLF line ends keeps them
+    put(api, agent, "下書き/windows.txt", "一行目\r\n二行目\r\n")
+    open_workspace(p, agent, "下書き/windows.txt", edit="true")
+    p.get_by_label("Contents of windows.txt").fill("一行目\n直した二行目\n")
+    p.get_by_role("button", name="Save").click()
+    expect(p.locator("#toast")).to_contain_text("Saved, 31 B.")
+    assert stored(api, agent, "下書き/windows.txt").text == "一行目\r\n直した二行目\r\n"
     # a new file, from the folder's "New file"
     open_workspace(p, agent, "下書き")
     p.get_by_label("New file name").fill("下書き/新規 メモ.md")

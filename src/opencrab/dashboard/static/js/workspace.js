@@ -1,12 +1,15 @@
 /* The workspace browser (templates/workspace.html).
  *
+ * - Tree: a folder's button opens it in place; its entries are fetched once (HTMX,
+ *   /agents/{name}/workspace/tree?path=).
  * - Highlighting: elements with data-lang (a skill file's or a code file's text, code
  *   blocks of rendered Markdown) are highlighted with the vendored highlight.js, in
  *   the a11y-light or a11y-dark colours of the current theme.
  * - Line numbers: the switch shows or hides the gutter (hidden: long lines wrap); the
  *   choice is remembered.
  * - Editor: Save (or Ctrl+S) PUTs the text as the file's raw bytes (UTF-8) to the
- *   public REST route /api/agents/{id}/workspace/{path}; the API's error is shown.
+ *   public REST route /api/agents/{id}/workspace/{path}; the API's error is shown. A
+ *   file whose lines ended in CRLF keeps them.
  * - Uploads: the file picker, or files and folders dropped anywhere on the page, are
  *   PUT one by one into the current folder (each path segment URL-encoded), with a
  *   progress bar each; a refusal (over the quota, a bad name) is shown with the API's
@@ -60,6 +63,16 @@
     });
   }
 
+  /* ---- the tree: a folder's button shows or hides its entries (HTMX loads them once) ---- */
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest(".ws-toggle");
+    if (!button) return;
+    const open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    const list = button.parentElement.querySelector(":scope > ul");
+    if (list) list.hidden = !open;
+  });
+
   /* ---- line numbers ---- */
   function showLines(on) {
     document.querySelectorAll("[data-ws-code]").forEach((el) => el.classList.toggle("plain", !on));
@@ -87,10 +100,11 @@
     OpenCrab.clearErrors(form);
     const button = form.querySelector("[type=submit]");
     button.setAttribute("aria-busy", "true");
-    const text = form.elements.content.value;
+    const value = form.elements.content.value; // a textarea's lines end in "\n" alone
+    const text = form.dataset.newline === "crlf" ? value.replace(/\n/g, "\r\n") : value;
     try {
       const data = await OpenCrab.api("PUT", form.dataset.url, new Blob([text]), { contentType: "text/plain; charset=utf-8" });
-      form.dataset.saved = text;
+      form.dataset.saved = value;
       if (form.dataset.created) {
         location.assign(form.dataset.created);
         return;
