@@ -203,6 +203,19 @@ def test_an_image_previews(page: Watched, api: httpx.Client) -> None:
     expect(img).to_be_visible()
     p.wait_for_function("document.querySelector('.ws-image img').naturalWidth === 160")
     shoot(p, "workspace-image")
+    # an SVG is an image too: shown by <img>, where its script never runs
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="32">'
+        '<script>alert("svg ran")</script><rect width="64" height="32" fill="teal"/></svg>'
+    )
+    put(api, agent, "写真/図 %1.svg", svg)
+    assert stored(api, agent, "写真/図 %1.svg").headers["content-type"] == "image/svg+xml"
+    dialogs: list[str] = []
+    p.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    open_workspace(p, agent, "写真")
+    p.get_by_role("navigation", name="Files").get_by_role("link", name="図 %1.svg").click()
+    p.wait_for_function("document.querySelector('.ws-image img').naturalWidth === 64")
+    assert dialogs == []
 
 
 def test_a_skill_file_is_highlighted_and_checked(page: Watched, api: httpx.Client) -> None:
