@@ -179,7 +179,7 @@ def test_markdown_is_rendered_safely(page: Watched, api: httpx.Client) -> None:
     )
     cat = body.get_by_role("img", name="猫")
     expect(cat).to_have_attribute("src", re.compile(rf"^/api/agents/{agent['id']}/workspace/"))
-    p.wait_for_function("document.querySelector('[data-ws-markdown] img').naturalWidth === 48")
+    expect(cat).to_have_js_property("naturalWidth", 48)  # loaded
     assert body.locator("img[alt='外部']").count() == 0  # never loaded from another host:
     expect(body.get_by_role("link", name="外部")).to_have_attribute(  # only linked
         "href", "https://evil.example/track.png"
@@ -201,7 +201,7 @@ def test_an_image_previews(page: Watched, api: httpx.Client) -> None:
     open_workspace(p, agent, "写真/夕焼け #2.png")
     img = p.get_by_role("img", name="夕焼け #2.png")
     expect(img).to_be_visible()
-    p.wait_for_function("document.querySelector('.ws-image img').naturalWidth === 160")
+    expect(img).to_have_js_property("naturalWidth", 160)  # loaded
     shoot(p, "workspace-image")
     # an SVG is an image too: shown by <img>, where its script never runs
     svg = (
@@ -214,7 +214,7 @@ def test_an_image_previews(page: Watched, api: httpx.Client) -> None:
     p.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     open_workspace(p, agent, "写真")
     p.get_by_role("navigation", name="Files").get_by_role("link", name="図 %1.svg").click()
-    p.wait_for_function("document.querySelector('.ws-image img').naturalWidth === 64")
+    expect(p.locator(".ws-image img")).to_have_js_property("naturalWidth", 64)
     assert dialogs == []
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from opencrab.core.agent import Agent
 from opencrab.core.workspace import FileEntry, Usage, Workspace
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.pages.workspace_view import (
@@ -61,7 +62,7 @@ class WorkspacePage:
     """Everything the page shows; `kind` says which main view."""
 
     path: str  # the selection, as given when it could not be read
-    kind: str  # "folder", "file", "new" or "error"
+    kind: Literal["folder", "file", "new", "error"]
     usage: Usage
     tree: list[TreeNode] = field(default_factory=list)
     tree_more: int = 0
@@ -126,9 +127,15 @@ def _contains(folder: str, path: str) -> bool:
 
 
 def load_page(
-    ws: Workspace, agent_id: str, agent_name: str, raw: str, *, view: View | None, edit: bool,
+    ws: Workspace,
+    agent_id: str,
+    agent_name: str,
+    raw: str,
+    *,
+    view: View | None,
+    edit: bool,
     page: int,
-) -> WorkspacePage:  # fmt: skip
+) -> WorkspacePage:
     """Read what the page shows of the selection `raw` (blocking: run it off the loop)."""
     state = WorkspacePage(path=raw, kind="error", usage=Usage(0, 0))
     listings = Listings(ws)
@@ -165,7 +172,7 @@ def load_page(
     return state
 
 
-def _context(agent: Any, ws: Workspace) -> dict[str, Any]:
+def _context(agent: Agent, ws: Workspace) -> dict[str, Any]:
     """What every workspace template needs to build addresses and show sizes."""
     return {
         "agent": agent,
