@@ -26,6 +26,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.skills",
     "opencrab.dashboard.pages.common",
     "opencrab.dashboard.pages.memory",
+    "opencrab.dashboard.pages.workspace",
 )
 """Each module has a `router`; later areas add theirs here."""
 
