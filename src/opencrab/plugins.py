@@ -60,6 +60,7 @@ DEFAULT_PLUGINS = (
 SERVER_PLUGINS = (
     "opencrab.server.api.health",
     "opencrab.server.api.agents",
+    "opencrab.server.api.overview",
     "opencrab.server.api.sessions",
     "opencrab.server.api.discussions",
     "opencrab.server.api.openai_compat",

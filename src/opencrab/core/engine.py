@@ -70,6 +70,7 @@ from opencrab.core.recorder import (
     tool_message,
     usage_event,
 )
+from opencrab.core.running import RunningTurns
 from opencrab.core.sessions import Said
 from opencrab.core.skills import Skill, SkillDoc, SkillManager
 from opencrab.core.steps import (
@@ -143,6 +144,7 @@ class SkillEngine:
         self.events = EventLog(db)
         self.agents = AgentStore(db, settings)
         self._skills_ready: dict[str, Language] = {}  # agent id -> language ensured
+        self.running = RunningTurns()  # who is in a turn now (the dashboard's status)
 
     async def process(
         self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
@@ -176,8 +178,9 @@ class SkillEngine:
         its conversation model); compaction uses its analysis model.
         """
         turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
-        async for step in turn.run(message, stream=stream):
-            yield step
+        with self.running.turn(agent.id, session_id):
+            async for step in turn.run(message, stream=stream):
+                yield step
 
     # ------------------------------------------------------------ helpers used by turns
     def skills_for(self, agent: Agent) -> SkillManager:

@@ -22,6 +22,7 @@ from opencrab.server.auth import DashboardPaths
 PAGE_MODULES = (
     "opencrab.dashboard.login",
     "opencrab.dashboard.pages.home",
+    "opencrab.dashboard.pages.chat",
     "opencrab.dashboard.pages.common",
 )
 """Each module has a `router`; later areas add theirs here."""
