@@ -168,3 +168,14 @@ def test_a_session_of_another_agent_or_no_session_is_a_404_page(
     assert response is not None
     assert response.status == 400
     assert api.get("/agents/フユ/chat?bogus=1").status_code == 400  # undeclared parameter
+
+
+def test_a_failed_turn_shows_the_reason(page: Watched, api: httpx.Client) -> None:
+    make_agent(api, "リン", llm={"dailyBudgetUsd": 0}, heartbeat=QUIET)
+    page.page.goto("/agents/リン/chat")
+    page.page.get_by_label("Message to リン").fill("こんにちは")
+    page.page.get_by_role("button", name="Send").click()
+    alert = page.page.locator(".msg.agent").get_by_role("alert")
+    expect(alert).to_contain_text("daily budget")
+    expect(page.page.locator(".msg.agent .msg-text")).to_have_count(0)
+    expect(page.page.get_by_role("button", name="Send")).not_to_have_attribute("aria-busy", "true")

@@ -47,7 +47,12 @@ def test_cards_show_role_persona_status_spend_and_counts(
         "ハナコ",
         description="議論を整理し、全員の意見を引き出す司会役。長い説明文でも折り返して表示されます。",
         language="ja",
-        identity={"name": "ハナコ", "role": "facilitator", "jobTitle": "研究員"},
+        identity={
+            "name": "ハナコ",
+            "role": "facilitator",
+            "jobTitle": "研究員",
+            "imageUrl": "https://example.com/hanako.png",  # another host: the CSP refuses it
+        },
         soul={
             "personaName": "慎重な分析家",
             "socialStyle": {"assertiveness": -0.4, "responsiveness": -0.6},
@@ -62,7 +67,11 @@ def test_cards_show_role_persona_status_spend_and_counts(
         "タロウ",
         description="雑談が好きなエージェント",
         language="ja",
-        identity={"name": "タロウ", "role": "custom:書記"},
+        identity={
+            "name": "タロウ",
+            "role": "custom:書記",
+            "imageUrl": "/static/dashboard/crab.svg",
+        },
         heartbeat={"intervalSecs": 3607},
     )
     chat_once(api, "ハナコ", "今日の議題は何ですか？")
@@ -85,8 +94,11 @@ def test_cards_show_role_persona_status_spend_and_counts(
     expect(count_in(first, "Sessions")).to_have_text("1")
     expect(count_in(first, "Memories")).to_have_text("2")
     expect(first.locator(".agent-heartbeat")).to_have_text("Heartbeat off")
+    expect(first.locator(".avatar")).to_have_text("ハ")  # its initial, nothing from outside
+    expect(first.locator(".avatar img")).to_have_count(0)
     second = card(page, "タロウ")
     expect(second.locator(".agent-role")).to_have_text("書記")
+    expect(second.locator(".avatar img")).to_have_attribute("src", "/static/dashboard/crab.svg")
     expect(second.locator(".agent-status")).to_have_text("idle")
     expect(second.locator(".agent-spend")).to_contain_text("$0")
     expect(second.locator(".agent-heartbeat")).to_contain_text("Next heartbeat in")

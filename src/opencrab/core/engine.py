@@ -175,7 +175,8 @@ class SkillEngine:
         A chat session is one trace (`trace_id` defaults to the session id); in a
         discussion every participant keeps its own trace within the shared session.
         `purpose` picks the agent's model for the turn's calls (discussion speech uses
-        its conversation model); compaction uses its analysis model.
+        its conversation model); compaction uses its analysis model. While the turn
+        runs the agent counts as in a turn (`running`, the dashboard's status).
         """
         turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
         with self.running.turn(agent.id, session_id):

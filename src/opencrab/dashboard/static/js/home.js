@@ -58,7 +58,7 @@
     document.querySelectorAll("[data-countdown]").forEach((el) => {
       const left = Math.max(0, parseInt(el.dataset.countdown, 10) - 1);
       el.dataset.countdown = String(left);
-      el.textContent = String(left);
+      el.textContent = left < 120 ? left + " s" : Math.round(left / 60) + " min";
     });
   }, 1000);
 })();
