@@ -200,6 +200,22 @@ def test_an_agent_added_again_ticks_once_per_interval(db: Database) -> None:
     assert [row["agent_id"] for row in scheduler._pending] == ["a", "a"]  # never "b"
 
 
+def test_next_ticks_count_down_and_follow_the_schedule(db: Database) -> None:
+    clock = Clock()
+    scheduler = HeartbeatScheduler(db, clock=clock)
+    scheduler.add(AgentPulse("a", 29.0), first_in=10.0)
+    scheduler.add(AgentPulse("b", 31.0), first_in=5.0)
+    scheduler.add(AgentPulse("gone", 29.0), first_in=1.0)
+    scheduler.remove("gone")
+    assert scheduler.next_ticks() == {"a": 10.0, "b": 5.0}
+    clock.now += 5.0
+    scheduler.tick_due()  # b ticks; its next tick is one interval on
+    assert scheduler.next_ticks() == {"a": 5.0, "b": 31.0}
+    scheduler.remove("a")
+    scheduler.add(AgentPulse("a", 37.0), first_in=2.0)  # re-added: only its new entry
+    assert scheduler.next_ticks() == {"a": 2.0, "b": 31.0}
+
+
 async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
     now = datetime.now(UTC)
     ids = [str(uuid4()) for _ in range(1000)]

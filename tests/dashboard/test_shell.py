@@ -25,7 +25,7 @@ def test_home_is_a_page_not_json(page: Watched, api: httpx.Client) -> None:
     assert response.status == 200
     assert "text/html" in response.headers["content-type"]
     expect(page.page.get_by_role("heading", name="Agents", exact=True)).to_be_visible()
-    expect(page.page.get_by_role("link", name="ハナコ")).to_be_visible()
+    expect(page.page.get_by_role("link", name="ハナコ", exact=True)).to_be_visible()
     shoot(page.page, "shell-home")
 
 
@@ -94,6 +94,7 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
         page.get_by_label("Token").fill(secret)
         page.get_by_role("button", name="Sign in").click()
         expect(page).to_have_url(server.url + "/")
+        page.wait_for_load_state()  # the URL changes before the page's scripts have run
         cookie = next(c for c in context.cookies() if c["name"] == "opencrab_session")
         assert cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict"

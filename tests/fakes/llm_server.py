@@ -10,6 +10,7 @@ queued forever once it is the only one left), and every request is recorded.
     server.reply("/v1/chat/completions", Reply(sse=[...], cut_after=2))   # drop mid-stream
     server.reply("/v1/chat/completions", Reply(delay=5, json={...}))       # for timeouts
     server.reply("/v1/chat/completions", Reply(gate=event, json={...}))    # until event.set()
+    server.reply("/v1/chat/completions", Reply(sse=[...], gate=event, gate_after=2))  # mid-stream
     server.reply("/v1/chat/completions", Reply(body=b"{not json", content_type="application/json"))
     server.requests[-1].json   # what the client sent
 """
@@ -49,6 +50,7 @@ class Reply:
     event_delay: float = 0.0  # seconds between streamed events
     cut_after: int | None = None  # close the connection after this many events
     gate: threading.Event | None = None  # held until the test sets it (at most 60 s)
+    gate_after: int | None = None  # with gate: hold a stream after this many events instead
 
 
 @dataclass
@@ -152,7 +154,7 @@ class FakeLlmServer:
             return JSONResponse({"error": {"message": f"no reply scripted for {path}"}}, 404)
         if reply.delay:
             await asyncio.sleep(reply.delay)
-        if reply.gate is not None:
+        if reply.gate is not None and reply.gate_after is None:
             await asyncio.to_thread(reply.gate.wait, 60)
         if reply.sse is not None:
             return self._stream(reply, [_sse_bytes(e) for e in reply.sse], "text/event-stream")
@@ -177,6 +179,8 @@ class FakeLlmServer:
                     raise _Cut("stream cut on purpose")
                 if reply.event_delay and n:
                     await asyncio.sleep(reply.event_delay)
+                if reply.gate is not None and n == reply.gate_after:
+                    await asyncio.to_thread(reply.gate.wait, 60)
                 yield piece
 
         return StreamingResponse(

@@ -70,6 +70,7 @@ from opencrab.core.recorder import (
     tool_message,
     usage_event,
 )
+from opencrab.core.running import RunningTurns
 from opencrab.core.sessions import Said
 from opencrab.core.skill_files import SkillDoc
 from opencrab.core.skills import PlannedSkills, Skill, SkillManager
@@ -144,6 +145,7 @@ class SkillEngine:
         self.events = EventLog(db)
         self.agents = AgentStore(db, settings)
         self._skills_ready: dict[str, Language] = {}  # agent id -> language ensured
+        self.running = RunningTurns()  # who is in a turn now (the dashboard's status)
 
     async def process(
         self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
@@ -174,11 +176,13 @@ class SkillEngine:
         A chat session is one trace (`trace_id` defaults to the session id); in a
         discussion every participant keeps its own trace within the shared session.
         `purpose` picks the agent's model for the turn's calls (discussion speech uses
-        its conversation model); compaction uses its analysis model.
+        its conversation model); compaction uses its analysis model. While the turn
+        runs the agent counts as in a turn (`running`, the dashboard's status).
         """
         turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
-        async for step in turn.run(message, stream=stream):
-            yield step
+        with self.running.turn(agent.id, session_id):
+            async for step in turn.run(message, stream=stream):
+                yield step
 
     def first_request(self, agent: Agent, text: str) -> tuple[ChatRequest, CallInfo]:
         """The model request a new chat's first turn would send for `text`, built by the

@@ -268,6 +268,15 @@ class HeartbeatScheduler:
         self.pulses.pop(agent_id, None)  # its heap entry is dropped when it comes due
         self._entries.pop(agent_id, None)
 
+    def next_ticks(self) -> dict[str, float]:
+        """Seconds until each registered agent's next tick (0 when it is due now)."""
+        now = self.clock()
+        return {
+            agent_id: max(0.0, due - now)
+            for due, entry, agent_id in self._heap
+            if self._entries.get(agent_id) == entry
+        }
+
     async def tick_now(self, agent_id: str) -> Tick:
         """Run one tick for an agent immediately (the CLI's `heartbeat tick`)."""
         pulse = self.pulses[agent_id]

@@ -145,4 +145,6 @@ def money(value: float | None) -> str:
         return "–"
     if value == 0:
         return "$0"
+    if 0 < value < 0.0001:
+        return "<$0.0001"  # spent, but less than four decimals show
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"

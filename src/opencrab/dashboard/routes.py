@@ -24,6 +24,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.home",
     "opencrab.dashboard.pages.persona",
     "opencrab.dashboard.pages.skills",
+    "opencrab.dashboard.pages.chat",
     "opencrab.dashboard.pages.common",
     "opencrab.dashboard.pages.memory",
     "opencrab.dashboard.pages.workspace",

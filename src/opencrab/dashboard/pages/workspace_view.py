@@ -18,8 +18,8 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from markupsafe import Markup
 
-from opencrab.core.skills import SUFFIX as SKILL_SUFFIX
-from opencrab.core.skills import parse_skill_text
+from opencrab.core.skill_files import SUFFIX as SKILL_SUFFIX
+from opencrab.core.skill_files import parse_skill_text
 from opencrab.core.workspace import FileEntry
 from opencrab.dashboard.markdown import render_markdown
 from opencrab.errors import SkillFileError

@@ -1,0 +1,220 @@
+"""Every agent at a glance: who it is, what it is doing, what it spent, what it has.
+
+One service for the dashboard's home cards and `GET /api/agent-overview`, so both show
+the same thing. It reads the store with a few grouped queries whatever the number of
+agents (the agents with their persona, today's spend, and counts of skills, sessions
+and curated memories), and joins what only this process knows: which agents are in a
+turn now (the engine's RunningTurns) and when each one's heartbeat ticks next (the
+scheduler, when this process runs one).
+
+Status: `in_turn` while a turn runs, else `over_budget` once today's spend (since 00:00
+UTC, as the budget counts it) reached the agent's `llm.daily_budget_usd`, else `idle`.
+
+Example:
+    cards = await agent_overview(runtime, scheduler)     # every agent, oldest first
+    [one] = await agent_overview(runtime, scheduler, agent_id="aki")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.core.agent import Agent
+from opencrab.core.heartbeat import HeartbeatScheduler
+from opencrab.core.identity import AgentRole
+from opencrab.core.runtime import Runtime
+from opencrab.offload import run_blocking
+from opencrab.prompts import Language
+from opencrab.store.tables import (
+    agent_sessions,
+    llm_usage_metrics,
+    memory_curated,
+    sessions,
+    skills,
+)
+
+Status = Literal["idle", "in_turn", "over_budget"]
+TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
+MARKED_TRAIT = 0.2
+"""How far from the middle (0.5) a Big Five trait must be to be named in the persona line."""
+
+
+@dataclass(frozen=True)
+class AgentOverview:
+    """One agent's card: identity, persona in a line, status, spend and counts."""
+
+    id: str
+    name: str
+    description: str | None
+    language: Language
+    role: AgentRole
+    job_title: str | None
+    organization: str | None
+    image_url: str | None
+    persona: str
+    status: Status
+    turns_running: int
+    turn_since: datetime | None
+    heartbeat_enabled: bool
+    heartbeat_interval_secs: int
+    next_heartbeat_secs: float | None  # None: off, or no scheduler in this process
+    spent_today_usd: float
+    daily_budget_usd: float | None
+    over_budget: bool
+    skills: int
+    sessions: int
+    memories: int
+
+
+@dataclass(frozen=True)
+class _Stored:
+    agents: list[Agent]
+    spent: dict[str, float]
+    skills: dict[str, int]
+    sessions: dict[str, int]
+    memories: dict[str, int]
+
+
+async def agent_overview(
+    runtime: Runtime, scheduler: HeartbeatScheduler | None, *, agent_id: str | None = None
+) -> list[AgentOverview]:
+    """Every agent's overview, oldest first; only `agent_id`'s (id or name) when given."""
+    if runtime.router.metrics is not None:
+        await runtime.router.metrics.flush()  # calls just made count in today's spend
+    stored = await run_blocking(_read, runtime, agent_id)
+    running = runtime.engine.running.by_agent()  # in-memory state: read on the loop
+    ticks = scheduler.next_ticks() if scheduler is not None else {}
+    cards = []
+    for agent in stored.agents:
+        turns = running.get(agent.id)
+        spent = stored.spent.get(agent.id, 0.0)
+        budget = agent.llm_config.daily_budget_usd
+        over = budget is not None and spent >= budget
+        status: Status = "in_turn" if turns is not None else "over_budget" if over else "idle"
+        beat = agent.heartbeat
+        cards.append(
+            AgentOverview(
+                id=agent.id,
+                name=agent.name,
+                description=agent.description,
+                language=agent.language,
+                role=agent.identity.role,
+                job_title=agent.identity.job_title,
+                organization=agent.identity.organization,
+                image_url=agent.identity.image_url,
+                persona=persona_line(agent),
+                status=status,
+                turns_running=0 if turns is None else turns.count,
+                turn_since=None if turns is None else turns.since,
+                heartbeat_enabled=beat.enabled,
+                heartbeat_interval_secs=beat.interval_secs,
+                next_heartbeat_secs=ticks.get(agent.id) if beat.enabled else None,
+                spent_today_usd=spent,
+                daily_budget_usd=budget,
+                over_budget=over,
+                skills=stored.skills.get(agent.id, 0),
+                sessions=stored.sessions.get(agent.id, 0),
+                memories=stored.memories.get(agent.id, 0),
+            )
+        )
+    return cards
+
+
+def persona_line(agent: Agent) -> str:
+    """The persona in one line: its name (when not the agent's), social and thinking
+    style, and its most marked Big Five trait."""
+    soul = agent.soul
+    parts = []
+    if soul.persona_name.strip() and soul.persona_name != agent.name:
+        parts.append(soul.persona_name)
+    parts.append(soul.social_style.style_name)
+    thinking = soul.thinking_style
+    leanings = " / ".join(s for s in (thinking.primary, thinking.secondary) if s.strip())
+    if leanings:
+        parts.append(leanings)
+    traits = soul.personality.model_dump()
+    trait = max(TRAITS, key=lambda t: abs(traits[t] - 0.5))
+    if abs(traits[trait] - 0.5) >= MARKED_TRAIT:
+        parts.append(("high " if traits[trait] > 0.5 else "low ") + trait)
+    return " · ".join(parts)
+
+
+def _read(runtime: Runtime, agent_id: str | None) -> _Stored:
+    """The stored part, in one read transaction: a fixed number of queries."""
+    with runtime.db.read() as conn:
+        agents = runtime.agents.list() if agent_id is None else [runtime.agents.get(agent_id)]
+        ids = None if agent_id is None else [a.id for a in agents]
+        return _Stored(
+            agents=agents,
+            spent=_spent_today(conn, ids),
+            skills=_skill_counts(conn, ids, agents, runtime),
+            sessions=_session_counts(conn, ids),
+            memories=_counts(conn, memory_curated.c.agent_id, ids),
+        )
+
+
+def _only(column: Any, ids: Sequence[str] | None) -> Any:
+    return sa.true() if ids is None else column.in_(ids)
+
+
+def _spent_today(conn: Connection, ids: Sequence[str] | None) -> dict[str, float]:
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    m = llm_usage_metrics.c
+    query = (
+        sa.select(m.agent_id, sa.func.sum(m.estimated_cost_usd))
+        .where(m.timestamp >= midnight, _only(m.agent_id, ids))
+        .group_by(m.agent_id)
+    )
+    return {str(agent): float(cost or 0.0) for agent, cost in conn.execute(query)}
+
+
+def _counts(conn: Connection, column: Any, ids: Sequence[str] | None) -> dict[str, int]:
+    query = sa.select(column, sa.func.count()).where(_only(column, ids)).group_by(column)
+    return {str(agent): int(n) for agent, n in conn.execute(query)}
+
+
+def _skill_counts(
+    conn: Connection, ids: Sequence[str] | None, agents: Iterable[Agent], runtime: Runtime
+) -> dict[str, int]:
+    """Skills switched on; an agent whose standard skills were never copied in (no turn
+    yet, skills page never opened) has them all on, as it will once they are."""
+    s = skills.c
+    query = (
+        sa.select(
+            s.agent_id,
+            sa.func.sum(sa.case((s.is_active.is_(True), 1), else_=0)),
+            sa.func.sum(sa.case((s.source_type == "standard", 1), else_=0)),
+        )
+        .where(_only(s.agent_id, ids))
+        .group_by(s.agent_id)
+    )
+    found = {
+        str(agent): (int(on or 0), int(standard or 0))
+        for agent, on, standard in conn.execute(query)
+    }
+    counts = {}
+    for agent in agents:
+        on, standard = found.get(agent.id, (0, 0))
+        if standard == 0:
+            on += len(runtime.skill_docs.get(agent.language, ()))
+        counts[agent.id] = on
+    return counts
+
+
+def _session_counts(conn: Connection, ids: Sequence[str] | None) -> dict[str, int]:
+    """Sessions the agent is in: its chats and tickets, and the discussions it joined."""
+    own = sa.select(sessions.c.agent_id.label("agent_id"), sessions.c.id.label("session_id")).where(
+        sessions.c.agent_id.is_not(None), _only(sessions.c.agent_id, ids)
+    )
+    joined = sa.select(agent_sessions.c.agent_id, agent_sessions.c.session_id).where(
+        _only(agent_sessions.c.agent_id, ids)
+    )
+    both = sa.union(own, joined).subquery()  # UNION: a session counted once per agent
+    query = sa.select(both.c.agent_id, sa.func.count()).group_by(both.c.agent_id)
+    return {str(agent): int(n) for agent, n in conn.execute(query)}
