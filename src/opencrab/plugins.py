@@ -61,6 +61,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.health",
     "opencrab.server.api.agents",
     "opencrab.server.api.sessions",
+    "opencrab.server.api.session_events",
     "opencrab.server.api.discussions",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
