@@ -23,6 +23,9 @@ PAGE_MODULES = (
     "opencrab.dashboard.login",
     "opencrab.dashboard.pages.home",
     "opencrab.dashboard.pages.common",
+    "opencrab.dashboard.pages.sessions",
+    "opencrab.dashboard.pages.discussions",
+    "opencrab.dashboard.pages.session_view",
 )
 """Each module has a `router`; later areas add theirs here."""
 

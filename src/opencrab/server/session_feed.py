@@ -69,7 +69,7 @@ def session_feed(runtime: Runtime, session_id: str) -> SessionFeed:
     if row.kind != "discussion":
         return SessionFeed(row)
     discussion = Discussion.load(runtime.db, str(row.id))
-    names = {agent_id: name for agent_id, name, _ in runtime.agents.summaries()}
+    names = {agent_id: name for agent_id, (name, _) in runtime.agents.names().items()}
     participants = [
         Participant(
             agent_id,

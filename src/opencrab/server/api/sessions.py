@@ -139,6 +139,11 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
+def summary_of(row: Any) -> SessionSummary:
+    """A session row (core.sessions.list_sessions / get_session) as the API lists it."""
+    return SessionSummary.model_validate(_summary(row))
+
+
 def find_sessions(
     runtime: Any,
     *,
@@ -161,7 +166,7 @@ def find_sessions(
         limit=limit,
         offset=offset,
     )
-    return [SessionSummary.model_validate(_summary(r)) for r in rows]
+    return [summary_of(r) for r in rows]
 
 
 def message_response(row: Any) -> MessageResponse:
