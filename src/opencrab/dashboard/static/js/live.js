@@ -15,10 +15,16 @@
  *   updated as events are drawn (benchmarks and tests read them); window.OpenCrabLive
  *   exposes the socket and pause/resume.
  * - A discussion's turn counter and end come from discussion.turn / discussion.ended;
- *   the intervention form (dashboard.js sends it) is cleared once the API took it.
+ *   the intervention form (dashboard.js sends it; shown only with JavaScript, for an
+ *   active session) is cleared once the API took it.
  */
 (function () {
   "use strict";
+  const intervene = document.querySelector("[data-intervene]");
+  if (intervene && intervene.dataset.open === "yes") {
+    intervene.hidden = false;
+    document.querySelectorAll("[data-needs-script]").forEach((el) => { el.hidden = true; });
+  }
   const feed = document.getElementById("feed");
   if (!feed || feed.dataset.liveFeed !== "on") return;
   const template = document.getElementById("ev-template");
