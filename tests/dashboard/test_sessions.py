@@ -353,6 +353,10 @@ def test_a_discussion_started_from_the_form_runs_live_and_takes_a_mentor_instruc
     expect(p.locator("[data-live-ended]")).to_have_text("max_turns")
     expect(p.locator("[data-intervene]")).to_be_hidden()
     shoot(p, "discussion-live")
+    live = rows_of(p)
+    p.reload()
+    wait_for_live(p)
+    assert rows_of(p) == live  # prompts, the mentor's post and speeches alike
 
     state = api.get(f"/api/discussions/{discussion_id}").json()
     assert (state["theme"], state["mode"], state["maxTurns"]) == (
@@ -383,3 +387,29 @@ def test_a_missing_session_is_a_page(page: Watched) -> None:
     assert response is not None
     assert response.status == 404
     expect(page.page.get_by_text("no session 2b5f8c1e-0000-4000-8000-000000000000")).to_be_visible()
+
+
+def test_a_failed_turn_shows_its_error_live_as_on_the_server(
+    page: Watched, api: httpx.Client, llm: FakeLlmServer, gate: threading.Event
+) -> None:
+    agent = quiet_agent(api, "ユキ", language="ja")
+    session_id = new_chat(api, agent["id"])
+    llm.reset()
+    llm.reply(CHAT, Reply(json=completion({"content": ""}), gate=gate))
+    p = page.page
+    p.goto(f"/sessions/{session_id}")
+    wait_for_live(p)
+    turn = threading.Thread(
+        target=lambda: api.post(f"/api/sessions/{session_id}/messages", json={"content": "ねえ"})
+    )
+    turn.start()
+    expect(row(p, "user", "ねえ")).to_be_visible()
+    gate.set()
+    turn.join(60)
+    error = p.locator("#feed > li.ev-error")
+    expect(error.locator(".ev-label")).to_have_text("Error")
+    expect(error.locator(".ev-usage")).to_contain_text("12 in · 3 out tokens")  # it still cost
+    live = rows_of(p)
+    p.reload()
+    wait_for_live(p)
+    assert rows_of(p) == live

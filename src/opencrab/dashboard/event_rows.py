@@ -114,7 +114,10 @@ def add_event(
     meta = event.get("metadata") or {}
     if not isinstance(meta, dict):
         meta = {}
-    name, lang = speakers.get(agent_id or "", (None, language))
+    name: str | None = None
+    lang = language
+    if agent_id is not None:  # an agent no longer there goes by its id's start
+        name, lang = speakers.get(agent_id, (agent_id[:8], language))
     if kind == "token_usage":
         usage = Usage(
             int(content.get("input_tokens") or 0),
