@@ -53,9 +53,6 @@ async def session_page(
     """A session's events as they happen (or, with `before`, a page of earlier ones)."""
     runtime: Runtime = request.app.state.runtime
     view = await run_blocking(_view, runtime, str(session_id), before)
-    runner = getattr(request.app.state, "discussions", None)
-    discussion = view["discussion"]
-    view["running"] = bool(discussion and runner and runner.running(discussion.id))
     return render(request, "session.html", title=view["heading"], **view)
 
 
