@@ -63,6 +63,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.preview",
     "opencrab.server.api.overview",
     "opencrab.server.api.sessions",
+    "opencrab.server.api.session_events",
     "opencrab.server.api.discussions",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",

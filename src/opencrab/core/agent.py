@@ -252,6 +252,12 @@ class AgentStore:
         with self.db.read() as conn:
             return [(str(r[0]), r[1], r[2]) for r in _SUMMARIES.rows(conn)]
 
+    def names(self) -> dict[str, tuple[str, str]]:
+        """Every agent's (name, language) by id: one read, for pages naming many agents."""
+        default = self.settings.agent.language
+        with self.db.read() as conn:
+            return {str(r[0]): (r[1], r[2] or default) for r in _NAMES.rows(conn)}
+
     def _row(self, conn: Connection, name_or_id: str) -> Any:
         key = str(name_or_id).strip()
         try:
@@ -498,3 +504,4 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
 _SUMMARIES = Prepared(
     sa.select(agents.c.id, agents.c.name, agents.c.description).order_by(agents.c.created_at)
 )
+_NAMES = Prepared(sa.select(agents.c.id, agents.c.name, agents.c.language))

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert
-from opencrab.store.tables import messages, sessions
+from opencrab.store.tables import agent_sessions, messages, sessions
 
 
 class Said(NamedTuple):
@@ -119,13 +119,35 @@ _SESSION_COLUMNS = (
 )
 
 
+TITLE_CHARS = 200
+"""A session's title is cut to this many characters."""
+
+
+def _title() -> sa.ColumnElement[Any]:
+    """A discussion's theme, else the session's first user message (cut to TITLE_CHARS)."""
+    first = (
+        sa.select(sa.func.substr(messages.c.content, 1, TITLE_CHARS))
+        .where(messages.c.session_id == sessions.c.id, messages.c.role == "user")
+        .order_by(messages.c.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+    return sa.func.coalesce(sessions.c.theme, first)
+
+
 def _counted() -> sa.Select[Any]:
     count = (
         sa.select(sa.func.count(messages.c.id))
         .where(messages.c.session_id == sessions.c.id)
         .scalar_subquery()
     )
-    return sa.select(*_SESSION_COLUMNS, count.label("message_count"))
+    return sa.select(
+        *_SESSION_COLUMNS,
+        sessions.c.participant_ids_json,
+        sessions.c.facilitator_id,
+        count.label("message_count"),
+        _title().label("title"),
+    )
 
 
 def list_sessions(
@@ -135,22 +157,30 @@ def list_sessions(
     ticket_id: str | None = None,
     status: str | None = None,
     kind: str | None = None,
+    text: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> list[Any]:
-    """Sessions, newest first, with their message counts."""
+    """Sessions, most recently updated first, with their message counts and titles.
+
+    `agent_id`: the agent's own sessions and those it takes part in (discussions);
+    `text`: found in the title (case-insensitive).
+    """
     query = _counted()
     if agent_id is not None:
-        query = query.where(sessions.c.agent_id == agent_id)
+        member = sa.select(agent_sessions.c.session_id).where(agent_sessions.c.agent_id == agent_id)
+        query = query.where(sa.or_(sessions.c.agent_id == agent_id, sessions.c.id.in_(member)))
     if ticket_id is not None:
         query = query.where(sessions.c.ticket_id == ticket_id)
     if status is not None:
         query = query.where(sessions.c.status == status)
     if kind is not None:
         query = query.where(sessions.c.kind == kind)
-    query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id).limit(limit).offset(offset)
+    if text:
+        query = query.where(sa.func.lower(_title()).contains(text.lower(), autoescape=True))
+    query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc())
     with db.read() as conn:
-        return list(conn.execute(query).all())
+        return list(conn.execute(query.limit(limit).offset(offset)).all())
 
 
 def get_session(db: Database, session_id: str) -> Any:

@@ -28,6 +28,9 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.common",
     "opencrab.dashboard.pages.memory",
     "opencrab.dashboard.pages.workspace",
+    "opencrab.dashboard.pages.sessions",
+    "opencrab.dashboard.pages.discussions",
+    "opencrab.dashboard.pages.session_view",
 )
 """Each module has a `router`; later areas add theirs here."""
 

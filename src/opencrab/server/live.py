@@ -44,13 +44,39 @@ _COLUMNS = (
 )
 
 
-def event_message(session_id: str, event_json: str, agent_id: str | None = None) -> str:
+def event_message(session_id: str, event_json: str, agent_id: str | None, seq: int) -> str:
     """The `event` message a subscriber receives (the event's JSON is embedded as is).
 
     In a discussion every participant has its own trace; `agentId` says whose it is.
+    `seq` is the event's place in the log: subscribing again with `afterSeq` set to the
+    last one received sends exactly what came after it.
     """
     who = "" if agent_id is None else f',"agentId":"{agent_id}"'
-    return f'{{"type":"event","sessionId":"{session_id}"{who},"event":{event_json}}}'
+    return f'{{"type":"event","sessionId":"{session_id}"{who},"seq":{seq},"event":{event_json}}}'
+
+
+def read_events(
+    db: Database,
+    traces: Iterable[str],
+    *,
+    after_seq: int = 0,
+    before_seq: int | None = None,
+    newest: bool = False,
+    limit: int = 10_000,
+) -> list[tuple[int, str, bytes]]:
+    """Stored events of the traces with after_seq < seq < before_seq, oldest first, as
+    (seq, trace, seed-form JSON): the first `limit` of them, or the last when `newest`."""
+    query = sa.select(*_COLUMNS).where(
+        events.c.trace_id.in_(list(traces)), events.c.seq > after_seq
+    )
+    if before_seq is not None:
+        query = query.where(events.c.seq < before_seq)
+    query = query.order_by(events.c.seq.desc() if newest else events.c.seq).limit(limit)
+    with db.read() as conn:
+        rows = list(conn.execute(query).all())
+    if newest:
+        rows.reverse()
+    return [(row.seq, str(row.trace_id), row_json(row)) for row in rows]
 
 
 @dataclass(eq=False)
@@ -197,7 +223,7 @@ class EventHub:
                     key = (client.traces.get(trace, ""), client.speakers.get(trace))
                     message = framed.get(key)
                     if message is None:
-                        message = framed[key] = event_message(key[0], body, key[1])
+                        message = framed[key] = event_message(key[0], body, key[1], row.seq)
                     if client.offer(message):
                         sent += 1
                     else:
@@ -228,16 +254,6 @@ class EventHub:
         self, traces: Iterable[str], *, after_seq: int, upto_seq: int, limit: int = 10_000
     ) -> list[tuple[int, str, bytes]]:
         """Stored events of the traces with after_seq < seq <= upto_seq: (seq, trace, json)."""
-        wanted = list(traces)
-        with self.db.read() as conn:
-            rows = conn.execute(
-                sa.select(*_COLUMNS)
-                .where(
-                    events.c.trace_id.in_(wanted),
-                    events.c.seq > after_seq,
-                    events.c.seq <= upto_seq,
-                )
-                .order_by(events.c.seq)
-                .limit(limit)
-            ).all()
-        return [(row.seq, str(row.trace_id), row_json(row)) for row in rows]
+        return read_events(
+            self.db, traces, after_seq=after_seq, before_seq=upto_seq + 1, limit=limit
+        )

@@ -154,6 +154,7 @@ sessions = sa.Table(
         name="ticket_session",
     ),
     sa.CheckConstraint("kind != 'discussion' OR theme IS NOT NULL", name="discussion_theme"),
+    sa.Index(None, "updated_at", "id"),  # lists, newest first (revision 0015)
 )
 
 messages = sa.Table(

@@ -17,6 +17,7 @@ from uuid import UUID
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
+from opencrab.core.agent import MAX_NAME
 from opencrab.core.discussion import (
     DEFAULT_MAX_TURNS,
     MAX_PARTICIPANTS,
@@ -29,7 +30,7 @@ from opencrab.core.sessions import list_sessions
 from opencrab.gateway.base import MessageText
 from opencrab.plugins import hookimpl
 from opencrab.server.api.sessions import MessageResponse, message_response
-from opencrab.server.deps import RuntimeDep
+from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 
 router = APIRouter(prefix="/api", tags=["Discussions"])
@@ -180,18 +181,34 @@ async def start(body: StartDiscussionRequest, request: Request, runtime: Runtime
     "/discussions",
     operation_id="listDiscussions",
     response_model=list[DiscussionSummary],
-    responses=error_responses(422),
+    responses=error_responses(400, 404, 422),
 )
 def list_all(
     request: Request,
     runtime: RuntimeDep,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
     status: Literal["active", "completed"] | None = None,
+    q: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="Text found in the theme (any case)."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> Any:
-    """Discussions, most recently updated first."""
+    """Discussions, most recently updated first; `agentId`: those the agent takes part in."""
     runner = runner_of(request)
-    rows = list_sessions(runtime.db, kind="discussion", status=status, limit=limit, offset=offset)
+    rows = list_sessions(
+        runtime.db,
+        kind="discussion",
+        agent_id=None if agent_id is None else runtime.agents.get(agent_id).id,
+        status=status,
+        text=q,
+        limit=limit,
+        offset=offset,
+    )
     return [_summary(runner, Discussion.load(runtime.db, str(r.id))) for r in rows]
 
 

@@ -55,13 +55,24 @@ class MessageResponse(ApiModel):
     )
 
 
+SessionKind = Literal["chat", "discussion", "ticket"]
+
+
 class SessionSummary(ApiModel):
     id: UUID
-    kind: Literal["chat", "discussion", "ticket"]
+    kind: SessionKind
     agent_id: UUID | None = None
     ticket_id: UUID | None = None
     status: SessionStatus
     theme: str | None = None
+    title: str | None = Field(
+        default=None,
+        description="A discussion's theme, else the first user message (its first 200 characters).",
+    )
+    participant_ids: list[UUID] = Field(
+        default_factory=list,
+        description="A discussion's agents (participants, then the facilitator).",
+    )
     message_count: int
     created_at: datetime
     updated_at: datetime
@@ -110,6 +121,9 @@ class PostedMessage(MessageResponse):
 
 
 def _summary(row: Any) -> dict[str, Any]:
+    participants = [str(p) for p in row.participant_ids_json or []]
+    if row.facilitator_id is not None:
+        participants.append(str(row.facilitator_id))
     return {
         "id": row.id,
         "kind": row.kind,
@@ -117,10 +131,42 @@ def _summary(row: Any) -> dict[str, Any]:
         "ticket_id": row.ticket_id,
         "status": row.status,
         "theme": row.theme,
+        "title": row.title,
+        "participant_ids": participants,
         "message_count": row.message_count,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
+
+
+def summary_of(row: Any) -> SessionSummary:
+    """A session row (core.sessions.list_sessions / get_session) as the API lists it."""
+    return SessionSummary.model_validate(_summary(row))
+
+
+def find_sessions(
+    runtime: Any,
+    *,
+    agent: str | None = None,
+    ticket_id: UUID | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+    text: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[SessionSummary]:
+    """One page of sessions as `GET /api/sessions` lists them (the dashboard's list too)."""
+    rows = list_sessions(
+        runtime.db,
+        agent_id=None if agent is None else runtime.agents.get(agent).id,
+        ticket_id=None if ticket_id is None else str(ticket_id),
+        kind=kind,
+        status=status,
+        text=text,
+        limit=limit,
+        offset=offset,
+    )
+    return [summary_of(r) for r in rows]
 
 
 def message_response(row: Any) -> MessageResponse:
@@ -150,20 +196,27 @@ def list_all(
         Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
     ] = None,
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
+    kind: SessionKind | None = None,
     status: SessionStatus | None = None,
+    q: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="Text found in the title (any case)."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> list[SessionSummary]:
-    """Sessions, most recently updated first."""
-    rows = list_sessions(
-        runtime.db,
-        agent_id=None if agent_id is None else runtime.agents.get(agent_id).id,
-        ticket_id=None if ticket_id is None else str(ticket_id),
+    """Sessions, most recently updated first. `agentId` lists the agent's own sessions and
+    the discussions it takes part in."""
+    return find_sessions(
+        runtime,
+        agent=agent_id,
+        ticket_id=ticket_id,
+        kind=kind,
         status=status,
+        text=q,
         limit=limit,
         offset=offset,
     )
-    return [SessionSummary.model_validate(_summary(r)) for r in rows]
 
 
 @router.post(

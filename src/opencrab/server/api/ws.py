@@ -4,9 +4,10 @@ Messages are JSON objects with a `type`. From the client:
 
 - `{"type": "ping"}` → `{"type": "pong"}`
 - `{"type": "subscribe", "sessionId": S, "afterSeq": N?}` → `{"type": "subscribed",
-  "sessionId": S, "seq": M}`, then `{"type": "event", "sessionId": S, "event": E}` for
-  every AgentEvent of the session (seed 000 form) as it is written; with `afterSeq` the
-  stored events after N (up to M) are sent first, so a reconnecting client misses none.
+  "sessionId": S, "seq": M}`, then `{"type": "event", "sessionId": S, "seq": Q,
+  "event": E}` for every AgentEvent of the session (seed 000 form) as it is written, `Q`
+  being its place in the log; with `afterSeq` the stored events after N (up to M) are
+  sent first, so a client that reconnects with the last `seq` it got misses none.
 - `{"type": "unsubscribe", "sessionId": S}` → `{"type": "unsubscribed", "sessionId": S}`
 - `{"type": "chat", "agent": ID_OR_NAME, "content": TEXT, "sessionId": S?,
   "requestId": R?}` runs a turn (a new chat session when `sessionId` is left out):
@@ -63,7 +64,7 @@ from opencrab.core.discussion import (
     DiscussionRunner,
 )
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session, get_session, open_chat_session
+from opencrab.core.sessions import ensure_chat_session, open_chat_session
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import MessageText, WebSocketSource
@@ -73,6 +74,7 @@ from opencrab.server.api.sessions import message_response
 from opencrab.server.auth import UNAUTHORIZED, TokenWatch
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
+from opencrab.server.session_feed import session_feed
 
 log = logging.getLogger(__name__)
 
@@ -243,30 +245,25 @@ class Connection:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
 
     def subscribe(self, session_id: str, after_seq: int | None) -> None:
-        row = get_session(self.runtime.db, session_id)  # 404 → error message
+        feed = session_feed(self.runtime, session_id)  # 404 → error message
         sessions = set(self.client.traces.values())
         if session_id not in sessions and len(sessions) >= MAX_SUBSCRIPTIONS:
             self.client.offer(
                 _error("too_many_subscriptions", f"at most {MAX_SUBSCRIPTIONS} sessions")
             )
             return
-        traces = [session_id]
-        speakers: dict[str, str] = {}
         reply: dict[str, Any] = {"type": "subscribed", "sessionId": session_id}
-        if row.kind == "discussion":
-            discussion = Discussion.load(self.runtime.db, session_id)
-            speakers = {discussion.trace_for(p): p for p in discussion.everyone}
-            traces += list(speakers)
-            names = {a.id: a.name for a in self.runtime.agents.list()}
+        if feed.session.kind == "discussion":
             reply["participants"] = [
-                {"agentId": agent, "name": names.get(agent, agent), "traceId": trace}
-                for trace, agent in speakers.items()
+                {"agentId": p.agent_id, "name": p.name, "traceId": p.trace_id}
+                for p in feed.participants
             ]
-        seq = self.hub.subscribe(self.client, session_id, traces, speakers)
+        seq = self.hub.subscribe(self.client, session_id, feed.traces, feed.speakers)
         self.client.offer(_dump({**reply, "seq": seq}))
         if after_seq is not None and after_seq < seq:
-            for _, trace, body in self.hub.history(traces, after_seq=after_seq, upto_seq=seq):
-                self.client.offer(event_message(session_id, body.decode(), speakers.get(trace)))
+            for at, trace, body in self.hub.history(feed.traces, after_seq=after_seq, upto_seq=seq):
+                message = event_message(session_id, body.decode(), feed.speakers.get(trace), at)
+                self.client.offer(message)
 
     def discussion(self, message: DiscussionStart | DiscussionPost | DiscussionJoin) -> None:
         """Start, speak into or join a discussion (see the module docstring)."""
