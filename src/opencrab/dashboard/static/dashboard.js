@@ -46,6 +46,16 @@
     return data === null && !type.includes("json") ? response : data;
   }
 
+  /* US dollars, the way the server's `money` filter writes them (dashboard/render.py). */
+  function money(value) {
+    if (value === null || value === undefined) return "–";
+    if (value === 0) return "$0";
+    if (value > 0 && value < 0.0001) return "<$0.0001";
+    return value >= 1
+      ? "$" + value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })
+      : "$" + value.toFixed(4);
+  }
+
   function toast(message, isError) {
     const el = document.getElementById("toast");
     if (!el) return;
@@ -239,5 +249,5 @@
   document.addEventListener("htmx:afterSwap", (event) => localTimes(event.target));
   document.addEventListener("DOMContentLoaded", () => localTimes(document));
 
-  window.OpenCrab = { api: api, ApiError: ApiError, toast: toast, showError: showError, fieldErrors: fieldErrors, clearErrors: clearErrors, localTimes: localTimes, formBody: formBody };
+  window.OpenCrab = { api: api, money: money, ApiError: ApiError, toast: toast, showError: showError, fieldErrors: fieldErrors, clearErrors: clearErrors, localTimes: localTimes, formBody: formBody };
 })();

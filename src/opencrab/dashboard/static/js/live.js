@@ -62,13 +62,7 @@
   }
 
   /* ---- formatting shared with the server (render.py money/count, event_rows.py) ---- */
-  function money(value) {
-    if (value === null || value === undefined) return "–";
-    if (value === 0) return "$0";
-    return value >= 1
-      ? "$" + value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })
-      : "$" + value.toFixed(4);
-  }
+  const money = window.OpenCrab.money; /* the same text the server renders */
   function count_(value) { return Number(value).toLocaleString("en-US"); }
   function usageText(usage) {
     const parts = [count_(usage.input) + " in · " + count_(usage.output) + " out tokens"];

@@ -183,8 +183,7 @@
   const result = $("preview-result");
 
   function money(value) {
-    if (value === null || value === undefined) return "cost unknown";
-    return value === 0 ? "$0" : "$" + (value >= 1 ? value.toFixed(2) : value.toFixed(4));
+    return value === null || value === undefined ? "cost unknown" : window.OpenCrab.money(value);
   }
 
   function showPreview(asked, data, body) {
