@@ -16,7 +16,8 @@ from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.llm.providers.test_openai import completion
 
-UNLABELLED = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+UNLABELLED = """() => [...document.querySelectorAll(
+    'input:not([type=hidden]), select, textarea, button')]
   .filter((el) => el.offsetParent !== null || el.getClientRects().length)
   .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
       && !el.getAttribute('aria-labelledby') && !(el.tagName === 'BUTTON' && el.textContent.trim())
