@@ -1,8 +1,10 @@
-"""Shared fixtures: a temp data dir for every test, no stray config, no network."""
+"""Shared fixtures: a temp data dir for every test, no stray config, no network; a real
+PostgreSQL (tests/fakes/postgres.py) for the tests that run on both databases."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,10 @@ import pytest
 from opencrab.config import Settings, load_settings
 from opencrab.event_log import EventLog
 from opencrab.store import Database
+from tests.fakes.postgres import ENV_URL, PostgresServer, postgres_server
+
+# read before any test's data_dir fixture clears the OPENCRAB_* variables
+TEST_PG_URL = os.environ.get(ENV_URL) or None
 
 # Keys the packaged config reads: a developer's real keys must not reach a test.
 PROVIDER_KEYS = frozenset(
@@ -57,8 +63,6 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test gets its own data directory, no OPENCRAB_* settings and no provider keys."""
-    import os
-
     for name in list(os.environ):
         if name.startswith("OPENCRAB_") or name in PROVIDER_KEYS:
             monkeypatch.delenv(name)
@@ -84,6 +88,38 @@ def db(settings: Settings) -> Iterator[Database]:
 @pytest.fixture
 def event_log(db: Database) -> EventLog:
     return EventLog(db)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for this session: OPENCRAB_TEST_PG_URL, or a throwaway cluster."""
+    with postgres_server(TEST_PG_URL) as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(postgres: PostgresServer) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, settings: Settings) -> str:
+    """A blank store's URL, once on SQLite (the data dir's file) and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return settings.database_url
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def any_db(store_url: str) -> Iterator[Database]:
+    """A migrated store on each database OpenCrab runs on (see `store_url`)."""
+    database = Database(store_url)
+    database.upgrade()
+    yield database
+    database.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,7 @@
-"""EventLog: every seed-000 rule is checked before writing; bad batches change nothing."""
+"""EventLog: every seed-000 rule is checked before writing; bad batches change nothing.
+
+Every test that stores events runs on SQLite and on PostgreSQL (the `db` fixture below).
+"""
 
 from __future__ import annotations
 
@@ -25,6 +28,12 @@ from opencrab.events import (
 )
 from opencrab.store import Database
 from opencrab.store import tables as t
+
+
+@pytest.fixture
+def db(any_db: Database) -> Database:
+    """The store under test: SQLite, then PostgreSQL (see tests/conftest.py `store_url`)."""
+    return any_db
 
 
 def chain(trace: UUID) -> list[AgentEvent]:

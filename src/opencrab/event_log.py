@@ -30,6 +30,7 @@ from opencrab.events import (
 )
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert, paused_gc
+from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import events as events_table
 from opencrab.store.types import format_timestamp
@@ -131,7 +132,8 @@ class EventLog:
         try:
             with paused_gc():
                 rows = _validate(batch, lookup)
-                bulk_insert(conn, events_table, COLUMNS, rows)
+                with recoverable(conn):
+                    bulk_insert(conn, events_table, COLUMNS, rows)
         except sa.exc.IntegrityError:
             taken = _lookup(conn, {str(e.id) for e in batch})
             problems = [

@@ -13,11 +13,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from opencrab.errors import ConfigError
+from opencrab.store.dialects import postgresql as postgresql_dialect
 from opencrab.store.dialects import sqlite as sqlite_dialect
+
+DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
+"""The backends OpenCrab runs on, and the driver each URL gets when it names none."""
 
 
 class Database:
-    """A store reachable by SQLAlchemy URL; SQLite files get WAL and a busy timeout.
+    """A store reachable by SQLAlchemy URL: SQLite (files get WAL and a busy timeout) or
+    PostgreSQL (`postgresql://…` uses psycopg 3; pooled connections, snapshot reads).
 
     A SQLite file in a folder this process cannot write is opened read-only (`read_only`):
     reading works, and writing or a pending migration raises ConfigError "data directory
@@ -31,7 +36,7 @@ class Database:
     """
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000) -> None:
-        self.url = make_url(url)
+        self.url = _checked_url(url)
         self._reading: ContextVar[Connection | None] = ContextVar(
             f"opencrab-read-{id(self)}", default=None
         )
@@ -53,7 +58,8 @@ class Database:
             )
             sqlite_dialect.configure(self.engine, busy_timeout_ms=busy_timeout_ms)
         else:
-            self.engine = sa.create_engine(self.url, pool_pre_ping=True)
+            self.engine = sa.create_engine(self.url, **postgresql_dialect.ENGINE_OPTIONS)
+            postgresql_dialect.configure(self.engine)
 
     @property
     def dialect(self) -> str:
@@ -122,6 +128,26 @@ class Database:
     def close(self) -> None:
         """Release every pooled connection."""
         self.engine.dispose()
+
+
+def _checked_url(url: str) -> sa.URL:
+    """The URL parsed, with psycopg 3 for a PostgreSQL URL naming no driver; ConfigError
+    for what is not a URL or names a database OpenCrab does not run on."""
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError:
+        raise ConfigError(f"database url {url!r} is not a database URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "postgres":  # Heroku-style spelling
+        parsed, backend = parsed.set(drivername="postgresql"), "postgresql"
+    if backend not in DRIVERS:
+        raise ConfigError(
+            f"database url {parsed.render_as_string()!r}: OpenCrab runs on "
+            f"{' or '.join(DRIVERS)}, not {backend}"
+        )
+    if "+" not in parsed.drivername:
+        parsed = parsed.set(drivername=DRIVERS[backend])
+    return parsed
 
 
 def _writable(path: Path) -> bool:

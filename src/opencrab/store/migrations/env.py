@@ -6,6 +6,7 @@ from typing import Any
 
 from alembic import context
 
+from opencrab.store.dialects.postgresql import is_search_object
 from opencrab.store.dialects.sqlite import is_fts_object
 from opencrab.store.tables import metadata
 
@@ -13,8 +14,13 @@ from opencrab.store.tables import metadata
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    """Leave dialect-specific objects (FTS5 tables) out of autogenerate comparisons."""
-    return not (type_ == "table" and name is not None and is_fts_object(name))
+    """Leave dialect-specific objects (FTS5 tables, the trigram index) out of
+    autogenerate comparisons."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not is_fts_object(name)
+    return not (type_ == "index" and is_search_object(name))
 
 
 connection = context.config.attributes.get("connection")

@@ -5,7 +5,8 @@ Revises:
 Create Date: 2026-11-22
 
 Every table of seeds 000, 001 and 002 as opencrab.store.tables declares them, plus the
-SQLite FTS5 index over memory session logs (other dialects will add their own).
+index over memory session logs: an FTS5 table on SQLite, a pg_trgm GIN index on
+PostgreSQL (opencrab.store.dialects.postgresql).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 import opencrab.store.types
+from opencrab.store.dialects import postgresql
 
 revision = "0001"
 down_revision = None
@@ -451,14 +453,22 @@ def upgrade() -> None:
     with op.batch_alter_table("messages", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_messages_session_id"), ["session_id"], unique=False)
 
-    if op.get_bind().dialect.name == "sqlite":
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
         for statement in FTS_CREATE:
+            op.execute(statement)
+    elif dialect == "postgresql":
+        for statement in postgresql.SEARCH_CREATE:
             op.execute(statement)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
         for statement in FTS_DROP:
+            op.execute(statement)
+    elif dialect == "postgresql":
+        for statement in postgresql.SEARCH_DROP:
             op.execute(statement)
     with op.batch_alter_table("messages", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_messages_session_id"))

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
+from opencrab.store.types import UtcDateTime
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -74,12 +76,11 @@ def upgrade() -> None:
         sa.column("input_price_per_1m", sa.Float),
         sa.column("output_price_per_1m", sa.Float),
         sa.column("context_window", sa.Integer),
-        sa.column("updated_at", sa.String),
+        sa.column("updated_at", UtcDateTime()),
     )
     conn = op.get_bind()
     existing = {(p, m) for p, m in conn.execute(sa.select(pricing.c.provider, pricing.c.model))}
     updated = datetime(2026, 2, 1, tzinfo=UTC)
-    stamp = updated.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if conn.dialect.name == "sqlite" else updated
     rows = [
         {
             "provider": provider,
@@ -87,7 +88,7 @@ def upgrade() -> None:
             "input_price_per_1m": price_in,
             "output_price_per_1m": price_out,
             "context_window": window,
-            "updated_at": stamp,
+            "updated_at": updated,
         }
         for provider, model, price_in, price_out, window in PRICES
         if (provider, model) not in existing
