@@ -70,6 +70,38 @@ def test_db_upgrade_and_current(data_dir: Path) -> None:
     assert (data_dir / "opencrab.db").is_file()
 
 
+def test_db_upgrade_and_current_on_postgresql(
+    pg_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENCRAB_DATABASE__URL", pg_url)
+    code, out, _ = run("db", "current")
+    assert (code, out.strip()) == (0, f"none (head is {migrate.head()})")
+    code, out, _ = run("db", "upgrade")
+    assert code == 0
+    assert f"blank → {migrate.head()}" in out
+    code, out, _ = run("db", "current")
+    assert out.strip() == f"{migrate.head()} (head)"
+    code, out, _ = run("db", "upgrade")
+    assert "already at" in out
+    assert not (data_dir / "opencrab.db").exists()  # `path` is SQLite's, unused here
+    db = Database(pg_url)
+    try:
+        assert db.current_revision() == migrate.head()
+    finally:
+        db.close()
+
+
+def test_an_unreachable_postgresql_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"postgresql://crab:hunter2@/opencrab?host={tmp_path}"  # no server on that socket
+    monkeypatch.setenv("OPENCRAB_DATABASE__URL", url)
+    code, _, err = run("db", "current")
+    assert code == 1
+    assert "cannot connect to the database postgresql+psycopg://crab:***@/opencrab" in err
+    assert "hunter2" not in err
+
+
 def test_data_dir_flag(tmp_path: Path) -> None:
     code, _, _ = run("db", "upgrade", "--data-dir", str(tmp_path / "elsewhere"))
     assert code == 0

@@ -1,4 +1,5 @@
-"""bulk_insert writes the same rows as a plain SQLAlchemy insert, bind processing included."""
+"""bulk_insert writes the same rows as a plain SQLAlchemy insert, bind processing included,
+on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from opencrab.store import tables as t
 from opencrab.store.bulk import bulk_insert
 
 
-def test_bulk_insert_matches_core_insert(db: Database) -> None:
+def test_bulk_insert_matches_core_insert(any_db: Database) -> None:
+    db = any_db
     when = datetime(2026, 2, 1, 12, 0, tzinfo=timezone(timedelta(hours=9)))
     columns = ("id", "name", "prompt", "created_at", "updated_at")
     rows = [(f"a{i}", f"agent {i}", "p", when, when + timedelta(seconds=i)) for i in range(3)]
@@ -28,4 +30,7 @@ def test_bulk_insert_matches_core_insert(db: Database) -> None:
     assert [r.id for r in got] == ["a0", "a1", "a2"]
     assert got[2].updated_at == when + timedelta(seconds=2)
     assert got[0].created_at.tzinfo == UTC
-    assert raw == "2026-02-01T03:00:00.000000Z"  # stored as fixed-width UTC text
+    if db.dialect == "sqlite":
+        assert raw == "2026-02-01T03:00:00.000000Z"  # stored as fixed-width UTC text
+    else:
+        assert raw == when  # a TIMESTAMPTZ, the same instant

@@ -1,27 +1,36 @@
-"""Migrations: blank → head builds exactly the declared tables; SQLite runs in WAL mode."""
+"""Migrations: blank → head builds exactly the declared tables on SQLite and on PostgreSQL;
+SQLite runs in WAL mode; the main tables round-trip on both."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from opencrab.core.memory import index_pending
+from opencrab.errors import ConfigError
 from opencrab.store import Database, migrate
 from opencrab.store import tables as t
+from opencrab.store.dialects.postgresql import SEARCH_INDEX, is_search_object
 from opencrab.store.dialects.sqlite import is_fts_object
 from opencrab.store.types import utcnow
 
 
 def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    return not (type_ == "table" and name is not None and is_fts_object(name))
+    if name is None:
+        return True
+    if type_ == "table":
+        return not is_fts_object(name)
+    return not (type_ == "index" and is_search_object(name))
 
 
-def test_blank_to_head_matches_declared_tables(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'blank.db'}")
+def test_blank_to_head_matches_declared_tables(store_url: str) -> None:
+    db = Database(store_url)
     assert db.current_revision() is None
     db.upgrade()
     assert db.current_revision() == migrate.head()
@@ -46,12 +55,39 @@ def test_blank_to_head_matches_declared_tables(tmp_path: Path) -> None:
         "agent_sessions",
     }
     expected_002 = {"agents", "tools", "agent_tools", "tickets", "steps", "sessions", "messages"}
-    assert expected_001 | expected_002 | {"events", "memory_sessions_fts"} <= names
+    assert expected_001 | expected_002 | {"events"} <= names
+    if db.dialect == "sqlite":
+        assert "memory_sessions_fts" in names
     db.close()
 
 
-def test_upgrade_is_idempotent_and_downgrade_removes_everything(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'x.db'}")
+def test_postgresql_indexes_memory_logs_by_trigram(pg_url: str) -> None:
+    db = Database(pg_url)
+    db.upgrade()
+    with db.read() as conn:
+        indexes = {i["name"]: i for i in sa.inspect(conn).get_indexes("memory_sessions")}
+        extensions = {r[0] for r in conn.exec_driver_sql("SELECT extname FROM pg_extension")}
+        method = conn.exec_driver_sql(
+            "SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam "
+            "WHERE c.relname = %s",
+            (SEARCH_INDEX,),
+        ).scalar()
+    assert "pg_trgm" in extensions
+    assert indexes[SEARCH_INDEX]["column_names"] == ["content"]
+    assert method == "gin"
+    migrate.downgrade(db, "base")
+    with db.read() as conn:
+        assert (
+            conn.exec_driver_sql(
+                "SELECT 1 FROM pg_class WHERE relname = %s", (SEARCH_INDEX,)
+            ).first()
+            is None
+        )
+    db.close()
+
+
+def test_upgrade_is_idempotent_and_downgrade_removes_everything(store_url: str) -> None:
+    db = Database(store_url)
     db.upgrade()
     db.upgrade()
     migrate.downgrade(db, "base")
@@ -167,7 +203,8 @@ def test_queued_lines_can_change_or_go_before_they_are_indexed(db: Database) -> 
     assert _search(db, "reused") == ["reused id line"]
 
 
-def test_timestamps_round_trip_as_aware_utc(db: Database) -> None:
+def test_timestamps_round_trip_as_aware_utc(any_db: Database) -> None:
+    db = any_db
     with db.write() as conn:
         _agent(conn)
     with db.read() as conn:
@@ -176,9 +213,8 @@ def test_timestamps_round_trip_as_aware_utc(db: Database) -> None:
     assert row.created_at.utcoffset().total_seconds() == 0
 
 
-def test_check_constraints_keep_seed_vocabularies(db: Database) -> None:
-    import pytest
-
+def test_check_constraints_keep_seed_vocabularies(any_db: Database) -> None:
+    db = any_db
     with db.write() as conn:
         _agent(conn)
     now = utcnow()
@@ -245,3 +281,127 @@ def test_0010_names_the_speakers_of_stored_messages_and_indexes_heartbeat_log(
     ]
     assert "idx_heartbeat_agent" in indexes
     db.close()
+
+
+def test_main_tables_round_trip(any_db: Database) -> None:
+    """Agents, sessions with messages, memory logs, metrics and events come back as written:
+    JSON, booleans, aware UTC times, autoincrement ids, non-ASCII text."""
+    db = any_db
+    when = datetime(2026, 2, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=9)))
+    llm = {"model": "gpt-5-mini", "temperature": 0.3, "fallbacks": ["a", "b"]}
+    with db.write() as conn:
+        conn.execute(
+            t.agents.insert(),
+            {
+                "id": "a1",
+                "name": "秋",
+                "prompt": "考える",
+                "llm_config_json": llm,
+                "heartbeat_json": None,
+                "created_at": when,
+                "updated_at": when,
+            },
+        )
+        conn.execute(
+            t.sessions.insert(),
+            {
+                "id": "s1",
+                "kind": "discussion",
+                "agent_id": "a1",
+                "theme": "记忆",
+                "participant_ids_json": ["a1", "a2"],
+                "context": {"nested": {"n": 1}},
+                "created_at": when,
+                "updated_at": when,
+            },
+        )
+        ids = [
+            conn.execute(
+                t.messages.insert().returning(t.messages.c.id),
+                {
+                    "session_id": "s1",
+                    "role": role,
+                    "content": text,
+                    "timestamp": when,
+                    "interrupted": role == "assistant",
+                },
+            ).scalar_one()
+            for role, text in (("user", "こんにちは"), ("assistant", "你好"))
+        ]
+        conn.execute(
+            t.memory_sessions.insert(),
+            {
+                "agent_id": "a1",
+                "session_id": "s1",
+                "log_type": "speech",
+                "content": "二文字",
+                "metadata_json": {"k": [1, 2]},
+                "created_at": when,
+            },
+        )
+        conn.execute(
+            t.llm_usage_metrics.insert(),
+            {
+                "id": "m1",
+                "agent_id": "a1",
+                "session_id": "s1",
+                "timestamp": when,
+                "provider": "openai",
+                "model": "gpt-5-mini",
+                "purpose": "conversation",
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "estimated_cost_usd": 0.00125,
+                "latency_ms": 40,
+                "task_success": True,
+                "stream": True,
+                "created_at": when,
+            },
+        )
+    with db.read() as conn:
+        agent = conn.execute(sa.select(t.agents)).one()
+        session = conn.execute(sa.select(t.sessions)).one()
+        messages = conn.execute(sa.select(t.messages).order_by(t.messages.c.id)).all()
+        log = conn.execute(sa.select(t.memory_sessions)).one()
+        metric = conn.execute(sa.select(t.llm_usage_metrics)).one()
+    assert (agent.name, agent.llm_config_json, agent.heartbeat_json) == ("秋", llm, None)
+    assert agent.created_at == when
+    assert agent.created_at.tzinfo == UTC
+    assert session.participant_ids_json == ["a1", "a2"]
+    assert session.context == {"nested": {"n": 1}}
+    assert (session.theme, session.turn_number, session.status) == ("记忆", 0, "active")
+    assert ids[1] > ids[0]
+    assert [(m.id, m.content, m.interrupted) for m in messages] == [
+        (ids[0], "こんにちは", False),
+        (ids[1], "你好", True),
+    ]
+    assert (log.content, log.metadata_json, log.id) == ("二文字", {"k": [1, 2]}, 1)
+    assert (metric.task_success, metric.stream, metric.attempt) == (True, True, 1)
+    assert metric.estimated_cost_usd == 0.00125
+    assert (metric.status, metric.cost_source) == ("ok", "pricing")
+    assert metric.timestamp == when
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://u@localhost/crab", "postgresql+psycopg"),
+        ("postgres://u@localhost/crab", "postgresql+psycopg"),
+        ("postgresql+psycopg://u@localhost/crab", "postgresql+psycopg"),
+    ],
+)
+def test_postgresql_urls_use_psycopg_3(url: str, driver: str) -> None:
+    db = Database(url)  # connects only when first used
+    assert (db.url.drivername, db.dialect) == (driver, "postgresql")
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [("mysql://u:secret@localhost/crab", "not mysql"), ("not a url", "not a database URL")],
+)
+def test_other_databases_are_refused_by_name(url: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as caught:
+        Database(url)
+    assert "secret" not in str(caught.value)

@@ -1,4 +1,5 @@
-"""Prepared statements return what SQLAlchemy's own execution returns, types included."""
+"""Prepared statements return what SQLAlchemy's own execution returns, types included,
+on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ ADD = Prepared(
         updated_at=sa.bindparam("when"),
     )
 )
+
+
+@pytest.fixture
+def db(any_db: Database) -> Database:
+    """The store under test: SQLite, then PostgreSQL (see tests/conftest.py `store_url`)."""
+    return any_db
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from opencrab.errors import ConfigError
+from opencrab.errors import ConfigError, StoreError
 from opencrab.store.dialects import postgresql as postgresql_dialect
 from opencrab.store.dialects import sqlite as sqlite_dialect
 
@@ -78,7 +78,7 @@ class Database:
         if outer is not None:
             yield outer
             return
-        with self.engine.connect() as conn, conn.begin():
+        with self._connect() as conn, conn.begin():
             token = self._reading.set(conn)
             try:
                 yield conn
@@ -94,10 +94,22 @@ class Database:
         """A connection in a write transaction, committed on success, rolled back on error."""
         if self.read_only:
             raise self.not_writable()
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             conn = conn.execution_options(write=True)
             with conn.begin():
                 yield conn
+
+    def _connect(self) -> Connection:
+        """A pooled connection; StoreError naming the server when it cannot be reached."""
+        try:
+            return self.engine.connect()
+        except sa.exc.OperationalError as exc:
+            if self.dialect == "sqlite":
+                raise
+            raise StoreError(
+                f"cannot connect to the database {self.url.render_as_string()}: "
+                f"{str(exc.orig).strip()}"
+            ) from None
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply migrations up to `revision` (read-only: only check that none is pending)."""

@@ -95,7 +95,10 @@ class Prepared:
                 values[name] = process(value)
         args: Sequence[Any] | dict[str, Any]
         try:
-            args = tuple(values[n] for n in compiled.names) if compiled.positional else values
+            if compiled.positional:
+                args = tuple(values[n] for n in compiled.names)
+            else:
+                args = {n: values[n] for n in compiled.names}
         except KeyError as exc:
             raise TypeError(f"missing parameter {exc.args[0]!r} for {compiled.sql}") from None
         dialect = conn.dialect
@@ -124,7 +127,10 @@ def _row_class(names: tuple[str, ...]) -> type:
 def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
     compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
     binds = compiled.binds
-    names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(binds)
+    if compiled.positional:
+        names = tuple(compiled.positiontup or ())
+    else:  # the rendered names (`binds` also holds anonymous keys)
+        names = tuple(dict.fromkeys(compiled.bind_names.values()))
     defaults = {
         name: value
         for name, value in compiled.construct_params(_check=False).items()
