@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test browser lint typecheck pytest bench lock clean
+.PHONY: run test browser postgres lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -60,7 +60,28 @@ browser:
 	  exit 1; \
 	fi
 
-test: $(VENV)/.dev-installed browser
+# The PostgreSQL tests use the server at OPENCRAB_TEST_PG_URL when it is set, otherwise
+# they start a throwaway cluster from Debian's server binaries (initdb, pg_ctl; pg_trgm is
+# in the same package). Installed with apt-get when missing and make runs as root;
+# otherwise make stops and says what to install.
+PG_PACKAGES := postgresql
+PG_BINDIRS  ?= /usr/lib/postgresql/*/bin
+APT_GET     ?= apt-get
+AS_ROOT     ?= $(shell [ "$$(id -u)" = 0 ] && echo yes)
+postgres:
+	@if [ -n "$$OPENCRAB_TEST_PG_URL" ]; then :; \
+	elif ls $(PG_BINDIRS)/initdb >/dev/null 2>&1; then :; \
+	elif [ "$(AS_ROOT)" = yes ] && command -v $(APT_GET) >/dev/null 2>&1; then \
+	  echo "==> Installing $(PG_PACKAGES) for the PostgreSQL tests ($(APT_GET))"; \
+	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q $(PG_PACKAGES); \
+	else \
+	  echo "The PostgreSQL tests need Debian's $(PG_PACKAGES) (the server binaries):" >&2; \
+	  echo "  sudo apt-get install $(PG_PACKAGES)   then run make test again" >&2; \
+	  echo "  (or set OPENCRAB_TEST_PG_URL to a server the tests may create databases on)" >&2; \
+	  exit 1; \
+	fi
+
+test: $(VENV)/.dev-installed browser postgres
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

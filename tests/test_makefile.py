@@ -7,9 +7,11 @@ The real Makefile runs in a temporary copy of the tree whose `.venv/bin/python` 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDER = '#!/bin/sh\necho "$(basename "$0") $*" >> "$(dirname "$0")/../../calls.log"\n'
@@ -77,3 +79,62 @@ def test_make_test_prepares_the_dev_environment_the_same_way(tmp_path: Path) -> 
     out = make(work, "-n", "test")  # what it would run, without running it
     assert "requirements/dev.lock" in out
     assert "5-12 minutes" in out
+
+
+def make_postgres(work: Path, *variables: str, env: dict[str, str] | None = None) -> Any:
+    """`make postgres` in the copy, with the given variable overrides."""
+    environ = {k: v for k, v in os.environ.items() if k != "OPENCRAB_TEST_PG_URL"}
+    return subprocess.run(
+        ["make", "--no-print-directory", "postgres", *variables],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**environ, **(env or {})},
+    )
+
+
+def fake_apt(work: Path) -> Path:
+    """An apt-get stand-in that records its arguments."""
+    apt = work / "apt-get"
+    apt.write_text('#!/bin/sh\necho "apt-get $*" >> "$(dirname "$0")/apt.log"\n')
+    apt.chmod(0o755)
+    return apt
+
+
+def test_make_test_ensures_the_postgresql_server_binaries(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    out = make(work, "-n", "test")
+    assert "OPENCRAB_TEST_PG_URL" in out
+    assert "initdb" in out
+    binaries = tmp_path / "pg" / "15" / "bin"
+    binaries.mkdir(parents=True)
+    (binaries / "initdb").touch()
+    found = make_postgres(work, f"PG_BINDIRS={tmp_path}/pg/*/bin")
+    assert (found.returncode, found.stdout, found.stderr) == (0, "", "")
+
+
+def test_make_installs_postgresql_with_apt_as_root(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    apt = fake_apt(work)
+    done = make_postgres(work, f"PG_BINDIRS={tmp_path}/none/*/bin", f"APT_GET={apt}", "AS_ROOT=yes")
+    assert done.returncode == 0
+    assert "==> Installing postgresql for the PostgreSQL tests" in done.stdout
+    calls = (work / "apt.log").read_text().splitlines()
+    assert calls == ["apt-get update -q", "apt-get install -y -q postgresql"]
+
+
+def test_make_says_what_to_install_when_it_cannot(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    apt = fake_apt(work)
+    done = make_postgres(work, f"PG_BINDIRS={tmp_path}/none/*/bin", f"APT_GET={apt}", "AS_ROOT=")
+    assert done.returncode != 0
+    assert "sudo apt-get install postgresql" in done.stderr
+    assert "OPENCRAB_TEST_PG_URL" in done.stderr
+    assert not (work / "apt.log").exists()
+    given = make_postgres(
+        work,
+        f"PG_BINDIRS={tmp_path}/none/*/bin",
+        "AS_ROOT=",
+        env={"OPENCRAB_TEST_PG_URL": "postgresql://u@localhost/x"},
+    )
+    assert (given.returncode, given.stderr) == (0, "")
