@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
     from opencrab.core.runtime import Runtime
     from opencrab.core.skills import SkillManager
     from opencrab.core.steps import ActionDone, TurnResult
-    from opencrab.gateway.base import IncomingMessage
     from opencrab.gateway.cli import CliGateway
+    from opencrab.messages import IncomingMessage
     from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
@@ -302,7 +302,7 @@ def chat(
 
     Example: opencrab chat ada -m "What changed in the last commit?"
     """
-    from opencrab.gateway.base import message_problem
+    from opencrab.messages import message_problem
 
     if message == "-":
         message = sys.stdin.read()
@@ -436,7 +436,7 @@ async def _chat_turn(
 ) -> None:
     """One turn, streamed to the terminal."""
     from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
-    from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+    from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage
 
     session_id = gateway.session_id
     streamed = False

@@ -25,18 +25,18 @@ import discord
 
 from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.errors import ConfigError
-from opencrab.gateway.base import (
+from opencrab.gateway.base import GatewayConfig
+from opencrab.gateway.serve import ChatGateway
+from opencrab.messages import (
     Attachment,
     Channel,
     DiscordSource,
-    GatewayConfig,
     IncomingMessage,
     MessageContent,
     MessageTarget,
     OutgoingMessage,
     Sender,
 )
-from opencrab.gateway.serve import ChatGateway
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
-from opencrab.gateway.base import (
-    Gateway,
+from opencrab.gateway.base import Gateway
+from opencrab.messages import (
     IncomingMessage,
     MessageContent,
     MessageTarget,
