@@ -354,10 +354,16 @@ async def _interactive(runtime: Runtime, agent: str, session: str | None) -> Non
     """Chat until /quit, end of input or a second Ctrl-C; Ctrl-C stops the current turn."""
     from opencrab.core.sessions import ensure_chat_session
     from opencrab.gateway.cli import CliGateway
+    from opencrab.gateway.registry import build_gateway
 
     found = runtime.agents.get(agent)
     session_id = ensure_chat_session(runtime.db, found.id, session)
-    gateway = CliGateway(session_id=session_id)
+    gateway = build_gateway("cli", runtime, session_id=session_id)  # the registered one
+    if not isinstance(gateway, CliGateway):
+        raise ConfigError(
+            "the registered `cli` gateway is off or is not a terminal gateway",
+            key="gateway.cli.enabled",
+        )
     await gateway.connect()
     err_console.print(
         f"[dim]chatting with {escape(found.name)} (session {session_id}); "

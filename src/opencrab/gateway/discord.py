@@ -131,6 +131,10 @@ class DiscordGateway(ChatGateway):
             await channel.send(piece, allowed_mentions=discord.AllowedMentions.none())
 
     # ------------------------------------------------------------ conversations
+    def agent(self) -> str | None:
+        """`[gateway.discord] agent`: who answers (None: the only agent)."""
+        return self.settings.agent
+
     def conversation_key(self, message: IncomingMessage) -> str:
         source = message.source
         assert isinstance(source, DiscordSource)
