@@ -170,7 +170,7 @@ def listen(host: str, port: int) -> socket.socket | str:
 
 
 async def serve_without_http(settings: Settings, db: Database) -> None:
-    """Run every agent's heartbeat and the registered, enabled chat gateways until SIGINT/SIGTERM."""
+    """Run every agent's heartbeat and the registered, enabled chat gateways till SIGINT/SIGTERM."""
     from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
