@@ -39,9 +39,9 @@ from opencrab.config import load_settings
 from opencrab.core.agent import AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
-from opencrab.gateway.base import CliSource, IncomingMessage
 from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ToolCall
+from opencrab.messages import CliSource, IncomingMessage
 
 STEPS_PER_TURN = 4
 LANGGRAPH_REFERENCE_MS = 1.3  # LangGraph + SqliteSaver per step, as the issue measured it

@@ -54,6 +54,7 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.learning",
     "opencrab.actions.llm",
     "opencrab.core.skills",
+    "opencrab.gateway.builtins",
 )
 """Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
 
@@ -99,6 +100,24 @@ class Hooks:
     @hookspec
     def register_actions(self, register: Callable[[Any], None]) -> None:
         """Add agent actions: `register(action)` with an `opencrab.actions.base.Action`."""
+
+    @hookspec
+    def register_gateways(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        """Add gateways: `register(name, factory)`; `factory(runtime, **options)` returns
+        an `opencrab.gateway.base.Gateway`, or None when the configuration leaves it off.
+
+        `opencrab up` (with HTTP or without) calls every factory with the runtime alone and
+        runs each `opencrab.gateway.serve.ChatGateway` it gets: every message is a turn of
+        the gateway's agent in its conversation's session, the reply goes back. Example:
+
+            @hookimpl
+            def register_gateways(register):
+                def slack(runtime, **options):
+                    token = os.environ.get("SLACK_BOT_TOKEN")
+                    return SlackGateway(token) if token else None  # a ChatGateway
+
+                register("slack", slack)
+        """
 
     @hookspec
     def register_skill_dirs(self) -> list[Any]:

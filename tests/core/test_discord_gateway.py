@@ -14,9 +14,9 @@ from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
 from opencrab.errors import ConfigError, NotFoundError, ProviderServerError
-from opencrab.gateway.base import DiscordSource
 from opencrab.gateway.discord import DiscordGateway, split_message, utf16_len
-from opencrab.gateway.serve import GatewayRunner, agent_for, session_for
+from opencrab.gateway.serve import GatewayRunner, agent_for
+from opencrab.messages import DiscordSource, session_for
 from tests.core.conftest import speak
 from tests.fakes.discord_client import CHANNEL, GUILD, OTHER_CHANNEL, OTHER_GUILD, FakeDiscord
 from tests.fakes.scripted_provider import ScriptedProvider

@@ -16,9 +16,9 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.steps import TurnResult
 from opencrab.event_log import EventLog
-from opencrab.gateway.base import CliSource, IncomingMessage
 from opencrab.llm.providers.embedded import EmbeddedProvider
 from opencrab.llm.types import ChatChunk, ChatRequest
+from opencrab.messages import CliSource, IncomingMessage
 from opencrab.store import Database
 from tests.cli.test_llm_cli import closed_port
 

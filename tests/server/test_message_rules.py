@@ -17,8 +17,8 @@ from opencrab.config import Settings
 from opencrab.core.agent import AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.errors import ValidationError
-from opencrab.gateway.base import MAX_MESSAGE_CHARS, check_message, message_problem
 from opencrab.llm.router import LlmRouter
+from opencrab.messages import MAX_MESSAGE_CHARS, check_message, message_problem
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes.scripted_provider import ScriptedProvider

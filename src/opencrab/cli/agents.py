@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
     from opencrab.core.runtime import Runtime
     from opencrab.core.skills import SkillManager
     from opencrab.core.steps import ActionDone, TurnResult
-    from opencrab.gateway.base import IncomingMessage
     from opencrab.gateway.cli import CliGateway
+    from opencrab.messages import IncomingMessage
     from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
@@ -302,7 +302,7 @@ def chat(
 
     Example: opencrab chat ada -m "What changed in the last commit?"
     """
-    from opencrab.gateway.base import message_problem
+    from opencrab.messages import message_problem
 
     if message == "-":
         message = sys.stdin.read()
@@ -354,10 +354,16 @@ async def _interactive(runtime: Runtime, agent: str, session: str | None) -> Non
     """Chat until /quit, end of input or a second Ctrl-C; Ctrl-C stops the current turn."""
     from opencrab.core.sessions import ensure_chat_session
     from opencrab.gateway.cli import CliGateway
+    from opencrab.gateway.registry import build_gateway
 
     found = runtime.agents.get(agent)
     session_id = ensure_chat_session(runtime.db, found.id, session)
-    gateway = CliGateway(session_id=session_id)
+    gateway = build_gateway("cli", runtime, session_id=session_id)  # the registered one
+    if not isinstance(gateway, CliGateway):
+        raise ConfigError(
+            "the registered `cli` gateway is off or is not a terminal gateway",
+            key="gateway.cli.enabled",
+        )
     await gateway.connect()
     err_console.print(
         f"[dim]chatting with {escape(found.name)} (session {session_id}); "
@@ -436,7 +442,7 @@ async def _chat_turn(
 ) -> None:
     """One turn, streamed to the terminal."""
     from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
-    from opencrab.gateway.base import MessageContent, MessageTarget, OutgoingMessage
+    from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage
 
     session_id = gateway.session_id
     streamed = False

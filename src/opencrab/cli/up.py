@@ -1,7 +1,8 @@
 """`opencrab up`: run the server (REST API, dashboard, the agents' heartbeats) in one process.
 
-With `[gateway.rest] enabled = false` it serves no HTTP at all: the heartbeats and the
-enabled chat gateways (Discord) run until SIGINT or SIGTERM.
+Either way it runs every chat gateway registered through the `register_gateways` plugin
+hook and enabled (Discord built in). With `[gateway.rest] enabled = false` it serves no
+HTTP at all: the heartbeats and those gateways run until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def listen(host: str, port: int) -> socket.socket | str:
 
 
 async def serve_without_http(settings: Settings, db: Database) -> None:
-    """Run every agent's heartbeat and the enabled chat gateways until SIGINT or SIGTERM."""
+    """Run every agent's heartbeat and the registered, enabled chat gateways till SIGINT/SIGTERM."""
     from rich.markup import escape
 
     from opencrab.core.runtime import Runtime

@@ -35,7 +35,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
-from opencrab.gateway.base import session_for
+from opencrab.messages import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared

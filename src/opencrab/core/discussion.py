@@ -43,7 +43,7 @@ from opencrab.core.steps import TurnResult
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.event_log import EventLog
 from opencrab.events import UserEvent, UserPayload
-from opencrab.gateway.base import IncomingMessage, InternalSource, Sender, check_message
+from opencrab.messages import IncomingMessage, InternalSource, Sender, check_message
 from opencrab.prompts import prompts
 from opencrab.store import Database
 from opencrab.store.tables import agent_sessions, agents, messages, sessions

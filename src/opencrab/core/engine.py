@@ -102,9 +102,9 @@ from opencrab.events import (
     UserEvent,
     UserPayload,
 )
-from opencrab.gateway.base import IncomingMessage, InternalSource
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
+from opencrab.messages import IncomingMessage, InternalSource
 from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database

@@ -30,8 +30,8 @@ from opencrab.core.engine import SPEECH_ACTIONS, SkillEngine
 from opencrab.core.identity import Identity
 from opencrab.core.soul import Soul
 from opencrab.errors import EmptyReply
-from opencrab.gateway.base import check_message
 from opencrab.llm.types import ChatResponse
+from opencrab.messages import check_message
 from opencrab.offload import run_blocking
 from opencrab.prompts import Language
 

@@ -34,20 +34,20 @@ from opencrab.core.skills import standard_skill_dirs
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.core.tools import sync_tools
 from opencrab.core.workspace import Workspace
-from opencrab.gateway.base import (
+from opencrab.llm.metrics import MetricsRecorder
+from opencrab.llm.router import LlmRouter
+from opencrab.messages import (
     CliSource,
-    Gateway,
     IncomingMessage,
     InternalSource,
     MessageContent,
+    MessageOutlet,
     MessageSource,
     MessageTarget,
     OutgoingMessage,
     Sender,
     check_message,
 )
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.tables import heartbeat_log
@@ -97,7 +97,7 @@ class Runtime:
     # called whenever a turn step was written (e.g. to wake the live event feed at once)
     on_write: list[Callable[[], None]] = field(default_factory=list)
     # running gateways by name, for messages OpenCrab starts itself (heartbeat at home)
-    outlets: dict[str, Gateway] = field(default_factory=dict)
+    outlets: dict[str, MessageOutlet] = field(default_factory=dict)
 
     @classmethod
     @asynccontextmanager
@@ -168,7 +168,7 @@ class Runtime:
         Every gateway's chat turn runs here, so each holds the session (see turn_steps).
         `max_tokens` caps what each of the turn's model calls may write.
 
-        `text` must follow the message rules (gateway.base.check_message): every gateway
+        `text` must follow the message rules (opencrab.messages.check_message): every gateway
         refuses a blank or too long message before it gets here, and so does this.
         """
         check_message(text)

@@ -1,8 +1,9 @@
-"""The unified Gateway interface and message form of seed 001.
+"""The unified Gateway interface of seed 001 ("Gateway Trait").
 
 Every way into an agent (REST, WebSocket, CLI, Discord, …) turns what it receives into an
-`IncomingMessage` and sends `OutgoingMessage`s back; adding Slack or LINE later means one
-new adapter module implementing `Gateway`.
+`IncomingMessage` and sends `OutgoingMessage`s back (the message types live in
+`opencrab.messages`); adding Slack or LINE later means one new adapter module implementing
+`Gateway`, registered through the `register_gateways` plugin hook (opencrab.plugins).
 
 Example:
     class EchoGateway(Gateway):
@@ -19,173 +20,17 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal
-from uuid import NAMESPACE_URL, uuid4, uuid5
+from typing import ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from opencrab.errors import ValidationError
-
-# ---------------------------------------------------------------- the message rules
-MAX_MESSAGE_CHARS = 100_000
-"""The longest message a user may send an agent, through any gateway."""
+from opencrab.messages import IncomingMessage, OutgoingMessage
 
 
-def message_problem(text: str) -> str | None:
-    """Why `text` cannot be sent to an agent (empty or blank, too long); None when it can.
-
-    The one set of rules for user messages: REST, WebSocket, `/v1`, the CLI and Discord
-    refuse what this refuses, and the turn service checks it again for any caller.
-    """
-    if not text.strip():
-        return "the message is empty or only whitespace"
-    if len(text) > MAX_MESSAGE_CHARS:
-        return f"the message has {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}"
-    return None
-
-
-def check_message(text: str) -> str:
-    """`text` unchanged when it follows the message rules; ValidationError naming the rule."""
-    problem = message_problem(text)
-    if problem is not None:
-        raise ValidationError(problem)
-    return text
-
-
-def _follows_rules(text: str) -> str:
-    problem = message_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    return text
-
-
-MessageText = Annotated[
-    str,
-    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_MESSAGE_CHARS, "pattern": r"\S"}),
-    AfterValidator(_follows_rules),
-]
-"""A request field holding a user message: documented and checked by the message rules."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-# ---------------------------------------------------------------- MessageSource
-class RestSource(_Model):
-    kind: Literal["rest"] = "rest"
-    request_id: str
-
-
-class WebSocketSource(_Model):
-    kind: Literal["websocket"] = "websocket"
-    connection_id: str
-
-
-class DiscordSource(_Model):
-    kind: Literal["discord"] = "discord"
-    guild_id: str
-    channel_id: str
-
-
-class CliSource(_Model):
-    kind: Literal["cli"] = "cli"
-    session_id: str
-
-
-class SlackSource(_Model):
-    kind: Literal["slack"] = "slack"
-    workspace_id: str
-    channel_id: str
-
-
-class LineSource(_Model):
-    kind: Literal["line"] = "line"
-    user_id: str
-
-
-class InternalSource(_Model):
-    """Messages OpenCrab makes itself: heartbeats, discussion turns, facilitator guidance."""
-
-    kind: Literal["internal"] = "internal"
-    origin: str  # "heartbeat", "discussion", …
-
-
-MessageSource = Annotated[
-    RestSource
-    | WebSocketSource
-    | DiscordSource
-    | CliSource
-    | SlackSource
-    | LineSource
-    | InternalSource,
-    Field(discriminator="kind"),
-]
-
-
-# ---------------------------------------------------------------- content and parties
-class Attachment(_Model):
-    url: str
-    content_type: str | None = None
-    name: str | None = None
-
-
-class MessageContent(_Model):
-    text: str = ""
-    attachments: list[Attachment] = Field(default_factory=list)
-
-
-class Sender(_Model):
-    id: str
-    name: str | None = None
-    is_bot: bool = False
-
-
-class Channel(_Model):
-    id: str
-    name: str | None = None
-
-
-class MessageTarget(_Model):
-    """Where a reply goes: a channel of a gateway, or a session."""
-
-    gateway: str
-    channel_id: str | None = None
-    session_id: str | None = None
-
-
-class IncomingMessage(_Model):
-    """A message received by any gateway, platform-independent."""
-
-    id: str = Field(default_factory=lambda: str(uuid4()))
-    source: MessageSource
-    content: MessageContent
-    sender: Sender = Field(default_factory=lambda: Sender(id="user"))
-    channel: Channel | None = None
-    timestamp: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def text(cls, text: str, *, source: Any, sender: Sender | None = None) -> IncomingMessage:
-        return cls(
-            source=source,
-            content=MessageContent(text=text),
-            sender=sender or Sender(id="user"),
-        )
-
-
-class OutgoingMessage(_Model):
-    """A reply or spontaneous message to send through a gateway."""
-
-    content: MessageContent
-    target: MessageTarget
-    reply_to: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class GatewayConfig(_Model):
+class GatewayConfig(BaseModel):
     """What every gateway is configured with; adapters extend it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
 
@@ -217,8 +62,3 @@ class Gateway(ABC):
     @abstractmethod
     async def send(self, message: OutgoingMessage) -> None:
         """Deliver a message to its target."""
-
-
-def session_for(gateway: str, conversation: str, agent_id: str) -> str:
-    """The session id of a gateway conversation with an agent: the same every time."""
-    return str(uuid5(NAMESPACE_URL, f"opencrab:{gateway}:{conversation}:{agent_id}"))

@@ -21,10 +21,9 @@ import sys
 import threading
 from typing import ClassVar, TextIO
 
-from opencrab.gateway.base import (
+from opencrab.gateway.base import Gateway, GatewayConfig
+from opencrab.messages import (
     CliSource,
-    Gateway,
-    GatewayConfig,
     IncomingMessage,
     OutgoingMessage,
     Sender,

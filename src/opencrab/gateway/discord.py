@@ -25,18 +25,18 @@ import discord
 
 from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.errors import ConfigError
-from opencrab.gateway.base import (
+from opencrab.gateway.base import GatewayConfig
+from opencrab.gateway.serve import ChatGateway
+from opencrab.messages import (
     Attachment,
     Channel,
     DiscordSource,
-    GatewayConfig,
     IncomingMessage,
     MessageContent,
     MessageTarget,
     OutgoingMessage,
     Sender,
 )
-from opencrab.gateway.serve import ChatGateway
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,10 @@ class DiscordGateway(ChatGateway):
             await channel.send(piece, allowed_mentions=discord.AllowedMentions.none())
 
     # ------------------------------------------------------------ conversations
+    def agent(self) -> str | None:
+        """`[gateway.discord] agent`: who answers (None: the only agent)."""
+        return self.settings.agent
+
     def conversation_key(self, message: IncomingMessage) -> str:
         source = message.source
         assert isinstance(source, DiscordSource)

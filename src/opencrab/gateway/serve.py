@@ -1,12 +1,14 @@
 """Run an agent behind a chat gateway: receive, one session per conversation, reply.
 
-Any `ChatGateway` (Discord today; Slack or LINE as one more adapter module) gets the
-same loop: each incoming message runs a turn of the gateway's agent in the session of
-its conversation (a stable id derived from the gateway, the conversation key and the
-agent), one turn per session at a time and at most `max_concurrent` turns at once; the
-reply goes back to the conversation it came from. A message the message rules refuse
-(no text, too long) runs no turn and is answered with the rule; a failed turn is
-answered with a short apology naming the error, never a stack trace.
+`start_chat_gateways` runs every gateway the `register_gateways` plugin hook offers a
+server (each factory called with the runtime; None means off): Discord is one, a Slack or
+LINE plugin another. Any `ChatGateway` gets the same loop: each incoming message runs a
+turn of the gateway's agent in the session of its conversation (a stable id derived from
+the gateway, the conversation key and the agent), one turn per session at a time and at
+most `max_concurrent` turns at once; the reply goes back to the conversation it came
+from. A message the message rules refuse (no text, too long) runs no turn and is answered
+with the rule; a failed turn is answered with a short apology naming the error, never a
+stack trace.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
-from opencrab.gateway.base import (
-    Gateway,
+from opencrab.gateway.base import Gateway
+from opencrab.gateway.registry import gateway_factories
+from opencrab.messages import (
     IncomingMessage,
     MessageContent,
     MessageTarget,
@@ -43,6 +46,10 @@ class ChatGateway(Gateway):
     @abstractmethod
     def reply_target(self, message: IncomingMessage) -> MessageTarget:
         """Where the answer to `message` goes."""
+
+    def agent(self) -> str | None:
+        """The agent (name or id) configured to answer; None: the only agent there is."""
+        return None
 
 
 class GatewayRunner:
@@ -127,22 +134,37 @@ def agent_for(runtime: Runtime, configured: str | None, gateway: str) -> Agent:
 
 
 async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, asyncio.Task[None]]]:
-    """Connect the enabled chat gateways and start answering; stop with `stop_chat_gateways`."""
-    started: list[tuple[ChatGateway, asyncio.Task[None]]] = []
-    discord_config = runtime.settings.gateway.discord
-    if discord_config.enabled:
-        from opencrab.gateway.discord import DiscordGateway
+    """Connect every registered, enabled chat gateway and start answering.
 
-        gateway = DiscordGateway(discord_config)
-        agent = agent_for(runtime, discord_config.agent, "discord")
-        await gateway.connect()
-        runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
-        task = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run(), name="discord")
-        started.append((gateway, task))
+    Stop them with `stop_chat_gateways`. When one cannot start (bad config, no agent to
+    answer, a failed login) the ones started before it are stopped and the error raised.
+    """
+    started: list[tuple[ChatGateway, asyncio.Task[None]]] = []
+    try:
+        for name, factory in gateway_factories().items():
+            gateway = factory(runtime)
+            if gateway is None:
+                continue
+            if not isinstance(gateway, ChatGateway):
+                raise ConfigError(
+                    f"the gateway {name!r} is not a ChatGateway (conversations and reply "
+                    "targets), so a server cannot answer it; its plugin should return one, "
+                    "or None when there is no server to run",
+                    key=f"gateway.{name}",
+                )
+            agent = agent_for(runtime, gateway.agent(), gateway.name)
+            await gateway.connect()
+            runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
+            task = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run(), name=name)
+            started.append((gateway, task))
+    except BaseException:
+        await stop_chat_gateways(started)
+        raise
     return started
 
 
 async def stop_chat_gateways(started: list[tuple[ChatGateway, asyncio.Task[None]]]) -> None:
+    """Stop answering and disconnect the gateways `start_chat_gateways` started."""
     for gateway, task in started:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

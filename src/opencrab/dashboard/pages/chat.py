@@ -20,7 +20,7 @@ from opencrab.core.sessions import get_session, list_sessions, session_messages
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.errors import NotFoundError
-from opencrab.gateway.base import MAX_MESSAGE_CHARS
+from opencrab.messages import MAX_MESSAGE_CHARS
 from opencrab.offload import run_blocking
 
 router = APIRouter()

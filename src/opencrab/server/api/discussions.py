@@ -27,7 +27,7 @@ from opencrab.core.discussion import (
 from opencrab.core.identity import AgentRole
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import list_sessions
-from opencrab.gateway.base import MessageText
+from opencrab.messages import MessageText
 from opencrab.plugins import hookimpl
 from opencrab.server.api.sessions import MessageResponse, message_response
 from opencrab.server.deps import AGENT_REF, RuntimeDep

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from opencrab.core.agent import Agent
 from opencrab.core.steps import LlmReplied, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.errors import NotFoundError
-from opencrab.gateway.base import RestSource, Sender, message_problem
+from opencrab.messages import RestSource, Sender, message_problem
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.errors import openai_error_body

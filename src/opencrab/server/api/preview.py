@@ -19,7 +19,7 @@ from opencrab.core.agent import MAX_PROMPT_CHARS
 from opencrab.core.identity import Identity
 from opencrab.core.preview import PersonaDraft, preview_persona
 from opencrab.core.soul import Soul
-from opencrab.gateway.base import MessageText
+from opencrab.messages import MessageText
 from opencrab.plugins import hookimpl
 from opencrab.prompts import Language
 from opencrab.server.deps import AgentDep, RuntimeDep

@@ -29,7 +29,7 @@ from opencrab.core.sessions import (
 )
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
-from opencrab.gateway.base import MessageText, RestSource, Sender
+from opencrab.messages import MessageText, RestSource, Sender
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses

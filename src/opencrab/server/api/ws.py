@@ -67,7 +67,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, open_chat_session
 from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
-from opencrab.gateway.base import MessageText, WebSocketSource
+from opencrab.messages import MessageText, WebSocketSource
 from opencrab.plugins import hookimpl
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.api.sessions import message_response
