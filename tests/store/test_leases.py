@@ -18,14 +18,17 @@ def test_a_lease_is_taken_once_and_renewed_by_its_owner(db: Database) -> None:
     store = LeaseStore(db)
     assert store.try_acquire("turn:s1", "a", ttl_secs=60)
     first = store.get("turn:s1")
-    assert first is not None and first.owner == "a"
+    assert first is not None
+    assert first.owner == "a"
 
     assert not store.try_acquire("turn:s1", "b", ttl_secs=60)  # a holds it
     assert store.try_acquire("turn:s1", "a", ttl_secs=60)  # again: renewed
     again = store.get("turn:s1")
-    assert again is not None and again.owner == "a"
+    assert again is not None
+    assert again.owner == "a"
     assert again.acquired_at == first.acquired_at
-    assert again.renewed_at >= first.renewed_at and again.expires_at >= first.expires_at
+    assert again.renewed_at >= first.renewed_at
+    assert again.expires_at >= first.expires_at
 
 
 def test_an_expired_lease_goes_to_whoever_asks(db: Database) -> None:
@@ -33,7 +36,8 @@ def test_an_expired_lease_goes_to_whoever_asks(db: Database) -> None:
     assert store.try_acquire("heartbeat:x", "dead", ttl_secs=0)  # expires at once
     assert store.try_acquire("heartbeat:x", "alive", ttl_secs=60)
     lease = store.get("heartbeat:x")
-    assert lease is not None and lease.owner == "alive"
+    assert lease is not None
+    assert lease.owner == "alive"
     # the old owner cannot renew what it lost, nor take it back while it is valid
     assert store.exchange("dead", 60, renew=["heartbeat:x"]) == set()
     assert not store.try_acquire("heartbeat:x", "dead", ttl_secs=60)
@@ -67,13 +71,16 @@ def test_many_keys_in_one_call(db: Database) -> None:
     keys = [heartbeat_key(f"agent-{i}") for i in range(1200)]  # more than one chunk
     assert store.acquire(keys[:700], "a", 60) == set(keys[:700])
     assert store.acquire(keys, "b", 60) == set(keys[700:])
-    assert len(store.held_by("a")) == 700 and len(store.held_by("b")) == 500
+    assert len(store.held_by("a")) == 700
+    assert len(store.held_by("b")) == 500
 
 
 def test_keys_and_owner_name_what_is_leased_and_by_which_process() -> None:
-    assert turn_key("s") == "turn:s" and heartbeat_key("a") == "heartbeat:a"
+    assert turn_key("s") == "turn:s"
+    assert heartbeat_key("a") == "heartbeat:a"
     host, pid, _ = PROCESS_OWNER.split(":")
-    assert host and int(pid) > 0
+    assert host
+    assert int(pid) > 0
 
 
 def test_threads_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path) -> None:
@@ -129,7 +136,8 @@ def test_processes_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path)
         for _ in range(3)
     ]
     for racer in racers:  # every process is up before any starts taking
-        assert racer.stdout is not None and racer.stdout.readline() == "ready\n"
+        assert racer.stdout is not None
+        assert racer.stdout.readline() == "ready\n"
     outputs = []
     for racer in racers:
         assert racer.stdin is not None

@@ -58,13 +58,14 @@ class LeaseKeeper:
         self._unwanted: set[str] = set()  # to let go of at the next pass
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.passes = 0
 
     # ------------------------------------------------------------ held for a while
     def holds(self, key: str) -> bool:
-        """True while this process holds `key`'s lease (renewed in time)."""
+        """True while this process holds `key`'s lease (renewed in time, not let go of)."""
         until = self._held.get(key)
-        return until is not None and self.clock() < until
+        return until is not None and key not in self._unwanted and self.clock() < until
 
     async def acquire(self, key: str) -> bool:
         """Take `key`'s lease now (renewed from then on); False when another process has it."""
@@ -98,9 +99,9 @@ class LeaseKeeper:
         self._wake.set()
 
     def unwant(self, key: str) -> None:
-        """Stop wanting `key`'s lease; it is let go of at the next pass."""
+        """Stop wanting `key`'s lease; it is let go of at the next pass (which comes at once)."""
         self._wanted.discard(key)
-        if self._held.pop(key, None) is not None:
+        if key in self._held:
             self._unwanted.add(key)
             self._wake.set()
 
@@ -113,45 +114,47 @@ class LeaseKeeper:
     async def run_pass(self) -> None:
         """Renew what is held, take what is wanted, let go of the unwanted (one transaction)."""
         started = self.clock()
-        wanted, held = set(self._wanted), set(self._held)
-        keys = wanted | held
-        drop, self._unwanted = self._unwanted, set()
-        try:  # a turn's lease is only renewed: its turn may have let go of it meanwhile
-            got = await run_blocking(
-                self.store.exchange,
-                self.owner,
-                self.ttl_secs,
-                take=wanted,
-                renew=held - wanted,
-                release=drop,
-            )
-        except Exception:
-            self._unwanted |= drop - self._wanted
-            raise
-        finally:
-            self.passes += 1
-        for key in keys:
+        drop = set(self._unwanted)
+        wanted = set(self._wanted)
+        held = set(self._held) - drop
+        # a turn's lease is only renewed, never taken: its turn may let go of it meanwhile
+        got = await run_blocking(
+            self.store.exchange,
+            self.owner,
+            self.ttl_secs,
+            take=wanted,
+            renew=held - wanted,
+            release=drop,
+        )
+        self.passes += 1
+        for key in drop:  # its row is gone; wanted again meanwhile, the next pass takes it
+            self._held.pop(key, None)
+            self._unwanted.discard(key)
+        for key in wanted | held:
             if key not in got:
-                self._held.pop(key, None)  # another process took it after it expired
+                self._held.pop(key, None)  # another process holds it
             elif key in self._held or key in self._wanted:  # (not let go of meanwhile)
                 self._held[key] = started + self.ttl_secs
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             self._wake.clear()
             try:
                 await self.run_pass()
             except Exception:
                 log.exception("renewing leases failed; trying again")
+            if self._closing:
+                break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ttl_secs / 3)
 
     async def close(self) -> None:
-        """Stop renewing and let go of every lease this process holds."""
+        """Stop renewing (a pass under way finishes) and let go of every lease this
+        process holds."""
+        self._closing = True  # a flag, not cancel(): 3.11's wait_for can swallow that
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
             self._task = None
         self._held.clear()
         self._wanted.clear()

@@ -157,9 +157,7 @@ def _take(
         query = query.with_for_update(skip_locked=True)
     rows = {str(r.key): r for r in conn.execute(query)}
     mine = [k for k, r in rows.items() if r.owner == owner]
-    free = [
-        k for k, r in rows.items() if k in taking and r.owner != owner and r.expires_at <= now
-    ]
+    free = [k for k, r in rows.items() if k in taking and r.owner != owner and r.expires_at <= now]
     if mine:
         conn.execute(
             leases.update()
@@ -185,7 +183,7 @@ def _take(
         inserted = {str(k) for k in done.scalars()}
     elif new:  # BEGIN IMMEDIATE: no other writer can have added one since the select
         conn.execute(leases.insert(), new)
-        inserted = {row["key"] for row in new}
+        inserted = {str(row["key"]) for row in new}
     return set(mine) | set(free) | inserted
 
 
