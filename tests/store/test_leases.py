@@ -10,7 +10,11 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
+from opencrab.errors import ConflictError
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import PROCESS_OWNER, LeaseStore, heartbeat_key, turn_key
 
 
@@ -153,3 +157,112 @@ def test_processes_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path)
     store = LeaseStore(Database(url))
     for o in outputs:
         assert store.held_by(o["owner"]) == sorted(o["won"])
+
+
+# ------------------------------------------------------------------ the keeper
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_holding_takes_the_lease_for_the_block_and_refuses_a_held_one(
+    db: Database,
+) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    async with keeper.holding("turn:s", busy=lambda: ConflictError("busy")):
+        assert keeper.holds("turn:s")
+        lease = store.get("turn:s")
+        assert lease is not None
+        assert lease.owner == "me"
+    assert store.get("turn:s") is None
+    assert not keeper.holds("turn:s")
+
+    assert store.try_acquire("turn:s", "other", 60)
+    with pytest.raises(ConflictError, match="busy"):
+        async with keeper.holding("turn:s", busy=lambda: ConflictError("busy")):
+            raise AssertionError("ran without the lease")
+    lease = store.get("turn:s")
+    assert lease is not None
+    assert lease.owner == "other"
+
+
+async def test_a_wanted_lease_is_taken_once_free_and_renewed_by_each_pass(db: Database) -> None:
+    store = LeaseStore(db)
+    clock = Clock()
+    mine = LeaseKeeper(store, owner="mine", ttl_secs=60, clock=clock)
+    theirs = LeaseKeeper(store, owner="theirs", ttl_secs=60)
+    theirs.want("heartbeat:a")
+    await theirs.run_pass()
+    mine.want("heartbeat:a")
+    mine.want("heartbeat:b")
+    await mine.run_pass()
+    assert theirs.holds("heartbeat:a")
+    assert not mine.holds("heartbeat:a")
+    assert mine.holds("heartbeat:b")
+
+    await theirs.close()  # a clean shutdown lets go at once
+    assert store.held_by("theirs") == []
+    await mine.run_pass()
+    assert mine.holds("heartbeat:a")
+    # held only until the ttl since the last renewal runs out on this process's clock
+    clock.now += 59
+    assert mine.holds("heartbeat:a")
+    clock.now += 1
+    assert not mine.holds("heartbeat:a")
+    await mine.run_pass()  # renewed
+    assert mine.holds("heartbeat:a")
+    before = store.get("heartbeat:a")
+    await mine.run_pass()
+    after = store.get("heartbeat:a")
+    assert before is not None
+    assert after is not None
+    assert after.expires_at >= before.expires_at
+    assert after.acquired_at == before.acquired_at
+
+
+async def test_a_crashed_owners_lease_is_taken_over_after_it_expires(db: Database) -> None:
+    store = LeaseStore(db)
+    assert store.try_acquire("heartbeat:a", "crashed", ttl_secs=0)  # never renewed again
+    keeper = LeaseKeeper(store, owner="survivor", ttl_secs=60)
+    keeper.want("heartbeat:a")
+    await keeper.run_pass()
+    assert keeper.holds("heartbeat:a")
+    lease = store.get("heartbeat:a")
+    assert lease is not None
+    assert lease.owner == "survivor"
+
+
+async def test_a_lease_taken_over_elsewhere_is_no_longer_held(db: Database) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="slow", ttl_secs=0)  # expires as soon as it is taken
+    keeper.want("heartbeat:a")
+    await keeper.run_pass()
+    assert store.try_acquire("heartbeat:a", "fast", 60)
+    await keeper.run_pass()
+    assert not keeper.holds("heartbeat:a")
+    lease = store.get("heartbeat:a")
+    assert lease is not None
+    assert lease.owner == "fast"
+
+
+async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(db: Database) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    keeper.start()
+    for key in ("heartbeat:a", "heartbeat:b"):
+        keeper.want(key)
+    await keeper.run_pass()
+    keeper.unwant("heartbeat:a")
+    assert not keeper.holds("heartbeat:a")  # at once, before its row is gone
+    await keeper.run_pass()
+    assert store.held_by("me") == ["heartbeat:b"]
+    keeper.unwant("heartbeat:b")
+    keeper.want("heartbeat:b")  # wanted again before the pass: still held
+    assert keeper.holds("heartbeat:b")
+    await keeper.close()
+    assert store.held_by("me") == []
+    assert not keeper.holds("heartbeat:b")
