@@ -137,14 +137,14 @@ class LeaseKeeper:
                 self._held[key] = started + self.ttl_secs
 
     async def _run(self) -> None:
-        while not self._closing:
+        while True:
             self._wake.clear()
             try:
                 await self.run_pass()
             except Exception:
                 log.exception("renewing leases failed; trying again")
             if self._closing:
-                break
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ttl_secs / 3)
 
