@@ -298,7 +298,8 @@ class HeartbeatScheduler:
         }
 
     async def tick_now(self, agent_id: str) -> Tick:
-        """Run one tick for an agent immediately (the CLI's `heartbeat tick`)."""
+        """Run one tick for an agent immediately (the CLI's `heartbeat tick`): by hand, so
+        no heartbeat lease is asked for; a turn it runs holds its session's lease."""
         pulse = self.pulses[agent_id]
         now = self.clock()
         self.observer.refresh(now)

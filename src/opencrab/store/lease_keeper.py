@@ -59,6 +59,7 @@ class LeaseKeeper:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._taking = False  # set once this keeper tries to take a lease
         self.passes = 0
 
     # ------------------------------------------------------------ held for a while
@@ -70,6 +71,7 @@ class LeaseKeeper:
     async def acquire(self, key: str) -> bool:
         """Take `key`'s lease now (renewed from then on); False when another process has it."""
         started = self.clock()
+        self._taking = True
         taken = await run_blocking(self.store.try_acquire, key, self.owner, self.ttl_secs)
         if taken:
             self._held[key] = started + self.ttl_secs
@@ -117,6 +119,7 @@ class LeaseKeeper:
         drop = set(self._unwanted)
         wanted = set(self._wanted)
         held = set(self._held) - drop
+        self._taking = self._taking or bool(wanted)
         # a turn's lease is only renewed, never taken: its turn may let go of it meanwhile
         got = await run_blocking(
             self.store.exchange,
@@ -159,4 +162,5 @@ class LeaseKeeper:
         self._held.clear()
         self._wanted.clear()
         self._unwanted.clear()
-        await run_blocking(self.store.release_all, self.owner)
+        if self._taking:  # (a process that never leased anything needs no write)
+            await run_blocking(self.store.release_all, self.owner)

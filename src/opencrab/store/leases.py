@@ -94,6 +94,8 @@ class LeaseStore:
         dropped = sorted(set(release))
         taking = set(take)
         wanted = sorted(taking | set(renew))
+        if not dropped and not wanted:
+            return set()  # no transaction: a read-only store is fine while nothing is leased
         with self.db.write() as conn:
             if dropped:
                 _delete(conn, dropped, owner)
