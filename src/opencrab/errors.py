@@ -10,6 +10,7 @@
     │   └── SkillFileError        a malformed skill file (file, line and reason)
     ├── NotFoundError             a referenced record does not exist
     ├── ConflictError             the request clashes with stored state (a duplicate name)
+    │   └── SessionBusy           another process is running a turn in the session (a lease)
     ├── TurnTimeout               a turn ran past its deadline ([agent] turn_timeout_secs)
     └── LlmError                  an LLM call failed; `retryable` tells the router whether
         │                         another attempt or provider may succeed
@@ -128,6 +129,19 @@ class ConflictError(OpenCrabError):
     """The request clashes with what is stored (e.g. a name already taken)."""
 
     code = "conflict"
+
+
+class SessionBusy(ConflictError):
+    """Another process holds the session's turn lease: it is running a turn there now."""
+
+    code = "session_busy"
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id} is running a turn in another process; "
+            "try again when that turn has ended"
+        )
 
 
 class TurnTimeout(OpenCrabError):

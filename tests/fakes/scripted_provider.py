@@ -71,6 +71,7 @@ class ScriptedProvider(LlmProvider):
         self.fail_stream_after: int | None = None  # raise this many chunks into a stream
         self.stream_error: LlmError | None = None
         self.hold: threading.Event | None = None  # when given, calls wait until it is set
+        self.calls_started = 0
 
     def then(self, *outcomes: Outcome) -> ScriptedProvider:
         self.outcomes.extend(outcomes)
@@ -86,6 +87,7 @@ class ScriptedProvider(LlmProvider):
         return outcome.model_copy(update={"provider": self.name, "model": request.model})
 
     async def _wait_for_hold(self) -> None:
+        self.calls_started += 1  # (the call reached the model, held or not)
         if self.hold is not None and not self.hold.is_set():
             await asyncio.to_thread(self.hold.wait)
 

@@ -5,7 +5,8 @@
 
 The server thinks through the fake OpenAI server (`llm`), never through a local model
 (the Ollama and llama.cpp URLs point at a closed port). It is stopped with SIGTERM, and
-whatever it printed is in `served.output()` (shown when it fails to start).
+whatever it printed is in `served.output()` (shown when it fails to start); `kill()`
+ends it with SIGKILL instead, as a crash would.
 """
 
 from __future__ import annotations
@@ -81,6 +82,18 @@ class ServedOpenCrab:
                 self.stop()
                 raise RuntimeError(f"opencrab up did not start:\n{output}")
             time.sleep(0.1)
+
+    @property
+    def pid(self) -> int:
+        """The server process's id."""
+        assert self._process is not None, "not started"
+        return self._process.pid
+
+    def kill(self) -> None:
+        """End the server the hard way (SIGKILL: no shutdown code runs, as in a crash)."""
+        assert self._process is not None, "not started"
+        self._process.kill()
+        self._process.wait()
 
     def output(self) -> str:
         if self._log is None:

@@ -64,6 +64,10 @@ def test_start_follow_post_and_join_over_rest(
     ]
 
     # the first turn waits for the model: a person speaks in and an agent joins meanwhile
+    deadline = time.monotonic() + 60
+    while scripted.calls_started == 0:  # (its prompt is built by then)
+        assert time.monotonic() < deadline, "the first turn never reached the model"
+        time.sleep(0.01)
     posted = client.post(
         f"/api/discussions/{discussion_id}/messages",
         json={"content": "費用の面も考えてください", "senderName": "Mentor"},

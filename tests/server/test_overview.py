@@ -142,7 +142,8 @@ def test_the_overview_reads_a_fixed_number_of_queries(served: TestClient, db: Da
     counted: list[str] = []
 
     def count(*args: Any) -> None:
-        counted.append(str(args[2]))
+        if " leases" not in str(args[2]):  # the heartbeat leases, renewed in the background
+            counted.append(str(args[2]))
 
     def statements() -> int:
         counted.clear()

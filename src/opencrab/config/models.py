@@ -167,6 +167,9 @@ class DatabaseSection(Section):
     path: str = "{data_dir}/opencrab.db"
     url: str | None = None  # a full SQLAlchemy URL; overrides `path` (e.g. PostgreSQL)
     busy_timeout_ms: int = Field(default=5000, ge=0)
+    # how long a process's lease (a turn, an agent's heartbeat) lasts unless renewed:
+    # after a crash, another process takes the work over within about this long
+    lease_ttl_secs: float = Field(default=30.0, ge=1.0, le=3600.0)
 
 
 class ImportsSection(Section):

@@ -38,7 +38,7 @@ from uuid import NAMESPACE_OID, UUID, uuid4, uuid5
 import sqlalchemy as sa
 
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.sessions import Said, insert_messages, turn_lock
+from opencrab.core.sessions import Said, hold_turn, insert_messages
 from opencrab.core.steps import TurnResult
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.event_log import EventLog
@@ -402,7 +402,7 @@ class Discussion:
 
     async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
         """Run one turn of `agent` through the engine and advance the turn counter."""
-        async with turn_lock(self.id):  # one turn at a time, whoever drives it
+        async with hold_turn(runtime.leases, self.id):  # one turn at a time, whoever drives it
             return await self._take_turn(runtime, agent)
 
     async def _take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:

@@ -21,6 +21,11 @@ long since it last spoke or reflected. Only then may it decide:
   `reflect_every_secs`: the engine runs reflect_and_learn;
 - Idle: otherwise.
 Every tick is one `heartbeat_log` row; rows are written in batches.
+
+Given a LeaseKeeper, the scheduler ticks an agent only while this process holds the
+agent's heartbeat lease (`heartbeat:<agent id>`): with several processes on one database
+each agent ticks in exactly one of them, and when that process dies its lease expires
+and another takes the agent over. Its log rows then name the process (`process`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import heartbeat_key
 from opencrab.store.tables import (
     agent_sessions,
     heartbeat_log,
@@ -82,17 +89,21 @@ class Tick:
     session_id: str | None = None
     checks: dict[str, Any] = field(default_factory=dict)
     result: Any = None
+    process: str | None = None  # the lease owner that ticked (None: no leases in use)
 
     def row(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "reason": self.reason,
+            "session_id": self.session_id,
+            "checks": self.checks,
+            "result": self.result,
+        }
+        if self.process is not None:
+            result["process"] = self.process
         return {
             "agent_id": self.agent_id,
             "decision": self.decision,
-            "result_json": {
-                "reason": self.reason,
-                "session_id": self.session_id,
-                "checks": self.checks,
-                "result": self.result,
-            },
+            "result_json": result,
             "created_at": datetime.now(UTC),
         }
 
@@ -217,10 +228,12 @@ def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
 
 
 class HeartbeatScheduler:
-    """Ticks every registered agent on its interval, on one event loop.
+    """Ticks every registered agent on its interval, on one event loop; with `leases`,
+    only the agents whose heartbeat lease this process holds (the others are wanted, and
+    taken over when their holder's lease expires).
 
     Example:
-        scheduler = HeartbeatScheduler(db, act=run_turn)
+        scheduler = HeartbeatScheduler(db, act=run_turn, leases=keeper)
         scheduler.add(AgentPulse(agent.id, agent.heartbeat.interval_secs))
         await scheduler.run(stop)   # until stop.set()
     """
@@ -232,9 +245,11 @@ class HeartbeatScheduler:
         act: Act | None = None,
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         self.db = db
         self.act = act
+        self.leases = leases
         self.clock = clock
         self.observer = observer or Observer(db)
         self.pulses: dict[str, AgentPulse] = {}
@@ -246,6 +261,7 @@ class HeartbeatScheduler:
         self._pending: list[dict[str, Any]] = []
         self._running: set[asyncio.Task[None]] = set()
         self.ticks = 0
+        self.elsewhere = 0  # ticks left to the process that holds the agent's lease
         self.late_skips = 0
         self.max_lateness = 0.0
 
@@ -259,6 +275,8 @@ class HeartbeatScheduler:
         self._next_entry += 1
         self._entries[pulse.agent_id] = self._next_entry
         heapq.heappush(self._heap, (due, self._next_entry, pulse.agent_id))
+        if self.leases is not None:
+            self.leases.want(heartbeat_key(pulse.agent_id))
 
     def add_all(self, pulses: Iterable[AgentPulse]) -> None:
         for pulse in pulses:
@@ -267,6 +285,8 @@ class HeartbeatScheduler:
     def remove(self, agent_id: str) -> None:
         self.pulses.pop(agent_id, None)  # its heap entry is dropped when it comes due
         self._entries.pop(agent_id, None)
+        if self.leases is not None:
+            self.leases.unwant(heartbeat_key(agent_id))
 
     def next_ticks(self) -> dict[str, float]:
         """Seconds until each registered agent's next tick (0 when it is due now)."""
@@ -278,7 +298,8 @@ class HeartbeatScheduler:
         }
 
     async def tick_now(self, agent_id: str) -> Tick:
-        """Run one tick for an agent immediately (the CLI's `heartbeat tick`)."""
+        """Run one tick for an agent immediately (the CLI's `heartbeat tick`): by hand, so
+        no heartbeat lease is asked for; a turn it runs holds its session's lease."""
         pulse = self.pulses[agent_id]
         now = self.clock()
         self.observer.refresh(now)
@@ -329,8 +350,13 @@ class HeartbeatScheduler:
             next_due += pulse.interval_secs
             self.late_skips += 1
         heapq.heappush(self._heap, (next_due, entry, agent_id))
+        if self.leases is not None and not self.leases.holds(heartbeat_key(agent_id)):
+            self.elsewhere += 1  # another process ticks it (or nobody may, for now)
+            return
         self.observer.refresh(now)
         tick = decide(pulse, self.observer, now)
+        if self.leases is not None:
+            tick.process = self.leases.owner
         self.ticks += 1
         if tick.decision in ("speak", "learn") and self.act is not None:
             task = asyncio.create_task(self._carry_out(pulse, tick, now))

@@ -28,7 +28,7 @@ from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
-from opencrab.core.sessions import ensure_chat_session, turn_lock
+from opencrab.core.sessions import ensure_chat_session, hold_turn
 from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
 from opencrab.core.skills import standard_skill_dirs
 from opencrab.core.steps import EngineStep, TurnResult
@@ -50,6 +50,8 @@ from opencrab.messages import (
 )
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import LeaseStore
 from opencrab.store.tables import heartbeat_log
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ class Runtime:
     skill_problems: list[SkillProblem]
     engine: SkillEngine
     agents: AgentStore
+    leases: LeaseKeeper  # this process's leases: turns, heartbeats (store.lease_keeper)
     recorder: MetricsRecorder | None = None
     notices: list[str] = field(default_factory=list)
     # called whenever a turn step was written (e.g. to wake the live event feed at once)
@@ -136,14 +139,17 @@ class Runtime:
                 db=db, settings=settings, router=router, registry=registry, skill_docs=docs
             ),
             agents=AgentStore(db, settings),
+            leases=LeaseKeeper(LeaseStore(db), ttl_secs=settings.database.lease_ttl_secs),
             recorder=recorder,
         )
+        runtime.leases.start()
         if router.notice:
             runtime.notices.append(router.notice)
         runtime.notices += [f"skill file skipped: {p}" for p in problems]
         try:
             yield runtime
         finally:
+            await runtime.leases.close()
             if recorder is not None:
                 await recorder.aclose()
             if own_router:
@@ -184,9 +190,10 @@ class Runtime:
     async def turn_steps(
         self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
     ) -> AsyncIterator[EngineStep]:
-        """A turn's steps while it holds the session's turn lock: one turn at a time per
-        session, whichever gateway started it, so its events form one chain."""
-        async with turn_lock(session_id):
+        """A turn's steps while it holds the session (sessions.hold_turn): one turn at a time
+        per session, whichever gateway or process started it, so its events form one chain;
+        SessionBusy when another process is running a turn there."""
+        async with hold_turn(self.leases, session_id):
             async for step in self.engine.run(agent, message, session_id=session_id, **options):
                 self.wrote()
                 yield step
@@ -222,7 +229,7 @@ class Runtime:
     # ------------------------------------------------------------ heartbeat
     def scheduler(self) -> HeartbeatScheduler:
         """A heartbeat scheduler whose speak/learn decisions run through this runtime."""
-        return HeartbeatScheduler(self.db, act=self.heartbeat_act)
+        return HeartbeatScheduler(self.db, act=self.heartbeat_act, leases=self.leases)
 
     async def start_heartbeats(self) -> HeartbeatService:
         """Tick every agent in the background (what the server does) until `stop()`."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 from uuid import UUID, uuid4
@@ -11,9 +13,11 @@ from uuid import UUID, uuid4
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from opencrab.errors import NotFoundError, ValidationError
+from opencrab.errors import NotFoundError, SessionBusy, ValidationError
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import turn_key
 from opencrab.store.tables import agent_sessions, messages, sessions
 
 
@@ -262,13 +266,27 @@ _turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueD
 
 
 def turn_lock(session_id: str) -> asyncio.Lock:
-    """The lock a turn in `session_id` holds, whichever gateway started it (one at a time).
+    """The lock a turn in `session_id` holds in this process, whichever gateway started it
+    (one at a time); `hold_turn` takes it together with the session's lease.
 
-    Runtime.turn_steps takes it for every chat turn (REST, WebSocket, /v1, CLI, Discord)
-    and heartbeat turn; Discussion.take_turn for a discussion's turn and its bookkeeping.
     Kept while anyone holds or waits on it.
     """
     lock = _turn_locks.get(session_id)
     if lock is None:
         lock = _turn_locks[session_id] = asyncio.Lock()
     return lock
+
+
+@asynccontextmanager
+async def hold_turn(leases: LeaseKeeper, session_id: str) -> AsyncIterator[None]:
+    """Hold `session_id` for one turn: this process's turn lock (waited for), then the
+    session's lease (another process running a turn there raises SessionBusy, 409).
+
+    Runtime.turn_steps holds it for every chat turn (REST, WebSocket, /v1, CLI, Discord)
+    and heartbeat turn; Discussion.take_turn for a discussion's turn and its bookkeeping.
+    """
+    async with (
+        turn_lock(session_id),
+        leases.holding(turn_key(session_id), busy=lambda: SessionBusy(session_id)),
+    ):
+        yield

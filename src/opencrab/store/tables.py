@@ -319,6 +319,19 @@ heartbeat_log = sa.Table(
     sa.Index("idx_heartbeat_agent", "agent_id"),  # seed 001 DDL; revision 0010
 )
 
+# ------------------------------------------------------------------ leases (issue 19)
+leases = sa.Table(
+    "leases",
+    metadata,
+    # what is leased: "turn:<session id>", "heartbeat:<agent id>" (later "ticket:<id>")
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),  # the process (store.leases)
+    sa.Column("acquired_at", UtcDateTime, nullable=False),
+    sa.Column("renewed_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Index(None, "owner"),
+)
+
 # ------------------------------------------------------------- seed 001: LLM metrics
 llm_usage_metrics = sa.Table(
     "llm_usage_metrics",

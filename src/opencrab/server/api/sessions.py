@@ -279,13 +279,14 @@ def list_messages(
     operation_id="addMessage",
     status_code=201,
     response_model=PostedMessage,
-    responses=error_responses(400, 404),
+    responses=error_responses(400, 404, 409),
 )
 async def add_message(
     session_id: SessionId, body: AddMessageRequest, runtime: RuntimeDep
 ) -> PostedMessage:
     """Add a user message to a chat session (201: the stored message); the agent runs a
-    turn, whose reply and actions come back in `turn`."""
+    turn, whose reply and actions come back in `turn`. 409 `session_busy` when another
+    process is running a turn in the session (nothing is stored then)."""
     row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
     key = str(session_id)

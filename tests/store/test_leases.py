@@ -1,0 +1,268 @@
+"""Leases on a real SQLite file: taken once, renewed, expired, let go of; from threads and
+from several processes at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from opencrab.errors import ConflictError
+from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import PROCESS_OWNER, LeaseStore, heartbeat_key, turn_key
+
+
+def test_a_lease_is_taken_once_and_renewed_by_its_owner(db: Database) -> None:
+    store = LeaseStore(db)
+    assert store.try_acquire("turn:s1", "a", ttl_secs=60)
+    first = store.get("turn:s1")
+    assert first is not None
+    assert first.owner == "a"
+
+    assert not store.try_acquire("turn:s1", "b", ttl_secs=60)  # a holds it
+    assert store.try_acquire("turn:s1", "a", ttl_secs=60)  # again: renewed
+    again = store.get("turn:s1")
+    assert again is not None
+    assert again.owner == "a"
+    assert again.acquired_at == first.acquired_at
+    assert again.renewed_at >= first.renewed_at
+    assert again.expires_at >= first.expires_at
+
+
+def test_an_expired_lease_goes_to_whoever_asks(db: Database) -> None:
+    store = LeaseStore(db)
+    assert store.try_acquire("heartbeat:x", "dead", ttl_secs=0)  # expires at once
+    assert store.try_acquire("heartbeat:x", "alive", ttl_secs=60)
+    lease = store.get("heartbeat:x")
+    assert lease is not None
+    assert lease.owner == "alive"
+    # the old owner cannot renew what it lost, nor take it back while it is valid
+    assert store.exchange("dead", 60, renew=["heartbeat:x"]) == set()
+    assert not store.try_acquire("heartbeat:x", "dead", ttl_secs=60)
+
+
+def test_renew_keeps_own_leases_and_never_takes_free_ones(db: Database) -> None:
+    store = LeaseStore(db)
+    store.acquire(["k1", "k2"], "a", 60)
+    store.acquire(["k3"], "b", 60)
+    assert store.exchange("a", 60, renew=["k1", "k2", "k3", "free"]) == {"k1", "k2"}
+    assert store.get("free") is None  # renewing never takes a lease
+    assert store.exchange("a", 60, take=["free"], renew=["k1"], release=["k2"]) == {"free", "k1"}
+    assert store.held_by("a") == ["free", "k1"]
+
+
+def test_release_lets_go_of_own_leases_only(db: Database) -> None:
+    store = LeaseStore(db)
+    store.acquire(["k1", "k2"], "a", 60)
+    store.acquire(["k3"], "b", 60)
+    store.release(["k1", "k3"], "a")
+    assert store.get("k1") is None
+    assert store.get("k3") is not None  # b's
+    assert store.try_acquire("k1", "b", 60)
+    assert store.release_all("a") == 1  # k2
+    assert store.held_by("a") == []
+    assert store.held_by("b") == ["k1", "k3"]
+
+
+def test_many_keys_in_one_call(db: Database) -> None:
+    store = LeaseStore(db)
+    keys = [heartbeat_key(f"agent-{i}") for i in range(1200)]  # more than one chunk
+    assert store.acquire(keys[:700], "a", 60) == set(keys[:700])
+    assert store.acquire(keys, "b", 60) == set(keys[700:])
+    assert len(store.held_by("a")) == 700
+    assert len(store.held_by("b")) == 500
+
+
+def test_keys_and_owner_name_what_is_leased_and_by_which_process() -> None:
+    assert turn_key("s") == "turn:s"
+    assert heartbeat_key("a") == "heartbeat:a"
+    host, pid, _ = PROCESS_OWNER.split(":")
+    assert host
+    assert int(pid) > 0
+
+
+def test_threads_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path) -> None:
+    url = f"sqlite:///{data_dir / 'race.db'}"
+    Database(url).upgrade()
+    keys = [f"turn:{i}" for i in range(40)]
+    won: dict[str, list[str]] = {}
+    start = threading.Barrier(6)
+
+    def race(owner: str) -> None:
+        store = LeaseStore(Database(url))  # a handle of its own, as another process has
+        start.wait()
+        won[owner] = [k for k in keys if store.try_acquire(k, owner, 60)]
+
+    threads = [threading.Thread(target=race, args=(f"t{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    taken = [k for keys_won in won.values() for k in keys_won]
+    assert sorted(taken) == sorted(keys)  # every key once, none twice
+    store = LeaseStore(Database(url))
+    for owner, keys_won in won.items():
+        assert store.held_by(owner) == sorted(keys_won)
+
+
+RACER = textwrap.dedent(
+    """
+    import json, random, sys
+    from opencrab.store import Database
+    from opencrab.store.leases import PROCESS_OWNER, LeaseStore
+    store = LeaseStore(Database(sys.argv[1]))
+    keys = [f"heartbeat:{i}" for i in range(60)]
+    random.shuffle(keys)
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
+    won = [k for k in keys if store.try_acquire(k, PROCESS_OWNER, 60)]
+    print(json.dumps({"owner": PROCESS_OWNER, "won": won}))
+    """
+)
+
+
+def test_processes_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path) -> None:
+    url = f"sqlite:///{data_dir / 'race.db'}"
+    Database(url).upgrade()
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    for racer in racers:  # every process is up before any starts taking
+        assert racer.stdout is not None
+        assert racer.stdout.readline() == "ready\n"
+    outputs = []
+    for racer in racers:
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    for racer in racers:
+        out, _ = racer.communicate(timeout=60)
+        assert racer.returncode == 0
+        outputs.append(json.loads(out))
+    taken = [k for o in outputs for k in o["won"]]
+    assert sorted(taken) == sorted(f"heartbeat:{i}" for i in range(60))
+    assert len({o["owner"] for o in outputs}) == 3  # one owner name per process
+    store = LeaseStore(Database(url))
+    for o in outputs:
+        assert store.held_by(o["owner"]) == sorted(o["won"])
+
+
+# ------------------------------------------------------------------ the keeper
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_holding_takes_the_lease_for_the_block_and_refuses_a_held_one(
+    db: Database,
+) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    async with keeper.holding("turn:s", busy=lambda: ConflictError("busy")):
+        assert keeper.holds("turn:s")
+        lease = store.get("turn:s")
+        assert lease is not None
+        assert lease.owner == "me"
+    assert store.get("turn:s") is None
+    assert not keeper.holds("turn:s")
+
+    assert store.try_acquire("turn:s", "other", 60)
+    with pytest.raises(ConflictError, match="busy"):
+        async with keeper.holding("turn:s", busy=lambda: ConflictError("busy")):
+            raise AssertionError("ran without the lease")
+    lease = store.get("turn:s")
+    assert lease is not None
+    assert lease.owner == "other"
+
+
+async def test_a_wanted_lease_is_taken_once_free_and_renewed_by_each_pass(db: Database) -> None:
+    store = LeaseStore(db)
+    clock = Clock()
+    mine = LeaseKeeper(store, owner="mine", ttl_secs=60, clock=clock)
+    theirs = LeaseKeeper(store, owner="theirs", ttl_secs=60)
+    theirs.want("heartbeat:a")
+    await theirs.run_pass()
+    mine.want("heartbeat:a")
+    mine.want("heartbeat:b")
+    await mine.run_pass()
+    assert theirs.holds("heartbeat:a")
+    assert not mine.holds("heartbeat:a")
+    assert mine.holds("heartbeat:b")
+
+    await theirs.close()  # a clean shutdown lets go at once
+    assert store.held_by("theirs") == []
+    await mine.run_pass()
+    assert mine.holds("heartbeat:a")
+    # held only until the ttl since the last renewal runs out on this process's clock
+    clock.now += 59
+    assert mine.holds("heartbeat:a")
+    clock.now += 1
+    assert not mine.holds("heartbeat:a")
+    await mine.run_pass()  # renewed
+    assert mine.holds("heartbeat:a")
+    before = store.get("heartbeat:a")
+    await mine.run_pass()
+    after = store.get("heartbeat:a")
+    assert before is not None
+    assert after is not None
+    assert after.expires_at >= before.expires_at
+    assert after.acquired_at == before.acquired_at
+
+
+async def test_a_crashed_owners_lease_is_taken_over_after_it_expires(db: Database) -> None:
+    store = LeaseStore(db)
+    assert store.try_acquire("heartbeat:a", "crashed", ttl_secs=0)  # never renewed again
+    keeper = LeaseKeeper(store, owner="survivor", ttl_secs=60)
+    keeper.want("heartbeat:a")
+    await keeper.run_pass()
+    assert keeper.holds("heartbeat:a")
+    lease = store.get("heartbeat:a")
+    assert lease is not None
+    assert lease.owner == "survivor"
+
+
+async def test_a_lease_taken_over_elsewhere_is_no_longer_held(db: Database) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="slow", ttl_secs=0)  # expires as soon as it is taken
+    keeper.want("heartbeat:a")
+    await keeper.run_pass()
+    assert store.try_acquire("heartbeat:a", "fast", 60)
+    await keeper.run_pass()
+    assert not keeper.holds("heartbeat:a")
+    lease = store.get("heartbeat:a")
+    assert lease is not None
+    assert lease.owner == "fast"
+
+
+async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(db: Database) -> None:
+    store = LeaseStore(db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    keeper.start()
+    for key in ("heartbeat:a", "heartbeat:b"):
+        keeper.want(key)
+    await keeper.run_pass()
+    keeper.unwant("heartbeat:a")
+    assert not keeper.holds("heartbeat:a")  # at once, before its row is gone
+    await keeper.run_pass()
+    assert store.held_by("me") == ["heartbeat:b"]
+    keeper.unwant("heartbeat:b")
+    keeper.want("heartbeat:b")  # wanted again before the pass: still held
+    assert keeper.holds("heartbeat:b")
+    await keeper.close()
+    assert store.held_by("me") == []
+    assert not keeper.holds("heartbeat:b")
