@@ -15,15 +15,17 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID, uuid4
 
-from opencrab.core.context import COMPACTION_KIND, Turn, estimate_tokens
+from opencrab.core.context import COMPACTION_KIND, Turn, estimate_tokens, turns_transcript
 from opencrab.core.memory import SessionLog
 from opencrab.core.recorder import now
 from opencrab.core.steps import Compacted
 from opencrab.events import MessageEvent, MessagePayload
-from opencrab.prompts import Prompts
+from opencrab.llm.types import ChatRequest, Message
+from opencrab.prompts import Language, Prompts
 
 SUMMARY_MAX_TOKENS = 400
 
@@ -52,6 +54,20 @@ def plan_compaction(summary: str | None, turns: list[Turn], budget: int) -> Comp
         kept.insert(0, old)
         room -= old.tokens
     return CompactionPlan(turns[: len(turns) - len(kept)], kept, total)
+
+
+def summary_request(
+    previous: str | None, dropped: Sequence[Turn], *, model: str, language: Language, texts: Prompts
+) -> ChatRequest:
+    """The model call that summarises the dropped turns (after the previous summary)."""
+    transcript = turns_transcript(dropped, language)
+    if previous:
+        transcript = f"{texts['summary_header']}{previous}\n\n{transcript}"
+    return ChatRequest(
+        model=model,
+        messages=[Message.system(texts["compaction_system"]), Message.user(transcript)],
+        max_tokens=SUMMARY_MAX_TOKENS,
+    )
 
 
 def compaction_records(

@@ -37,15 +37,10 @@ from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
-from opencrab.actions.base import (
-    ActionContext,
-    ActionRegistry,
-    ActionResult,
-    TurnState,
-)
+from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
-from opencrab.core.compaction import SUMMARY_MAX_TOKENS, compaction_records, plan_compaction
+from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
     Turn,
@@ -55,7 +50,6 @@ from opencrab.core.context import (
     message_tokens,
     prompt_section,
     tools_tokens,
-    turns_transcript,
 )
 from opencrab.core.deadline import TurnDeadline
 from opencrab.core.effectiveness import TurnFacts, fold_turn
@@ -493,13 +487,9 @@ class _Turn:
         self, previous: str | None, dropped: Sequence[Turn]
     ) -> tuple[str, ChatResponse | None]:
         language = self.agent.language
-        transcript = turns_transcript(dropped, language)
-        if previous:
-            transcript = f"{self.texts['summary_header']}{previous}\n\n{transcript}"
-        request = ChatRequest(
-            model=self._model_for("analysis"),
-            messages=[Message.system(self.texts["compaction_system"]), Message.user(transcript)],
-            max_tokens=SUMMARY_MAX_TOKENS,
+        model = self._model_for("analysis")
+        request = summary_request(
+            previous, dropped, model=model, language=language, texts=self.texts
         )
         try:
             await self._check_budget()
