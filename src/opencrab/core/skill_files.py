@@ -275,6 +275,17 @@ def load_standard_skills(
     return by_language, list(problems.values())
 
 
+SKILL_TEXT: set[str] = {
+    "name",
+    "description",
+    "version",
+    "actions",
+    "guidance",
+    "situation_pattern",
+}
+"""A skill's fields its file holds: `skill_markdown(**skill.model_dump(include=SKILL_TEXT))`."""
+
+
 def skill_markdown(
     *,
     name: str,

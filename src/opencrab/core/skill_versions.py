@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
-from opencrab.core.skill_files import skill_markdown
+from opencrab.core.skill_files import SKILL_TEXT, skill_markdown
 from opencrab.store import Database
 from opencrab.store.tables import skill_versions
 from opencrab.store.tables import skills as skills_table
@@ -51,14 +51,7 @@ class SkillVersion(BaseModel):
 
     def markdown(self) -> str:
         """This version as a skill file."""
-        return skill_markdown(
-            name=self.name,
-            description=self.description,
-            version=self.version,
-            actions=self.actions,
-            guidance=self.guidance,
-            situation_pattern=self.situation_pattern,
-        )
+        return skill_markdown(**self.model_dump(include=SKILL_TEXT))
 
 
 def record_version(

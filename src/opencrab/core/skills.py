@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
-from opencrab.core.skill_files import ACTION_NAME, SkillDoc, skill_markdown
+from opencrab.core.skill_files import ACTION_NAME, SKILL_TEXT, SkillDoc, skill_markdown
 from opencrab.core.skill_versions import SkillVersion, list_versions, record_version
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
@@ -108,14 +108,7 @@ class Skill(BaseModel):
 
     def markdown(self) -> str:
         """The skill as a skill file: its frontmatter, and its guidance as the body."""
-        return skill_markdown(
-            name=self.name,
-            description=self.description,
-            version=self.version,
-            actions=self.actions,
-            guidance=self.guidance,
-            situation_pattern=self.situation_pattern,
-        )
+        return skill_markdown(**self.model_dump(include=SKILL_TEXT))
 
 
 class SkillManager:
