@@ -342,6 +342,11 @@ class Connection:
                 stream=True,
             ):
                 event = _step_message(step, request_id)
+                if isinstance(step, TurnResult):
+                    # the turn's slot frees before its chat.done goes out: a client that
+                    # sends again on chat.done (as the too_many_turns error says) is never
+                    # refused because the lease release after it has not finished yet
+                    self.chats.discard(asyncio.current_task())
                 if event is not None:
                     offer(_dump(event))
         except OpenCrabError as exc:
