@@ -7,7 +7,8 @@
     │   ├── EventValidationError  an AgentEvent batch that breaks a seed-000 rule
     │   ├── WorkspaceError        a workspace path or operation that is not allowed
     │   │   └── QuotaExceeded     a write would take the workspace over its size quota
-    │   └── SkillFileError        a malformed skill file (file, line and reason)
+    │   ├── SkillFileError        a malformed skill file (file, line and reason)
+    │   └── TicketStateError      a ticket move its status does not allow (resume a running one)
     ├── NotFoundError             a referenced record does not exist
     ├── ConflictError             the request clashes with stored state (a duplicate name)
     │   └── SessionBusy           another process is running a turn in the session (a lease)
@@ -117,6 +118,12 @@ class SkillFileError(ValidationError):
         self.reason = reason
         where = (f"{file}:{line}" if file else f"line {line}") if line else file
         super().__init__(f"{where}: {reason}" if where else reason)
+
+
+class TicketStateError(ValidationError):
+    """A ticket cannot make that move from its status (seed 002: resume needs `suspended`)."""
+
+    code = "invalid_ticket_state"
 
 
 class NotFoundError(OpenCrabError):

@@ -5,7 +5,8 @@
 seed 002's MessageResponse of the stored user message (`id`, `role`, `content`,
 `timestamp`) and, in `turn`, what the agent did: its reply, actions, trace id and how the
 turn stopped. One turn per session at a time: a second message to the same session waits
-for the first to finish.
+for the first to finish. In a ticket's session the message is a person's answer
+(opencrab.tickets.service.answer_ticket_session): a suspended ticket resumes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from opencrab.core.sessions import (
     end_session,
     ensure_chat_session,
     get_session,
+    hold_turn,
     list_sessions,
     messages_of_events,
     open_chat_session,
@@ -30,9 +32,11 @@ from opencrab.core.sessions import (
 from opencrab.core.steps import Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.messages import MessageText, RestSource, Sender
+from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
+from opencrab.tickets.service import answer_ticket_session
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
@@ -115,9 +119,10 @@ class TurnOutcome(ApiModel):
 
 
 class PostedMessage(MessageResponse):
-    """Seed 002's MessageResponse of the stored user message, plus the turn it started."""
+    """Seed 002's MessageResponse of the stored user message, plus the turn it started
+    (None in a ticket's session: the ticket scheduler runs its next turn)."""
 
-    turn: TurnOutcome
+    turn: TurnOutcome | None = None
 
 
 def _summary(row: Any) -> dict[str, Any]:
@@ -286,7 +291,12 @@ async def add_message(
 ) -> PostedMessage:
     """Add a user message to a chat session (201: the stored message); the agent runs a
     turn, whose reply and actions come back in `turn`. 409 `session_busy` when another
-    process is running a turn in the session (nothing is stored then)."""
+    process is running a turn in the session (nothing is stored then).
+
+    In a ticket's session the message is a person's answer: stored, and a `suspended`
+    ticket resumes in that session for its scheduler to continue (no `turn` here)."""
+    if get_session(runtime.db, str(session_id)).kind == "ticket":
+        return await _answer_ticket(runtime, str(session_id), body)
     row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
     key = str(session_id)
@@ -308,6 +318,19 @@ async def add_message(
             result = step
     assert result is not None
     return _turn_response(runtime, result, written)
+
+
+async def _answer_ticket(runtime: Any, session_id: str, body: AddMessageRequest) -> PostedMessage:
+    async with hold_turn(runtime.leases, session_id):  # never inside one of its turns
+        row = await run_blocking(
+            answer_ticket_session,
+            runtime.db,
+            session_id,
+            body.content,
+            sender_id=body.sender_id or "user",
+            sender_name=body.sender_name,
+        )
+    return PostedMessage(**message_response(row).model_dump())
 
 
 def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) -> PostedMessage:

@@ -1,0 +1,183 @@
+"""Tickets (seed 002 `/api/tickets`): list, read, create, delete, resume and reset.
+
+The shapes and operationIds are seed 002's OpenAPI document (TicketSummary with the
+agent's name, TicketResponse with steps in index order and `currentSessionId`). Resume
+continues the SAME session of a `suspended` ticket (any other status: 400); reset
+archives the current session and puts the ticket back to `pending` with its steps kept,
+so the scheduler starts a new session (GAP-001). The rules are in `opencrab.tickets`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Path, Query, Response
+from pydantic import Field
+
+from opencrab.core.agent import MAX_NAME
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import AGENT_REF, RuntimeDep
+from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
+from opencrab.store.repositories.tickets import StepRecord, TicketRecord, TicketSummaryRecord
+from opencrab.tickets import service
+from opencrab.tickets.states import StepStatus, TicketStatus
+
+router = APIRouter(prefix="/api", tags=["Tickets"])
+
+TicketId = Annotated[UUID, Path(alias="id", description="The ticket's id.")]
+
+
+class StepResponse(ApiModel):
+    index: int = Field(ge=0)
+    title: str
+    status: StepStatus
+    result: dict[str, Any] | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class TicketSummary(ApiModel):
+    id: UUID
+    agent_id: UUID
+    agent_name: str
+    status: TicketStatus
+    created_at: datetime
+    updated_at: datetime
+
+
+class TicketResponse(TicketSummary):
+    params: dict[str, Any] = Field(description="The user's input parameters (free-form JSON).")
+    context: dict[str, Any] = Field(description="The task's definition: goal, constraints.")
+    error_message: str | None = Field(description="Why the ticket failed (GAP-008).")
+    steps: list[StepResponse] = Field(description="The ticket's steps in index order.")
+    current_session_id: UUID | None = Field(
+        description="The session of the ticket's current run; null while it is pending."
+    )
+
+
+class CreateTicketRequest(ApiInput):
+    agent_id: str = Field(min_length=1, max_length=MAX_NAME, description=AGENT_REF)
+    params: dict[str, Any] = Field(default_factory=dict, description="The user's input.")
+    context: dict[str, Any] = Field(default_factory=dict, description="Goal and constraints.")
+
+
+def summary_of(record: TicketSummaryRecord) -> TicketSummary:
+    """A stored ticket as `GET /api/tickets` lists it."""
+    return TicketSummary(
+        id=UUID(record.id),
+        agent_id=UUID(record.agent_id),
+        agent_name=record.agent_name,
+        status=record.status,  # type: ignore[arg-type]  # the table's CHECK keeps it one
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def _step(step: StepRecord) -> StepResponse:
+    return StepResponse.model_validate(step.__dict__)
+
+
+def ticket_response(record: TicketRecord) -> TicketResponse:
+    """A stored ticket, whole, as `GET /api/tickets/{id}` shows it."""
+    current = record.current_session_id
+    return TicketResponse(
+        **summary_of(record).model_dump(),
+        params=record.params,
+        context=record.context,
+        error_message=record.error_message,
+        steps=[_step(s) for s in record.steps],
+        current_session_id=None if current is None else UUID(current),
+    )
+
+
+@router.get(
+    "/tickets",
+    operation_id="listTickets",
+    response_model=list[TicketSummary],
+    responses=error_responses(400, 404),
+)
+def list_all(
+    runtime: RuntimeDep,
+    status: TicketStatus | None = None,
+    agent_id: Annotated[
+        str | None,
+        Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+) -> list[TicketSummary]:
+    """Tickets, newest first; `status` and `agentId` (an unknown agent: 404) narrow the list."""
+    agent = None if agent_id is None else runtime.agents.get(agent_id).id
+    found = service.list_tickets(
+        runtime.db, status=status, agent_id=agent, limit=limit, offset=offset
+    )
+    return [summary_of(t) for t in found]
+
+
+@router.post(
+    "/tickets",
+    operation_id="createTicket",
+    status_code=201,
+    response_model=TicketResponse,
+    responses=error_responses(400, 404),
+)
+def create(body: CreateTicketRequest, runtime: RuntimeDep) -> TicketResponse:
+    """Create a `pending` ticket for an agent (by id or name; unknown: 404)."""
+    agent = runtime.agents.get(body.agent_id)
+    ticket = service.create_ticket(runtime.db, agent.id, params=body.params, context=body.context)
+    return ticket_response(ticket)
+
+
+@router.get(
+    "/tickets/{id}",
+    operation_id="getTicket",
+    response_model=TicketResponse,
+    responses=error_responses(400, 404),
+)
+def get(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
+    """One ticket with its steps in index order and its current session."""
+    return ticket_response(service.get_ticket(runtime.db, str(ticket_id)))
+
+
+@router.delete(
+    "/tickets/{id}",
+    operation_id="deleteTicket",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(400, 404),
+)
+def delete(ticket_id: TicketId, runtime: RuntimeDep) -> Response:
+    """Delete the ticket with its steps, sessions and their messages."""
+    service.delete_ticket(runtime.db, str(ticket_id))
+    return Response(status_code=204)
+
+
+@router.patch(
+    "/tickets/{id}/resume",
+    operation_id="resumeTicket",
+    response_model=TicketResponse,
+    responses=error_responses(400, 404),
+)
+def resume(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
+    """Resume a `suspended` ticket in the same session (ticket `running`, session `active`)
+    for the scheduler to continue; 400 `invalid_ticket_state` from any other status."""
+    return ticket_response(service.resume_ticket(runtime.db, str(ticket_id)))
+
+
+@router.patch(
+    "/tickets/{id}/reset",
+    operation_id="resetTicket",
+    response_model=TicketResponse,
+    responses=error_responses(400, 404),
+)
+def reset(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
+    """Reset the ticket to `pending`: its current session is archived as `completed`, its
+    steps are kept, and the scheduler starts a new session."""
+    return ticket_response(service.reset_ticket(runtime.db, str(ticket_id)))
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

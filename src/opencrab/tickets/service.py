@@ -1,0 +1,262 @@
+"""What can be done to a ticket: create, read, list, delete, the moves of its state machine
+(tickets/states.py) with their session changes, its steps, and a person's answer.
+
+Each operation is one write transaction that locks the ticket row first, so a move and
+its session's change happen together or not at all, and two processes moving one ticket
+take turns (the second sees the first's result and is refused if its move no longer
+applies).
+
+The scheduler (issue 20, later) runs tickets through `start_ticket` — the seam: it moves a
+`pending` ticket to `running` with a NEW session and returns it — and ends or pauses a
+run with `suspend_ticket`, `complete_ticket` and `fail_ticket`. `resume_ticket` and a
+person's answer (`answer_ticket_session`) put the SAME session back to `active` for the
+scheduler to continue; `reset_ticket` archives it so the next `start_ticket` opens a new one.
+
+Example:
+    ticket = create_ticket(db, agent_id, params={"repo": "x"}, context={"goal": "review"})
+    running = start_ticket(db, ticket.id)          # the scheduler's claim
+    suspend_ticket(db, ticket.id)                  # the agent asked a person
+    answer_ticket_session(db, running.current_session_id, "yes", sender_id="user")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from sqlalchemy.engine import Connection
+
+from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.sessions import Said, insert_messages, messages_of_events
+from opencrab.errors import NotFoundError, ValidationError
+from opencrab.event_log import EventLog
+from opencrab.events import UserEvent, UserPayload
+from opencrab.messages import check_message
+from opencrab.store import Database
+from opencrab.store.repositories import tickets as repo
+from opencrab.store.repositories.tickets import (
+    StepRecord,
+    TicketRecord,
+    TicketSessionRecord,
+    TicketSummaryRecord,
+)
+from opencrab.store.types import utcnow
+from opencrab.tickets.states import MoveName, StepStatus, TicketStatus, check_move
+
+MAX_STEP_TITLE = 200  # seed 002: steps.title VARCHAR(200)
+
+
+def _uuid(value: str, what: str) -> str:
+    try:
+        return str(UUID(str(value)))
+    except ValueError:
+        raise ValidationError(f"{what} id {value!r} is not a UUID") from None
+
+
+def create_ticket(
+    db: Database,
+    agent_id: str,
+    *,
+    params: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
+) -> TicketRecord:
+    """A new `pending` ticket for the agent (by id); NotFoundError when there is no such agent."""
+    agent_id = _uuid(agent_id, "agent")
+    with db.write() as conn:
+        if repo.agent_id_of(conn, agent_id) is None:
+            raise NotFoundError(f"no agent {agent_id}")
+        ticket_id = repo.insert_ticket(conn, agent_id, params or {}, context or {})
+        return repo.ticket(conn, ticket_id)
+
+
+def get_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """The ticket with its steps in index order and its current session."""
+    with db.read() as conn:
+        return repo.ticket(conn, _uuid(ticket_id, "ticket"))
+
+
+def list_tickets(
+    db: Database,
+    *,
+    status: TicketStatus | None = None,
+    agent_id: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[TicketSummaryRecord]:
+    """Tickets, newest first; `status` and `agent_id` narrow the list."""
+    with db.read() as conn:
+        return repo.list_tickets(conn, status=status, agent_id=agent_id, limit=limit, offset=offset)
+
+
+def delete_ticket(db: Database, ticket_id: str) -> None:
+    """Delete the ticket with its steps, sessions and messages; NotFoundError if none."""
+    with db.write() as conn:
+        repo.delete_ticket(conn, _uuid(ticket_id, "ticket"))
+
+
+# ------------------------------------------------------------------ the state machine
+def _move(conn: Connection, ticket_id: str, move: MoveName, error: str | None = None) -> None:
+    """Make `move` on the locked ticket and its session, in `conn`'s transaction."""
+    ticket = repo.lock_ticket(conn, ticket_id)
+    rule = check_move(ticket_id, ticket.status, move)
+    if move == "start":
+        repo.insert_ticket_session(conn, ticket_id, ticket.agent_id)
+    else:
+        session = repo.newest_session(conn, ticket_id)
+        # a pending ticket has no current session: the last run's was archived by reset
+        if session is not None and ticket.status != "pending":
+            repo.set_session_status(conn, session.id, rule.session)
+    repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
+
+
+def _moved(db: Database, ticket_id: str, move: MoveName, error: str | None = None) -> TicketRecord:
+    ticket_id = _uuid(ticket_id, "ticket")
+    with db.write() as conn:
+        _move(conn, ticket_id, move, error)
+        return repo.ticket(conn, ticket_id)
+
+
+def start_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """The scheduler's seam: a `pending` ticket becomes `running` in a NEW `active` session
+    (its `current_session_id`); TicketStateError from any other status."""
+    return _moved(db, ticket_id, "start")
+
+
+def suspend_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """A `running` ticket waits for a person: ticket and session `suspended`."""
+    return _moved(db, ticket_id, "suspend")
+
+
+def resume_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """A `suspended` ticket runs on: ticket `running`, the SAME session `active` again
+    (seed 002 GAP-001); TicketStateError (400) from any other status."""
+    return _moved(db, ticket_id, "resume")
+
+
+def reset_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """Back to `pending` from any status: the current session is archived as `completed`,
+    the error message cleared, the steps kept; the next run starts a NEW session."""
+    return _moved(db, ticket_id, "reset")
+
+
+def complete_ticket(db: Database, ticket_id: str) -> TicketRecord:
+    """A `running` ticket is done: ticket and session `completed`."""
+    return _moved(db, ticket_id, "complete")
+
+
+def fail_ticket(db: Database, ticket_id: str, reason: str) -> TicketRecord:
+    """A running or suspended ticket failed: ticket and session `failed`, `reason` kept as
+    its error message (GAP-008)."""
+    if not reason.strip():
+        raise ValidationError("a failed ticket needs a reason (its error message)")
+    return _moved(db, ticket_id, "fail", reason.strip())
+
+
+# ------------------------------------------------------------------ steps
+def add_step(
+    db: Database, ticket_id: str, title: str, *, status: StepStatus = "pending"
+) -> StepRecord:
+    """A new step after the ticket's last one (indexes from 0)."""
+    title = title.strip()
+    if not title or len(title) > MAX_STEP_TITLE:
+        raise ValidationError(f"a step title has 1 to {MAX_STEP_TITLE} characters")
+    ticket_id = _uuid(ticket_id, "ticket")
+    with db.write() as conn:
+        repo.lock_ticket(conn, ticket_id)
+        step = repo.insert_step(conn, ticket_id, title, status)
+        repo.touch_ticket(conn, ticket_id)
+        return step
+
+
+def update_step(
+    db: Database,
+    ticket_id: str,
+    index: int,
+    *,
+    status: StepStatus | None = None,
+    result: dict[str, Any] | None = None,
+) -> StepRecord:
+    """Change step `index`'s status and/or result (a JSON object); NotFoundError if none."""
+    ticket_id = _uuid(ticket_id, "ticket")
+    with db.write() as conn:
+        repo.lock_ticket(conn, ticket_id)
+        step = repo.update_step(
+            conn, ticket_id, index, status=status, result=result, set_result=result is not None
+        )
+        repo.touch_ticket(conn, ticket_id)
+        return step
+
+
+# ------------------------------------------------------------------ a person's answer
+def ticket_session(db: Database, session_id: str) -> TicketSessionRecord | None:
+    """The session if it belongs to a ticket, else None."""
+    with db.read() as conn:
+        return repo.ticket_session(conn, _uuid(session_id, "session"))
+
+
+def answer_ticket_session(
+    db: Database,
+    session_id: str,
+    text: str,
+    *,
+    sender_id: str = "user",
+    sender_name: str | None = None,
+) -> Any:
+    """A person's message to a ticket's session, stored as a `user` message with its
+    UserEvent in the session's trace and a line in the agent's memory; a `suspended`
+    session resumes (ticket `running`, the same session `active`) in the same transaction.
+
+    An `active` session takes the message into the history of its next turn; a
+    `completed` or `failed` one refuses it (ValidationError: reset the ticket to run
+    again). Returns the stored message row (see core.sessions.session_messages).
+    """
+    session_id = _uuid(session_id, "session")
+    text = check_message(text)
+    with db.write() as conn:
+        found = repo.ticket_session(conn, session_id)
+        if found is None:
+            raise NotFoundError(f"no ticket session {session_id}")
+        ticket = repo.lock_ticket(conn, found.ticket_id)
+        session = repo.ticket_session(conn, session_id)  # again, now that the ticket is locked
+        assert session is not None  # deleting it needs the ticket's lock
+        if session.status in ("completed", "failed"):
+            raise ValidationError(
+                f"session {session_id} is {session.status}; reset ticket {ticket.id} to run it again"
+            )
+        event_id = _record_answer(conn, db, session, text, sender_id, sender_name)
+        if session.status == "suspended":
+            _move(conn, ticket.id, "resume")
+        else:
+            repo.touch_ticket(conn, ticket.id)
+    return messages_of_events(db, session_id, [event_id])[event_id]
+
+
+def _record_answer(
+    conn: Connection,
+    db: Database,
+    session: TicketSessionRecord,
+    text: str,
+    sender_id: str,
+    sender_name: str | None,
+) -> str:
+    events = EventLog(db)
+    event = UserEvent(
+        id=uuid4(),
+        trace_id=UUID(session.id),
+        parent_id=events.last_id(session.id, conn=conn),
+        timestamp=utcnow(),
+        content=UserPayload(text=text),
+        metadata={"source": "rest", "sender": sender_id},
+    )
+    events.append_many([event], conn=conn)
+    said = Said("user", text, str(event.id), sender_id, sender_name)
+    insert_messages(conn, session.id, [said])
+    line = SessionLog(
+        session_id=session.id,
+        log_type="speech",
+        content=text,
+        speaker_id=sender_id,
+        event_id=str(event.id),
+    )
+    MemoryManager(db, session.agent_id).append_session_logs([line], conn=conn)
+    return str(event.id)
