@@ -103,8 +103,8 @@ def _move(conn: Connection, ticket_id: str, move: MoveName, error: str | None = 
         repo.insert_ticket_session(conn, ticket_id, ticket.agent_id)
     else:
         session = repo.newest_session(conn, ticket_id)
-        # a pending ticket has no current session: the last run's was archived by reset
-        if session is not None and ticket.status != "pending":
+        # only a live session moves: an ended one (a failed run's) stays as it ended
+        if session is not None and session.status in ("active", "suspended"):
             repo.set_session_status(conn, session.id, rule.session)
     repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
 
@@ -134,8 +134,8 @@ def resume_ticket(db: Database, ticket_id: str) -> TicketRecord:
 
 
 def reset_ticket(db: Database, ticket_id: str) -> TicketRecord:
-    """Back to `pending` from any status: the current session is archived as `completed`,
-    the error message cleared, the steps kept; the next run starts a NEW session."""
+    """Back to `pending` from any status: a live current session is archived as
+    `completed` (a failed run's stays `failed`), the error message cleared, the steps kept; the next run starts a NEW session."""
     return _moved(db, ticket_id, "reset")
 
 

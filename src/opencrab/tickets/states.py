@@ -9,8 +9,8 @@
 
 `start` opens a new session (`active`); `suspend`, `resume`, `complete` and `fail` set the
 current session to `suspended`, `active`, `completed` and `failed` (GAP-002); `reset`
-archives the current session as `completed` and keeps the steps (GAP-001), so the next
-`start` opens a new session. A move from a status that does not allow it is a
+archives the current session as `completed` (one that already ended, a failed run's,
+stays as it ended) and keeps the steps (GAP-001), so the next `start` opens a new session. A move from a status that does not allow it is a
 TicketStateError (400) naming both.
 """
 
@@ -54,5 +54,7 @@ def check_move(ticket_id: str, status: str, move: MoveName) -> Move:
     rule = MOVES[move]
     if status not in rule.sources:
         allowed = " or ".join(rule.sources)
-        raise TicketStateError(f"ticket {ticket_id} is {status}; only a {allowed} ticket can {move}")
+        raise TicketStateError(
+            f"ticket {ticket_id} is {status}; only a {allowed} ticket can {move}"
+        )
     return rule

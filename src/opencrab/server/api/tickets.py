@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
+from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
@@ -96,7 +97,7 @@ def ticket_response(record: TicketRecord) -> TicketResponse:
     "/tickets",
     operation_id="listTickets",
     response_model=list[TicketSummary],
-    responses=error_responses(400, 404),
+    responses=error_responses(400),
 )
 def list_all(
     runtime: RuntimeDep,
@@ -108,8 +109,14 @@ def list_all(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> list[TicketSummary]:
-    """Tickets, newest first; `status` and `agentId` (an unknown agent: 404) narrow the list."""
-    agent = None if agent_id is None else runtime.agents.get(agent_id).id
+    """Tickets, newest first; `status` and `agentId` narrow the list (an agent that does
+    not exist has no tickets: an empty list)."""
+    agent = None
+    if agent_id is not None:
+        try:
+            agent = runtime.agents.get(agent_id).id
+        except NotFoundError:
+            return []
     found = service.list_tickets(
         runtime.db, status=status, agent_id=agent, limit=limit, offset=offset
     )

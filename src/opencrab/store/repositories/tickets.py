@@ -272,7 +272,9 @@ _STEP = (
 
 def ticket_steps(conn: Connection, ticket_id: str) -> list[StepRecord]:
     """The ticket's steps in index order."""
-    rows = conn.execute(sa.select(*_STEP).where(steps.c.ticket_id == ticket_id).order_by(steps.c.idx))
+    rows = conn.execute(
+        sa.select(*_STEP).where(steps.c.ticket_id == ticket_id).order_by(steps.c.idx)
+    )
     return [_step(r) for r in rows]
 
 
