@@ -97,7 +97,8 @@ def test_reset_archives_the_session_keeps_steps_and_a_new_run_gets_a_new_session
     ]
     assert _statuses(any_db, ticket.id) == ["completed"]
     again = service.start_ticket(any_db, ticket.id).current_session_id
-    assert again is not None and again != first
+    assert again is not None
+    assert again != first
     assert _statuses(any_db, ticket.id) == ["completed", "active"]
 
 

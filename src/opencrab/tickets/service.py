@@ -135,7 +135,8 @@ def resume_ticket(db: Database, ticket_id: str) -> TicketRecord:
 
 def reset_ticket(db: Database, ticket_id: str) -> TicketRecord:
     """Back to `pending` from any status: a live current session is archived as
-    `completed` (a failed run's stays `failed`), the error message cleared, the steps kept; the next run starts a NEW session."""
+    `completed` (a failed run's stays `failed`), the error message cleared, the steps
+    kept; the next run starts a NEW session."""
     return _moved(db, ticket_id, "reset")
 
 
@@ -221,7 +222,8 @@ def answer_ticket_session(
         assert session is not None  # deleting it needs the ticket's lock
         if session.status in ("completed", "failed"):
             raise ValidationError(
-                f"session {session_id} is {session.status}; reset ticket {ticket.id} to run it again"
+                f"session {session_id} is {session.status}; "
+                f"reset ticket {ticket.id} to run it again"
             )
         event_id = _record_answer(conn, db, session, text, sender_id, sender_name)
         if session.status == "suspended":

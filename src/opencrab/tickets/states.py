@@ -10,8 +10,9 @@
 `start` opens a new session (`active`); `suspend`, `resume`, `complete` and `fail` set the
 current session to `suspended`, `active`, `completed` and `failed` (GAP-002); `reset`
 archives the current session as `completed` (one that already ended, a failed run's,
-stays as it ended) and keeps the steps (GAP-001), so the next `start` opens a new session. A move from a status that does not allow it is a
-TicketStateError (400) naming both.
+stays as it ended) and keeps the steps (GAP-001), so the next `start` opens a new
+session. A move from a status that does not allow it is a TicketStateError (400) naming
+both.
 """
 
 from __future__ import annotations

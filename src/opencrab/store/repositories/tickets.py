@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError
-from opencrab.store.types import utcnow
 from opencrab.store.tables import agents, sessions, steps, tickets
+from opencrab.store.types import utcnow
 
 
 @dataclass(frozen=True)
