@@ -198,3 +198,14 @@ def test_a_message_to_an_ended_ticket_session_is_refused(
     missing = api.post(f"/api/sessions/{NOBODY}/messages", json={"content": "hi"})
     _error(missing, "addMessage", 404, "not_found")
     _error(api.get(f"/api/sessions/{NOBODY}"), "getSession", 404, "not_found")
+
+
+def test_an_agent_with_tickets_is_not_deleted(api: TestClient, agent: dict[str, Any]) -> None:
+    ticket = _new(api, agent)
+    refused = api.delete(f"/api/agents/{agent['id']}")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"] == "conflict"
+    assert "1 ticket" in refused.json()["message"]
+    assert _ticket(api, ticket["id"])["agentName"] == "aki"
+    assert SEED.check("deleteTicket", api.delete(f"/api/tickets/{ticket['id']}")) is None
+    assert api.delete(f"/api/agents/{agent['id']}").status_code == 204

@@ -39,6 +39,7 @@ from opencrab.messages import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.prepared import Prepared
+from opencrab.store.repositories.tickets import count_agent_tickets
 from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
 from opencrab.store.tables import tools as tools_table
 
@@ -342,10 +343,18 @@ class AgentStore:
     def delete(self, name_or_id: str) -> Agent:
         """Delete the agent and everything keyed by it (cascades); returns what was deleted.
 
-        Its workspace folder is left on disk for the operator to archive or remove.
+        Its workspace folder is left on disk for the operator to archive or remove. An
+        agent with tickets is kept (ConflictError): its tickets are deleted first.
         """
         agent = self.get(name_or_id)
         with self.db.write() as conn:
+            held = count_agent_tickets(conn, agent.id)
+            if held:
+                noun = "ticket" if held == 1 else "tickets"
+                raise ConflictError(
+                    f"agent {agent.name!r} has {held} {noun}; delete them first "
+                    "(DELETE /api/tickets/{id})"
+                )
             conn.execute(agents.delete().where(agents.c.id == agent.id))
         return agent
 

@@ -176,10 +176,11 @@ def update_agent(
     operation_id="deleteAgent",
     status_code=204,
     response_class=Response,
-    responses=error_responses(400, 404),
+    responses=error_responses(400, 404, 409),
 )
 def delete_agent(agent_id: AgentId, agents: AgentStoreDep, request: Request) -> Response:
-    """Delete the agent with its memory, skills and sessions (its workspace stays on disk)."""
+    """Delete the agent with its memory, skills and sessions (its workspace stays on disk);
+    409 while it has tickets."""
     agent = agents.delete(agent_id)
     beats = getattr(request.app.state, "heartbeats", None)
     if beats is not None:

@@ -100,6 +100,13 @@ def agent_id_of(conn: Connection, agent_id: str) -> str | None:
     return None if found is None else str(found)
 
 
+def count_agent_tickets(conn: Connection, agent_id: str) -> int:
+    """How many tickets the agent has (they keep it from being deleted: seed 002's
+    `tickets.agent_id` has no cascade)."""
+    query = sa.select(sa.func.count()).select_from(tickets).where(tickets.c.agent_id == agent_id)
+    return int(conn.execute(query).scalar() or 0)
+
+
 def insert_ticket(
     conn: Connection, agent_id: str, params: dict[str, Any], context: dict[str, Any]
 ) -> str:
