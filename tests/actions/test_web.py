@@ -171,6 +171,7 @@ async def test_it_connects_to_the_address_it_checked(
     assert result.success, result.error
     assert f'"host": "crabs.test:{port}"' in result.data["body"]
     assert dns["__lookups__"] == ["crabs.test"]
+    assert [path for _m, path, _h in server.requests] == ["/echo"]
 
 
 async def test_a_redirect_to_a_private_address_is_refused(
