@@ -53,6 +53,9 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.workspace",
     "opencrab.actions.learning",
     "opencrab.actions.llm",
+    "opencrab.actions.files",
+    "opencrab.actions.command",
+    "opencrab.actions.web",
     "opencrab.core.skills",
     "opencrab.gateway.builtins",
 )
@@ -69,6 +72,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.tickets",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
+    "opencrab.server.api.tool_settings",
     "opencrab.server.api.traces",
     "opencrab.server.api.skills",
     "opencrab.server.api.memory",

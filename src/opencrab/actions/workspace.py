@@ -23,7 +23,8 @@ PATH = {
 }
 
 
-def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
+def object_schema(required: list[str], **properties: Any) -> dict[str, Any]:
+    """A closed JSON Schema object with these required names and properties."""
     return {
         "type": "object",
         "required": required,
@@ -35,7 +36,7 @@ def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
 class WsRead(Action):
     name = "ws_read"
     description = "Read a text file of your workspace."
-    parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
+    parameters: ClassVar[dict[str, Any]] = object_schema(["path"], path=PATH)
 
     store_only = True  # reads: changes nothing at all
 
@@ -55,7 +56,7 @@ class WsRead(Action):
 class WsWrite(Action):
     name = "ws_write"
     description = "Write a file of your workspace (overwrites; parent folders are created)."
-    parameters: ClassVar[dict[str, Any]] = _schema(
+    parameters: ClassVar[dict[str, Any]] = object_schema(
         ["path", "content"], path=PATH, content={"type": "string"}
     )
 
@@ -70,7 +71,7 @@ class WsWrite(Action):
 class WsEdit(Action):
     name = "ws_edit"
     description = "Replace one unique occurrence of old_string with new_string in a file."
-    parameters: ClassVar[dict[str, Any]] = _schema(
+    parameters: ClassVar[dict[str, Any]] = object_schema(
         ["path", "old_string", "new_string"],
         path=PATH,
         old_string={"type": "string", "minLength": 1, "description": "Must occur exactly once."},
@@ -90,7 +91,9 @@ class WsEdit(Action):
 class WsList(Action):
     name = "ws_list"
     description = "List a folder of your workspace (the root when path is empty)."
-    parameters: ClassVar[dict[str, Any]] = _schema([], path={**PATH, "minLength": 0, "default": ""})
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        [], path={**PATH, "minLength": 0, "default": ""}
+    )
 
     store_only = True  # reads: changes nothing at all
 
@@ -110,7 +113,7 @@ class WsList(Action):
 class WsDelete(Action):
     name = "ws_delete"
     description = "Delete a file or folder (with its contents) of your workspace."
-    parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
+    parameters: ClassVar[dict[str, Any]] = object_schema(["path"], path=PATH)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         await run_blocking(ctx.workspace.delete, args["path"])
@@ -120,7 +123,7 @@ class WsDelete(Action):
 class WsMkdir(Action):
     name = "ws_mkdir"
     description = "Create a folder (and its parents) in your workspace."
-    parameters: ClassVar[dict[str, Any]] = _schema(["path"], path=PATH)
+    parameters: ClassVar[dict[str, Any]] = object_schema(["path"], path=PATH)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         await run_blocking(ctx.workspace.mkdir, args["path"])

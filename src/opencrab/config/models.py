@@ -6,6 +6,7 @@ reported instead of silently ignored.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -179,6 +180,38 @@ class ImportsSection(Section):
     max_lines: int = Field(default=1_000_000, ge=1)
 
 
+def _network(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address or network (e.g. 127.0.0.1/32 or fd00::/8)"
+        ) from None
+
+
+class ToolsSection(Section):
+    """Limits of the seed tools (seed 002): commands, HTTP, code search."""
+
+    # execute_command: "auto" runs it in bubblewrap when `bwrap` is on PATH (else unboxed,
+    # said in the result), "bwrap" refuses to run without it, "none" never boxes it
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    command_timeout_secs: float = Field(default=60.0, gt=0, le=3600)
+    command_max_output_bytes: int = Field(default=64 * 1024, ge=256)
+    # http_request / fetch_webpage: addresses a private/loopback/link-local/metadata
+    # refusal lets through (CIDR networks, e.g. "10.1.2.0/24")
+    http_allow_networks: list[Annotated[str, AfterValidator(_network)]] = Field(
+        default_factory=list
+    )
+    http_timeout_secs: float = Field(default=20.0, gt=0, le=600)
+    http_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    http_max_redirects: int = Field(default=5, ge=0, le=20)
+    # search_code: a search is a child process killed after search_timeout_secs
+    search_timeout_secs: float = Field(default=10.0, gt=0, le=600)
+    search_max_matches: int = Field(default=200, ge=1)
+    search_max_output_bytes: int = Field(default=64 * 1024, ge=1024)
+    search_max_file_bytes: int = Field(default=1024 * 1024, ge=1024)  # larger files skipped
+
+
 class Settings(Section):
     """The whole, validated configuration."""
 
@@ -189,6 +222,7 @@ class Settings(Section):
     dashboard: DashboardSection = Field(default_factory=DashboardSection)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
     imports: ImportsSection = Field(default_factory=ImportsSection)
+    tools: ToolsSection = Field(default_factory=ToolsSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
 
     @property

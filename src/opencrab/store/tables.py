@@ -90,6 +90,16 @@ agent_tools = sa.Table(
     sa.Column("tool_id", Uuid, sa.ForeignKey("tools.id", ondelete="CASCADE"), primary_key=True),
 )
 
+# revision 0017f: which of the seed tools that reach outside the workspace an agent may
+# use (execute_command, http_request, fetch_webpage); no row: all of them off
+agent_tool_settings = sa.Table(
+    "agent_tool_settings",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("settings_json", sa.JSON, nullable=False),
+    _updated(),
+)
+
 # ---------------------------------------------------------------- seed 002: tickets, steps
 tickets = sa.Table(
     "tickets",

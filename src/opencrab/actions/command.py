@@ -1,0 +1,194 @@
+"""Seed 002's execute_command: a shell command in the agent's workspace, off by default.
+
+The seed calls it "执行 shell 命令" (run a shell command) with one string `command`, so
+the string is a shell command line: it runs as `/bin/sh -c COMMAND` (pipes, `&&` and
+quoting work as in a terminal). What keeps that safe:
+
+- it runs only for an agent an operator switched it on for (opencrab.actions.tool_settings);
+- its folder is the agent's workspace; its environment is a fixed, scrubbed one (PATH,
+  HOME, LANG, TMPDIR; nothing of the server's, so no keys);
+- it is stopped at its timeout (`[tools] command_timeout_secs`, or less when the call
+  asks) by killing its whole process group, and anything it left running is killed
+  when it ends;
+- stdout and stderr are each kept up to `[tools] command_max_output_bytes`;
+- with `[tools] sandbox = "auto"` (default) it runs inside bubblewrap when `bwrap` is
+  installed: no network, its own process and IPC namespaces, the system's /usr and /etc
+  read-only, a private /tmp, and only the workspace (as /workspace) writable. Without
+  bubblewrap it runs unboxed and the result says so (`sandbox: "none"`, `warning`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any, ClassVar
+
+from opencrab.actions.base import Action, ActionContext, ActionResult
+from opencrab.actions.tool_settings import require_enabled
+from opencrab.actions.workspace import object_schema
+from opencrab.config.models import ToolsSection
+from opencrab.errors import ValidationError
+from opencrab.offload import run_blocking
+from opencrab.plugins import hookimpl
+
+log = logging.getLogger(__name__)
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SANDBOX_ROOT = "/workspace"
+UNBOXED_WARNING = (
+    "bubblewrap (bwrap) is not installed, so the command ran without a sandbox: it could "
+    "reach the network and read the server's files; install bubblewrap to box it"
+)
+_CHUNK = 65536
+_DRAIN_SECS = 2.0  # after the command ends, how long its pipes may stay open
+
+
+def command_env(home: str) -> dict[str, str]:
+    """The whole environment a command gets: nothing of the server's."""
+    return {"PATH": SAFE_PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}  # noqa: S108
+
+
+def bwrap_argv(bwrap: str, workspace: Path, command: str) -> list[str]:
+    """bubblewrap's command line for `command`: no network, only `workspace` writable."""
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+    argv += ["--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc", "/etc"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64"):
+        path = Path("/") / top
+        if path.is_symlink():  # merged /usr: /bin -> usr/bin
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
+    argv += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    return [*argv, "/bin/sh", "-c", command]
+
+
+def plan(limits: ToolsSection, workspace: Path, command: str) -> tuple[list[str], str, str]:
+    """(argv, the command's HOME, "bwrap" or "none") under the configured sandbox mode."""
+    bwrap = shutil.which("bwrap") if limits.sandbox != "none" else None
+    if bwrap is not None:
+        return bwrap_argv(bwrap, workspace, command), SANDBOX_ROOT, "bwrap"
+    if limits.sandbox == "bwrap":
+        raise ValidationError(
+            'execute_command is configured to run only in a sandbox ([tools] sandbox = "bwrap")'
+            " but bubblewrap (bwrap) is not installed on this machine; ask the operator"
+        )
+    return ["/bin/sh", "-c", command], str(workspace), "none"
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
+    """Up to `cap` bytes of `stream`, reading (and dropping) the rest so it never blocks."""
+    kept = bytearray()
+    cut = False
+    while chunk := await stream.read(_CHUNK):
+        room = cap - len(kept)
+        if len(chunk) > room:
+            cut = True
+        kept += chunk[: max(room, 0)]
+    return bytes(kept), cut
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_command(
+    limits: ToolsSection, workspace: Path, command: str, timeout: float
+) -> dict[str, Any]:
+    """Run `command` as the module docstring says; the result the model sees."""
+    argv, home, sandbox = plan(limits, workspace, command)
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=workspace,
+        env=command_env(home),
+        start_new_session=True,  # its own process group, killed as one
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    cap = limits.command_max_output_bytes
+    readers = [
+        asyncio.ensure_future(_read_capped(process.stdout, cap)),
+        asyncio.ensure_future(_read_capped(process.stderr, cap)),
+    ]
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout):
+            await process.wait()
+    except TimeoutError:
+        timed_out = True
+    finally:
+        _kill_group(process.pid)  # what it started in the background goes with it
+        if process.returncode is None:
+            await process.wait()
+    done, pending = await asyncio.wait(readers, timeout=_DRAIN_SECS)
+    for reader in pending:  # a process that left the group still holds the pipe
+        reader.cancel()
+    (out, out_cut), (err, err_cut) = (
+        r.result() if r in done and not r.cancelled() else (b"", True) for r in readers
+    )
+    result: dict[str, Any] = {
+        "command": command,
+        "exit_code": None if timed_out else process.returncode,
+        "timed_out": timed_out,
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+        "stdout_truncated": out_cut,
+        "stderr_truncated": err_cut,
+        "sandbox": sandbox,
+    }
+    if timed_out:
+        result["error"] = (
+            f"the command ran past its {timeout:g} s timeout and was killed, with every "
+            "process it started"
+        )
+    if sandbox == "none":
+        result["warning"] = UNBOXED_WARNING
+        log.warning("execute_command ran without a sandbox: bubblewrap is not installed")
+    return result
+
+
+class ExecuteCommand(Action):
+    name = "execute_command"
+    description = (
+        "Run a shell command line (/bin/sh -c) in your workspace folder; returns its exit "
+        "code, stdout and stderr (each capped). Only for agents an operator switched it "
+        "on for; it has a timeout and usually no network."
+    )
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["command"],
+        command={"type": "string", "minLength": 1, "maxLength": 10_000},
+        timeout_secs={
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "Stop it sooner than the server's limit ([tools] command_timeout_secs).",
+        },
+    )
+
+    async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        await require_enabled(ctx, "execute_command")
+        if "\x00" in args["command"]:
+            return ActionResult.fail("command contains a NUL byte")
+        limits = ctx.settings.tools
+        timeout = min(
+            float(args.get("timeout_secs", limits.command_timeout_secs)),
+            limits.command_timeout_secs,
+        )
+        root = ctx.workspace.root
+        await run_blocking(root.mkdir, parents=True, exist_ok=True)
+        result = await run_command(limits, root, args["command"], timeout)
+        ctx.workspace.usage_tracker.forget()  # it may have written anything: count again
+        return ActionResult.ok(result)
+
+
+@hookimpl
+def register_actions(register: Any) -> None:
+    register(ExecuteCommand())

@@ -1,0 +1,85 @@
+"""The child process of search_code: searches the files it is given, nothing else.
+
+It is run as `python -I -c <this file's text>` (only the standard library), reads one
+JSON request on stdin and writes one JSON answer on stdout. A pattern that backtracks
+without end only ever stalls this process, which the parent kills at its deadline
+(opencrab.actions.code_search).
+
+Request: {"root", "files": [relative paths], "pattern", "literal", "ignore_case",
+"max_matches", "max_output_bytes", "max_file_bytes", "max_line_chars"}.
+Answer: {"matches": [{"file", "line", "text"}], "truncated", "files_searched",
+"files_skipped"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+from typing import Any
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read(root: str, relative: str, max_bytes: int) -> bytes | None:
+    """The file's bytes, or None for what is not searched (link, too big, binary, gone)."""
+    try:
+        fd = os.open(os.path.join(root, relative), os.O_RDONLY | _O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes or b"\x00" in data[:8192]:
+        return None
+    return data
+
+
+def search(request: dict[str, Any]) -> dict[str, Any]:
+    """Run one search request (see the module docstring)."""
+    pattern = request["pattern"]
+    if request.get("literal"):
+        pattern = re.escape(pattern)
+    compiled = re.compile(pattern, re.IGNORECASE if request.get("ignore_case") else 0)
+    max_line = int(request["max_line_chars"])
+    matches: list[dict[str, Any]] = []
+    size = searched = skipped = 0
+    truncated = False
+    for relative in request["files"]:
+        data = _read(request["root"], relative, int(request["max_file_bytes"]))
+        if data is None:
+            skipped += 1
+            continue
+        searched += 1
+        text = data.decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), start=1):
+            if compiled.search(line) is None:
+                continue
+            match = {"file": relative, "line": number, "text": line[:max_line]}
+            size += len(json.dumps(match, ensure_ascii=False).encode("utf-8"))
+            if len(matches) >= request["max_matches"] or size > request["max_output_bytes"]:
+                truncated = True
+                break
+            matches.append(match)
+        if truncated:
+            break
+    return {
+        "matches": matches,
+        "truncated": truncated,
+        "files_searched": searched,
+        "files_skipped": skipped,
+    }
+
+
+def main() -> None:
+    """Read the request from stdin, write the answer to stdout."""
+    request = json.loads(sys.stdin.buffer.read())
+    json.dump(search(request), sys.stdout, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
