@@ -90,7 +90,7 @@ agent_tools = sa.Table(
     sa.Column("tool_id", Uuid, sa.ForeignKey("tools.id", ondelete="CASCADE"), primary_key=True),
 )
 
-# revision 0017f: which of the seed tools that reach outside the workspace an agent may
+# revision 0017: which of the seed tools that reach outside the workspace an agent may
 # use (execute_command, http_request, fetch_webpage); no row: all of them off
 agent_tool_settings = sa.Table(
     "agent_tool_settings",

@@ -1,6 +1,6 @@
 """Agent tool settings: which outward-reaching seed tools an agent may use.
 
-Revision ID: 0017f
+Revision ID: 0017
 Revises: 0016
 Create Date: 2026-11-24
 
@@ -16,7 +16,7 @@ from alembic import op
 
 import opencrab.store.types
 
-revision = "0017f"
+revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
