@@ -3,7 +3,8 @@
 A token is `ocb_` followed by 43 URL-safe characters (256 random bits); only its hash
 and its first characters (to tell tokens apart in lists) are stored, so a leaked
 database gives no usable token. With that much entropy a plain SHA-256 is the right
-hash: there is nothing for a slow password hash to protect against.
+hash: there is nothing for a slow password hash to protect against. The rows are read
+and written through store/repositories/tokens.py; this is the service over them.
 
 Example:
     tokens = TokenStore(db)

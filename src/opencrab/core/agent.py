@@ -3,7 +3,9 @@
 An agent is one `agents` row (name, description, prompt, language, LLM config with its
 daily budget, heartbeat config) with its `soul` and `identity` rows and granted tools. The
 memory, skills and workspace hang off its id and are opened where they are used. An agent
-without a language of its own follows the server's `[agent] language`.
+without a language of its own follows the server's `[agent] language`. The rows are read
+and written through store/repositories/agents.py (agent, soul, identity) and tools.py
+(grants); today's spend through agent_stats.py.
 
 Example:
     store = AgentStore(db, settings)

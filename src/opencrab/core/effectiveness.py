@@ -16,6 +16,9 @@ action ends it), however long the agent's history is. A turn's score is fixed
 when it ends: rating an earlier turn's call later (evaluate_response with its
 `metrics_id`) does not change it.
 
+The skills' scores are stored through store/repositories/skills.py, the calls' ratings
+read through agent_stats.py.
+
 Example:
     facts = TurnFacts()
     facts.add("ws_write", success=True, metrics_id=reply.metrics_id)

@@ -3,9 +3,9 @@
 One service for the dashboard's home cards and `GET /api/agent-overview`, so both show
 the same thing. It reads the store with a few grouped queries whatever the number of
 agents (the agents with their persona, today's spend, and counts of skills, sessions
-and curated memories), and joins what only this process knows: which agents are in a
-turn now (the engine's RunningTurns) and when each one's heartbeat ticks next (the
-scheduler, when this process runs one).
+and curated memories: store/repositories/agent_stats.py and skills.py), and joins what
+only this process knows: which agents are in a turn now (the engine's RunningTurns) and
+when each one's heartbeat ticks next (the scheduler, when this process runs one).
 
 Status: `in_turn` while a turn runs, else `over_budget` once today's spend (since 00:00
 UTC, as the budget counts it) reached the agent's `llm.daily_budget_usd`, else `idle`.

@@ -18,7 +18,8 @@ row can be switched off, counts its uses and carries an effectiveness score, com
 from the outcomes of the turns in which its actions ran (core/effectiveness.py). Every
 version of a skill's text is kept (core/skill_versions.py). The actions an agent may
 call come from its active standard skills and granted tools; a learned skill's
-`actions` add nothing (core/permissions.py).
+`actions` add nothing (core/permissions.py). The rows are read and written through
+store/repositories/skills.py.
 
 Example:
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")

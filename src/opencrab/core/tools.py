@@ -1,7 +1,8 @@
 """The `tools` table mirrors the action registry (DESIGN.md "Tools are actions").
 
 Every registered action has one row (name, description, JSON Schema) with a stable id,
-so seed 002's `toolIds` can grant an agent actions beyond its skills.
+so seed 002's `toolIds` can grant an agent actions beyond its skills. The rows are read
+and written through store/repositories/tools.py.
 """
 
 from __future__ import annotations
