@@ -3,7 +3,8 @@
 A token is `ocb_` followed by 43 URL-safe characters (256 random bits); only its hash
 and its first characters (to tell tokens apart in lists) are stored, so a leaked
 database gives no usable token. With that much entropy a plain SHA-256 is the right
-hash: there is nothing for a slow password hash to protect against.
+hash: there is nothing for a slow password hash to protect against. The rows are read
+and written through store/repositories/tokens.py; this is the service over them.
 
 Example:
     tokens = TokenStore(db)
@@ -18,36 +19,22 @@ import hashlib
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import uuid4
 
-import sqlalchemy as sa
-
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.store import Database
-from opencrab.store.tables import api_tokens
+from opencrab.store.repositories import tokens as repo
+from opencrab.store.repositories.tokens import ApiToken as ApiToken  # re-exported
 
 PREFIX = "ocb_"
 SHOWN_CHARS = 8  # of the secret, after the prefix, kept to tell tokens apart
 TOUCH_EVERY_SECS = 60.0  # last_used_at is written at most this often per token
 
 
-@dataclass(frozen=True)
-class ApiToken:
-    id: str
-    name: str
-    prefix: str
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-
 def hash_token(secret: str) -> str:
+    """The stored form of a secret: its SHA-256, hex."""
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -75,34 +62,21 @@ class TokenStore:
             revoked_at=None,
         )
         with self.db.write() as conn:
-            conn.execute(
-                api_tokens.insert().values(
-                    id=token.id,
-                    name=token.name,
-                    token_hash=hash_token(secret),
-                    prefix=token.prefix,
-                    created_at=token.created_at,
-                )
-            )
+            repo.insert_token(conn, token, token_hash=hash_token(secret))
         return token, secret
 
     def list(self, *, include_revoked: bool = False) -> list[ApiToken]:
-        query = sa.select(api_tokens).order_by(api_tokens.c.created_at)
-        if not include_revoked:
-            query = query.where(api_tokens.c.revoked_at.is_(None))
+        """The tokens, oldest first; only the active ones unless `include_revoked`."""
         with self.db.read() as conn:
-            return [_token(row) for row in conn.execute(query)]
+            return repo.list_tokens(conn, include_revoked=include_revoked)
 
     def has_active(self) -> bool:
+        """Whether any token is active (then the API requires one)."""
         with self.db.read() as conn:
-            found = conn.execute(
-                sa.select(api_tokens.c.id).where(api_tokens.c.revoked_at.is_(None)).limit(1)
-            ).first()
-        return found is not None
+            return repo.any_active(conn)
 
     def revoke(self, name_or_id: str) -> ApiToken:
         """Revoke the active token with this id, name or shown prefix."""
-        t = api_tokens.c
         matches = [
             token for token in self.list() if name_or_id in (token.id, token.name, token.prefix)
         ]
@@ -112,7 +86,7 @@ class TokenStore:
             raise ConflictError(f"{name_or_id!r} names {len(matches)} tokens; use the id")
         now = datetime.now(UTC)
         with self.db.write() as conn:
-            conn.execute(api_tokens.update().where(t.id == matches[0].id).values(revoked_at=now))
+            repo.revoke_token(conn, matches[0].id, now)
         return replace(matches[0], revoked_at=now)
 
     def revoked_among(self, ids: Iterable[str]) -> set[str]:
@@ -120,45 +94,20 @@ class TokenStore:
         wanted = set(ids)
         if not wanted:
             return set()
-        t = api_tokens.c
         with self.db.read() as conn:
-            active = conn.execute(
-                sa.select(t.id).where(t.id.in_(wanted), t.revoked_at.is_(None))
-            ).scalars()
-            return wanted - {str(i) for i in active}
+            return wanted - repo.active_among(conn, wanted)
 
     def verify(self, secret: str) -> ApiToken | None:
         """The active token whose secret this is, or None; notes when it was last used."""
         if not secret.startswith(PREFIX) or len(secret) > 200:
             return None
-        t = api_tokens.c
         with self.db.read() as conn:
-            row = conn.execute(
-                sa.select(api_tokens).where(
-                    t.token_hash == hash_token(secret), t.revoked_at.is_(None)
-                )
-            ).first()
-        if row is None:
+            token = repo.active_token_with_hash(conn, hash_token(secret))
+        if token is None:
             return None
-        token = _token(row)
         now = time.monotonic()
         if now - self._touched.get(token.id, float("-inf")) >= TOUCH_EVERY_SECS:
             self._touched[token.id] = now
             with self.db.write() as conn:
-                conn.execute(
-                    api_tokens.update()
-                    .where(t.id == token.id)
-                    .values(last_used_at=datetime.now(UTC))
-                )
+                repo.touch_token(conn, token.id, datetime.now(UTC))
         return token
-
-
-def _token(row: sa.Row[object]) -> ApiToken:
-    return ApiToken(
-        id=str(row.id),
-        name=row.name,
-        prefix=row.prefix,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-    )

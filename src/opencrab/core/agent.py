@@ -3,7 +3,9 @@
 An agent is one `agents` row (name, description, prompt, language, LLM config with its
 daily budget, heartbeat config) with its `soul` and `identity` rows and granted tools. The
 memory, skills and workspace hang off its id and are opened where they are used. An agent
-without a language of its own follows the server's `[agent] language`.
+without a language of its own follows the server's `[agent] language`. The rows are read
+and written through store/repositories/agents.py (agent, soul, identity) and tools.py
+(grants); today's spend through agent_stats.py.
 
 Example:
     store = AgentStore(db, settings)
@@ -20,11 +22,10 @@ import tomllib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from uuid import UUID, uuid4
 
 import pydantic
-import sqlalchemy as sa
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -38,10 +39,11 @@ from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, Valida
 from opencrab.messages import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
-from opencrab.store.prepared import Prepared
+from opencrab.store.repositories import agent_stats
+from opencrab.store.repositories import agents as repo
+from opencrab.store.repositories import tools as tools_repo
+from opencrab.store.repositories.agents import AgentRow, IdentityRow, SoulRow
 from opencrab.store.repositories.tickets import count_agent_tickets
-from opencrab.store.tables import agent_tools, agents, identity, llm_usage_metrics, soul
-from opencrab.store.tables import tools as tools_table
 
 MAX_NAME = 100
 MAX_PROMPT_CHARS = 100_000
@@ -204,18 +206,19 @@ class AgentStore:
         )
         with self.db.write() as conn:
             self._refuse_taken_name(conn, spec.name)
-            conn.execute(
-                agents.insert().values(
+            repo.insert_agent(
+                conn,
+                AgentRow(
                     id=agent_id,
                     name=spec.name,
                     description=spec.description,
                     prompt=spec.prompt,
                     language=spec.language,
-                    llm_config_json=llm.model_dump(mode="json"),
-                    heartbeat_json=beat.model_dump(mode="json", exclude_none=True),
+                    llm_config=llm.model_dump(mode="json"),
+                    heartbeat=beat.model_dump(mode="json", exclude_none=True),
                     created_at=now,
                     updated_at=now,
-                )
+                ),
             )
             self._write_soul(conn, agent_id, persona, now)
             self._write_identity(conn, agent_id, who, now)
@@ -227,7 +230,7 @@ class AgentStore:
     def get(self, name_or_id: str) -> Agent:
         """An agent by id or by name; NotFoundError names what was asked for."""
         with self.db.read() as conn:
-            row = self._row(conn, name_or_id)
+            row = repo.find_agent(conn, name_or_id)
             if row is None:
                 raise NotFoundError(f"no agent {name_or_id!r}")
             return self._load(conn, row)
@@ -235,14 +238,10 @@ class AgentStore:
     def list(self) -> list[Agent]:
         """Every agent, oldest first (four queries, however many agents there are)."""
         with self.db.read() as conn:
-            rows = conn.execute(sa.select(agents).order_by(agents.c.created_at)).all()
-            souls = {r.agent_id: r for r in conn.execute(sa.select(soul))}
-            identities = {r.agent_id: r for r in conn.execute(sa.select(identity))}
-            tools: dict[str, builtins.list[str]] = {}
-            for agent_id, tool in conn.execute(
-                sa.select(agent_tools.c.agent_id, agent_tools.c.tool_id)
-            ):
-                tools.setdefault(agent_id, []).append(str(tool))
+            rows = repo.all_agents(conn)
+            souls = repo.all_souls(conn)
+            identities = repo.all_identities(conn)
+            tools = tools_repo.all_grants(conn)
         return [
             self._agent(row, souls.get(row.id), identities.get(row.id), tools.get(row.id, []))
             for row in rows
@@ -251,42 +250,40 @@ class AgentStore:
     def summaries(self) -> builtins.list[tuple[str, str, str | None]]:
         """(id, name, description) of every agent, oldest first: one indexed read."""
         with self.db.read() as conn:
-            return [(str(r[0]), r[1], r[2]) for r in _SUMMARIES.rows(conn)]
+            return [(a.id, a.name, a.description) for a in repo.agent_summaries(conn)]
 
     def names(self) -> dict[str, tuple[str, str]]:
         """Every agent's (name, language) by id: one read, for pages naming many agents."""
         default = self.settings.agent.language
         with self.db.read() as conn:
-            return {str(r[0]): (r[1], r[2] or default) for r in _NAMES.rows(conn)}
+            return {
+                agent_id: (name, language or default)
+                for agent_id, (name, language) in repo.agent_names(conn).items()
+            }
 
-    def _row(self, conn: Connection, name_or_id: str) -> Any:
-        key = str(name_or_id).strip()
-        try:
-            key = str(UUID(key))
-        except ValueError:
-            return conn.execute(sa.select(agents).where(agents.c.name == key)).first()
-        return conn.execute(sa.select(agents).where(agents.c.id == key)).first()
+    def _load(self, conn: Connection, row: AgentRow) -> Agent:
+        s = repo.soul_of(conn, row.id)
+        i = repo.identity_of(conn, row.id)
+        return self._agent(row, s, i, tools_repo.granted_tool_ids(conn, row.id))
 
-    def _load(self, conn: Connection, row: Any) -> Agent:
-        s = conn.execute(sa.select(soul).where(soul.c.agent_id == row.id)).first()
-        i = conn.execute(sa.select(identity).where(identity.c.agent_id == row.id)).first()
-        tools = conn.execute(
-            sa.select(agent_tools.c.tool_id).where(agent_tools.c.agent_id == row.id)
-        ).scalars()
-        return self._agent(row, s, i, [str(t) for t in tools])
-
-    def _agent(self, row: Any, s: Any, i: Any, tools: builtins.list[str]) -> Agent:
+    def _agent(
+        self,
+        row: AgentRow,
+        s: SoulRow | None,
+        i: IdentityRow | None,
+        tools: builtins.list[str],
+    ) -> Agent:
         return Agent(
             id=row.id,
             name=row.name,
             description=row.description,
-            prompt=row.prompt or "",
-            language=row.language or self.settings.agent.language,
+            prompt=row.prompt,
+            language=cast(Language, row.language or self.settings.agent.language),
             soul=_soul_of(s, row.name),
             identity=_identity_of(i, row.name),
-            llm_config=AgentLlmConfig.model_validate(row.llm_config_json or {}),
+            llm_config=AgentLlmConfig.model_validate(row.llm_config or {}),
             heartbeat=HeartbeatConfig.model_validate(
-                row.heartbeat_json or {"interval_secs": self.settings.agent.heartbeat_interval_secs}
+                row.heartbeat or {"interval_secs": self.settings.agent.heartbeat_interval_secs}
             ),
             tool_ids=tools,
             created_at=row.created_at,
@@ -297,7 +294,7 @@ class AgentStore:
     def update(self, name_or_id: str, change: AgentUpdate) -> Agent:
         agent = self.get(name_or_id)
         now = datetime.now(UTC)
-        values: dict[str, Any] = {"updated_at": now}
+        values: dict[str, Any] = {}
         if change.name is not None and change.name != agent.name:
             values["name"] = change.name
         if change.description is not None:
@@ -307,13 +304,13 @@ class AgentStore:
         if change.language is not None:
             values["language"] = change.language
         if change.llm is not None:
-            values["llm_config_json"] = change.llm.model_dump(mode="json")
+            values["llm_config"] = change.llm.model_dump(mode="json")
         if change.heartbeat is not None:
-            values["heartbeat_json"] = change.heartbeat.model_dump(mode="json", exclude_none=True)
+            values["heartbeat"] = change.heartbeat.model_dump(mode="json", exclude_none=True)
         with self.db.write() as conn:
             if "name" in values:
                 self._refuse_taken_name(conn, values["name"])
-            conn.execute(agents.update().where(agents.c.id == agent.id).values(values))
+            repo.update_agent(conn, agent.id, updated_at=now, **values)
             if change.soul is not None:
                 self._write_soul(conn, agent.id, change.soul, now)
             if change.identity is not None:
@@ -332,12 +329,10 @@ class AgentStore:
 
     def save_llm_config(self, agent_id: str, config: AgentLlmConfig) -> None:
         with self.db.write() as conn:
-            done = conn.execute(
-                agents.update()
-                .where(agents.c.id == str(agent_id))
-                .values(llm_config_json=config.model_dump(mode="json"), updated_at=_now())
+            done = repo.update_agent(
+                conn, str(agent_id), updated_at=_now(), llm_config=config.model_dump(mode="json")
             )
-        if done.rowcount == 0:
+        if done == 0:
             raise NotFoundError(f"no agent {agent_id!r}")
 
     def delete(self, name_or_id: str) -> Agent:
@@ -355,71 +350,53 @@ class AgentStore:
                     f"agent {agent.name!r} has {held} {noun}; delete them first "
                     "(DELETE /api/tickets/{id})"
                 )
-            conn.execute(agents.delete().where(agents.c.id == agent.id))
+            repo.delete_agent(conn, agent.id)
         return agent
 
     @staticmethod
     def _write_tools(conn: Connection, agent_id: str, tool_ids: Iterable[str]) -> None:
         """Grant exactly `tool_ids`; unknown ids are refused, naming each one."""
         wanted = list(dict.fromkeys(str(t) for t in tool_ids))
-        known = set(
-            conn.execute(sa.select(tools_table.c.id).where(tools_table.c.id.in_(wanted))).scalars()
-        )
+        known = tools_repo.known_tool_ids(conn, wanted)
         unknown = [t for t in wanted if t not in known]
         if unknown:
             raise ValidationError(f"unknown tool ids: {', '.join(unknown)}")
-        conn.execute(agent_tools.delete().where(agent_tools.c.agent_id == agent_id))
-        if wanted:
-            conn.execute(
-                agent_tools.insert(), [{"agent_id": agent_id, "tool_id": t} for t in wanted]
-            )
+        tools_repo.replace_grants(conn, agent_id, wanted)
 
     def _refuse_taken_name(self, conn: Connection, name: str) -> None:
-        taken = conn.execute(sa.select(agents.c.id).where(agents.c.name == name)).first()
+        taken = repo.agent_id_named(conn, name)
         if taken is not None:
-            raise ConflictError(f"an agent named {name!r} already exists ({taken.id})")
+            raise ConflictError(f"an agent named {name!r} already exists ({taken})")
 
     @staticmethod
     def _write_soul(conn: Connection, agent_id: str, persona: Soul, now: datetime) -> None:
-        values = {
-            "persona_name": persona.persona_name,
-            "social_style_json": persona.social_style.model_dump(),
-            "personality_json": persona.personality.model_dump(),
-            "thinking_style_json": persona.thinking_style.model_dump(),
-            "custom_traits_json": persona.custom_traits,
-            "updated_at": now,
-        }
-        done = conn.execute(soul.update().where(soul.c.agent_id == agent_id).values(values))
-        if done.rowcount == 0:
-            conn.execute(soul.insert().values(agent_id=agent_id, **values))
+        row = SoulRow(
+            persona_name=persona.persona_name,
+            social_style=persona.social_style.model_dump(),
+            personality=persona.personality.model_dump(),
+            thinking_style=persona.thinking_style.model_dump(),
+            custom_traits=persona.custom_traits,
+        )
+        repo.save_soul(conn, agent_id, row, now)
 
     @staticmethod
     def _write_identity(conn: Connection, agent_id: str, who: Identity, now: datetime) -> None:
-        values = {
-            "name": who.name,
-            "role": who.role.stored(),
-            "job_title": who.job_title,
-            "organization": who.organization,
-            "image_url": who.image_url,
-            "metadata_json": who.metadata,
-            "updated_at": now,
-        }
-        done = conn.execute(identity.update().where(identity.c.agent_id == agent_id).values(values))
-        if done.rowcount == 0:
-            conn.execute(identity.insert().values(agent_id=agent_id, **values))
+        row = IdentityRow(
+            name=who.name,
+            role=who.role.stored(),
+            job_title=who.job_title,
+            organization=who.organization,
+            image_url=who.image_url,
+            metadata=who.metadata,
+        )
+        repo.save_identity(conn, agent_id, row, now)
 
     # ------------------------------------------------------------ budget
     def spent_today(self, agent_id: str) -> float:
         """USD spent by the agent's LLM calls since 00:00 UTC."""
         midnight = _now().replace(hour=0, minute=0, second=0, microsecond=0)
-        m = llm_usage_metrics.c
         with self.db.read() as conn:
-            total = conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0)).where(
-                    m.agent_id == str(agent_id), m.timestamp >= midnight
-                )
-            ).scalar()
-        return float(total or 0.0)
+            return agent_stats.spent_since(conn, str(agent_id), midnight)
 
     def check_budget(self, agent: Agent) -> None:
         """Raise BudgetExceeded when the agent's daily budget is already spent."""
@@ -438,21 +415,21 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _soul_of(row: Any, name: str) -> Soul:
+def _soul_of(row: SoulRow | None, name: str) -> Soul:
     if row is None:
         return Soul(persona_name=name)
     return Soul.model_validate(
         {
             "persona_name": row.persona_name,
-            "social_style": row.social_style_json or {},
-            "personality": row.personality_json or {},
-            "thinking_style": row.thinking_style_json or {},
-            "custom_traits": row.custom_traits_json,
+            "social_style": row.social_style,
+            "personality": row.personality,
+            "thinking_style": row.thinking_style,
+            "custom_traits": row.custom_traits,
         }
     )
 
 
-def _identity_of(row: Any, name: str) -> Identity:
+def _identity_of(row: IdentityRow | None, name: str) -> Identity:
     if row is None:
         return Identity(name=name)
     return Identity(
@@ -461,7 +438,7 @@ def _identity_of(row: Any, name: str) -> Identity:
         job_title=row.job_title,
         organization=row.organization,
         image_url=row.image_url,
-        metadata=row.metadata_json,
+        metadata=row.metadata,
     )
 
 
@@ -508,9 +485,3 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
         key = ".".join(str(p) for p in first["loc"])
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ValidationError(f"{path}: {key}: {first['msg']}{more}") from None
-
-
-_SUMMARIES = Prepared(
-    sa.select(agents.c.id, agents.c.name, agents.c.description).order_by(agents.c.created_at)
-)
-_NAMES = Prepared(sa.select(agents.c.id, agents.c.name, agents.c.language))

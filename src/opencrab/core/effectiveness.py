@@ -16,6 +16,9 @@ action ends it), however long the agent's history is. A turn's score is fixed
 when it ends: rating an earlier turn's call later (evaluate_response with its
 `metrics_id`) does not change it.
 
+The skills' scores are stored through store/repositories/skills.py, the calls' ratings
+read through agent_stats.py.
+
 Example:
     facts = TurnFacts()
     facts.add("ws_write", success=True, metrics_id=reply.metrics_id)
@@ -26,12 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store import Database
-from opencrab.store.tables import llm_usage_metrics
-from opencrab.store.tables import skills as skills_table
+from opencrab.store.repositories import agent_stats
+from opencrab.store.repositories import skills as skills_repo
 
 WINDOW = 50  # turns per skill
 RATING_ACTION = "evaluate_response"
@@ -71,29 +73,18 @@ def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, fl
         if RATING_ACTION in facts.runs
         else []
     )
-    t = skills_table.c
     updated: dict[str, float] = {}
-    rows = conn.execute(
-        sa.select(t.id, t.name, t.actions_json, t.effectiveness_scores).where(
-            t.agent_id == agent_id
-        )
-    ).all()
-    for row in rows:
-        used = [facts.runs[a] for a in row.actions_json or () if a in facts.runs]
+    for row in skills_repo.skill_scores(conn, agent_id):
+        used = [facts.runs[a] for a in row.actions if a in facts.runs]
         if not used:
             continue
         if rated:
             score = sum(rated) / len(rated)
         else:
             score = sum(ok for ok, _ in used) / sum(ran for _, ran in used)
-        previous = [float(s) for s in row.effectiveness_scores or ()]
-        scores = [*previous[-(WINDOW - 1) :], round(score, 4)]
+        scores = [*row.recent_scores[-(WINDOW - 1) :], round(score, 4)]
         value = round(sum(scores) / len(scores), 4)
-        conn.execute(
-            skills_table.update()
-            .where(t.id == row.id)
-            .values(effectiveness=value, effectiveness_scores=scores)
-        )
+        skills_repo.set_scores(conn, row.id, value, scores)
         updated[row.name] = value
     return updated
 
@@ -102,17 +93,9 @@ def _ratings(conn: Connection, agent_id: str, metrics_ids: set[str]) -> dict[str
     """The rated calls among `metrics_ids`: (quality + success) / 2, or quality alone."""
     if not metrics_ids:
         return {}
-    u = llm_usage_metrics.c
-    rows = conn.execute(
-        sa.select(u.id, u.quality_score, u.task_success).where(
-            u.agent_id == agent_id,
-            u.id.in_(sorted(metrics_ids)),
-            u.quality_score.is_not(None),
-        )
-    ).all()
     return {
-        str(r.id): float(r.quality_score)
+        r.id: r.quality_score
         if r.task_success is None
-        else (float(r.quality_score) + (1.0 if r.task_success else 0.0)) / 2
-        for r in rows
+        else (r.quality_score + (1.0 if r.task_success else 0.0)) / 2
+        for r in agent_stats.rated_calls(conn, agent_id, sorted(metrics_ids))
     }

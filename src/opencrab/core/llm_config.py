@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -33,8 +32,11 @@ from opencrab.config.provenance import purpose_model
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import sessions
+from opencrab.store.repositories.session_context import (
+    find_session_context,
+    session_context,
+    set_session_context,
+)
 
 PURPOSES = ("thinking", "conversation", "analysis", "tool_calling", "creative", "embedding")
 
@@ -177,13 +179,8 @@ def session_overrides(db: Database, session_id: str | None, agent_id: str) -> di
     if not session_id:
         return {}
     with db.read() as conn:
-        context = _SESSION_CONTEXT.scalar(conn, id=str(session_id))
+        context = session_context(conn, str(session_id))
     return dict(_overrides_of(context).get(str(agent_id), {}))
-
-
-_SESSION_CONTEXT = Prepared(
-    sa.select(sessions.c.context).where(sessions.c.id == sa.bindparam("id"))
-)
 
 
 def set_session_override(
@@ -194,20 +191,16 @@ def set_session_override(
         raise ValidationError(f"purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
     _parse_ref(ref)
     with db.write() as conn:
-        row = conn.execute(
-            sa.select(sessions.c.context).where(sessions.c.id == str(session_id))
-        ).first()
-        if row is None:
+        found = find_session_context(conn, str(session_id))
+        if found is None:
             raise NotFoundError(f"no session {session_id}")
-        context: dict[str, Any] = dict(row.context or {})
+        context = found.context
         all_overrides = _overrides_of(context)
         mine = dict(all_overrides.get(str(agent_id), {}))
         mine[purpose] = ref
         all_overrides[str(agent_id)] = mine
         context["llm_overrides"] = all_overrides
-        conn.execute(
-            sessions.update().where(sessions.c.id == str(session_id)).values(context=context)
-        )
+        set_session_context(conn, str(session_id), context)
 
 
 def _overrides_of(context: Any) -> dict[str, dict[str, str]]:

@@ -3,9 +3,9 @@
 One service for the dashboard's home cards and `GET /api/agent-overview`, so both show
 the same thing. It reads the store with a few grouped queries whatever the number of
 agents (the agents with their persona, today's spend, and counts of skills, sessions
-and curated memories), and joins what only this process knows: which agents are in a
-turn now (the engine's RunningTurns) and when each one's heartbeat ticks next (the
-scheduler, when this process runs one).
+and curated memories: store/repositories/agent_stats.py and skills.py), and joins what
+only this process knows: which agents are in a turn now (the engine's RunningTurns) and
+when each one's heartbeat ticks next (the scheduler, when this process runs one).
 
 Status: `in_turn` while a turn runs, else `over_budget` once today's spend (since 00:00
 UTC, as the budget counts it) reached the agent's `llm.daily_budget_usd`, else `idle`.
@@ -17,13 +17,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from typing import Literal
 
 from opencrab.core.agent import Agent
 from opencrab.core.heartbeat import HeartbeatScheduler
@@ -31,13 +28,8 @@ from opencrab.core.identity import AgentRole
 from opencrab.core.runtime import Runtime
 from opencrab.offload import run_blocking
 from opencrab.prompts import Language
-from opencrab.store.tables import (
-    agent_sessions,
-    llm_usage_metrics,
-    memory_curated,
-    sessions,
-    skills,
-)
+from opencrab.store.repositories import agent_stats
+from opencrab.store.repositories.skills import skill_counts
 
 Status = Literal["idle", "in_turn", "over_budget"]
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
@@ -147,57 +139,24 @@ def persona_line(agent: Agent) -> str:
 
 def _read(runtime: Runtime, agent_id: str | None) -> _Stored:
     """The stored part, in one read transaction: a fixed number of queries."""
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with runtime.db.read() as conn:
         agents = runtime.agents.list() if agent_id is None else [runtime.agents.get(agent_id)]
         ids = None if agent_id is None else [a.id for a in agents]
         return _Stored(
             agents=agents,
-            spent=_spent_today(conn, ids),
-            skills=_skill_counts(conn, ids, agents, runtime),
-            sessions=_session_counts(conn, ids),
-            memories=_counts(conn, memory_curated.c.agent_id, ids),
+            spent=agent_stats.spent_by_agent(conn, midnight, ids),
+            skills=_skill_counts(skill_counts(conn, ids), agents, runtime),
+            sessions=agent_stats.session_counts(conn, ids),
+            memories=agent_stats.memory_counts(conn, ids),
         )
-
-
-def _only(column: Any, ids: Sequence[str] | None) -> Any:
-    return sa.true() if ids is None else column.in_(ids)
-
-
-def _spent_today(conn: Connection, ids: Sequence[str] | None) -> dict[str, float]:
-    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    m = llm_usage_metrics.c
-    query = (
-        sa.select(m.agent_id, sa.func.sum(m.estimated_cost_usd))
-        .where(m.timestamp >= midnight, _only(m.agent_id, ids))
-        .group_by(m.agent_id)
-    )
-    return {str(agent): float(cost or 0.0) for agent, cost in conn.execute(query)}
-
-
-def _counts(conn: Connection, column: Any, ids: Sequence[str] | None) -> dict[str, int]:
-    query = sa.select(column, sa.func.count()).where(_only(column, ids)).group_by(column)
-    return {str(agent): int(n) for agent, n in conn.execute(query)}
 
 
 def _skill_counts(
-    conn: Connection, ids: Sequence[str] | None, agents: Iterable[Agent], runtime: Runtime
+    found: dict[str, tuple[int, int]], agents: Iterable[Agent], runtime: Runtime
 ) -> dict[str, int]:
     """Skills switched on; an agent whose standard skills were never copied in (no turn
     yet, skills page never opened) has them all on, as it will once they are."""
-    s = skills.c
-    query = (
-        sa.select(
-            s.agent_id,
-            sa.func.sum(sa.case((s.is_active.is_(True), 1), else_=0)),
-            sa.func.sum(sa.case((s.source_type == "standard", 1), else_=0)),
-        )
-        .where(_only(s.agent_id, ids))
-        .group_by(s.agent_id)
-    )
-    found = {
-        str(agent): (int(on or 0), int(standard or 0))
-        for agent, on, standard in conn.execute(query)
-    }
     counts = {}
     for agent in agents:
         on, standard = found.get(agent.id, (0, 0))
@@ -205,16 +164,3 @@ def _skill_counts(
             on += len(runtime.skill_docs.get(agent.language, ()))
         counts[agent.id] = on
     return counts
-
-
-def _session_counts(conn: Connection, ids: Sequence[str] | None) -> dict[str, int]:
-    """Sessions the agent is in: its chats and tickets, and the discussions it joined."""
-    own = sa.select(sessions.c.agent_id.label("agent_id"), sessions.c.id.label("session_id")).where(
-        sessions.c.agent_id.is_not(None), _only(sessions.c.agent_id, ids)
-    )
-    joined = sa.select(agent_sessions.c.agent_id, agent_sessions.c.session_id).where(
-        _only(agent_sessions.c.agent_id, ids)
-    )
-    both = sa.union(own, joined).subquery()  # UNION: a session counted once per agent
-    query = sa.select(both.c.agent_id, sa.func.count()).group_by(both.c.agent_id)
-    return {str(agent): int(n) for agent, n in conn.execute(query)}

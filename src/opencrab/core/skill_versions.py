@@ -10,9 +10,11 @@ effectiveness are not versions. The newest `MAX_VERSIONS` versions of a skill ar
 a skill's history also starts late when it existed before histories were kept
 (revision 0014 recorded each skill's text then, marked `recorded`).
 
+The rows are read and written through store/repositories/skills.py.
+
 Example:
     with db.write() as conn:
-        conn.execute(skills.update()...)            # the skill's new text, version + 1
+        update_skill(conn, skill_id, {...})         # the skill's new text, version + 1
         record_version(conn, skill_id, "edited")
     list_versions(db, skill_id)                     # newest first
 """
@@ -20,16 +22,14 @@ Example:
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, cast
 
-import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from opencrab.core.skill_files import SKILL_TEXT, skill_markdown
 from opencrab.store import Database
-from opencrab.store.tables import skill_versions
-from opencrab.store.tables import skills as skills_table
+from opencrab.store.repositories import skills as repo
 
 SkillChange = Literal["created", "refined", "edited", "file", "recorded"]
 MAX_VERSIONS = 50
@@ -58,51 +58,14 @@ def record_version(
     conn: Connection, skill_id: str, change: SkillChange, now: datetime | None = None
 ) -> None:
     """Keep the skill's current text as its current version (replacing one of that number)."""
-    s = skills_table.c
-    row = conn.execute(
-        sa.select(
-            s.version,
-            s.name,
-            s.description,
-            s.situation_pattern,
-            s.guidance,
-            s.actions_json,
-            s.source_type,
-            s.source_context,
-        ).where(s.id == skill_id)
-    ).one()
-    v = skill_versions.c
     # a standard skill refreshed for another language keeps its number: that text replaces it
-    conn.execute(
-        skill_versions.delete().where(
-            v.skill_id == skill_id,
-            sa.or_(v.version == row.version, v.version <= row.version - MAX_VERSIONS),
-        )
-    )
-    conn.execute(
-        skill_versions.insert().values(
-            skill_id=skill_id,
-            version=row.version,
-            name=row.name,
-            description=row.description,
-            situation_pattern=row.situation_pattern or "",
-            guidance=row.guidance,
-            actions_json=list(row.actions_json or []),
-            source_type=row.source_type,
-            source_context=row.source_context,
-            change=change,
-            created_at=now or datetime.now(UTC),
-        )
-    )
+    repo.record_version(conn, skill_id, change, now or datetime.now(UTC), keep=MAX_VERSIONS)
 
 
 def list_versions(db: Database, skill_id: str) -> list[SkillVersion]:
     """The kept versions of a skill, newest first."""
-    v = skill_versions.c
     with db.read() as conn:
-        rows = conn.execute(
-            sa.select(skill_versions).where(v.skill_id == skill_id).order_by(v.version.desc())
-        ).all()
+        rows = repo.list_versions(conn, skill_id)
     return [
         SkillVersion(
             version=row.version,
@@ -110,10 +73,10 @@ def list_versions(db: Database, skill_id: str) -> list[SkillVersion]:
             description=row.description,
             situation_pattern=row.situation_pattern,
             guidance=row.guidance,
-            actions=list(row.actions_json or []),
-            source=row.source_type,
+            actions=row.actions,
+            source=row.source,
             source_context=row.source_context,
-            change=row.change,
+            change=cast(SkillChange, row.change),
             created_at=row.created_at,
         )
         for row in rows

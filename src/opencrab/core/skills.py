@@ -18,7 +18,8 @@ row can be switched off, counts its uses and carries an effectiveness score, com
 from the outcomes of the turns in which its actions ran (core/effectiveness.py). Every
 version of a skill's text is kept (core/skill_versions.py). The actions an agent may
 call come from its active standard skills and granted tools; a learned skill's
-`actions` add nothing (core/permissions.py).
+`actions` add nothing (core/permissions.py). The rows are read and written through
+store/repositories/skills.py.
 
 Example:
     docs, problems = load_skill_dirs(standard_skill_dirs(settings), "ja")
@@ -35,10 +36,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import uuid4
 
-import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
@@ -48,8 +48,8 @@ from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
 from opencrab.prompts import LANGUAGES, Language, prompts
 from opencrab.store import Database
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import skills as skills_table
+from opencrab.store.repositories import skills as repo
+from opencrab.store.repositories.skills import SkillRow, SkillValues
 
 if TYPE_CHECKING:  # import cycles at runtime
     from opencrab.actions.base import ActionRegistry
@@ -123,47 +123,32 @@ class SkillManager:
         """Copy in the standard skills the agent lacks; refresh those whose file is newer
         or in another language (the agent's language changed)."""
         now = datetime.now(UTC)
-        t = skills_table.c
         with self.db.write() as conn:
-            have = {
-                row.name: row
-                for row in conn.execute(
-                    sa.select(t.id, t.name, t.version, t.source_type, t.file_path).where(
-                        t.agent_id == self.agent_id
-                    )
-                )
-            }
+            have = repo.skill_heads(conn, self.agent_id)
             for doc in self.docs:
                 row = have.get(doc.name)
-                values = _doc_values(doc)
-                values["actions_json"] = values.pop("actions")
-                values["updated_at"] = now
+                values = cast(SkillValues, {**_doc_values(doc), "updated_at": now})
                 if row is None:
                     skill_id = str(uuid4())
-                    conn.execute(
-                        skills_table.insert().values(
-                            id=skill_id,
-                            agent_id=self.agent_id,
-                            name=doc.name,
-                            source_type="standard",
-                            created_at=now,
-                            **values,
-                        )
+                    repo.insert_skill(
+                        conn,
+                        skill_id,
+                        self.agent_id,
+                        doc.name,
+                        {**values, "source": "standard"},
+                        now,
                     )
                     record_version(conn, skill_id, "created", now)
-                elif row.source_type == "standard" and _stale_file(row.version, row.file_path, doc):
-                    conn.execute(skills_table.update().where(t.id == row.id).values(**values))
-                    record_version(conn, str(row.id), "file", now)
+                elif row.source == "standard" and _stale_file(row.version, row.file_path, doc):
+                    repo.update_skill(conn, row.id, values)
+                    record_version(conn, row.id, "file", now)
 
     # ------------------------------------------------------------ reading
     def list(self, *, active_only: bool = False) -> builtins.list[Skill]:
-        t = skills_table.c
-        query = sa.select(skills_table).where(t.agent_id == self.agent_id)
-        if active_only:
-            query = query.where(t.is_active.is_(True))
-        query = query.order_by((t.source_type != "standard"), t.created_at, t.name)
+        """The agent's skills (only the active ones, if asked): standard ones first."""
         with self.db.read() as conn:
-            return [_skill(row) for row in conn.execute(query)]
+            rows = repo.list_skills(conn, self.agent_id, active_only=active_only)
+        return [_skill(row) for row in rows]
 
     def get_active_skills(self) -> builtins.list[Skill]:
         """The active skills; reused while the agent's skill rows are unchanged.
@@ -173,7 +158,7 @@ class SkillManager:
         counts and computed effectiveness are not part of what a turn needs.
         """
         with self.db.read() as conn:
-            stamp = tuple(_SKILLS_STAMP.rows(conn, agent_id=self.agent_id)[0])
+            stamp = repo.skills_stamp(conn, self.agent_id)
         key = (id(self.db), self.agent_id)
         cached = _ACTIVE_CACHE.get(key)
         if cached is not None and cached[0] == stamp:
@@ -185,14 +170,9 @@ class SkillManager:
         return list(skills)
 
     def get(self, name_or_id: str) -> Skill:
-        t = skills_table.c
+        """The agent's skill with this name or id; NotFoundError when it has none."""
         with self.db.read() as conn:
-            row = conn.execute(
-                sa.select(skills_table).where(
-                    t.agent_id == self.agent_id,
-                    sa.or_(t.name == name_or_id, t.id == name_or_id),
-                )
-            ).first()
+            row = repo.find_skill(conn, self.agent_id, name_or_id)
         if row is None:
             raise NotFoundError(f"no skill {name_or_id!r} for this agent")
         return _skill(row)
@@ -251,52 +231,32 @@ class SkillManager:
         if bad:
             raise ValidationError(f"invalid action names {bad}")
         now = datetime.now(UTC)
-        t = skills_table.c
-        values = {
+        values: SkillValues = {
             "description": description.strip(),
             "guidance": guidance.strip(),
             "situation_pattern": situation_pattern.strip(),
-            "source_type": source,
+            "source": source,
             "source_context": source_context,
-            "actions_json": list(dict.fromkeys(actions)),
+            "actions": list(dict.fromkeys(actions)),
             "updated_at": now,
         }
 
         def write(c: Connection) -> str:
-            row = c.execute(
-                sa.select(t.id, t.source_type, t.version).where(
-                    t.agent_id == self.agent_id, t.name == name
-                )
-            ).first()
+            row = repo.skill_head_named(c, self.agent_id, name)
             if row is None:
                 skill_id = str(uuid4())
-                c.execute(
-                    skills_table.insert().values(
-                        id=skill_id,
-                        agent_id=self.agent_id,
-                        name=name,
-                        version=1,
-                        is_active=True,
-                        created_at=now,
-                        **values,
-                    )
-                )
+                repo.insert_skill(c, skill_id, self.agent_id, name, {**values, "version": 1}, now)
                 record_version(c, skill_id, "created", now)
                 return skill_id
-            if row.source_type == "standard":
+            if row.source == "standard":
                 raise ConflictError(f"{name!r} is a standard skill; learn under another name")
-            c.execute(
-                skills_table.update()
-                .where(t.id == row.id)
-                .values(version=row.version + 1, **values)
-            )
-            record_version(c, str(row.id), "refined", now)
-            return str(row.id)
+            repo.update_skill(c, row.id, {**values, "version": row.version + 1})
+            record_version(c, row.id, "refined", now)
+            return row.id
 
         if conn is not None:
             skill_id = write(conn)
-            row = conn.execute(sa.select(skills_table).where(t.id == skill_id)).one()
-            return _skill(row)
+            return _skill(repo.skill_by_id(conn, skill_id))
         with self.db.write() as own:
             skill_id = write(own)
         return self.get(skill_id)
@@ -322,7 +282,7 @@ class SkillManager:
         if expected_version is not None and expected_version != skill.version:
             raise ConflictError(_stale(skill, expected_version))
         now = datetime.now(UTC)
-        values: dict[str, Any] = {"updated_at": now, "version": skill.version + 1}
+        values: SkillValues = {"updated_at": now, "version": skill.version + 1}
         if description is not None:
             values["description"] = description
         if guidance is not None:
@@ -330,15 +290,10 @@ class SkillManager:
         if situation_pattern is not None:
             values["situation_pattern"] = situation_pattern
         if actions is not None:
-            values["actions_json"] = list(dict.fromkeys(actions))
-        t = skills_table.c
+            values["actions"] = list(dict.fromkeys(actions))
         with self.db.write() as conn:
-            done = conn.execute(
-                skills_table.update()
-                .where(t.id == skill.id, t.version == skill.version)
-                .values(values)
-            )
-            if done.rowcount != 1:
+            done = repo.update_skill(conn, skill.id, values, at_version=skill.version)
+            if done != 1:
                 raise ConflictError(_stale(skill, skill.version))
             record_version(conn, skill.id, "edited", now)
         return self.get(skill.id)
@@ -353,31 +308,21 @@ class SkillManager:
         if skill.source == "standard":
             raise ConflictError(f"{skill.name!r} is a standard skill; switch it off instead")
         with self.db.write() as conn:
-            conn.execute(skills_table.delete().where(skills_table.c.id == skill.id))
+            repo.delete_skill(conn, skill.id)
 
     def toggle(self, name_or_id: str, active: bool | None = None) -> Skill:
         """Switch a skill on or off (flip it when `active` is None)."""
         skill = self.get(name_or_id)
         value = (not skill.is_active) if active is None else active
         with self.db.write() as conn:
-            conn.execute(
-                skills_table.update()
-                .where(skills_table.c.id == skill.id)
-                .values(is_active=value, updated_at=datetime.now(UTC))
-            )
+            repo.update_skill(conn, skill.id, {"is_active": value, "updated_at": datetime.now(UTC)})
         return self.get(skill.id)
 
     def increment_usage(self, name_or_id: str) -> None:
+        """Count one use of the skill, now."""
         skill = self.get(name_or_id)
         with self.db.write() as conn:
-            conn.execute(
-                skills_table.update()
-                .where(skills_table.c.id == skill.id)
-                .values(
-                    usage_count=skills_table.c.usage_count + 1,
-                    last_used_at=datetime.now(UTC),
-                )
-            )
+            repo.count_use(conn, skill.id, datetime.now(UTC))
 
     def record_action_use(
         self,
@@ -390,21 +335,16 @@ class SkillManager:
 
         `active` (the caller's current list of active skills) saves reading them again.
         """
-        t = skills_table.c
 
         def run(c: Connection) -> int:
             if active is not None:
                 ids = [s.id for s in active if action_name in s.actions]
             else:
-                rows = c.execute(
-                    sa.select(t.id, t.actions_json).where(
-                        t.agent_id == self.agent_id, t.is_active.is_(True)
-                    )
-                ).all()
-                ids = [r.id for r in rows if action_name in (r.actions_json or [])]
+                rows = repo.active_skill_actions(c, self.agent_id)
+                ids = [skill_id for skill_id, actions in rows if action_name in actions]
             now = datetime.now(UTC)
             for skill_id in ids:
-                _COUNT_USE.execute(c, id=skill_id, now=now)
+                repo.count_use(c, skill_id, now)
             return len(ids)
 
         if conn is not None:
@@ -419,28 +359,15 @@ class SkillManager:
         return record_turn(self.db, self.agent_id, facts)
 
     def set_effectiveness(self, name_or_id: str, value: float) -> Skill:
+        """Set a skill's effectiveness (0 to 1) by hand."""
         if not 0.0 <= value <= 1.0:
             raise ValidationError("effectiveness must be between 0 and 1")
         skill = self.get(name_or_id)
         with self.db.write() as conn:
-            conn.execute(
-                skills_table.update()
-                .where(skills_table.c.id == skill.id)
-                .values(effectiveness=value, updated_at=datetime.now(UTC))
+            repo.update_skill(
+                conn, skill.id, {"effectiveness": value, "updated_at": datetime.now(UTC)}
             )
         return self.get(skill.id)
-
-
-_SKILLS_STAMP = Prepared(
-    sa.select(sa.func.count(), sa.func.max(skills_table.c.updated_at)).where(
-        skills_table.c.agent_id == sa.bindparam("agent_id")
-    )
-)
-_COUNT_USE = Prepared(
-    skills_table.update()
-    .where(skills_table.c.id == sa.bindparam("id"))
-    .values(usage_count=skills_table.c.usage_count + 1, last_used_at=sa.bindparam("now"))
-)
 
 
 class PlannedSkills(SkillManager):
@@ -505,22 +432,22 @@ def _language_of(file_path: str | None) -> str | None:
     return folder if folder in LANGUAGES else None
 
 
-def _skill(row: Any) -> Skill:
+def _skill(row: SkillRow) -> Skill:
     return Skill(
         id=row.id,
         name=row.name,
         description=row.description,
         version=row.version,
-        actions=list(row.actions_json or []),
+        actions=row.actions,
         guidance=row.guidance,
-        situation_pattern=row.situation_pattern or "",
-        source=row.source_type,
+        situation_pattern=row.situation_pattern,
+        source=cast(SkillSource, row.source),
         source_context=row.source_context,
         file_path=row.file_path,
         usage_count=row.usage_count,
         effectiveness=row.effectiveness,
-        recent_scores=[float(x) for x in row.effectiveness_scores or ()],
-        is_active=bool(row.is_active),
+        recent_scores=row.recent_scores,
+        is_active=row.is_active,
         last_used_at=row.last_used_at,
         created_at=row.created_at,
         updated_at=row.updated_at,

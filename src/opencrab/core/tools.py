@@ -1,7 +1,8 @@
 """The `tools` table mirrors the action registry (DESIGN.md "Tools are actions").
 
 Every registered action has one row (name, description, JSON Schema) with a stable id,
-so seed 002's `toolIds` can grant an agent actions beyond its skills.
+so seed 002's `toolIds` can grant an agent actions beyond its skills. The rows are read
+and written through store/repositories/tools.py.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from uuid import NAMESPACE_URL, uuid5
 
-import sqlalchemy as sa
-
 from opencrab.actions.base import ActionRegistry
 from opencrab.store import Database
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import agent_tools, tools
+from opencrab.store.repositories import tools as repo
+from opencrab.store.repositories.tools import ToolRow
 
 
 def tool_id(name: str) -> str:
@@ -27,34 +26,29 @@ def sync_tools(db: Database, registry: ActionRegistry) -> None:
     """Insert or refresh one `tools` row per registered action."""
     now = datetime.now(UTC)
     with db.write() as conn:
-        stored = {
-            row.name: row
-            for row in conn.execute(sa.select(tools.c.name, tools.c.description, tools.c.schema))
-        }
+        stored = repo.tool_texts(conn)
         for definition in registry.definitions():
-            row = stored.get(definition.name)
-            values = {"description": definition.description, "schema": definition.parameters}
-            if row is None:
-                conn.execute(
-                    tools.insert().values(
-                        id=tool_id(definition.name), name=definition.name, created_at=now, **values
-                    )
+            text = (definition.description, definition.parameters)
+            found = stored.get(definition.name)
+            if found is None:
+                repo.insert_tool(
+                    conn,
+                    ToolRow(
+                        id=tool_id(definition.name),
+                        name=definition.name,
+                        description=definition.description,
+                        schema=definition.parameters,
+                        created_at=now,
+                    ),
                 )
-            elif (row.description, row.schema) != (definition.description, definition.parameters):
-                conn.execute(tools.update().where(tools.c.name == definition.name).values(values))
+            elif found != text:
+                repo.update_tool(conn, definition.name, *text)
 
 
 def granted_tool_names(db: Database, agent_id: str) -> set[str]:
     """Names of the tools granted to the agent through `agent_tools`."""
     with db.read() as conn:
-        return {row.name for row in _GRANTED.rows(conn, agent_id=agent_id)}
-
-
-_GRANTED = Prepared(
-    sa.select(tools.c.name)
-    .join(agent_tools, agent_tools.c.tool_id == tools.c.id)
-    .where(agent_tools.c.agent_id == sa.bindparam("agent_id"))
-)
+        return repo.granted_tool_names(conn, agent_id)
 
 
 def tool_names(db: Database, ids: Iterable[str]) -> dict[str, str]:
@@ -63,5 +57,4 @@ def tool_names(db: Database, ids: Iterable[str]) -> dict[str, str]:
     if not wanted:
         return {}
     with db.read() as conn:
-        rows = conn.execute(sa.select(tools.c.id, tools.c.name).where(tools.c.id.in_(wanted)))
-        return {str(row.id): row.name for row in rows}
+        return repo.tool_names(conn, wanted)

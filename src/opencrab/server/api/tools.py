@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Path
 from pydantic import Field
 
@@ -14,7 +13,8 @@ from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import DatabaseDep
 from opencrab.server.schemas import ApiModel, error_responses
-from opencrab.store.tables import tools
+from opencrab.store.repositories import tools as repo
+from opencrab.store.repositories.tools import ToolRow
 
 router = APIRouter(prefix="/api", tags=["Tools"])
 
@@ -27,7 +27,7 @@ class ToolResponse(ApiModel):
     created_at: datetime
 
 
-def _tool(row: Any) -> dict[str, Any]:
+def _tool(row: ToolRow) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -41,7 +41,7 @@ def _tool(row: Any) -> dict[str, Any]:
 def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
     """Every tool, by name."""
     with db.read() as conn:
-        rows = conn.execute(sa.select(tools).order_by(tools.c.name)).all()
+        rows = repo.all_tools(conn)
     return [_tool(r) for r in rows]
 
 
@@ -54,7 +54,7 @@ def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
 def get_tool(tool_id: Annotated[UUID, Path(alias="id")], db: DatabaseDep) -> dict[str, Any]:
     """One tool with its JSON Schema."""
     with db.read() as conn:
-        row = conn.execute(sa.select(tools).where(tools.c.id == str(tool_id))).first()
+        row = repo.tool_by_id(conn, str(tool_id))
     if row is None:
         raise NotFoundError(f"no tool {tool_id}")
     return _tool(row)
