@@ -128,6 +128,7 @@ class TurnService:
         gateway refuses a blank or too long message before it gets here, and so does this.
         """
         check_message(text)
+        create = create or session_id is None  # a new session
         session_id = _session_key(session_id) or str(uuid4())
         message = IncomingMessage.text(
             text, source=source or CliSource(session_id=session_id), sender=sender
