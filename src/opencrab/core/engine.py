@@ -1,8 +1,9 @@
 """SkillEngine (seed 001 "Engine"): the think-act loop of one agent turn.
 
-A turn is an async generator of typed steps (STYLE.md 5): the CLI, the WebSocket stream
-and tests consume the same steps. Each step is durable before it is yielded: its
-AgentEvents, memory session logs and session messages are written in one transaction.
+A turn is an async generator of typed steps (core/steps.py, in the order documented
+there); callers run turns through the turn service (core/turns.py), which drives `run`.
+Each step is durable before it is yielded: its AgentEvents, memory session logs, session
+messages and its model call's metrics row are written in one transaction (core/recorder.py).
 
     user message ─► [compaction] ─► user event
         loop ≤ max_iterations:

@@ -276,8 +276,8 @@ async def hold_turn(leases: LeaseKeeper, session_id: str) -> AsyncIterator[None]
     """Hold `session_id` for one turn: this process's turn lock (waited for), then the
     session's lease (another process running a turn there raises SessionBusy, 409).
 
-    Runtime.turn_steps holds it for every chat turn (REST, WebSocket, /v1, CLI, Discord)
-    and heartbeat turn; Discussion.take_turn for a discussion's turn and its bookkeeping.
+    The turn service (core/turns.py) holds it for every turn — chat (REST, WebSocket, /v1,
+    CLI, Discord), heartbeat and discussion (with the discussion's bookkeeping).
     """
     async with (
         turn_lock(session_id),
