@@ -503,7 +503,8 @@ class _Turn:
             log.info("summary by model failed (%s); keeping an extract", exc)
             return extractive_summary(dropped, language), None
         text = reply.text.strip()
-        if not text:
+        if not text:  # unused: its metrics row is written now, with no event to wait for
+            self.recorder.release(self.engine.router.metrics)
             return extractive_summary(dropped, language), None
         return text, reply
 
