@@ -36,6 +36,7 @@ from opencrab.core.steps import (
 from opencrab.core.turns import TurnInfo
 from opencrab.gateway.cli import CliGateway
 from opencrab.gateway.serve import GatewayRunner
+from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatRequest, ChatResponse, ToolCall
 from opencrab.messages import CliSource, IncomingMessage, RestSource
@@ -335,3 +336,28 @@ async def test_a_call_no_event_names_is_still_counted(runtime: Runtime, agent: A
     rows, usage = _counts(runtime.db)
     assert rows == len(small.requests)  # every call counted, the blank summaries too
     assert usage == len(small.requests) - len(summaries)
+
+
+async def test_a_turn_records_the_same_on_both_databases(
+    settings: Settings, any_db: Database
+) -> None:
+    """Messages come back with their ids and metrics rows go in with their events, on
+    SQLite and on PostgreSQL alike."""
+    scripted = ScriptedProvider("openai", speak("noted"))
+    metrics = MetricsRecorder(any_db)
+    router = LlmRouter(settings, metrics=metrics)
+    router.register_provider(scripted)
+    async with Runtime.open(settings, db=any_db, router=router) as rt:
+        agent = rt.agents.create(AgentCreate(name="aki"))
+        steps = [s async for s in rt.turns.chat_steps(agent, "remember tea")]
+    await metrics.aclose()
+    started = next(s for s in steps if isinstance(s, TurnStarted))
+    spoke = next(s for s in steps if isinstance(s, Spoke))
+    assert started.user_message is not None
+    assert spoke.message is not None
+    stored = session_messages(any_db, started.session_id)
+    assert [(m.id, m.content) for m in stored] == [
+        (started.user_message.id, "remember tea"),
+        (spoke.message.id, "noted"),
+    ]
+    assert _counts(any_db) == (1, 1)
