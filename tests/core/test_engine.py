@@ -548,7 +548,7 @@ async def test_old_turns_are_summarised_when_the_window_fills(
     for n in range(12):
         small.outcomes.clear()
         small.then(speak(f"reply {n}: " + "話 " * 300))
-        async for step in runtime.chat_steps(
+        async for step in runtime.turns.chat_steps(
             agent, f"message {n}: " + "words " * 300, session_id=session
         ):
             if isinstance(step, Compacted):
@@ -587,7 +587,7 @@ async def test_streaming_yields_text_deltas(
 ) -> None:
     queue(scripted, "Streaming words arrive piece by piece")
     deltas = []
-    async for step in runtime.chat_steps(agent, "hi", stream=True):
+    async for step in runtime.turns.chat_steps(agent, "hi", stream=True):
         if isinstance(step, TextDelta):
             deltas.append(step.text)
         if isinstance(step, TurnResult):

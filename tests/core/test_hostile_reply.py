@@ -115,7 +115,7 @@ async def test_the_event_loop_runs_while_a_1000_call_reply_is_processed(
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     try:
-        async for step in runtime.chat_steps(agent, "write a thousand files"):
+        async for step in runtime.turns.chat_steps(agent, "write a thousand files"):
             if isinstance(step, LlmReplied) and step.tool_calls:
                 seen.append(("replied", ticks))
             elif isinstance(step, ActionDone):

@@ -241,7 +241,7 @@ async def test_compaction_summarises_in_the_agents_language(runtime: Runtime) ->
     for n in range(12):
         small.outcomes.clear()
         small.then(speak(f"reply {n}: " + "talk " * 300))
-        async for step in runtime.chat_steps(
+        async for step in runtime.turns.chat_steps(
             agent, f"message {n}: " + "words " * 300, session_id=session
         ):
             compacted = compacted or isinstance(step, Compacted)

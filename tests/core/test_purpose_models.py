@@ -117,7 +117,7 @@ async def test_compaction_uses_the_analysis_model(runtime: Runtime) -> None:
     for n in range(12):
         small.outcomes.clear()
         small.then(speak(f"reply {n}: " + "話 " * 300))
-        async for step in runtime.chat_steps(
+        async for step in runtime.turns.chat_steps(
             aki, f"message {n}: " + "words " * 300, session_id=session
         ):
             compacted += isinstance(step, Compacted)

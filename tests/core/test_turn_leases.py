@@ -25,7 +25,7 @@ async def test_a_turn_holds_the_sessions_lease_while_it_runs(
     session_id = ensure_chat_session(runtime.db, agent.id)
     store = LeaseStore(runtime.db)
     holders = []
-    async for _step in runtime.chat_steps(agent, "hello", session_id=session_id):
+    async for _step in runtime.turns.chat_steps(agent, "hello", session_id=session_id):
         lease = store.get(turn_key(session_id))
         holders.append(None if lease is None else lease.owner)
     assert holders

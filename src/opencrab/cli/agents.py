@@ -321,7 +321,7 @@ def chat(
 
     async def one_turn(runtime: Runtime) -> TurnResult:
         found = runtime.agents.get(agent)
-        return await runtime.chat(found, message or "", session_id=session)
+        return await runtime.turns.chat(found, message or "", session_id=session)
 
     if message is not None:
         result = _with_runtime(config, data_dir, one_turn)
@@ -440,36 +440,36 @@ class _CtrlC:
 async def _chat_turn(
     runtime: Runtime, agent: Agent, gateway: CliGateway, incoming: IncomingMessage
 ) -> None:
-    """One turn, streamed to the terminal."""
-    from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnFailed
+    """One turn through the turn service, streamed to the terminal by step type."""
     from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage
 
     session_id = gateway.session_id
     streamed = False
-    async for step in runtime.chat_steps(
+    async for step in runtime.turns.chat_steps(
         agent, incoming.content.text, session_id=session_id, stream=True
     ):
-        if isinstance(step, TextDelta):
-            gateway.write_delta(step.text)
-            streamed = True
-        elif isinstance(step, ActionDone):
-            if streamed:
-                gateway.write_delta("\n")
-                streamed = False
-            _print_action(step)
-        elif isinstance(step, Spoke):
-            if step.via == "message" and streamed:
-                gateway.write_delta("\n")
-            else:
-                await gateway.send(
-                    OutgoingMessage(
-                        content=MessageContent(text=step.text),
-                        target=MessageTarget(gateway="cli", session_id=session_id),
+        match step.type:
+            case "token":
+                gateway.write_delta(step.text)
+                streamed = True
+            case "action":
+                if streamed:
+                    gateway.write_delta("\n")
+                    streamed = False
+                _print_action(step)
+            case "reply":
+                if step.via == "message" and streamed:
+                    gateway.write_delta("\n")
+                else:
+                    await gateway.send(
+                        OutgoingMessage(
+                            content=MessageContent(text=step.text),
+                            target=MessageTarget(gateway="cli", session_id=session_id),
+                        )
                     )
-                )
-            streamed = False
-        elif isinstance(step, TurnFailed):
-            err_console.print(f"[bold red]error:[/] {escape(step.message)}", highlight=False)
+                streamed = False
+            case "turn.failed":
+                err_console.print(f"[bold red]error:[/] {escape(step.message)}", highlight=False)
 
 
 # ------------------------------------------------------------------ memory, skills, workspace

@@ -38,8 +38,7 @@ from uuid import NAMESPACE_OID, UUID, uuid4, uuid5
 import sqlalchemy as sa
 
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.sessions import Said, hold_turn, insert_messages
-from opencrab.core.steps import TurnResult
+from opencrab.core.sessions import Said, insert_messages
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.event_log import EventLog
 from opencrab.events import UserEvent, UserPayload
@@ -51,6 +50,7 @@ from opencrab.store.tables import agent_sessions, agents, messages, sessions
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
     from opencrab.core.runtime import Runtime
+    from opencrab.core.turns import HeldSession
 
 Mode = Literal["autonomous", "facilitated"]
 MODES = ("autonomous", "facilitated")
@@ -401,11 +401,12 @@ class Discussion:
         return "\n".join(lines)
 
     async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
-        """Run one turn of `agent` through the engine and advance the turn counter."""
-        async with hold_turn(runtime.leases, self.id):  # one turn at a time, whoever drives it
-            return await self._take_turn(runtime, agent)
+        """Run one turn of `agent` through the turn service and advance the turn counter,
+        both while holding the session (one turn at a time, whoever drives it)."""
+        async with runtime.turns.hold(agent, self.id, kind="discussion") as held:
+            return await self._take_turn(held, agent)
 
-    async def _take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
+    async def _take_turn(self, held: HeldSession, agent: Agent) -> TurnOutcome:
         self.refresh()
         if self.status != "active":
             raise ValidationError(f"discussion {self.id} is {self.status}")
@@ -419,10 +420,8 @@ class Discussion:
             source=InternalSource(origin="discussion"),
             sender=Sender(id="discussion", name="discussion"),
         )
-        result: TurnResult = await runtime.engine.process(
-            agent,
+        result = await held.run(
             message,
-            session_id=self.id,
             trace_id=self.trace_for(agent.id),
             task_type="discussion",
             turn_number=turn,
@@ -444,7 +443,8 @@ class Discussion:
                 )
             )
         self.refresh()
-        runtime.wrote()
+        for wrote in held.service.on_write:  # the turn counter moved
+            wrote()
         spoke = result.reply if result.stopped_by in SPOKEN else None
         return TurnOutcome(
             agent_id=agent.id,

@@ -1,8 +1,9 @@
 """SkillEngine (seed 001 "Engine"): the think-act loop of one agent turn.
 
-A turn is an async generator of typed steps (STYLE.md 5): the CLI, the WebSocket stream
-and tests consume the same steps. Each step is durable before it is yielded: its
-AgentEvents, memory session logs and session messages are written in one transaction.
+A turn is an async generator of typed steps (core/steps.py, in the order documented
+there); callers run turns through the turn service (core/turns.py), which drives `run`.
+Each step is durable before it is yielded: its AgentEvents, memory session logs, session
+messages and its model call's metrics row are written in one transaction (core/recorder.py).
 
     user message ─► [compaction] ─► user event
         loop ≤ max_iterations:
@@ -291,9 +292,9 @@ class _Turn:
         said = Said("user", message.content.text, str(user_event.id), sender.id, sender.name)
         chat = [] if internal else [said]
         self.last_event = user_event.id
-        await self.recorder.record([user_event], [sender_log], chat)
+        stored = await self.recorder.record([user_event], [sender_log], chat)
         self.turn_id = str(user_event.id)
-        yield TurnStarted(self.session_id, self.trace_id, str(user_event.id))
+        yield TurnStarted(self.session_id, self.trace_id, self.turn_id, next(iter(stored), None))
 
         history: list[Message] = [system]
         if summary:
@@ -310,6 +311,8 @@ class _Turn:
         except (asyncio.CancelledError, GeneratorExit):
             self._interrupted()
             raise
+        finally:  # a call no event names (an unused summary) is still counted
+            self.recorder.release(self.engine.router.metrics)
 
     async def _iterate(
         self, history: list[Message], tools: list[ToolDefinition], stream: bool
@@ -500,7 +503,8 @@ class _Turn:
             log.info("summary by model failed (%s); keeping an extract", exc)
             return extractive_summary(dropped, language), None
         text = reply.text.strip()
-        if not text:
+        if not text:  # unused: its metrics row is written now, with no event to wait for
+            self.recorder.release(self.engine.router.metrics)
             return extractive_summary(dropped, language), None
         return text, reply
 
@@ -514,11 +518,14 @@ class _Turn:
         self.engine.agents.check_budget(self.agent)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
+        """Who a call is for; its metrics row comes back to the recorder (one transaction
+        with its token_usage event)."""
         return CallInfo(
             purpose=purpose,
             task_type=task_type or self.task_type,
             agent_id=self.agent.id,
             session_id=self.session_id,
+            records=self.recorder.calls,
         )
 
     def _request(self, history: list[Message], tools: list[ToolDefinition]) -> ChatRequest:
@@ -667,7 +674,9 @@ class _Turn:
         self._answered.add(call_event_id)
         self.last_event = event.id
         self._said = None if speech is None else self._spoken(batch[1], speech, call.name)
-        await self.recorder.record(batch, logs, chat, extra=also)
+        stored = await self.recorder.record(batch, logs, chat, extra=also)
+        if self._said is not None:
+            self._said.message = next(iter(stored), None)
         return self._done(call, call_event_id, result, event.id)
 
     def _done(
@@ -737,7 +746,8 @@ class _Turn:
         """Record what the agent said: a message event, a speech log, a session message."""
         batch, line, chat = self.recorder.speech_rows(text, via=via, parent=parent)
         spoke = self._spoken(batch[0], text, via)
-        await self.recorder.record(batch, [line], chat)
+        stored = await self.recorder.record(batch, [line], chat)
+        spoke.message = next(iter(stored), None)
         return spoke
 
     def _spoken(self, event: AgentEvent, text: str, via: str) -> Spoke:
@@ -750,32 +760,20 @@ class _Turn:
     active: list[Skill]
 
     def _interrupted(self) -> None:
-        """Record a turn stopped from outside (Ctrl-C, a cancelled task): what was said so
-        far is kept as the reply, marked interrupted; calls left unanswered get an error."""
+        """Record a turn stopped from outside (Ctrl-C, a cancelled task): see
+        TurnRecorder.interrupted; what was said so far becomes the reply."""
         if self.result.stopped_by is not None:
             return  # the turn had ended already
         self.result.stopped_by = "interrupted"
-        batch: list[AgentEvent] = []
-        for call, event_id in zip(self._calls, self._call_events, strict=True):
-            if event_id in self._answered:
-                continue
-            batch.append(
-                self.recorder.result_event(
-                    call, event_id, "interrupted by the user", parent=self.last_event, is_error=True
-                )
-            )
-            self.last_event = batch[-1].id
-        text = self._partial if self.result.reply is None else ""
-        if text.strip():
-            said, line, chat = self.recorder.speech_rows(
-                text, via="message", parent=self.last_event, interrupted=True
-            )
-            self.recorder.commit([*batch, *said], [line], chat)
-            self.result.reply = text
-            self.last_event = said[0].id
-            return
-        note = self.recorder.log("system", "turn interrupted", None, metadata={"interrupted": True})
-        self.recorder.commit(batch, [note], [])
+        unanswered = [
+            (call, event_id)
+            for call, event_id in zip(self._calls, self._call_events, strict=True)
+            if event_id not in self._answered
+        ]
+        partial = self._partial if self.result.reply is None else ""
+        self.last_event, said = self.recorder.interrupted(unanswered, partial, self.last_event)
+        if said:
+            self.result.reply = partial
 
     async def _fail(self, exc: OpenCrabError) -> TurnFailed:
         """Record the error that ends the turn (with the usage of a reply it refuses)."""

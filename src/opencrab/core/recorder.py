@@ -1,10 +1,16 @@
 """The turn recorder: what one engine step writes, in one transaction.
 
-A step's AgentEvents, the agent's memory session lines and the session's chat messages
-are written together (seed 000's log, seed 001's memory and seed 002's messages never
-disagree), each cut to `[agent] max_event_bytes` (core/record_cap.py). A reply's events
-may be *held* and written with its first store-only call's result, so the two become
-durable together. `record` runs the write in a worker thread (opencrab.offload).
+A step's AgentEvents, the agent's memory session lines, the session's chat messages and
+the `llm_usage_metrics` rows of its model calls are written together (seed 000's log,
+seed 001's memory and metrics and seed 002's messages never disagree), each cut to
+`[agent] max_event_bytes` (core/record_cap.py). The router hands a turn's successful
+calls to `calls` instead of writing them (CallInfo.records); a call's row is written in
+the transaction of the token_usage event naming it, so neither exists without the
+other. Calls no event names (a summary the turn did not use) are handed back to the
+router's metrics writer by `release`. A reply's events may be *held* and written with
+its first store-only call's result, so the two become durable together. `record` runs
+the write in a worker thread (opencrab.offload) and returns the session messages it
+wrote, with their ids.
 
 Also here: the records a turn builds for the model and the log (token usage sidecars,
 tool messages, defused over-deep arguments).
@@ -28,7 +34,7 @@ from opencrab.actions.base import MAX_ARGUMENT_DEPTH, TurnState, nested_too_deep
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.record_cap import cap_event, cap_log, cap_said
 from opencrab.core.sessions import Said, insert_messages
-from opencrab.core.steps import ActionDone
+from opencrab.core.steps import ActionDone, SessionMessage
 from opencrab.event_log import EventLog
 from opencrab.events import (
     AgentEvent,
@@ -41,6 +47,7 @@ from opencrab.events import (
     ToolResultEvent,
     ToolResultPayload,
 )
+from opencrab.llm.metrics import CallRecord, MetricsRecorder, insert_records
 from opencrab.llm.types import ChatResponse, Message, ToolCall
 from opencrab.offload import run_blocking
 from opencrab.store import Database
@@ -75,6 +82,8 @@ class TurnRecorder:
         self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
         # a plain-text reply's call, whose usage hangs off the message event that says it
         self.pending_usage: ChatResponse | None = None
+        # the metrics rows of the turn's calls, written with their token_usage events
+        self.calls: list[CallRecord] = []
 
     def log(
         self,
@@ -133,6 +142,30 @@ class TurnRecorder:
         said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
         return batch, line, [said]
 
+    def interrupted(
+        self, unanswered: Sequence[tuple[ToolCall, UUID]], partial: str, last: UUID | None
+    ) -> tuple[UUID | None, bool]:
+        """Record a turn stopped from outside: calls left unanswered get an error result;
+        the text streamed so far is kept as the reply, marked interrupted (else a system
+        line says so). Returns the last event written and whether `partial` was said."""
+        batch: list[AgentEvent] = []
+        for call, event_id in unanswered:
+            batch.append(
+                self.result_event(
+                    call, event_id, "interrupted by the user", parent=last, is_error=True
+                )
+            )
+            last = batch[-1].id
+        if partial.strip():
+            said, line, chat = self.speech_rows(
+                partial, via="message", parent=last, interrupted=True
+            )
+            self.commit([*batch, *said], [line], chat)
+            return said[0].id, True
+        note = self.log("system", "turn interrupted", None, metadata={"interrupted": True})
+        self.commit(batch, [note], [])
+        return last, False
+
     def result_event(
         self,
         call: ToolCall,
@@ -159,11 +192,11 @@ class TurnRecorder:
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
-    ) -> None:
+    ) -> list[SessionMessage]:
         """`commit` in a worker thread. The turn's own state (last_event, …) is set
         before it is called: a turn cancelled meanwhile waits for the commit to end
         (run_blocking) and then records its interruption after it."""
-        await run_blocking(self.commit, batch, logs, chat, extra=extra)
+        return await run_blocking(self.commit, batch, logs, chat, extra=extra)
 
     def commit(
         self,
@@ -172,9 +205,10 @@ class TurnRecorder:
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
-    ) -> None:
-        """Events, memory logs and session messages of one step (and what was held), in
-        one transaction; each cut to `[agent] max_event_bytes`."""
+    ) -> list[SessionMessage]:
+        """Events, memory logs, session messages and metrics rows of one step (and what
+        was held), in one transaction; each cut to `[agent] max_event_bytes`. Returns the
+        session messages as stored."""
         if self.held is not None:
             held_batch, held_logs = self.held
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
@@ -183,17 +217,53 @@ class TurnRecorder:
         batch = [cap_event(event, cap) for event in batch]
         logs = [cap_log(line, cap) for line in logs]
         chat = [cap_said(said, cap) for said in chat]
+        calls = self._calls_named(batch)  # taken out: written here or never
         with self.db.write() as conn:
             if batch:
                 self.events.append_many(batch, conn=conn, known=self.known)
             if logs:
                 self.memory.append_session_logs(logs, conn=conn)
-            if chat:
-                insert_messages(conn, self.session_id, chat)
+            written = insert_messages(conn, self.session_id, chat) if chat else []
+            if calls:
+                insert_records(conn, calls)
             if extra is not None:
                 extra(conn)
         for event in batch:
             self.known[str(event.id)] = (str(event.trace_id), event.type)
+        return [
+            SessionMessage(
+                id=message_id,
+                role=said.role,
+                content=said.content,
+                timestamp=at,
+                event_id=said.event_id,
+                speaker_id=said.speaker_id,
+                speaker_name=said.speaker_name,
+                interrupted=said.interrupted,
+            )
+            for said, (message_id, at) in zip(chat, written, strict=True)
+        ]
+
+    def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
+        """The turn's call records whose token_usage event is in `batch`."""
+        named = {
+            event.metadata.get("metrics_id")
+            for event in batch
+            if isinstance(event, TokenUsageEvent) and event.metadata
+        }
+        if not named or not self.calls:
+            return []
+        taken = [call for call in self.calls if call.id in named]
+        self.calls[:] = [call for call in self.calls if call.id not in named]
+        return taken
+
+    def release(self, metrics: MetricsRecorder | None) -> None:
+        """Hand the calls no event named to the router's metrics writer (queued there)."""
+        calls = list(self.calls)
+        self.calls.clear()
+        if metrics is not None:
+            for call in calls:
+                metrics.record(call)
 
 
 def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:

@@ -3,10 +3,12 @@
 The CLI, the server and the benchmarks all open the same runtime, so an agent behaves
 the same whichever way it is reached.
 
+Turns run through `turns` (core/turns.py, the turn service), whoever starts them.
+
 Example:
     async with Runtime.open(settings) as rt:
         agent = rt.agents.get("aki")
-        result = await rt.chat(agent, "hello")
+        result = await rt.turns.chat(agent, "hello")
 """
 
 from __future__ import annotations
@@ -28,25 +30,22 @@ from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
-from opencrab.core.sessions import ensure_chat_session, hold_turn
 from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
 from opencrab.core.skills import standard_skill_dirs
-from opencrab.core.steps import EngineStep, TurnResult
+from opencrab.core.steps import TurnResult
 from opencrab.core.tools import sync_tools
+from opencrab.core.turns import TurnService
 from opencrab.core.workspace import Workspace
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import (
-    CliSource,
     IncomingMessage,
     InternalSource,
     MessageContent,
     MessageOutlet,
-    MessageSource,
     MessageTarget,
     OutgoingMessage,
     Sender,
-    check_message,
 )
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
@@ -101,6 +100,10 @@ class Runtime:
     on_write: list[Callable[[], None]] = field(default_factory=list)
     # running gateways by name, for messages OpenCrab starts itself (heartbeat at home)
     outlets: dict[str, MessageOutlet] = field(default_factory=dict)
+    turns: TurnService = field(init=False)  # the only way a turn runs (core/turns.py)
+
+    def __post_init__(self) -> None:
+        self.turns = TurnService(self.db, self.engine, self.leases, on_write=self.on_write)
 
     @classmethod
     @asynccontextmanager
@@ -158,58 +161,14 @@ class Runtime:
                 db.close()
 
     # ------------------------------------------------------------ turns
-    async def chat_steps(
-        self,
-        agent: Agent,
-        text: str,
-        *,
-        session_id: str | None = None,
-        source: MessageSource | None = None,
-        sender: Sender | None = None,
-        stream: bool = False,
-        max_tokens: int | None = None,
-    ) -> AsyncIterator[EngineStep]:
-        """One chat turn's steps (see SkillEngine.run); the session is created when new.
-
-        Every gateway's chat turn runs here, so each holds the session (see turn_steps).
-        `max_tokens` caps what each of the turn's model calls may write.
-
-        `text` must follow the message rules (opencrab.messages.check_message): every gateway
-        refuses a blank or too long message before it gets here, and so does this.
-        """
-        check_message(text)
-        session_id = ensure_chat_session(self.db, agent.id, session_id)
-        message = IncomingMessage.text(
-            text, source=source or CliSource(session_id=session_id), sender=sender
-        )
-        async for step in self.turn_steps(
-            agent, message, session_id=session_id, stream=stream, max_tokens=max_tokens
-        ):
-            yield step
-
-    async def turn_steps(
-        self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
-    ) -> AsyncIterator[EngineStep]:
-        """A turn's steps while it holds the session (sessions.hold_turn): one turn at a time
-        per session, whichever gateway or process started it, so its events form one chain;
-        SessionBusy when another process is running a turn there."""
-        async with hold_turn(self.leases, session_id):
-            async for step in self.engine.run(agent, message, session_id=session_id, **options):
-                self.wrote()
-                yield step
-
     def wrote(self) -> None:
         """Tell the `on_write` listeners that events may have been written."""
         for listener in self.on_write:
             listener()
 
     async def chat(self, agent: Agent, text: str, **options: Any) -> TurnResult:
-        result: TurnResult | None = None
-        async for step in self.chat_steps(agent, text, **options):
-            if isinstance(step, TurnResult):
-                result = step
-        assert result is not None
-        return result
+        """A chat turn to its end: the turn service's `chat` (core/turns.py)."""
+        return await self.turns.chat(agent, text, **options)
 
     def action_context(self, agent: Agent, session_id: str | None = None) -> ActionContext:
         """What an action needs when run outside a turn (heartbeat reflection, the API)."""
@@ -289,8 +248,7 @@ class Runtime:
             from opencrab.core.discussion import Discussion
 
             discussion = Discussion.load(self.db, tick.session_id)
-            outcome = await discussion.take_turn(self, agent)
-            self.wrote()
+            outcome = await discussion.take_turn(self, agent)  # through the turn service
             return outcome.as_json()
         if tick.decision == "learn":
             started = time.perf_counter()
@@ -312,19 +270,14 @@ class Runtime:
 
         home = agent.heartbeat.home
         assert home is not None
-        ensure_chat_session(self.db, agent.id, session_id)
         message = IncomingMessage.text(
             prompts(agent.language)["heartbeat_home"],
             source=InternalSource(origin="heartbeat"),
             sender=Sender(id="heartbeat"),
         )
-        result: TurnResult | None = None
-        async for step in self.turn_steps(
+        result = await self.turns.run(
             agent, message, session_id=session_id, task_type="heartbeat", purpose="conversation"
-        ):
-            if isinstance(step, TurnResult):
-                result = step
-        assert result is not None
+        )
         spoke = result.reply if result.stopped_by in SPOKEN else None
         outcome: dict[str, Any] = {
             "home": home.gateway,

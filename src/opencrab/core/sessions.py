@@ -15,7 +15,6 @@ from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError, SessionBusy, ValidationError
 from opencrab.store import Database
-from opencrab.store.bulk import bulk_insert
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import turn_key
 from opencrab.store.tables import agent_sessions, messages, sessions
@@ -44,23 +43,31 @@ _MESSAGE_COLUMNS = (
 )
 
 
-def insert_messages(conn: Connection, session_id: str, said: list[Said]) -> None:
-    """Write messages of a session inside the caller's transaction (the only writer)."""
+def insert_messages(
+    conn: Connection, session_id: str, said: list[Said]
+) -> list[tuple[int, datetime]]:
+    """Write messages of a session inside the caller's transaction (the only writer);
+    returns each one's id and timestamp, in order (a turn's step names what it wrote)."""
     now = datetime.now(UTC)
-    rows = [
-        (
-            session_id,
-            m.role,
-            m.content,
-            now,
-            m.event_id,
-            m.speaker_id,
-            m.speaker_name,
-            m.interrupted,
-        )
-        for m in said
-    ]
-    bulk_insert(conn, messages, _MESSAGE_COLUMNS, rows)
+    insert = messages.insert().returning(messages.c.id)
+    ids = []
+    for m in said:  # a step writes one message: its id comes back with it
+        row = dict(zip(_MESSAGE_COLUMNS, _message_row(session_id, m, now), strict=True))
+        ids.append((int(conn.execute(insert, row).scalar_one()), now))
+    return ids
+
+
+def _message_row(session_id: str, m: Said, now: datetime) -> tuple[Any, ...]:
+    return (
+        session_id,
+        m.role,
+        m.content,
+        now,
+        m.event_id,
+        m.speaker_id,
+        m.speaker_name,
+        m.interrupted,
+    )
 
 
 def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = None) -> str:
@@ -225,19 +232,6 @@ def session_messages(
         )
 
 
-def messages_of_events(db: Database, session_id: str, event_ids: list[str]) -> dict[str, Any]:
-    """The session's messages written with the given events, by event id."""
-    if not event_ids:
-        return {}
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(*_MESSAGE_FIELDS).where(
-                messages.c.session_id == str(session_id), messages.c.event_id.in_(event_ids)
-            )
-        ).all()
-    return {str(r.event_id): r for r in rows}
-
-
 def end_session(db: Database, session_id: str) -> None:
     """Mark a session completed; its history stays readable."""
     with db.write() as conn:
@@ -282,8 +276,8 @@ async def hold_turn(leases: LeaseKeeper, session_id: str) -> AsyncIterator[None]
     """Hold `session_id` for one turn: this process's turn lock (waited for), then the
     session's lease (another process running a turn there raises SessionBusy, 409).
 
-    Runtime.turn_steps holds it for every chat turn (REST, WebSocket, /v1, CLI, Discord)
-    and heartbeat turn; Discussion.take_turn for a discussion's turn and its bookkeeping.
+    The turn service (core/turns.py) holds it for every turn — chat (REST, WebSocket, /v1,
+    CLI, Discord), heartbeat and discussion (with the discussion's bookkeeping).
     """
     async with (
         turn_lock(session_id),

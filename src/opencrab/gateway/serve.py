@@ -20,7 +20,6 @@ from abc import abstractmethod
 
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
 from opencrab.gateway.registry import gateway_factories
@@ -83,14 +82,7 @@ class GatewayRunner:
         )
         try:
             check_message(message.content.text)  # before the session: a refusal stores nothing
-            ensure_chat_session(self.runtime.db, self.agent.id, session_id)
-            result = await self.runtime.chat(
-                self.agent,
-                message.content.text,
-                session_id=session_id,
-                source=message.source,
-                sender=message.sender,
-            )
+            result = await self.runtime.turns.run(self.agent, message, session_id=session_id)
             text = result.reply
             if result.error is not None and not text:
                 text = f"Sorry, I could not answer that ({result.error.error})."

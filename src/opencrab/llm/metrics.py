@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from opencrab.errors import ValidationError
 from opencrab.llm.pricing import CostSource, PriceBook
@@ -172,7 +173,13 @@ class MetricsRecorder:
     def write(self, records: list[CallRecord]) -> None:
         """Store rows now, in one transaction (also usable without an event loop)."""
         with self.db.write() as conn:
-            conn.execute(metrics_table.insert(), [r.row() for r in records])
+            insert_records(conn, records)
+
+
+def insert_records(conn: Connection, records: list[CallRecord]) -> None:
+    """Store call rows inside the caller's transaction (the turn recorder writes a turn's
+    calls with their token_usage events)."""
+    conn.execute(metrics_table.insert(), [r.row() for r in records])
 
 
 # ------------------------------------------------------------------ summaries

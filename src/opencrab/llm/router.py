@@ -15,7 +15,9 @@ there answers with its model of the failed model's tier, never a pricier one; se
 opencrab.llm.fallback); a request the provider refuses (400, 401, 403) is raised at
 once. A failure's text has every configured secret redacted before it is recorded or
 raised (a provider may echo the API key). Each attempt writes one `llm_usage_metrics`
-row, numbered (`attempt`) and naming the model it falls back from (`fallback_from`).
+row, numbered (`attempt`) and naming the model it falls back from (`fallback_from`); a
+caller that passes `CallInfo.records` (the engine's turns) gets the successful attempt's
+row there and writes it itself, with the call's token_usage event.
 When no provider has credentials and no local server answers, the embedded model is
 used and the user is told once how to configure a real provider; when the configured
 default provider cannot answer but another can (a key for another cloud, a running
@@ -77,6 +79,10 @@ class CallInfo:
     complexity: str | None = None  # None: estimated from the request (llm.complexity)
     agent_id: str | None = None
     session_id: str | None = None
+    # when set, a successful attempt's row is appended here instead of queued: the
+    # caller writes it with its own records (the turn recorder, with the call's
+    # token_usage event, in one transaction); failed attempts are queued as always
+    records: list[CallRecord] | None = None
 
 
 class LlmRouter:
@@ -322,7 +328,7 @@ class LlmRouter:
                     raise
                 continue
             record.latency_ms = _ms(start)
-            self._finish(record, reply)
+            self._finish(record, reply, info)
             reply.metrics_id = record.id
             reply.latency_ms = record.latency_ms
             return reply
@@ -369,7 +375,7 @@ class LlmRouter:
                 continue
             record.latency_ms = _ms(start)
             reply = acc.response()
-            self._finish(record, reply)
+            self._finish(record, reply, info)
             reply.metrics_id, reply.latency_ms = record.id, record.latency_ms
             if result is not None:
                 result.response = reply
@@ -411,14 +417,18 @@ class LlmRouter:
             fallback_from=str(tried[-1]) if tried else None,
         )
 
-    def _finish(self, record: CallRecord, reply: ChatResponse) -> None:
+    def _finish(self, record: CallRecord, reply: ChatResponse, info: CallInfo) -> None:
         record.set_usage(reply.usage)
         prices = self.metrics.prices if self.metrics is not None else self._prices
         assert prices is not None
         cost, source = prices.cost(record.provider, record.model, reply.usage, reply.cost_usd)
         record.estimated_cost_usd, record.cost_source = cost, source
         reply.cost_usd = cost
-        if self.metrics is not None:
+        if self.metrics is None:
+            return
+        if info.records is not None:
+            info.records.append(record)
+        else:
             self.metrics.record(record)
 
     def _failed(

@@ -27,7 +27,8 @@ from uuid import UUID, uuid4
 from sqlalchemy.engine import Connection
 
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.sessions import Said, insert_messages, messages_of_events
+from opencrab.core.sessions import Said, insert_messages
+from opencrab.core.steps import SessionMessage
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.event_log import EventLog
 from opencrab.events import UserEvent, UserPayload
@@ -209,7 +210,7 @@ def answer_ticket_session(
 
     An `active` session takes the message into the history of its next turn; a
     `completed` or `failed` one refuses it (ValidationError: reset the ticket to run
-    again). Returns the stored message row (see core.sessions.session_messages).
+    again). Returns the stored message (core.steps.SessionMessage).
     """
     session_id = _uuid(session_id, "session")
     text = check_message(text)
@@ -225,12 +226,12 @@ def answer_ticket_session(
                 f"session {session_id} is {session.status}; "
                 f"reset ticket {ticket.id} to run it again"
             )
-        event_id = _record_answer(conn, db, session, text, sender_id, sender_name)
+        stored = _record_answer(conn, db, session, text, sender_id, sender_name)
         if session.status == "suspended":
             _move(conn, ticket.id, "resume")
         else:
             repo.touch_ticket(conn, ticket.id)
-    return messages_of_events(db, session_id, [event_id])[event_id]
+    return stored
 
 
 def _record_answer(
@@ -240,7 +241,7 @@ def _record_answer(
     text: str,
     sender_id: str,
     sender_name: str | None,
-) -> str:
+) -> SessionMessage:
     events = EventLog(db)
     event = UserEvent(
         id=uuid4(),
@@ -252,7 +253,7 @@ def _record_answer(
     )
     events.append_many([event], conn=conn)
     said = Said("user", text, str(event.id), sender_id, sender_name)
-    insert_messages(conn, session.id, [said])
+    [(message_id, at)] = insert_messages(conn, session.id, [said])
     line = SessionLog(
         session_id=session.id,
         log_type="speech",
@@ -261,4 +262,6 @@ def _record_answer(
         event_id=str(event.id),
     )
     MemoryManager(db, session.agent_id).append_session_logs([line], conn=conn)
-    return str(event.id)
+    return SessionMessage(
+        message_id, "user", text, at, str(event.id), sender_id, sender_name, interrupted=False
+    )

@@ -178,7 +178,7 @@ async def chat_completions(
     session_id = session_header or _continued_session(runtime, agent, prior)
     completion_id = f"chatcmpl-{uuid4().hex}"
     created = int(time.time())
-    steps = runtime.chat_steps(
+    steps = runtime.turns.chat_steps(
         agent,
         text,
         session_id=session_id,

@@ -25,11 +25,10 @@ from opencrab.core.sessions import (
     get_session,
     hold_turn,
     list_sessions,
-    messages_of_events,
     open_chat_session,
     session_messages,
 )
-from opencrab.core.steps import Spoke, TurnResult, TurnStarted
+from opencrab.core.steps import SessionMessage, Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.messages import MessageText, RestSource, Sender
 from opencrab.offload import run_blocking
@@ -175,7 +174,8 @@ def find_sessions(
 
 
 def message_response(row: Any) -> MessageResponse:
-    """A stored message (see core.sessions.session_messages) as the API shows it."""
+    """A stored message (core.sessions.session_messages, or the SessionMessage a turn's
+    step wrote) as the API shows it."""
     return MessageResponse(
         id=row.id,
         role=row.role,
@@ -299,25 +299,28 @@ async def add_message(
         return await _answer_ticket(runtime, str(session_id), body)
     row = open_chat_session(runtime.db, str(session_id))
     agent = runtime.agents.get(str(row.agent_id))
-    key = str(session_id)
     sender = Sender(id=body.sender_id or "user", name=body.sender_name)
+    user: SessionMessage | None = None
+    reply: SessionMessage | None = None
     result: TurnResult | None = None
-    written: dict[str, str] = {}  # "user" / "reply" -> the event its message was written with
-    async for step in runtime.chat_steps(
+    async for step in runtime.turns.chat_steps(
         agent,
         body.content,
-        session_id=key,
+        session_id=str(session_id),
         source=RestSource(request_id=str(uuid4())),
         sender=sender,
+        create=False,
     ):
         if isinstance(step, TurnStarted):
-            written["user"] = step.user_event_id
+            user = step.user_message
         elif isinstance(step, Spoke):
-            written["reply"] = step.event_id
+            reply = step.message
         elif isinstance(step, TurnResult):
             result = step
     assert result is not None
-    return _turn_response(runtime, result, written)
+    if user is None:  # the engine writes it before anything else can fail
+        raise OpenCrabError(f"the message to session {result.session_id} was not stored")
+    return _turn_response(result, user, reply)
 
 
 async def _answer_ticket(runtime: Any, session_id: str, body: AddMessageRequest) -> PostedMessage:
@@ -333,12 +336,10 @@ async def _answer_ticket(runtime: Any, session_id: str, body: AddMessageRequest)
     return PostedMessage(**message_response(row).model_dump())
 
 
-def _turn_response(runtime: Any, result: TurnResult, written: dict[str, str]) -> PostedMessage:
-    rows = messages_of_events(runtime.db, result.session_id, list(written.values()))
-    user = rows.get(written.get("user", ""))
-    if user is None:  # the engine writes it before anything else can fail
-        raise OpenCrabError(f"the message to session {result.session_id} was not stored")
-    reply = rows.get(written.get("reply", ""))
+def _turn_response(
+    result: TurnResult, user: SessionMessage, reply: SessionMessage | None
+) -> PostedMessage:
+    """The posted message and its turn, from what the turn's steps say they wrote."""
     actions = [
         ActionSummary(
             name=a.name,

@@ -10,10 +10,13 @@ Messages are JSON objects with a `type`. From the client:
   sent first, so a client that reconnects with the last `seq` it got misses none.
 - `{"type": "unsubscribe", "sessionId": S}` → `{"type": "unsubscribed", "sessionId": S}`
 - `{"type": "chat", "agent": ID_OR_NAME, "content": TEXT, "sessionId": S?,
-  "requestId": R?}` runs a turn (a new chat session when `sessionId` is left out):
-  `chat.started` (sessionId, traceId), `token` (text, as the model streams it),
-  `action` (name, arguments, success, output), `reply` (text, via), then `chat.done`
-  (reply, stoppedBy, iterations, error) — each carrying `requestId`. A connection runs
+  "requestId": R?}` runs a turn (a new chat session when `sessionId` is left out) and
+  sends each of its steps in the one step serialiser's form (core/steps.step_json), in
+  the engine's order: `chat.started` (sessionId, traceId, userMessage), `compacted`,
+  `token` (text, as the model streams it), `llm.replied` (model, tokens, cost),
+  `action` (name, arguments, success, output), `reply` (text, via, message),
+  `turn.failed` (error, message), then `chat.done` (reply, stoppedBy, iterations,
+  error) — each carrying `requestId`. A connection runs
   at most `[gateway.rest] ws_max_turns_per_connection` turns at once; a chat beyond that
   is refused with a `too_many_turns` error (send it again after a `chat.done`).
 
@@ -64,8 +67,7 @@ from opencrab.core.discussion import (
     DiscussionRunner,
 )
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session, open_chat_session
-from opencrab.core.steps import ActionDone, Spoke, TextDelta, TurnResult, TurnStarted
+from opencrab.core.steps import TurnResult, step_json
 from opencrab.errors import OpenCrabError
 from opencrab.messages import MessageText, WebSocketSource
 from opencrab.plugins import hookimpl
@@ -325,30 +327,21 @@ class Connection:
         offer = self.client.offer
         try:
             agent = self.runtime.agents.get(message.agent)
-            if message.session_id is not None:
-                row = open_chat_session(self.runtime.db, str(message.session_id))
-                if str(row.agent_id) != agent.id:
-                    problem = f"session {message.session_id} belongs to another agent"
-                    offer(_error("validation_error", problem, request_id))
-                    return
-                session_id = str(message.session_id)
-            else:
-                session_id = ensure_chat_session(self.runtime.db, agent.id)
-            async for step in self.runtime.chat_steps(
+            session_id = None if message.session_id is None else str(message.session_id)
+            async for step in self.runtime.turns.chat_steps(
                 agent,
                 message.content,
                 session_id=session_id,
                 source=WebSocketSource(connection_id=self.id),
+                create=False,
                 stream=True,
             ):
-                event = _step_message(step, request_id)
                 if isinstance(step, TurnResult):
                     # the turn's slot frees before its chat.done goes out: a client that
                     # sends again on chat.done (as the too_many_turns error says) is never
                     # refused because the lease release after it has not finished yet
                     self.chats.discard(asyncio.current_task())
-                if event is not None:
-                    offer(_dump(event))
+                offer(_dump({**step_json(step), "requestId": request_id}))
         except OpenCrabError as exc:
             offer(_error(exc.code, str(exc), request_id))
         except Exception:
@@ -359,41 +352,6 @@ class Connection:
 def _camel(state: dict[str, Any]) -> dict[str, Any]:
     """A discussion's state (server.api.discussions.describe) in the API's JSON form."""
     return DiscussionResponse.model_validate(state).model_dump(mode="json", by_alias=True)
-
-
-def _step_message(step: Any, request_id: str) -> dict[str, Any] | None:
-    if isinstance(step, TextDelta):
-        return {"type": "token", "requestId": request_id, "text": step.text}
-    if isinstance(step, TurnStarted):
-        return {
-            "type": "chat.started",
-            "requestId": request_id,
-            "sessionId": step.session_id,
-            "traceId": step.trace_id,
-        }
-    if isinstance(step, ActionDone):
-        return {
-            "type": "action",
-            "requestId": request_id,
-            "name": step.name,
-            "arguments": step.arguments,
-            "success": step.result.success,
-            "output": step.result.output(),
-        }
-    if isinstance(step, Spoke):
-        return {"type": "reply", "requestId": request_id, "text": step.text, "via": step.via}
-    if isinstance(step, TurnResult):
-        return {
-            "type": "chat.done",
-            "requestId": request_id,
-            "sessionId": step.session_id,
-            "traceId": step.trace_id,
-            "reply": step.reply,
-            "stoppedBy": step.stopped_by,
-            "iterations": step.iterations,
-            "error": None if step.error is None else step.error.message,
-        }
-    return None
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:

@@ -9,6 +9,8 @@
  *   compact inner-voice line; generate_inner_voice shows its thought; other actions a
  *   one-line summary that opens to their arguments and output;
  * - reply: the agent's answer, whole; chat.done or error end the turn.
+ * These are the engine's steps in their one JSON form (opencrab.core.steps.step_json);
+ * the other step types (compacted, llm.replied, turn.failed) are not drawn here.
  */
 (function () {
   "use strict";
