@@ -283,7 +283,7 @@ AgentEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 EVENTS_ADAPTER: TypeAdapter[list[AgentEvent]] = TypeAdapter(list[AgentEvent])
 
-_PAYLOAD_TYPES: dict[type[BaseModel], str] = {
+PAYLOAD_TYPES: dict[type[BaseModel], str] = {
     UserPayload: "user",
     ReasoningPayload: "reasoning",
     ToolCallPayload: "tool_call",
@@ -412,7 +412,7 @@ def new_event(
             "trace_id": trace_id,
             "parent_id": parent_id,
             "timestamp": timestamp or datetime.now(UTC),
-            "type": _PAYLOAD_TYPES[type(payload)],
+            "type": PAYLOAD_TYPES[type(payload)],
             "content": payload,
             "metadata": metadata,
         }
