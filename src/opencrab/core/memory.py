@@ -541,3 +541,9 @@ def _impression(row: Any) -> Impression:
         last_updated_turn=row.last_updated_turn or 0,
         updated_at=row.updated_at,
     )
+
+
+def append_log_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
+    """Store prepared session log rows (LOG_COLUMNS order) in `conn`'s transaction, in one
+    executemany (bulk writers such as the transcript importer); the FTS index follows."""
+    bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)
