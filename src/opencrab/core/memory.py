@@ -323,8 +323,8 @@ class MemoryManager:
                 m = memory_sessions.c
                 fallback = sa.select(m.id).where(m.agent_id == self.agent_id)
                 for term in terms:
-                    fallback = fallback.where(
-                        m.content.like(f"%{_like_escape(term)}%", escape="\\")
+                    fallback = fallback.where(  # case-insensitive, as FTS5 trigram is
+                        m.content.ilike(f"%{_like_escape(term)}%", escape="\\")
                     )
                 if session_id is not None:
                     fallback = fallback.where(m.session_id == str(session_id))

@@ -78,6 +78,8 @@ NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
 MEMORY_CHARS = 2000  # tool input and output are clipped to this in memory logs
 USAGE_PART = 255  # the part number of a line's token_usage event and metrics row
 I32 = 2**31 - 1
+MODEL_CHARS = 200  # a model or provider name a file gives is clipped to what the columns
+PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep it)
 _ZSTD_LEVEL = 3
 
 Scan = Callable[..., Transcript]
@@ -389,9 +391,10 @@ class _Writer:
         self.result = result
         self.last_event = row.last_event_id if row is not None else None
         self.last_generation = row.last_generation_id if row is not None else None
-        self.provider = scanned.provider or (
-            row.provider if row is not None and row.provider else importer.source.provider
-        )
+        self.provider = (
+            scanned.provider
+            or (row.provider if row is not None and row.provider else importer.source.provider)
+        )[:PROVIDER_CHARS]
 
     def __call__(
         self,
@@ -484,7 +487,7 @@ class _Writer:
         importer = self.importer
         result = self.result
         result.tokens.add(call)
-        model = call.model or self.scanned.model or "unknown"
+        model = (call.model or self.scanned.model or "unknown")[:MODEL_CHARS]
         usage = Usage(
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
@@ -570,7 +573,9 @@ class _Writer:
             "last_event_id": self.last_event,
             "last_generation_id": self.last_generation,
             "updated_at": now,
-            "model": scanned.model or (row.model if row is not None else None),
+            "model": scanned.model[:MODEL_CHARS]
+            if scanned.model
+            else (row.model if row is not None else None),
             "provider": self.provider,
         }
         ended = parse_time(scanned.ended_at)
