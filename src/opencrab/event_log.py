@@ -203,15 +203,19 @@ def event_row(
     `tool_call_id` come from the payload (a seed-000 payload model), which is serialised
     by its own pydantic serializer; metadata is any JSON value (None: absent).
     """
-    return EventRow(
-        event_id,
-        trace_id,
-        parent_id,
-        PAYLOAD_TYPES[type(content)],
-        timestamp,
-        content.__pydantic_serializer__.to_json(content).decode(),
-        None if metadata is None else orjson.dumps(metadata).decode(),
-        str(content.tool_call_id) if type(content) is ToolResultPayload else None,
+    # tuple.__new__: an EventRow without NamedTuple's Python-level __new__ (hot path)
+    return tuple.__new__(
+        EventRow,
+        (
+            event_id,
+            trace_id,
+            parent_id,
+            PAYLOAD_TYPES[type(content)],
+            timestamp,
+            content.__pydantic_serializer__.to_json(content).decode(),
+            None if metadata is None else orjson.dumps(metadata).decode(),
+            str(content.tool_call_id) if isinstance(content, ToolResultPayload) else None,
+        ),
     )
 
 

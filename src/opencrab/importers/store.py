@@ -46,7 +46,6 @@ from opencrab.event_log import EventRow, event_row
 from opencrab.events import (
     MessagePayload,
     ReasoningPayload,
-    TokenUsageDetails,
     TokenUsagePayload,
     ToolCallPayload,
     ToolResultPayload,
@@ -83,6 +82,15 @@ PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep i
 _ZSTD_LEVEL = 3
 
 Scan = Callable[..., Transcript]
+
+# each line's payload is validated as its seed-000 type (pydantic-core's validator is
+# several times faster than model_construct) and encoded by event_log.event_row
+_USER = UserPayload.__pydantic_validator__.validate_python
+_REASONING = ReasoningPayload.__pydantic_validator__.validate_python
+_MESSAGE = MessagePayload.__pydantic_validator__.validate_python
+_TOOL_CALL = ToolCallPayload.__pydantic_validator__.validate_python
+_TOOL_RESULT = ToolResultPayload.__pydantic_validator__.validate_python
+_TOKEN_USAGE = TokenUsagePayload.__pydantic_validator__.validate_python
 
 
 @dataclass(frozen=True)
@@ -446,26 +454,24 @@ class _Writer:
             eid = event_id(session_id, entry.line, entry.part)
             content: Any
             if kind == "tool_call":
-                content = ToolCallPayload.model_construct(
-                    name=entry.name or "tool", arguments=entry.arguments
-                )
+                content = _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
                 log = ("action", _clip(f"{entry.name} {_compact(entry.arguments)}"), agent_id)
                 self.last_generation = eid
             elif kind == "tool_result":
                 assert entry.call_line is not None
                 call = event_id(session_id, entry.call_line, entry.call_part)
-                content = ToolResultPayload.model_construct(
-                    output=entry.text, tool_call_id=UUID(call), is_error=entry.is_error
+                content = _TOOL_RESULT(
+                    {"output": entry.text, "tool_call_id": UUID(call), "is_error": entry.is_error}
                 )
                 log = ("action", _clip(entry.text), agent_id)
             elif kind == "user":
-                content = UserPayload.model_construct(text=entry.text)
+                content = _USER({"text": entry.text})
                 log = ("speech", entry.text, "user")
             elif kind == "reasoning":
-                content = ReasoningPayload.model_construct(text=entry.text)
+                content = _REASONING({"text": entry.text})
                 log = ("inner_voice", entry.text, agent_id)
             else:
-                content = MessagePayload.model_construct(text=entry.text)
+                content = _MESSAGE({"text": entry.text})
                 log = ("speech", entry.text, agent_id)
                 self.last_generation = eid
             parent = (
@@ -539,15 +545,17 @@ class _Writer:
             return metric, None
         details = None
         if call.cached_input_tokens or call.reasoning_output_tokens:
-            details = TokenUsageDetails.model_construct(
-                cache_read_input_tokens=min(call.cached_input_tokens, I32) or None,
-                reasoning_output_tokens=min(call.reasoning_output_tokens, I32) or None,
-            )
-        payload = TokenUsagePayload.model_construct(
-            input_tokens=min(call.input_tokens, I32),
-            output_tokens=min(call.output_tokens, I32),
-            total_tokens=min(call.total_tokens, I32),
-            details=details,
+            details = {
+                "cache_read_input_tokens": _count(call.cached_input_tokens) or None,
+                "reasoning_output_tokens": _count(call.reasoning_output_tokens) or None,
+            }
+        payload = _TOKEN_USAGE(
+            {
+                "input_tokens": _count(call.input_tokens),
+                "output_tokens": _count(call.output_tokens),
+                "total_tokens": _count(call.total_tokens),
+                "details": details,
+            }
         )
         meta = {
             "provider": self.provider,
@@ -659,6 +667,13 @@ class _Clock:
                     self.last = (moment, format_timestamp(moment))
             self.text = text
         return self.last
+
+
+def _count(tokens: int) -> int:
+    """A token count as seed 000 allows it (an int, 0 to 2**31 - 1): a file may hold
+    anything the scanner took for a number (a negative delta, `true`)."""
+    value = int(tokens)
+    return 0 if value < 0 else min(value, I32)
 
 
 def _clip(text: str) -> str:
