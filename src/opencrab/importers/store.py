@@ -17,7 +17,8 @@ What one file's new lines write, in one transaction:
 - `import_problems`: each line that could not be normalized as it is, and why;
 - the event log: user, reasoning, tool_call, tool_result (naming its call), message and
   token_usage sidecars, chained by parent_id; ids are derived from the session and line,
-  so an event is never written twice;
+  so an event is never written twice; each payload is validated as its seed-000 type and
+  encoded by `event_log.event_row`, as every other writer's events are;
 - the chosen agent's memory: the same turns as session log lines (speech, inner_voice,
   action), searchable with the rest of its memory;
 - `llm_usage_metrics`: one row per model call the file records, purpose `import`, with
