@@ -1,5 +1,8 @@
-"""Codex import benchmark: MB/s importing the corpus repeated to ≥ 100 MB, against just
-parsing the same lines with orjson (the fastest JSON parser OpenCrab uses).
+"""Codex import benchmark: importing the corpus repeated to ≥ 100 MB, against what any
+importer must at least spend on this machine — parsing every line (orjson, the fastest
+JSON parser OpenCrab uses) plus the storage floor for the same rows.
+
+Target (issue 19): import time ≤ 2 × (parse + storage floor).
 
 Our path is what `opencrab import codex` does with an agent chosen: read every rollout,
 scan each line (JSON, seed 003 classification, tool joins, token counting), and in one
@@ -10,11 +13,12 @@ SQLite database. The baseline reads the same files and `orjson.loads` every line
 run in this process, alternating, best of several rounds, so machine noise hits both
 alike. A second import of the same files (which must add nothing) is timed too.
 
-The storage floor says what any importer could reach on this machine: the rows this
-import wrote, copied by SQLite itself (`INSERT … SELECT`, no Python per row) into another
-fresh store in one transaction. An importer must parse every line once and store those
-rows, so parse / (parse + floor) is the best ratio possible here; it is printed with and
-without the memory log lines.
+The storage floor is what SQLite needs for the same rows: every row this import wrote,
+read back beforehand (untimed), then stored in a fresh migrated store (same tables, same
+indexes and triggers) by a bare `executemany` per table in one transaction, and
+committed — sqlite3 with no Python per row but the driver's own binding. An importer must
+parse every line once and store those rows; the ratio printed is
+import / (parse + floor), and the target is at most 2.
 
     python bench/import_codex.py [--mb 100] [--rounds 2]
 """
@@ -38,7 +42,8 @@ from opencrab.importers.codex_scan import scan_lines
 from opencrab.importers.store import Importer
 from opencrab.store import Database
 
-TARGET_RATIO = 0.25
+TARGET = 2.0
+"""import time / (parse + storage floor) must not exceed this."""
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "codex"
 
 
@@ -102,29 +107,44 @@ WRITTEN = (
 )
 
 
+def written_rows(imported: Path) -> dict[str, tuple[list[str], list[tuple[object, ...]]]]:
+    """Every row of WRITTEN in the store the import wrote: table → (columns, rows)."""
+    conn = sqlite3.connect(imported)
+    try:
+        found: dict[str, tuple[list[str], list[tuple[object, ...]]]] = {}
+        for table in WRITTEN:
+            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            names = ", ".join(f'"{c}"' for c in columns)
+            found[table] = (columns, conn.execute(f"SELECT {names} FROM {table}").fetchall())
+        return found
+    finally:
+        conn.close()
+
+
 def storage_floor(imported: Path, work: Path) -> dict[str, float]:
-    """Seconds SQLite takes to store the rows of `imported` (a store the import wrote)
-    in a fresh store, by table, and the commit; no Python runs per row."""
+    """Seconds SQLite takes to store the rows of `imported` (a store the import wrote) in
+    a fresh store with one bare executemany per table, by table, and the commit."""
+    rows = written_rows(imported)
     db, _ = fresh_store(work / "floor")
     db.close()
     conn = sqlite3.connect(work / "floor" / "opencrab.db", isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")  # as the application's connections
+        conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("ATTACH DATABASE ? AS imported", (str(imported),))
-        conn.execute("DELETE FROM main.agents")
+        conn.execute("DELETE FROM main.agents")  # the agent the rows name
         conn.execute("INSERT INTO main.agents SELECT * FROM imported.agents")
+        conn.execute("DETACH DATABASE imported")
         times: dict[str, float] = {}
         gc.collect()
         conn.execute("BEGIN IMMEDIATE")
         for table in WRITTEN:
-            columns = ", ".join(
-                f'"{row[1]}"' for row in conn.execute(f"PRAGMA imported.table_info({table})")
-            )
+            columns, values = rows[table]
+            names = ", ".join(f'"{c}"' for c in columns)
+            marks = ", ".join("?" * len(columns))
             started = time.perf_counter()
-            conn.execute(
-                f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM imported.{table}"
-            )
+            conn.executemany(f"INSERT INTO main.{table} ({names}) VALUES ({marks})", values)
             times[table] = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute("COMMIT")
@@ -171,32 +191,24 @@ def main() -> int:
             if not floor or sum(times.values()) < sum(floor.values()):
                 floor = times
         mb = size / 1e6
-        parse_rate, import_rate = mb / parse_best, mb / import_best
-        ratio = import_rate / parse_rate
-        print(f"orjson.loads of every line: {parse_rate:8.1f} MB/s ({parse_best:.2f} s)")
+        stored = sum(floor.values())
+        least = parse_best + stored
+        ratio = import_best / least
+        print(f"orjson.loads of every line: {mb / parse_best:8.1f} MB/s ({parse_best:.2f} s)")
         print(
-            f"scan only (nothing stored): {mb / scan_best:8.1f} MB/s ({scan_best:.2f} s), "
-            f"ratio {parse_best / scan_best:.3f}"
+            f"storage floor (bare executemany of the same rows): {stored:.2f} s: "
+            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in floor.items())
         )
+        print(f"parse + floor: {least:.2f} s")
+        print(f"scan only (nothing stored): {mb / scan_best:8.1f} MB/s ({scan_best:.2f} s)")
         print(
-            f"opencrab import codex:      {import_rate:8.1f} MB/s ({import_best:.2f} s; "
+            f"opencrab import codex:      {mb / import_best:8.1f} MB/s ({import_best:.2f} s; "
             f"{summary['events']:,} events, {summary['calls']:,} calls, "
             f"{summary['messages']:,} messages)"
         )
-        print(f"ratio import/parse: {ratio:.3f} (target >= {TARGET_RATIO})")
+        print(f"ratio import / (parse + floor): {ratio:.2f} (target <= {TARGET})")
         print(f"second import of the same files (adds nothing): {again_best:.3f} s")
-        stored = sum(floor.values())
-        without_memory = stored - floor["memory_sessions"]
-        print(
-            f"storage floor (SQLite copying the rows this import wrote): {stored:.2f} s "
-            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in floor.items())
-        )
-        print(
-            f"best ratio possible here, parse / (parse + floor): "
-            f"{parse_best / (parse_best + stored):.3f}; "
-            f"without the memory log lines: {parse_best / (parse_best + without_memory):.3f}"
-        )
-        return 0 if ratio >= TARGET_RATIO else 1
+        return 0 if ratio <= TARGET else 1
 
 
 if __name__ == "__main__":

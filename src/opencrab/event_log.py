@@ -12,7 +12,7 @@ A batch that breaks any rule writes nothing; EventValidationError lists every pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -25,17 +25,19 @@ from opencrab.errors import EventValidationError
 from opencrab.events import (
     EVENT_ADAPTER,
     GENERATION_TYPES,
+    PAYLOAD_TYPES,
     AgentEvent,
+    Payload,
     ToolResultEvent,
+    ToolResultPayload,
 )
 from opencrab.store import Database
-from opencrab.store.bulk import bulk_insert, paused_gc
-from opencrab.store.dialects import recoverable
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import events as events_table
+from opencrab.store.bulk import paused_gc
+from opencrab.store.repositories import events as events_repo
+from opencrab.store.repositories.events import COLUMNS, EventRow, StoredEvent
 from opencrab.store.types import format_timestamp
 
-_LOOKUP_CHUNK = 500
+__all__ = ["COLUMNS", "EventLog", "EventRow", "chain_order", "event_row", "row_json"]
 
 
 @dataclass
@@ -124,18 +126,17 @@ class EventLog:
     ) -> None:
         def lookup(ids: set[str]) -> dict[str, tuple[str, str]]:
             if not known:
-                return _lookup(conn, ids)
+                return events_repo.lookup(conn, ids)
             found = {i: known[i] for i in ids if i in known}
             rest = ids - found.keys()
-            return {**found, **_lookup(conn, rest)} if rest else found
+            return {**found, **events_repo.lookup(conn, rest)} if rest else found
 
         try:
             with paused_gc():
                 rows = _validate(batch, lookup)
-                with recoverable(conn):
-                    bulk_insert(conn, events_table, COLUMNS, rows)
+                events_repo.insert(conn, rows, undoable=True)
         except sa.exc.IntegrityError:
-            taken = _lookup(conn, {str(e.id) for e in batch})
+            taken = events_repo.lookup(conn, {str(e.id) for e in batch})
             problems = [
                 (i, str(e.id), "id already exists in the store")
                 for i, e in enumerate(batch)
@@ -153,29 +154,17 @@ class EventLog:
         token_usage sidecar follows its tool_call or message directly.
         """
         with self.db.read() as conn:
-            rows = conn.execute(
-                sa.select(
-                    events_table.c.id,
-                    events_table.c.parent_id,
-                    events_table.c.trace_id,
-                    events_table.c.type,
-                    events_table.c.timestamp,
-                    events_table.c.content,
-                    events_table.c.metadata,
-                )
-                .where(events_table.c.trace_id == str(trace_id))
-                .order_by(events_table.c.seq)
-            ).all()
+            rows = events_repo.trace_rows(conn, str(trace_id))
         return [_row_event(row) for row in _chain_order(rows)]
 
     def last_id(self, trace_id: UUID | str, *, conn: Connection | None = None) -> UUID | None:
         """The id of the trace's most recently written event, None for a new trace."""
         if conn is not None:
-            found = _LAST_ID.scalar(conn, trace_id=str(trace_id))
+            found = events_repo.last_id(conn, str(trace_id))
         else:
             with self.db.read() as own:
-                found = _LAST_ID.scalar(own, trace_id=str(trace_id))
-        return None if found is None else UUID(str(found))
+                found = events_repo.last_id(own, str(trace_id))
+        return None if found is None else UUID(found)
 
     def context(self, trace_id: UUID | str) -> list[AgentEvent]:
         """The trace as LLM history: every event but the token_usage sidecars."""
@@ -184,22 +173,12 @@ class EventLog:
     def exists(self, trace_id: UUID | str) -> bool:
         """True when the trace has at least one event."""
         with self.db.read() as conn:
-            found = conn.execute(
-                sa.select(events_table.c.seq)
-                .where(events_table.c.trace_id == str(trace_id))
-                .limit(1)
-            ).first()
-        return found is not None
+            return events_repo.exists(conn, str(trace_id))
 
     def token_totals(self, trace_id: UUID | str) -> TokenTotals:
         """Sum of the trace's token_usage events, in total and per parent event."""
         with self.db.read() as conn:
-            rows = conn.execute(
-                sa.select(events_table.c.parent_id, events_table.c.content)
-                .where(events_table.c.trace_id == str(trace_id))
-                .where(events_table.c.type == "token_usage")
-                .order_by(events_table.c.seq)
-            ).all()
+            rows = events_repo.token_usage(conn, str(trace_id))
         totals = TokenTotals()
         for parent_id, content in rows:
             usage = orjson.loads(content)
@@ -210,43 +189,37 @@ class EventLog:
         return totals
 
 
-_LAST_ID = Prepared(
-    sa.select(events_table.c.id)
-    .where(events_table.c.trace_id == sa.bindparam("trace_id"))
-    .order_by(events_table.c.seq.desc())
-    .limit(1)
-)
+def event_row(
+    event_id: str,
+    trace_id: str,
+    parent_id: str | None,
+    timestamp: str,
+    content: Payload,
+    metadata: Any = None,
+) -> EventRow:
+    """The stored row of one event: the one encoder of AgentEvents, whoever writes them.
+
+    `timestamp` is in storage form (`format_timestamp`); the type and a tool_result's
+    `tool_call_id` come from the payload (a seed-000 payload model), which is serialised
+    by its own pydantic serializer; metadata is any JSON value (None: absent).
+    """
+    # tuple.__new__: an EventRow without NamedTuple's Python-level __new__ (hot path)
+    return tuple.__new__(
+        EventRow,
+        (
+            event_id,
+            trace_id,
+            parent_id,
+            PAYLOAD_TYPES[type(content)],
+            timestamp,
+            content.__pydantic_serializer__.to_json(content).decode(),
+            None if metadata is None else orjson.dumps(metadata).decode(),
+            str(content.tool_call_id) if isinstance(content, ToolResultPayload) else None,
+        ),
+    )
 
 
-def _lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """Stored events among `ids`: id → (trace, type)."""
-    wanted = list(ids)
-    found: dict[str, tuple[str, str]] = {}
-    for start in range(0, len(wanted), _LOOKUP_CHUNK):
-        chunk = wanted[start : start + _LOOKUP_CHUNK]
-        rows = conn.execute(
-            sa.select(events_table.c.id, events_table.c.trace_id, events_table.c.type).where(
-                events_table.c.id.in_(chunk)
-            )
-        )
-        for event_id, trace_id, type_ in rows:
-            found[event_id] = (trace_id, type_)
-    return found
-
-
-COLUMNS = (
-    "id",
-    "trace_id",
-    "parent_id",
-    "type",
-    "timestamp",
-    "content",
-    "metadata",
-    "tool_call_id",
-)
-
-
-def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]:
+def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[EventRow]:
     """Check every rule; return the rows to insert (COLUMNS order), or raise listing all."""
     # UUID's __str__, __hash__ and __eq__ are Python code; key by the int and
     # stringify each distinct UUID once
@@ -272,7 +245,7 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
 
     seen: dict[str, tuple[str, str]] = {}  # id -> (trace, type) of valid events so far
     problems: list[tuple[int, str | None, str]] = []
-    rows: list[tuple[Any, ...]] = []
+    rows: list[EventRow] = []
 
     def missing(ref: str, event_id: str, what: str) -> str:
         if ref == event_id:
@@ -331,18 +304,14 @@ def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[tuple[Any, ...]]
         if len(problems) == before and event_id not in seen:
             seen[event_id] = (trace, kind)
             if not problems:
-                content = event.content
-                metadata = event.metadata
                 rows.append(
-                    (
+                    event_row(
                         event_id,
                         trace,
                         parent_id,
-                        kind,
                         format_timestamp(event.timestamp),
-                        content.__pydantic_serializer__.to_json(content).decode(),
-                        None if metadata is None else orjson.dumps(metadata).decode(),
-                        tool_call_id,
+                        event.content,
+                        event.metadata,
                     )
                 )
     if problems:
@@ -410,14 +379,14 @@ def chain_order(batch: Sequence[AgentEvent]) -> tuple[list[int], list[tuple[int,
     return order, sorted(looped.values())
 
 
-def _chain_order(rows: Sequence[Any]) -> list[Any]:
+def _chain_order(rows: Sequence[StoredEvent]) -> list[StoredEvent]:
     """Depth-first along parent_id (iterative: chains may be very long)."""
-    children: dict[str | None, list[Any]] = {}
+    children: dict[str | None, list[StoredEvent]] = {}
     ids = {row.id for row in rows}
     for row in rows:  # rows come in insertion order, so siblings stay in that order
         parent = row.parent_id if row.parent_id in ids else None
         children.setdefault(parent, []).append(row)
-    ordered: list[Any] = []
+    ordered: list[StoredEvent] = []
     stack = list(reversed(children.get(None, [])))
     while stack:
         row = stack.pop()

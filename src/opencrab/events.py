@@ -136,6 +136,10 @@ GENERATION_TYPES = frozenset({"tool_call", "message"})
 _TYPE_NAMES = ("user", "reasoning", "tool_call", "tool_result", "message", "token_usage")
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -187,14 +191,7 @@ class TokenUsagePayload(_Strict):
     input_tokens: I32
     output_tokens: I32
     total_tokens: I32
-    details: TokenUsageDetails | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_null_details(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if data.get("details") is None:
-            data.pop("details", None)
-        return data
+    details: TokenUsageDetails | None = Field(default=None, exclude_if=_is_none)  # omitted
 
 
 Payload = (
@@ -283,7 +280,7 @@ AgentEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 EVENTS_ADAPTER: TypeAdapter[list[AgentEvent]] = TypeAdapter(list[AgentEvent])
 
-_PAYLOAD_TYPES: dict[type[BaseModel], str] = {
+PAYLOAD_TYPES: dict[type[BaseModel], str] = {
     UserPayload: "user",
     ReasoningPayload: "reasoning",
     ToolCallPayload: "tool_call",
@@ -412,7 +409,7 @@ def new_event(
             "trace_id": trace_id,
             "parent_id": parent_id,
             "timestamp": timestamp or datetime.now(UTC),
-            "type": _PAYLOAD_TYPES[type(payload)],
+            "type": PAYLOAD_TYPES[type(payload)],
             "content": payload,
             "metadata": metadata,
         }

@@ -1,4 +1,5 @@
-"""Fixtures of the importer tests: a migrated SQLite store and an agent in it."""
+"""Fixtures of the importer tests: a migrated store, on SQLite and on PostgreSQL (`any_db`),
+and an agent in it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from opencrab.store import Database
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'opencrab.db'}")
-    database.upgrade()
-    return database
+def db(any_db: Database) -> Database:
+    """Every importer test runs on both databases."""
+    return any_db
 
 
 @pytest.fixture

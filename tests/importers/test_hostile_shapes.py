@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from opencrab.event_log import EventLog
 from opencrab.importers import claude, codex, codex_scan
 from opencrab.importers.common import MAX_DEPTH, UNREADABLE, Transcript
 from opencrab.importers.sessions import normalized_messages
@@ -258,3 +259,5 @@ def test_real_lines_with_random_fields_replaced_import_and_read_back(
         assert summary["messages"] == sum(parsed.kinds.values()), case
         _, again = normalized_messages(db, summary["sessions"][0]["id"])
         assert len(again.messages) == len(parsed.messages), case
+        # every stored event is a valid seed-000 AgentEvent (token counts 0..2**31-1)
+        assert len(EventLog(db).trace(summary["sessions"][0]["id"])) == summary["events"], case

@@ -101,6 +101,12 @@ def call(
 
 
 @pytest.fixture
+def db(any_db: Database) -> Database:
+    """Every analysis test here runs on SQLite and on PostgreSQL."""
+    return any_db
+
+
+@pytest.fixture
 def history(db: Database) -> Database:
     """10 smart calls, 5 mini calls and one failed mini call this week; noise elsewhere."""
     add(db, SMART, 10, cost=0.02, latency=1000, quality=0.9, task_type="chat", complexity="high")

@@ -19,6 +19,12 @@ from opencrab.store.tables import llm_usage_metrics, model_pricing
 MILLION = Usage.of(1_000_000, 1_000_000)
 
 
+@pytest.fixture
+def db(any_db: Database) -> Database:
+    """Every metrics test here runs on SQLite and on PostgreSQL."""
+    return any_db
+
+
 def test_migration_seeds_the_seed_price_table(db: Database) -> None:
     with db.read() as conn:
         book = PriceBook.load(conn)
@@ -189,6 +195,29 @@ def test_summaries_by_group_and_period(db: Database) -> None:
         (now - timedelta(days=10)).strftime("%Y-%m-%d"),
     }
     assert summarize(db, group_by="model", since=period_start("30d"))[0].key == "gpt-5.2"
+
+
+def test_day_and_week_keys_are_utc_dates_on_every_database(db: Database) -> None:
+    if db.dialect == "postgresql":  # a server whose time zone is not UTC
+        with db.write() as conn:
+            name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+            conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET timezone TO 'Asia/Tokyo'"))
+        db.engine.dispose()
+        with db.read() as conn:
+            assert conn.execute(sa.text("SHOW timezone")).scalar_one() == "Asia/Tokyo"
+    sunday_late = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)  # Monday 08:30 in Tokyo
+    monday = datetime(2026, 3, 2, 0, 30, tzinfo=UTC)
+    MetricsRecorder(db).write(
+        [
+            record(timestamp=sunday_late, estimated_cost_usd=0.2),
+            record(timestamp=monday, estimated_cost_usd=0.1),
+            record(timestamp=monday + timedelta(hours=1), estimated_cost_usd=0.1),
+        ]
+    )
+    days = {g.key: g.calls for g in summarize(db, group_by="day")}
+    assert days == {"2026-03-01": 1, "2026-03-02": 2}
+    weeks = {g.key: g.calls for g in summarize(db, group_by="week")}  # by the week's Monday
+    assert weeks == {"2026-02-23": 1, "2026-03-02": 2}
 
 
 def test_periods_and_groupings_are_validated(db: Database) -> None:

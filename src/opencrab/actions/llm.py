@@ -26,7 +26,7 @@ from opencrab.llm.analysis import (
 from opencrab.llm.pricing import ModelPrice, PriceBook
 from opencrab.plugins import hookimpl
 from opencrab.prompts import prompts
-from opencrab.store.tables import llm_usage_metrics
+from opencrab.store.repositories import metrics as metrics_repo
 
 SELECTABLE_PURPOSES = ["thinking", "conversation", "analysis", "tool_calling", "creative"]
 PERIOD = {"type": "string", "enum": [*PERIODS, "all"]}
@@ -201,20 +201,18 @@ class EvaluateResponse(Action):
         metrics_id = args.get("metrics_id") or ctx.turn.last_metrics_id
         if not metrics_id:
             return ActionResult.fail("no LLM call to evaluate yet; pass metrics_id")
-        table = llm_usage_metrics
         with ctx.db.write() as conn:
-            done = conn.execute(
-                table.update()
-                .where(table.c.id == metrics_id, table.c.agent_id == ctx.agent_id)
-                .values(
-                    quality_score=args["quality_score"],
-                    task_success=args["task_success"],
-                    self_evaluation=args["evaluation"],
-                    would_use_again=args.get("would_use_again"),
-                    better_model_suggestion=args.get("better_model_suggestion"),
-                )
+            done = metrics_repo.evaluate(
+                conn,
+                metrics_id,
+                ctx.agent_id,
+                quality_score=args["quality_score"],
+                task_success=args["task_success"],
+                self_evaluation=args["evaluation"],
+                would_use_again=args.get("would_use_again"),
+                better_model_suggestion=args.get("better_model_suggestion"),
             )
-        if done.rowcount == 0:
+        if not done:
             return ActionResult.fail(f"no LLM call {metrics_id} of yours to evaluate")
         return ActionResult.ok({"metrics_id": metrics_id, "recorded": True})
 

@@ -41,7 +41,7 @@ PROBE_TIMEOUT = 10.0
 # Listed here for the help text (the modules that define them load only when a command
 # runs); tests/cli/test_llm_cli.py checks they match config.models.PURPOSES, metrics.GROUPS.
 PURPOSE_NAMES = ("thinking", "conversation", "analysis", "tool_calling", "creative", "embedding")
-GROUP_NAMES = ("model", "provider", "purpose", "task_type", "agent", "day")
+GROUP_NAMES = ("model", "provider", "purpose", "task_type", "agent", "day", "week")
 
 
 def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:

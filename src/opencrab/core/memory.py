@@ -323,8 +323,8 @@ class MemoryManager:
                 m = memory_sessions.c
                 fallback = sa.select(m.id).where(m.agent_id == self.agent_id)
                 for term in terms:
-                    fallback = fallback.where(
-                        m.content.like(f"%{_like_escape(term)}%", escape="\\")
+                    fallback = fallback.where(  # case-insensitive, as FTS5 trigram is
+                        m.content.ilike(f"%{_like_escape(term)}%", escape="\\")
                     )
                 if session_id is not None:
                     fallback = fallback.where(m.session_id == str(session_id))
@@ -541,3 +541,9 @@ def _impression(row: Any) -> Impression:
         last_updated_turn=row.last_updated_turn or 0,
         updated_at=row.updated_at,
     )
+
+
+def append_log_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
+    """Store prepared session log rows (LOG_COLUMNS order) in `conn`'s transaction, in one
+    executemany (bulk writers such as the transcript importer); the FTS index follows."""
+    bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)

@@ -1,8 +1,9 @@
 """What every transcript importer shares: the parsed form, problems, token calls, and
 the pieces of seed 003's NormalizedMessage (segments, sanitising, JSON of tool I/O).
 
-A parser turns a file's lines into a `Transcript`: one NormalizedMessage dict per line
-(or per content block, for formats that pack several into a line), every line that
+A parser turns a file's lines into a `Transcript`: one NormalizedMessage per line, as
+its JSON form (the type is `opencrab.importers.normalized.NormalizedMessage`), or per
+content block for formats that pack several into a line; every line that
 could not be read reported as a `Problem`, and the model calls whose tokens the file
 records as `UsageCall`s. `opencrab.importers.store` then writes a Transcript into the
 import tables, the event log, the agent's memory and the LLM metrics.

@@ -17,7 +17,8 @@ What one file's new lines write, in one transaction:
 - `import_problems`: each line that could not be normalized as it is, and why;
 - the event log: user, reasoning, tool_call, tool_result (naming its call), message and
   token_usage sidecars, chained by parent_id; ids are derived from the session and line,
-  so an event is never written twice;
+  so an event is never written twice; each payload is validated as its seed-000 type and
+  encoded by `event_log.event_row`, as every other writer's events are;
 - the chosen agent's memory: the same turns as session log lines (speech, inner_voice,
   action), searchable with the rest of its memory;
 - `llm_usage_metrics`: one row per model call the file records, purpose `import`, with
@@ -34,16 +35,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from uuid import NAMESPACE_URL, uuid5
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 import orjson
-import sqlalchemy as sa
 import zstandard
 from sqlalchemy.engine import Connection
 
-from opencrab.core.memory import LOG_COLUMNS
+from opencrab.core.memory import append_log_rows
 from opencrab.errors import ValidationError
-from opencrab.event_log import COLUMNS as EVENT_COLUMNS
+from opencrab.event_log import EventRow, event_row
+from opencrab.events import (
+    MessagePayload,
+    ReasoningPayload,
+    TokenUsagePayload,
+    ToolCallPayload,
+    ToolResultPayload,
+    UserPayload,
+)
 from opencrab.importers import claude, codex, codex_scan
 from opencrab.importers.common import (
     Entry,
@@ -58,24 +66,32 @@ from opencrab.importers.common import (
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
-from opencrab.store.bulk import bulk_insert, paused_gc
-from opencrab.store.tables import events as events_table
-from opencrab.store.tables import (
-    import_chunks,
-    import_problems,
-    import_sessions,
-    llm_usage_metrics,
-    memory_sessions,
-)
+from opencrab.store.bulk import paused_gc
+from opencrab.store.repositories import events as events_repo
+from opencrab.store.repositories import imports as imports_repo
+from opencrab.store.repositories import metrics as metrics_repo
+from opencrab.store.repositories.imports import ImportSession
+from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import format_timestamp, utcnow
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
 MEMORY_CHARS = 2000  # tool input and output are clipped to this in memory logs
 USAGE_PART = 255  # the part number of a line's token_usage event and metrics row
 I32 = 2**31 - 1
+MODEL_CHARS = 200  # a model or provider name a file gives is clipped to what the columns
+PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep it)
 _ZSTD_LEVEL = 3
 
 Scan = Callable[..., Transcript]
+
+# each line's payload is validated as its seed-000 type (pydantic-core's validator is
+# several times faster than model_construct) and encoded by event_log.event_row
+_USER = UserPayload.__pydantic_validator__.validate_python
+_REASONING = ReasoningPayload.__pydantic_validator__.validate_python
+_MESSAGE = MessagePayload.__pydantic_validator__.validate_python
+_TOOL_CALL = ToolCallPayload.__pydantic_validator__.validate_python
+_TOOL_RESULT = ToolResultPayload.__pydantic_validator__.validate_python
+_TOKEN_USAGE = TokenUsagePayload.__pydantic_validator__.validate_python
 
 
 @dataclass(frozen=True)
@@ -313,9 +329,7 @@ class Importer:
                 problems=[Problem(str(path), 0, f"cannot read: {exc.strerror or exc}")],
             )
         with self.db.read() as conn:
-            row = conn.execute(
-                sa.select(import_sessions).where(import_sessions.c.id == session_id)
-            ).first()
+            row = imports_repo.get(conn, session_id)
         if row is not None and row.file_size == stat.st_size and row.file_mtime == stat.st_mtime:
             return FileResult(str(path), session_id, "unchanged")
         skip = row.lines if row is not None else 0
@@ -376,7 +390,7 @@ class _Writer:
         importer: Importer,
         session_id: str,
         scanned: Transcript,
-        row: Any,
+        row: ImportSession | None,
         result: FileResult,
     ) -> None:
         self.importer = importer
@@ -386,9 +400,10 @@ class _Writer:
         self.result = result
         self.last_event = row.last_event_id if row is not None else None
         self.last_generation = row.last_generation_id if row is not None else None
-        self.provider = scanned.provider or (
-            row.provider if row is not None and row.provider else importer.source.provider
-        )
+        self.provider = (
+            scanned.provider
+            or (row.provider if row is not None and row.provider else importer.source.provider)
+        )[:PROVIDER_CHARS]
 
     def __call__(
         self,
@@ -401,33 +416,31 @@ class _Writer:
     ) -> None:
         events, logs, metrics = self._rows()
         self._session(conn, first_line, stat, digest)
-        bulk_insert(conn, events_table, EVENT_COLUMNS, events)
+        events_repo.insert(conn, events)
         if logs:
-            bulk_insert(conn, memory_sessions, LOG_COLUMNS, logs)
+            append_log_rows(conn, logs)
         if metrics:
-            bulk_insert(conn, llm_usage_metrics, _METRIC_COLUMNS, metrics)
+            metrics_repo.insert(conn, metrics)
         if chunk:
             raw = b"".join(chunk)
-            conn.execute(
-                import_chunks.insert().values(
-                    session_id=self.session_id,
-                    first_line=first_line,
-                    lines=len(chunk),
-                    raw_bytes=len(raw),
-                    data=self.importer._compress.compress(raw),
-                )
+            imports_repo.add_chunk(
+                conn,
+                self.session_id,
+                first_line=first_line,
+                lines=len(chunk),
+                raw_bytes=len(raw),
+                data=self.importer._compress.compress(raw),
             )
         self.result.events = len(events)
 
-    def _rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def _rows(self) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow]]:
         importer = self.importer
         source = importer.source.name
         agent_id = importer.agent_id
         session_id = self.session_id
-        events: list[tuple[Any, ...]] = []
+        events: list[EventRow] = []
         logs: list[tuple[Any, ...]] = []
-        metrics: list[tuple[Any, ...]] = []
-        dumps = orjson.dumps
+        metrics: list[MetricRow] = []
         when = _Clock()
         result = self.result
         for entry in self.scanned.entries:
@@ -440,33 +453,33 @@ class _Writer:
                     events.append(usage_event)
                 continue
             eid = event_id(session_id, entry.line, entry.part)
-            meta = f'{{"import":"{source}","line":{entry.line}}}'
-            call: str | None = None
+            content: Any
             if kind == "tool_call":
-                content = dumps({"name": entry.name or "tool", "arguments": entry.arguments})
+                content = _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
                 log = ("action", _clip(f"{entry.name} {_compact(entry.arguments)}"), agent_id)
                 self.last_generation = eid
             elif kind == "tool_result":
                 assert entry.call_line is not None
                 call = event_id(session_id, entry.call_line, entry.call_part)
-                content = dumps(
-                    {"output": entry.text, "tool_call_id": call, "is_error": entry.is_error}
+                content = _TOOL_RESULT(
+                    {"output": entry.text, "tool_call_id": UUID(call), "is_error": entry.is_error}
                 )
                 log = ("action", _clip(entry.text), agent_id)
+            elif kind == "user":
+                content = _USER({"text": entry.text})
+                log = ("speech", entry.text, "user")
+            elif kind == "reasoning":
+                content = _REASONING({"text": entry.text})
+                log = ("inner_voice", entry.text, agent_id)
             else:
-                content = dumps({"text": entry.text})
-                if kind == "user":
-                    log = ("speech", entry.text, "user")
-                elif kind == "reasoning":
-                    log = ("inner_voice", entry.text, agent_id)
-                else:
-                    kind = "message"
-                    log = ("speech", entry.text, agent_id)
-                    self.last_generation = eid
+                content = _MESSAGE({"text": entry.text})
+                log = ("speech", entry.text, agent_id)
+                self.last_generation = eid
             parent = (
                 self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
             )
-            events.append((eid, session_id, parent, kind, stamp, content.decode(), meta, call))
+            meta = {"import": source, "line": entry.line}
+            events.append(event_row(eid, session_id, parent, stamp, content, meta))
             self.last_event = eid
             if agent_id is not None and log[1]:
                 logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, moment))
@@ -475,13 +488,13 @@ class _Writer:
 
     def _usage(
         self, entry: Entry, moment: datetime, stamp: str
-    ) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+    ) -> tuple[MetricRow, EventRow | None]:
         call = entry.usage
         assert call is not None
         importer = self.importer
         result = self.result
         result.tokens.add(call)
-        model = call.model or self.scanned.model or "unknown"
+        model = (call.model or self.scanned.model or "unknown")[:MODEL_CHARS]
         usage = Usage(
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
@@ -495,7 +508,7 @@ class _Writer:
             result.unpriced.add(f"{self.provider}/{model}")
         result.cost_usd += cost
         uid = event_id(self.session_id, entry.line, USAGE_PART)
-        metric = (
+        metric = MetricRow(
             uid,
             importer.agent_id or "system",
             self.session_id,
@@ -504,6 +517,7 @@ class _Writer:
             model,
             "import",
             importer.source.name,
+            None,  # complexity
             call.input_tokens,
             call.output_tokens,
             call.total_tokens,
@@ -513,9 +527,19 @@ class _Writer:
             cost,
             cost_source,
             call.latency_ms or 0,
+            None,  # time to first token
             "ok",
-            False,
-            1,
+            None,  # error type
+            None,  # error
+            False,  # stream
+            None,  # request id
+            1,  # attempt
+            None,  # fallback from
+            None,  # quality score
+            None,  # self evaluation
+            None,  # task success
+            None,  # would use again
+            None,  # better model suggestion
             moment,
         )
         if self.last_generation is None:
@@ -523,16 +547,17 @@ class _Writer:
         details = None
         if call.cached_input_tokens or call.reasoning_output_tokens:
             details = {
-                "cache_read_input_tokens": min(call.cached_input_tokens, I32) or None,
-                "reasoning_output_tokens": min(call.reasoning_output_tokens, I32) or None,
+                "cache_read_input_tokens": _count(call.cached_input_tokens) or None,
+                "reasoning_output_tokens": _count(call.reasoning_output_tokens) or None,
             }
-        payload: dict[str, Any] = {
-            "input_tokens": min(call.input_tokens, I32),
-            "output_tokens": min(call.output_tokens, I32),
-            "total_tokens": min(call.total_tokens, I32),
-        }
-        if details is not None:
-            payload["details"] = details
+        payload = _TOKEN_USAGE(
+            {
+                "input_tokens": _count(call.input_tokens),
+                "output_tokens": _count(call.output_tokens),
+                "total_tokens": _count(call.total_tokens),
+                "details": details,
+            }
+        )
         meta = {
             "provider": self.provider,
             "model": model,
@@ -541,17 +566,7 @@ class _Writer:
             "import": importer.source.name,
             "line": entry.line,
         }
-        event = (
-            uid,
-            self.session_id,
-            self.last_generation,
-            "token_usage",
-            stamp,
-            orjson.dumps(payload).decode(),
-            orjson.dumps(meta).decode(),
-            None,
-        )
-        return metric, event
+        return metric, event_row(uid, self.session_id, self.last_generation, stamp, payload, meta)
 
     def _session(
         self, conn: Connection, first_line: int, stat: os.stat_result, digest: str
@@ -567,101 +582,70 @@ class _Writer:
             "last_event_id": self.last_event,
             "last_generation_id": self.last_generation,
             "updated_at": now,
-            "model": scanned.model or (row.model if row is not None else None),
+            "model": scanned.model[:MODEL_CHARS]
+            if scanned.model
+            else (row.model if row is not None else None),
             "provider": self.provider,
         }
         ended = parse_time(scanned.ended_at)
         if ended is not None:
             values["ended_at"] = ended
         if row is None:
-            conn.execute(
-                import_sessions.insert().values(
-                    id=self.session_id,
-                    source=self.importer.source.name,
-                    file_path=result.path,
-                    external_id=(scanned.session_id or "")[:200] or None,
-                    agent_id=self.importer.agent_id,
-                    title=scanned.title,
-                    started_at=parse_time(scanned.started_at),
-                    messages=result.messages,
-                    problems=len(result.problems),
-                    kinds_json=result.kinds,
-                    calls=result.calls,
-                    cost_usd=result.cost_usd,
-                    header_json=_header(scanned.header),
-                    created_at=now,
+            imports_repo.create(
+                conn,
+                {
+                    "id": self.session_id,
+                    "source": self.importer.source.name,
+                    "file_path": result.path,
+                    "external_id": (scanned.session_id or "")[:200] or None,
+                    "agent_id": self.importer.agent_id,
+                    "title": scanned.title,
+                    "started_at": parse_time(scanned.started_at),
+                    "messages": result.messages,
+                    "problems": len(result.problems),
+                    "kinds_json": result.kinds,
+                    "calls": result.calls,
+                    "cost_usd": result.cost_usd,
+                    "header_json": _header(scanned.header),
+                    "created_at": now,
                     **result.tokens.as_json(),
                     **values,
-                )
+                },
             )
             self._problems(conn, first_line)
             return
-        self._problems(conn, first_line)
+        problems = self._problems(conn, first_line)
         kinds = dict(row.kinds_json or {})
         for k, v in result.kinds.items():
             kinds[k] = kinds.get(k, 0) + v
-        problems = conn.execute(
-            sa.select(sa.func.count()).where(import_problems.c.session_id == self.session_id)
-        ).scalar_one()
-        t = import_sessions.c
-        conn.execute(
-            import_sessions.update()
-            .where(t.id == self.session_id)
-            .values(
-                messages=t.messages + result.messages,
-                problems=problems,
-                kinds_json=kinds,
-                calls=t.calls + result.calls,
-                cost_usd=t.cost_usd + result.cost_usd,
-                title=row.title or scanned.title,
-                **{k: getattr(t, k) + v for k, v in result.tokens.as_json().items()},
+        imports_repo.update(
+            conn,
+            self.session_id,
+            {
+                "problems": problems,
+                "kinds_json": kinds,
+                "title": row.title or scanned.title,
                 **values,
-            )
+            },
+            {
+                "messages": result.messages,
+                "calls": result.calls,
+                "cost_usd": result.cost_usd,
+                **result.tokens.as_json(),
+            },
         )
 
-    def _problems(self, conn: Connection, first_line: int) -> None:
+    def _problems(self, conn: Connection, first_line: int) -> int:
         """This import's problems, replacing any reported before for the same lines (a
-        cut-off last line is reported again when it is read again)."""
-        result = self.result
-        if self.row is not None:
-            conn.execute(
-                import_problems.delete().where(
-                    import_problems.c.session_id == self.session_id,
-                    import_problems.c.line >= first_line,
-                )
-            )
-        if result.problems:
-            bulk_insert(
-                conn,
-                import_problems,
-                ("session_id", "line", "reason"),
-                [(self.session_id, p.line, p.reason) for p in result.problems],
-            )
-
-
-_METRIC_COLUMNS = (
-    "id",
-    "agent_id",
-    "session_id",
-    "timestamp",
-    "provider",
-    "model",
-    "purpose",
-    "task_type",
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "estimated_cost_usd",
-    "cost_source",
-    "latency_ms",
-    "status",
-    "stream",
-    "attempt",
-    "created_at",
-)
+        cut-off last line is reported again when it is read again); how many the session
+        has now."""
+        return imports_repo.replace_problems(
+            conn,
+            self.session_id,
+            first_line,
+            [(p.line, p.reason) for p in self.result.problems],
+            replace=self.row is not None,
+        )
 
 
 class _Clock:
@@ -684,6 +668,13 @@ class _Clock:
                     self.last = (moment, format_timestamp(moment))
             self.text = text
         return self.last
+
+
+def _count(tokens: int) -> int:
+    """A token count as seed 000 allows it (an int, 0 to 2**31 - 1): a file may hold
+    anything the scanner took for a number (a negative delta, `true`)."""
+    value = int(tokens)
+    return 0 if value < 0 else min(value, I32)
 
 
 def _clip(text: str) -> str:

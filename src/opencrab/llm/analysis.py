@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
-
 from opencrab.errors import ValidationError
 from opencrab.store import Database
-from opencrab.store.tables import llm_usage_metrics as metrics_table
+from opencrab.store.repositories import metrics as metrics_repo
 
 PERIODS = {
     "last_hour": timedelta(hours=1),
@@ -183,25 +181,8 @@ def since_for(period: str, now: datetime | None = None) -> datetime | None:
 
 def load_calls(db: Database, agent_id: str, *, since: datetime | None = None) -> list[Call]:
     """The agent's metrics rows since `since` (all when None)."""
-    m = metrics_table.c
-    query = sa.select(
-        m.provider,
-        m.model,
-        m.purpose,
-        m.task_type,
-        m.complexity,
-        m.total_tokens,
-        m.estimated_cost_usd,
-        m.latency_ms,
-        m.status,
-        m.quality_score,
-        m.task_success,
-        m.timestamp,
-    ).where(m.agent_id == agent_id)
-    if since is not None:
-        query = query.where(m.timestamp >= since)
     with db.read() as conn:
-        rows = conn.execute(query.order_by(m.timestamp)).all()
+        rows = metrics_repo.agent_calls(conn, agent_id, since=since)
     return [
         Call(
             provider=r.provider,

@@ -13,18 +13,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import ValidationError
 from opencrab.llm.pricing import CostSource, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
-from opencrab.store.tables import llm_usage_metrics as metrics_table
+from opencrab.store.repositories import metrics as metrics_repo
+from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import utcnow
 
 log = logging.getLogger(__name__)
@@ -81,10 +81,12 @@ class CallRecord:
         self.cache_write_tokens = usage.cache_write_tokens
         self.reasoning_tokens = usage.reasoning_tokens
 
-    def row(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["created_at"] = self.timestamp
-        return data
+    def as_row(self) -> MetricRow:
+        """The stored row (created_at is the call's time)."""
+        return MetricRow(
+            **{name: getattr(self, name) for name in MetricRow._fields[:-1]},
+            created_at=self.timestamp,
+        )
 
 
 class MetricsRecorder:
@@ -179,11 +181,13 @@ class MetricsRecorder:
 def insert_records(conn: Connection, records: list[CallRecord]) -> None:
     """Store call rows inside the caller's transaction (the turn recorder writes a turn's
     calls with their token_usage events)."""
-    conn.execute(metrics_table.insert(), [r.row() for r in records])
+    metrics_repo.insert(conn, [r.as_row() for r in records])
 
 
 # ------------------------------------------------------------------ summaries
-GROUPS = ("model", "provider", "purpose", "task_type", "agent", "day")
+GROUPS = metrics_repo.GROUP_KEYS
+"""Groupings of `summarize`: model, provider, purpose, task_type, agent, and the UTC
+date of the call's day or of its week's Monday (day, week) on every database."""
 PERIODS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
 
 
@@ -244,45 +248,6 @@ def summarize(
     """Calls, errors, tokens, cost and speed per group, most expensive first."""
     if group_by not in GROUPS:
         raise ValidationError(f"unknown grouping {group_by!r}: use one of {', '.join(GROUPS)}")
-    m = metrics_table.c
-    key: sa.ColumnElement[Any]
-    if group_by == "agent":
-        key = m.agent_id
-    elif group_by == "day":
-        key = sa.func.substr(sa.cast(m.timestamp, sa.String), 1, 10)
-    else:
-        key = m[group_by]
-    ok = m.status == "ok"
-    query = sa.select(
-        key.label("key"),
-        sa.func.count().label("calls"),
-        sa.func.sum(sa.case((ok, 0), else_=1)).label("errors"),
-        sa.func.coalesce(sa.func.sum(m.input_tokens), 0).label("input_tokens"),
-        sa.func.coalesce(sa.func.sum(m.output_tokens), 0).label("output_tokens"),
-        sa.func.coalesce(sa.func.sum(m.total_tokens), 0).label("total_tokens"),
-        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
-        sa.func.avg(sa.case((ok, m.latency_ms))).label("latency"),
-        sa.func.avg(m.time_to_first_token_ms).label("ttft"),
-        sa.func.avg(m.quality_score).label("quality"),
-    ).group_by(key)
-    if since is not None:
-        query = query.where(m.timestamp >= since)
-    if agent_id is not None:
-        query = query.where(m.agent_id == agent_id)
     with db.read() as conn:
-        rows = conn.execute(query.order_by(sa.desc("cost"), key)).all()
-    return [
-        UsageSummary(
-            key=None if r.key is None else str(r.key),
-            calls=int(r.calls),
-            errors=int(r.errors or 0),
-            input_tokens=int(r.input_tokens),
-            output_tokens=int(r.output_tokens),
-            total_tokens=int(r.total_tokens),
-            cost_usd=float(r.cost),
-            avg_latency_ms=None if r.latency is None else float(r.latency),
-            avg_ttft_ms=None if r.ttft is None else float(r.ttft),
-            avg_quality=None if r.quality is None else float(r.quality),
-        )
-        for r in rows
-    ]
+        rows = metrics_repo.group_totals(conn, group_by, since=since, agent_id=agent_id)
+    return [UsageSummary(**r._asdict()) for r in rows]

@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Literal
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import ValidationError
 from opencrab.llm.types import Usage
-from opencrab.store.tables import import_sessions, llm_usage_metrics, model_pricing
+from opencrab.store.repositories import imports as imports_repo
+from opencrab.store.repositories import metrics as metrics_repo
 
 CostSource = Literal["provider", "pricing", "unknown"]
 
@@ -125,21 +125,8 @@ class PriceBook:
 
     @classmethod
     def load(cls, conn: Connection) -> PriceBook:
-        rows = conn.execute(sa.select(model_pricing)).all()
-        return cls(
-            [
-                ModelPrice(
-                    r.provider,
-                    r.model,
-                    r.input_price_per_1m,
-                    r.output_price_per_1m,
-                    r.context_window,
-                    r.cache_read_price_per_1m,
-                    r.cache_write_price_per_1m,
-                )
-                for r in rows
-            ]
-        )
+        """The price table as stored."""
+        return cls([ModelPrice(*row) for row in metrics_repo.prices(conn)])
 
     def prices(self) -> list[ModelPrice]:
         """Every row of the book."""
@@ -212,19 +199,19 @@ def save_price(conn: Connection, price: ModelPrice) -> None:
         raise ValidationError(
             f"context window must be a positive token count, not {price.context_window}"
         )
-    values = {
-        "input_price_per_1m": price.input_price_per_1m,
-        "output_price_per_1m": price.output_price_per_1m,
-        "context_window": price.context_window,
-        "cache_read_price_per_1m": price.cache_read_price_per_1m,
-        "cache_write_price_per_1m": price.cache_write_price_per_1m,
-        "updated_at": datetime.now(UTC),
-    }
-    key = (model_pricing.c.provider == price.provider) & (model_pricing.c.model == price.model)
-    if conn.execute(model_pricing.update().where(key).values(**values)).rowcount == 0:
-        conn.execute(
-            model_pricing.insert().values(provider=price.provider, model=price.model, **values)
-        )
+    metrics_repo.save_price(
+        conn,
+        metrics_repo.PriceRow(
+            price.provider,
+            price.model,
+            price.input_price_per_1m,
+            price.output_price_per_1m,
+            price.context_window,
+            price.cache_read_price_per_1m,
+            price.cache_write_price_per_1m,
+        ),
+        updated_at=datetime.now(UTC),
+    )
 
 
 def reprice(conn: Connection, price: ModelPrice) -> int:
@@ -233,38 +220,18 @@ def reprice(conn: Connection, price: ModelPrice) -> int:
     the table's lookup resolves to this row. Imported sessions' totals follow. Returns
     how many calls were updated."""
     book = PriceBook.load(conn)
-    metrics = llm_usage_metrics.c
-    recorded = conn.execute(
-        sa.select(metrics.model)
-        .where(metrics.provider == price.provider, metrics.cost_source != "provider")
-        .distinct()
-    ).scalars()
     models = [
         model
-        for model in recorded
+        for model in metrics_repo.costed_models(conn, price.provider)
         if (found := book.find(price.provider, model)) is not None
         and (found.provider, found.model) == (price.provider, price.model)
     ]
     if not models:
         return 0
-    rows = conn.execute(
-        sa.select(
-            metrics.id,
-            metrics.input_tokens,
-            metrics.output_tokens,
-            metrics.total_tokens,
-            metrics.cache_read_tokens,
-            metrics.cache_write_tokens,
-        ).where(
-            metrics.provider == price.provider,
-            metrics.model.in_(models),
-            metrics.cost_source != "provider",
-        )
-    ).all()
     costs = [
-        {
-            "row_id": r.id,
-            "cost": price.cost(
+        (
+            r.id,
+            price.cost(
                 Usage(
                     input_tokens=r.input_tokens,
                     output_tokens=r.output_tokens,
@@ -273,29 +240,9 @@ def reprice(conn: Connection, price: ModelPrice) -> int:
                     cache_write_tokens=r.cache_write_tokens,
                 )
             ),
-        }
-        for r in rows
-    ]
-    conn.execute(
-        llm_usage_metrics.update()
-        .where(metrics.id == sa.bindparam("row_id"))
-        .values(estimated_cost_usd=sa.bindparam("cost"), cost_source="pricing"),
-        costs,
-    )
-    sessions = import_sessions.c
-    touched = (
-        sa.select(metrics.session_id)
-        .where(
-            metrics.purpose == "import",
-            metrics.provider == price.provider,
-            metrics.model.in_(models),
         )
-        .distinct()
-    )
-    total = (
-        sa.select(sa.func.coalesce(sa.func.sum(metrics.estimated_cost_usd), 0.0))
-        .where(metrics.session_id == sessions.id, metrics.purpose == "import")
-        .scalar_subquery()
-    )
-    conn.execute(import_sessions.update().where(sessions.id.in_(touched)).values(cost_usd=total))
+        for r in metrics_repo.costable_calls(conn, price.provider, models)
+    ]
+    metrics_repo.set_costs(conn, costs)
+    imports_repo.refresh_costs(conn, price.provider, models)
     return len(costs)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Query, Request
+from sqlalchemy.engine import Connection
 
 from opencrab.core.workspace import Workspace
 from opencrab.llm.analysis import analyze_usage
@@ -22,8 +22,8 @@ from opencrab.llm.metrics import period_start
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, DatabaseDep, SettingsDep
 from opencrab.server.schemas import ApiModel, Period, error_responses
-from opencrab.store.tables import heartbeat_log, memory_sessions, messages, sessions
-from opencrab.store.tables import llm_usage_metrics as metrics_table
+from opencrab.store.repositories import activity
+from opencrab.store.repositories import metrics as metrics_repo
 
 router = APIRouter(prefix="/api", tags=["Analytics"])
 
@@ -110,14 +110,10 @@ class LlmAnalytics(ApiModel):
     recommendations: list[RecommendationResponse]
 
 
-def _action_counts(conn: sa.Connection, agent_id: str, since: datetime | None) -> list[ActionUse]:
-    m = memory_sessions.c
-    query = sa.select(m.metadata_json).where(m.agent_id == agent_id, m.log_type == "action")
-    if since is not None:
-        query = query.where(m.created_at >= since)
+def _action_counts(conn: Connection, agent_id: str, since: datetime | None) -> list[ActionUse]:
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
-    for (meta,) in conn.execute(query):
+    for meta in activity.action_metadata(conn, agent_id, since=since):
         if not isinstance(meta, dict) or not isinstance(meta.get("action"), str):
             continue
         calls[meta["action"]] += 1
@@ -139,62 +135,27 @@ def get_usage_analytics(
 ) -> UsageAnalytics:
     """What the agent did in the period."""
     since = period_start(period)
-    s, msg, m, h, x = (
-        sessions.c,
-        messages.c,
-        memory_sessions.c,
-        heartbeat_log.c,
-        metrics_table.c,
-    )
-
-    def after(column: Any) -> Any:
-        return sa.true() if since is None else column >= since
-
     with db.read() as conn:
-        session_count = conn.execute(
-            sa.select(sa.func.count(sa.distinct(m.session_id))).where(
-                m.agent_id == agent.id, after(m.created_at)
-            )
-        ).scalar_one()
-        by_role = conn.execute(
-            sa.select(msg.role, sa.func.count())
-            .join(sessions, s.id == msg.session_id)
-            .where(s.agent_id == agent.id, after(msg.timestamp))
-            .group_by(msg.role)
-        ).all()
-        by_type = conn.execute(
-            sa.select(m.log_type, sa.func.count())
-            .where(m.agent_id == agent.id, after(m.created_at))
-            .group_by(m.log_type)
-        ).all()
-        beats = conn.execute(
-            sa.select(h.decision, sa.func.count())
-            .where(h.agent_id == agent.id, after(h.created_at))
-            .group_by(h.decision)
-        ).all()
-        llm = conn.execute(
-            sa.select(
-                sa.func.count(),
-                sa.func.coalesce(sa.func.sum(sa.case((x.status == "ok", 0), else_=1)), 0),
-                sa.func.coalesce(sa.func.sum(x.total_tokens), 0),
-                sa.func.coalesce(sa.func.sum(x.estimated_cost_usd), 0.0),
-            ).where(x.agent_id == agent.id, after(x.timestamp))
-        ).one()
+        session_count = activity.session_count(conn, agent.id, since=since)
+        by_role = activity.message_counts(conn, agent.id, since=since)
+        by_type = activity.log_counts(conn, agent.id, since=since)
+        beats = activity.heartbeat_counts(conn, agent.id, since=since)
+        llm = metrics_repo.agent_totals(conn, agent.id, since=since)
         actions = _action_counts(conn, agent.id, since)
     files = list(Workspace.for_agent(settings, agent.id).walk())
     return UsageAnalytics(
         period=period,
         since=since,
-        sessions=int(session_count),
-        messages={str(role): int(n) for role, n in by_role},
-        logs={str(kind): int(n) for kind, n in by_type},
+        sessions=session_count,
+        messages=by_role,
+        logs=by_type,
         actions=actions,
-        heartbeats={str(decision): int(n) for decision, n in beats},
+        heartbeats=beats,
         llm=LlmTotals(
-            calls=int(llm[0]),
-            errors=int(llm[1]),
-            total_tokens=int(llm[2]),
-            cost_usd=round(float(llm[3]), 8),
+            calls=llm.calls,
+            errors=llm.errors,
+            total_tokens=llm.total_tokens,
+            cost_usd=round(llm.cost_usd, 8),
         ),
         workspace=WorkspaceTotals(files=len(files), bytes=sum(f.size for f in files)),
     )

@@ -3,7 +3,8 @@
 `GET /api/imports/sessions` lists import sessions (one per file), `GET
 /api/imports/sessions/{id}` shows one with its problems, and
 `GET /api/imports/sessions/{id}/messages` returns its lines as seed 003
-NormalizedMessages, in the seed's own (snake_case) field names. Encrypted reasoning is
+NormalizedMessages (`opencrab.importers.normalized`, the type the parsers' output
+validates as), in the seed's own (snake_case) field names. Encrypted reasoning is
 shown only as its SHA-256 unless `?includeRaw=true`. A session's turns are also the
 trace `/api/traces/{id}/events` (the session id is the trace id).
 """
@@ -16,9 +17,10 @@ from uuid import UUID
 
 import orjson
 from fastapi import APIRouter, FastAPI, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
+from opencrab.importers.normalized import NormalizedMessage, SourceType
 from opencrab.importers.sessions import (
     import_session,
     import_sessions_page,
@@ -32,7 +34,6 @@ from opencrab.server.schemas import ApiModel, Offset, error_responses
 router = APIRouter(prefix="/api/imports", tags=["Imports"])
 
 SessionId = Annotated[UUID, Path(alias="id", description="The import session's id.")]
-SourceType = Literal["message", "tool_call", "tool_result", "meta", "session", "legacy"]
 
 
 class TokenTotals(ApiModel):
@@ -73,57 +74,6 @@ class ImportProblem(ApiModel):
 class ImportSessionDetail(ImportSessionResponse):
     header: dict[str, Any] | None = Field(description="Session metadata from the file.")
     problem_lines: list[ImportProblem]
-
-
-class MessageSegment(BaseModel):
-    """Seed 003 MessageSegment."""
-
-    channel: Literal["input", "output", "system"]
-    type: Literal["text", "image"]
-    format: str
-    text: str | None = None
-    media: dict[str, Any] | None = None
-    annotations: list[Any] = Field(default_factory=list)
-
-
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    call_id: str | None = None
-    name: str | None = None
-    status: str | None = None
-    arguments: Any = None
-    arguments_json: Any = None
-    input: Any = Field(default=None, description="A custom_tool_call's input (seed 003).")
-    input_json: Any = None
-    output: Any = None
-    output_json: Any = None
-
-
-class RawRef(BaseModel):
-    """Where the message came from; `encrypted_content` only with `?includeRaw=true`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    event_type: str
-    payload_type: str | None = None
-    file_path: str
-    line_index: int
-    encrypted_content: str | None = None
-    encrypted_sha256: str | None = None
-
-
-class NormalizedMessage(BaseModel):
-    """Seed 003 NormalizedMessage (field names as the seed writes them)."""
-
-    id: str = Field(examples=["2025-10-11T10:19:50.935Z#23"])
-    timestamp: str
-    role: Literal["user", "assistant", "tool", "system", "meta"]
-    source_type: SourceType
-    segments: list[MessageSegment]
-    tool_call: ToolCall | None = None
-    raw: RawRef
-    metadata: dict[str, Any] | None = None
 
 
 def _session(row: Any) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import time
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Query
 
 from opencrab.core.agent import AgentUpdate
@@ -22,12 +21,12 @@ from opencrab.llm.metrics import GROUPS, period_start, summarize
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, AgentStoreDep, DatabaseDep, RuntimeDep
 from opencrab.server.schemas import ApiModel, Offset, Period, error_responses
-from opencrab.store.tables import llm_usage_metrics as metrics_table
+from opencrab.store.repositories import metrics as metrics_repo
 
 router = APIRouter(prefix="/api", tags=["LLM"])
 
 PROBE_TIMEOUT = 10.0
-GroupBy = Literal["model", "provider", "purpose", "task_type", "agent", "day"]
+GroupBy = Literal["model", "provider", "purpose", "task_type", "agent", "day", "week"]
 assert set(GroupBy.__args__) == set(GROUPS)  # type: ignore[attr-defined]
 
 
@@ -218,13 +217,10 @@ def get_llm_metrics(
 ) -> list[dict[str, Any]]:
     """The agent's LLM calls in the period, newest first (one per attempt)."""
     since = period_start(period)
-    m = metrics_table.c
-    query = sa.select(metrics_table).where(m.agent_id == agent.id)
-    if since is not None:
-        query = query.where(m.timestamp >= since)
-    query = query.order_by(m.timestamp.desc()).limit(limit).offset(offset)
     with db.read() as conn:
-        rows = conn.execute(query).all()
+        rows = metrics_repo.agent_calls(
+            conn, agent.id, since=since, newest_first=True, limit=limit, offset=offset
+        )
     return [
         {
             "id": str(r.id),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, func
 from sqlalchemy.engine import Engine
 
 SEARCH_INDEX = "ix_memory_sessions_content_trgm"
@@ -51,3 +51,13 @@ def configure(engine: Engine) -> None:
             conn.connection.dbapi_connection.execute(
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
             )
+
+
+def utc_day(column: Any) -> Any:
+    """`YYYY-MM-DD` of a TIMESTAMPTZ column in UTC, whatever the server's time zone."""
+    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
+
+
+def utc_week(column: Any) -> Any:
+    """`YYYY-MM-DD` of the Monday (UTC) starting the week of a TIMESTAMPTZ column."""
+    return func.to_char(func.date_trunc("week", func.timezone("UTC", column)), "YYYY-MM-DD")

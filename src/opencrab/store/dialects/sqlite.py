@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
 
 FTS_TABLE = "memory_sessions_fts"
@@ -100,3 +100,13 @@ def search_memory_sql(*, with_session: bool, log_types: int, short_terms: int) -
         f"FROM {FTS_TABLE} JOIN memory_sessions AS m ON m.id = {FTS_TABLE}.rowid "
         f"WHERE {' AND '.join(where)} ORDER BY rank, m.id DESC LIMIT :limit"
     )
+
+
+def utc_day(column: Any) -> Any:
+    """`YYYY-MM-DD` of a UtcDateTime column in UTC (stored as fixed-width UTC text)."""
+    return func.substr(column, 1, 10)
+
+
+def utc_week(column: Any) -> Any:
+    """`YYYY-MM-DD` of the Monday (UTC) starting the week of a UtcDateTime column."""
+    return func.date(func.substr(column, 1, 10), "-6 days", "weekday 1")

@@ -1,0 +1,210 @@
+"""Imported transcripts' bookkeeping: `import_sessions` (one per file), `import_chunks`
+(its lines as read, zstd) and `import_problems` (lines that could not be normalized).
+
+An import's events and metrics rows go through the events and metrics repositories,
+in the same transaction. Every function runs on the caller's connection.
+
+Example:
+    with db.read() as conn:
+        found = get(conn, session_id)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.store.bulk import bulk_insert
+from opencrab.store.tables import import_chunks, import_problems, import_sessions
+from opencrab.store.tables import llm_usage_metrics as metrics
+
+
+class ImportSession(NamedTuple):
+    """One imported file, as stored."""
+
+    id: str
+    source: str
+    file_path: str
+    external_id: str | None
+    agent_id: str | None
+    title: str | None
+    model: str | None
+    provider: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    lines: int
+    bytes: int
+    prefix_sha256: str
+    file_size: int
+    file_mtime: float | None
+    messages: int
+    problems: int
+    kinds_json: dict[str, int]
+    calls: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_output_tokens: int
+    total_tokens: int
+    cost_usd: float
+    header_json: dict[str, Any] | None
+    last_event_id: str | None
+    last_generation_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+_SESSION = tuple(import_sessions.c[name] for name in ImportSession._fields)
+
+COUNTERS = (
+    "messages",
+    "calls",
+    "cost_usd",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "total_tokens",
+)
+"""The columns `update` adds to rather than sets."""
+
+
+_INSERT_SESSION = import_sessions.insert()
+_INSERT_CHUNK = import_chunks.insert()
+
+
+def get(conn: Connection, session_id: str) -> ImportSession | None:
+    """An import session, or None."""
+    row = conn.execute(sa.select(*_SESSION).where(import_sessions.c.id == session_id)).first()
+    return None if row is None else ImportSession(*row)
+
+
+def page(
+    conn: Connection,
+    *,
+    source: str | None = None,
+    agent_id: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[ImportSession], int]:
+    """Import sessions, the most recent first, and how many match in all."""
+    t = import_sessions.c
+    where = []
+    if source is not None:
+        where.append(t.source == source)
+    if agent_id is not None:
+        where.append(t.agent_id == agent_id)
+    total = conn.execute(
+        sa.select(sa.func.count()).select_from(import_sessions).where(*where)
+    ).scalar_one()
+    rows = conn.execute(
+        sa.select(*_SESSION)
+        .where(*where)
+        .order_by(sa.func.coalesce(t.started_at, t.created_at).desc(), t.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return [ImportSession(*row) for row in rows], int(total)
+
+
+def create(conn: Connection, values: Mapping[str, Any]) -> None:
+    """Store a new import session (column → value)."""
+    conn.execute(_INSERT_SESSION, dict(values))  # parameters apart: compiled once
+
+
+def update(
+    conn: Connection, session_id: str, values: Mapping[str, Any], added: Mapping[str, Any]
+) -> None:
+    """Set `values` and add `added` to the COUNTERS of one import session."""
+    t = import_sessions.c
+    unknown = set(added) - set(COUNTERS)
+    if unknown:
+        raise ValueError(f"not counters: {sorted(unknown)}")
+    increments = {name: t[name] + amount for name, amount in added.items()}
+    conn.execute(import_sessions.update().where(t.id == session_id).values(**values, **increments))
+
+
+def add_chunk(
+    conn: Connection, session_id: str, *, first_line: int, lines: int, raw_bytes: int, data: bytes
+) -> None:
+    """Store a run of lines as read (`data`: their bytes, compressed)."""
+    conn.execute(
+        _INSERT_CHUNK,
+        {
+            "session_id": session_id,
+            "first_line": first_line,
+            "lines": lines,
+            "raw_bytes": raw_bytes,
+            "data": data,
+        },
+    )
+
+
+def chunks(conn: Connection, session_id: str) -> list[bytes]:
+    """An import session's stored chunks (compressed), in line order."""
+    rows = conn.execute(
+        sa.select(import_chunks.c.data)
+        .where(import_chunks.c.session_id == session_id)
+        .order_by(import_chunks.c.first_line)
+    )
+    return [bytes(data) for (data,) in rows]
+
+
+def replace_problems(
+    conn: Connection,
+    session_id: str,
+    first_line: int,
+    problems: Sequence[tuple[int, str]],
+    *,
+    replace: bool,
+) -> int:
+    """Store (line, reason) problems; `replace`: first drop those stored from `first_line`
+    on. Returns how many problems the session has now."""
+    p = import_problems.c
+    if replace:
+        conn.execute(
+            import_problems.delete().where(p.session_id == session_id, p.line >= first_line)
+        )
+    if problems:
+        bulk_insert(
+            conn,
+            import_problems,
+            ("session_id", "line", "reason"),
+            [(session_id, line, reason) for line, reason in problems],
+        )
+    if not replace:
+        return len(problems)
+    return int(
+        conn.execute(sa.select(sa.func.count()).where(p.session_id == session_id)).scalar_one()
+    )
+
+
+def problems(conn: Connection, session_id: str) -> list[tuple[int, str]]:
+    """(line, reason) of every problem an import session's lines had, in line order."""
+    p = import_problems.c
+    rows = conn.execute(
+        sa.select(p.line, p.reason).where(p.session_id == session_id).order_by(p.line, p.id)
+    )
+    return [(int(line), str(reason)) for line, reason in rows]
+
+
+def refresh_costs(conn: Connection, provider: str, models: Iterable[str]) -> None:
+    """Set the cost of every import session with calls of `models` to the sum of its
+    import calls' costs (after they were costed again)."""
+    m, t = metrics.c, import_sessions.c
+    wanted = list(models)
+    touched = (
+        sa.select(m.session_id)
+        .where(m.purpose == "import", m.provider == provider, m.model.in_(wanted))
+        .distinct()
+    )
+    total = (
+        sa.select(sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0))
+        .where(m.session_id == t.id, m.purpose == "import")
+        .scalar_subquery()
+    )
+    conn.execute(import_sessions.update().where(t.id.in_(touched)).values(cost_usd=total))

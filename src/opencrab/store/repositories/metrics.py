@@ -1,0 +1,288 @@
+"""LLM usage metrics (`llm_usage_metrics`, one row per call attempt) and the price table
+(`model_pricing`) that costs them: inserts, the aggregate queries, re-costing.
+
+Every function runs on the caller's connection, inside the caller's transaction. Day and
+week keys are UTC dates on every database (`store.dialects.<name>.utc_day/utc_week`).
+
+Example:
+    with db.write() as conn:
+        insert(conn, [record.as_row()])
+    with db.read() as conn:
+        by_day = group_totals(conn, "day", since=None, agent_id=None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.store.bulk import bulk_insert
+from opencrab.store.dialects import postgresql, sqlite
+from opencrab.store.tables import llm_usage_metrics as metrics
+from opencrab.store.tables import model_pricing
+
+
+class MetricRow(NamedTuple):
+    """One call attempt as stored (every column of `llm_usage_metrics`)."""
+
+    id: str
+    agent_id: str
+    session_id: str | None
+    timestamp: datetime
+    provider: str
+    model: str
+    purpose: str
+    task_type: str | None
+    complexity: str | None
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    estimated_cost_usd: float
+    cost_source: str
+    latency_ms: int
+    time_to_first_token_ms: int | None
+    status: str
+    error_type: str | None
+    error: str | None
+    stream: bool
+    request_id: str | None
+    attempt: int
+    fallback_from: str | None
+    quality_score: float | None
+    self_evaluation: str | None
+    task_success: bool | None
+    would_use_again: bool | None
+    better_model_suggestion: str | None
+    created_at: datetime
+
+
+COLUMNS: tuple[str, ...] = MetricRow._fields
+"""The columns `insert` writes and reads return, in MetricRow order."""
+
+GROUP_KEYS = ("model", "provider", "purpose", "task_type", "agent", "day", "week")
+"""What `group_totals` groups by; day and week are UTC dates (a week by its Monday)."""
+
+
+class GroupTotals(NamedTuple):
+    """Totals of one group of calls."""
+
+    key: str | None
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float
+    avg_latency_ms: float | None
+    avg_ttft_ms: float | None
+    avg_quality: float | None
+
+
+class CallTotals(NamedTuple):
+    """An agent's calls, failed ones, tokens and cost in a period."""
+
+    calls: int
+    errors: int
+    total_tokens: int
+    cost_usd: float
+
+
+class PriceRow(NamedTuple):
+    """One row of the price table ($ per 1M tokens)."""
+
+    provider: str
+    model: str
+    input_price_per_1m: float
+    output_price_per_1m: float
+    context_window: int | None
+    cache_read_price_per_1m: float | None
+    cache_write_price_per_1m: float | None
+
+
+class CostInputs(NamedTuple):
+    """What re-costing one stored call needs."""
+
+    id: str
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+# ------------------------------------------------------------------ calls
+def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
+    """Store call rows with one executemany."""
+    bulk_insert(conn, metrics, COLUMNS, rows)
+
+
+def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
+    m = metrics.c
+    if group_by == "agent":
+        return m.agent_id
+    if group_by in ("day", "week"):
+        dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
+        keyed = dialect.utc_day if group_by == "day" else dialect.utc_week
+        return keyed(m.timestamp)  # type: ignore[no-any-return]
+    if group_by not in GROUP_KEYS:
+        raise ValueError(f"unknown grouping {group_by!r}")
+    return m[group_by]
+
+
+def group_totals(
+    conn: Connection, group_by: str, *, since: datetime | None, agent_id: str | None
+) -> list[GroupTotals]:
+    """Calls, errors, tokens, cost and speed per group (GROUP_KEYS), most expensive first."""
+    m = metrics.c
+    key = _key(conn, group_by).label("key")
+    ok = m.status == "ok"
+    query = sa.select(
+        key,
+        sa.func.count().label("calls"),
+        sa.func.sum(sa.case((ok, 0), else_=1)).label("errors"),
+        sa.func.coalesce(sa.func.sum(m.input_tokens), 0).label("input_tokens"),
+        sa.func.coalesce(sa.func.sum(m.output_tokens), 0).label("output_tokens"),
+        sa.func.coalesce(sa.func.sum(m.total_tokens), 0).label("total_tokens"),
+        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
+        sa.func.avg(sa.case((ok, m.latency_ms))).label("latency"),
+        sa.func.avg(m.time_to_first_token_ms).label("ttft"),
+        sa.func.avg(m.quality_score).label("quality"),
+    ).group_by(key)
+    if since is not None:
+        query = query.where(m.timestamp >= since)
+    if agent_id is not None:
+        query = query.where(m.agent_id == agent_id)
+    rows = conn.execute(query.order_by(sa.desc("cost"), sa.asc("key"))).all()
+    return [
+        GroupTotals(
+            key=None if r.key is None else str(r.key),
+            calls=int(r.calls),
+            errors=int(r.errors or 0),
+            input_tokens=int(r.input_tokens),
+            output_tokens=int(r.output_tokens),
+            total_tokens=int(r.total_tokens),
+            cost_usd=float(r.cost),
+            avg_latency_ms=None if r.latency is None else float(r.latency),
+            avg_ttft_ms=None if r.ttft is None else float(r.ttft),
+            avg_quality=None if r.quality is None else float(r.quality),
+        )
+        for r in rows
+    ]
+
+
+def agent_calls(
+    conn: Connection,
+    agent_id: str,
+    *,
+    since: datetime | None = None,
+    newest_first: bool = False,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[MetricRow]:
+    """An agent's call rows since `since` (all when None), by time."""
+    m = metrics.c
+    query = sa.select(*(m[name] for name in COLUMNS)).where(m.agent_id == agent_id)
+    if since is not None:
+        query = query.where(m.timestamp >= since)
+    query = query.order_by(m.timestamp.desc() if newest_first else m.timestamp)
+    if limit is not None:
+        query = query.limit(limit).offset(offset)
+    return [MetricRow(*row) for row in conn.execute(query)]
+
+
+def agent_totals(conn: Connection, agent_id: str, *, since: datetime | None) -> CallTotals:
+    """An agent's calls, failed ones, tokens and cost since `since` (all when None)."""
+    m = metrics.c
+    query = sa.select(
+        sa.func.count(),
+        sa.func.coalesce(sa.func.sum(sa.case((m.status == "ok", 0), else_=1)), 0),
+        sa.func.coalesce(sa.func.sum(m.total_tokens), 0),
+        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0),
+    ).where(m.agent_id == agent_id)
+    if since is not None:
+        query = query.where(m.timestamp >= since)
+    calls, errors, tokens, cost = conn.execute(query).one()
+    return CallTotals(int(calls), int(errors), int(tokens), float(cost))
+
+
+def evaluate(
+    conn: Connection,
+    metrics_id: str,
+    agent_id: str,
+    *,
+    quality_score: float,
+    task_success: bool,
+    self_evaluation: str,
+    would_use_again: bool | None,
+    better_model_suggestion: str | None,
+) -> bool:
+    """Record an agent's rating of one of its calls; False when it has no such call."""
+    m = metrics.c
+    done = conn.execute(
+        metrics.update()
+        .where(m.id == metrics_id, m.agent_id == agent_id)
+        .values(
+            quality_score=quality_score,
+            task_success=task_success,
+            self_evaluation=self_evaluation,
+            would_use_again=would_use_again,
+            better_model_suggestion=better_model_suggestion,
+        )
+    )
+    return bool(done.rowcount)
+
+
+# ------------------------------------------------------------------ prices
+def prices(conn: Connection) -> list[PriceRow]:
+    """Every row of the price table."""
+    p = model_pricing.c
+    rows = conn.execute(sa.select(*(p[name] for name in PriceRow._fields)))
+    return [PriceRow(*row) for row in rows]
+
+
+def save_price(conn: Connection, price: PriceRow, *, updated_at: datetime) -> None:
+    """Insert or replace one price row (checked by the caller)."""
+    values = {name: getattr(price, name) for name in PriceRow._fields[2:]}
+    values["updated_at"] = updated_at
+    p = model_pricing.c
+    key = (p.provider == price.provider) & (p.model == price.model)
+    if conn.execute(model_pricing.update().where(key).values(**values)).rowcount == 0:
+        conn.execute(
+            model_pricing.insert().values(provider=price.provider, model=price.model, **values)
+        )
+
+
+def costed_models(conn: Connection, provider: str) -> list[str]:
+    """The provider's models among stored calls whose cost did not come from the provider."""
+    m = metrics.c
+    query = sa.select(m.model).where(m.provider == provider, m.cost_source != "provider").distinct()
+    return list(conn.execute(query).scalars())
+
+
+def costable_calls(conn: Connection, provider: str, models: Iterable[str]) -> list[CostInputs]:
+    """The calls of `models` whose cost did not come from the provider."""
+    m = metrics.c
+    query = sa.select(*(m[name] for name in CostInputs._fields)).where(
+        m.provider == provider, m.model.in_(list(models)), m.cost_source != "provider"
+    )
+    return [CostInputs(*row) for row in conn.execute(query)]
+
+
+def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
+    """Set (call id, cost) from the price table (cost_source `pricing`)."""
+    if not costs:
+        return
+    m = metrics.c
+    conn.execute(
+        metrics.update()
+        .where(m.id == sa.bindparam("row_id"))
+        .values(estimated_cost_usd=sa.bindparam("cost"), cost_source="pricing"),
+        [{"row_id": row_id, "cost": cost} for row_id, cost in costs],
+    )
