@@ -17,6 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store.prepared import driver_execute
+
 
 def bulk_insert(
     conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
@@ -58,19 +60,7 @@ def bulk_insert(
         params: Sequence[Any] = rows
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
-    if dialect.name == "sqlite" and conn.in_transaction():
-        # straight to the driver, inside the transaction SQLAlchemy began on this
-        # connection: the per-statement bookkeeping costs more than the insert
-        raw = conn.connection.dbapi_connection
-        assert raw is not None
-        try:
-            raw.executemany(sql, params)
-        except dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, params, exc, dialect.loaded_dbapi.Error, dialect=dialect
-            ) from exc
-        return
-    conn.exec_driver_sql(sql, params)
+    driver_execute(conn, sql, params, many=True)
 
 
 _COMPILED: dict[
