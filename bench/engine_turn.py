@@ -12,8 +12,10 @@ That is four recorded steps (user, tool call, tool result, speech).
   before the next.
 
 Two legs, each OpenCrab against LangGraph in the same run:
-- SQLite: OpenCrab's store file (WAL) against SqliteSaver on a file beside it
-  (target: OpenCrab >= 5x faster per turn).
+- SQLite: OpenCrab's store file against SqliteSaver on a file beside it (target:
+  OpenCrab >= 5x faster per turn). Both run in WAL mode; OpenCrab's store commits with
+  synchronous=NORMAL, SqliteSaver with SQLite's default FULL (an fsync per commit) unless
+  --langgraph-sqlite-synchronous NORMAL; the modes are printed.
 - PostgreSQL: OpenCrab on `postgresql+psycopg://` against PostgresSaver
   (langgraph-checkpoint-postgres, opened the documented way: `from_conn_string`), each in
   its own database of one server (target: OpenCrab >= 2x faster per turn). The server is
@@ -26,6 +28,7 @@ process, so machine noise hits both alike. Prints p50/p95/mean per turn and p50 
 for each side and the ratio LangGraph / OpenCrab of the p50 per turn.
 
     python bench/engine_turn.py [--turns N] [--only sqlite|postgresql]
+                                [--langgraph-sqlite-synchronous NORMAL|FULL]
 """
 
 from __future__ import annotations
@@ -137,13 +140,18 @@ def langgraph_graph() -> Any:
 
 
 @contextmanager
-def langgraph_sqlite(path: Path) -> Iterator[Any]:
-    """The graph compiled with SqliteSaver on a database file."""
+def langgraph_sqlite(
+    path: Path, synchronous: str | None
+) -> Iterator[tuple[Any, sqlite3.Connection]]:
+    """The graph compiled with SqliteSaver on a database file, and its connection;
+    `synchronous` overrides SQLite's default (FULL) on that connection."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(path, check_same_thread=False)
+    if synchronous is not None:
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
     try:
-        yield langgraph_graph().compile(checkpointer=SqliteSaver(conn))
+        yield langgraph_graph().compile(checkpointer=SqliteSaver(conn)), conn
     finally:
         conn.close()
 
@@ -217,18 +225,30 @@ async def run_leg(database: str, db: Database, app: Any, turns: int, setting: st
     return Leg(database, ours, theirs, events, setting)
 
 
-async def sqlite_leg(turns: int) -> Leg:
+async def sqlite_leg(turns: int, langgraph_synchronous: str | None = None) -> Leg:
     """OpenCrab's SQLite store against SqliteSaver, both files in one temporary folder."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'opencrab.db'}")
         db.upgrade()
         try:
-            with langgraph_sqlite(Path(tmp) / "langgraph.db") as app:
-                return await run_leg(
-                    "sqlite", db, app, turns, "OpenCrab WAL, SqliteSaver WAL (their pragmas)"
-                )
+            with langgraph_sqlite(Path(tmp) / "langgraph.db", langgraph_synchronous) as (
+                app,
+                conn,
+            ):
+                leg = await run_leg("sqlite", db, app, turns, "")
+                with db.read() as ours:
+                    mine = _sqlite_mode(lambda q: ours.exec_driver_sql(q).scalar_one())
+                theirs = _sqlite_mode(lambda q: conn.execute(q).fetchone()[0])
+                leg.setting = f"OpenCrab {mine}, SqliteSaver {theirs}"
+                return leg
         finally:
             db.close()
+
+
+def _sqlite_mode(query: Callable[[str], Any]) -> str:
+    """journal_mode and synchronous of one SQLite connection, e.g. "wal/NORMAL"."""
+    synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[int(query("PRAGMA synchronous"))]
+    return f"{query('PRAGMA journal_mode')}/synchronous={synchronous}"
 
 
 async def postgres_leg(turns: int) -> Leg:
@@ -253,12 +273,15 @@ async def postgres_leg(turns: int) -> Leg:
 
 
 # ------------------------------------------------------------------ main
-LEGS: dict[str, Callable[[int], Any]] = {"sqlite": sqlite_leg, "postgresql": postgres_leg}
 NAMES = {"sqlite": "SqliteSaver", "postgresql": "PostgresSaver"}
 
 
-async def main(turns: int, only: str | None) -> None:
-    legs = [await LEGS[name](turns) for name in LEGS if only in (None, name)]
+async def main(turns: int, only: str | None, sqlite_synchronous: str | None) -> None:
+    legs = []
+    if only in (None, "sqlite"):
+        legs.append(await sqlite_leg(turns, sqlite_synchronous))
+    if only in (None, "postgresql"):
+        legs.append(await postgres_leg(turns))
     for leg in legs:
         print(f"== {leg.database}: {leg.setting}")
         report("OpenCrab SkillEngine", leg.ours)
@@ -285,6 +308,12 @@ def report(name: str, times: list[float]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--only", choices=sorted(LEGS), help="run one database's leg")
+    parser.add_argument("--only", choices=sorted(NAMES), help="run one database's leg")
+    parser.add_argument(
+        "--langgraph-sqlite-synchronous",
+        choices=["NORMAL", "FULL"],
+        help="SqliteSaver's PRAGMA synchronous (default: SQLite's own, FULL; OpenCrab's "
+        "store runs NORMAL, so NORMAL compares at equal durability)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.only))
+    asyncio.run(main(args.turns, args.only, args.langgraph_sqlite_synchronous))
