@@ -30,7 +30,6 @@ from opencrab.events import (
 )
 from opencrab.store import Database
 from opencrab.store.bulk import bulk_insert, paused_gc
-from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import events as events_table
 from opencrab.store.types import format_timestamp
@@ -132,8 +131,7 @@ class EventLog:
         try:
             with paused_gc():
                 rows = _validate(batch, lookup)
-                with recoverable(conn):
-                    bulk_insert(conn, events_table, COLUMNS, rows)
+                bulk_insert(conn, events_table, COLUMNS, rows, recoverable=True)
         except sa.exc.IntegrityError:
             taken = _lookup(conn, {str(e.id) for e in batch})
             problems = [

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import select
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -104,3 +107,37 @@ def _quiet(dbapi_connection: Any) -> bool:
         return False
     readable, _, _ = select.select([pgconn.socket], [], [], 0)
     return not readable
+
+
+_SAVEPOINT = "opencrab_recoverable"
+
+
+@contextmanager
+def pipelined_savepoint(conn: Connection) -> Iterator[None]:
+    """The block's driver statements in a savepoint, all sent in one round trip.
+
+    psycopg's pipeline mode queues the savepoint, the statements and its release (and a
+    BEGIN still pending) and sends them together when the block ends; a failure rolls
+    back to the savepoint, so the transaction stays usable, and is raised as SQLAlchemy's
+    exception (IntegrityError, …). Results and errors arrive only at the end, so the
+    block runs statements nobody reads back, through the driver: `bulk_insert`.
+    """
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    error = conn.dialect.loaded_dbapi.Error
+    try:
+        with raw.pipeline():
+            raw.execute(f"SAVEPOINT {_SAVEPOINT}")
+            yield
+            raw.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    except BaseException as exc:
+        try:
+            raw.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            raw.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        except error:
+            pass  # the connection itself failed: its transaction is lost either way
+        if isinstance(exc, error):
+            raise sa.exc.DBAPIError.instance(
+                f"SAVEPOINT {_SAVEPOINT} …", None, exc, error, dialect=conn.dialect
+            ) from exc
+        raise
