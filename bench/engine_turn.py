@@ -24,8 +24,10 @@ Two legs, each OpenCrab against LangGraph in the same run:
   printed.
 
 Each turn starts a new session / thread; the two run alternately, turn by turn, in one
-process, so machine noise hits both alike. Prints p50/p95/mean per turn and p50 per step
-for each side and the ratio LangGraph / OpenCrab of the p50 per turn.
+process, so machine noise hits both alike. Prints p50/p95/mean per turn, p50 per step and
+the p50 of this process's CPU time per turn (worker threads included; a PostgreSQL
+server's own CPU is not) for each side, and the ratio LangGraph / OpenCrab of the p50 per
+turn (the targets) and of the CPU time (steadier on a busy machine).
 
     python bench/engine_turn.py [--turns N] [--only sqlite|postgresql]
                                 [--langgraph-sqlite-synchronous NORMAL|FULL]
@@ -89,7 +91,10 @@ def script() -> list[Any]:
 
 
 # ------------------------------------------------------------------ OpenCrab
-async def opencrab_turns(runtime: Runtime, provider: ScriptedProvider, turns: int) -> list[float]:
+async def opencrab_turns(
+    runtime: Runtime, provider: ScriptedProvider, turns: int, cpu: list[float] | None = None
+) -> list[float]:
+    """Run `turns` turns; their wall times (and CPU times of this process into `cpu`)."""
     agent = runtime.agents.get("bench")
     times = []
     for _ in range(turns):
@@ -97,9 +102,11 @@ async def opencrab_turns(runtime: Runtime, provider: ScriptedProvider, turns: in
         provider.outcomes.clear()
         provider.then(*script(), "unused")
         message = IncomingMessage.text("Hello!", source=CliSource(session_id=session))
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         result = await runtime.engine.process(agent, message, session_id=session)
         times.append(time.perf_counter() - start)
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu_start)
         assert result.reply == "Hello there!", result
     return times
 
@@ -171,15 +178,18 @@ def libpq_url(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def langgraph_turn(app: Any, n: int) -> float:
+def langgraph_turn(app: Any, n: int, cpu: list[float] | None = None) -> float:
+    """Run one turn on thread `n`; its wall time (and its CPU time into `cpu`)."""
     config = {"configurable": {"thread_id": f"t{n}"}}
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     out = app.invoke(
         {"messages": [{"role": "user", "content": "Hello!"}], "done": False},
         config,
         durability="sync",
     )
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(time.process_time() - cpu_start)
     assert out["done"]
     return elapsed
 
@@ -190,6 +200,8 @@ class Leg:
     database: str
     ours: list[float]
     theirs: list[float]
+    ours_cpu: list[float]  # this process's CPU time per turn (threads included)
+    theirs_cpu: list[float]
     events: int
     setting: str  # how the database commits, for the reader
 
@@ -213,16 +225,18 @@ async def run_leg(database: str, db: Database, app: Any, turns: int, setting: st
                 langgraph_turn(app, -n - 1)
             ours: list[float] = []
             theirs: list[float] = []
+            ours_cpu: list[float] = []
+            theirs_cpu: list[float] = []
             for n in range(turns):
                 if n % 2 == 0:
-                    ours += await opencrab_turns(runtime, provider, 1)
-                    theirs.append(langgraph_turn(app, n))
+                    ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
+                    theirs.append(langgraph_turn(app, n, theirs_cpu))
                 else:
-                    theirs.append(langgraph_turn(app, n))
-                    ours += await opencrab_turns(runtime, provider, 1)
+                    theirs.append(langgraph_turn(app, n, theirs_cpu))
+                    ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
             with runtime.db.read() as c:
                 events = int(c.execute(text("SELECT count(*) FROM events")).scalar_one())
-    return Leg(database, ours, theirs, events, setting)
+    return Leg(database, ours, theirs, ours_cpu, theirs_cpu, events, setting)
 
 
 async def sqlite_leg(turns: int, langgraph_synchronous: str | None = None) -> Leg:
@@ -284,24 +298,29 @@ async def main(turns: int, only: str | None, sqlite_synchronous: str | None) -> 
         legs.append(await postgres_leg(turns))
     for leg in legs:
         print(f"== {leg.database}: {leg.setting}")
-        report("OpenCrab SkillEngine", leg.ours)
-        report(f"LangGraph + {NAMES[leg.database]} (sync)", leg.theirs)
+        report("OpenCrab SkillEngine", leg.ours, leg.ours_cpu)
+        report(f"LangGraph + {NAMES[leg.database]} (sync)", leg.theirs, leg.theirs_cpu)
         print(f"events stored by OpenCrab: {leg.events} ({STEPS_PER_TURN}+ per turn, all durable)")
     print("== ratios LangGraph / OpenCrab (p50 per turn)")
     for leg in legs:
         target = TARGETS[leg.database]
         verdict = "met" if leg.ratio >= target else "NOT met"
-        print(f"{leg.database:11s} {leg.ratio:5.2f}x  (target >= {target:.0f}x: {verdict})")
+        cpu = statistics.median(leg.theirs_cpu) / statistics.median(leg.ours_cpu)
+        print(
+            f"{leg.database:11s} {leg.ratio:5.2f}x  (target >= {target:.0f}x: {verdict}); "
+            f"client CPU per turn {cpu:5.2f}x"
+        )
 
 
-def report(name: str, times: list[float]) -> None:
+def report(name: str, times: list[float], cpu: list[float]) -> None:
     ordered = sorted(times)
     p50 = statistics.median(times) * 1000
     p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
     mean = statistics.fmean(times) * 1000
+    cpu_p50 = statistics.median(cpu) * 1000
     print(
         f"{name:34s} per turn p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  mean {mean:6.2f} ms  "
-        f"per step p50 {p50 / STEPS_PER_TURN:5.2f} ms"
+        f"per step p50 {p50 / STEPS_PER_TURN:5.2f} ms  CPU p50 {cpu_p50:6.2f} ms"
     )
 
 
