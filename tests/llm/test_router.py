@@ -250,6 +250,27 @@ async def test_cooldown_skips_a_failing_provider_for_a_while(
     assert third.text == "openai is back"
 
 
+async def test_a_call_tries_its_targets_in_the_order_they_had_when_it_began(
+    router: LlmRouter, clock: Clock
+) -> None:
+    # the fallbacks are worked out only after the first target fails; by then its
+    # provider cools, yet its other model keeps its place in this call's order
+    router.set_fallback_chain(["openai/gpt-4.1", "anthropic"])
+    openai = scripted(router, "openai")
+    openai.outcomes.clear()
+    openai.then(RateLimited("429", provider="openai", status=429), "gpt-4.1 answers")
+    answer = await router.chat(request("fast"))
+    assert [r.model for r in openai.requests] == ["gpt-5-mini", "gpt-4.1"]
+    assert (answer.provider, answer.text) == ("openai", "gpt-4.1 answers")
+    assert scripted(router, "anthropic").requests == []
+    # the next call starts with openai cooling: both its models go last
+    assert chain_of(router, "openai/gpt-5-mini") == [
+        "anthropic/claude-haiku-4.5",
+        "openai/gpt-5-mini",
+        "openai/gpt-4.1",
+    ]
+
+
 async def test_everyone_cooling_still_tries_in_order(router: LlmRouter, clock: Clock) -> None:
     for name in ("openai", "anthropic", "openrouter", "ollama"):
         provider = scripted(router, name)

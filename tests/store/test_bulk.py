@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 import sqlalchemy as sa
 
 from opencrab.store import Database
@@ -34,3 +35,20 @@ def test_bulk_insert_matches_core_insert(any_db: Database) -> None:
         assert raw == "2026-02-01T03:00:00.000000Z"  # stored as fixed-width UTC text
     else:
         assert raw == when  # a TIMESTAMPTZ, the same instant
+
+
+def test_a_recoverable_insert_that_fails_leaves_the_transaction_usable(any_db: Database) -> None:
+    when = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+    columns = ("id", "name", "prompt", "created_at", "updated_at")
+
+    def agent(n: int) -> tuple[object, ...]:
+        return (f"a{n}", f"agent {n}", "p", when, when)
+
+    with any_db.write() as conn:
+        bulk_insert(conn, t.agents, columns, [agent(1)], recoverable=True)
+        with pytest.raises(sa.exc.IntegrityError):  # a1 again
+            bulk_insert(conn, t.agents, columns, [agent(1)], recoverable=True)
+        bulk_insert(conn, t.agents, columns, [agent(3)])  # the transaction goes on
+    with any_db.read() as conn:
+        ids = conn.execute(sa.select(t.agents.c.id).order_by(t.agents.c.id)).scalars().all()
+    assert ids == ["a1", "a3"]

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from opencrab.config import Settings
@@ -271,6 +271,23 @@ class LlmRouter:
         A bare provider in the chain gives its model of `first`'s tier, never a pricier
         one (opencrab.llm.fallback); an alias or provider/model entry is used as named.
         """
+        return self._ordered(first, self._clock(), dict(self._cooling))
+
+    def _attempts(self, first: Target) -> Iterator[Target]:
+        """`candidates(first)` in order, the fallbacks worked out only when reached.
+
+        Most calls succeed on their first target; planning the chain (tiers, prices) for
+        each would cost more than the router's own work. The cooling state is read once,
+        up front, so the order is exactly that of `candidates` at the call's start.
+        """
+        now, cooling = self._clock(), dict(self._cooling)
+        if cooling.get(first.provider, 0.0) > now:
+            yield from self._ordered(first, now, cooling)
+            return
+        yield first
+        yield from self._ordered(first, now, cooling)[1:]  # [0] is `first`: it is ready
+
+    def _ordered(self, first: Target, now: float, cooling: dict[str, float]) -> list[Target]:
         targets = [first]
         for entry in self.fallback_chain:
             bare = entry not in self.aliases and "/" not in entry
@@ -283,17 +300,16 @@ class LlmRouter:
             targets.append(self.default)
         if self.offline and all(t.provider != EMBEDDED for t in targets):
             targets.append(Target(EMBEDDED, EMBEDDED_MODEL))
-        now = self._clock()
-        ready = [t for t in targets if self._cooling.get(t.provider, 0.0) <= now]
-        cooling = [t for t in targets if t not in ready]
-        return ready + cooling
+        ready = [t for t in targets if cooling.get(t.provider, 0.0) <= now]
+        waiting = [t for t in targets if t not in ready]
+        return ready + waiting
 
     # ------------------------------------------------------------ calls
     async def chat(self, request: ChatRequest, info: CallInfo | None = None) -> ChatResponse:
         """Complete a chat; `request.model` may be an alias, provider/model or empty."""
         info = info or CallInfo()
         first = self.resolve(request.model, info.purpose)
-        return await self._run(self.candidates(first), request, info)
+        return await self._run(self._attempts(first), request, info)
 
     async def chat_with_provider(
         self, provider: str, request: ChatRequest, info: CallInfo | None = None
@@ -303,7 +319,7 @@ class LlmRouter:
         return await self._run([Target(provider, model)], request, info or CallInfo())
 
     async def _run(
-        self, targets: list[Target], request: ChatRequest, info: CallInfo
+        self, targets: Iterable[Target], request: ChatRequest, info: CallInfo
     ) -> ChatResponse:
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
@@ -345,7 +361,7 @@ class LlmRouter:
         info = info or CallInfo()
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
-        targets = self.candidates(self.resolve(request.model, info.purpose))
+        targets = self._attempts(self.resolve(request.model, info.purpose))
         tried: list[Target] = []
         for target in targets:
             provider = self.providers.get(target.provider)

@@ -17,11 +17,26 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store import dialects
+from opencrab.store.dialects import postgresql as postgresql_dialect
+from opencrab.store.prepared import driver_execute
+
 
 def bulk_insert(
-    conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    conn: Connection,
+    table: sa.Table,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    recoverable: bool = False,
 ) -> None:
-    """Insert `rows` (tuples in `columns` order) into `table` with one executemany."""
+    """Insert `rows` (tuples in `columns` order) into `table` with one executemany.
+
+    `recoverable`: a failing insert (IntegrityError, …) leaves `conn`'s transaction
+    usable. SQLite undoes only the failed statement by itself; PostgreSQL aborts the
+    transaction, so there the insert runs in a savepoint sent in the same round trip
+    (dialects.postgresql.pipelined_savepoint).
+    """
     if not rows:
         return
     dialect = conn.dialect
@@ -58,19 +73,14 @@ def bulk_insert(
         params: Sequence[Any] = rows
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
-    if dialect.name == "sqlite" and conn.in_transaction():
-        # straight to the driver, inside the transaction SQLAlchemy began on this
-        # connection: the per-statement bookkeeping costs more than the insert
-        raw = conn.connection.dbapi_connection
-        assert raw is not None
-        try:
-            raw.executemany(sql, params)
-        except dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, params, exc, dialect.loaded_dbapi.Error, dialect=dialect
-            ) from exc
-        return
-    conn.exec_driver_sql(sql, params)
+    if not recoverable or dialect.name == "sqlite":
+        driver_execute(conn, sql, params, many=True)
+    elif conn.in_transaction():
+        with postgresql_dialect.pipelined_savepoint(conn):
+            driver_execute(conn, sql, params, many=True)
+    else:
+        with dialects.recoverable(conn):
+            driver_execute(conn, sql, params, many=True)
 
 
 _COMPILED: dict[

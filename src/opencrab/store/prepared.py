@@ -2,11 +2,12 @@
 
 Executing a Core statement builds its cache key, coerces its parameters and sets up a
 result object on every call (~50-100 µs); the statements an agent turn runs a dozen
-times each cost more in that bookkeeping than in SQLite. A `Prepared` statement is
+times each cost more in that bookkeeping than in the database. A `Prepared` statement is
 compiled once per dialect; each run hands a plain tuple (or dict, for named
-paramstyles) to the DBAPI cursor of the connection's current transaction and converts
-result values with the column types' own processors (timestamps, JSON), so rows come
-back exactly as SQLAlchemy would return them.
+paramstyles) to a DBAPI cursor of the connection's current transaction (SQLite and
+PostgreSQL alike, `driver_execute`) and converts result values with the column types'
+own processors (timestamps, JSON), so rows come back exactly as SQLAlchemy would return
+them.
 
 Example:
     LAST = Prepared(
@@ -101,23 +102,40 @@ class Prepared:
                 args = {n: values[n] for n in compiled.names}
         except KeyError as exc:
             raise TypeError(f"missing parameter {exc.args[0]!r} for {compiled.sql}") from None
-        dialect = conn.dialect
-        if dialect.name == "sqlite" and conn.in_transaction():
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            try:
-                return raw.execute(compiled.sql, args)
-            except dialect.loaded_dbapi.Error as exc:
-                raise sa.exc.DBAPIError.instance(
-                    compiled.sql, args, exc, dialect.loaded_dbapi.Error, dialect=dialect
-                ) from exc
-        return conn.exec_driver_sql(compiled.sql, args)
+        return driver_execute(conn, compiled.sql, args)
 
     def _for(self, dialect: Dialect) -> _Compiled:
         found = self._compiled.get(id(dialect))
         if found is None:
             found = self._compiled[id(dialect)] = _compile(self.statement, dialect)
         return found
+
+
+def driver_execute(conn: Connection, sql: str, args: Any, *, many: bool = False) -> Any:
+    """Run SQL compiled for `conn`'s dialect straight on its driver; returns the cursor.
+
+    Inside the transaction SQLAlchemy began on `conn` (SQLite's BEGIN, psycopg's implicit
+    one) the statement goes to the DBAPI connection itself: SQLAlchemy's per-statement
+    bookkeeping costs more than most of a turn's statements. Driver errors become the
+    same SQLAlchemy exceptions (IntegrityError, …) `exec_driver_sql` raises; outside a
+    transaction it is `exec_driver_sql`. `many`: `args` is a list of rows (executemany).
+    """
+    if not conn.in_transaction():
+        return conn.exec_driver_sql(sql, args)
+    dialect = conn.dialect
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    try:
+        cursor = raw.cursor()
+        if many:
+            cursor.executemany(sql, args)
+        else:
+            cursor.execute(sql, args)
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(
+            sql, args, exc, dialect.loaded_dbapi.Error, dialect=dialect
+        ) from exc
+    return cursor
 
 
 def _row_class(names: tuple[str, ...]) -> type:

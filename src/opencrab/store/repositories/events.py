@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.bulk import bulk_insert
-from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import events
 
@@ -75,11 +74,7 @@ def insert(conn: Connection, rows: Sequence[EventRow], *, undoable: bool = False
     `conn`'s transaction usable (a savepoint on PostgreSQL)."""
     if not rows:
         return
-    if undoable:
-        with recoverable(conn):
-            bulk_insert(conn, events, COLUMNS, rows)
-    else:
-        bulk_insert(conn, events, COLUMNS, rows)
+    bulk_insert(conn, events, COLUMNS, rows, recoverable=undoable)
 
 
 def lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
