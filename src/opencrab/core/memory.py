@@ -198,9 +198,7 @@ class MemoryManager:
         values.update(target_name=target_name, updated_at=datetime.now(UTC))
         if turn is not None:
             values["last_updated_turn"] = turn
-        return repo.save_impression(
-            self.db, self.agent_id, str(session_id), str(target_id), values
-        )
+        return repo.save_impression(self.db, self.agent_id, str(session_id), str(target_id), values)
 
     def impressions(self, session_id: str) -> list[Impression]:
         """The impressions kept in one session, by target name."""
