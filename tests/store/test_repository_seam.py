@@ -43,9 +43,7 @@ def _imports(path: Path) -> set[str]:
 def test_the_modules_use_repositories_not_tables_or_sql() -> None:
     offenders = {
         module: sorted(
-            name
-            for name in _imports(PACKAGE / module)
-            if name.startswith(FORBIDDEN) or name in SQL
+            name for name in _imports(PACKAGE / module) if name.startswith(FORBIDDEN) or name in SQL
         )
         for module in THROUGH_REPOSITORIES
     }
