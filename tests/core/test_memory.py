@@ -261,6 +261,21 @@ def test_ranking_prefers_more_occurrences_then_shorter_lines_then_newer(
     assert hits[0].score > hits[1].score == hits[2].score > hits[3].score > 0
 
 
+def test_ranking_weighs_a_rare_word_above_a_common_one(memory: MemoryManager) -> None:
+    """bm25's idf: the line with more of the rare word wins, though it is longer."""
+    memory.append_session_logs(
+        [
+            *(line(f"common filler {n}") for n in range(10)),
+            line("common common common rare"),
+            line("common rare rare rare and some padding"),
+        ]
+    )
+    assert contents(memory.search("common rare")) == [
+        "common rare rare rare and some padding",
+        "common common common rare",
+    ]
+
+
 def test_short_japanese_and_chinese_words_are_found_newest_first(memory: MemoryManager) -> None:
     memory.append_session_logs(
         [

@@ -62,21 +62,15 @@ BM25_B = 0.75
 """FTS5's bm25 constants: PostgreSQL ranks memory search hits with the same formula."""
 
 
-def _bm25_term(i: int) -> str:
-    """bm25's part for term `i`: idf (from the agent's lines, clamped at 1e-6 as in FTS5)
-    times the term's saturated frequency in the line, normalised by the line's length."""
-    tf = (
-        f"(CAST(char_length(lower(m.content)) - char_length(replace(lower(m.content), "
-        f"lower(:term_{i}), '')) AS double precision) / char_length(:term_{i}))"
-    )
-    idf = f"greatest(ln((s.n - s.df_{i} + 0.5) / (s.df_{i} + 0.5)), 1e-6)"
-    norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * char_length(m.content) / greatest(s.avglen, 1))"
-    return f"{idf} * {tf} * {BM25_K1 + 1} / ({tf} + {norm})"
-
-
 def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms: int) -> str:
-    """SQL finding an agent's session log lines containing every term (ILIKE, served by
-    the trigram index); the first `ranked` terms score the hits with bm25, else newest first.
+    """SQL finding an agent's session log lines containing every term (ILIKE, which the
+    trigram index serves); the first `ranked` terms score the hits with bm25 (as FTS5
+    does: term frequency saturated by k1, line length normalised by b against the
+    agent's average, idf clamped at 1e-6), else the newest lines come first, scored 0.
+
+    Lengths are in bytes and each line is lowered once. idf only weighs terms against
+    each other, so with one ranked term it is left out (the order is the same) and the
+    pass over the agent's lines counting each term is saved.
 
     Parameters: :agent_id, :limit, :like_0.. (ILIKE patterns, `\\` escaping) for `terms`,
     :term_0.. (the raw text) for the `ranked` ones, :session_id when `with_session`,
@@ -96,14 +90,32 @@ def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms:
         )
     counts = "".join(
         f", count(*) FILTER (WHERE content ILIKE :like_{i} ESCAPE '\\') AS df_{i}"
+        for i in range(ranked if ranked > 1 else 0)
+    )
+    frequencies = ", ".join(
+        f"CAST(octet_length(l.lc) - octet_length(replace(l.lc, lower(:term_{i}), '')) "
+        f"AS double precision) / octet_length(lower(:term_{i})) AS tf_{i}"
         for i in range(ranked)
     )
-    score = " + ".join(_bm25_term(i) for i in range(ranked))
+    norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.len / greatest(s.avglen, 1))"
+    parts = []
+    for i in range(ranked):
+        idf = (
+            f"greatest(ln((s.n - s.df_{i} + 0.5) / (s.df_{i} + 0.5)), 1e-6) * "
+            if ranked > 1
+            else ""
+        )
+        parts.append(f"{idf}h.tf_{i} * {BM25_K1 + 1} / (h.tf_{i} + {norm})")
     return (
-        f"WITH s AS (SELECT count(*) AS n, avg(char_length(content)) AS avglen{counts} "
-        f"FROM memory_sessions WHERE agent_id = :agent_id) "
-        f"SELECT m.id, {score} AS score FROM memory_sessions AS m CROSS JOIN s "
-        f"WHERE {' AND '.join(where)} ORDER BY score DESC, m.id DESC LIMIT :limit"
+        f"WITH s AS (SELECT CAST(count(*) AS double precision) AS n, "
+        f"CAST(avg(octet_length(content)) AS double precision) AS avglen{counts} "
+        f"FROM memory_sessions WHERE agent_id = :agent_id), "
+        f"h AS MATERIALIZED (SELECT m.id, octet_length(m.content) AS len, {frequencies} "
+        f"FROM memory_sessions AS m "
+        f"CROSS JOIN LATERAL (SELECT lower(m.content) AS lc OFFSET 0) AS l "
+        f"WHERE {' AND '.join(where)}) "
+        f"SELECT h.id, {' + '.join(parts)} AS score FROM h CROSS JOIN s "
+        f"ORDER BY score DESC, h.id DESC LIMIT :limit"
     )
 
 
