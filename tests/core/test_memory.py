@@ -1,5 +1,6 @@
-"""MemoryManager on a real migrated SQLite database: curated memory, session logs, FTS5
-trigram search (English, Japanese, Chinese, operator injection), impressions, context."""
+"""MemoryManager on a real migrated SQLite and PostgreSQL database (`any_db`): curated
+memory, session logs, search (SQLite: FTS5 trigram; PostgreSQL: pg_trgm) in English,
+Japanese and Chinese with hostile query text, impressions, context."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ from opencrab.store.tables import memory_sessions
 
 S1 = "11111111-1111-4111-8111-111111111111"
 S2 = "22222222-2222-4222-8222-222222222222"
+
+
+@pytest.fixture
+def db(any_db: Database) -> Database:
+    """Every test here runs on SQLite and on PostgreSQL."""
+    return any_db
 
 
 @pytest.fixture
@@ -213,6 +220,108 @@ def test_english_search_ranks_more_matches_higher(memory: MemoryManager) -> None
     ]
     assert hits[0].score > hits[1].score > 0  # higher is better
     assert memory.search("WEATHER")[0].content == hits[0].content  # case-insensitive
+
+
+def test_search_is_case_insensitive_for_long_and_short_words(memory: MemoryManager) -> None:
+    memory.append_session_logs(
+        [line("Osaka Weather Report"), line("OK, Go ahead"), line("nothing here")]
+    )
+    for query in ("weather", "WEATHER", "wEaThEr", "osaka weather", "OSAKA REPORT"):
+        hits = memory.search(query)
+        assert contents(hits) == ["Osaka Weather Report"], query
+        assert hits[0].score > 0, query
+    for query in ("ok", "OK", "go", "gO", "ok GO"):  # short words: the LIKE/ILIKE path
+        assert contents(memory.search(query)) == ["OK, Go ahead"], query
+    assert contents(memory.search("weather re")) == ["Osaka Weather Report"]  # long + short
+
+
+def test_ranking_prefers_more_occurrences_then_shorter_lines_then_newer(
+    memory: MemoryManager,
+) -> None:
+    memory.append_session_logs(
+        [
+            line("rain"),  # no match: keeps the idf of "sunny" positive
+            line("sunny " + "filler words " * 10),
+            line("sunny sunny and more"),
+            line("sunny day"),
+            line("sunny day"),  # the same line again, written later
+            line("cloudy"),
+            line("foggy"),
+            line("windy"),
+        ]
+    )
+    hits = memory.search("sunny")
+    assert contents(hits) == [
+        "sunny sunny and more",
+        "sunny day",
+        "sunny day",
+        "sunny " + "filler words " * 10,
+    ]
+    assert hits[1].id > hits[2].id  # equal scores: the newer line first
+    assert hits[0].score > hits[1].score == hits[2].score > hits[3].score > 0
+
+
+def test_ranking_weighs_a_rare_word_above_a_common_one(memory: MemoryManager) -> None:
+    """bm25's idf: the line with more of the rare word wins, though it is longer."""
+    memory.append_session_logs(
+        [
+            *(line(f"common filler {n}") for n in range(10)),
+            line("common common common rare"),
+            line("common rare rare rare and some padding"),
+        ]
+    )
+    assert contents(memory.search("common rare")) == [
+        "common rare rare rare and some padding",
+        "common common common rare",
+    ]
+
+
+def test_short_japanese_and_chinese_words_are_found_newest_first(memory: MemoryManager) -> None:
+    memory.append_session_logs(
+        [
+            line("明日は雨が降る"),
+            line("今天下雨了"),
+            line("雨の日も好き"),
+            line("晴れの日"),
+        ]
+    )
+    assert contents(memory.search("雨")) == ["雨の日も好き", "今天下雨了", "明日は雨が降る"]
+    assert contents(memory.search("下雨")) == ["今天下雨了"]
+    assert contents(memory.search("の日")) == ["晴れの日", "雨の日も好き"]
+    assert contents(memory.search("雨 の日")) == ["雨の日も好き"]
+    assert contents(memory.search("好き 雨の日")) == ["雨の日も好き"]  # short + ranked
+
+
+def test_hostile_query_text_is_searched_literally(memory: MemoryManager) -> None:
+    memory.append_session_logs(
+        [
+            line('say a" OR "b now'),
+            line("a or b"),
+            line("NEAR(x y) here"),
+            line("near x y"),
+            line("star * alone"),
+            line("50% off"),
+            line("file_name"),
+            line("back\\slash"),
+            line("quote ' single"),
+            line("plain words"),
+        ]
+    )
+    assert contents(memory.search('a" OR "b')) == ['say a" OR "b now']
+    assert contents(memory.search("NEAR(")) == ["NEAR(x y) here"]
+    assert contents(memory.search("near(")) == ["NEAR(x y) here"]  # case-insensitive too
+    assert contents(memory.search("*")) == ["star * alone"]
+    assert contents(memory.search("%")) == ["50% off"]
+    assert contents(memory.search("0%")) == ["50% off"]
+    assert contents(memory.search("50% off")) == ["50% off"]
+    assert contents(memory.search("_")) == ["file_name"]
+    assert contents(memory.search("e_n")) == ["file_name"]
+    assert memory.search("e_x") == memory.search("file_names") == []
+    assert contents(memory.search("\\")) == ["back\\slash"]
+    assert contents(memory.search("k\\s")) == ["back\\slash"]
+    assert contents(memory.search("'")) == ["quote ' single"]
+    assert contents(memory.search("' single")) == ["quote ' single"]
+    assert memory.search("%%%") == memory.search("___") == memory.search("a%b") == []
 
 
 def test_search_needs_every_word(memory: MemoryManager) -> None:

@@ -11,13 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import sqlalchemy as sa
-
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.core.memory import SessionLog
 from opencrab.plugins import hookimpl
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import agent_sessions, sessions
+from opencrab.store.repositories import sessions as repo
 
 MAX_SPEECH_CHARS = 8_000
 
@@ -78,13 +75,7 @@ class BroadcastGuidance(Action):
         phase = args.get("phase")
         if phase and ctx.session_id:
             session_id = ctx.session_id
-            ctx.write(
-                lambda conn: conn.execute(
-                    sessions.update()
-                    .where(sessions.c.id == session_id)
-                    .values(phase=phase, updated_at=datetime.now(UTC))
-                )
-            )
+            ctx.write(lambda conn: repo.set_phase(conn, session_id, phase))
         _mark_speech(ctx)
         return ActionResult.ok(
             {"sent": True, "phase": phase},
@@ -205,71 +196,13 @@ def _mark_speech(ctx: ActionContext) -> None:
         return
     now = datetime.now(UTC)
 
-    def mark(conn: sa.Connection) -> None:
-        key = {"agent_id": ctx.agent_id, "session_id": ctx.session_id, "now": now}
-        if _SPOKE.execute(conn, **key) == 0:
-            _FIRST_SPEECH.execute(conn, **key)
-
-    ctx.write(mark)
-
-
-_SPOKE = Prepared(
-    agent_sessions.update()
-    .where(
-        agent_sessions.c.agent_id == sa.bindparam("agent_id"),
-        agent_sessions.c.session_id == sa.bindparam("session_id"),
-    )
-    .values(last_speech_at=sa.bindparam("now"))
-)
-_FIRST_SPEECH = Prepared(
-    agent_sessions.insert().values(
-        agent_id=sa.bindparam("agent_id"),
-        session_id=sa.bindparam("session_id"),
-        last_speech_at=sa.bindparam("now"),
-    )
-)
+    agent_id, session_id = ctx.agent_id, ctx.session_id
+    ctx.write(lambda conn: repo.mark_speech(conn, agent_id, session_id, now))
 
 
 def _declare_done(ctx: ActionContext) -> int:
-    with ctx.db.write() as conn:
-        _ensure_participant(conn, ctx)
-        already = conn.execute(
-            sa.select(agent_sessions.c.done_declared).where(
-                agent_sessions.c.agent_id == ctx.agent_id,
-                agent_sessions.c.session_id == ctx.session_id,
-            )
-        ).scalar()
-        if not already:
-            conn.execute(
-                agent_sessions.update()
-                .where(
-                    agent_sessions.c.agent_id == ctx.agent_id,
-                    agent_sessions.c.session_id == ctx.session_id,
-                )
-                .values(done_declared=True)
-            )
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == ctx.session_id)
-                .values(done_count=sessions.c.done_count + 1, updated_at=datetime.now(UTC))
-            )
-        count = conn.execute(
-            sa.select(sessions.c.done_count).where(sessions.c.id == ctx.session_id)
-        ).scalar()
-        return int(count or 0)
-
-
-def _ensure_participant(conn: sa.Connection, ctx: ActionContext) -> None:
-    exists = conn.execute(
-        sa.select(sa.literal(1)).where(
-            agent_sessions.c.agent_id == ctx.agent_id,
-            agent_sessions.c.session_id == ctx.session_id,
-        )
-    ).first()
-    if exists is None:
-        conn.execute(
-            agent_sessions.insert().values(agent_id=ctx.agent_id, session_id=ctx.session_id)
-        )
+    assert ctx.session_id is not None
+    return repo.declare_done(ctx.db, ctx.agent_id, ctx.session_id)
 
 
 @hookimpl

@@ -35,8 +35,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import NAMESPACE_OID, UUID, uuid4, uuid5
 
-import sqlalchemy as sa
-
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.sessions import Said, insert_messages
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
@@ -45,7 +43,8 @@ from opencrab.events import UserEvent, UserPayload
 from opencrab.messages import IncomingMessage, InternalSource, Sender, check_message
 from opencrab.prompts import prompts
 from opencrab.store import Database
-from opencrab.store.tables import agent_sessions, agents, messages, sessions
+from opencrab.store.repositories import sessions as repo
+from opencrab.store.repositories.sessions import DiscussionRow
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
@@ -122,7 +121,7 @@ class DiscussionOutcome:
 class Discussion:
     """A discussion session; `take_turn` runs one participant, `run` runs to the end."""
 
-    def __init__(self, db: Database, row: Any) -> None:
+    def __init__(self, db: Database, row: DiscussionRow) -> None:
         self.db = db
         self.id = str(row.id)
         self.theme: str = row.theme
@@ -168,47 +167,21 @@ class Discussion:
         if max_turns is not None and max_turns < 1:
             raise ValidationError("max_turns must be at least 1")
         session_id = str(uuid4())
-        now = datetime.now(UTC)
-        with db.write() as conn:
-            everyone = [*ids, *([facilitator_id] if facilitator_id else [])]
-            found = set(
-                conn.execute(sa.select(agents.c.id).where(agents.c.id.in_(everyone))).scalars()
-            )
-            missing = [p for p in everyone if p not in found]
-            if missing:
-                raise NotFoundError(f"no agents {missing}")
-            conn.execute(
-                sessions.insert().values(
-                    id=session_id,
-                    kind="discussion",
-                    status="active",
-                    mode=mode,
-                    theme=theme,
-                    phase=PHASES[0],
-                    turn_number=0,
-                    participant_ids_json=ids,
-                    facilitator_id=facilitator_id,
-                    done_count=0,
-                    max_turns=max_turns,
-                    context={},
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            conn.execute(
-                agent_sessions.insert(),
-                [{"agent_id": p, "session_id": session_id} for p in everyone],
-            )
+        repo.create_discussion(
+            db,
+            session_id,
+            theme=theme,
+            mode=mode,
+            phase=PHASES[0],
+            participants=ids,
+            facilitator_id=facilitator_id,
+            max_turns=max_turns,
+        )
         return cls.load(db, session_id)
 
     @classmethod
     def load(cls, db: Database, session_id: str) -> Discussion:
-        with db.read() as conn:
-            row = conn.execute(
-                sa.select(sessions).where(
-                    sessions.c.id == str(session_id), sessions.c.kind == "discussion"
-                )
-            ).first()
+        row = repo.get_discussion(db, str(session_id))
         if row is None:
             raise NotFoundError(f"no discussion {session_id}")
         return cls(db, row)
@@ -223,25 +196,12 @@ class Discussion:
         return str(uuid5(NAMESPACE_OID, f"{self.id}/{agent_id}"))
 
     def done_declared(self) -> dict[str, bool]:
-        with self.db.read() as conn:
-            rows = conn.execute(
-                sa.select(agent_sessions.c.agent_id, agent_sessions.c.done_declared).where(
-                    agent_sessions.c.session_id == self.id
-                )
-            ).all()
-        return {str(r.agent_id): bool(r.done_declared) for r in rows}
+        """Whether each participant declared itself done, by agent id."""
+        return repo.done_declared(self.db, self.id)
 
     def speeches(self, *, after: int = 0, limit: int = TRANSCRIPT_LINES) -> list[Speech]:
         """What was said (agents' speeches, people's posts), oldest first, with speakers."""
-        m = messages.c
-        query = (
-            sa.select(m.id, m.role, m.content, m.speaker_id, m.speaker_name)
-            .where(m.session_id == self.id, m.role.in_(("user", "assistant")), m.id > after)
-            .order_by(m.id.desc())
-            .limit(limit)
-        )
-        with self.db.read() as conn:
-            rows = conn.execute(query).all()
+        rows = repo.latest_spoken(self.db, self.id, after=after, limit=limit)
         return [
             Speech(
                 r.id,
@@ -314,11 +274,7 @@ class Discussion:
             )
             for agent_id in self.everyone:
                 MemoryManager(self.db, agent_id).append_session_logs([line], conn=conn)
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == self.id)
-                .values(updated_at=datetime.now(UTC))
-            )
+            repo.touch_in(conn, self.id)
         latest = self.speeches(limit=1)
         return latest[-1]
 
@@ -331,21 +287,7 @@ class Discussion:
             raise ConflictError(f"that agent already takes part in discussion {self.id}")
         if len(self.participants) >= MAX_PARTICIPANTS:
             raise ValidationError(f"at most {MAX_PARTICIPANTS} participants")
-        with self.db.write() as conn:
-            if conn.execute(sa.select(agents.c.id).where(agents.c.id == agent_id)).first() is None:
-                raise NotFoundError(f"no agent {agent_id}")
-            row = conn.execute(
-                sa.select(sessions.c.participant_ids_json).where(sessions.c.id == self.id)
-            ).one()
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == self.id)
-                .values(
-                    participant_ids_json=[*(row.participant_ids_json or []), agent_id],
-                    updated_at=datetime.now(UTC),
-                )
-            )
-            conn.execute(agent_sessions.insert().values(agent_id=agent_id, session_id=self.id))
+        repo.add_participant(self.db, self.id, agent_id)
         self.refresh()
 
     def stop(self) -> None:
@@ -356,15 +298,10 @@ class Discussion:
         self.finish("stopped")
 
     def finish(self, reason: str) -> None:
-        with self.db.write() as conn:
-            row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
-            context = dict(row.context or {})
-            context["ended_by"] = reason
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == self.id)
-                .values(status="completed", context=context, updated_at=datetime.now(UTC))
-            )
+        """End the discussion, noting why in its context (`ended_by`)."""
+        repo.update_context(
+            self.db, self.id, lambda context: {**context, "ended_by": reason}, status="completed"
+        )
         self.status = "completed"
 
     # ------------------------------------------------------------ turns
@@ -427,21 +364,11 @@ class Discussion:
             turn_number=turn,
             purpose="conversation",
         )
-        with self.db.write() as conn:
-            row = conn.execute(sa.select(sessions.c.context).where(sessions.c.id == self.id)).one()
-            context = dict(row.context or {})
-            seen = dict(context.get(SEEN) or {})
-            seen[agent.id] = top_seen
-            context[SEEN] = seen
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == self.id)
-                .values(
-                    turn_number=sessions.c.turn_number + 1,
-                    context=context,
-                    updated_at=datetime.now(UTC),
-                )
-            )
+
+        def saw(context: dict[str, Any]) -> dict[str, Any]:
+            return {**context, SEEN: {**(context.get(SEEN) or {}), agent.id: top_seen}}
+
+        repo.update_context(self.db, self.id, saw, next_turn=True)
         self.refresh()
         for wrote in held.service.on_write:  # the turn counter moved
             wrote()
@@ -542,14 +469,7 @@ class DiscussionRunner:
         """Run `discussion` in the background (once; starting it again changes nothing)."""
         if discussion.id in self.tasks:
             return discussion
-        with discussion.db.write() as conn:
-            row = conn.execute(
-                sa.select(sessions.c.context).where(sessions.c.id == discussion.id)
-            ).one()
-            context = {**(row.context or {}), RUNNER: True}
-            conn.execute(
-                sessions.update().where(sessions.c.id == discussion.id).values(context=context)
-            )
+        repo.update_context(discussion.db, discussion.id, lambda context: {**context, RUNNER: True})
         task = asyncio.create_task(self._run(discussion.id), name=f"discussion-{discussion.id}")
         self.tasks[discussion.id] = task
         task.add_done_callback(lambda _: self.tasks.pop(discussion.id, None))
@@ -561,13 +481,8 @@ class DiscussionRunner:
 
     def resume(self) -> list[str]:
         """Start again the active discussions a runner drove (after a restart)."""
-        with self.runtime.db.read() as conn:
-            rows = conn.execute(
-                sa.select(sessions.c.id, sessions.c.context).where(
-                    sessions.c.kind == "discussion", sessions.c.status == "active"
-                )
-            ).all()
-        resumed = [str(r.id) for r in rows if (r.context or {}).get(RUNNER)]
+        rows = repo.active_discussions(self.runtime.db)
+        resumed = [session_id for session_id, context in rows if context.get(RUNNER)]
         for session_id in resumed:
             self.start(Discussion.load(self.runtime.db, session_id))
         return resumed

@@ -40,18 +40,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import sqlalchemy as sa
-
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import heartbeat_key
-from opencrab.store.tables import (
-    agent_sessions,
-    heartbeat_log,
-    llm_usage_metrics,
-    memory_sessions,
-    sessions,
-)
+from opencrab.store.repositories import heartbeats as repo
 
 log = logging.getLogger(__name__)
 
@@ -132,61 +124,12 @@ class Observer:
             return
         self._at = now
         midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        m = llm_usage_metrics.c
-        with self.db.read() as conn:
-            self.spent = {
-                r.agent_id: float(r.cost)
-                for r in conn.execute(
-                    sa.select(m.agent_id, sa.func.sum(m.estimated_cost_usd).label("cost"))
-                    .where(m.timestamp >= midnight)
-                    .group_by(m.agent_id)
-                )
-            }
-            s, a = sessions.c, agent_sessions.c
-            found = [  # discussions a DiscussionRunner drives are left to it
-                r
-                for r in conn.execute(
-                    sa.select(
-                        a.agent_id, s.id, s.done_count, a.last_speech_at, a.done_declared, s.context
-                    )
-                    .join(sessions, s.id == a.session_id)
-                    .where(s.kind == "discussion", s.status == "active", s.mode == "autonomous")
-                ).all()
-                if not (r.context or {}).get("runner")
-            ]
-            latest: dict[str, tuple[int, str | None]] = {}
-            active = sorted({str(r.id) for r in found})
-            if active:
-                m = memory_sessions.c
-                top = (
-                    sa.select(m.session_id, sa.func.max(m.id).label("top"))
-                    .where(m.log_type == "speech", m.session_id.in_(active))
-                    .group_by(m.session_id)
-                    .subquery()
-                )
-                for r in conn.execute(
-                    sa.select(m.session_id, m.id, m.speaker_id).join(top, m.id == top.c.top)
-                ):
-                    latest[str(r.session_id)] = (int(r.id), r.speaker_id)
-            rows: list[dict[str, Any]] = [
-                {
-                    **{k: v for k, v in r._asdict().items() if k != "context"},
-                    "last_speech_log": latest.get(str(r.id), (None, None))[0],
-                    "last_speaker": latest.get(str(r.id), (None, None))[1],
-                }
-                for r in found
-            ]
-            self.discussions = {}
-            for row in rows:
-                self.discussions.setdefault(str(row["agent_id"]), []).append(row)
-            self.latest_log = {
-                str(r.agent_id): int(r.top)
-                for r in conn.execute(
-                    sa.select(
-                        memory_sessions.c.agent_id, sa.func.max(memory_sessions.c.id).label("top")
-                    ).group_by(memory_sessions.c.agent_id)
-                )
-            }
+        facts = repo.observe(self.db, since=midnight)
+        self.spent = facts.spent
+        self.discussions = {}
+        for row in facts.discussions:
+            self.discussions.setdefault(str(row["agent_id"]), []).append(row)
+        self.latest_log = facts.latest_log
 
 
 def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
@@ -384,8 +327,7 @@ class HeartbeatScheduler:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
-        with self.db.write() as conn:
-            conn.execute(heartbeat_log.insert(), rows)
+        repo.write_ticks(self.db, rows)
 
 
 def reflect_due(pulse: AgentPulse, now: float) -> timedelta:

@@ -1,13 +1,13 @@
 """MemoryManager (seed 001 "Memory"): what an agent keeps between turns.
 
-Three stores, all keyed by the agent:
+Three stores, all keyed by the agent, kept by `opencrab.store.repositories.memory`:
 
 - curated memory (`memory_curated`): facts the agent or its operator chose to keep, by
   category ("core" is always in the prompt);
 - session logs (`memory_sessions`): every speech, inner voice, action and system note,
-  indexed by FTS5 with the trigram tokenizer so Japanese and Chinese search as well as
-  English; `search` ranks with bm25 and quotes every term so query text is never FTS
-  syntax; terms under 3 characters (which trigrams cannot index) filter with LIKE;
+  searchable in any language on either database (SQLite: FTS5 with the trigram
+  tokenizer; PostgreSQL: pg_trgm): words of 3+ characters rank with bm25, shorter ones
+  (which trigrams cannot index) filter; query text is never query syntax;
 - impressions (`impressions`): what the agent thinks of others in a session, one row
   per session and target, updated field by field.
 
@@ -21,89 +21,47 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
-from uuid import uuid4
+from typing import Any
 
-import sqlalchemy as sa
-from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
-from opencrab.errors import NotFoundError, ValidationError
+from opencrab.errors import ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
-from opencrab.store.bulk import bulk_insert
-from opencrab.store.dialects import sqlite as sqlite_dialect
-from opencrab.store.prepared import Prepared
-from opencrab.store.tables import impressions, memory_curated, memory_sessions
-from opencrab.store.types import parse_timestamp
-
-LogType = Literal["speech", "inner_voice", "action", "system"]
-LOG_TYPES: tuple[str, ...] = ("speech", "inner_voice", "action", "system")
-CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this order
-MAX_CONTEXT_CHARS = 4000
-MIN_TRIGRAM_CHARS = 3
-MAX_QUERY_CHARS = 1000
-LOG_COLUMNS = (
-    "agent_id",
-    "session_id",
-    "log_type",
-    "content",
-    "speaker_id",
-    "turn_number",
-    "metadata_json",
-    "event_id",
-    "created_at",
+from opencrab.store.repositories import memory as repo
+from opencrab.store.repositories.memory import (
+    LOG_COLUMNS,
+    LOG_TYPES,
+    CuratedMemory,
+    Impression,
+    LogType,
+    SearchResult,
+    SessionLog,
+    SessionSummary,
+    StoredLog,
+    index_pending,
 )
 
+__all__ = [
+    "CONTEXT_CATEGORIES",
+    "LOG_COLUMNS",
+    "LOG_TYPES",
+    "MAX_CONTEXT_CHARS",
+    "CuratedMemory",
+    "Impression",
+    "LogType",
+    "MemoryManager",
+    "SearchResult",
+    "SessionLog",
+    "SessionSummary",
+    "StoredLog",
+    "index_pending",
+    "search_terms",
+]
 
-class CuratedMemory(BaseModel):
-    id: str
-    category: str
-    content: str
-    updated_at: datetime
-
-
-class SessionLog(BaseModel):
-    """One line of an agent's session log (seed `SessionLog`), before it is stored."""
-
-    session_id: str
-    log_type: LogType
-    content: str
-    speaker_id: str | None = None
-    turn_number: int | None = None
-    metadata: dict[str, Any] | None = None
-    event_id: str | None = None  # the AgentEvent written in the same transaction
-
-
-class StoredLog(SessionLog):
-    id: int
-    created_at: datetime
-
-
-class SearchResult(StoredLog):
-    score: float = Field(description="relevance: higher is better (negated bm25)")
-
-
-class SessionSummary(BaseModel):
-    session_id: str
-    entries: int
-    first_at: datetime
-    last_at: datetime
-
-
-class Impression(BaseModel):
-    """What the agent thinks of another participant (seed `impressions` row)."""
-
-    session_id: str
-    target_id: str
-    target_name: str
-    personality: str = ""
-    communication_style: str = ""
-    recent_behavior: str = ""
-    agreement: str = "中立"
-    notes: str = ""
-    last_updated_turn: int = 0
-    updated_at: datetime | None = None
+CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this order
+MAX_CONTEXT_CHARS = 4000
+MAX_QUERY_CHARS = 1000
 
 
 class MemoryManager:
@@ -115,15 +73,8 @@ class MemoryManager:
 
     # ------------------------------------------------------------ curated memory
     def list_curated(self, category: str | None = None) -> list[CuratedMemory]:
-        with self.db.read() as conn:
-            if category is None:
-                rows = _CURATED.rows(conn, agent_id=self.agent_id)
-            else:
-                rows = _CURATED_IN.rows(conn, agent_id=self.agent_id, category=category)
-        return [
-            CuratedMemory(id=r.id, category=r.category, content=r.content, updated_at=r.updated_at)
-            for r in rows
-        ]
+        """The agent's curated memories (of one category when given)."""
+        return repo.list_curated(self.db, self.agent_id, category)
 
     def save_curated(self, category: str, content: str, *, id: str | None = None) -> CuratedMemory:
         """Add a memory, or replace memory `id`'s category and content."""
@@ -132,69 +83,28 @@ class MemoryManager:
             raise ValidationError("category must be 1 to 64 characters")
         if not content.strip():
             raise ValidationError("memory content is empty")
-        now = datetime.now(UTC)
-        with self.db.write() as conn:
-            if id is None:
-                id = str(uuid4())
-                conn.execute(
-                    memory_curated.insert().values(
-                        id=id,
-                        agent_id=self.agent_id,
-                        category=category,
-                        content=content,
-                        updated_at=now,
-                    )
-                )
-            else:
-                done = conn.execute(
-                    memory_curated.update()
-                    .where(memory_curated.c.id == id, memory_curated.c.agent_id == self.agent_id)
-                    .values(category=category, content=content, updated_at=now)
-                )
-                if done.rowcount == 0:
-                    raise NotFoundError(f"no memory {id} for this agent")
-        return CuratedMemory(id=id, category=category, content=content, updated_at=now)
+        return repo.save_curated(self.db, self.agent_id, category, content, id)
 
     def delete_curated(self, id: str) -> None:
-        with self.db.write() as conn:
-            done = conn.execute(
-                memory_curated.delete().where(
-                    memory_curated.c.id == id, memory_curated.c.agent_id == self.agent_id
-                )
-            )
-        if done.rowcount == 0:
-            raise NotFoundError(f"no memory {id} for this agent")
+        """Forget one curated memory (NotFoundError if there is none)."""
+        repo.delete_curated(self.db, self.agent_id, id)
 
     # ------------------------------------------------------------ session logs
     def append_session_log(self, log: SessionLog, *, conn: Connection | None = None) -> None:
+        """Store one log line (see `append_session_logs`)."""
         self.append_session_logs([log], conn=conn)
 
     def append_session_logs(
         self, logs: Sequence[SessionLog], *, conn: Connection | None = None
     ) -> None:
-        """Store log lines (in `conn`'s transaction when given); the FTS index follows."""
+        """Store log lines (in `conn`'s transaction when given); the search index follows."""
         if not logs:
             return
-        now = datetime.now(UTC)
-        rows = [
-            (
-                self.agent_id,
-                log.session_id,
-                log.log_type,
-                log.content,
-                log.speaker_id,
-                log.turn_number,
-                log.metadata,
-                log.event_id,
-                now,
-            )
-            for log in logs
-        ]
         if conn is not None:
-            bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)
+            repo.append_logs(conn, self.agent_id, logs)
         else:
             with self.db.write() as own:
-                bulk_insert(own, memory_sessions, LOG_COLUMNS, rows)
+                repo.append_logs(own, self.agent_id, logs)
 
     def session_logs(
         self,
@@ -204,13 +114,13 @@ class MemoryManager:
         log_types: Iterable[str] | None = None,
     ) -> list[StoredLog]:
         """A session's latest `limit` lines, oldest first."""
-        query = sa.select(memory_sessions).where(
-            memory_sessions.c.agent_id == self.agent_id,
-            memory_sessions.c.session_id == str(session_id),
+        return repo.latest_logs(
+            self.db,
+            self.agent_id,
+            limit=limit,
+            session_id=str(session_id),
+            log_types=None if log_types is None else list(log_types),
         )
-        if log_types is not None:
-            query = query.where(memory_sessions.c.log_type.in_(list(log_types)))
-        return self._latest(query, limit)
 
     def log_batches(self, session_id: str, *, batch: int = 500) -> Iterator[list[StoredLog]]:
         """All of a session's lines, oldest first, read `batch` at a time.
@@ -218,63 +128,15 @@ class MemoryManager:
         Each batch is its own short read; lines written after the first batch was read
         are left out, so a long read neither blocks writers nor chases a live session.
         """
-        m = memory_sessions.c
-        mine = (m.agent_id == self.agent_id, m.session_id == str(session_id))
-        with self.db.read() as conn:
-            last = conn.execute(sa.select(sa.func.max(m.id)).where(*mine)).scalar()
-        after = 0
-        while last is not None and after < last:
-            query = (
-                sa.select(memory_sessions)
-                .where(*mine, m.id > after, m.id <= last)
-                .order_by(m.id)
-                .limit(max(1, batch))
-            )
-            with self.db.read() as conn:
-                rows = [_stored(row) for row in conn.execute(query)]
-            if not rows:
-                return
-            yield rows
-            after = rows[-1].id
+        return repo.log_batches(self.db, self.agent_id, str(session_id), batch=batch)
 
     def recent_logs(self, *, limit: int = 100) -> list[StoredLog]:
         """The agent's latest `limit` lines across sessions, oldest first."""
-        query = sa.select(memory_sessions).where(memory_sessions.c.agent_id == self.agent_id)
-        return self._latest(query, limit)
-
-    def _latest(self, query: sa.Select[Any], limit: int) -> list[StoredLog]:
-        query = query.order_by(memory_sessions.c.id.desc()).limit(max(1, limit))
-        with self.db.read() as conn:
-            rows = conn.execute(query).all()
-        return [_stored(row) for row in reversed(rows)]
+        return repo.latest_logs(self.db, self.agent_id, limit=limit)
 
     def sessions(self, *, limit: int | None = None) -> list[SessionSummary]:
         """Sessions the agent has logs in, newest activity first (the first `limit`)."""
-        m = memory_sessions.c
-        query = (
-            sa.select(
-                m.session_id,
-                sa.func.count().label("entries"),
-                sa.func.min(m.created_at).label("first_at"),
-                sa.func.max(m.created_at).label("last_at"),
-            )
-            .where(m.agent_id == self.agent_id)
-            .group_by(m.session_id)
-            .order_by(sa.func.max(m.id).desc())
-        )
-        if limit is not None:
-            query = query.limit(max(1, limit))
-        with self.db.read() as conn:
-            rows = conn.execute(query).all()
-        return [
-            SessionSummary(
-                session_id=r.session_id,
-                entries=r.entries,
-                first_at=_as_datetime(r.first_at),
-                last_at=_as_datetime(r.last_at),
-            )
-            for r in rows
-        ]
+        return repo.log_sessions(self.db, self.agent_id, limit=limit)
 
     def search(
         self,
@@ -284,10 +146,12 @@ class MemoryManager:
         session_id: str | None = None,
         log_types: Iterable[str] | None = None,
     ) -> list[SearchResult]:
-        """Session log lines matching every word of `query`, best first.
+        """Session log lines matching every word of `query` (case-insensitive), best first.
 
-        Works for any language: words of 3+ characters use the trigram FTS index and
-        bm25; shorter words (e.g. two-character Japanese words) filter with LIKE.
+        Works for any language and on either database: words of 3+ characters rank the
+        hits with bm25 (SQLite: the trigram FTS index; PostgreSQL: pg_trgm); with only
+        shorter words (e.g. two-character Japanese words) the newest matching lines come
+        first, scored 0. The query is always literal text, never query syntax.
         """
         terms = search_terms(query)
         if not terms:
@@ -297,56 +161,14 @@ class MemoryManager:
         bad = [t for t in types if t not in LOG_TYPES]
         if bad:
             raise ValidationError(f"unknown log types {bad}; known: {', '.join(LOG_TYPES)}")
-        long_terms = [t for t in terms if len(t) >= MIN_TRIGRAM_CHARS]
-        short_terms = [t for t in terms if len(t) < MIN_TRIGRAM_CHARS]
-        likes = {f"like_{i}": f"%{_like_escape(t)}%" for i, t in enumerate(short_terms)}
-        index_pending(self.db)
-        with self.db.read() as conn:
-            if long_terms and self.db.dialect == "sqlite":
-                sql = sqlite_dialect.search_memory_sql(
-                    with_session=session_id is not None,
-                    log_types=len(types),
-                    short_terms=len(short_terms),
-                )
-                params: dict[str, Any] = {
-                    "agent_id": self.agent_id,
-                    "match": sqlite_dialect.fts_query(long_terms),
-                    "limit": limit,
-                    **likes,
-                    **{f"log_type_{i}": t for i, t in enumerate(types)},
-                }
-                if session_id is not None:
-                    params["session_id"] = str(session_id)
-                ranked = [(r.id, -float(r.rank)) for r in conn.execute(sa.text(sql), params)]
-            else:
-                # only short words (or no FTS on this dialect): newest matching lines
-                m = memory_sessions.c
-                fallback = sa.select(m.id).where(m.agent_id == self.agent_id)
-                for term in terms:
-                    fallback = fallback.where(  # case-insensitive, as FTS5 trigram is
-                        m.content.ilike(f"%{_like_escape(term)}%", escape="\\")
-                    )
-                if session_id is not None:
-                    fallback = fallback.where(m.session_id == str(session_id))
-                if types:
-                    fallback = fallback.where(m.log_type.in_(types))
-                fallback = fallback.order_by(m.id.desc()).limit(limit)
-                ranked = [(row.id, 0.0) for row in conn.execute(fallback)]
-            if not ranked:
-                return []
-            rows = {
-                row.id: row
-                for row in conn.execute(
-                    sa.select(memory_sessions).where(
-                        memory_sessions.c.id.in_([rid for rid, _ in ranked])
-                    )
-                )
-            }
-        return [
-            SearchResult(**_stored(rows[rid]).model_dump(), score=score)
-            for rid, score in ranked
-            if rid in rows
-        ]
+        return repo.search(
+            self.db,
+            self.agent_id,
+            terms,
+            limit=limit,
+            session_id=None if session_id is None else str(session_id),
+            log_types=types,
+        )
 
     # ------------------------------------------------------------ impressions
     def update_impression(
@@ -372,46 +194,19 @@ class MemoryManager:
             "agreement": agreement,
             "notes": notes,
         }
-        changes: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
-        now = datetime.now(UTC)
-        t = impressions.c
-        key = (
-            t.agent_id == self.agent_id,
-            t.session_id == str(session_id),
-            t.target_id == str(target_id),
-        )
-        with self.db.write() as conn:
-            row = conn.execute(sa.select(impressions).where(*key)).first()
-            values = {**changes, "target_name": target_name, "updated_at": now}
-            if turn is not None:
-                values["last_updated_turn"] = turn
-            if row is None:
-                conn.execute(
-                    impressions.insert().values(
-                        id=str(uuid4()),
-                        agent_id=self.agent_id,
-                        session_id=str(session_id),
-                        target_id=str(target_id),
-                        created_at=now,
-                        **values,
-                    )
-                )
-            else:
-                conn.execute(impressions.update().where(*key).values(**values))
-            stored = conn.execute(sa.select(impressions).where(*key)).one()
-        return _impression(stored)
+        values: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+        values.update(target_name=target_name, updated_at=datetime.now(UTC))
+        if turn is not None:
+            values["last_updated_turn"] = turn
+        return repo.save_impression(self.db, self.agent_id, str(session_id), str(target_id), values)
 
     def impressions(self, session_id: str) -> list[Impression]:
         """The impressions kept in one session, by target name."""
-        with self.db.read() as conn:
-            rows = _IMPRESSIONS.rows(conn, agent_id=self.agent_id, session_id=str(session_id))
-        return [_impression(row) for row in rows]
+        return repo.session_impressions(self.db, self.agent_id, str(session_id))
 
     def all_impressions(self) -> list[Impression]:
         """Every impression the agent keeps, by target name, newest first for each."""
-        with self.db.read() as conn:
-            rows = _ALL_IMPRESSIONS.rows(conn, agent_id=self.agent_id)
-        return [_impression(row) for row in rows]
+        return repo.all_impressions(self.db, self.agent_id)
 
     # ------------------------------------------------------------ context
     def build_context(self, language: Language, *, session_id: str | None = None) -> str:
@@ -457,93 +252,3 @@ def search_terms(query: str) -> list[str]:
         if word not in terms:
             terms.append(word)
     return terms
-
-
-def _like_escape(term: str) -> str:
-    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _as_datetime(value: Any) -> datetime:
-    """Aggregates (min/max) skip the column type, so SQLite gives back the stored text."""
-    return value if isinstance(value, datetime) else parse_timestamp(value)
-
-
-def _stored(row: Any) -> StoredLog:
-    return StoredLog(
-        id=row.id,
-        session_id=row.session_id,
-        log_type=row.log_type,
-        content=row.content,
-        speaker_id=row.speaker_id,
-        turn_number=row.turn_number,
-        metadata=row.metadata_json,
-        event_id=row.event_id,
-        created_at=row.created_at,
-    )
-
-
-def index_pending(db: Database) -> int:
-    """Index the log lines written since the last search (SQLite's FTS5 queue).
-
-    Lines are queued on write and indexed in one batch here, so writing a step stays
-    cheap; `search` calls this first. Inside an open read transaction it does nothing
-    (that snapshot could not see the new index anyway). Returns how many were indexed.
-    """
-    if db.dialect != "sqlite" or db.reading():
-        return 0
-    with db.read() as conn:
-        if not sqlite_dialect.fts_pending(conn):
-            return 0
-    with db.write() as conn:
-        return sqlite_dialect.fts_catch_up(conn)
-
-
-_CURATED = Prepared(
-    sa.select(memory_curated)
-    .where(memory_curated.c.agent_id == sa.bindparam("agent_id"))
-    .order_by(memory_curated.c.category, memory_curated.c.updated_at)
-)
-_CURATED_IN = Prepared(
-    sa.select(memory_curated)
-    .where(
-        memory_curated.c.agent_id == sa.bindparam("agent_id"),
-        memory_curated.c.category == sa.bindparam("category"),
-    )
-    .order_by(memory_curated.c.updated_at)
-)
-_IMPRESSIONS = Prepared(
-    sa.select(impressions)
-    .where(
-        impressions.c.agent_id == sa.bindparam("agent_id"),
-        impressions.c.session_id == sa.bindparam("session_id"),
-    )
-    .order_by(impressions.c.target_name)
-)
-
-
-_ALL_IMPRESSIONS = Prepared(
-    sa.select(impressions)
-    .where(impressions.c.agent_id == sa.bindparam("agent_id"))
-    .order_by(impressions.c.target_name, impressions.c.updated_at.desc())
-)
-
-
-def _impression(row: Any) -> Impression:
-    return Impression(
-        session_id=row.session_id,
-        target_id=row.target_id,
-        target_name=row.target_name,
-        personality=row.personality or "",
-        communication_style=row.communication_style or "",
-        recent_behavior=row.recent_behavior or "",
-        agreement=row.agreement or "中立",
-        notes=row.notes or "",
-        last_updated_turn=row.last_updated_turn or 0,
-        updated_at=row.updated_at,
-    )
-
-
-def append_log_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
-    """Store prepared session log rows (LOG_COLUMNS order) in `conn`'s transaction, in one
-    executemany (bulk writers such as the transcript importer); the FTS index follows."""
-    bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)

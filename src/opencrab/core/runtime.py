@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore, DiscordHome
@@ -51,7 +49,7 @@ from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import LeaseStore
-from opencrab.store.tables import heartbeat_log
+from opencrab.store.repositories.heartbeats import last_ticks
 
 log = logging.getLogger(__name__)
 
@@ -211,21 +209,9 @@ class Runtime:
         if home is not None:
             pulse.home_session = home.session_for(agent.id)
             pulse.home_every_secs = float(home.every_secs)
-        with self.db.read() as conn:
-            row = conn.execute(
-                sa.select(heartbeat_log.c.created_at, heartbeat_log.c.result_json)
-                .where(heartbeat_log.c.agent_id == agent.id, heartbeat_log.c.decision == "learn")
-                .order_by(heartbeat_log.c.id.desc())
-                .limit(1)
-            ).first()
-            spoke = conn.execute(
-                sa.select(heartbeat_log.c.created_at, heartbeat_log.c.result_json)
-                .where(heartbeat_log.c.agent_id == agent.id, heartbeat_log.c.decision == "speak")
-                .order_by(heartbeat_log.c.id.desc())
-                .limit(50)
-            ).all()
+        row, spoke = last_ticks(self.db, agent.id)
         for said in spoke:  # the latest speech at this home resumes its timer
-            result = said.result_json or {}
+            result = said.result
             if (result.get("checks") or {}).get("home") and (
                 result.get("session_id") == pulse.home_session
             ):
@@ -235,7 +221,7 @@ class Runtime:
         if row is not None:
             age = (datetime.now(UTC) - row.created_at).total_seconds()
             pulse.last_reflection = scheduler.clock() - age
-            checks = (row.result_json or {}).get("checks") or {}
+            checks = row.result.get("checks") or {}
             pulse.logs_seen = int(checks.get("latest_log", 0) or 0)
         return pulse
 

@@ -6,68 +6,37 @@ import asyncio
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
 from uuid import UUID, uuid4
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError, SessionBusy, ValidationError
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import turn_key
-from opencrab.store.tables import agent_sessions, messages, sessions
-
-
-class Said(NamedTuple):
-    """One message of a session as it is stored: who said what, with which event."""
-
-    role: str  # user, assistant, system, tool
-    content: str
-    event_id: str | None
-    speaker_id: str | None
-    speaker_name: str | None
-    interrupted: bool = False
-
-
-_MESSAGE_COLUMNS = (
-    "session_id",
-    "role",
-    "content",
-    "timestamp",
-    "event_id",
-    "speaker_id",
-    "speaker_name",
-    "interrupted",
+from opencrab.store.repositories import sessions as repo
+from opencrab.store.repositories.sessions import (
+    TITLE_CHARS,
+    MessageRow,
+    Said,
+    SessionRow,
+    insert_messages,
 )
 
-
-def insert_messages(
-    conn: Connection, session_id: str, said: list[Said]
-) -> list[tuple[int, datetime]]:
-    """Write messages of a session inside the caller's transaction (the only writer);
-    returns each one's id and timestamp, in order (a turn's step names what it wrote)."""
-    now = datetime.now(UTC)
-    insert = messages.insert().returning(messages.c.id)
-    ids = []
-    for m in said:  # a step writes one message: its id comes back with it
-        row = dict(zip(_MESSAGE_COLUMNS, _message_row(session_id, m, now), strict=True))
-        ids.append((int(conn.execute(insert, row).scalar_one()), now))
-    return ids
-
-
-def _message_row(session_id: str, m: Said, now: datetime) -> tuple[Any, ...]:
-    return (
-        session_id,
-        m.role,
-        m.content,
-        now,
-        m.event_id,
-        m.speaker_id,
-        m.speaker_name,
-        m.interrupted,
-    )
+__all__ = [
+    "TITLE_CHARS",
+    "MessageRow",
+    "Said",
+    "SessionRow",
+    "end_session",
+    "ensure_chat_session",
+    "get_session",
+    "hold_turn",
+    "insert_messages",
+    "list_sessions",
+    "open_chat_session",
+    "session_messages",
+    "touch_session",
+    "turn_lock",
+]
 
 
 def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = None) -> str:
@@ -78,25 +47,9 @@ def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = No
         except ValueError:
             raise ValidationError(f"session id {session_id!r} is not a UUID") from None
     new_id = session_id or str(uuid4())
-    now = datetime.now(UTC)
-    with db.write() as conn:
-        row = conn.execute(
-            sa.select(sessions.c.kind, sessions.c.agent_id, sessions.c.status).where(
-                sessions.c.id == new_id
-            )
-        ).first()
-        if row is None:
-            conn.execute(
-                sessions.insert().values(
-                    id=new_id,
-                    kind="chat",
-                    status="active",
-                    agent_id=agent_id,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            return new_id
+    row = repo.claim_chat_session(db, new_id, agent_id)
+    if row is None:
+        return new_id
     if row.kind == "chat" and str(row.agent_id) != agent_id:
         raise ValidationError(f"session {new_id} belongs to another agent")
     if row.status not in ("active",):
@@ -106,61 +59,11 @@ def ensure_chat_session(db: Database, agent_id: str, session_id: str | None = No
 
 def touch_session(db: Database, session_id: str) -> None:
     """Mark the session as updated now."""
-    with db.write() as conn:
-        done = conn.execute(
-            sessions.update()
-            .where(sessions.c.id == session_id)
-            .values(updated_at=datetime.now(UTC))
-        )
-    if done.rowcount == 0:
+    if not repo.touch_session(db, session_id):
         raise NotFoundError(f"no session {session_id}")
 
 
 # ------------------------------------------------------------------ reading and ending
-_SESSION_COLUMNS = (
-    sessions.c.id,
-    sessions.c.kind,
-    sessions.c.status,
-    sessions.c.agent_id,
-    sessions.c.ticket_id,
-    sessions.c.context,
-    sessions.c.theme,
-    sessions.c.created_at,
-    sessions.c.updated_at,
-)
-
-
-TITLE_CHARS = 200
-"""A session's title is cut to this many characters."""
-
-
-def _title() -> sa.ColumnElement[Any]:
-    """A discussion's theme, else the session's first user message (cut to TITLE_CHARS)."""
-    first = (
-        sa.select(sa.func.substr(messages.c.content, 1, TITLE_CHARS))
-        .where(messages.c.session_id == sessions.c.id, messages.c.role == "user")
-        .order_by(messages.c.id)
-        .limit(1)
-        .scalar_subquery()
-    )
-    return sa.func.coalesce(sessions.c.theme, first)
-
-
-def _counted() -> sa.Select[Any]:
-    count = (
-        sa.select(sa.func.count(messages.c.id))
-        .where(messages.c.session_id == sessions.c.id)
-        .scalar_subquery()
-    )
-    return sa.select(
-        *_SESSION_COLUMNS,
-        sessions.c.participant_ids_json,
-        sessions.c.facilitator_id,
-        count.label("message_count"),
-        _title().label("title"),
-    )
-
-
 def list_sessions(
     db: Database,
     *,
@@ -171,80 +74,47 @@ def list_sessions(
     text: str | None = None,
     limit: int = 100,
     offset: int = 0,
-) -> list[Any]:
+) -> list[SessionRow]:
     """Sessions, most recently updated first, with their message counts and titles.
 
     `agent_id`: the agent's own sessions and those it takes part in (discussions);
     `text`: found in the title (case-insensitive).
     """
-    query = _counted()
-    if agent_id is not None:
-        member = sa.select(agent_sessions.c.session_id).where(agent_sessions.c.agent_id == agent_id)
-        query = query.where(sa.or_(sessions.c.agent_id == agent_id, sessions.c.id.in_(member)))
-    if ticket_id is not None:
-        query = query.where(sessions.c.ticket_id == ticket_id)
-    if status is not None:
-        query = query.where(sessions.c.status == status)
-    if kind is not None:
-        query = query.where(sessions.c.kind == kind)
-    if text:
-        query = query.where(sa.func.lower(_title()).contains(text.lower(), autoescape=True))
-    query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc())
-    with db.read() as conn:
-        return list(conn.execute(query.limit(limit).offset(offset)).all())
+    return repo.list_sessions(
+        db,
+        agent_id=agent_id,
+        ticket_id=ticket_id,
+        status=status,
+        kind=kind,
+        text=text,
+        limit=limit,
+        offset=offset,
+    )
 
 
-def get_session(db: Database, session_id: str) -> Any:
-    """One session row with its message count; NotFoundError if there is none."""
-    with db.read() as conn:
-        row = conn.execute(_counted().where(sessions.c.id == str(session_id))).first()
+def get_session(db: Database, session_id: str) -> SessionRow:
+    """One session with its message count and title; NotFoundError if there is none."""
+    row = repo.get_session(db, str(session_id))
     if row is None:
         raise NotFoundError(f"no session {session_id}")
     return row
 
 
-_MESSAGE_FIELDS = (
-    messages.c.id,
-    messages.c.role,
-    messages.c.content,
-    messages.c.timestamp,
-    messages.c.event_id,
-    messages.c.speaker_id,
-    messages.c.speaker_name,
-    messages.c.interrupted,
-)
-
-
 def session_messages(
     db: Database, session_id: str, *, limit: int = 1000, after_id: int = 0
-) -> list[Any]:
-    """The session's messages in order (id, role, content, timestamp, event_id, speaker_id,
-    speaker_name, interrupted)."""
+) -> list[MessageRow]:
+    """The session's messages in order (NotFoundError if there is no session)."""
     get_session(db, session_id)
-    with db.read() as conn:
-        return list(
-            conn.execute(
-                sa.select(*_MESSAGE_FIELDS)
-                .where(messages.c.session_id == str(session_id), messages.c.id > after_id)
-                .order_by(messages.c.id)
-                .limit(limit)
-            ).all()
-        )
+    return repo.session_messages(db, str(session_id), limit=limit, after_id=after_id)
 
 
 def end_session(db: Database, session_id: str) -> None:
     """Mark a session completed; its history stays readable."""
-    with db.write() as conn:
-        done = conn.execute(
-            sessions.update()
-            .where(sessions.c.id == str(session_id))
-            .values(status="completed", updated_at=datetime.now(UTC))
-        )
-    if done.rowcount == 0:
+    if not repo.touch_session(db, str(session_id), status="completed"):
         raise NotFoundError(f"no session {session_id}")
 
 
-def open_chat_session(db: Database, session_id: str) -> Any:
+def open_chat_session(db: Database, session_id: str) -> SessionRow:
     """The session, if a chat turn can run in it (an active chat session); else 400/404."""
     row = get_session(db, session_id)
     if row.kind != "chat" or row.agent_id is None:

@@ -41,7 +41,6 @@ import orjson
 import zstandard
 from sqlalchemy.engine import Connection
 
-from opencrab.core.memory import append_log_rows
 from opencrab.errors import ValidationError
 from opencrab.event_log import EventRow, event_row
 from opencrab.events import (
@@ -71,6 +70,7 @@ from opencrab.store.repositories import events as events_repo
 from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.imports import ImportSession
+from opencrab.store.repositories.memory import append_log_rows
 from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import format_timestamp, utcnow
 

@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
-import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,7 +37,7 @@ from opencrab.messages import RestSource, Sender, message_problem
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.errors import openai_error_body
-from opencrab.store.tables import sessions
+from opencrab.store.repositories import sessions as session_repo
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 
@@ -305,18 +304,15 @@ class _Turn:
         """Remember how the conversation continues, so the next request finds the session."""
         assert self.result is not None
         after = [*_pairs(prior), ("user", text), ("assistant", self.result.reply or "")]
-        with runtime.db.write() as conn:
-            row = conn.execute(
-                sa.select(sessions.c.context).where(sessions.c.id == self.result.session_id)
-            ).first()
-            context = dict((row.context if row is not None else None) or {})
-            context["openai_compat"] = {"next": _digest(agent.id, after)}
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == self.result.session_id)
-                .values(context=context)
-            )
+        marker = {MARKER[0]: {MARKER[1]: _digest(agent.id, after)}}
+        session_repo.update_context(
+            runtime.db, self.result.session_id, lambda context: {**context, **marker}
+        )
         return self.result
+
+
+MARKER = ("openai_compat", "next")
+"""Where a chat session's context keeps the digest of the conversation it continues as."""
 
 
 def _pairs(messages: list[ChatMessage]) -> list[tuple[str, str]]:
@@ -333,20 +329,7 @@ def _continued_session(runtime: Any, agent: Agent, prior: list[ChatMessage]) -> 
     if not prior:
         return None
     key = _digest(agent.id, _pairs(prior))
-    marker = sessions.c.context["openai_compat"]["next"].as_string()
-    with runtime.db.read() as conn:
-        found = conn.execute(
-            sa.select(sessions.c.id)
-            .where(
-                sessions.c.agent_id == agent.id,
-                sessions.c.kind == "chat",
-                sessions.c.status == "active",
-                marker == key,
-            )
-            .order_by(sessions.c.updated_at.desc())
-            .limit(1)
-        ).scalar()
-    return None if found is None else str(found)
+    return session_repo.continued_chat(runtime.db, agent.id, MARKER, key)
 
 
 @hookimpl

@@ -1,11 +1,63 @@
-"""Dialect-specific SQL, kept apart so another database only adds a module here."""
+"""Dialect-specific SQL, kept apart so another database only adds a module here.
+
+Memory search is one small interface: `search_memory(conn, MemoryQuery(...))` gives the
+ids of an agent's matching session log lines with their scores, best first, whichever
+database `conn` is on (SQLite: FTS5 trigram + bm25; PostgreSQL: pg_trgm-indexed ILIKE
+with a bm25 score computed the same way). Every term is bound as a parameter and matched
+literally: no character of it is query syntax on either database.
+
+Example:
+    hits = search_memory(conn, MemoryQuery(agent_id=a, terms=("東京", "weather"), limit=10))
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
+
+MIN_INDEXED_CHARS = 3
+"""Terms this long are ranked (trigrams need three characters); shorter ones only filter."""
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """What a memory search looks for: lines of `agent_id` containing every term."""
+
+    agent_id: str
+    terms: tuple[str, ...]
+    limit: int
+    session_id: str | None = None
+    log_types: tuple[str, ...] = ()
+
+    @property
+    def ranked_terms(self) -> list[str]:
+        """The terms that rank hits (bm25); with none, hits come newest first, score 0."""
+        return [t for t in self.terms if len(t) >= MIN_INDEXED_CHARS]
+
+    @property
+    def short_terms(self) -> list[str]:
+        """The terms too short for trigrams: they filter, with (I)LIKE."""
+        return [t for t in self.terms if len(t) < MIN_INDEXED_CHARS]
+
+
+def like_pattern(term: str) -> str:
+    """A `%term%` pattern (escape character `\\`) matching `term` literally."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float]]:
+    """(log line id, score: higher is better) of the lines matching `query`, best first."""
+    if conn.dialect.name == "sqlite":
+        from opencrab.store.dialects import sqlite
+
+        return sqlite.search_memory(conn, query)
+    from opencrab.store.dialects import postgresql
+
+    return postgresql.search_memory(conn, query)
 
 
 @contextmanager

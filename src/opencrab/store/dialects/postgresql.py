@@ -1,4 +1,5 @@
-"""PostgreSQL specifics: engine options, read snapshots and the trigram index over memory logs."""
+"""PostgreSQL specifics: engine options, read snapshots, and memory search over the trigram
+index of memory logs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from opencrab.store.dialects import MemoryQuery, like_pattern
 
 SEARCH_INDEX = "ix_memory_sessions_content_trgm"
 """The GIN trigram index over `memory_sessions.content` (pg_trgm: works for CJK and
@@ -151,3 +154,88 @@ def utc_day(column: Any) -> Any:
 def utc_week(column: Any) -> Any:
     """`YYYY-MM-DD` of the Monday (UTC) starting the week of a TIMESTAMPTZ column."""
     return func.to_char(func.date_trunc("week", func.timezone("UTC", column)), "YYYY-MM-DD")
+
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""FTS5's bm25 constants: PostgreSQL ranks memory search hits with the same formula."""
+
+
+def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms: int) -> str:
+    """SQL finding an agent's session log lines containing every term (ILIKE, which the
+    trigram index serves); the first `ranked` terms score the hits with bm25 (as FTS5
+    does: term frequency saturated by k1, line length normalised by b against the
+    agent's average, idf clamped at 1e-6), else the newest lines come first, scored 0.
+
+    Lengths are in bytes and each line is lowered once. idf only weighs terms against
+    each other, so with one ranked term it is left out (the order is the same) and the
+    pass over the agent's lines counting each term is saved.
+
+    Parameters: :agent_id, :limit, :like_0.. (ILIKE patterns, `\\` escaping) for `terms`,
+    :term_0.. (the raw text) for the `ranked` ones, :session_id when `with_session`,
+    :log_type_0.. for `log_types`.
+    """
+    where = ["m.agent_id = :agent_id"]
+    if with_session:
+        where.append("m.session_id = :session_id")
+    if log_types:
+        names = ", ".join(f":log_type_{i}" for i in range(log_types))
+        where.append(f"m.log_type IN ({names})")
+    where += [f"m.content ILIKE :like_{i} ESCAPE '\\'" for i in range(terms)]
+    if not ranked:
+        return (
+            f"SELECT m.id, 0.0 AS score FROM memory_sessions AS m "
+            f"WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT :limit"
+        )
+    counts = "".join(
+        f", count(*) FILTER (WHERE content ILIKE :like_{i} ESCAPE '\\') AS df_{i}"
+        for i in range(ranked if ranked > 1 else 0)
+    )
+    frequencies = ", ".join(
+        f"CAST(octet_length(l.lc) - octet_length(replace(l.lc, lower(:term_{i}), '')) "
+        f"AS double precision) / octet_length(lower(:term_{i})) AS tf_{i}"
+        for i in range(ranked)
+    )
+    norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.len / greatest(s.avglen, 1))"
+    parts = []
+    for i in range(ranked):
+        idf = (
+            f"greatest(ln((s.n - s.df_{i} + 0.5) / (s.df_{i} + 0.5)), 1e-6) * "
+            if ranked > 1
+            else ""
+        )
+        parts.append(f"{idf}h.tf_{i} * {BM25_K1 + 1} / (h.tf_{i} + {norm})")
+    return (
+        f"WITH s AS (SELECT CAST(count(*) AS double precision) AS n, "
+        f"CAST(avg(octet_length(content)) AS double precision) AS avglen{counts} "
+        f"FROM memory_sessions WHERE agent_id = :agent_id), "
+        f"h AS MATERIALIZED (SELECT m.id, octet_length(m.content) AS len, {frequencies} "
+        f"FROM memory_sessions AS m "
+        f"CROSS JOIN LATERAL (SELECT lower(m.content) AS lc OFFSET 0) AS l "
+        f"WHERE {' AND '.join(where)}) "
+        f"SELECT h.id, {' + '.join(parts)} AS score FROM h CROSS JOIN s "
+        f"ORDER BY score DESC, h.id DESC LIMIT :limit"
+    )
+
+
+def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float]]:
+    """Case-insensitive ILIKE for every term; terms of 3+ characters rank the hits with
+    bm25 over the agent's lines (as FTS5 does over its index); with none, newest first."""
+    ranked = query.ranked_terms
+    terms = [*ranked, *query.short_terms]
+    sql = search_memory_sql(
+        ranked=len(ranked),
+        with_session=query.session_id is not None,
+        log_types=len(query.log_types),
+        terms=len(terms),
+    )
+    params: dict[str, Any] = {
+        "agent_id": query.agent_id,
+        "limit": query.limit,
+        **{f"like_{i}": like_pattern(t) for i, t in enumerate(terms)},
+        **{f"term_{i}": t for i, t in enumerate(ranked)},
+        **{f"log_type_{i}": t for i, t in enumerate(query.log_types)},
+    }
+    if query.session_id is not None:
+        params["session_id"] = query.session_id
+    return [(int(r.id), float(r.score)) for r in conn.execute(sa.text(sql), params)]

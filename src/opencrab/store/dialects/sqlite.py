@@ -5,8 +5,11 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
+
+from opencrab.store.dialects import MemoryQuery, like_pattern
 
 FTS_TABLE = "memory_sessions_fts"
 """The FTS5 index over `memory_sessions.content` (trigram: works for CJK and English)."""
@@ -78,23 +81,28 @@ def fts_query(terms: list[str]) -> str:
     return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def search_memory_sql(*, with_session: bool, log_types: int, short_terms: int) -> str:
-    """SQL ranking an agent's session logs with bm25 (lower is better in FTS5).
+def search_memory_sql(*, ranked: bool, with_session: bool, log_types: int, short_terms: int) -> str:
+    """SQL finding an agent's session log lines: ranked with bm25 (lower is better in
+    FTS5) when `ranked`, else the newest lines matching every term with LIKE.
 
-    Parameters: :agent_id, :match, :limit, then :session_id when `with_session`,
-    :log_type_0.. for `log_types`, :like_0.. for `short_terms` (LIKE patterns, `\\`
-    escaping).
+    Parameters: :agent_id, :limit, :match when `ranked`, :session_id when
+    `with_session`, :log_type_0.. for `log_types`, :like_0.. for `short_terms` (LIKE
+    patterns, `\\` escaping; without `ranked`, every term is a LIKE term).
     """
-    where = [
-        f"{FTS_TABLE} MATCH :match",
-        "m.agent_id = :agent_id",
-    ]
+    where = ["m.agent_id = :agent_id"]
+    if ranked:
+        where.insert(0, f"{FTS_TABLE} MATCH :match")
     if with_session:
         where.append("m.session_id = :session_id")
     if log_types:
         names = ", ".join(f":log_type_{i}" for i in range(log_types))
         where.append(f"m.log_type IN ({names})")
     where += [f"m.content LIKE :like_{i} ESCAPE '\\'" for i in range(short_terms)]
+    if not ranked:
+        return (
+            f"SELECT m.id, 0.0 AS rank FROM memory_sessions AS m "
+            f"WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT :limit"
+        )
     return (
         f"SELECT m.id, bm25({FTS_TABLE}) AS rank "
         f"FROM {FTS_TABLE} JOIN memory_sessions AS m ON m.id = {FTS_TABLE}.rowid "
@@ -110,3 +118,27 @@ def utc_day(column: Any) -> Any:
 def utc_week(column: Any) -> Any:
     """`YYYY-MM-DD` of the Monday (UTC) starting the week of a UtcDateTime column."""
     return func.date(func.substr(column, 1, 10), "-6 days", "weekday 1")
+
+
+def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float]]:
+    """FTS5 trigram MATCH ranked by bm25 for terms of 3+ characters, LIKE for shorter ones
+    (ASCII case-insensitive, like the trigram index); with no long term, newest first."""
+    ranked = query.ranked_terms
+    likes = query.short_terms if ranked else list(query.terms)
+    sql = search_memory_sql(
+        ranked=bool(ranked),
+        with_session=query.session_id is not None,
+        log_types=len(query.log_types),
+        short_terms=len(likes),
+    )
+    params: dict[str, Any] = {
+        "agent_id": query.agent_id,
+        "limit": query.limit,
+        **{f"like_{i}": like_pattern(t) for i, t in enumerate(likes)},
+        **{f"log_type_{i}": t for i, t in enumerate(query.log_types)},
+    }
+    if ranked:
+        params["match"] = fts_query(ranked)
+    if query.session_id is not None:
+        params["session_id"] = query.session_id
+    return [(int(r.id), -float(r.rank) or 0.0) for r in conn.execute(sa.text(sql), params)]

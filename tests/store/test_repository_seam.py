@@ -1,0 +1,57 @@
+"""The storage seam (issue 19): modules that moved their SQL into the sessions, memory and
+heartbeat repositories import neither the table definitions nor SQLAlchemy's statement
+builders again."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import opencrab
+
+PACKAGE = Path(opencrab.__file__).parent
+
+THROUGH_REPOSITORIES = (
+    "core/sessions.py",
+    "core/memory.py",
+    "core/discussion.py",
+    "core/heartbeat.py",
+    "core/runtime.py",
+    "server/api/openai_compat.py",
+    "actions/speech.py",
+)
+"""Modules whose data access goes through store/repositories only."""
+
+FORBIDDEN = ("opencrab.store.tables", "opencrab.store.prepared", "opencrab.store.bulk")
+SQL = {"sqlalchemy", "sqlalchemy.sql", "sqlalchemy.sql.expression"}
+"""Building statements needs these; passing a caller's transaction on (`Connection`) does
+not."""
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports (at any level), `from a import b` counted as a and a.b."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_modules_use_repositories_not_tables_or_sql() -> None:
+    offenders = {
+        module: sorted(
+            name for name in _imports(PACKAGE / module) if name.startswith(FORBIDDEN) or name in SQL
+        )
+        for module in THROUGH_REPOSITORIES
+    }
+    offenders = {module: names for module, names in offenders.items() if names}
+    assert not offenders, f"table definitions or SQL outside the repositories: {offenders}"
+
+
+def test_the_table_definitions_are_imported_by_the_repositories() -> None:
+    """The repositories this seam added are where the tables are used."""
+    for name in ("sessions.py", "memory.py", "heartbeats.py"):
+        assert "opencrab.store.tables" in _imports(PACKAGE / "store" / "repositories" / name)
