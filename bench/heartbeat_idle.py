@@ -1,4 +1,5 @@
-"""CPU cost of heartbeats for 1,000 idle agents on one event loop (zero LLM calls).
+"""CPU cost of heartbeats for 10,000 idle agents on one event loop (zero LLM calls), and
+of the same agents shared by three processes on PostgreSQL (target: under 2% of a core).
 
 Real agents in a real SQLite store, each on a prime interval (29–43 s) with its first
 tick spread over one interval. The scheduler makes the cheap checks (budget, discussions,
@@ -9,15 +10,24 @@ asyncio task per agent that sleeps its interval and runs its own checks queries.
 Prints CPU time as a share of one core for both, the ticks made, LLM calls (must be 0),
 and the ratio naive / scheduler.
 
-    python bench/heartbeat_idle.py [--agents N] [--secs S]
+`--processes 3` then runs the agents on PostgreSQL (`--pg-url`, else a throwaway cluster
+from the machine's PostgreSQL binaries): first one scheduler alone (the baseline), then
+three processes each wanting every agent's heartbeat lease (store.lease_keeper). Prints
+each process's CPU as a share of a core and against the baseline, the ticks, and the
+double ticks (agents ticked by more than one process: must be 0).
+
+    python bench/heartbeat_idle.py [--agents N] [--secs S] [--processes 3 [--pg-url URL]]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from opencrab.config import load_settings
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import LeaseStore
 from opencrab.store.tables import (
     agent_sessions,
     agents,
@@ -43,14 +55,18 @@ from opencrab.store.tables import (
 PRIMES = (29, 31, 37, 41, 43)
 
 
-async def scheduler_run(db: Database, ids: list[str], secs: float) -> tuple[float, int, int]:
+async def scheduler_run(
+    db: Database, ids: list[str], secs: float, *, leases: LeaseKeeper | None = None
+) -> tuple[float, int, int]:
     calls = 0
 
     async def act(tick: Tick) -> None:
         nonlocal calls
         calls += 1
 
-    scheduler = HeartbeatScheduler(db, act=act)
+    scheduler = HeartbeatScheduler(db, act=act, leases=leases)
+    if leases is not None:
+        leases.start()
     rng = random.Random(1)
     for agent_id in ids:
         interval = rng.choice(PRIMES)
@@ -61,6 +77,8 @@ async def scheduler_run(db: Database, ids: list[str], secs: float) -> tuple[floa
     await asyncio.sleep(secs)
     stop.set()
     await task
+    if leases is not None:
+        await leases.close()
     return time.process_time() - cpu, scheduler.ticks, calls
 
 
@@ -109,28 +127,27 @@ async def naive_run(db: Database, ids: list[str], secs: float) -> tuple[float, i
     return time.process_time() - cpu, ticks
 
 
+def make_agents(db: Database, count: int) -> list[str]:
+    now = datetime.now(UTC)
+    ids = [str(uuid4()) for _ in range(count)]
+    with db.write() as conn:
+        conn.execute(
+            agents.insert(),
+            [
+                {"id": i, "name": f"agent-{n}", "prompt": "", "created_at": now, "updated_at": now}
+                for n, i in enumerate(ids)
+            ],
+        )
+    return ids
+
+
 async def main(count: int, secs: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["OPENCRAB_HOME"] = tmp
         settings = load_settings()
         db = Database(settings.database_url)
         db.upgrade()
-        now = datetime.now(UTC)
-        ids = [str(uuid4()) for _ in range(count)]
-        with db.write() as conn:
-            conn.execute(
-                agents.insert(),
-                [
-                    {
-                        "id": i,
-                        "name": f"agent-{n}",
-                        "prompt": "",
-                        "created_at": now,
-                        "updated_at": now,
-                    }
-                    for n, i in enumerate(ids)
-                ],
-            )
+        ids = make_agents(db, count)
         ours, ticks, calls = await scheduler_run(db, ids, secs)
         naive, naive_ticks = await naive_run(db, ids, secs)
         with db.read() as conn:
@@ -149,9 +166,74 @@ async def main(count: int, secs: float) -> None:
     print(f"ratio naive/scheduler CPU: {naive / ours:.2f}x")
 
 
+def child(url: str, secs: float) -> None:
+    """One of the processes sharing the agents: its CPU and ticks, as JSON on stdout."""
+    db = Database(url)
+    with db.read() as conn:
+        ids = [str(i) for i in conn.execute(sa.select(agents.c.id)).scalars()]
+    keeper = LeaseKeeper(LeaseStore(db), ttl_secs=30)
+    cpu, ticks, calls = asyncio.run(scheduler_run(db, ids, secs, leases=keeper))
+    db.close()
+    print(json.dumps({"cpu": cpu, "ticks": ticks, "calls": calls}))
+
+
+def shared(url: str, count: int, secs: float, processes: int) -> None:
+    db = Database(url)
+    db.upgrade()
+    with db.write() as conn:
+        conn.execute(heartbeat_log.delete())
+        conn.execute(agents.delete())
+    ids = make_agents(db, count)
+    alone, alone_ticks, _ = asyncio.run(scheduler_run(db, ids, secs))  # the baseline
+    with db.write() as conn:
+        conn.execute(heartbeat_log.delete())
+    script = str(Path(__file__).resolve())
+    children = [
+        subprocess.Popen(
+            [sys.executable, script, "--child", url, "--secs", str(secs)], stdout=subprocess.PIPE
+        )
+        for _ in range(processes)
+    ]
+    results = [json.loads(c.communicate()[0]) for c in children]
+    with db.read() as conn:
+        rows = conn.execute(sa.select(heartbeat_log.c.agent_id, heartbeat_log.c.result_json))
+        by_agent: dict[str, set[str]] = {}
+        for row in rows:
+            by_agent.setdefault(str(row.agent_id), set()).add(str(row.result_json["process"]))
+    db.close()
+    doubles = sum(len(owners) > 1 for owners in by_agent.values())
+    print(f"PostgreSQL, {count} idle agents for {secs:.0f} s of wall time")
+    print(
+        f"baseline, one process without leases: {alone_ticks} ticks, "
+        f"CPU {100 * alone / secs:.2f}% of a core"
+    )
+    for n, r in enumerate(results, 1):
+        print(
+            f"process {n} of {processes} (leases): {r['ticks']} ticks, {r['calls']} LLM calls, "
+            f"CPU {100 * r['cpu'] / secs:.2f}% of a core = {r['cpu'] / alone:.2f}x the baseline"
+        )
+    total = sum(r["ticks"] for r in results)
+    print(f"ticks in all processes: {total} ({total / alone_ticks:.2f}x the baseline's)")
+    print(f"agents ticked by more than one process (double ticks): {doubles}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--agents", type=int, default=10_000)
     parser.add_argument("--secs", type=float, default=60.0)
+    parser.add_argument("--processes", type=int, default=0)
+    parser.add_argument("--pg-url")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(main(args.agents, args.secs))
+    if args.child:
+        child(args.child, args.secs)
+    elif args.processes:
+        with contextlib.ExitStack() as stack:
+            url = args.pg_url
+            if url is None:
+                from tests.fakes.postgres import postgres_server
+
+                url = stack.enter_context(postgres_server(None)).create_database()
+            shared(url, args.agents, args.secs, args.processes)
+    else:
+        asyncio.run(main(args.agents, args.secs))

@@ -36,6 +36,7 @@ hookimpl = pluggy.HookimplMarker("opencrab")
 
 COMMAND_PLUGINS = (
     "opencrab.cli.up",
+    "opencrab.cli.worker",
     "opencrab.cli.db",
     "opencrab.cli.tokens",
     "opencrab.cli.imports",

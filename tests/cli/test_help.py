@@ -27,6 +27,7 @@ JARGON = re.compile(r"\bseeds?\b|\bseed[ -]?\d{3}\b", re.IGNORECASE)
 # Commands a person runs first: their help shows an example of a real call.
 MAIN_COMMANDS = (
     "up",
+    "worker",
     "db upgrade",
     "events import",
     "events show",
@@ -149,3 +150,10 @@ def test_the_version_in_the_source_is_the_installed_one() -> None:
     from opencrab import __version__
 
     assert version("opencrab") == __version__  # pyproject.toml reads it from the source
+
+
+def test_worker_help_does_not_import_heavy_libraries() -> None:
+    # (Typer itself imports pydantic for a command's help, as for a group's)
+    loaded = _modules_after("worker", "--help")
+    assert "opencrab.cli.worker" in loaded  # its command module is what answered
+    assert sorted(loaded & (set(HEAVY) - {"pydantic"})) == []

@@ -6,7 +6,8 @@
 The server thinks through the fake OpenAI server (`llm`), never through a local model
 (the Ollama and llama.cpp URLs point at a closed port). It is stopped with SIGTERM, and
 whatever it printed is in `served.output()` (shown when it fails to start); `kill()`
-ends it with SIGKILL instead, as a crash would.
+ends it with SIGKILL instead, as a crash would. `worker=True` runs `opencrab worker`
+instead (no HTTP: it counts as started once it says so).
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class ServedOpenCrab:
         llm: FakeLlmServer,
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
+        worker: bool = False,
     ) -> None:
         self.data_dir = data_dir
+        self.worker = worker
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         closed = f"http://127.0.0.1:{free_port()}"
@@ -63,8 +66,9 @@ class ServedOpenCrab:
     def start(self) -> ServedOpenCrab:
         exe = str(Path(sys.executable).parent / "opencrab")
         self._log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed in stop
+        command = ["worker"] if self.worker else ["up", "--port", str(self.port)]
         self._process = subprocess.Popen(
-            [exe, "up", "--port", str(self.port), "--data-dir", str(self.data_dir), *self.args],
+            [exe, *command, "--data-dir", str(self.data_dir), *self.args],
             env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -72,15 +76,20 @@ class ServedOpenCrab:
         )
         deadline = time.monotonic() + 60
         while True:
+            if self.worker and "worker: heartbeats by lease" in self.output():
+                return self
             try:
-                if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
+                if (
+                    not self.worker
+                    and httpx.get(self.url + "/api/health", timeout=2).status_code == 200
+                ):
                     return self
             except httpx.TransportError:
                 pass
             if self._process.poll() is not None or time.monotonic() > deadline:
                 output = self.output()
                 self.stop()
-                raise RuntimeError(f"opencrab up did not start:\n{output}")
+                raise RuntimeError(f"opencrab {command[0]} did not start:\n{output}")
             time.sleep(0.1)
 
     @property
@@ -88,6 +97,12 @@ class ServedOpenCrab:
         """The server process's id."""
         assert self._process is not None, "not started"
         return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has ended (None while it runs)."""
+        assert self._process is not None, "not started"
+        return self._process.poll()
 
     def kill(self) -> None:
         """End the server the hard way (SIGKILL: no shutdown code runs, as in a crash)."""

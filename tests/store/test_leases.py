@@ -1,5 +1,6 @@
-"""Leases on a real SQLite file: taken once, renewed, expired, let go of; from threads and
-from several processes at once."""
+"""Leases on a real SQLite file and a real PostgreSQL: taken once, renewed, expired, let go
+of; from threads and from several processes at once (BEGIN IMMEDIATE on SQLite,
+SELECT … FOR UPDATE SKIP LOCKED on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,19 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from opencrab.errors import ConflictError
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import PROCESS_OWNER, LeaseStore, heartbeat_key, turn_key
+from opencrab.store.tables import leases
 
 
-def test_a_lease_is_taken_once_and_renewed_by_its_owner(db: Database) -> None:
-    store = LeaseStore(db)
+def test_a_lease_is_taken_once_and_renewed_by_its_owner(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     assert store.try_acquire("turn:s1", "a", ttl_secs=60)
     first = store.get("turn:s1")
     assert first is not None
@@ -35,8 +37,8 @@ def test_a_lease_is_taken_once_and_renewed_by_its_owner(db: Database) -> None:
     assert again.expires_at >= first.expires_at
 
 
-def test_an_expired_lease_goes_to_whoever_asks(db: Database) -> None:
-    store = LeaseStore(db)
+def test_an_expired_lease_goes_to_whoever_asks(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     assert store.try_acquire("heartbeat:x", "dead", ttl_secs=0)  # expires at once
     assert store.try_acquire("heartbeat:x", "alive", ttl_secs=60)
     lease = store.get("heartbeat:x")
@@ -47,8 +49,8 @@ def test_an_expired_lease_goes_to_whoever_asks(db: Database) -> None:
     assert not store.try_acquire("heartbeat:x", "dead", ttl_secs=60)
 
 
-def test_renew_keeps_own_leases_and_never_takes_free_ones(db: Database) -> None:
-    store = LeaseStore(db)
+def test_renew_keeps_own_leases_and_never_takes_free_ones(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     store.acquire(["k1", "k2"], "a", 60)
     store.acquire(["k3"], "b", 60)
     assert store.exchange("a", 60, renew=["k1", "k2", "k3", "free"]) == {"k1", "k2"}
@@ -57,8 +59,8 @@ def test_renew_keeps_own_leases_and_never_takes_free_ones(db: Database) -> None:
     assert store.held_by("a") == ["free", "k1"]
 
 
-def test_release_lets_go_of_own_leases_only(db: Database) -> None:
-    store = LeaseStore(db)
+def test_release_lets_go_of_own_leases_only(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     store.acquire(["k1", "k2"], "a", 60)
     store.acquire(["k3"], "b", 60)
     store.release(["k1", "k3"], "a")
@@ -70,8 +72,8 @@ def test_release_lets_go_of_own_leases_only(db: Database) -> None:
     assert store.held_by("b") == ["k1", "k3"]
 
 
-def test_many_keys_in_one_call(db: Database) -> None:
-    store = LeaseStore(db)
+def test_many_keys_in_one_call(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     keys = [heartbeat_key(f"agent-{i}") for i in range(1200)]  # more than one chunk
     assert store.acquire(keys[:700], "a", 60) == set(keys[:700])
     assert store.acquire(keys, "b", 60) == set(keys[700:])
@@ -87,8 +89,8 @@ def test_keys_and_owner_name_what_is_leased_and_by_which_process() -> None:
     assert int(pid) > 0
 
 
-def test_threads_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path) -> None:
-    url = f"sqlite:///{data_dir / 'race.db'}"
+def test_threads_racing_for_the_same_keys_each_key_goes_to_one(store_url: str) -> None:
+    url = store_url
     Database(url).upgrade()
     keys = [f"turn:{i}" for i in range(40)]
     won: dict[str, list[str]] = {}
@@ -127,8 +129,8 @@ RACER = textwrap.dedent(
 )
 
 
-def test_processes_racing_for_the_same_keys_each_key_goes_to_one(data_dir: Path) -> None:
-    url = f"sqlite:///{data_dir / 'race.db'}"
+def test_processes_racing_for_the_same_keys_each_key_goes_to_one(store_url: str) -> None:
+    url = store_url
     Database(url).upgrade()
     racers = [
         subprocess.Popen(
@@ -169,9 +171,9 @@ class Clock:
 
 
 async def test_holding_takes_the_lease_for_the_block_and_refuses_a_held_one(
-    db: Database,
+    any_db: Database,
 ) -> None:
-    store = LeaseStore(db)
+    store = LeaseStore(any_db)
     keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
     async with keeper.holding("turn:s", busy=lambda: ConflictError("busy")):
         assert keeper.holds("turn:s")
@@ -190,8 +192,8 @@ async def test_holding_takes_the_lease_for_the_block_and_refuses_a_held_one(
     assert lease.owner == "other"
 
 
-async def test_a_wanted_lease_is_taken_once_free_and_renewed_by_each_pass(db: Database) -> None:
-    store = LeaseStore(db)
+async def test_a_wanted_lease_is_taken_once_free_and_renewed_by_each_pass(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     clock = Clock()
     mine = LeaseKeeper(store, owner="mine", ttl_secs=60, clock=clock)
     theirs = LeaseKeeper(store, owner="theirs", ttl_secs=60)
@@ -224,8 +226,8 @@ async def test_a_wanted_lease_is_taken_once_free_and_renewed_by_each_pass(db: Da
     assert after.acquired_at == before.acquired_at
 
 
-async def test_a_crashed_owners_lease_is_taken_over_after_it_expires(db: Database) -> None:
-    store = LeaseStore(db)
+async def test_a_crashed_owners_lease_is_taken_over_after_it_expires(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     assert store.try_acquire("heartbeat:a", "crashed", ttl_secs=0)  # never renewed again
     keeper = LeaseKeeper(store, owner="survivor", ttl_secs=60)
     keeper.want("heartbeat:a")
@@ -236,8 +238,8 @@ async def test_a_crashed_owners_lease_is_taken_over_after_it_expires(db: Databas
     assert lease.owner == "survivor"
 
 
-async def test_a_lease_taken_over_elsewhere_is_no_longer_held(db: Database) -> None:
-    store = LeaseStore(db)
+async def test_a_lease_taken_over_elsewhere_is_no_longer_held(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     keeper = LeaseKeeper(store, owner="slow", ttl_secs=0)  # expires as soon as it is taken
     keeper.want("heartbeat:a")
     await keeper.run_pass()
@@ -249,8 +251,8 @@ async def test_a_lease_taken_over_elsewhere_is_no_longer_held(db: Database) -> N
     assert lease.owner == "fast"
 
 
-async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(db: Database) -> None:
-    store = LeaseStore(db)
+async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(any_db: Database) -> None:
+    store = LeaseStore(any_db)
     keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
     keeper.start()
     for key in ("heartbeat:a", "heartbeat:b"):
@@ -266,3 +268,23 @@ async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(db: Databa
     await keeper.close()
     assert store.held_by("me") == []
     assert not keeper.holds("heartbeat:b")
+
+
+def test_a_row_another_transaction_is_deciding_on_is_skipped_not_waited_for(pg_url: str) -> None:
+    db, other = Database(pg_url), Database(pg_url)  # two engines, as two processes have
+    db.upgrade()
+    store = LeaseStore(db)
+    try:
+        assert store.try_acquire("heartbeat:a", "gone", ttl_secs=0)  # expired: up for grabs
+        with other.engine.connect() as deciding:  # another process is taking it right now
+            deciding.execute(
+                sa.select(leases).where(leases.c.key == "heartbeat:a").with_for_update()
+            )
+            # SKIP LOCKED: not free to take now, and no waiting on the other's lock
+            assert not store.try_acquire("heartbeat:a", "me", ttl_secs=60)
+            assert store.acquire(["heartbeat:a", "heartbeat:b"], "me", 60) == {"heartbeat:b"}
+            deciding.rollback()  # it gave up
+        assert store.try_acquire("heartbeat:a", "me", ttl_secs=60)
+    finally:
+        db.close()
+        other.close()

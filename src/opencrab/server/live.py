@@ -1,10 +1,17 @@
 """Live events: new AgentEvents fanned out to WebSocket clients, without blocking agents.
 
-One `EventHub` per server tails the events table (`seq > last seen`, one indexed query
-per wake-up however many clients listen) and hands each new event, serialised once, to
-the clients subscribed to its trace. It wakes when this process writes a turn step
-(`nudge`) and otherwise every `poll_secs`, so events written by other processes (the
-CLI, a second server on the same database) arrive too.
+One `EventHub` per server tails the events table by seq (one indexed query per wake-up
+however many clients listen) and hands each new event, serialised once, to the clients
+subscribed to its trace. It wakes when this process writes a turn step (`nudge`), when
+the database says another process committed events (PostgreSQL: LISTEN/NOTIFY), and
+otherwise every `poll_secs`, so events written by other processes (the CLI, a second
+server or a worker on the same database) arrive too.
+
+No row is skipped, even where rows commit out of seq order (PostgreSQL takes a seq when
+a row is inserted, not when it commits): a seq below the highest one read that no row
+has yet is asked for again at every look until it turns up or the dialect's
+`gap_secs` pass (opencrab.store.dialects.LiveTail). Such a late row is delivered after
+rows with higher seqs.
 
 Every client has a bounded outbox. Offering never waits: a client whose outbox is full
 is too slow and is dropped (closed with 4429), so one stalled browser tab cannot hold up
@@ -16,32 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlalchemy as sa
 
 from opencrab.event_log import row_json
 from opencrab.store import Database
-from opencrab.store.tables import events
+from opencrab.store.dialects import LiveTail, live_tail
+from opencrab.store.repositories import event_feed
 
 log = logging.getLogger(__name__)
 
 OUTBOX_SIZE = 1024  # messages a client may have waiting before it counts as too slow
 BATCH = 1000  # events read per query
 SLOW_CLIENT = 4429  # close code for a client that cannot keep up
-
-_COLUMNS = (
-    events.c.seq,
-    events.c.id,
-    events.c.trace_id,
-    events.c.parent_id,
-    events.c.timestamp,
-    events.c.type,
-    events.c.content,
-    events.c.metadata,
-)
+MAX_GAPS = 10_000  # missing seqs looked for at once (the newest are kept)
 
 
 def event_message(session_id: str, event_json: str, agent_id: str | None, seq: int) -> str:
@@ -66,16 +62,9 @@ def read_events(
 ) -> list[tuple[int, str, bytes]]:
     """Stored events of the traces with after_seq < seq < before_seq, oldest first, as
     (seq, trace, seed-form JSON): the first `limit` of them, or the last when `newest`."""
-    query = sa.select(*_COLUMNS).where(
-        events.c.trace_id.in_(list(traces)), events.c.seq > after_seq
+    rows = event_feed.read_events(
+        db, traces, after_seq=after_seq, before_seq=before_seq, newest=newest, limit=limit
     )
-    if before_seq is not None:
-        query = query.where(events.c.seq < before_seq)
-    query = query.order_by(events.c.seq.desc() if newest else events.c.seq).limit(limit)
-    with db.read() as conn:
-        rows = list(conn.execute(query).all())
-    if newest:
-        rows.reverse()
     return [(row.seq, str(row.trace_id), row_json(row)) for row in rows]
 
 
@@ -111,10 +100,20 @@ class Client:
 class EventHub:
     """See the module docstring. `run()` until `stop()`; subscribe clients by trace."""
 
-    def __init__(self, db: Database, *, poll_secs: float = 0.25) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        poll_secs: float = 0.25,
+        tail: LiveTail | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.db = db
         self.poll_secs = poll_secs
+        self.tail = tail if tail is not None else live_tail(db.dialect)
+        self.clock = clock
         self.last_seq = 0
+        self.gaps: dict[int, float] = {}  # seq below last_seq not seen yet -> noticed when
         self._by_trace: dict[str, set[Client]] = {}
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -135,8 +134,10 @@ class EventHub:
         Events up to the returned seq are history (read them from the store); every
         later one is delivered live. `speakers` names the agent of a trace (discussions).
         """
-        if not self._by_trace:
-            self.last_seq = self._max_seq()  # idle until now: start from the present
+        if not self._by_trace:  # idle until now: start from the present
+            self.last_seq, missing = event_feed.last_seqs(self.db, self.tail.gap_window)
+            now = self.clock()
+            self.gaps = dict.fromkeys(missing, now)
         for trace in traces:
             client.traces[trace] = session_id
             self._by_trace.setdefault(trace, set()).add(client)
@@ -188,17 +189,34 @@ class EventHub:
         self._wake.set()
 
     async def run(self) -> None:
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_secs)
-            self._wake.clear()
-            if not self._by_trace:
-                self._notes.clear()  # nobody follows anything
-            else:
-                try:
-                    await self.deliver_new()
-                except Exception:  # the feed must outlive a bad read
-                    log.exception("live event feed: reading new events failed")
+        """Deliver new events at every wake-up until `stop()` (listening where the
+        database can tell of other processes' commits)."""
+        listen = self.tail.listen
+        listener = (
+            asyncio.create_task(
+                listen(self.db.url.render_as_string(hide_password=False), self.nudge),
+                name="live-events-listen",
+            )
+            if listen is not None
+            else None
+        )
+        try:
+            while not self._stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_secs)
+                self._wake.clear()
+                if not self._by_trace:
+                    self._notes.clear()  # nobody follows anything
+                else:
+                    try:
+                        await self.deliver_new()
+                    except Exception:  # the feed must outlive a bad read
+                        log.exception("live event feed: reading new events failed")
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -208,11 +226,15 @@ class EventHub:
         """Hand every event written since the last look to its subscribers."""
         sent = 0
         while True:
-            rows = await asyncio.to_thread(self._read_after, self.last_seq)
+            rows = await asyncio.to_thread(
+                event_feed.rows_after, self.db, self.last_seq, missing=list(self.gaps), limit=BATCH
+            )
             for row in rows:
-                if row.seq <= self.last_seq:
-                    continue  # everyone left and came back while this was read
-                self.last_seq = row.seq
+                if self.gaps.pop(row.seq, None) is None:
+                    if row.seq <= self.last_seq:
+                        continue  # everyone left and came back while this was read
+                    self._note_gaps(row.seq)
+                    self.last_seq = row.seq
                 listeners = self._by_trace.get(str(row.trace_id))
                 if not listeners:
                     continue
@@ -231,24 +253,28 @@ class EventHub:
                         self.unsubscribe(client)
             if len(rows) < BATCH:
                 break
+        self._forget_old_gaps()
         self._send_notes()
         self.delivered += sent
         return sent
 
-    def _read_after(self, seq: int) -> list[Any]:
-        with self.db.read() as conn:
-            return list(
-                conn.execute(
-                    sa.select(*_COLUMNS)
-                    .where(events.c.seq > seq)
-                    .order_by(events.c.seq)
-                    .limit(BATCH)
-                ).all()
-            )
+    def _note_gaps(self, seq: int) -> None:
+        """Remember the seqs between the last one read and `seq` (a row read now): rows
+        taking them may still commit (see LiveTail)."""
+        if self.tail.gap_secs <= 0 or seq <= self.last_seq + 1:
+            return
+        now = self.clock()
+        for missing in range(max(self.last_seq + 1, seq - MAX_GAPS), seq):
+            self.gaps[missing] = now
 
-    def _max_seq(self) -> int:
-        with self.db.read() as conn:
-            return int(conn.execute(sa.select(sa.func.max(events.c.seq))).scalar() or 0)
+    def _forget_old_gaps(self) -> None:
+        """Give up on seqs missing for longer than the dialect's `gap_secs` (rolled back),
+        and keep at most MAX_GAPS of the newest."""
+        if not self.gaps:
+            return
+        oldest = self.clock() - self.tail.gap_secs
+        kept = sorted(seq for seq, since in self.gaps.items() if since >= oldest)
+        self.gaps = {seq: self.gaps[seq] for seq in kept[-MAX_GAPS:]}
 
     def history(
         self, traces: Iterable[str], *, after_seq: int, upto_seq: int, limit: int = 10_000

@@ -1,21 +1,25 @@
-"""PostgreSQL specifics: engine options, read snapshots, and memory search over the trigram
-index of memory logs."""
+"""PostgreSQL specifics: engine options, read snapshots, memory search over the trigram
+index of memory logs, and the notifications that wake live event readers."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import select
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event, func
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from opencrab.store.dialects import MemoryQuery, like_pattern
+
+log = logging.getLogger(__name__)
 
 SEARCH_INDEX = "ix_memory_sessions_content_trgm"
 """The GIN trigram index over `memory_sessions.content` (pg_trgm: works for CJK and
@@ -239,3 +243,55 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
     if query.session_id is not None:
         params["session_id"] = query.session_id
     return [(int(r.id), float(r.score)) for r in conn.execute(sa.text(sql), params)]
+
+
+EVENTS_CHANNEL = "opencrab_events"
+"""The NOTIFY channel a commit that wrote events signals on (no payload: readers re-read)."""
+
+LIVE_CREATE = (
+    "CREATE OR REPLACE FUNCTION opencrab_events_notify() RETURNS trigger "
+    f"LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('{EVENTS_CHANNEL}', ''); "
+    "RETURN NULL; END $$",
+    "CREATE TRIGGER events_notify AFTER INSERT ON events "
+    "FOR EACH STATEMENT EXECUTE FUNCTION opencrab_events_notify()",
+)
+"""What migration 0018 adds: every statement inserting events notifies EVENTS_CHANNEL in
+its transaction, so listeners hear of it when (and only if) it commits, whoever wrote."""
+
+LIVE_DROP = (
+    "DROP TRIGGER IF EXISTS events_notify ON events",
+    "DROP FUNCTION IF EXISTS opencrab_events_notify()",
+)
+"""Undoes LIVE_CREATE."""
+
+LIVE_GAP_SECS = 60.0
+"""Seqs come from a sequence when a row is inserted, not when it commits: a row with a
+lower seq may commit after one with a higher seq. A seq missing below the highest one
+read is looked for again until this long has passed (a rolled-back insert never fills)."""
+
+LIVE_GAP_WINDOW = 1000
+"""Seqs below the top a reader starting now checks for rows not committed yet."""
+
+LISTEN_RETRY_SECS = 1.0
+
+
+async def listen_events(url: str, wake: Callable[[], None]) -> None:
+    """LISTEN on EVENTS_CHANNEL and call `wake()` for every notification, until cancelled.
+
+    A dedicated connection (psycopg's async one, outside the pool). It reconnects after
+    losing the server, calling `wake()` again then: what committed meanwhile is re-read.
+    """
+    import psycopg
+
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    while True:
+        try:
+            conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+            async with conn:
+                await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                wake()  # whatever committed before this listened
+                async for _ in conn.notifies():
+                    wake()
+        except psycopg.Error as exc:
+            log.warning("listening for new events failed (%s); trying again", exc)
+            await asyncio.sleep(LISTEN_RETRY_SECS)

@@ -1,0 +1,132 @@
+"""`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats by lease.
+
+Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
+more than one machine): each agent's heartbeat ticks in the one process holding its
+lease (store.lease_keeper), and a dead process's agents move to another once its leases
+expire. The worker looks at the agents every `--refresh-secs`, so agents created,
+changed or deleted through any server are followed. SIGINT/SIGTERM stop it cleanly: the
+heartbeat log is flushed and every lease it holds is let go of at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from opencrab import __version__
+from opencrab.cli.common import (
+    ConfigOption,
+    DataDirOption,
+    console,
+    err_console,
+    exits_on_error,
+    open_store,
+    settings_from,
+)
+from opencrab.plugins import hookimpl
+
+if TYPE_CHECKING:  # loaded when the worker starts, not for `--help`
+    from opencrab.config import Settings
+    from opencrab.core.agent import Agent
+    from opencrab.core.runtime import HeartbeatService, Runtime
+    from opencrab.store import Database
+
+
+@exits_on_error
+def worker(
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+    refresh_secs: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="How often to look for agents created, changed or deleted elsewhere."
+        ),
+    ] = 5.0,
+) -> None:
+    """Run every agent's heartbeat without an HTTP server, sharing the work by lease.
+
+    Start as many as you like beside `opencrab up` on one database ([database] url):
+    each agent ticks in exactly one process. The database is migrated first.
+
+    Example: opencrab worker --data-dir ./data
+    """
+    settings = settings_from(config, data_dir)
+    db = open_store(settings)
+    console.print(
+        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, no HTTP "
+        f"(database: {db.url.render_as_string(hide_password=True)})",
+        highlight=False,
+    )
+    try:
+        asyncio.run(run_worker(settings, db, refresh_secs=refresh_secs))
+    finally:
+        db.close()
+    console.print("stopped", highlight=False)
+
+
+async def run_worker(
+    settings: Settings,
+    db: Database,
+    *,
+    refresh_secs: float = 5.0,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Tick every agent whose heartbeat lease this process holds until `stop` is set
+    (SIGINT/SIGTERM set it), following agents as they come, change and go."""
+    from rich.markup import escape
+
+    from opencrab.core.runtime import Runtime
+    from opencrab.offload import run_blocking
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with Runtime.open(settings, db=db) as runtime:
+            for notice in runtime.notices:
+                err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
+            beats = await runtime.start_heartbeats()
+            known = _signatures(await run_blocking(runtime.agents.list))
+            try:
+                while not stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), refresh_secs)
+                    if not stop.is_set():
+                        known = await _follow_changes(runtime, beats, known)
+            finally:
+                await beats.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _signatures(agents: list[Agent]) -> dict[str, str]:
+    """Each agent's id and what its heartbeat depends on (a change means: follow again)."""
+    return {a.id: repr((a.heartbeat, a.llm_config.daily_budget_usd)) for a in agents}
+
+
+async def _follow_changes(
+    runtime: Runtime, beats: HeartbeatService, known: dict[str, str]
+) -> dict[str, str]:
+    """Follow new and changed agents, forget deleted ones; the agents' new signatures."""
+    from opencrab.offload import run_blocking
+
+    listed = await run_blocking(runtime.agents.list)
+    agents = {agent.id: agent for agent in listed}
+    now = _signatures(listed)
+    for agent_id in known.keys() - now.keys():
+        beats.forget(agent_id)
+    for agent_id, signature in now.items():
+        if known.get(agent_id) != signature:
+            beats.follow(agents[agent_id])
+    return now
+
+
+@hookimpl
+def register_commands(app: typer.Typer) -> None:
+    app.command("worker")(worker)
