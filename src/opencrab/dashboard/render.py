@@ -44,6 +44,7 @@ class NavItem:
 NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
+    NavItem("Tickets", "/tickets", ("/tickets/",)),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM, tickets) append theirs."""
 
