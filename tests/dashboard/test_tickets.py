@@ -61,7 +61,8 @@ def ask(db: Database, session_id: str, agent_id: str, question: str) -> None:
             content=MessagePayload(text=question),
         )
         log.append_many([event], conn=conn)
-        insert_messages(conn, session_id, [Said("assistant", question, str(event.id), agent_id, None)])
+        said = Said("assistant", question, str(event.id), agent_id, None)
+        insert_messages(conn, session_id, [said])
 
 
 def suspended(db: Database, ticket: dict[str, Any], question: str) -> str:
@@ -173,7 +174,8 @@ def test_a_suspended_ticket_shows_its_question_and_an_answer_resumes_it(
     assert api.get(f"/api/tickets/{ticket['id']}").json()["status"] == "running"
     full = api.get(f"/api/sessions/{session}").json()
     assert full["status"] == "active"
-    assert [(m["role"], m["content"]) for m in full["messages"]][-1] == ("user", "main ブランチです。")
+    last = full["messages"][-1]
+    assert (last["role"], last["content"]) == ("user", "main ブランチです。")
 
 
 def test_the_page_follows_a_ticket_that_changes_elsewhere(
@@ -199,7 +201,8 @@ def test_the_page_follows_a_ticket_that_changes_elsewhere(
         "ディスクがいっぱいです", timeout=POLL
     )
     expect(page.page.locator("[data-question]")).to_have_count(0)
-    assert api.get(f"/api/tickets/{ticket['id']}").json()["errorMessage"] == "ディスクがいっぱいです"
+    failed = api.get(f"/api/tickets/{ticket['id']}").json()
+    assert (failed["status"], failed["errorMessage"]) == ("failed", "ディスクがいっぱいです")
     page.page.goto(f"/tickets/{ticket['id']}")
     shoot(page.page, "tickets-ticket-failed")
 

@@ -46,7 +46,7 @@ NAV: list[NavItem] = [
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
 ]
-"""The top bar's areas, in order; later areas (analytics, LLM, tickets) append theirs."""
+"""The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
 AGENT_TABS: list[tuple[str, str]] = [
     ("Persona", "persona"),
