@@ -209,3 +209,20 @@ def test_an_agent_with_tickets_is_not_deleted(api: TestClient, agent: dict[str, 
     assert _ticket(api, ticket["id"])["agentName"] == "aki"
     assert SEED.check("deleteTicket", api.delete(f"/api/tickets/{ticket['id']}")) is None
     assert api.delete(f"/api/agents/{agent['id']}").status_code == 204
+
+
+def test_listed_tickets_carry_their_goal_and_step_progress(
+    api: TestClient, any_db: Database, agent: dict[str, Any]
+) -> None:
+    ticket_id, _session = _suspended(api, any_db, agent)  # goal "review", one pending step
+    service.add_step(any_db, ticket_id, "comment")
+    service.update_step(any_db, ticket_id, 1, status="completed")
+    bare = _new(api, agent, context={"goal": ["not", "text"]})
+    listed = SEED.check("listTickets", api.get("/api/tickets"))
+    assert [(t["id"], t["goal"], t["stepCount"], t["stepsCompleted"]) for t in listed] == [
+        (bare["id"], None, 0, 0),
+        (ticket_id, "review", 2, 1),
+    ]
+    long = _new(api, agent, context={"goal": "x" * 500})
+    first = SEED.check("listTickets", api.get("/api/tickets", params={"limit": 1}))
+    assert (first[0]["id"], first[0]["goal"]) == (long["id"], "x" * 200)

@@ -11,5 +11,5 @@ Layout:
 - `render.py`: the template environment, the navigation and the page helpers;
 - `login.py`: the token login and logout (when the server requires tokens);
 - `pages/<area>.py`: one router per area (agents, persona, skills, memory, sessions,
-  workspace), each rendering `templates/<area>*.html`.
+  workspace, tickets), each rendering `templates/<area>*.html`.
 """

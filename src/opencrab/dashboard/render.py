@@ -44,8 +44,9 @@ class NavItem:
 NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
+    NavItem("Tickets", "/tickets", ("/tickets/",)),
 ]
-"""The top bar's areas, in order; later areas (analytics, LLM, tickets) append theirs."""
+"""The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
 AGENT_TABS: list[tuple[str, str]] = [
     ("Persona", "persona"),

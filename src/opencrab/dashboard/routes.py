@@ -31,6 +31,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.sessions",
     "opencrab.dashboard.pages.discussions",
     "opencrab.dashboard.pages.session_view",
+    "opencrab.dashboard.pages.tickets",
 )
 """Each module has a `router`; later areas add theirs here."""
 

@@ -37,6 +37,7 @@ from opencrab.store import Database
 from opencrab.store.repositories import tickets as repo
 from opencrab.store.repositories.tickets import (
     StepRecord,
+    TicketOverview,
     TicketRecord,
     TicketSessionRecord,
     TicketSummaryRecord,
@@ -87,6 +88,12 @@ def list_tickets(
     """Tickets, newest first; `status` and `agent_id` narrow the list."""
     with db.read() as conn:
         return repo.list_tickets(conn, status=status, agent_id=agent_id, limit=limit, offset=offset)
+
+
+def ticket_overviews(db: Database, ticket_ids: list[str]) -> dict[str, TicketOverview]:
+    """The listed tickets' goals and step progress, by ticket id (what a board card shows)."""
+    with db.read() as conn:
+        return repo.ticket_overviews(conn, ticket_ids)
 
 
 def delete_ticket(db: Database, ticket_id: str) -> None:

@@ -52,8 +52,8 @@ async def session_page(
 ) -> HTMLResponse:
     """A session's events as they happen (or, with `before`, a page of earlier ones)."""
     runtime: Runtime = request.app.state.runtime
-    view = await run_blocking(_view, runtime, str(session_id), before)
-    return render(request, "session.html", title=view["heading"], **view)
+    view = await run_blocking(live_view, runtime, str(session_id), before)
+    return render(request, "session.html", title=view["heading"], feed=view, **view)
 
 
 @router.get("/discussions/{id}")
@@ -62,7 +62,9 @@ async def discussion_page(session_id: SessionId) -> RedirectResponse:
     return RedirectResponse(f"/sessions/{session_id}", status_code=307)
 
 
-def _view(runtime: Runtime, session_id: str, before: int | None) -> dict[str, Any]:
+def live_view(runtime: Runtime, session_id: str, before: int | None) -> dict[str, Any]:
+    """What `templates/_live_feed.html` shows of a session (the newest events, or a page
+    before `before`), with its people and totals; a ticket's page embeds it too."""
     feed = session_feed(runtime, session_id)
     session: SessionSummary = summary_of(feed.session)
     names = runtime.agents.names()

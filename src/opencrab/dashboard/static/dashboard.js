@@ -1,7 +1,8 @@
 /* OpenCrab dashboard: the little script every page loads.
  *
  * - Theme: the button toggles html[data-theme] and remembers it (localStorage).
- * - Times: <time datetime> elements are shown in the browser's time zone.
+ * - Times: <time datetime> elements are shown in the browser's time zone (data-style
+ *   "age": how long ago, the date in the tooltip).
  * - API forms: <form data-api="PUT /api/agents/x/soul" data-then="reload"> sends its
  *   fields as JSON to the public REST API. Field names are dotted paths
  *   ("soul.personality.openness"); data-type on a field says how to read it
@@ -90,12 +91,22 @@
     date: new Intl.DateTimeFormat(undefined, { dateStyle: "medium" }),
     time: new Intl.DateTimeFormat(undefined, { timeStyle: "medium" }),
   };
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  const steps = [["year", 31536e6], ["month", 2592e6], ["week", 6048e5], ["day", 864e5], ["hour", 36e5], ["minute", 6e4]];
+  /* data-style="age": "5 minutes ago" (the date itself in the tooltip) */
+  function age(date) {
+    const ms = date.getTime() - Date.now();
+    for (const [unit, size] of steps) {
+      if (Math.abs(ms) >= size) return relative.format(Math.round(ms / size), unit);
+    }
+    return relative.format(0, "minute");
+  }
   function localTimes(root) {
     root.querySelectorAll("time[datetime]:not([data-local])").forEach((el) => {
       const date = new Date(el.getAttribute("datetime"));
       if (isNaN(date)) return;
-      el.title = el.textContent;
-      el.textContent = (formats[el.dataset.style] || formats.datetime).format(date);
+      el.title = el.dataset.style === "age" ? formats.datetime.format(date) : el.textContent;
+      el.textContent = el.dataset.style === "age" ? age(date) : (formats[el.dataset.style] || formats.datetime).format(date);
       el.dataset.local = "1";
     });
   }

@@ -21,11 +21,19 @@ from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
-from opencrab.store.repositories.tickets import StepRecord, TicketRecord, TicketSummaryRecord
+from opencrab.store.repositories.tickets import (
+    StepRecord,
+    TicketOverview,
+    TicketRecord,
+    TicketSummaryRecord,
+)
 from opencrab.tickets import service
 from opencrab.tickets.states import StepStatus, TicketStatus
 
 router = APIRouter(prefix="/api", tags=["Tickets"])
+
+MAX_GOAL_SHOWN = 200
+"""A listed ticket's goal is cut to this many characters (the whole one is in its context)."""
 
 TicketId = Annotated[UUID, Path(alias="id", description="The ticket's id.")]
 
@@ -46,6 +54,16 @@ class TicketSummary(ApiModel):
     status: TicketStatus
     created_at: datetime
     updated_at: datetime
+
+
+class TicketListItem(TicketSummary):
+    """A listed ticket: seed 002's TicketSummary, plus its goal and step progress."""
+
+    goal: str | None = Field(
+        default=None, description="The context's `goal` (its first 200 characters), if any."
+    )
+    step_count: int = Field(default=0, description="How many steps the ticket has.")
+    steps_completed: int = Field(default=0, description="How many of them are completed.")
 
 
 class TicketResponse(TicketSummary):
@@ -76,6 +94,17 @@ def summary_of(record: TicketSummaryRecord) -> TicketSummary:
     )
 
 
+def list_item_of(record: TicketSummaryRecord, overview: TicketOverview | None) -> TicketListItem:
+    """A stored ticket and its overview (service.ticket_overviews) as the list shows it."""
+    item = TicketListItem(**summary_of(record).model_dump())
+    if overview is not None:
+        goal = None if overview.goal is None else overview.goal[:MAX_GOAL_SHOWN]
+        item.goal = goal
+        item.step_count = overview.step_count
+        item.steps_completed = overview.steps_completed
+    return item
+
+
 def _step(step: StepRecord) -> StepResponse:
     return StepResponse.model_validate(step.__dict__)
 
@@ -96,7 +125,7 @@ def ticket_response(record: TicketRecord) -> TicketResponse:
 @router.get(
     "/tickets",
     operation_id="listTickets",
-    response_model=list[TicketSummary],
+    response_model=list[TicketListItem],
     responses=error_responses(400),
 )
 def list_all(
@@ -108,9 +137,9 @@ def list_all(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
-) -> list[TicketSummary]:
-    """Tickets, newest first; `status` and `agentId` narrow the list (an agent that does
-    not exist has no tickets: an empty list)."""
+) -> list[TicketListItem]:
+    """Tickets, newest first, each with its goal and step progress; `status` and `agentId`
+    narrow the list (an agent that does not exist has no tickets: an empty list)."""
     agent = None
     if agent_id is not None:
         try:
@@ -120,7 +149,8 @@ def list_all(
     found = service.list_tickets(
         runtime.db, status=status, agent_id=agent, limit=limit, offset=offset
     )
-    return [summary_of(t) for t in found]
+    overviews = service.ticket_overviews(runtime.db, [t.id for t in found])
+    return [list_item_of(t, overviews.get(t.id)) for t in found]
 
 
 @router.post(

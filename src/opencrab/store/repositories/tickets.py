@@ -64,6 +64,15 @@ class TicketRecord(TicketSummaryRecord):
 
 
 @dataclass(frozen=True)
+class TicketOverview:
+    """What a list shows of a ticket besides its summary: its goal and step progress."""
+
+    goal: str | None
+    step_count: int
+    steps_completed: int
+
+
+@dataclass(frozen=True)
 class TicketSessionRecord:
     """A ticket's session: id, status, and the ticket and agent it runs for."""
 
@@ -178,6 +187,33 @@ def list_tickets(
         query = query.where(tickets.c.agent_id == agent_id)
     query = query.order_by(tickets.c.created_at.desc(), tickets.c.id.desc())
     return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset))]
+
+
+def ticket_overviews(conn: Connection, ticket_ids: list[str]) -> dict[str, TicketOverview]:
+    """Each listed ticket's goal (its context's `goal` when that is text) and how many of
+    its steps there are and are completed, by ticket id (two queries for the whole list)."""
+    if not ticket_ids:
+        return {}
+    contexts = conn.execute(
+        sa.select(tickets.c.id, tickets.c.context).where(tickets.c.id.in_(ticket_ids))
+    )
+    done = sa.func.sum(sa.case((steps.c.status == "completed", 1), else_=0))
+    counts = {
+        str(row.ticket_id): (int(row.total), int(row.done or 0))
+        for row in conn.execute(
+            sa.select(steps.c.ticket_id, sa.func.count().label("total"), done.label("done"))
+            .where(steps.c.ticket_id.in_(ticket_ids))
+            .group_by(steps.c.ticket_id)
+        )
+    }
+    found = {}
+    for row in contexts:
+        goal = row.context.get("goal") if isinstance(row.context, dict) else None
+        total, completed = counts.get(str(row.id), (0, 0))
+        found[str(row.id)] = TicketOverview(
+            goal if isinstance(goal, str) and goal.strip() else None, total, completed
+        )
+    return found
 
 
 def delete_ticket(conn: Connection, ticket_id: str) -> None:
