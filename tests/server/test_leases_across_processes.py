@@ -20,7 +20,8 @@ from tests.fakes.served import ServedOpenCrab
 from tests.llm.providers.test_openai import completion
 
 CHAT = "/v1/chat/completions"
-FAST_LEASES = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "2"}  # a crash is noticed in seconds
+FAST_LEASES = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "5"}  # a crash is noticed in seconds;
+# renewals every ttl/3 keep a lease through a loaded machine's stalls
 
 
 def wait_for(what: str, done: Callable[[], bool], secs: float = 90) -> None:
