@@ -182,7 +182,7 @@ def test_path_traversal_through_ws_write_fails_and_writes_nothing_outside(
     writes = [a for a in doc["actions"] if a["name"] == "ws_write"]
     assert len(writes) == len(hostile)
     assert not any(a["success"] for a in writes)
-    assert all(a["error"] for a in writes)
+    assert all(a["failure"] for a in writes)
     assert doc["reply"] == "I could not write there."
     after = sorted(str(p) for p in tmp_path.rglob("*"))
     created = set(after) - set(before)
@@ -209,7 +209,7 @@ def test_malformed_calls_are_shown_to_the_model_and_the_turn_goes_on(
 
     doc = json.loads(ok("chat", "bo", "-m", "go", "--json"))
 
-    errors = [a["error"] for a in doc["actions"][:3]]
+    errors = [a["failure"] for a in doc["actions"][:3]]
     assert "unknown action 'teleport'" in errors[0]
     assert "not valid JSON" in errors[1]
     assert "content" in errors[2]
@@ -339,7 +339,9 @@ def test_budget_spent_refuses_the_call_with_an_error_event(
 
     assert code == 1
     doc = json.loads(out)
-    assert doc["error"]["code"] == "budget_exceeded"
+    assert doc["type"] == "chat.done"
+    assert doc["failure"]["error"] == "budget_exceeded"
+    assert "budget" in doc["error"]  # the message
     assert doc["reply"] is None
     assert openai_fake.requests_to(CHAT) == []  # no call was made
     events = json.loads(ok("events", "show", doc["traceId"], "--json"))

@@ -616,3 +616,9 @@ async def test_a_model_without_tools_gets_a_plain_instruction(
     assert "【利用可能なスキル】" not in system
     assert "必ず1つ以上のアクションを呼び出してください" not in system
     assert system.endswith("あなたの人格と役割に沿って、受信メッセージに簡潔に返答してください。\n")
+
+
+@pytest.fixture
+def db(any_db: Database) -> Database:
+    """Every engine test here runs on SQLite and on PostgreSQL (issue 19)."""
+    return any_db

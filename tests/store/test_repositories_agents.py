@@ -14,8 +14,9 @@ import pytest
 import sqlalchemy as sa
 
 from opencrab.store import Database
-from opencrab.store.repositories import agent_stats, session_context, skills, tokens, tools
+from opencrab.store.repositories import agent_stats, skills, tokens, tools
 from opencrab.store.repositories import agents as repo
+from opencrab.store.repositories import sessions as session_context
 from opencrab.store.repositories.agents import AgentRow, IdentityRow, SoulRow
 from opencrab.store.repositories.skills import SkillValues
 from opencrab.store.repositories.tokens import ApiToken

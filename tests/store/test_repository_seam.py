@@ -55,3 +55,36 @@ def test_the_table_definitions_are_imported_by_the_repositories() -> None:
     """The repositories this seam added are where the tables are used."""
     for name in ("sessions.py", "memory.py", "heartbeats.py"):
         assert "opencrab.store.tables" in _imports(PACKAGE / "store" / "repositories" / name)
+
+
+TABLE_OWNERS = ("store/repositories/", "store/dialects/", "store/migrations/")
+"""Where the table definitions may be imported (DESIGN.md "Storage seam"), besides
+store/tables.py itself and store/leases.py, the lease table's repository."""
+
+
+def test_no_module_outside_the_repositories_imports_the_table_definitions() -> None:
+    """Outside store/ nothing imports the tables or the prepared-statement helper; inside
+    it, only the repositories, dialects, migrations and the lease repository do."""
+    outside = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        imported = _imports(path)
+        if name.startswith("store/"):
+            owner = name.startswith(TABLE_OWNERS) or name in ("store/leases.py", "store/tables.py")
+            if "opencrab.store.tables" in imported and not owner:
+                outside.append(name)
+        elif {"opencrab.store.tables", "opencrab.store.prepared"} & imported:
+            outside.append(name)
+    assert not outside, f"table definitions imported outside the repositories: {outside}"
+    # the rule is not vacuous: the repositories do import them
+    assert "opencrab.store.tables" in _imports(PACKAGE / "store/repositories/sessions.py")
+
+
+def test_the_seam_check_sees_every_kind_of_import(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def late() -> None:\n    from opencrab.store import tables\n", encoding="utf-8"
+    )
+    assert "opencrab.store.tables" in _imports(probe)
+    probe.write_text("import opencrab.store.prepared as p\n", encoding="utf-8")
+    assert "opencrab.store.prepared" in _imports(probe)

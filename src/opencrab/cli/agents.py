@@ -326,7 +326,9 @@ def chat(
     if message is not None:
         result = _with_runtime(config, data_dir, one_turn)
         if as_json:
-            print_json(result.as_json())
+            from opencrab.core.steps import step_json
+
+            print_json(step_json(result))  # the form the WebSocket's chat.done has
         else:
             _print_result(result)
         if result.error is not None:

@@ -32,7 +32,7 @@ from opencrab.config.provenance import purpose_model
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
-from opencrab.store.repositories.session_context import (
+from opencrab.store.repositories.sessions import (
     find_session_context,
     session_context,
     set_session_context,

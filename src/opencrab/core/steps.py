@@ -127,28 +127,6 @@ class TurnResult:
     stopped_by: str | None = None  # the action or reason the loop stopped on
     type: Literal["chat.done"] = field(default="chat.done", init=False)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "reply": self.reply,
-            "actions": [
-                {
-                    "name": a.name,
-                    "arguments": a.arguments,
-                    "success": a.result.success,
-                    "result": a.result.data if a.result.success else None,
-                    "error": a.result.error,
-                }
-                for a in self.actions
-            ],
-            "traceId": self.trace_id,
-            "sessionId": self.session_id,
-            "iterations": self.iterations,
-            "stoppedBy": self.stopped_by,
-            "error": None
-            if self.error is None
-            else {"code": self.error.error, "message": self.error.message},
-        }
-
 
 EngineStep = (
     TurnStarted | Compacted | TextDelta | LlmReplied | ActionDone | Spoke | TurnFailed | TurnResult
@@ -277,7 +255,8 @@ def _action_json(done: ActionDone) -> dict[str, Any]:
         "name": done.name,
         "arguments": done.arguments,
         "success": result.success,
-        "output": result.output(),
+        "output": result.output(),  # the text the model saw
+        "result": result.data if result.success else None,
         "failure": result.error,
         "sideEffects": [effect.model_dump(mode="json") for effect in result.side_effects],
         "callEventId": done.call_event_id,

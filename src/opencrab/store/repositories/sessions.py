@@ -554,3 +554,35 @@ def declare_done(db: Database, agent_id: str, session_id: str) -> int:
             sa.select(sessions.c.done_count).where(sessions.c.id == session_id)
         ).scalar()
     return int(count or 0)
+
+
+# ------------------------------------------------------------------ a session's context
+@dataclass(frozen=True)
+class SessionContext:
+    """A session's stored context (`{}` when it has none)."""
+
+    context: dict[str, Any]
+
+
+def session_context(conn: Connection, session_id: str) -> Any:
+    """The session's context as stored (None when it has none or there is no such session)."""
+    return _SESSION_CONTEXT.scalar(conn, id=str(session_id))
+
+
+def find_session_context(conn: Connection, session_id: str) -> SessionContext | None:
+    """The session's context inside the caller's transaction, None when there is no such
+    session (a session's per-agent model choices, core/llm_config.py, live in it)."""
+    row = conn.execute(
+        sa.select(sessions.c.context).where(sessions.c.id == str(session_id))
+    ).first()
+    return None if row is None else SessionContext(dict(row.context or {}))
+
+
+def set_session_context(conn: Connection, session_id: str, context: dict[str, Any]) -> None:
+    """Replace the session's context inside the caller's transaction."""
+    conn.execute(sessions.update().where(sessions.c.id == str(session_id)).values(context=context))
+
+
+_SESSION_CONTEXT = Prepared(
+    sa.select(sessions.c.context).where(sessions.c.id == sa.bindparam("id"))
+)
