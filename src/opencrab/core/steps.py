@@ -125,6 +125,7 @@ class TurnResult:
     iterations: int = 0
     error: TurnFailed | None = None
     stopped_by: str | None = None  # the action or reason the loop stopped on
+    approval_id: str | None = None  # stopped_by "approval": the call waiting (core/approvals)
     type: Literal["chat.done"] = field(default="chat.done", init=False)
 
     def as_json(self) -> dict[str, Any]:
@@ -144,6 +145,7 @@ class TurnResult:
             "sessionId": self.session_id,
             "iterations": self.iterations,
             "stoppedBy": self.stopped_by,
+            "approvalId": self.approval_id,
             "error": None
             if self.error is None
             else {"code": self.error.error, "message": self.error.message},
@@ -207,6 +209,7 @@ def step_json(step: EngineStep) -> dict[str, Any]:
                 "traceId": step.trace_id,
                 "reply": step.reply,
                 "stoppedBy": step.stopped_by,
+                "approvalId": step.approval_id,
                 "iterations": step.iterations,
                 # the wire's `error` is the message; the code is beside it
                 "error": None if step.error is None else step.error.message,
@@ -267,6 +270,7 @@ def step_from_json(data: dict[str, Any]) -> EngineStep:
             iterations=data["iterations"],
             error=error,
             stopped_by=data["stoppedBy"],
+            approval_id=data.get("approvalId"),
         )
     raise ValueError(f"unknown step type {kind!r}")
 

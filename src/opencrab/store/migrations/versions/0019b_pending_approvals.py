@@ -63,5 +63,6 @@ def upgrade() -> None:
             op.f(f"ix_pending_approvals_{column}"), "pending_approvals", [column], unique=False
         )
 
+
 def downgrade() -> None:
     op.drop_table("pending_approvals")
