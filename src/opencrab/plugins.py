@@ -72,6 +72,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.session_events",
     "opencrab.server.api.discussions",
     "opencrab.server.api.tickets",
+    "opencrab.server.api.approvals",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
     "opencrab.server.api.tool_settings",
