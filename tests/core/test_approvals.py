@@ -58,7 +58,8 @@ def _workspace(data_dir: Path, agent: Agent) -> Path:
 
 
 def _tool_messages(request: ChatRequest) -> dict[str, tuple[str, bool]]:
-    return {m.tool_call_id or "": (m.text, m.is_error) for m in request.messages if m.role == "tool"}
+    tools = [m for m in request.messages if m.role == "tool"]
+    return {m.tool_call_id or "": (m.text, m.is_error) for m in tools}
 
 
 def _answers_every_call(request: ChatRequest) -> bool:
@@ -82,12 +83,14 @@ async def test_a_held_call_is_not_run_and_ends_the_turn(
     assert result.approval_id is not None
     assert not (_workspace(data_dir, agent) / "out.txt").exists()  # not run
     [later] = result.actions  # the reply's other call: answered with an error
-    assert later.name == "read_file" and not later.result.success
+    assert later.name == "read_file"
+    assert not later.result.success
     assert "waits for a person's approval" in (later.result.error or "")
     wire = step_json(result)
     assert (wire["stoppedBy"], wire["approvalId"]) == ("approval", result.approval_id)
     back = step_from_json(wire)
-    assert isinstance(back, TurnResult) and back.approval_id == result.approval_id
+    assert isinstance(back, TurnResult)
+    assert back.approval_id == result.approval_id
 
     [pending] = rt.approvals.list_approvals(session_id=result.session_id, status="pending")
     assert pending.id == result.approval_id
@@ -95,7 +98,8 @@ async def test_a_held_call_is_not_run_and_ends_the_turn(
         "write_file",
         {"path": "out.txt", "content": "made"},
     )
-    assert pending.agent_id == agent.id and pending.decided_at is None
+    assert pending.agent_id == agent.id
+    assert pending.decided_at is None
 
 
 async def test_approving_runs_the_call_once_and_the_agent_sees_its_result(
@@ -113,7 +117,8 @@ async def test_approving_runs_the_call_once_and_the_agent_sees_its_result(
     [event] = [
         e for e in rt.engine.events.trace(result.trace_id) if str(e.id) == decided.result_event_id
     ]
-    assert isinstance(event, ToolResultEvent) and not event.content.is_error
+    assert isinstance(event, ToolResultEvent)
+    assert not event.content.is_error
     assert str(event.content.tool_call_id) == decided.call_event_id
     with pytest.raises(AlreadyDecided):
         await rt.approvals.decide(result.approval_id, approve=False)
@@ -122,7 +127,8 @@ async def test_approving_runs_the_call_once_and_the_agent_sees_its_result(
     await rt.turns.chat(agent, "and now?", session_id=result.session_id)
     request = scripted.requests[-1]
     output, is_error = _tool_messages(request)[write.tool_calls[0].id]
-    assert not is_error and "out.txt" in output
+    assert not is_error
+    assert "out.txt" in output
     assert _answers_every_call(request)
 
 
@@ -141,7 +147,8 @@ async def test_a_denial_is_an_error_result_the_agent_sees(
 
     await rt.turns.chat(agent, "well?", session_id=result.session_id)
     output, is_error = _tool_messages(scripted.requests[-1])[command.tool_calls[0].id]
-    assert is_error and "denied by a person: not today" in output
+    assert is_error
+    assert "denied by a person: not today" in output
 
 
 async def test_two_approvals_at_once_run_the_call_once(
@@ -196,7 +203,8 @@ def test_only_one_claim_of_a_pending_approval_wins(any_db: Database) -> None:
     assert (first, second) == (True, False)
     with any_db.read() as conn:
         stored = repo.get(conn, record.id)
-    assert stored is not None and (stored.status, stored.decided_by) == ("approved", "a")
+    assert stored is not None
+    assert (stored.status, stored.decided_by) == ("approved", "a")
 
 
 async def test_policies_hold_only_what_they_name(
@@ -235,6 +243,7 @@ async def test_a_chat_turn_while_a_call_waits_still_answers_every_call(
     request = scripted.requests[-1]
     assert _answers_every_call(request)  # a provider refuses an unanswered call
     output, is_error = _tool_messages(request)[write.tool_calls[0].id]
-    assert is_error and "approval" in output
+    assert is_error
+    assert "approval" in output
     with pytest.raises(NotFoundError):
         rt.approvals.get("6f0c1d2e-0000-4000-8000-0000000000ff")
