@@ -58,6 +58,7 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.command",
     "opencrab.actions.web",
     "opencrab.core.skills",
+    "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",
 )
 """Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
@@ -71,6 +72,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.session_events",
     "opencrab.server.api.discussions",
     "opencrab.server.api.tickets",
+    "opencrab.server.api.approvals",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
     "opencrab.server.api.tool_settings",
@@ -124,6 +126,12 @@ class Hooks:
 
                 register("slack", slack)
         """
+
+    @hookspec
+    def register_approval_hooks(self, register: Callable[[Any], None]) -> None:
+        """Add approval hooks: `register(hook)` with an `opencrab.core.approvals.ApprovalHook`
+        (told in the writing transaction when a tool call is held for a person and when
+        it is decided; the tickets layer suspends and resumes tickets this way)."""
 
     @hookspec
     def register_skill_dirs(self) -> list[Any]:

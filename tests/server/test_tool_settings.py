@@ -19,7 +19,7 @@ SEED_TOOLS = {  # seed 002 "Initial Data": name -> its properties' types
     "http_request": {"url": "string", "method": "string"},
     "fetch_webpage": {"url": "string"},
 }
-OFF = {"executeCommand": False, "httpRequest": False, "fetchWebpage": False}
+OFF = {"executeCommand": False, "httpRequest": False, "fetchWebpage": False, "approvals": {}}
 
 
 def test_the_seed_tools_are_listed_with_their_schemas(client: TestClient) -> None:

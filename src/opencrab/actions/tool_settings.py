@@ -5,6 +5,12 @@ switches them on for it (`PUT /api/agents/{id}/tool-settings` with
 `{"executeCommand": true}` …); granting the tool (`toolIds`) only offers it. The
 switches are read when the tool runs, so switching one off takes effect at the next call.
 
+`approvals` says which tools' calls wait for a person first, per tool:
+`{"approvals": {"execute_command": "always", "http_request": "unsafe"}}` — `never` (every
+tool's default), `always`, or `unsafe`: only calls that may change something outside the
+store (execute_command, write_file, http_request other than GET); opencrab.core.approvals
+holds such calls back and runs them once a person approves.
+
 Example:
     save_tool_settings(db, agent_id, ToolSettings(http_request=True))
     await require_enabled(ctx, "http_request")   # ToolDisabled for execute_command
@@ -12,9 +18,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from opencrab.errors import OpenCrabError
@@ -26,6 +32,9 @@ if TYPE_CHECKING:
     from opencrab.store import Database
 
 GatedTool = Literal["execute_command", "http_request", "fetch_webpage"]
+ApprovalPolicy = Literal["never", "always", "unsafe"]
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+MAX_APPROVAL_RULES = 200
 
 
 class ToolDisabled(OpenCrabError):
@@ -33,13 +42,24 @@ class ToolDisabled(OpenCrabError):
 
 
 class ToolSettings(BaseModel):
-    """Which gated seed tools an agent may use; all off by default."""
+    """Which gated seed tools an agent may use (all off by default) and which tools' calls
+    wait for a person's approval (none by default)."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
     execute_command: bool = False
     http_request: bool = False
     fetch_webpage: bool = False
+    approvals: dict[ToolName, ApprovalPolicy] = Field(
+        default_factory=dict,
+        max_length=MAX_APPROVAL_RULES,
+        description="Per tool: never (default), always, or unsafe (calls that may change "
+        "something outside the store) — such calls wait for a person's approval.",
+    )
+
+    def approval_policy(self, tool: str) -> ApprovalPolicy:
+        """The tool's approval policy (`never` unless set)."""
+        return self.approvals.get(tool, "never")
 
 
 def load_tool_settings(db: Database, agent_id: str) -> ToolSettings:

@@ -123,49 +123,64 @@ class Turn:
 
 
 def history_from_events(events: Sequence[AgentEvent]) -> tuple[str | None, list[Turn]]:
-    """(the latest compaction summary or None, the turns after it) from a session's trace."""
+    """(the latest compaction summary or None, the turns after it) from a session's trace.
+
+    A tool result joins the turn of its call, even when it was written later (a call a
+    person approved after the session went on); a call with no result yet (one waiting
+    for a person) is answered with UNANSWERED_CALL, as providers require every call to
+    have its result.
+    """
     summary: str | None = None
     turns: list[Turn] = []
-    pending_calls: list[ToolCall] = []
+    pending_calls: list[tuple[str, ToolCall]] = []
+    placed: dict[str, tuple[Turn, str]] = {}  # call event id -> (its turn, model's call id)
 
     def flush_calls() -> None:
         if pending_calls:
             if not turns:
                 turns.append(Turn())
-            turns[-1].messages.append(Message.assistant(None, list(pending_calls)))
+            turns[-1].messages.append(Message.assistant(None, [c for _, c in pending_calls]))
+            for event_id, call in pending_calls:
+                placed[event_id] = (turns[-1], call.id)
             pending_calls.clear()
 
-    call_ids: dict[str, str] = {}
     for event in events:
         if isinstance(event, MessageEvent) and _kind(event) == COMPACTION_KIND:
             pending_calls.clear()
+            placed.clear()
             summary, turns = event.content.text, []
             continue
         if isinstance(event, ToolCallEvent):
-            call_id = _call_id(event)
-            call_ids[str(event.id)] = call_id
-            pending_calls.append(
-                ToolCall(id=call_id, name=event.content.name, arguments=event.content.arguments)
+            call = ToolCall(
+                id=_call_id(event), name=event.content.name, arguments=event.content.arguments
             )
+            pending_calls.append((str(event.id), call))
             continue
         flush_calls()
         if isinstance(event, UserEvent):
             turns.append(Turn([Message.user(event.content.text)]))
         elif isinstance(event, ToolResultEvent):
-            if not turns:
-                continue  # its call was summarised away
-            answered = call_ids.get(str(event.content.tool_call_id))
-            if answered is None:
-                continue
-            turns[-1].messages.append(
-                Message.tool(answered, event.content.output, is_error=event.content.is_error)
+            found = placed.pop(str(event.content.tool_call_id), None)
+            if found is None:
+                continue  # its call was summarised away (or answered already)
+            turn, call_id = found
+            turn.messages.append(
+                Message.tool(call_id, event.content.output, is_error=event.content.is_error)
             )
         elif isinstance(event, MessageEvent) and _kind(event) is None:
             if not turns:
                 turns.append(Turn())
             turns[-1].messages.append(Message.assistant(event.content.text))
     flush_calls()
+    for turn, call_id in placed.values():  # calls still without a result
+        turn.messages.append(Message.tool(call_id, UNANSWERED_CALL, is_error=True))
     return summary, turns
+
+
+UNANSWERED_CALL = (
+    "no result yet: this call has not been run (it waits for a person's approval); "
+    "do not assume it happened"
+)
 
 
 def _kind(event: AgentEvent) -> str | None:

@@ -10,7 +10,7 @@ messages and its model call's metrics row are written in one transaction (core/r
             budget check ─► LLM call (tools = allowed actions) ─► reasoning / tool_call
             events + token_usage sidecar ─► for each call: validate, run, tool_result
         stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
-        declare_done) or on a plain-text answer.
+        declare_done), a plain-text answer, or a call held for a person (core/approvals.py).
 
 One reply runs at most `[agent] max_tool_calls_per_reply` calls; the others are answered
 with an error result the model sees (recorded like any other). The turn's database
@@ -41,6 +41,7 @@ from sqlalchemy.engine import Connection
 from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, TurnState
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
+from opencrab.core.approvals import ApprovalGate, hold_calls
 from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
@@ -359,6 +360,11 @@ class _Turn:
             limit = self.engine.settings.agent.max_tool_calls_per_reply
             calls = list(zip(reply.tool_calls, self._call_events, strict=True))
             for call, call_event_id in calls[:limit]:
+                if self.approval.needs(call.name, call.arguments):  # a person decides first
+                    rest = calls[calls.index((call, call_event_id)) :]
+                    for step in await hold_calls(self, rest, waiting, self._answered):
+                        yield step
+                    return
                 done = await self._act(call, call_event_id)
                 if waiting is not None:
                     yield waiting
@@ -405,6 +411,8 @@ class _Turn:
         self.last_event = self.engine.events.last_id(self.trace_id)
         active = self.active = self.skills.get_active_skills()
         self.allowed = self._allowed(active)
+        engine = self.engine  # whose calls wait for a person (core/approvals.py)
+        self.approval = ApprovalGate.load(engine.db, self.agent.id, engine.registry, self.allowed)
         target = self._target()
         provider = self.engine.router.providers.get(target.provider)
         tools = self.engine.registry.definitions(self.allowed)

@@ -25,6 +25,7 @@ from typing import Any
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore, DiscordHome
+from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
@@ -99,9 +100,11 @@ class Runtime:
     # running gateways by name, for messages OpenCrab starts itself (heartbeat at home)
     outlets: dict[str, MessageOutlet] = field(default_factory=dict)
     turns: TurnService = field(init=False)  # the only way a turn runs (core/turns.py)
+    approvals: ApprovalService = field(init=False)  # held tool calls (core/approvals.py)
 
     def __post_init__(self) -> None:
         self.turns = TurnService(self.db, self.engine, self.leases, on_write=self.on_write)
+        self.approvals = ApprovalService(self)
 
     @classmethod
     @asynccontextmanager

@@ -125,6 +125,7 @@ class TurnResult:
     iterations: int = 0
     error: TurnFailed | None = None
     stopped_by: str | None = None  # the action or reason the loop stopped on
+    approval_id: str | None = None  # stopped_by "approval": the call waiting (core/approvals)
     type: Literal["chat.done"] = field(default="chat.done", init=False)
 
 
@@ -185,6 +186,7 @@ def step_json(step: EngineStep) -> dict[str, Any]:
                 "traceId": step.trace_id,
                 "reply": step.reply,
                 "stoppedBy": step.stopped_by,
+                "approvalId": step.approval_id,
                 "iterations": step.iterations,
                 # the wire's `error` is the message; the code is beside it
                 "error": None if step.error is None else step.error.message,
@@ -245,6 +247,7 @@ def step_from_json(data: dict[str, Any]) -> EngineStep:
             iterations=data["iterations"],
             error=error,
             stopped_by=data["stoppedBy"],
+            approval_id=data.get("approvalId"),
         )
     raise ValueError(f"unknown step type {kind!r}")
 

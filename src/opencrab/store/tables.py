@@ -100,6 +100,35 @@ agent_tool_settings = sa.Table(
     _updated(),
 )
 
+# ------------------------------------------- tool calls waiting for a person (issue 20)
+APPROVAL_STATUSES = ("pending", "approved", "denied")
+
+pending_approvals = sa.Table(
+    "pending_approvals",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("sessions.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    _agent_fk(),
+    sa.Column("trace_id", Uuid, nullable=False),
+    sa.Column("tool_name", sa.String(100), nullable=False),
+    sa.Column("arguments_json", sa.JSON, nullable=False),
+    sa.Column("call_id", sa.String(200), nullable=False),  # the model's id of the call
+    sa.Column("call_event_id", Uuid, nullable=False),  # its tool_call event
+    sa.Column("status", sa.String(16), nullable=False, server_default="pending", index=True),
+    _created(),
+    sa.Column("decided_at", UtcDateTime),
+    sa.Column("decided_by", sa.String(200)),
+    sa.Column("reason", sa.Text),
+    sa.Column("result_event_id", Uuid),  # the tool_result event the decision wrote
+    sa.CheckConstraint(_in("status", APPROVAL_STATUSES), name="status"),
+)
+
 # ---------------------------------------------------------------- seed 002: tickets, steps
 tickets = sa.Table(
     "tickets",

@@ -117,6 +117,12 @@ def _move(conn: Connection, ticket_id: str, move: MoveName, error: str | None = 
     repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
 
 
+def move_ticket(conn: Connection, ticket_id: str, move: MoveName) -> None:
+    """Make `move` on the ticket and its session in the caller's write transaction
+    (TicketStateError when it does not apply); for hooks that run inside one."""
+    _move(conn, ticket_id, move)
+
+
 def _moved(db: Database, ticket_id: str, move: MoveName, error: str | None = None) -> TicketRecord:
     ticket_id = _uuid(ticket_id, "ticket")
     with db.write() as conn:

@@ -126,6 +126,10 @@ def _ticket_view(runtime: Runtime, ticket_id: str) -> dict[str, Any]:
     if ticket.status == "suspended" and current is not None:
         said = session_messages(runtime.db, current, limit=10_000)
         question = next((m for m in reversed(said) if m.role == "assistant"), None)
+    approvals = []  # the current session's calls waiting for a person, oldest first
+    if current is not None:
+        held = runtime.approvals.list_approvals(session_id=current, status="pending")
+        approvals = [(a, _pretty(a.arguments)) for a in held]
     goal = ticket.context.get("goal")
     title = goal if isinstance(goal, str) and goal.strip() else f"Ticket {str(ticket.id)[:8]}"
     constraints = ticket.context.get("constraints")
@@ -139,6 +143,7 @@ def _ticket_view(runtime: Runtime, ticket_id: str) -> dict[str, Any]:
         "steps": [(step, _pretty(step.result)) for step in ticket.steps],
         "sessions": sessions,
         "question": question,
+        "approvals": approvals,
         "version": ticket.updated_at.isoformat(),
     }
 

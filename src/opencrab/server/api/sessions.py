@@ -115,6 +115,10 @@ class TurnOutcome(ApiModel):
     iterations: int
     stopped_by: str | None
     error: str | None = None
+    approval_id: UUID | None = Field(
+        default=None,
+        description='stoppedBy "approval": the call waiting for a person (/api/approvals).',
+    )
 
 
 class PostedMessage(MessageResponse):
@@ -359,6 +363,7 @@ def _turn_response(
         iterations=result.iterations,
         stopped_by=result.stopped_by,
         error=None if result.error is None else result.error.message,
+        approval_id=None if result.approval_id is None else UUID(result.approval_id),
     )
     return PostedMessage(**message_response(user).model_dump(), turn=outcome)
 

@@ -1,6 +1,7 @@
 /* Tickets: the board's "New ticket" form and a ticket's page (dashboard/pages/tickets.py).
  *
- * - Forms that need JavaScript (creating a ticket, answering a suspended one) are shown
+ * - Forms that need JavaScript (creating a ticket, answering a suspended one, deciding
+ *   a held tool call) are shown
  *   once it runs; dashboard.js sends them to the REST API.
  * - The params field must hold a JSON object: it is checked as it is typed and again
  *   before the form is sent, the problem shown next to the field (the API checks it too
@@ -13,7 +14,7 @@
   "use strict";
 
   function enableForms(root) {
-    root.querySelectorAll("[data-new-ticket], [data-answer]").forEach((form) => { form.hidden = false; });
+    root.querySelectorAll("[data-new-ticket], [data-answer], [data-approval] form").forEach((form) => { form.hidden = false; });
     root.querySelectorAll("[data-needs-script]").forEach((el) => { el.hidden = true; });
   }
 

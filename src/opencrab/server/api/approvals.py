@@ -1,0 +1,144 @@
+"""Tool calls waiting for a person (`/api/approvals`): list, read, approve, deny.
+
+A call an agent's approval policy holds back (opencrab.core.approvals; set per tool with
+`PUT /api/agents/{id}/tool-settings {"approvals": {"execute_command": "always"}}`) waits
+here. Approve runs it once and records its result as the tool result; deny records
+"denied by a person: <reason>" as an error result the agent sees. On a ticket's session
+the ticket resumes (running, the same session active). Deciding one twice is 409
+`already_decided`; an unknown id 404; a malformed one 400.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Path, Query
+from pydantic import Field
+
+from opencrab.core.approval_decisions import MAX_DECIDER, MAX_REASON
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import RuntimeDep
+from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
+from opencrab.store.repositories.approvals import ApprovalRecord, ApprovalStatus
+
+router = APIRouter(prefix="/api", tags=["Approvals"])
+
+ApprovalId = Annotated[UUID, Path(alias="id", description="The approval's id.")]
+
+
+class ApprovalResponse(ApiModel):
+    id: UUID
+    session_id: UUID
+    agent_id: UUID
+    tool_name: str
+    arguments: Any = Field(description="The call's arguments as the model made them.")
+    status: ApprovalStatus
+    created_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    reason: str | None = Field(default=None, description="Why it was denied (or approved).")
+    result_event_id: UUID | None = Field(
+        default=None, description="The tool_result event the decision wrote."
+    )
+
+
+class DecisionRequest(ApiInput):
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    decided_by: str | None = Field(
+        default=None, max_length=MAX_DECIDER, description='Who decides (default "person").'
+    )
+
+
+def approval_response(record: ApprovalRecord) -> ApprovalResponse:
+    """The API shape of an approval."""
+    return ApprovalResponse(
+        id=UUID(record.id),
+        session_id=UUID(record.session_id),
+        agent_id=UUID(record.agent_id),
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        status=record.status,
+        created_at=record.created_at,
+        decided_at=record.decided_at,
+        decided_by=record.decided_by,
+        reason=record.reason,
+        result_event_id=None if record.result_event_id is None else UUID(record.result_event_id),
+    )
+
+
+@router.get(
+    "/approvals",
+    operation_id="listApprovals",
+    response_model=list[ApprovalResponse],
+    responses=error_responses(400),
+)
+def list_all(
+    runtime: RuntimeDep,
+    session_id: Annotated[UUID | None, Query(alias="sessionId")] = None,
+    status: ApprovalStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+) -> list[ApprovalResponse]:
+    """Held tool calls, oldest first; `sessionId` and `status` narrow the list."""
+    found = runtime.approvals.list_approvals(
+        session_id=None if session_id is None else str(session_id),
+        status=status,
+        limit=limit,
+        offset=offset,
+    )
+    return [approval_response(r) for r in found]
+
+
+@router.get(
+    "/approvals/{id}",
+    operation_id="getApproval",
+    response_model=ApprovalResponse,
+    responses=error_responses(400, 404),
+)
+def get(approval_id: ApprovalId, runtime: RuntimeDep) -> ApprovalResponse:
+    """One held tool call with its decision, if made."""
+    return approval_response(runtime.approvals.get(str(approval_id)))
+
+
+async def _decide(
+    runtime: Any, approval_id: UUID, body: DecisionRequest | None, *, approve: bool
+) -> ApprovalResponse:
+    body = body or DecisionRequest()
+    record = await runtime.approvals.decide(
+        str(approval_id), approve=approve, by=body.decided_by or "person", reason=body.reason
+    )
+    return approval_response(record)
+
+
+@router.post(
+    "/approvals/{id}/approve",
+    operation_id="approveToolCall",
+    response_model=ApprovalResponse,
+    responses=error_responses(400, 404, 409),
+)
+async def approve(
+    approval_id: ApprovalId, runtime: RuntimeDep, body: DecisionRequest | None = None
+) -> ApprovalResponse:
+    """Run the held call once; its result becomes the call's tool result (409 when it
+    was decided already, or a turn runs in its session in another process)."""
+    return await _decide(runtime, approval_id, body, approve=True)
+
+
+@router.post(
+    "/approvals/{id}/deny",
+    operation_id="denyToolCall",
+    response_model=ApprovalResponse,
+    responses=error_responses(400, 404, 409),
+)
+async def deny(
+    approval_id: ApprovalId, runtime: RuntimeDep, body: DecisionRequest | None = None
+) -> ApprovalResponse:
+    """Answer the held call with an error the agent sees: "denied by a person: <reason>"."""
+    return await _decide(runtime, approval_id, body, approve=False)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

@@ -1,0 +1,115 @@
+"""A ticket's pending approvals in Chromium: a held write_file call shown with its
+arguments, approved from the page (it runs; the ticket resumes), and one denied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from uuid import UUID, uuid4
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from opencrab.config import load_settings
+from opencrab.core.approvals import approval_hooks
+from opencrab.core.tools import tool_id
+from opencrab.event_log import EventLog
+from opencrab.events import ToolCallEvent, ToolCallPayload
+from opencrab.store import Database
+from opencrab.store.repositories import approvals as repo
+from opencrab.store.repositories.approvals import ApprovalRecord
+from opencrab.store.types import utcnow
+from opencrab.tickets import service
+from tests.dashboard.conftest import make_agent
+from tests.fakes.browser import Watched, shoot
+from tests.fakes.served import ServedOpenCrab
+
+
+@pytest.fixture
+def store(served: ServedOpenCrab) -> Iterator[Database]:
+    """The served server's own database."""
+    db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
+    yield db
+    db.close()
+
+
+def held(
+    db: Database, api: httpx.Client, name: str, arguments: dict[str, str]
+) -> tuple[str, str, str]:
+    """A running ticket whose turn held a write_file call, written as the engine writes it
+    (the call event, the pending approval, the ticket suspended by the approval hook);
+    returns (ticket id, session id, approval id)."""
+    agent = make_agent(
+        api, name, language="ja", heartbeat={"enabled": False}, toolIds=[tool_id("write_file")]
+    )
+    made = api.post("/api/tickets", json={"agentId": agent["id"], "context": {"goal": "書く"}})
+    ticket = made.json()["id"]
+    session = service.start_ticket(db, ticket).current_session_id
+    assert session is not None
+    call = ToolCallEvent(
+        id=uuid4(),
+        trace_id=UUID(session),
+        parent_id=None,
+        timestamp=utcnow(),
+        content=ToolCallPayload(name="write_file", arguments=arguments),
+        metadata={"call_id": "call_1"},
+    )
+    record = ApprovalRecord(
+        id=str(uuid4()),
+        session_id=session,
+        agent_id=agent["id"],
+        trace_id=session,
+        tool_name="write_file",
+        arguments=arguments,
+        call_id="call_1",
+        call_event_id=str(call.id),
+        status="pending",
+        created_at=utcnow(),
+        decided_at=None,
+        decided_by=None,
+        reason=None,
+        result_event_id=None,
+    )
+    with db.write() as conn:
+        EventLog(db).append_many([call], conn=conn)
+        repo.insert(conn, record)
+        for hook in approval_hooks():
+            hook.held(conn, record)
+    assert api.get(f"/api/tickets/{ticket}").json()["status"] == "suspended"
+    return ticket, session, record.id
+
+
+def test_a_held_call_is_approved_from_the_ticket_page(
+    page: Watched, api: httpx.Client, store: Database, served: ServedOpenCrab
+) -> None:
+    ticket, session, approval = held(
+        store, api, "書き係", {"path": "メモ.txt", "content": "こんにちは"}
+    )
+    page.page.goto(f"/tickets/{ticket}")
+    panel = page.page.locator("[data-approvals]")
+    expect(panel.locator("[data-approval-tool]")).to_have_text("write_file")
+    expect(panel.locator("[data-approval-arguments]")).to_contain_text('"path": "メモ.txt"')
+    expect(page.page.locator("[data-question-none]")).to_have_count(0)
+    shoot(page.page, "tickets-ticket-approval")
+
+    panel.get_by_role("button", name="Approve and run").click()
+    expect(page.page.locator("[data-ticket-status]")).to_have_text("running")
+    expect(page.page.locator("[data-approvals]")).to_have_count(0)
+    decided = api.get(f"/api/approvals/{approval}").json()
+    assert decided["status"] == "approved"
+    assert api.get(f"/api/sessions/{session}").json()["status"] == "active"
+    written = list(served.data_dir.glob("agents/*/workspace/メモ.txt"))
+    assert [p.read_text() for p in written] == ["こんにちは"]
+
+
+def test_a_held_call_is_denied_with_a_reason(
+    page: Watched, api: httpx.Client, store: Database, served: ServedOpenCrab
+) -> None:
+    ticket, _, approval = held(store, api, "断られ係", {"path": "x.txt", "content": "x"})
+    page.page.goto(f"/tickets/{ticket}")
+    page.page.get_by_label("Reason for a denial (optional)").fill("今は不要です")
+    page.page.get_by_role("button", name="Deny").click()
+    expect(page.page.locator("[data-ticket-status]")).to_have_text("running")
+    decided = api.get(f"/api/approvals/{approval}").json()
+    assert (decided["status"], decided["reason"]) == ("denied", "今は不要です")
+    assert not list(served.data_dir.glob("agents/*/workspace/x.txt"))
