@@ -10,7 +10,8 @@ trace id of its AgentEvents. An import reads only what is new:
   and left as imported;
 - a last line cut off mid-write is reported and read again next time.
 
-What one file's new lines write, in one transaction:
+What one file's new lines write, in one transaction (`Importer.run` writes several files'
+new lines in one, BATCH_BYTES at a time; a file is never split):
 
 - `import_chunks`: the lines exactly as read (zstd), so `GET …/messages` can normalize
   them again whenever asked, with every field of seed 003, even after the file is gone;
@@ -81,6 +82,8 @@ I32 = 2**31 - 1
 MODEL_CHARS = 200  # a model or provider name a file gives is clipped to what the columns
 PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep it)
 _ZSTD_LEVEL = 3
+BATCH_BYTES = 16 * 1024 * 1024
+"""New lines written per transaction by `Importer.run` (a file is never split)."""
 
 Scan = Callable[..., Transcript]
 
@@ -305,18 +308,61 @@ class Importer:
         *,
         progress: Callable[[FileResult, int], None] | None = None,
     ) -> ImportSummary:
-        """Import every file under `paths`; `progress(result, file size)` after each."""
+        """Import every file under `paths`; `progress(result, file size)` after each is
+        stored. Files are written BATCH_BYTES of new lines per transaction (each file
+        whole in one), so many small files cost few commits."""
         files, problems = self.find(paths)
         summary = ImportSummary(self.source.name, self.agent_id, problems=problems)
-        for path in files:
-            result = self.file(path)
-            summary.files.append(result)
+        batch: list[_Pending] = []
+        told: list[tuple[FileResult, Path]] = []  # results whose progress is not yet told
+        pending_bytes = 0
+
+        def flush() -> None:
+            nonlocal pending_bytes
+            if batch:
+                self._write(batch)
+                batch.clear()
+                pending_bytes = 0
             if progress is not None:
-                progress(result, file_size(path))
+                for done, where in told:
+                    progress(done, file_size(where))
+            told.clear()
+
+        for path in files:
+            session_id = session_id_for(self.source.name, path.expanduser().resolve())
+            if any(p.write.session_id == session_id for p in batch):
+                flush()  # the same file again (by another path): it reads what was stored
+            prepared = self._prepare(path)
+            if isinstance(prepared, _Pending):
+                batch.append(prepared)
+                pending_bytes += prepared.new_bytes
+                result = prepared.write.result
+            else:
+                result = prepared
+            summary.files.append(result)
+            told.append((result, path))
+            if pending_bytes >= BATCH_BYTES or not batch:
+                flush()
+        flush()
         return summary
 
     def file(self, path: Path) -> FileResult:
         """Import one file's new lines."""
+        prepared = self._prepare(path)
+        if isinstance(prepared, FileResult):
+            return prepared
+        self._write([prepared])
+        return prepared.write.result
+
+    def _write(self, batch: Sequence[_Pending]) -> None:
+        """Store prepared files in one transaction."""
+        with paused_gc(), self.db.write() as conn:
+            for pending in batch:
+                pending.write(conn, **pending.where)
+
+    def _prepare(self, path: Path) -> FileResult | _Pending:
+        """Read a file's new lines: what storing them takes, or the result when there is
+        nothing to store (unchanged, changed, unreadable)."""
         path = path.expanduser().resolve()
         session_id = session_id_for(self.source.name, path)
         try:
@@ -371,15 +417,26 @@ class Importer:
         result.messages = sum(scanned.kinds.values())
         result.problems = scanned.problems
         write = _Writer(self, session_id, scanned, row, result)
-        with self.db.write() as conn:
-            write(
-                conn,
-                chunk=reader.new[: max(new_lines, 0)],
-                first_line=skip + 1,
-                stat=stat,
-                digest=reader.digest(scanned.consumed_bytes),
-            )
-        return result
+        chunk = reader.new[: max(new_lines, 0)]
+        return _Pending(
+            write,
+            {
+                "chunk": chunk,
+                "first_line": skip + 1,
+                "stat": stat,
+                "digest": reader.digest(scanned.consumed_bytes),
+            },
+            scanned.consumed_bytes - (row.bytes if row is not None else 0),
+        )
+
+
+@dataclass
+class _Pending:
+    """A file read and waiting to be stored: its writer and what the writer is given."""
+
+    write: _Writer
+    where: dict[str, Any]
+    new_bytes: int
 
 
 class _Writer:
