@@ -258,6 +258,18 @@ def read_lines(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
             with zstandard.ZstdDecompressor().stream_reader(handle) as reader:
                 yield from _lines(io.BufferedReader(reader, 1 << 20), limits)
             return
+        # a plain file that cannot hold a line over the limit is read in one go
+        whole = min(limits.max_line_bytes, limits.max_bytes)
+        if os.fstat(handle.fileno()).st_size <= whole:
+            data = handle.read(whole + 1)
+            if len(data) <= whole:  # (it may have grown since)
+                lines = io.BytesIO(data).readlines()
+                del data
+                if len(lines) > limits.max_lines:
+                    raise _too_many_lines(limits)
+                yield from lines
+                return
+            handle.seek(0)
         yield from _lines(handle, limits)
 
 
@@ -269,10 +281,7 @@ def _lines(stream: io.BufferedReader, limits: ReadLimits) -> Iterator[bytes]:
         lines += 1
         total += len(line)
         if lines > limits.max_lines:
-            raise FileTooLarge(
-                f"more than {limits.max_lines} lines; not imported (the limit is "
-                "[imports] max_lines)"
-            )
+            raise _too_many_lines(limits)
         if total > limits.max_bytes:
             raise _too_many_bytes(limits)
         if len(line) > limits.max_line_bytes:
@@ -289,6 +298,12 @@ def _lines(stream: io.BufferedReader, limits: ReadLimits) -> Iterator[bytes]:
             end = b"\n" if line.endswith(b"\n") else b""
             line = OVERLONG_MARK + f"{size} {digest.hexdigest()}".encode() + end
         yield line
+
+
+def _too_many_lines(limits: ReadLimits) -> FileTooLarge:
+    return FileTooLarge(
+        f"more than {limits.max_lines} lines; not imported (the limit is [imports] max_lines)"
+    )
 
 
 def _too_many_bytes(limits: ReadLimits) -> FileTooLarge:

@@ -215,7 +215,11 @@ class ImportSummary:
 
 # ------------------------------------------------------------------ reading a file
 class _Reader:
-    """The file's lines, hashing them and keeping those past `skip` (the new ones)."""
+    """The file's lines, hashing them and keeping those past `skip` (the new ones).
+
+    The lines imported before are read one at a time (they are not kept); the new lines
+    are taken in one go and hashed in one call when `digest` knows how many are kept.
+    """
 
     def __init__(self, path: Path, skip: int, check_bytes: int, limits: ReadLimits) -> None:
         self.path = path
@@ -227,18 +231,29 @@ class _Reader:
         self.prefix_digest: str | None = None if check_bytes else hashlib.sha256().hexdigest()
         self.new: list[bytes] = []
         self._held: bytes | None = None  # the last line is hashed once known to be kept
+        self._rest: list[bytes] = []  # the new lines read in one go, not hashed yet
 
     def __iter__(self) -> Iterator[bytes]:
-        for index, raw in enumerate(read_lines(self.path, self.limits)):
+        lines = read_lines(self.path, self.limits)
+        index = 0
+        # the lines imported before, up to the end of the recorded prefix: one by one
+        while index < self.skip or self.prefix_digest is None:
+            raw = next(lines, None)
+            if raw is None:
+                return
             if self._held is not None:
                 self.hash.update(self._held)
-                self._held = None
             self._check(raw)
             self._held = raw
             self.read += len(raw)
             if index >= self.skip:
                 self.new.append(raw)
+            index += 1
             yield raw
+        rest = self._rest = list(lines)
+        self.new += rest
+        self.read += sum(map(len, rest))
+        yield from rest
 
     def _check(self, raw: bytes) -> None:
         if self.prefix_digest is not None or self.read + len(raw) < self.check_bytes:
@@ -250,9 +265,10 @@ class _Reader:
 
     def digest(self, consumed_bytes: int) -> str:
         """SHA-256 of the first `consumed_bytes` bytes (all, or all but the last line)."""
-        if self._held is not None and consumed_bytes == self.read:
-            self.hash.update(self._held)
-            self._held = None
+        tail = b"".join([self._held or b"", *self._rest])
+        hashed = self.read - len(tail)
+        self.hash.update(memoryview(tail)[: consumed_bytes - hashed])
+        self._held, self._rest = None, []
         return self.hash.hexdigest()
 
 
