@@ -154,50 +154,54 @@ def json_lines(
     file_path = result.file_path
     problems = result.problems
     loads = orjson.loads
-    for index, raw in enumerate(lines):
-        number = index + 1
-        size = len(raw)
-        result.lines = number
-        result.consumed_lines = number
-        result.consumed_bytes += size
-        try:
-            if size > MAX_LINE_BYTES:
-                raise ValueError
-            event = loads(raw)
-        except (orjson.JSONDecodeError, ValueError) as exc:
-            stripped = raw.strip()
-            ends = raw.endswith(b"\n")
-            if not stripped:
+    number = read = cut_lines = cut_bytes = 0  # cut: lines cut off mid-write (not consumed)
+    try:
+        for index, raw in enumerate(lines):
+            number = index + 1
+            size = len(raw)
+            read += size
+            try:
+                if size > MAX_LINE_BYTES:
+                    raise ValueError
+                event = loads(raw)
+            except (orjson.JSONDecodeError, ValueError) as exc:
+                stripped = raw.strip()
+                if not stripped:
+                    if index >= skip_lines:
+                        result.blank_lines += 1
+                    continue
+                if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
+                    length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
+                    reason = f"line of {length} bytes is too long"
+                elif len(stripped) > MAX_LINE_BYTES:
+                    reason = f"line of {len(stripped)} bytes is too long"
+                elif not raw.endswith(b"\n"):  # cut off mid-write: read again next time
+                    cut_lines += 1
+                    cut_bytes += size
+                    reason = "truncated last line (no newline, not complete JSON)"
+                else:
+                    reason = f"not valid JSON: {exc}"
                 if index >= skip_lines:
-                    result.blank_lines += 1
+                    problems.append(Problem(file_path, number, reason))
                 continue
-            if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
-                length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
-                reason = f"line of {length} bytes is too long"
-            elif len(stripped) > MAX_LINE_BYTES:
-                reason = f"line of {len(stripped)} bytes is too long"
-            elif not ends:  # cut off mid-write: read again next time
-                result.consumed_lines -= 1
-                result.consumed_bytes -= size
-                reason = "truncated last line (no newline, not complete JSON)"
-            else:
-                reason = f"not valid JSON: {exc}"
-            if index >= skip_lines:
-                problems.append(Problem(file_path, number, reason))
-            continue
-        if type(event) is not dict:
-            if index >= skip_lines:
-                problems.append(
-                    Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
-                )
-            continue
-        if too_deep(raw, event):
-            if index >= skip_lines:
-                problems.append(
-                    Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
-                )
-            continue
-        yield index, event
+            if type(event) is not dict:
+                if index >= skip_lines:
+                    problems.append(
+                        Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
+                    )
+                continue
+            # walked only when the line has that many opening brackets (see too_deep)
+            if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and too_deep(raw, event):
+                if index >= skip_lines:
+                    problems.append(
+                        Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
+                    )
+                continue
+            yield index, event
+    finally:
+        result.lines = number
+        result.consumed_lines = number - cut_lines
+        result.consumed_bytes += read - cut_bytes
 
 
 UNREADABLE = "could not be read"

@@ -141,8 +141,11 @@ class Tokens:
     total_tokens: int = 0
 
     def add(self, other: Any) -> None:
-        for name in vars(self):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.input_tokens += other.input_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.output_tokens += other.output_tokens
+        self.reasoning_output_tokens += other.reasoning_output_tokens
+        self.total_tokens += other.total_tokens
 
     def as_json(self) -> dict[str, int]:
         return dict(vars(self))
