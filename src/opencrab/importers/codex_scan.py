@@ -64,7 +64,8 @@ def _scanned(state: State, event: dict[str, Any], index: int) -> None:
     except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
         unreadable(state.result, index, exc)
         source_type = "meta"
-    state.result.count(source_type)
+    kinds = state.result.kinds  # Transcript.count, inline: it runs for every line
+    kinds[source_type] = kinds.get(source_type, 0) + 1
 
 
 def _scan(state: State, event: dict[str, Any], index: int) -> str:
