@@ -3,10 +3,12 @@ per file in order, and a file reached by two paths imported once."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from opencrab.importers.store import FileResult, Importer
@@ -70,3 +72,24 @@ def test_a_file_reached_by_two_paths_is_imported_once(
     with db.read() as conn:
         sessions = conn.execute(sa.select(sa.func.count()).select_from(import_sessions))
         assert sessions.scalar_one() == len(files)
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        ("2026-02-23T03:40:23.123Z", "2026-02-23T03:40:23.123000Z"),
+        ("2026-02-23 03:40:23.123Z", "2026-02-23T03:40:23.123000Z"),  # a space for the T
+        ("2026-W08-1T03:40:23.123Z", "2026-02-16T03:40:23.123000Z"),  # an ISO week date
+        ("2026-02-23T04:40:23.123+01:00", "2026-02-23T03:40:23.123000Z"),
+    ],
+)
+def test_event_timestamps_are_stored_in_storage_form(
+    db: Database, tmp_path: Path, written: str, stored: str
+) -> None:
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    line = {"timestamp": written, "type": "response_item", "payload": user}
+    path = tmp_path / "rollout-2026-02-23T03-40-23-x.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    assert Importer(db, "codex").run([path]).as_json()["events"] == 1
+    with db.read() as conn:
+        assert conn.execute(sa.select(events.c.timestamp)).scalar_one() == stored

@@ -735,14 +735,18 @@ class _Clock:
 
     def __call__(self, text: str) -> tuple[datetime, str]:
         if text != self.text:
+            self.text = text
+            # the usual shape, 2026-02-23T03:40:23.123Z, is UTC and needs no formatting
+            # (not a week date nor a space before the time: those are formatted)
+            if len(text) == 24 and text[23] == "Z" and text[4:20:3] == "--T::.":
+                try:
+                    self.last = (datetime.fromisoformat(text), f"{text[:23]}000Z")
+                    return self.last
+                except ValueError:
+                    pass
             moment = parse_time(text)
             if moment is not None:
-                # the usual shape, 2026-02-23T03:40:23.123Z, needs no formatting
-                if len(text) == 24 and text[19] == "." and text[23] == "Z":
-                    self.last = (moment, f"{text[:23]}000Z")
-                else:
-                    self.last = (moment, format_timestamp(moment))
-            self.text = text
+                self.last = (moment, format_timestamp(moment))
         return self.last
 
 
