@@ -507,19 +507,24 @@ def _token_count(
     return call
 
 
+USAGE_KEYS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "total_tokens",
+)
+
+
 def _usage_numbers(value: Any) -> dict[str, int] | None:
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         return None
-    keys = (
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_output_tokens",
-        "total_tokens",
-    )
-    numbers = {k: value.get(k, 0) for k in keys}
-    if not all(isinstance(v, int) and v >= 0 for v in numbers.values()):
-        return None
+    numbers = {}
+    for key in USAGE_KEYS:
+        number = value.get(key, 0)
+        if not isinstance(number, int) or number < 0:
+            return None
+        numbers[key] = number
     if not numbers["total_tokens"]:
         numbers["total_tokens"] = numbers["input_tokens"] + numbers["output_tokens"]
     return numbers

@@ -64,7 +64,8 @@ def _scanned(state: State, event: dict[str, Any], index: int) -> None:
     except Exception as exc:  # a shape no rule foresaw: reported, the file goes on
         unreadable(state.result, index, exc)
         source_type = "meta"
-    state.result.count(source_type)
+    kinds = state.result.kinds  # Transcript.count, inline: it runs for every line
+    kinds[source_type] = kinds.get(source_type, 0) + 1
 
 
 def _scan(state: State, event: dict[str, Any], index: int) -> str:
@@ -73,7 +74,11 @@ def _scan(state: State, event: dict[str, Any], index: int) -> str:
     kind = name_of(event.get("type"))
     payload = event.get("payload")
     if kind in KNOWN_EVENT_TYPES and type(payload) is dict:
-        timestamp = _timestamp(state, event, index)
+        timestamp = event.get("timestamp")
+        if type(timestamp) is str and timestamp and state.base_time is not None:
+            state.last_timestamp = timestamp  # what _timestamp does for the usual line
+        else:
+            timestamp = _timestamp(state, event, index)
         if kind == "response_item":
             return _scan_item(state, payload, timestamp, index, legacy=False)
         if kind == "event_msg":

@@ -154,50 +154,54 @@ def json_lines(
     file_path = result.file_path
     problems = result.problems
     loads = orjson.loads
-    for index, raw in enumerate(lines):
-        number = index + 1
-        size = len(raw)
-        result.lines = number
-        result.consumed_lines = number
-        result.consumed_bytes += size
-        try:
-            if size > MAX_LINE_BYTES:
-                raise ValueError
-            event = loads(raw)
-        except (orjson.JSONDecodeError, ValueError) as exc:
-            stripped = raw.strip()
-            ends = raw.endswith(b"\n")
-            if not stripped:
+    number = read = cut_lines = cut_bytes = 0  # cut: lines cut off mid-write (not consumed)
+    try:
+        for index, raw in enumerate(lines):
+            number = index + 1
+            size = len(raw)
+            read += size
+            try:
+                if size > MAX_LINE_BYTES:
+                    raise ValueError
+                event = loads(raw)
+            except (orjson.JSONDecodeError, ValueError) as exc:
+                stripped = raw.strip()
+                if not stripped:
+                    if index >= skip_lines:
+                        result.blank_lines += 1
+                    continue
+                if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
+                    length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
+                    reason = f"line of {length} bytes is too long"
+                elif len(stripped) > MAX_LINE_BYTES:
+                    reason = f"line of {len(stripped)} bytes is too long"
+                elif not raw.endswith(b"\n"):  # cut off mid-write: read again next time
+                    cut_lines += 1
+                    cut_bytes += size
+                    reason = "truncated last line (no newline, not complete JSON)"
+                else:
+                    reason = f"not valid JSON: {exc}"
                 if index >= skip_lines:
-                    result.blank_lines += 1
+                    problems.append(Problem(file_path, number, reason))
                 continue
-            if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
-                length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
-                reason = f"line of {length} bytes is too long"
-            elif len(stripped) > MAX_LINE_BYTES:
-                reason = f"line of {len(stripped)} bytes is too long"
-            elif not ends:  # cut off mid-write: read again next time
-                result.consumed_lines -= 1
-                result.consumed_bytes -= size
-                reason = "truncated last line (no newline, not complete JSON)"
-            else:
-                reason = f"not valid JSON: {exc}"
-            if index >= skip_lines:
-                problems.append(Problem(file_path, number, reason))
-            continue
-        if type(event) is not dict:
-            if index >= skip_lines:
-                problems.append(
-                    Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
-                )
-            continue
-        if too_deep(raw, event):
-            if index >= skip_lines:
-                problems.append(
-                    Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
-                )
-            continue
-        yield index, event
+            if type(event) is not dict:
+                if index >= skip_lines:
+                    problems.append(
+                        Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
+                    )
+                continue
+            # walked only when the line has that many opening brackets (see too_deep)
+            if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and too_deep(raw, event):
+                if index >= skip_lines:
+                    problems.append(
+                        Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
+                    )
+                continue
+            yield index, event
+    finally:
+        result.lines = number
+        result.consumed_lines = number - cut_lines
+        result.consumed_bytes += read - cut_bytes
 
 
 UNREADABLE = "could not be read"
@@ -258,6 +262,18 @@ def read_lines(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
             with zstandard.ZstdDecompressor().stream_reader(handle) as reader:
                 yield from _lines(io.BufferedReader(reader, 1 << 20), limits)
             return
+        # a plain file that cannot hold a line over the limit is read in one go
+        whole = min(limits.max_line_bytes, limits.max_bytes)
+        if os.fstat(handle.fileno()).st_size <= whole:
+            data = handle.read(whole + 1)
+            if len(data) <= whole:  # (it may have grown since)
+                lines = io.BytesIO(data).readlines()
+                del data
+                if len(lines) > limits.max_lines:
+                    raise _too_many_lines(limits)
+                yield from lines
+                return
+            handle.seek(0)
         yield from _lines(handle, limits)
 
 
@@ -269,10 +285,7 @@ def _lines(stream: io.BufferedReader, limits: ReadLimits) -> Iterator[bytes]:
         lines += 1
         total += len(line)
         if lines > limits.max_lines:
-            raise FileTooLarge(
-                f"more than {limits.max_lines} lines; not imported (the limit is "
-                "[imports] max_lines)"
-            )
+            raise _too_many_lines(limits)
         if total > limits.max_bytes:
             raise _too_many_bytes(limits)
         if len(line) > limits.max_line_bytes:
@@ -289,6 +302,12 @@ def _lines(stream: io.BufferedReader, limits: ReadLimits) -> Iterator[bytes]:
             end = b"\n" if line.endswith(b"\n") else b""
             line = OVERLONG_MARK + f"{size} {digest.hexdigest()}".encode() + end
         yield line
+
+
+def _too_many_lines(limits: ReadLimits) -> FileTooLarge:
+    return FileTooLarge(
+        f"more than {limits.max_lines} lines; not imported (the limit is [imports] max_lines)"
+    )
 
 
 def _too_many_bytes(limits: ReadLimits) -> FileTooLarge:

@@ -10,7 +10,8 @@ trace id of its AgentEvents. An import reads only what is new:
   and left as imported;
 - a last line cut off mid-write is reported and read again next time.
 
-What one file's new lines write, in one transaction:
+What one file's new lines write, in one transaction (`Importer.run` writes several files'
+new lines in one, BATCH_BYTES at a time; a file is never split):
 
 - `import_chunks`: the lines exactly as read (zstd), so `GET …/messages` can normalize
   them again whenever asked, with every field of seed 003, even after the file is gone;
@@ -81,6 +82,8 @@ I32 = 2**31 - 1
 MODEL_CHARS = 200  # a model or provider name a file gives is clipped to what the columns
 PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep it)
 _ZSTD_LEVEL = 3
+BATCH_BYTES = 16 * 1024 * 1024
+"""New lines written per transaction by `Importer.run` (a file is never split)."""
 
 Scan = Callable[..., Transcript]
 
@@ -138,8 +141,11 @@ class Tokens:
     total_tokens: int = 0
 
     def add(self, other: Any) -> None:
-        for name in vars(self):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.input_tokens += other.input_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.output_tokens += other.output_tokens
+        self.reasoning_output_tokens += other.reasoning_output_tokens
+        self.total_tokens += other.total_tokens
 
     def as_json(self) -> dict[str, int]:
         return dict(vars(self))
@@ -212,7 +218,11 @@ class ImportSummary:
 
 # ------------------------------------------------------------------ reading a file
 class _Reader:
-    """The file's lines, hashing them and keeping those past `skip` (the new ones)."""
+    """The file's lines, hashing them and keeping those past `skip` (the new ones).
+
+    The lines imported before are read one at a time (they are not kept); the new lines
+    are taken in one go and hashed in one call when `digest` knows how many are kept.
+    """
 
     def __init__(self, path: Path, skip: int, check_bytes: int, limits: ReadLimits) -> None:
         self.path = path
@@ -224,18 +234,29 @@ class _Reader:
         self.prefix_digest: str | None = None if check_bytes else hashlib.sha256().hexdigest()
         self.new: list[bytes] = []
         self._held: bytes | None = None  # the last line is hashed once known to be kept
+        self._rest: list[bytes] = []  # the new lines read in one go, not hashed yet
 
     def __iter__(self) -> Iterator[bytes]:
-        for index, raw in enumerate(read_lines(self.path, self.limits)):
+        lines = read_lines(self.path, self.limits)
+        index = 0
+        # the lines imported before, up to the end of the recorded prefix: one by one
+        while index < self.skip or self.prefix_digest is None:
+            raw = next(lines, None)
+            if raw is None:
+                return
             if self._held is not None:
                 self.hash.update(self._held)
-                self._held = None
             self._check(raw)
             self._held = raw
             self.read += len(raw)
             if index >= self.skip:
                 self.new.append(raw)
+            index += 1
             yield raw
+        rest = self._rest = list(lines)
+        self.new += rest
+        self.read += sum(map(len, rest))
+        yield from rest
 
     def _check(self, raw: bytes) -> None:
         if self.prefix_digest is not None or self.read + len(raw) < self.check_bytes:
@@ -247,9 +268,10 @@ class _Reader:
 
     def digest(self, consumed_bytes: int) -> str:
         """SHA-256 of the first `consumed_bytes` bytes (all, or all but the last line)."""
-        if self._held is not None and consumed_bytes == self.read:
-            self.hash.update(self._held)
-            self._held = None
+        tail = b"".join([self._held or b"", *self._rest])
+        hashed = self.read - len(tail)
+        self.hash.update(memoryview(tail)[: consumed_bytes - hashed])
+        self._held, self._rest = None, []
         return self.hash.hexdigest()
 
 
@@ -305,18 +327,61 @@ class Importer:
         *,
         progress: Callable[[FileResult, int], None] | None = None,
     ) -> ImportSummary:
-        """Import every file under `paths`; `progress(result, file size)` after each."""
+        """Import every file under `paths`; `progress(result, file size)` after each is
+        stored. Files are written BATCH_BYTES of new lines per transaction (each file
+        whole in one), so many small files cost few commits."""
         files, problems = self.find(paths)
         summary = ImportSummary(self.source.name, self.agent_id, problems=problems)
-        for path in files:
-            result = self.file(path)
-            summary.files.append(result)
+        batch: list[_Pending] = []
+        told: list[tuple[FileResult, Path]] = []  # results whose progress is not yet told
+        pending_bytes = 0
+
+        def flush() -> None:
+            nonlocal pending_bytes
+            if batch:
+                self._write(batch)
+                batch.clear()
+                pending_bytes = 0
             if progress is not None:
-                progress(result, file_size(path))
+                for done, where in told:
+                    progress(done, file_size(where))
+            told.clear()
+
+        for path in files:
+            session_id = session_id_for(self.source.name, path.expanduser().resolve())
+            if any(p.write.session_id == session_id for p in batch):
+                flush()  # the same file again (by another path): it reads what was stored
+            prepared = self._prepare(path)
+            if isinstance(prepared, _Pending):
+                batch.append(prepared)
+                pending_bytes += prepared.new_bytes
+                result = prepared.write.result
+            else:
+                result = prepared
+            summary.files.append(result)
+            told.append((result, path))
+            if pending_bytes >= BATCH_BYTES or not batch:
+                flush()
+        flush()
         return summary
 
     def file(self, path: Path) -> FileResult:
         """Import one file's new lines."""
+        prepared = self._prepare(path)
+        if isinstance(prepared, FileResult):
+            return prepared
+        self._write([prepared])
+        return prepared.write.result
+
+    def _write(self, batch: Sequence[_Pending]) -> None:
+        """Store prepared files in one transaction."""
+        with paused_gc(), self.db.write() as conn:
+            for pending in batch:
+                pending.write(conn, **pending.where)
+
+    def _prepare(self, path: Path) -> FileResult | _Pending:
+        """Read a file's new lines: what storing them takes, or the result when there is
+        nothing to store (unchanged, changed, unreadable)."""
         path = path.expanduser().resolve()
         session_id = session_id_for(self.source.name, path)
         try:
@@ -371,15 +436,26 @@ class Importer:
         result.messages = sum(scanned.kinds.values())
         result.problems = scanned.problems
         write = _Writer(self, session_id, scanned, row, result)
-        with self.db.write() as conn:
-            write(
-                conn,
-                chunk=reader.new[: max(new_lines, 0)],
-                first_line=skip + 1,
-                stat=stat,
-                digest=reader.digest(scanned.consumed_bytes),
-            )
-        return result
+        chunk = reader.new[: max(new_lines, 0)]
+        return _Pending(
+            write,
+            {
+                "chunk": chunk,
+                "first_line": skip + 1,
+                "stat": stat,
+                "digest": reader.digest(scanned.consumed_bytes),
+            },
+            scanned.consumed_bytes - (row.bytes if row is not None else 0),
+        )
+
+
+@dataclass
+class _Pending:
+    """A file read and waiting to be stored: its writer and what the writer is given."""
+
+    write: _Writer
+    where: dict[str, Any]
+    new_bytes: int
 
 
 class _Writer:
@@ -659,14 +735,18 @@ class _Clock:
 
     def __call__(self, text: str) -> tuple[datetime, str]:
         if text != self.text:
+            self.text = text
+            # the usual shape, 2026-02-23T03:40:23.123Z, is UTC and needs no formatting
+            # (not a week date nor a space before the time: those are formatted)
+            if len(text) == 24 and text[23] == "Z" and text[4:20:3] == "--T::.":
+                try:
+                    self.last = (datetime.fromisoformat(text), f"{text[:23]}000Z")
+                    return self.last
+                except ValueError:
+                    pass
             moment = parse_time(text)
             if moment is not None:
-                # the usual shape, 2026-02-23T03:40:23.123Z, needs no formatting
-                if len(text) == 24 and text[19] == "." and text[23] == "Z":
-                    self.last = (moment, f"{text[:23]}000Z")
-                else:
-                    self.last = (moment, format_timestamp(moment))
-            self.text = text
+                self.last = (moment, format_timestamp(moment))
         return self.last
 
 
