@@ -128,7 +128,8 @@ def test_returning_rows_and_a_statement_built_per_dialect(db: Database, agent: s
         assert spoke.execute(conn, agent_id=agent, sid="s1", when=WHEN) == 1
         conn.execute(t.agent_sessions.update().values(done_declared=True))
         assert spoke.execute(conn, agent_id=agent, sid="s1", when=WHEN + timedelta(hours=1)) == 1
-    assert first is not None and first.content == "hi"
+    assert first is not None
+    assert first.content == "hi"
     assert second == first.id + 1
     with db.read() as conn:
         rows = conn.execute(sa.select(t.agent_sessions)).all()
