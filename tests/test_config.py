@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from opencrab.config import load_settings
-from opencrab.config.provenance import DEFAULT_SOURCE, effective_values, purpose_choices
+from opencrab.config.models import ModelRef
+from opencrab.config.provenance import (
+    DEFAULT_SOURCE,
+    effective_values,
+    purpose_choices,
+    purpose_model,
+)
 from opencrab.errors import ConfigError
 from opencrab.llm.router import LlmRouter
 
@@ -287,3 +293,17 @@ def test_model_precedence_per_purpose(
     for purpose, model in expected.items():
         assert str(router.resolve(purpose=purpose)) == model
         assert chosen[purpose][0] == model
+
+
+def test_model_precedence_follows_settings_changed_in_code(tmp_path: Path) -> None:
+    """The per-purpose answer is remembered per settings object, never past a change."""
+    s = load_settings(write(tmp_path / "user.toml", ""), env={"OPENAI_API_KEY": "sk"})
+    packaged = ModelRef(provider="openai", model="gpt-5.2")
+    assert purpose_model(s, "conversation") == packaged
+    s.llm.default_model = "gpt-4.1"  # a default set in code is the user's: it wins
+    assert purpose_model(s, "conversation") is None
+    s.llm.models.conversation = ModelRef(provider="openai", model="gpt-5-mini")
+    assert purpose_model(s, "conversation") == ModelRef(provider="openai", model="gpt-5-mini")
+    s.llm.default_model = "gpt-4o"
+    s.llm.models.conversation = packaged
+    assert purpose_model(s, "conversation") == packaged

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from opencrab.store import Database
 from opencrab.store import tables as t
-from opencrab.store.bulk import bulk_insert
+from opencrab.store.bulk import SMALL_BATCH, bulk_insert
 
 
 def test_bulk_insert_matches_core_insert(any_db: Database) -> None:
@@ -52,3 +52,26 @@ def test_a_recoverable_insert_that_fails_leaves_the_transaction_usable(any_db: D
     with any_db.read() as conn:
         ids = conn.execute(sa.select(t.agents.c.id).order_by(t.agents.c.id)).scalars().all()
     assert ids == ["a1", "a3"]
+
+
+@pytest.mark.parametrize("count", [2, SMALL_BATCH, SMALL_BATCH + 1])
+def test_small_and_large_batches_store_the_same_values(any_db: Database, count: int) -> None:
+    """A few rows go to PostgreSQL as one multi-row INSERT, more as executemany: the
+    stored values are the same either way (NULLs, JSON and timestamps in any row)."""
+    when = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+    columns = ("id", "name", "prompt", "llm_config_json", "created_at", "updated_at")
+    rows = [
+        (f"a{i:02}", f"agent {i}", "p", None if i == 0 else {"n": i}, when, when)
+        for i in range(count)
+    ]
+    with any_db.write() as conn:
+        bulk_insert(conn, t.agents, columns, rows, recoverable=True)
+    with any_db.read() as conn:
+        got = conn.execute(
+            sa.select(t.agents.c.id, t.agents.c.llm_config_json, t.agents.c.updated_at).order_by(
+                t.agents.c.id
+            )
+        ).all()
+    assert [(r.id, r.llm_config_json, r.updated_at) for r in got] == [
+        (f"a{i:02}", None if i == 0 else {"n": i}, when) for i in range(count)
+    ]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from opencrab.store import Database
+from opencrab.store import Database, dialects
 from opencrab.store import tables as t
 from opencrab.store.prepared import Prepared
 
@@ -100,3 +100,38 @@ def test_a_failing_statement_raises_sqlalchemy_error_and_rolls_back(
 def test_outside_a_transaction_it_goes_through_sqlalchemy(db: Database, agent: str) -> None:
     with db.engine.connect() as conn:
         assert BY_NAME.rows(conn, agent_id=agent) == []
+
+
+def test_returning_rows_and_a_statement_built_per_dialect(db: Database, agent: str) -> None:
+    """INSERT … RETURNING gives its rows like a SELECT; a statement may be built for the
+    connection's dialect (an upsert: inserted once, then updated in place)."""
+    add = Prepared(
+        t.messages.insert()
+        .values(session_id=sa.bindparam("sid"), role="user", content=sa.bindparam("text"))
+        .values(timestamp=sa.bindparam("when"))
+        .returning(t.messages.c.id, t.messages.c.content)
+    )
+    spoke = Prepared(
+        lambda dialect: dialects.upsert(
+            dialect,
+            t.agent_sessions,
+            ("agent_id", "session_id"),
+            agent_id=sa.bindparam("agent_id"),
+            session_id=sa.bindparam("sid"),
+            last_speech_at=sa.bindparam("when"),
+        )
+    )
+    with db.write() as conn:
+        ADD.execute(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+        first = add.first(conn, sid="s1", text="hi", when=WHEN)
+        second = add.scalar(conn, sid="s1", text="again", when=WHEN)
+        assert spoke.execute(conn, agent_id=agent, sid="s1", when=WHEN) == 1
+        conn.execute(t.agent_sessions.update().values(done_declared=True))
+        assert spoke.execute(conn, agent_id=agent, sid="s1", when=WHEN + timedelta(hours=1)) == 1
+    assert first is not None
+    assert first.content == "hi"
+    assert second == first.id + 1
+    with db.read() as conn:
+        rows = conn.execute(sa.select(t.agent_sessions)).all()
+    assert [(r.agent_id, r.session_id, r.done_declared) for r in rows] == [(agent, "s1", True)]
+    assert rows[0].last_speech_at == WHEN + timedelta(hours=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
@@ -224,6 +224,13 @@ class Settings(Section):
     imports: ImportsSection = Field(default_factory=ImportsSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
+    _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def memo(self) -> dict[Any, Any]:
+        """Answers derived from these settings, each keyed by the values it read
+        (provenance.purpose_model); never part of the configuration."""
+        return self._memo
 
     @property
     def origins(self) -> dict[KeyPath, str]:

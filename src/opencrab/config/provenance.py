@@ -114,9 +114,23 @@ def purpose_model(settings: Settings, purpose: str) -> ModelRef | None:
     ref: ModelRef | None = getattr(settings.llm.models, purpose, None)
     if ref is None:
         return None
-    if purpose == "embedding" or user_set(settings, ("llm", "models", purpose)):
-        return ref
-    return None if user_default(settings) else ref
+    # remembered per settings object, keyed by everything the answer reads (a turn asks
+    # about twenty times; settings changed in code give a new key)
+    llm, origins = settings.llm, settings.origins
+    key: tuple[Any, ...] = (purpose, ref.provider, ref.model, llm.default_provider)
+    key += (llm.default_model, id(origins), len(origins))
+    memo = settings.memo
+    applies = memo.get(key)
+    if applies is None:
+        applies = (
+            purpose == "embedding"
+            or user_set(settings, ("llm", "models", purpose))
+            or not user_default(settings)
+        )
+        if len(memo) > 64:
+            memo.clear()
+        memo[key] = applies
+    return ref if applies else None
 
 
 # ------------------------------------------------------------------ config show

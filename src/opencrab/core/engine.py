@@ -75,6 +75,7 @@ from opencrab.core.steps import (
     Compacted,
     EngineStep,
     LlmReplied,
+    SessionMessage,
     Spoke,
     TextDelta,
     TurnFailed,
@@ -95,8 +96,6 @@ from opencrab.events import (
     ToolCallPayload,
     ToolResultEvent,
     ToolResultPayload,
-    UserEvent,
-    UserPayload,
 )
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
@@ -108,6 +107,8 @@ from opencrab.store import Database
 log = logging.getLogger(__name__)
 
 MAX_ITERATIONS = 10
+Prepared = tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]
+"""A turn's tools, token budget, system message, user text and stored history."""
 SPEECH_ACTIONS = frozenset({"send_speech", "broadcast_guidance"})
 
 
@@ -264,38 +265,18 @@ class _Turn:
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
         self.deadline.start()
-        prepared = await run_blocking(self._prepare, message)
+        # one hop to a worker thread reads the context and, when the history fits,
+        # records the user's message too (compaction needs a model call in between)
+        prepared, started = await run_blocking(self._open, message)
         tools, budget, system, user_text, summary, turns = prepared
-        fixed = message_tokens(system) + estimate_tokens(user_text) + 8
-        compacted = await self._fit_history(summary, turns, budget - fixed)
-        if compacted is not None:
-            summary, turns = compacted[0].summary, compacted[1]
-            yield compacted[0]
-
-        user_event = UserEvent(
-            id=uuid4(),
-            trace_id=UUID(self.trace_id),
-            parent_id=self.last_event,
-            timestamp=now(),
-            content=UserPayload(text=message.content.text),
-            metadata={"source": message.source.kind, "sender": message.sender.id},
-        )
-        internal = message.source.kind == "internal"  # a prompt OpenCrab wrote itself
-        sender_log = SessionLog(
-            session_id=self.session_id,
-            log_type="system" if internal else "speech",
-            content=message.content.text,
-            speaker_id=message.sender.id,
-            turn_number=self.state.turn_number or None,
-            event_id=str(user_event.id),
-        )
-        sender = message.sender
-        said = Said("user", message.content.text, str(user_event.id), sender.id, sender.name)
-        chat = [] if internal else [said]
-        self.last_event = user_event.id
-        stored = await self.recorder.record([user_event], [sender_log], chat)
-        self.turn_id = str(user_event.id)
-        yield TurnStarted(self.session_id, self.trace_id, self.turn_id, next(iter(stored), None))
+        if started is None:
+            fixed = message_tokens(system) + estimate_tokens(user_text) + 8
+            compacted = await self._fit_history(summary, turns, budget - fixed)
+            if compacted is not None:
+                summary, turns = compacted[0].summary, compacted[1]
+                yield compacted[0]
+            started = await self.recorder.record(*self._user_rows(message))
+        yield TurnStarted(self.session_id, self.trace_id, self.turn_id, next(iter(started), None))
 
         history: list[Message] = [system]
         if summary:
@@ -398,16 +379,31 @@ class _Turn:
         yield self.result
 
     # ------------------------------------------------------------ context
-    def _prepare(
+    def _open(self, message: IncomingMessage) -> tuple[Prepared, list[SessionMessage] | None]:
+        """The turn's context, and the user's message recorded when no compaction is due
+        (None: not recorded yet). Runs in a worker thread."""
+        prepared = self._prepare(message)
+        _, budget, system, user_text, summary, turns = prepared
+        fixed = message_tokens(system) + estimate_tokens(user_text) + 8
+        if plan_compaction(summary, turns, budget - fixed) is not None:
+            return prepared, None
+        return prepared, self.recorder.commit(*self._user_rows(message))
+
+    def _user_rows(
         self, message: IncomingMessage
-    ) -> tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]:
+    ) -> tuple[list[AgentEvent], list[SessionLog], list[Said]]:
+        """The user's message as the turn's first step (see TurnRecorder.user_rows)."""
+        rows = self.recorder.user_rows(message, parent=self.last_event)
+        self.last_event = rows[0][0].id
+        self.turn_id = str(self.last_event)
+        return rows
+
+    def _prepare(self, message: IncomingMessage) -> Prepared:
         """Tools, token budget, system message, user text and stored history of the turn."""
         with self.engine.db.read():  # the context's many small reads share one snapshot
             return self._prepare_in_snapshot(message)
 
-    def _prepare_in_snapshot(
-        self, message: IncomingMessage
-    ) -> tuple[list[ToolDefinition], int, Message, str, str | None, list[Turn]]:
+    def _prepare_in_snapshot(self, message: IncomingMessage) -> Prepared:
         self.last_event = self.engine.events.last_id(self.trace_id)
         active = self.active = self.skills.get_active_skills()
         self.allowed = self._allowed(active)

@@ -46,6 +46,8 @@ from opencrab.events import (
     ToolCallEvent,
     ToolResultEvent,
     ToolResultPayload,
+    UserEvent,
+    UserPayload,
 )
 from opencrab.llm.metrics import CallRecord, MetricsRecorder, insert_records
 from opencrab.llm.types import ChatResponse, Message, ToolCall
@@ -54,6 +56,7 @@ from opencrab.store import Database
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
+    from opencrab.messages import IncomingMessage
 
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
 
@@ -103,6 +106,32 @@ class TurnRecorder:
             metadata=metadata,
             event_id=None if event_id is None else str(event_id),
         )
+
+    def user_rows(
+        self, message: IncomingMessage, *, parent: UUID | None
+    ) -> tuple[list[AgentEvent], list[SessionLog], list[Said]]:
+        """The message a turn answers: its user event, its memory line (a system line for a
+        prompt OpenCrab wrote itself) and its chat message (none for such a prompt)."""
+        event = UserEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=parent,
+            timestamp=now(),
+            content=UserPayload(text=message.content.text),
+            metadata={"source": message.source.kind, "sender": message.sender.id},
+        )
+        internal = message.source.kind == "internal"
+        sender = message.sender
+        line = SessionLog(
+            session_id=self.session_id,
+            log_type="system" if internal else "speech",
+            content=message.content.text,
+            speaker_id=sender.id,
+            turn_number=self.state.turn_number or None,
+            event_id=str(event.id),
+        )
+        said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
+        return [event], [line], [] if internal else [said]
 
     def speech_rows(
         self,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from opencrab.store import dialects
 from opencrab.store.dialects import postgresql as postgresql_dialect
@@ -66,21 +66,51 @@ def bulk_insert(
                     values[i] = convert(values[i])
             converted.append(values)
         rows = converted
+    many = True
     if positional:
         order = [columns.index(name) for name in positiontup]
         if order != list(range(len(columns))):
             rows = [tuple(row[i] for i in order) for row in rows]
-        params: Sequence[Any] = rows
+        params: Any = rows
+    elif len(rows) <= SMALL_BATCH and dialect.name == "postgresql":
+        # one statement with a VALUES row each: one round trip, where psycopg's
+        # executemany enters and leaves pipeline mode (a step writes a few rows)
+        sql = _multi_row_sql(dialect, table, columns, len(rows))
+        params = {
+            f"{name}_{i}": value
+            for i, row in enumerate(rows)
+            for name, value in zip(columns, row, strict=True)
+        }
+        many = False
     else:
         params = [dict(zip(columns, row, strict=True)) for row in rows]
     if not recoverable or dialect.name == "sqlite":
-        driver_execute(conn, sql, params, many=True)
+        driver_execute(conn, sql, params, many=many)
     elif conn.in_transaction():
         with postgresql_dialect.pipelined_savepoint(conn):
-            driver_execute(conn, sql, params, many=True)
+            driver_execute(conn, sql, params, many=many)
     else:
         with dialects.recoverable(conn):
-            driver_execute(conn, sql, params, many=True)
+            driver_execute(conn, sql, params, many=many)
+
+
+SMALL_BATCH = 16
+"""Up to this many rows go to PostgreSQL as one multi-row INSERT."""
+
+
+def _multi_row_sql(dialect: Dialect, table: sa.Table, columns: Sequence[str], count: int) -> str:
+    """`INSERT … VALUES (…), (…)` of `count` rows, parameters named `{column}_{row}`."""
+    key = (id(dialect), table.name, tuple(columns), count)
+    sql = _MULTI_ROW.get(key)
+    if sql is None:
+        values: list[dict[str, Any]] = [
+            {name: sa.bindparam(f"{name}_{i}") for name in columns} for i in range(count)
+        ]
+        sql = _MULTI_ROW[key] = str(table.insert().values(values).compile(dialect=dialect))
+    return sql
+
+
+_MULTI_ROW: dict[tuple[int, str, tuple[str, ...], int], str] = {}
 
 
 _COMPILED: dict[

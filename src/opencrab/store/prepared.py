@@ -30,6 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.dml import UpdateBase
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,14 @@ class _Compiled:
 
 
 class Prepared:
-    """One statement with `sa.bindparam` placeholders; see the module docstring."""
+    """One statement with `sa.bindparam` placeholders; see the module docstring.
 
-    def __init__(self, statement: Executable) -> None:
+    `statement` may also be a function of the dialect giving its statement (SQL only one
+    dialect spells, such as an upsert: store/dialects.upsert). An INSERT/UPDATE with
+    RETURNING gives its rows like a SELECT.
+    """
+
+    def __init__(self, statement: Executable | Callable[[Dialect], Executable]) -> None:
         self.statement = statement
         self._compiled: dict[int, _Compiled] = {}
 
@@ -56,7 +62,7 @@ class Prepared:
         compiled = self._for(conn.dialect)
         cursor = self._execute(conn, compiled, params)
         fetched = cursor.fetchall()
-        assert compiled.row is not None, "rows() needs a SELECT"
+        assert compiled.row is not None, "rows() needs a SELECT or RETURNING"
         make = compiled.row._make  # type: ignore[attr-defined]
         results = compiled.results
         if not any(results):
@@ -107,7 +113,10 @@ class Prepared:
     def _for(self, dialect: Dialect) -> _Compiled:
         found = self._compiled.get(id(dialect))
         if found is None:
-            found = self._compiled[id(dialect)] = _compile(self.statement, dialect)
+            statement = self.statement
+            if not isinstance(statement, Executable):
+                statement = statement(dialect)
+            found = self._compiled[id(dialect)] = _compile(statement, dialect)
         return found
 
 
@@ -161,8 +170,12 @@ def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
     )
     row: type | None = None
     results: tuple[Callable[[Any], Any] | None, ...] = ()
+    columns: list[Any] = []
     if isinstance(statement, sa.Select):
         columns = list(statement.selected_columns)
+    elif isinstance(statement, UpdateBase):  # RETURNING …, if any
+        columns = list(statement.exported_columns)
+    if columns:
         row = _row_class(tuple(str(c.key) for c in columns))
         results = tuple(c.type._cached_result_processor(dialect, None) for c in columns)
     return _Compiled(

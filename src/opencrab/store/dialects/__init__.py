@@ -12,12 +12,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql.base import Executable
 
 MIN_INDEXED_CHARS = 3
 """Terms this long are ranked (trigrams need three characters); shorter ones only filter."""
@@ -59,6 +61,21 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
     from opencrab.store.dialects import postgresql
 
     return postgresql.search_memory(conn, query)
+
+
+def upsert(dialect: Dialect, table: sa.Table, keys: Sequence[str], **values: Any) -> Executable:
+    """INSERT `values` into `table`, or, when a row with the same `keys` (its primary key
+    or a unique index) exists, UPDATE that row's other columns to them: one statement."""
+    from sqlalchemy.dialects import postgresql as pg_sql
+    from sqlalchemy.dialects import sqlite as lite_sql
+
+    if dialect.name == "sqlite":
+        lite = lite_sql.insert(table).values(**values)
+        changed = {name: lite.excluded[name] for name in values if name not in keys}
+        return lite.on_conflict_do_update(index_elements=list(keys), set_=changed)
+    pg = pg_sql.insert(table).values(**values)
+    changed = {name: pg.excluded[name] for name in values if name not in keys}
+    return pg.on_conflict_do_update(index_elements=list(keys), set_=changed)
 
 
 @contextmanager

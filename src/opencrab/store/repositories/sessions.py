@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError
-from opencrab.store import Database
+from opencrab.store import Database, dialects
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_sessions, agents, messages, sessions
 
@@ -106,21 +106,42 @@ def insert_messages(
     """Write messages of a session inside the caller's transaction (the only writer);
     returns each one's id and timestamp, in order (a turn's step names what it wrote)."""
     now = datetime.now(UTC)
-    insert = messages.insert().returning(messages.c.id)
     stored = []
     for m in said:  # a step writes one message: its id comes back with it
-        row = {
-            "session_id": session_id,
-            "role": m.role,
-            "content": m.content,
-            "timestamp": now,
-            "event_id": m.event_id,
-            "speaker_id": m.speaker_id,
-            "speaker_name": m.speaker_name,
-            "interrupted": m.interrupted,
-        }
-        stored.append((int(conn.execute(insert, row).scalar_one()), now))
+        message_id = _INSERT_MESSAGE.scalar(
+            conn,
+            session_id=session_id,
+            role=m.role,
+            content=m.content,
+            timestamp=now,
+            event_id=m.event_id,
+            speaker_id=m.speaker_id,
+            speaker_name=m.speaker_name,
+            interrupted=m.interrupted,
+        )
+        stored.append((int(message_id), now))
     return stored
+
+
+_INSERT_MESSAGE = Prepared(
+    messages.insert()
+    .values(
+        {
+            name: sa.bindparam(name)
+            for name in (
+                "session_id",
+                "role",
+                "content",
+                "timestamp",
+                "event_id",
+                "speaker_id",
+                "speaker_name",
+                "interrupted",
+            )
+        }
+    )
+    .returning(messages.c.id)
+)
 
 
 _MESSAGE_FIELDS = (
@@ -512,21 +533,14 @@ def set_phase(conn: Connection, session_id: str, phase: str) -> None:
 
 def mark_speech(conn: Connection, agent_id: str, session_id: str, now: datetime) -> None:
     """Remember when the agent last spoke in the session (its row is made when missing)."""
-    key = {"agent_id": agent_id, "session_id": session_id, "now": now}
-    if _SPOKE.execute(conn, **key) == 0:
-        _FIRST_SPEECH.execute(conn, **key)
+    _SPOKE.execute(conn, agent_id=agent_id, session_id=session_id, now=now)
 
 
 _SPOKE = Prepared(
-    agent_sessions.update()
-    .where(
-        agent_sessions.c.agent_id == sa.bindparam("agent_id"),
-        agent_sessions.c.session_id == sa.bindparam("session_id"),
-    )
-    .values(last_speech_at=sa.bindparam("now"))
-)
-_FIRST_SPEECH = Prepared(
-    agent_sessions.insert().values(
+    lambda dialect: dialects.upsert(
+        dialect,
+        agent_sessions,
+        ("agent_id", "session_id"),
         agent_id=sa.bindparam("agent_id"),
         session_id=sa.bindparam("session_id"),
         last_speech_at=sa.bindparam("now"),

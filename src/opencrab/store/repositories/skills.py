@@ -201,12 +201,7 @@ def active_skill_actions(conn: Connection, agent_id: str) -> list[tuple[str, lis
 
 def skill_scores(conn: Connection, agent_id: str) -> list[SkillScores]:
     """Every skill of the agent with its actions and recent scores: one query."""
-    t = skills.c
-    rows = conn.execute(
-        sa.select(t.id, t.name, t.actions_json, t.effectiveness_scores).where(
-            t.agent_id == agent_id
-        )
-    ).all()
+    rows = _SKILL_SCORES.rows(conn, agent_id=agent_id)
     return [
         SkillScores(
             id=str(r.id),
@@ -271,11 +266,7 @@ def update_skill(
 
 def set_scores(conn: Connection, skill_id: str, effectiveness: float, scores: list[float]) -> None:
     """Store a skill's effectiveness and the recent scores it is the mean of."""
-    conn.execute(
-        skills.update()
-        .where(skills.c.id == skill_id)
-        .values(effectiveness=effectiveness, effectiveness_scores=scores)
-    )
+    _SET_SCORES.execute(conn, id=skill_id, value=effectiveness, scores=scores)
 
 
 def count_use(conn: Connection, skill_id: str, now: datetime) -> None:
@@ -366,4 +357,14 @@ _COUNT_USE = Prepared(
     skills.update()
     .where(skills.c.id == sa.bindparam("id"))
     .values(usage_count=skills.c.usage_count + 1, last_used_at=sa.bindparam("now"))
+)
+_SKILL_SCORES = Prepared(
+    sa.select(
+        skills.c.id, skills.c.name, skills.c.actions_json, skills.c.effectiveness_scores
+    ).where(skills.c.agent_id == sa.bindparam("agent_id"))
+)
+_SET_SCORES = Prepared(
+    skills.update()
+    .where(skills.c.id == sa.bindparam("id"))
+    .values(effectiveness=sa.bindparam("value"), effectiveness_scores=sa.bindparam("scores"))
 )
