@@ -1,7 +1,7 @@
 """Leases: work that must run once across processes is claimed through a `leases` row.
 
-A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`, later
-`ticket:<id>`), the process that holds it (`owner`, unique per process: `PROCESS_OWNER`)
+A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
+`ticket:<ticket id>`), the process that holds it (`owner`, unique per process: `PROCESS_OWNER`)
 and when it expires. A lease is taken when it is free, expired or already the taker's;
 taking one's own lease again renews it. A process that dies stops renewing, so its
 leases expire and another process may take the work.
@@ -63,6 +63,11 @@ def turn_key(session_id: str) -> str:
 def heartbeat_key(agent_id: str) -> str:
     """The lease a process holds while it ticks `agent_id`'s heartbeat."""
     return f"heartbeat:{agent_id}"
+
+
+def ticket_key(ticket_id: str) -> str:
+    """The lease a process holds while it runs `ticket_id` (the ticket scheduler)."""
+    return f"ticket:{ticket_id}"
 
 
 class LeaseStore:

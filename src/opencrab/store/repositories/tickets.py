@@ -189,6 +189,17 @@ def list_tickets(
     return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset))]
 
 
+def runnable_ticket_ids(conn: Connection, *, limit: int = 100) -> list[str]:
+    """Ids of `pending` and `running` tickets, least recently updated first."""
+    query = (
+        sa.select(tickets.c.id)
+        .where(tickets.c.status.in_(("pending", "running")))
+        .order_by(tickets.c.updated_at, tickets.c.id)
+        .limit(limit)
+    )
+    return [str(found) for found in conn.execute(query).scalars()]
+
+
 def ticket_overviews(conn: Connection, ticket_ids: list[str]) -> dict[str, TicketOverview]:
     """Each listed ticket's goal (its context's `goal` when that is text) and how many of
     its steps there are and are completed, by ticket id (two queries for the whole list)."""
