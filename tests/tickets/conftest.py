@@ -38,6 +38,32 @@ def calls(*pairs: tuple[str, dict[str, Any]]) -> ChatResponse:
     )
 
 
+def openai_tool_reply(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """An OpenAI chat completion calling actions (the fake server's wire format)."""
+    tool_calls = [
+        {
+            "id": f"call_{next(_ids)}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        }
+        for name, arguments in pairs
+    ]
+    return {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
 def wait_for(what: str, done: Callable[[], Any], secs: float = 60) -> Any:
     """Poll `done` until it returns something true (gives up after `secs`)."""
     deadline = time.monotonic() + secs

@@ -60,7 +60,7 @@ def worker(
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     console.print(
-        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, no HTTP "
+        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, tickets by lease, no HTTP "
         f"(database: {db.url.render_as_string(hide_password=True)})",
         highlight=False,
     )
