@@ -129,6 +129,21 @@ class LeaseStore:
             row = conn.execute(sa.select(leases).where(leases.c.key == key)).first()
         return None if row is None else Lease(**row._asdict())
 
+    def live(self, keys: Iterable[str]) -> set[str]:
+        """The keys among `keys` whose lease some process holds now (not expired)."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return set()
+        held: set[str] = set()
+        with self.db.read() as conn:
+            now = _now(conn)
+            for chunk in _chunks(wanted):
+                query = sa.select(leases.c.key).where(
+                    leases.c.key.in_(chunk), leases.c.expires_at > now
+                )
+                held |= {str(key) for key in conn.execute(query).scalars()}
+        return held
+
     def held_by(self, owner: str) -> list[str]:
         """The keys whose lease rows name `owner` (expired ones included), sorted."""
         with self.db.read() as conn:

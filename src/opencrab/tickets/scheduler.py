@@ -247,7 +247,7 @@ class TicketScheduler:
             return []
         found = await run_blocking(service.runnable_tickets, self.runtime.db, limit=free * 4)
         candidates = [t for t in found if t not in self.running]
-        random.shuffle(candidates)  # several processes polling at once rarely collide
+        random.shuffle(candidates)  # processes polling at once rarely try the same one
         claimed: list[str] = []
         for ticket_id in candidates:
             if len(claimed) >= free or self._stopping.is_set():

@@ -35,6 +35,7 @@ from opencrab.event_log import EventLog
 from opencrab.events import MessageEvent, MessagePayload, UserEvent, UserPayload
 from opencrab.messages import check_message
 from opencrab.store import Database
+from opencrab.store.leases import LeaseStore, ticket_key
 from opencrab.store.repositories import tickets as repo
 from opencrab.store.repositories.tickets import (
     StepRecord,
@@ -165,10 +166,14 @@ def fail_ticket(db: Database, ticket_id: str, reason: str) -> TicketRecord:
 
 
 def runnable_tickets(db: Database, *, limit: int = 100) -> list[str]:
-    """Ids of tickets a scheduler may claim: `pending` ones and `running` ones (whose
-    process may have died: their lease says), least recently updated first."""
+    """Ids of tickets a scheduler may claim, least recently updated first: `running` ones
+    no process holds the lease of (resumed, or their process died), then `pending` ones
+    (at most `limit` of each)."""
     with db.read() as conn:
-        return repo.runnable_ticket_ids(conn, limit=limit)
+        running = repo.ticket_ids_in(conn, "running", limit=limit)
+        pending = repo.ticket_ids_in(conn, "pending", limit=limit)
+    held = LeaseStore(db).live(ticket_key(t) for t in running)
+    return [t for t in running if ticket_key(t) not in held] + pending
 
 
 # ------------------------------------------------------------------ steps

@@ -189,11 +189,11 @@ def list_tickets(
     return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset))]
 
 
-def runnable_ticket_ids(conn: Connection, *, limit: int = 100) -> list[str]:
-    """Ids of `pending` and `running` tickets, least recently updated first."""
+def ticket_ids_in(conn: Connection, status: str, *, limit: int = 100) -> list[str]:
+    """Ids of the tickets in `status`, least recently updated first."""
     query = (
         sa.select(tickets.c.id)
-        .where(tickets.c.status.in_(("pending", "running")))
+        .where(tickets.c.status == status)
         .order_by(tickets.c.updated_at, tickets.c.id)
         .limit(limit)
     )
