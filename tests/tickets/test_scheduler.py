@@ -163,3 +163,23 @@ async def test_the_ticket_actions_refuse_outside_a_ticket_session(
     for name, arguments in args.items():
         result = await registry.dispatch(name, arguments, ctx)
         assert result.error == f"{name} can be called only while running a ticket"
+
+
+def test_a_call_after_ask_human_in_one_reply_never_ran_and_is_not_taken_for_in_flight(
+    api: TestClient, agent: dict[str, Any], scripted: ScriptedProvider
+) -> None:
+    scripted.then(
+        calls(
+            ("ask_human", {"question": "May I write the file?"}),
+            ("write_file", {"path": "notes.txt", "content": "x"}),  # the turn ends first
+        ),
+        calls(("complete_ticket", {"summary": "Done."})),
+    )
+    ticket_id = create(api, agent["id"])
+    session = settled(api, ticket_id, "suspended")["currentSessionId"]
+    answer = api.post(f"/api/sessions/{session}/messages", json={"content": "Yes."})
+    assert answer.status_code == 201, answer.text
+    done = settled(api, ticket_id, "completed")  # not suspended again for write_file
+    assert done["errorMessage"] is None
+    results = [str(m.content) for m in scripted.requests[1].messages if m.role == "tool"]
+    assert "not run: the turn ended before this call started" in results[-1]
