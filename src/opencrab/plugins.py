@@ -57,6 +57,7 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.files",
     "opencrab.actions.command",
     "opencrab.actions.web",
+    "opencrab.tickets.actions",
     "opencrab.core.skills",
     "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",

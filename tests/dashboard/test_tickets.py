@@ -2,7 +2,9 @@
 
 Tickets are created through the page's form or over REST; their runs (start, steps, a
 question, suspend, fail) are written into the served database through the tickets
-service, as the scheduler will write them from its own process.
+service, as the scheduler writes them. The server's own scheduler is off here
+(`[tickets] enabled = false`), so the runs the tests write are the only ones (the
+scheduler itself is tested in tests/tickets).
 """
 
 from __future__ import annotations
@@ -25,9 +27,23 @@ from opencrab.store import Database
 from opencrab.tickets import service
 from tests.dashboard.conftest import make_agent
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.served import ServedOpenCrab
 
 POLL = 15_000  # ms to wait for the page's polling (every 3 s) to show a change
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, _llm_server_session: FakeLlmServer
+) -> Iterator[ServedOpenCrab]:
+    """This module's `opencrab up`, its ticket scheduler off: nothing picks up a ticket."""
+    with ServedOpenCrab(
+        tmp_path_factory.mktemp("served") / "data",
+        llm=_llm_server_session,
+        env={"OPENCRAB_TICKETS__ENABLED": "false"},
+    ) as server:
+        yield server
 
 
 @pytest.fixture

@@ -113,7 +113,7 @@ def up(
             "create one with `opencrab token create NAME`",
             key="gateway.rest.host",
         )
-    app = create_app(settings, db, heartbeat=True, auth=auth, gateways=True)
+    app = create_app(settings, db, heartbeat=True, tickets=True, auth=auth, gateways=True)
     server = uvicorn.Server(
         uvicorn.Config(app, host=bind.host, port=bind.port, log_level=log_level)
     )
@@ -170,11 +170,13 @@ def listen(host: str, port: int) -> socket.socket | str:
 
 
 async def serve_without_http(settings: Settings, db: Database) -> None:
-    """Run every agent's heartbeat and the registered, enabled chat gateways till SIGINT/SIGTERM."""
+    """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`) and the
+    registered, enabled chat gateways till SIGINT/SIGTERM."""
     from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
     from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
+    from opencrab.tickets.scheduler import start_tickets
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -184,10 +186,13 @@ async def serve_without_http(settings: Settings, db: Database) -> None:
         for notice in runtime.notices:
             err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
         beats = await runtime.start_heartbeats()
+        tickets = start_tickets(runtime)
         chats = await start_chat_gateways(runtime)
         try:
             await stop.wait()
         finally:
+            if tickets is not None:
+                await tickets.stop()
             await stop_chat_gateways(chats)
             await beats.stop()
 

@@ -1,10 +1,12 @@
-"""`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats by lease.
+"""`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats and the
+tickets (the ticket scheduler, `[tickets] enabled`) by lease.
 
 Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
 more than one machine): each agent's heartbeat ticks in the one process holding its
 lease (store.lease_keeper), and a dead process's agents move to another once its leases
-expire. The worker looks at the agents every `--refresh-secs`, so agents created,
-changed or deleted through any server are followed. SIGINT/SIGTERM stop it cleanly: the
+expire; tickets are shared the same way (tickets/scheduler.py). The worker looks at the
+agents every `--refresh-secs`, so agents created, changed or deleted through any server
+are followed. SIGINT/SIGTERM stop it cleanly: the
 heartbeat log is flushed and every lease it holds is let go of at once.
 """
 
@@ -47,7 +49,8 @@ def worker(
         ),
     ] = 5.0,
 ) -> None:
-    """Run every agent's heartbeat without an HTTP server, sharing the work by lease.
+    """Run every agent's heartbeat and the tickets without an HTTP server, sharing the work
+    by lease.
 
     Start as many as you like beside `opencrab up` on one database ([database] url):
     each agent ticks in exactly one process. The database is migrated first.
@@ -57,7 +60,7 @@ def worker(
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     console.print(
-        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, no HTTP "
+        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, tickets by lease, no HTTP "
         f"(database: {db.url.render_as_string(hide_password=True)})",
         highlight=False,
     )
@@ -75,12 +78,14 @@ async def run_worker(
     refresh_secs: float = 5.0,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Tick every agent whose heartbeat lease this process holds until `stop` is set
-    (SIGINT/SIGTERM set it), following agents as they come, change and go."""
+    """Tick every agent whose heartbeat lease this process holds and run the tickets it
+    claims until `stop` is set (SIGINT/SIGTERM set it), following agents as they come,
+    change and go."""
     from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
     from opencrab.offload import run_blocking
+    from opencrab.tickets.scheduler import start_tickets
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,6 +96,7 @@ async def run_worker(
             for notice in runtime.notices:
                 err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
             beats = await runtime.start_heartbeats()
+            tickets = start_tickets(runtime)
             known = _signatures(await run_blocking(runtime.agents.list))
             try:
                 while not stop.is_set():
@@ -99,6 +105,8 @@ async def run_worker(
                     if not stop.is_set():
                         known = await _follow_changes(runtime, beats, known)
             finally:
+                if tickets is not None:
+                    await tickets.stop()
                 await beats.stop()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):

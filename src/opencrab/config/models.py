@@ -212,6 +212,20 @@ class ToolsSection(Section):
     search_max_file_bytes: int = Field(default=1024 * 1024, ge=1024)  # larger files skipped
 
 
+class TicketsSection(Section):
+    """The ticket scheduler (seed 002): on or off, how often it looks, and each ticket's
+    limits (a ticket's `params` may set its own: maxTurns, maxWallSecs, maxCostUsd)."""
+
+    enabled: bool = True  # run the scheduler in `opencrab up` and `opencrab worker`
+    poll_secs: float = Field(default=1.0, gt=0, le=600)  # how often it looks for work
+    concurrency: int = Field(default=4, ge=1, le=256)  # tickets one process runs at once
+    # a stretch of running (from a start or resume until it stops) suspends with its reason
+    # once it used this many turns, seconds or dollars; None: no cost limit of its own
+    max_turns: int = Field(default=30, ge=1)
+    max_wall_secs: float = Field(default=1800.0, gt=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+
+
 class Settings(Section):
     """The whole, validated configuration."""
 
@@ -223,6 +237,7 @@ class Settings(Section):
     database: DatabaseSection = Field(default_factory=DatabaseSection)
     imports: ImportsSection = Field(default_factory=ImportsSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
+    tickets: TicketsSection = Field(default_factory=TicketsSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
 

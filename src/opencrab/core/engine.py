@@ -167,16 +167,19 @@ class SkillEngine:
         max_tokens: int | None = None,
         trace_id: str | None = None,
         purpose: str = "tool_calling",
+        extra_actions: frozenset[str] = frozenset(),
     ) -> AsyncIterator[EngineStep]:
         """The turn's steps, each durable when yielded; the last one is the TurnResult.
 
         A chat session is one trace (`trace_id` defaults to the session id); in a
         discussion every participant keeps its own trace within the shared session.
         `purpose` picks the agent's model for the turn's calls (discussion speech uses
-        its conversation model); compaction uses its analysis model. While the turn
-        runs the agent counts as in a turn (`running`, the dashboard's status).
+        its conversation model); compaction uses its analysis model. `extra_actions` may
+        be called in this turn besides the agent's own (a ticket's actions, in its
+        session). While the turn runs the agent counts as in a turn (`running`).
         """
         turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
+        turn.extra_actions = extra_actions
         with self.running.turn(agent.id, session_id):
             async for step in turn.run(message, stream=stream):
                 yield step
@@ -739,7 +742,7 @@ class _Turn:
 
     def _allowed(self, active: Sequence[Skill]) -> set[str]:
         granted = granted_tool_names(self.engine.db, self.agent.id)
-        return callable_actions(active, granted, self.agent.role)
+        return callable_actions(active, granted, self.agent.role) | self.extra_actions
 
     def _speech_of(self, action: str) -> str | None:
         if action in SPEECH_ACTIONS and self.state.speeches:
@@ -760,6 +763,7 @@ class _Turn:
         return Spoke(text=text, via=via, event_id=str(event.id))
 
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
+    extra_actions: frozenset[str] = frozenset()  # callable this turn besides the agent's own
     _call_events: list[UUID]
     active: list[Skill]
 

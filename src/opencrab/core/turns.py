@@ -1,7 +1,7 @@
 """The turn service: the only way an agent's turn runs (DESIGN.md "Runtime").
 
-Every gateway (REST, WebSocket, `/v1`, the CLI, Discord and other plugins), discussions
-and the heartbeat start turns here; tickets and agent mode will too. For each turn the
+Every gateway (REST, WebSocket, `/v1`, the CLI, Discord and other plugins), discussions,
+the heartbeat and the ticket scheduler start turns here; agent mode will too. For each turn the
 service
 
 1. takes the session's turn — this process's turn lock, then the session's lease in the
@@ -9,7 +9,8 @@ service
    (409 `session_busy`), and nothing is stored;
 2. resolves and validates the session under it: a chat turn's session is the agent's own
    active chat session (created when new, if the caller allows it); a discussion turn's
-   is an active discussion session;
+   is an active discussion session, a ticket turn's an active session of a ticket of the
+   agent (tickets/scheduler.py);
 3. drives the engine (SkillEngine.run), passing each step on as it is yielded — every
    step is durable then and carries the ids of the rows it wrote (core/steps.py), so no
    caller reads back what the engine just wrote;
@@ -47,7 +48,7 @@ from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 
-SessionKind = Literal["chat", "discussion"]
+SessionKind = Literal["chat", "discussion", "ticket"]
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,14 @@ class TurnService:
 
     def _resolve(self, agent: Agent, session_id: str, kind: SessionKind, create: bool) -> None:
         """Check the session may take a turn of `agent` (ValidationError, NotFoundError)."""
-        if kind == "discussion":
+        if kind in ("discussion", "ticket"):  # their own code made the session: never created
             row = get_session(self.db, session_id)
-            if row.kind != "discussion":
+            if row.kind != kind:
                 raise ValidationError(f"session {session_id} is a {row.kind} session")
             if row.status != "active":
-                raise ValidationError(f"discussion {session_id} is {row.status}")
+                raise ValidationError(f"{kind} session {session_id} is {row.status}")
+            if kind == "ticket" and str(row.agent_id) != agent.id:
+                raise ValidationError(f"session {session_id} belongs to another agent")
             return
         if create:
             ensure_chat_session(self.db, agent.id, session_id)  # created when new

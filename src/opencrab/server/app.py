@@ -31,6 +31,7 @@ from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.live import EventHub
 from opencrab.store import Database
+from opencrab.tickets.scheduler import start_tickets
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def create_app(
     *,
     router: LlmRouter | None = None,
     heartbeat: bool = False,
+    tickets: bool = False,
     auth: bool = False,
     gateways: bool = False,
 ) -> FastAPI:
@@ -48,7 +50,8 @@ def create_app(
 
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
-    heartbeat scheduler for every agent (what `opencrab up` does). Every response carries
+    heartbeat scheduler for every agent and `tickets` the ticket scheduler when `[tickets]
+    enabled` (what `opencrab up` does). Every response carries
     this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
     first passes the Host check and the cross-site guard (opencrab.server.guard).
 
@@ -65,6 +68,7 @@ def create_app(
                 log.warning("%s", notice)
             beats = await runtime.start_heartbeats() if heartbeat else None
             app.state.heartbeats = beats
+            scheduler = app.state.tickets = start_tickets(runtime) if tickets else None
             hub = app.state.hub = EventHub(db)
             runtime.on_write.append(hub.nudge)
             feed = asyncio.create_task(hub.run(), name="live-events")
@@ -84,6 +88,8 @@ def create_app(
             try:
                 yield
             finally:
+                if scheduler is not None:  # first: its turns may still write
+                    await scheduler.stop()
                 if watch is not None and watching is not None:
                     watch.stop()
                     await watching

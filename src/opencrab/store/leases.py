@@ -1,7 +1,7 @@
 """Leases: work that must run once across processes is claimed through a `leases` row.
 
-A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`, later
-`ticket:<id>`), the process that holds it (`owner`, unique per process: `PROCESS_OWNER`)
+A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
+`ticket:<ticket id>`), the process that holds it (`owner`, unique per process: `PROCESS_OWNER`)
 and when it expires. A lease is taken when it is free, expired or already the taker's;
 taking one's own lease again renews it. A process that dies stops renewing, so its
 leases expire and another process may take the work.
@@ -65,6 +65,11 @@ def heartbeat_key(agent_id: str) -> str:
     return f"heartbeat:{agent_id}"
 
 
+def ticket_key(ticket_id: str) -> str:
+    """The lease a process holds while it runs `ticket_id` (the ticket scheduler)."""
+    return f"ticket:{ticket_id}"
+
+
 class LeaseStore:
     """The repository of the `leases` table (its only writer)."""
 
@@ -123,6 +128,21 @@ class LeaseStore:
         with self.db.read() as conn:
             row = conn.execute(sa.select(leases).where(leases.c.key == key)).first()
         return None if row is None else Lease(**row._asdict())
+
+    def live(self, keys: Iterable[str]) -> set[str]:
+        """The keys among `keys` whose lease some process holds now (not expired)."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return set()
+        held: set[str] = set()
+        with self.db.read() as conn:
+            now = _now(conn)
+            for chunk in _chunks(wanted):
+                query = sa.select(leases.c.key).where(
+                    leases.c.key.in_(chunk), leases.c.expires_at > now
+                )
+                held |= {str(key) for key in conn.execute(query).scalars()}
+        return held
 
     def held_by(self, owner: str) -> list[str]:
         """The keys whose lease rows name `owner` (expired ones included), sorted."""

@@ -6,9 +6,10 @@ its session's change happen together or not at all, and two processes moving one
 take turns (the second sees the first's result and is refused if its move no longer
 applies).
 
-The scheduler (issue 20, later) runs tickets through `start_ticket` — the seam: it moves a
+The scheduler (tickets/scheduler.py) runs tickets through `start_ticket` — the seam: it moves a
 `pending` ticket to `running` with a NEW session and returns it — and ends or pauses a
-run with `suspend_ticket`, `complete_ticket` and `fail_ticket`. `resume_ticket` and a
+run with `suspend_ticket`, `complete_ticket` and `fail_ticket` (the ticket actions make
+the same moves with `move_in`, inside their step's transaction). `resume_ticket` and a
 person's answer (`answer_ticket_session`) put the SAME session back to `active` for the
 scheduler to continue; `reset_ticket` archives it so the next `start_ticket` opens a new one.
 
@@ -31,9 +32,10 @@ from opencrab.core.sessions import Said, insert_messages
 from opencrab.core.steps import SessionMessage
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.event_log import EventLog
-from opencrab.events import UserEvent, UserPayload
+from opencrab.events import MessageEvent, MessagePayload, UserEvent, UserPayload
 from opencrab.messages import check_message
 from opencrab.store import Database
+from opencrab.store.leases import LeaseStore, ticket_key
 from opencrab.store.repositories import tickets as repo
 from opencrab.store.repositories.tickets import (
     StepRecord,
@@ -103,8 +105,9 @@ def delete_ticket(db: Database, ticket_id: str) -> None:
 
 
 # ------------------------------------------------------------------ the state machine
-def _move(conn: Connection, ticket_id: str, move: MoveName, error: str | None = None) -> None:
-    """Make `move` on the locked ticket and its session, in `conn`'s transaction."""
+def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None = None) -> None:
+    """Make `move` on the ticket (locked first) and its session, in `conn`'s transaction
+    (the ticket actions' writes join their step's transaction this way)."""
     ticket = repo.lock_ticket(conn, ticket_id)
     rule = check_move(ticket_id, ticket.status, move)
     if move == "start":
@@ -126,7 +129,7 @@ def move_ticket(conn: Connection, ticket_id: str, move: MoveName) -> None:
 def _moved(db: Database, ticket_id: str, move: MoveName, error: str | None = None) -> TicketRecord:
     ticket_id = _uuid(ticket_id, "ticket")
     with db.write() as conn:
-        _move(conn, ticket_id, move, error)
+        move_in(conn, ticket_id, move, error)
         return repo.ticket(conn, ticket_id)
 
 
@@ -136,9 +139,10 @@ def start_ticket(db: Database, ticket_id: str) -> TicketRecord:
     return _moved(db, ticket_id, "start")
 
 
-def suspend_ticket(db: Database, ticket_id: str) -> TicketRecord:
-    """A `running` ticket waits for a person: ticket and session `suspended`."""
-    return _moved(db, ticket_id, "suspend")
+def suspend_ticket(db: Database, ticket_id: str, reason: str | None = None) -> TicketRecord:
+    """A `running` ticket waits for a person: ticket and session `suspended`; `reason`
+    (a limit reached, …) is kept as its error message until it runs again."""
+    return _moved(db, ticket_id, "suspend", reason)
 
 
 def resume_ticket(db: Database, ticket_id: str) -> TicketRecord:
@@ -167,20 +171,36 @@ def fail_ticket(db: Database, ticket_id: str, reason: str) -> TicketRecord:
     return _moved(db, ticket_id, "fail", reason.strip())
 
 
+def runnable_tickets(db: Database, *, limit: int = 100) -> list[str]:
+    """Ids of tickets a scheduler may claim, least recently updated first: `running` ones
+    no process holds the lease of (resumed, or their process died), then `pending` ones
+    (at most `limit` of each)."""
+    with db.read() as conn:
+        running = repo.ticket_ids_in(conn, "running", limit=limit)
+        pending = repo.ticket_ids_in(conn, "pending", limit=limit)
+    held = LeaseStore(db).live(ticket_key(t) for t in running)
+    return [t for t in running if ticket_key(t) not in held] + pending
+
+
 # ------------------------------------------------------------------ steps
+def add_step_in(conn: Connection, ticket_id: str, title: str, status: StepStatus) -> StepRecord:
+    """`add_step` in `conn`'s transaction."""
+    title = title.strip()
+    if not title or len(title) > MAX_STEP_TITLE:
+        raise ValidationError(f"a step title has 1 to {MAX_STEP_TITLE} characters")
+    repo.lock_ticket(conn, ticket_id)
+    step = repo.insert_step(conn, ticket_id, title, status)
+    repo.touch_ticket(conn, ticket_id)
+    return step
+
+
 def add_step(
     db: Database, ticket_id: str, title: str, *, status: StepStatus = "pending"
 ) -> StepRecord:
     """A new step after the ticket's last one (indexes from 0)."""
-    title = title.strip()
-    if not title or len(title) > MAX_STEP_TITLE:
-        raise ValidationError(f"a step title has 1 to {MAX_STEP_TITLE} characters")
     ticket_id = _uuid(ticket_id, "ticket")
     with db.write() as conn:
-        repo.lock_ticket(conn, ticket_id)
-        step = repo.insert_step(conn, ticket_id, title, status)
-        repo.touch_ticket(conn, ticket_id)
-        return step
+        return add_step_in(conn, ticket_id, title, status)
 
 
 def update_step(
@@ -194,12 +214,24 @@ def update_step(
     """Change step `index`'s status and/or result (a JSON object); NotFoundError if none."""
     ticket_id = _uuid(ticket_id, "ticket")
     with db.write() as conn:
-        repo.lock_ticket(conn, ticket_id)
-        step = repo.update_step(
-            conn, ticket_id, index, status=status, result=result, set_result=result is not None
-        )
-        repo.touch_ticket(conn, ticket_id)
-        return step
+        return update_step_in(conn, ticket_id, index, status=status, result=result)
+
+
+def update_step_in(
+    conn: Connection,
+    ticket_id: str,
+    index: int,
+    *,
+    status: StepStatus | None = None,
+    result: dict[str, Any] | None = None,
+) -> StepRecord:
+    """`update_step` in `conn`'s transaction."""
+    repo.lock_ticket(conn, ticket_id)
+    step = repo.update_step(
+        conn, ticket_id, index, status=status, result=result, set_result=result is not None
+    )
+    repo.touch_ticket(conn, ticket_id)
+    return step
 
 
 # ------------------------------------------------------------------ a person's answer
@@ -207,6 +239,11 @@ def ticket_session(db: Database, session_id: str) -> TicketSessionRecord | None:
     """The session if it belongs to a ticket, else None."""
     with db.read() as conn:
         return repo.ticket_session(conn, _uuid(session_id, "session"))
+
+
+def ticket_session_in(conn: Connection, session_id: str) -> TicketSessionRecord | None:
+    """`ticket_session` in `conn`'s transaction."""
+    return repo.ticket_session(conn, session_id)
 
 
 def answer_ticket_session(
@@ -241,10 +278,38 @@ def answer_ticket_session(
             )
         stored = _record_answer(conn, db, session, text, sender_id, sender_name)
         if session.status == "suspended":
-            _move(conn, ticket.id, "resume")
+            move_in(conn, ticket.id, "resume")
         else:
             repo.touch_ticket(conn, ticket.id)
     return stored
+
+
+def say_in(
+    conn: Connection,
+    db: Database,
+    session_id: str,
+    agent_id: str,
+    text: str,
+    *,
+    notice: bool = False,
+) -> None:
+    """Store what the ticket's agent says to a person in its session, in `conn`'s
+    transaction: a message event in the session's trace and its `assistant` message (what
+    the board shows as the question of a suspended ticket). A `notice` is OpenCrab's own
+    (a limit reached, a call left in flight): the event is marked `ticket_notice`, so the
+    model's history leaves it out."""
+    events = EventLog(db)
+    event = MessageEvent(
+        id=uuid4(),
+        trace_id=UUID(session_id),
+        parent_id=events.last_id(session_id, conn=conn),
+        timestamp=utcnow(),
+        content=MessagePayload(text=text),
+        metadata={"kind": "ticket_notice"} if notice else None,
+    )
+    events.append_many([event], conn=conn)
+    said = Said("assistant", text, str(event.id), agent_id, None)
+    insert_messages(conn, session_id, [said])
 
 
 def _record_answer(

@@ -189,6 +189,17 @@ def list_tickets(
     return [_summary(r) for r in conn.execute(query.limit(limit).offset(offset))]
 
 
+def ticket_ids_in(conn: Connection, status: str, *, limit: int = 100) -> list[str]:
+    """Ids of the tickets in `status`, least recently updated first."""
+    query = (
+        sa.select(tickets.c.id)
+        .where(tickets.c.status == status)
+        .order_by(tickets.c.updated_at, tickets.c.id)
+        .limit(limit)
+    )
+    return [str(found) for found in conn.execute(query).scalars()]
+
+
 def ticket_overviews(conn: Connection, ticket_ids: list[str]) -> dict[str, TicketOverview]:
     """Each listed ticket's goal (its context's `goal` when that is text) and how many of
     its steps there are and are completed, by ticket id (two queries for the whole list)."""
