@@ -18,7 +18,7 @@ from opencrab.plugins import hookimpl
 from opencrab.store.repositories import approvals
 from opencrab.store.repositories import tickets as repo
 from opencrab.store.repositories.approvals import ApprovalRecord
-from opencrab.tickets.service import move_ticket
+from opencrab.tickets.service import move_in
 
 
 class TicketApprovals:
@@ -31,7 +31,7 @@ class TicketApprovals:
             return
         ticket = repo.lock_ticket(conn, session.ticket_id)
         if ticket.status == "running":
-            move_ticket(conn, ticket.id, "suspend")
+            move_in(conn, ticket.id, "suspend")
 
     def decided(self, conn: Connection, record: ApprovalRecord) -> None:
         """The session's last pending call was decided: ticket `running`, session `active`."""
@@ -40,7 +40,7 @@ class TicketApprovals:
             return
         ticket = repo.lock_ticket(conn, session.ticket_id)
         if ticket.status == "suspended" and approvals.count_pending(conn, session.id) == 0:
-            move_ticket(conn, ticket.id, "resume")
+            move_in(conn, ticket.id, "resume")
 
 
 @hookimpl

@@ -107,7 +107,8 @@ def delete_ticket(db: Database, ticket_id: str) -> None:
 # ------------------------------------------------------------------ the state machine
 def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None = None) -> None:
     """Make `move` on the ticket (locked first) and its session, in `conn`'s transaction
-    (the ticket actions' writes join their step's transaction this way)."""
+    (TicketStateError when it does not apply): the ticket actions' writes and the approval
+    hooks join their step's transaction this way."""
     ticket = repo.lock_ticket(conn, ticket_id)
     rule = check_move(ticket_id, ticket.status, move)
     if move == "start":
@@ -118,12 +119,6 @@ def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None 
         if session is not None and session.status in ("active", "suspended"):
             repo.set_session_status(conn, session.id, rule.session)
     repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
-
-
-def move_ticket(conn: Connection, ticket_id: str, move: MoveName) -> None:
-    """Make `move` on the ticket and its session in the caller's write transaction
-    (TicketStateError when it does not apply); for hooks that run inside one."""
-    _move(conn, ticket_id, move)
 
 
 def _moved(db: Database, ticket_id: str, move: MoveName, error: str | None = None) -> TicketRecord:
