@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test browser postgres lint typecheck pytest bench lock clean
+.PHONY: run test browser postgres sandbox lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -81,7 +81,22 @@ postgres:
 	  exit 1; \
 	fi
 
-test: $(VENV)/.dev-installed browser postgres
+# execute_command runs in bubblewrap when it is installed; its tests run the real sandbox
+# (no network, only the workspace writable). Installed with apt-get like the above.
+SANDBOX_PACKAGES := bubblewrap
+BWRAP            ?= bwrap
+sandbox:
+	@if command -v $(BWRAP) >/dev/null 2>&1; then :; \
+	elif [ "$(AS_ROOT)" = yes ] && command -v $(APT_GET) >/dev/null 2>&1; then \
+	  echo "==> Installing $(SANDBOX_PACKAGES) for the sandbox tests ($(APT_GET))"; \
+	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q $(SANDBOX_PACKAGES); \
+	else \
+	  echo "The sandbox tests need bubblewrap:" >&2; \
+	  echo "  sudo apt-get install $(SANDBOX_PACKAGES)   then run make test again" >&2; \
+	  exit 1; \
+	fi
+
+test: $(VENV)/.dev-installed browser postgres sandbox
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

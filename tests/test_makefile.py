@@ -138,3 +138,28 @@ def test_make_says_what_to_install_when_it_cannot(tmp_path: Path) -> None:
         env={"OPENCRAB_TEST_PG_URL": "postgresql://u@localhost/x"},
     )
     assert (given.returncode, given.stderr) == (0, "")
+
+
+def test_make_test_installs_bubblewrap_for_the_sandbox_tests(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    assert "bwrap" in make(work, "-n", "test")
+    apt = fake_apt(work)
+    missing = f"BWRAP={tmp_path}/no-bwrap"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "sandbox", missing, f"APT_GET={apt}", "AS_ROOT=yes"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "==> Installing bubblewrap for the sandbox tests" in done.stdout
+    calls = (work / "apt.log").read_text().splitlines()
+    assert calls == ["apt-get update -q", "apt-get install -y -q bubblewrap"]
+    refused = subprocess.run(
+        ["make", "--no-print-directory", "sandbox", missing, f"APT_GET={apt}", "AS_ROOT="],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0
+    assert "sudo apt-get install bubblewrap" in refused.stderr

@@ -15,10 +15,18 @@ from tests.actions.conftest import Call
 
 @pytest.fixture(autouse=True)
 def no_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A PATH without bubblewrap (tests that want one put a fake in this folder)."""
+    """A PATH without bubblewrap, whether or not the machine has it (tests that want one
+    put a fake in this folder): the system's programs linked in one folder, bwrap left out."""
     folder = tmp_path / "bin"
     folder.mkdir()
-    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    for directory in ("/usr/bin", "/bin"):
+        for program in Path(directory).iterdir():
+            link = system / program.name
+            if program.name != "bwrap" and not link.exists():
+                link.symlink_to(program)
+    monkeypatch.setenv("PATH", f"{folder}:{system}")
     return folder
 
 
