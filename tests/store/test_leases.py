@@ -4,6 +4,7 @@ SELECT … FOR UPDATE SKIP LOCKED on PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -288,3 +289,46 @@ def test_a_row_another_transaction_is_deciding_on_is_skipped_not_waited_for(pg_u
     finally:
         db.close()
         other.close()
+
+
+async def test_passes_asked_for_at_once_run_one_after_another(any_db: Database) -> None:
+    """Overlapping passes of one keeper each took the other's fresh rows for someone
+    else's (PostgreSQL: the second insert finds the first's rows), forgot it held them,
+    and an unwanted lease was then never let go of."""
+    store = LeaseStore(any_db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    for key in ("heartbeat:a", "heartbeat:b"):
+        keeper.want(key)
+    await asyncio.gather(*(keeper.run_pass() for _ in range(4)))
+    assert keeper.holds("heartbeat:a")
+    assert keeper.holds("heartbeat:b")
+    keeper.unwant("heartbeat:a")
+    await asyncio.gather(*(keeper.run_pass() for _ in range(4)))
+    assert store.held_by("me") == ["heartbeat:b"]
+    await keeper.close()
+    assert store.held_by("me") == []
+
+
+@pytest.mark.parametrize("spins", range(8))
+async def test_a_cancelled_keeper_task_ends_even_when_its_wait_ends_at_that_moment(
+    any_db: Database, spins: int
+) -> None:
+    """The event loop's teardown cancels a keeper task nobody closed (a test that failed
+    first). A cancellation arriving just as the wait between passes ends was swallowed
+    by asyncio.wait_for on 3.11, and the task passed on for ever: the run hung."""
+    keeper = LeaseKeeper(LeaseStore(any_db), owner="me", ttl_secs=0.03)
+    keeper.want("heartbeat:a")
+    keeper.start()
+    task = keeper._task
+    assert task is not None
+    while keeper.passes < 2:  # the first passes done: it waits between passes now
+        await asyncio.sleep(0.01)
+    keeper.want("heartbeat:b")  # ends the wait
+    for _ in range(spins):
+        await asyncio.sleep(0)
+    task.cancel()
+    passes = keeper.passes
+    while not task.done() and keeper.passes < passes + 5:
+        await asyncio.sleep(0.01)
+    assert task.done(), "the cancelled task kept running passes"
+    assert task.cancelled()
