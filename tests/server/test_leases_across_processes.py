@@ -162,3 +162,36 @@ def test_a_session_runs_one_turn_at_a_time_across_processes(
         db = Database(f"sqlite:///{data / 'opencrab.db'}")
         assert LeaseStore(db).get(turn_key(session["id"])) is None  # let go after each turn
         db.close()
+
+
+def test_an_agent_made_through_one_up_ticks_in_the_other_after_kill_9(
+    data_dir: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    """`opencrab up` reads the agent list again every --refresh-secs (as the worker
+    does): an agent made through the first server after both started is followed by the
+    second too, which takes its heartbeat over once the first is killed."""
+    data = data_dir / "shared"
+    db = Database(f"sqlite:///{data / 'opencrab.db'}")
+    refresh = ("--refresh-secs", "0.5")
+    first = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES, args=refresh).start()
+    second: ServedOpenCrab | None = None
+    try:
+        second = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES, args=refresh).start()
+        (made,) = make_agents(first.url, ["fay"], interval=2)  # after both are up
+        wait_for("the new agent to tick twice", lambda: len(ticks(db).get(made, [])) >= 2)
+        a_owner = owner_of(first, set(ticks(db)[made]))
+        first.kill()
+        wait_for(
+            "the second process to tick the agent made through the first",
+            lambda: any(p != a_owner for p in ticks(db)[made]),
+        )
+        b_owner = owner_of(second, set(ticks(db)[made]) - {a_owner})
+        ticked = ticks(db)[made]
+        handover = ticked.index(b_owner)
+        assert set(ticked[:handover]) == {a_owner}
+        assert set(ticked[handover:]) == {b_owner}, ticked
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+        db.close()
