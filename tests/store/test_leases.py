@@ -332,3 +332,48 @@ async def test_a_cancelled_keeper_task_ends_even_when_its_wait_ends_at_that_mome
         await asyncio.sleep(0.01)
     assert task.done(), "the cancelled task kept running passes"
     assert task.cancelled()
+
+
+def test_letting_go_is_tried_again_when_postgresql_breaks_a_deadlock(pg_url: str) -> None:
+    """A clean shutdown deleting its leases while another process takes rows in another
+    order: PostgreSQL aborts one of the two; letting go then tries again (it used to fail,
+    and the leases stayed until they expired)."""
+    db, other = Database(pg_url), Database(pg_url)
+    db.upgrade()
+    store = LeaseStore(db)
+    try:
+        assert store.acquire(["heartbeat:x", "heartbeat:y"], "me", 60) == {
+            "heartbeat:x",
+            "heartbeat:y",
+        }
+        released: list[int] = []
+        failed: list[BaseException] = []
+        with other.engine.connect() as taking:
+            taking.execute(sa.select(leases).where(leases.c.key == "heartbeat:y").with_for_update())
+
+            def let_go() -> None:
+                try:
+                    released.append(store.release_all("me"))
+                except BaseException as exc:
+                    failed.append(exc)
+
+            worker = threading.Thread(target=let_go)
+            worker.start()
+            waiting = sa.text(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            while not taking.execute(waiting).scalar():  # its DELETE waits for y
+                worker.join(0.05)
+            # x, which that DELETE holds: each waits for the other; PostgreSQL aborts
+            # the one that waited first (the letting go)
+            taking.execute(leases.delete().where(leases.c.key == "heartbeat:x"))
+            taking.rollback()  # the other process gives up; the retry goes through
+            worker.join(60)
+        assert not worker.is_alive()
+        assert failed == []
+        assert released == [2]
+        assert store.held_by("me") == []
+    finally:
+        db.close()
+        other.close()

@@ -5,9 +5,10 @@ A LeaseKeeper serves two kinds of work:
   the block ends.
 - Wanted for as long as the process runs (an agent's heartbeat): `want(key)` and the
   keeper keeps trying to take it; `holds(key)` says whether the work may run now.
-Every `ttl_secs / 3` one pass, in one write transaction off the event loop, renews
-every held lease, tries to take the wanted ones that another process holds (taken once
-theirs expires) and lets go of the unwanted. A lease counts as held only until the ttl
+Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
+held lease, tries to take the wanted ones it does not hold (another process's are taken
+once theirs expires) and lets go of the unwanted (store.leases: a pass of a process
+holding nothing is one read while nothing is free; a holder's renewals are one UPDATE). A lease counts as held only until the ttl
 since the start of its last successful renewal runs out, measured on this process's
 monotonic clock: a process whose renewals stall stops working before another process
 may take over. `close()` lets go of all of them (a clean shutdown).

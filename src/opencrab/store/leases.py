@@ -6,11 +6,17 @@ and when it expires. A lease is taken when it is free, expired or already the ta
 taking one's own lease again renews it. A process that dies stops renewing, so its
 leases expire and another process may take the work.
 
-On SQLite every change runs in a `BEGIN IMMEDIATE` transaction (Database.write), so two
-processes never both see a lease as free. On PostgreSQL the rows are read with
-`SELECT … FOR UPDATE SKIP LOCKED` (a row another transaction is deciding on is left to
-it) and a missing row is inserted with `ON CONFLICT DO NOTHING`; the expiry clock is the
-database server's there, so processes on several machines agree on it.
+Idle passes are cheap: the keys to take are first looked up in one read that locks
+nothing (another owner's lease still valid: not tried), renewals are one UPDATE by owner
+over all keys (sent as one parameter), and nothing is written when nothing changes
+hands. The keys that look free are then taken in a write transaction that checks again:
+on SQLite in `BEGIN IMMEDIATE` (Database.write), so two processes never both see a lease
+as free; on PostgreSQL the expired rows are read with `SELECT … FOR UPDATE SKIP LOCKED`
+(a row another transaction is deciding on is left to it) and a missing row is inserted
+with `ON CONFLICT DO NOTHING`; the expiry clock is the database server's there, so
+processes on several machines agree on it. A PostgreSQL lease statement waits for
+another transaction's row at most LOCK_WAIT_SECS, and a transaction aborted for a
+deadlock (two processes letting go and taking at once) is tried again.
 
 Example:
     store = LeaseStore(db)
