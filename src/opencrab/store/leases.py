@@ -49,7 +49,7 @@ from opencrab.store.types import utcnow
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 """This process's name as a lease owner: host, pid and a random part (pids are reused)."""
 
-CHUNK = 500  # keys per statement, well under every database's parameter limit
+CHUNK = 500  # keys per statement on SQLite, well under its parameter limit
 
 LOCK_WAIT_SECS = 10.0
 """How long a lease statement waits for a row another transaction holds (PostgreSQL)."""
@@ -133,8 +133,8 @@ class LeaseStore:
             expires = now + timedelta(seconds=ttl_secs)
             held = _renew(conn, sorted(renewing | taking), owner, now, expires)
             tried = sorted(taking - held)
-            for chunk in _chunks(tried):
-                held |= _take(conn, chunk, owner, now, expires)
+            if tried:
+                held |= _take(conn, tried, owner, now, expires)
             return held
 
     def _open(self, owner: str, keys: set[str]) -> set[str]:
@@ -265,35 +265,63 @@ def _take(
 ) -> set[str]:
     """Take the free or expired leases among `keys` (none is `owner`'s: those were just
     renewed) inside a write transaction; returns the keys taken."""
+    if _postgres(conn):
+        return _take_postgresql(conn, keys, owner, now, expires)
     c = leases.c
-    query = sa.select(c.key, c.owner, c.expires_at).where(c.key.in_(keys))
-    postgres = _postgres(conn)
-    if postgres:  # only expired rows are locked; rows another transaction holds are
-        # skipped (not free now), valid ones are left unlocked and the insert passes them
-        query = query.where(c.expires_at <= now).with_for_update(skip_locked=True)
-    rows = {str(r.key): r for r in conn.execute(query)}
-    free = [k for k, r in rows.items() if r.owner != owner and r.expires_at <= now]
-    if free:
-        conn.execute(
-            leases.update()
-            .where(c.key.in_(free))  # locked since the select: still as it was read
-            .values(owner=owner, acquired_at=now, renewed_at=now, expires_at=expires)
-        )
-    new = [
-        {"key": k, "owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
-        for k in keys
-        if k not in rows
-    ]
-    inserted: set[str] = set()
-    if new and postgres:  # a row locked by another transaction is not in `rows`
-        done = conn.execute(
-            postgresql.insert(leases).values(new).on_conflict_do_nothing().returning(c.key)
-        )
-        inserted = {str(k) for k in done.scalars()}
-    elif new:  # BEGIN IMMEDIATE: no other writer can have added one since the select
-        conn.execute(leases.insert(), new)
-        inserted = {str(row["key"]) for row in new}
-    return set(free) | inserted
+    taken: set[str] = set()
+    for chunk in _chunks(keys):  # BEGIN IMMEDIATE: no other writer until the commit
+        rows = {
+            str(r.key): r
+            for r in conn.execute(sa.select(c.key, c.expires_at).where(c.key.in_(chunk)))
+        }
+        free = [k for k, r in rows.items() if r.expires_at <= now]
+        if free:
+            conn.execute(
+                leases.update()
+                .where(c.key.in_(free))
+                .values(owner=owner, acquired_at=now, renewed_at=now, expires_at=expires)
+            )
+        new = [
+            {"key": k, "owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
+            for k in chunk
+            if k not in rows
+        ]
+        if new:
+            conn.execute(leases.insert(), new)
+        taken |= set(free) | {str(row["key"]) for row in new}
+    return taken
+
+
+def _take_postgresql(
+    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
+) -> set[str]:
+    """`_take` in two statements, however many keys: the expired rows another transaction
+    is not deciding on (`FOR UPDATE SKIP LOCKED`) change owner, the missing ones are
+    inserted (`ON CONFLICT DO NOTHING`: a row that exists, or is being inserted and then
+    commits, is someone else's)."""
+    c = leases.c
+    lease = {"owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
+    expired = (
+        sa.select(c.key)
+        .where(_among(conn, keys), c.expires_at <= now, c.owner != owner)
+        .with_for_update(skip_locked=True)
+    )
+    updated = conn.execute(
+        leases.update().where(c.key.in_(expired)).values(**lease).returning(c.key)
+    )
+    taken = {str(k) for k in updated.scalars()}
+    listed = _key_rows(conn, keys)
+    values = sa.select(
+        listed.c.value,
+        *(sa.literal(value, getattr(c, name).type).label(name) for name, value in lease.items()),
+    )
+    inserted = conn.execute(
+        postgresql.insert(leases)
+        .from_select(["key", *lease], values)
+        .on_conflict_do_nothing()
+        .returning(c.key)
+    )
+    return taken | {str(k) for k in inserted.scalars()}
 
 
 def _chunks(keys: list[str]) -> Iterator[list[str]]:
