@@ -8,10 +8,11 @@ A LeaseKeeper serves two kinds of work:
 Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
 held lease, tries to take the wanted ones it does not hold (another process's are taken
 once theirs expires) and lets go of the unwanted (store.leases: a pass of a process
-holding nothing is one read while nothing is free; a holder's renewals are one UPDATE). A lease counts as held only until the ttl
-since the start of its last successful renewal runs out, measured on this process's
-monotonic clock: a process whose renewals stall stops working before another process
-may take over. `close()` lets go of all of them (a clean shutdown).
+holding nothing is one read while nothing is free; a holder's renewals are one UPDATE).
+A lease counts as held only until the ttl since the start of its last successful
+renewal runs out, measured on this process's monotonic clock: a process whose renewals
+stall stops working before another process may take over. `close()` lets go of all of
+them (a clean shutdown).
 
 Example:
     keeper = LeaseKeeper(LeaseStore(db), ttl_secs=30)
