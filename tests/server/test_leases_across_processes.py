@@ -163,3 +163,40 @@ def test_a_session_runs_one_turn_at_a_time_across_processes(
         db = Database(f"sqlite:///{data / 'opencrab.db'}")
         assert LeaseStore(db).get(turn_key(session["id"])) is None  # let go after each turn
         db.close()
+
+
+def test_an_agent_made_through_one_up_ticks_in_the_other_after_kill_9(
+    data_dir: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    """`opencrab up` reads the agent list again every --refresh-secs (as the worker
+    does): an agent made through the first server after both started is followed by the
+    second too, which ticks it once the process holding its lease is killed."""
+    data = data_dir / "shared"
+    db = Database(f"sqlite:///{data / 'opencrab.db'}")
+    refresh = ("--refresh-secs", "0.5")
+    first = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES, args=refresh).start()
+    second: ServedOpenCrab | None = None
+    try:
+        second = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES, args=refresh).start()
+        servers = {first.pid: first, second.pid: second}
+        (made,) = make_agents(first.url, ["fay"], interval=2)  # after both are up
+        wait_for("the new agent to tick twice", lambda: len(ticks(db).get(made, [])) >= 2)
+        (holding,) = set(ticks(db)[made])  # one process ticks it (the first, as a rule)
+        holder = servers[int(holding.split(":")[1])]
+        holder.kill()
+        wait_for(
+            "the other process to tick the agent",
+            lambda: any(p != holding for p in ticks(db)[made]),
+        )
+        ticked = ticks(db)[made]
+        handover = next(n for n, p in enumerate(ticked) if p != holding)
+        assert set(ticked[:handover]) == {holding}
+        heir = ticked[handover]
+        assert set(ticked[handover:]) == {heir}, ticked
+        assert {holding, heir} == {owner_of(first, set(ticked)), owner_of(second, set(ticked))}
+        # the second ticked it (before or after the kill): it followed an agent it never made
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+        db.close()

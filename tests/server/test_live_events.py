@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -61,7 +62,7 @@ class Clock:
 async def test_a_lower_seq_committing_after_a_higher_one_is_delivered(pg: Database) -> None:
     hub = EventHub(pg, poll_secs=3600)
     client = Client()
-    hub.subscribe(client, "s", [TRACE])
+    await hub.subscribe(client, "s", [TRACE])
     with pg.engine.connect() as slow, pg.engine.connect() as quick:
         low = insert(slow, "first in, last to commit")
         high = insert(quick, "second in, first to commit")
@@ -82,7 +83,7 @@ async def test_a_rolled_back_seq_is_given_up_after_the_gap_window(pg: Database) 
     tail = live_tail("postgresql")
     hub = EventHub(pg, poll_secs=3600, clock=clock)
     client = Client()
-    hub.subscribe(client, "s", [TRACE])
+    await hub.subscribe(client, "s", [TRACE])
     with pg.engine.connect() as lost, pg.engine.connect() as kept:
         gone = insert(lost, "rolled back")
         insert(kept, "kept")
@@ -107,7 +108,7 @@ async def test_a_hub_starting_now_looks_for_seqs_still_uncommitted(pg: Database)
         insert(slow, "open while the hub starts")
         insert(quick, "committed before the hub starts")
         quick.commit()
-        hub.subscribe(client, "s", [TRACE])  # history up to here is the caller's to read
+        await hub.subscribe(client, "s", [TRACE])  # history up to here is the caller's to read
         slow.commit()
     await hub.deliver_new()
     assert received(client) == ["open while the hub starts"]
@@ -116,7 +117,7 @@ async def test_a_hub_starting_now_looks_for_seqs_still_uncommitted(pg: Database)
 async def test_another_processs_commit_wakes_the_hub(pg: Database, pg_url: str) -> None:
     hub = EventHub(pg, poll_secs=3600)  # it never polls: only a notification wakes it
     client = Client()
-    hub.subscribe(client, "s", [TRACE])
+    await hub.subscribe(client, "s", [TRACE])
     feed = asyncio.create_task(hub.run())
     other = Database(pg_url)  # another process's handle on the same database
     try:
@@ -154,3 +155,36 @@ def test_the_migration_installs_the_notify_trigger(pg: Database) -> None:
             )
 
     assert triggers() == ["events_notify"]
+
+
+async def test_subscribing_reads_the_store_off_the_event_loop(pg: Database, pg_url: str) -> None:
+    """A hub that nobody followed reads where the log ends when the first client comes:
+    in a worker thread, so a slow read never stalls the server's event loop."""
+    with pg.engine.connect() as conn:
+        seq = insert(conn, "already there")
+        conn.commit()
+    hub = EventHub(pg, poll_secs=3600)
+    client = Client()
+    other = Database(pg_url)
+    released = threading.Lock()
+
+    def release() -> None:  # (at once below; a timer too, should the read block the loop)
+        if released.acquire(blocking=False):
+            locker.rollback()
+
+    try:
+        with other.engine.connect() as locker:
+            locker.exec_driver_sql("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+            safety = threading.Timer(60, release)
+            safety.start()
+            subscribing = asyncio.ensure_future(hub.subscribe(client, "s", [TRACE]))
+            for _ in range(50):  # the loop runs on while the read waits for the table
+                await asyncio.sleep(0)
+            assert not subscribing.done()
+            assert not released.locked()  # (the safety timer did not fire)
+            release()
+            safety.cancel()
+            assert await subscribing == seq
+    finally:
+        other.close()
+    assert client.traces == {TRACE: "s"}

@@ -273,8 +273,8 @@ async def test_a_slow_client_is_dropped_without_holding_up_the_others(
     trace_id = str(trace[0].trace_id)
     slow = Client(name="slow", outbox=asyncio.Queue(maxsize=5))
     fast = Client(name="fast", outbox=asyncio.Queue(maxsize=10_000))
-    hub.subscribe(slow, trace_id, [trace_id])
-    hub.subscribe(fast, trace_id, [trace_id])
+    await hub.subscribe(slow, trace_id, [trace_id])
+    await hub.subscribe(fast, trace_id, [trace_id])
     EventLog(db).append_many(trace)
     for _ in range(3):
         await hub.deliver_new()

@@ -4,6 +4,7 @@ SELECT … FOR UPDATE SKIP LOCKED on PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -285,6 +286,94 @@ def test_a_row_another_transaction_is_deciding_on_is_skipped_not_waited_for(pg_u
             assert store.acquire(["heartbeat:a", "heartbeat:b"], "me", 60) == {"heartbeat:b"}
             deciding.rollback()  # it gave up
         assert store.try_acquire("heartbeat:a", "me", ttl_secs=60)
+    finally:
+        db.close()
+        other.close()
+
+
+async def test_passes_asked_for_at_once_run_one_after_another(any_db: Database) -> None:
+    """Overlapping passes of one keeper each took the other's fresh rows for someone
+    else's (PostgreSQL: the second insert finds the first's rows), forgot it held them,
+    and an unwanted lease was then never let go of."""
+    store = LeaseStore(any_db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    for key in ("heartbeat:a", "heartbeat:b"):
+        keeper.want(key)
+    await asyncio.gather(*(keeper.run_pass() for _ in range(4)))
+    assert keeper.holds("heartbeat:a")
+    assert keeper.holds("heartbeat:b")
+    keeper.unwant("heartbeat:a")
+    await asyncio.gather(*(keeper.run_pass() for _ in range(4)))
+    assert store.held_by("me") == ["heartbeat:b"]
+    await keeper.close()
+    assert store.held_by("me") == []
+
+
+@pytest.mark.parametrize("spins", range(8))
+async def test_a_cancelled_keeper_task_ends_even_when_its_wait_ends_at_that_moment(
+    any_db: Database, spins: int
+) -> None:
+    """The event loop's teardown cancels a keeper task nobody closed (a test that failed
+    first). A cancellation arriving just as the wait between passes ends was swallowed
+    by asyncio.wait_for on 3.11, and the task passed on for ever: the run hung."""
+    keeper = LeaseKeeper(LeaseStore(any_db), owner="me", ttl_secs=0.03)
+    keeper.want("heartbeat:a")
+    keeper.start()
+    task = keeper._task
+    assert task is not None
+    while keeper.passes < 2:  # the first passes done: it waits between passes now
+        await asyncio.sleep(0.01)
+    keeper.want("heartbeat:b")  # ends the wait
+    for _ in range(spins):
+        await asyncio.sleep(0)
+    task.cancel()
+    passes = keeper.passes
+    while not task.done() and keeper.passes < passes + 5:
+        await asyncio.sleep(0.01)
+    assert task.done(), "the cancelled task kept running passes"
+    assert task.cancelled()
+
+
+def test_letting_go_is_tried_again_when_postgresql_breaks_a_deadlock(pg_url: str) -> None:
+    """A clean shutdown deleting its leases while another process takes rows in another
+    order: PostgreSQL aborts one of the two; letting go then tries again (it used to fail,
+    and the leases stayed until they expired)."""
+    db, other = Database(pg_url), Database(pg_url)
+    db.upgrade()
+    store = LeaseStore(db)
+    try:
+        assert store.acquire(["heartbeat:x", "heartbeat:y"], "me", 60) == {
+            "heartbeat:x",
+            "heartbeat:y",
+        }
+        released: list[int] = []
+        failed: list[BaseException] = []
+        with other.engine.connect() as taking:
+            taking.execute(sa.select(leases).where(leases.c.key == "heartbeat:y").with_for_update())
+
+            def let_go() -> None:
+                try:
+                    released.append(store.release_all("me"))
+                except BaseException as exc:
+                    failed.append(exc)
+
+            worker = threading.Thread(target=let_go)
+            worker.start()
+            waiting = sa.text(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            while not taking.execute(waiting).scalar():  # its DELETE waits for y
+                worker.join(0.05)
+            # x, which that DELETE holds: each waits for the other; PostgreSQL aborts
+            # the one that waited first (the letting go)
+            taking.execute(leases.delete().where(leases.c.key == "heartbeat:x"))
+            taking.rollback()  # the other process gives up; the retry goes through
+            worker.join(60)
+        assert not worker.is_alive()
+        assert failed == []
+        assert released == [2]
+        assert store.held_by("me") == []
     finally:
         db.close()
         other.close()

@@ -70,6 +70,14 @@ def up(
     log_level: Annotated[
         str, typer.Option(help="Server log level: critical, error, warning, info, debug, trace.")
     ] = "info",
+    refresh_secs: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="How often to look for agents created, changed or deleted by another "
+            "process on the same database.",
+        ),
+    ] = 5.0,
 ) -> None:
     """Start the OpenCrab server: REST API, web dashboard, gateways and every agent's heartbeat.
 
@@ -96,7 +104,7 @@ def up(
             f"heartbeats and chat gateways only (data: {settings.data_dir})",
             highlight=False,
         )
-        asyncio.run(serve_without_http(settings, db))
+        asyncio.run(serve_without_http(settings, db, refresh_secs=refresh_secs))
         db.close()
         console.print("stopped", highlight=False)
         return
@@ -113,7 +121,15 @@ def up(
             "create one with `opencrab token create NAME`",
             key="gateway.rest.host",
         )
-    app = create_app(settings, db, heartbeat=True, tickets=True, auth=auth, gateways=True)
+    app = create_app(
+        settings,
+        db,
+        heartbeat=True,
+        tickets=True,
+        auth=auth,
+        gateways=True,
+        refresh_secs=refresh_secs,
+    )
     server = uvicorn.Server(
         uvicorn.Config(app, host=bind.host, port=bind.port, log_level=log_level)
     )
@@ -169,7 +185,9 @@ def listen(host: str, port: int) -> socket.socket | str:
     return sock
 
 
-async def serve_without_http(settings: Settings, db: Database) -> None:
+async def serve_without_http(
+    settings: Settings, db: Database, *, refresh_secs: float = 5.0
+) -> None:
     """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`) and the
     registered, enabled chat gateways till SIGINT/SIGTERM."""
     from rich.markup import escape
@@ -185,7 +203,7 @@ async def serve_without_http(settings: Settings, db: Database) -> None:
     async with Runtime.open(settings, db=db) as runtime:
         for notice in runtime.notices:
             err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-        beats = await runtime.start_heartbeats()
+        beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
         tickets = start_tickets(runtime)
         chats = await start_chat_gateways(runtime)
         try:

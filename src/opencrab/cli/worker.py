@@ -4,16 +4,16 @@ tickets (the ticket scheduler, `[tickets] enabled`) by lease.
 Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
 more than one machine): each agent's heartbeat ticks in the one process holding its
 lease (store.lease_keeper), and a dead process's agents move to another once its leases
-expire; tickets are shared the same way (tickets/scheduler.py). The worker looks at the
-agents every `--refresh-secs`, so agents created, changed or deleted through any server
-are followed. SIGINT/SIGTERM stop it cleanly: the
+expire; tickets are shared the same way (tickets/scheduler.py). The worker reads the
+agents again every `--refresh-secs` (the heartbeat service's `watch`, as `opencrab up`
+does), so agents created, changed or deleted through any server are followed.
+SIGINT/SIGTERM stop it cleanly: the
 heartbeat log is flushed and every lease it holds is let go of at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,8 +33,6 @@ from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:  # loaded when the worker starts, not for `--help`
     from opencrab.config import Settings
-    from opencrab.core.agent import Agent
-    from opencrab.core.runtime import HeartbeatService, Runtime
     from opencrab.store import Database
 
 
@@ -84,7 +82,6 @@ async def run_worker(
     from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
-    from opencrab.offload import run_blocking
     from opencrab.tickets.scheduler import start_tickets
 
     stop = stop or asyncio.Event()
@@ -95,15 +92,10 @@ async def run_worker(
         async with Runtime.open(settings, db=db) as runtime:
             for notice in runtime.notices:
                 err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-            beats = await runtime.start_heartbeats()
+            beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
             tickets = start_tickets(runtime)
-            known = _signatures(await run_blocking(runtime.agents.list))
             try:
-                while not stop.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), refresh_secs)
-                    if not stop.is_set():
-                        known = await _follow_changes(runtime, beats, known)
+                await stop.wait()
             finally:
                 if tickets is not None:
                     await tickets.stop()
@@ -111,28 +103,6 @@ async def run_worker(
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-
-
-def _signatures(agents: list[Agent]) -> dict[str, str]:
-    """Each agent's id and what its heartbeat depends on (a change means: follow again)."""
-    return {a.id: repr((a.heartbeat, a.llm_config.daily_budget_usd)) for a in agents}
-
-
-async def _follow_changes(
-    runtime: Runtime, beats: HeartbeatService, known: dict[str, str]
-) -> dict[str, str]:
-    """Follow new and changed agents, forget deleted ones; the agents' new signatures."""
-    from opencrab.offload import run_blocking
-
-    listed = await run_blocking(runtime.agents.list)
-    agents = {agent.id: agent for agent in listed}
-    now = _signatures(listed)
-    for agent_id in known.keys() - now.keys():
-        beats.forget(agent_id)
-    for agent_id, signature in now.items():
-        if known.get(agent_id) != signature:
-            beats.follow(agents[agent_id])
-    return now
 
 
 @hookimpl

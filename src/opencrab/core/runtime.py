@@ -55,14 +55,27 @@ from opencrab.store.repositories.heartbeats import last_ticks
 log = logging.getLogger(__name__)
 
 
+DEFAULT_REFRESH_SECS = 5.0
+"""How often a heartbeat service reads the agent list again (changes made elsewhere)."""
+
+
 @dataclass
 class HeartbeatService:
-    """The server's heartbeat: one scheduler task; agents join and leave as they change."""
+    """The server's heartbeat: one scheduler task; agents join and leave as they change.
+
+    Agents created, changed or deleted through this process are followed at once
+    (`follow`, `forget`); those changed through another process sharing the database (a
+    second `opencrab up`, the CLI) when the agent list is read again, every
+    `refresh_secs` (`watch`): `opencrab up` and `opencrab worker` alike.
+    """
 
     runtime: Runtime
     scheduler: HeartbeatScheduler
+    refresh_secs: float | None = DEFAULT_REFRESH_SECS
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    watcher: asyncio.Task[None] | None = None
+    known: dict[str, str] = field(default_factory=dict)  # agent id -> `_signature`
 
     def follow(self, agent: Agent) -> None:
         """Start (or restart, after a config change) ticking `agent`."""
@@ -71,15 +84,54 @@ class HeartbeatService:
             log.warning("agent %s: %s", agent.name, warning)
         self.scheduler.remove(agent.id)
         self.scheduler.add(self.runtime.pulse_for(agent, self.scheduler))
+        self.known[agent.id] = _signature(agent)
 
     def forget(self, agent_id: str) -> None:
+        """Stop ticking the agent (deleted)."""
         self.scheduler.remove(agent_id)
+        self.known.pop(agent_id, None)
+
+    def follow_changes(self, agents: list[Agent]) -> None:
+        """Follow `agents` (the whole list): new and changed ones (re)start, missing ones
+        are forgotten, unchanged ones keep their schedule."""
+        listed = {agent.id: agent for agent in agents}
+        for agent_id in self.known.keys() - listed.keys():
+            self.forget(agent_id)
+        for agent_id, agent in listed.items():
+            if self.known.get(agent_id) != _signature(agent):
+                self.follow(agent)
+
+    async def watch(self) -> None:
+        """Read the agent list again every `refresh_secs` and follow it, until stopped."""
+        from opencrab.offload import run_blocking
+
+        if self.refresh_secs is None:
+            return
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancellation
+                await asyncio.wait((stopped,), timeout=self.refresh_secs)
+                if self.stopping.is_set():
+                    return
+                try:
+                    self.follow_changes(await run_blocking(self.runtime.agents.list))
+                except Exception:
+                    log.exception("reading the agents again failed; trying again")
+        finally:
+            stopped.cancel()
 
     async def stop(self) -> None:
-        """Stop ticking; buffered heartbeat_log rows are written."""
+        """Stop ticking and watching; buffered heartbeat_log rows are written."""
         self.stopping.set()
-        if self.task is not None:
-            await self.task
+        for task in (self.watcher, self.task):
+            if task is not None:
+                await task
+
+
+def _signature(agent: Agent) -> str:
+    """What an agent's heartbeat depends on: a change means following it again."""
+    return repr((agent.heartbeat, agent.llm_config.daily_budget_usd))
 
 
 @dataclass
@@ -191,12 +243,17 @@ class Runtime:
         """A heartbeat scheduler whose speak/learn decisions run through this runtime."""
         return HeartbeatScheduler(self.db, act=self.heartbeat_act, leases=self.leases)
 
-    async def start_heartbeats(self) -> HeartbeatService:
-        """Tick every agent in the background (what the server does) until `stop()`."""
-        service = HeartbeatService(self, self.scheduler())
-        for agent in self.agents.list():
-            service.follow(agent)
+    async def start_heartbeats(
+        self, *, refresh_secs: float | None = DEFAULT_REFRESH_SECS
+    ) -> HeartbeatService:
+        """Tick every agent in the background (what `up` and `worker` do) until `stop()`;
+        the agent list is read again every `refresh_secs` (None: never)."""
+        from opencrab.offload import run_blocking
+
+        service = HeartbeatService(self, self.scheduler(), refresh_secs=refresh_secs)
+        service.follow_changes(await run_blocking(self.agents.list))
         service.task = asyncio.create_task(service.scheduler.run(service.stopping))
+        service.watcher = asyncio.create_task(service.watch())
         return service
 
     def pulse_for(self, agent: Agent, scheduler: HeartbeatScheduler) -> AgentPulse:

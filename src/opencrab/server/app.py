@@ -45,13 +45,15 @@ def create_app(
     tickets: bool = False,
     auth: bool = False,
     gateways: bool = False,
+    refresh_secs: float = 5.0,
 ) -> FastAPI:
     """Build the app over an opened, migrated database; routers come from plugins.
 
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
-    heartbeat scheduler for every agent and `tickets` the ticket scheduler when `[tickets]
-    enabled` (what `opencrab up` does). Every response carries
+    heartbeat scheduler for every agent (what `opencrab up` does), reading the agent list
+    again every `refresh_secs` for agents changed by another process, and `tickets` the
+    ticket scheduler when `[tickets] enabled`. Every response carries
     this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
     first passes the Host check and the cross-site guard (opencrab.server.guard).
 
@@ -66,7 +68,7 @@ def create_app(
             app.state.runtime = runtime
             for notice in runtime.notices:
                 log.warning("%s", notice)
-            beats = await runtime.start_heartbeats() if heartbeat else None
+            beats = await runtime.start_heartbeats(refresh_secs=refresh_secs) if heartbeat else None
             app.state.heartbeats = beats
             scheduler = app.state.tickets = start_tickets(runtime) if tickets else None
             hub = app.state.hub = EventHub(db)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from opencrab.event_log import row_json
+from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.dialects import LiveTail, live_tail
 from opencrab.store.repositories import event_feed
@@ -122,7 +123,7 @@ class EventHub:
         self.dropped = 0
 
     # ------------------------------------------------------------ subscribers
-    def subscribe(
+    async def subscribe(
         self,
         client: Client,
         session_id: str,
@@ -133,23 +134,32 @@ class EventHub:
 
         Events up to the returned seq are history (read them from the store); every
         later one is delivered live. `speakers` names the agent of a trace (discussions).
+        A hub nobody followed until now first reads where the log ends, off the event
+        loop; the client is registered together with the seq it is given, in one step of
+        the loop, so no event falls between its history and its live feed.
         """
         if not self._by_trace:  # idle until now: start from the present
-            self.last_seq, missing = event_feed.last_seqs(self.db, self.tail.gap_window)
-            now = self.clock()
-            self.gaps = dict.fromkeys(missing, now)
+            top, missing = await run_blocking(event_feed.last_seqs, self.db, self.tail.gap_window)
+            if not self._by_trace:  # (else another client started the feed meanwhile)
+                self.last_seq = top
+                self.gaps = dict.fromkeys(missing, self.clock())
+        self._attach(client, session_id, traces, speakers or {})
+        return self.last_seq
+
+    def _attach(
+        self, client: Client, session_id: str, traces: Iterable[str], speakers: dict[str, str]
+    ) -> None:
         for trace in traces:
             client.traces[trace] = session_id
             self._by_trace.setdefault(trace, set()).add(client)
-        for trace, agent_id in (speakers or {}).items():
+        for trace, agent_id in speakers.items():
             client.speakers[trace] = agent_id
-        return self.last_seq
 
     def follow(self, session_id: str, trace: str, agent_id: str) -> None:
         """Every client following `session_id` also gets `trace` (an agent that joined)."""
         for client in {c for listeners in self._by_trace.values() for c in listeners}:
             if session_id in client.traces.values():
-                self.subscribe(client, session_id, [trace], {trace: agent_id})
+                self._attach(client, session_id, [trace], {trace: agent_id})
 
     def announce(self, session_id: str, message: str) -> None:
         """Send a message to every client following `session_id`, after the events

@@ -5,12 +5,14 @@ A LeaseKeeper serves two kinds of work:
   the block ends.
 - Wanted for as long as the process runs (an agent's heartbeat): `want(key)` and the
   keeper keeps trying to take it; `holds(key)` says whether the work may run now.
-Every `ttl_secs / 3` one pass, in one write transaction off the event loop, renews
-every held lease, tries to take the wanted ones that another process holds (taken once
-theirs expires) and lets go of the unwanted. A lease counts as held only until the ttl
-since the start of its last successful renewal runs out, measured on this process's
-monotonic clock: a process whose renewals stall stops working before another process
-may take over. `close()` lets go of all of them (a clean shutdown).
+Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
+held lease, tries to take the wanted ones it does not hold (another process's are taken
+once theirs expires) and lets go of the unwanted (store.leases: a pass of a process
+holding nothing is one read while nothing is free; a holder's renewals are one UPDATE).
+A lease counts as held only until the ttl since the start of its last successful
+renewal runs out, measured on this process's monotonic clock: a process whose renewals
+stall stops working before another process may take over. `close()` lets go of all of
+them (a clean shutdown).
 
 Example:
     keeper = LeaseKeeper(LeaseStore(db), ttl_secs=30)
@@ -26,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -58,6 +59,7 @@ class LeaseKeeper:
         self._unwanted: set[str] = set()  # to let go of at the next pass
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._passing = asyncio.Lock()
         self._closing = False
         self._taking = False  # set once this keeper tries to take a lease
         self.passes = 0
@@ -114,20 +116,23 @@ class LeaseKeeper:
             self._task = asyncio.create_task(self._run())
 
     async def run_pass(self) -> None:
-        """Renew what is held, take what is wanted, let go of the unwanted (one transaction)."""
+        """Renew what is held, take what is wanted, let go of the unwanted (one transaction).
+
+        Passes never overlap: one asked for while another runs (a caller's beside the
+        background task's) waits for it, so no pass acts on what another is changing.
+        """
+        async with self._passing:
+            await self._pass()
+
+    async def _pass(self) -> None:
         started = self.clock()
         drop = set(self._unwanted)
-        wanted = set(self._wanted)
         held = set(self._held) - drop
-        self._taking = self._taking or bool(wanted)
+        wanted = set(self._wanted) - held  # the held ones are renewed, not taken again
+        self._taking = self._taking or bool(self._wanted)
         # a turn's lease is only renewed, never taken: its turn may let go of it meanwhile
         got = await run_blocking(
-            self.store.exchange,
-            self.owner,
-            self.ttl_secs,
-            take=wanted,
-            renew=held - wanted,
-            release=drop,
+            self.store.exchange, self.owner, self.ttl_secs, take=wanted, renew=held, release=drop
         )
         self.passes += 1
         for key in drop:  # its row is gone; wanted again meanwhile, the next pass takes it
@@ -140,6 +145,7 @@ class LeaseKeeper:
                 self._held[key] = started + self.ttl_secs
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()
             try:
@@ -148,13 +154,18 @@ class LeaseKeeper:
                 log.exception("renewing leases failed; trying again")
             if self._closing:
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.ttl_secs / 3)
+            # not asyncio.wait_for: on 3.11 it swallows a cancellation that comes as the
+            # wait ends, and a task that was cancelled would then run on for ever
+            alarm = loop.call_later(self.ttl_secs / 3, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                alarm.cancel()
 
     async def close(self) -> None:
         """Stop renewing (a pass under way finishes) and let go of every lease this
         process holds."""
-        self._closing = True  # a flag, not cancel(): 3.11's wait_for can swallow that
+        self._closing = True  # a flag, not cancel(): a pass under way ends first
         self._wake.set()
         if self._task is not None:
             await self._task

@@ -6,11 +6,17 @@ and when it expires. A lease is taken when it is free, expired or already the ta
 taking one's own lease again renews it. A process that dies stops renewing, so its
 leases expire and another process may take the work.
 
-On SQLite every change runs in a `BEGIN IMMEDIATE` transaction (Database.write), so two
-processes never both see a lease as free. On PostgreSQL the rows are read with
-`SELECT … FOR UPDATE SKIP LOCKED` (a row another transaction is deciding on is left to
-it) and a missing row is inserted with `ON CONFLICT DO NOTHING`; the expiry clock is the
-database server's there, so processes on several machines agree on it.
+Idle passes are cheap: the keys to take are first looked up in one read that locks
+nothing (another owner's lease still valid: not tried), renewals are one UPDATE by owner
+over all keys (sent as one parameter), and nothing is written when nothing changes
+hands. The keys that look free are then taken in a write transaction that checks again:
+on SQLite in `BEGIN IMMEDIATE` (Database.write), so two processes never both see a lease
+as free; on PostgreSQL the expired rows are read with `SELECT … FOR UPDATE SKIP LOCKED`
+(a row another transaction is deciding on is left to it) and a missing row is inserted
+with `ON CONFLICT DO NOTHING`; the expiry clock is the database server's there, so
+processes on several machines agree on it. A PostgreSQL lease statement waits for
+another transaction's row at most LOCK_WAIT_SECS, and a transaction aborted for a
+deadlock (two processes letting go and taking at once) is tried again.
 
 Example:
     store = LeaseStore(db)
@@ -23,12 +29,14 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -41,7 +49,15 @@ from opencrab.store.types import utcnow
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 """This process's name as a lease owner: host, pid and a random part (pids are reused)."""
 
-CHUNK = 500  # keys per statement, well under every database's parameter limit
+CHUNK = 500  # keys per statement on SQLite, well under its parameter limit
+
+LOCK_WAIT_SECS = 10.0
+"""How long a lease statement waits for a row another transaction holds (PostgreSQL)."""
+
+WRITE_ATTEMPTS = 3
+"""Tries of a lease transaction PostgreSQL aborted for a deadlock or a lock wait."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -94,34 +110,77 @@ class LeaseStore:
         renew: Iterable[str] = (),
         release: Iterable[str] = (),
     ) -> set[str]:
-        """One transaction: let go of `release`, renew `renew` where still `owner`'s, take
-        `take` where free, expired or `owner`'s; returns the keys of both `owner` holds."""
+        """Let go of `release`, renew `renew` where still `owner`'s, take `take` where
+        free, expired or `owner`'s; returns the keys of both `owner` holds.
+
+        Cheap when nothing changes hands: the keys to take are first looked up in one
+        read (no lock, no write) and only the free, expired or own ones are tried; the
+        renewals are one UPDATE by owner. The letting go, renewing and taking then run
+        in one write transaction, which is skipped when none of them has anything to do.
+        """
         dropped = sorted(set(release))
+        renewing = set(renew)
         taking = set(take)
-        wanted = sorted(taking | set(renew))
-        if not dropped and not wanted:
-            return set()  # no transaction: a read-only store is fine while nothing is leased
+        if taking:
+            taking = self._open(owner, taking)
+        if not dropped and not renewing and not taking:
+            return set()  # no write: a read-only store is fine while nothing is leased
+        return _retried(lambda: self._write(owner, ttl_secs, dropped, renewing, taking))
+
+    def _write(
+        self, owner: str, ttl_secs: float, dropped: list[str], renewing: set[str], taking: set[str]
+    ) -> set[str]:
         with self.db.write() as conn:
+            _bounded_lock_waits(conn)
             if dropped:
-                _delete(conn, dropped, owner)
-            if not wanted:
-                return set()
+                conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
             now = _now(conn)
             expires = now + timedelta(seconds=ttl_secs)
-            held: set[str] = set()
-            for chunk in _chunks(wanted):
-                held |= _take(conn, chunk, taking, owner, now, expires)
+            held = _renew(conn, sorted(renewing | taking), owner, now, expires)
+            tried = sorted(taking - held)
+            if tried:
+                held |= _take(conn, tried, owner, now, expires)
             return held
+
+    def _open(self, owner: str, keys: set[str]) -> set[str]:
+        """The keys among `keys` no other owner holds a valid lease on (free, expired or
+        `owner`'s), read without locking anything; the write transaction checks again."""
+        c = leases.c
+        with self.db.read() as conn:
+            listed = _key_rows(conn, sorted(keys))
+            now = (
+                sa.func.clock_timestamp()
+                if _postgres(conn)
+                else sa.literal(utcnow(), c.expires_at.type)
+            )
+            blocked = sa.exists().where(
+                c.key == listed.c.value, c.owner != owner, c.expires_at > now
+            )
+            rows = conn.execute(sa.select(listed.c.value).where(~blocked))
+            return {str(k) for k in rows.scalars()}
 
     def release(self, keys: Iterable[str], owner: str) -> None:
         """Let go of `owner`'s leases among `keys` (others' are left alone)."""
-        with self.db.write() as conn:
-            _delete(conn, sorted(set(keys)), owner)
+        dropped = sorted(set(keys))
+        if not dropped:
+            return
+
+        def delete() -> None:
+            with self.db.write() as conn:
+                _bounded_lock_waits(conn)
+                conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
+
+        _retried(delete)
 
     def release_all(self, owner: str) -> int:
         """Let go of every lease `owner` holds (a clean shutdown); returns how many."""
-        with self.db.write() as conn:
-            return int(conn.execute(leases.delete().where(leases.c.owner == owner)).rowcount)
+
+        def delete() -> int:
+            with self.db.write() as conn:
+                _bounded_lock_waits(conn)
+                return int(conn.execute(leases.delete().where(leases.c.owner == owner)).rowcount)
+
+        return _retried(delete)
 
     def get(self, key: str) -> Lease | None:
         """The lease row of `key`, expired or not; None when nobody holds it."""
@@ -162,56 +221,127 @@ def _now(conn: Connection) -> datetime:
     return utcnow()
 
 
-def _take(
-    conn: Connection,
-    keys: list[str],
-    taking: set[str],
-    owner: str,
-    now: datetime,
-    expires: datetime,
+def _retried(write: Callable[[], T]) -> T:
+    """`write` (one transaction), tried again when PostgreSQL aborted it as one of two
+    transactions waiting for each other's rows, or after LOCK_WAIT_SECS of waiting."""
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            return write()
+        except sa.exc.OperationalError as exc:
+            code = getattr(exc.orig, "sqlstate", None)
+            if code not in ("40P01", "55P03") or attempt == WRITE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _postgres(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _bounded_lock_waits(conn: Connection) -> None:
+    """On PostgreSQL, a lease statement waits for another transaction's row lock at most
+    LOCK_WAIT_SECS and then fails (the pass is tried again) instead of waiting forever
+    behind a transaction that never ends. SQLite's writers wait the busy timeout."""
+    if _postgres(conn):
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(LOCK_WAIT_SECS * 1000)}ms'")
+
+
+def _key_rows(conn: Connection, keys: list[str]) -> Any:
+    """`keys` as rows of one column `value`, sent as one parameter (a PostgreSQL array,
+    a JSON list that SQLite's json_each unpacks), however many there are."""
+    if _postgres(conn):
+        array = sa.bindparam("lease_keys", keys, type_=postgresql.ARRAY(sa.Text))
+        return sa.func.unnest(array).table_valued("value").render_derived()
+    return sa.func.json_each(sa.bindparam("lease_keys", json.dumps(keys))).table_valued("value")
+
+
+def _among(conn: Connection, keys: list[str]) -> Any:
+    """`leases.key` is one of `keys` (one parameter, see `_key_rows`)."""
+    if _postgres(conn):
+        return leases.c.key == sa.any_(
+            sa.bindparam("lease_keys", keys, type_=postgresql.ARRAY(sa.Text))
+        )
+    listed = _key_rows(conn, keys)
+    return leases.c.key.in_(sa.select(listed.c.value))
+
+
+def _renew(
+    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
 ) -> set[str]:
-    """Renew `owner`'s leases among `keys`, and take the free or expired ones that are in
-    `taking` (inside a write transaction); returns the keys `owner` now holds."""
+    """Renew `owner`'s leases among `keys` in one UPDATE; returns the keys renewed (read
+    back only when some of `keys` turned out not to be `owner`'s)."""
+    if not keys:
+        return set()
     c = leases.c
-    query = sa.select(c.key, c.owner, c.expires_at).where(c.key.in_(keys))
-    postgres = conn.dialect.name == "postgresql"
-    if postgres:  # rows another transaction holds are skipped: they are not free now
-        query = query.with_for_update(skip_locked=True)
-    rows = {str(r.key): r for r in conn.execute(query)}
-    mine = [k for k, r in rows.items() if r.owner == owner]
-    free = [k for k, r in rows.items() if k in taking and r.owner != owner and r.expires_at <= now]
-    if mine:
-        conn.execute(
-            leases.update()
-            .where(c.key.in_(mine), c.owner == owner)
-            .values(renewed_at=now, expires_at=expires)
-        )
-    if free:
-        conn.execute(
-            leases.update()
-            .where(c.key.in_(free))  # locked since the select: still as it was read
-            .values(owner=owner, acquired_at=now, renewed_at=now, expires_at=expires)
-        )
-    new = [
-        {"key": k, "owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
-        for k in keys
-        if k in taking and k not in rows
-    ]
-    inserted: set[str] = set()
-    if new and postgres:  # a row locked by another transaction is not in `rows`
-        done = conn.execute(
-            postgresql.insert(leases).values(new).on_conflict_do_nothing().returning(c.key)
-        )
-        inserted = {str(k) for k in done.scalars()}
-    elif new:  # BEGIN IMMEDIATE: no other writer can have added one since the select
-        conn.execute(leases.insert(), new)
-        inserted = {str(row["key"]) for row in new}
-    return set(mine) | set(free) | inserted
+    mine = sa.and_(c.owner == owner, _among(conn, keys))
+    done = conn.execute(leases.update().where(mine).values(renewed_at=now, expires_at=expires))
+    if done.rowcount == len(keys):
+        return set(keys)
+    return {str(k) for k in conn.execute(sa.select(c.key).where(mine)).scalars()}
 
 
-def _delete(conn: Connection, keys: list[str], owner: str) -> None:
-    for chunk in _chunks(keys):
-        conn.execute(leases.delete().where(leases.c.key.in_(chunk), leases.c.owner == owner))
+def _take(
+    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
+) -> set[str]:
+    """Take the free or expired leases among `keys` (none is `owner`'s: those were just
+    renewed) inside a write transaction; returns the keys taken."""
+    if _postgres(conn):
+        return _take_postgresql(conn, keys, owner, now, expires)
+    c = leases.c
+    taken: set[str] = set()
+    for chunk in _chunks(keys):  # BEGIN IMMEDIATE: no other writer until the commit
+        rows = {
+            str(r.key): r
+            for r in conn.execute(sa.select(c.key, c.expires_at).where(c.key.in_(chunk)))
+        }
+        free = [k for k, r in rows.items() if r.expires_at <= now]
+        if free:
+            conn.execute(
+                leases.update()
+                .where(c.key.in_(free))
+                .values(owner=owner, acquired_at=now, renewed_at=now, expires_at=expires)
+            )
+        new = [
+            {"key": k, "owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
+            for k in chunk
+            if k not in rows
+        ]
+        if new:
+            conn.execute(leases.insert(), new)
+        taken |= set(free) | {str(row["key"]) for row in new}
+    return taken
+
+
+def _take_postgresql(
+    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
+) -> set[str]:
+    """`_take` in two statements, however many keys: the expired rows another transaction
+    is not deciding on (`FOR UPDATE SKIP LOCKED`) change owner, the missing ones are
+    inserted (`ON CONFLICT DO NOTHING`: a row that exists, or is being inserted and then
+    commits, is someone else's)."""
+    c = leases.c
+    lease = {"owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
+    expired = (
+        sa.select(c.key)
+        .where(_among(conn, keys), c.expires_at <= now, c.owner != owner)
+        .with_for_update(skip_locked=True)
+    )
+    updated = conn.execute(
+        leases.update().where(c.key.in_(expired)).values(**lease).returning(c.key)
+    )
+    taken = {str(k) for k in updated.scalars()}
+    listed = _key_rows(conn, keys)
+    values = sa.select(
+        listed.c.value,
+        *(sa.literal(value, getattr(c, name).type).label(name) for name, value in lease.items()),
+    )
+    inserted = conn.execute(
+        postgresql.insert(leases)
+        .from_select(["key", *lease], values)
+        .on_conflict_do_nothing()
+        .returning(c.key)
+    )
+    return taken | {str(k) for k in inserted.scalars()}
 
 
 def _chunks(keys: list[str]) -> Iterator[list[str]]:

@@ -218,9 +218,9 @@ class Connection:
                     return
                 self.client.offer(_error("bad_request", "send JSON text frames"))
                 continue
-            self.handle(text)
+            await self.handle(text)
 
-    def handle(self, text: str) -> None:
+    async def handle(self, text: str) -> None:
         try:
             message = Incoming.validate_json(text)
         except PydanticValidationError as exc:
@@ -233,20 +233,20 @@ class Connection:
             if isinstance(message, Ping):
                 self.client.offer('{"type":"pong"}')
             elif isinstance(message, Subscribe):
-                self.subscribe(str(message.session_id), message.after_seq)
+                await self.subscribe(str(message.session_id), message.after_seq)
             elif isinstance(message, Unsubscribe):
                 self.hub.unsubscribe(self.client, str(message.session_id))
                 self.client.offer(
                     _dump({"type": "unsubscribed", "sessionId": str(message.session_id)})
                 )
             elif isinstance(message, DiscussionStart | DiscussionPost | DiscussionJoin):
-                self.discussion(message)
+                await self.discussion(message)
             else:
                 self.start_chat(message)
         except OpenCrabError as exc:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
 
-    def subscribe(self, session_id: str, after_seq: int | None) -> None:
+    async def subscribe(self, session_id: str, after_seq: int | None) -> None:
         feed = session_feed(self.runtime, session_id)  # 404 → error message
         sessions = set(self.client.traces.values())
         if session_id not in sessions and len(sessions) >= MAX_SUBSCRIPTIONS:
@@ -260,14 +260,14 @@ class Connection:
                 {"agentId": p.agent_id, "name": p.name, "traceId": p.trace_id}
                 for p in feed.participants
             ]
-        seq = self.hub.subscribe(self.client, session_id, feed.traces, feed.speakers)
+        seq = await self.hub.subscribe(self.client, session_id, feed.traces, feed.speakers)
         self.client.offer(_dump({**reply, "seq": seq}))
         if after_seq is not None and after_seq < seq:
             for at, trace, body in self.hub.history(feed.traces, after_seq=after_seq, upto_seq=seq):
                 message = event_message(session_id, body.decode(), feed.speakers.get(trace), at)
                 self.client.offer(message)
 
-    def discussion(self, message: DiscussionStart | DiscussionPost | DiscussionJoin) -> None:
+    async def discussion(self, message: DiscussionStart | DiscussionPost | DiscussionJoin) -> None:
         """Start, speak into or join a discussion (see the module docstring)."""
         request_id = message.request_id
         answer: dict[str, Any]
@@ -288,7 +288,7 @@ class Connection:
                 "discussion": _camel(state),
             }
             self.client.offer(_dump({**answer, "requestId": request_id}))
-            self.subscribe(started.id, None)
+            await self.subscribe(started.id, None)
             return
         discussion = Discussion.load(self.runtime.db, str(message.session_id))
         if isinstance(message, DiscussionPost):
