@@ -82,6 +82,8 @@ class Tick:
     checks: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     process: str | None = None  # the lease owner that ticked (None: no leases in use)
+    late_secs: float = 0.0  # how long after its scheduled time it ran (a loaded machine)
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))  # when it ticked
 
     def row(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -92,11 +94,13 @@ class Tick:
         }
         if self.process is not None:
             result["process"] = self.process
+        if self.late_secs > 0:
+            result["late_ms"] = round(self.late_secs * 1000)
         return {
             "agent_id": self.agent_id,
             "decision": self.decision,
             "result_json": result,
-            "created_at": datetime.now(UTC),
+            "created_at": self.at,  # when it ticked, not when its action ended
         }
 
 
@@ -298,6 +302,7 @@ class HeartbeatScheduler:
             return
         self.observer.refresh(now)
         tick = decide(pulse, self.observer, now)
+        tick.late_secs = max(0.0, lateness)
         if self.leases is not None:
             tick.process = self.leases.owner
         self.ticks += 1
