@@ -522,7 +522,7 @@ def _usage_numbers(value: Any) -> dict[str, int] | None:
     numbers = {}
     for key in USAGE_KEYS:
         number = value.get(key, 0)
-        if not isinstance(number, int) or number < 0:
+        if type(number) is not int or number < 0:  # `true` is no count
             return None
         numbers[key] = number
     if not numbers["total_tokens"]:
