@@ -88,8 +88,6 @@ from opencrab.errors import BudgetExceeded, EmptyReply, LlmError, OpenCrabError,
 from opencrab.event_log import EventLog
 from opencrab.events import (
     AgentEvent,
-    MessageEvent,
-    MessagePayload,
     ReasoningEvent,
     ReasoningPayload,
     ToolCallEvent,
@@ -786,21 +784,10 @@ class _Turn:
     async def _fail(self, exc: OpenCrabError) -> TurnFailed:
         """Record the error that ends the turn (with the usage of a reply it refuses)."""
         code = exc.code
-        event = MessageEvent(
-            id=uuid4(),
-            trace_id=UUID(self.trace_id),
-            parent_id=self.last_event,
-            timestamp=now(),
-            content=MessagePayload(text=str(exc)),
-            metadata={"kind": "error", "error": code},
-        )
-        batch: list[AgentEvent] = [event]
-        if self.recorder.pending_usage is not None:  # e.g. an empty reply: its call still counts
-            batch.append(usage_event(self.recorder.pending_usage, event))
-            self.recorder.pending_usage = None
-        line = self.recorder.log("system", f"{code}: {exc}", event.id, metadata={"error": code})
-        self.last_event = event.id
+        batch, line = self.recorder.error_rows(code, str(exc), parent=self.last_event)
+        self.last_event = batch[0].id
         await self.recorder.record(batch, [line], [])
+        event = batch[0]
         failed = TurnFailed(error=code, message=str(exc), event_id=str(event.id))
         self.result.error = failed
         self.result.stopped_by = code

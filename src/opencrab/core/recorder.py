@@ -133,6 +133,26 @@ class TurnRecorder:
         said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
         return [event], [line], [] if internal else [said]
 
+    def error_rows(
+        self, code: str, text: str, *, parent: UUID | None
+    ) -> tuple[list[AgentEvent], SessionLog]:
+        """The error that ends a turn: a message event `{"kind": "error"}` (with the usage
+        of a reply it refuses: an empty reply's call still counts) and its system line."""
+        event = MessageEvent(
+            id=uuid4(),
+            trace_id=UUID(self.trace_id),
+            parent_id=parent,
+            timestamp=now(),
+            content=MessagePayload(text=text),
+            metadata={"kind": "error", "error": code},
+        )
+        batch: list[AgentEvent] = [event]
+        if self.pending_usage is not None:
+            batch.append(usage_event(self.pending_usage, event))
+            self.pending_usage = None
+        line = self.log("system", f"{code}: {text}", event.id, metadata={"error": code})
+        return batch, line
+
     def speech_rows(
         self,
         text: str,
