@@ -1,0 +1,1 @@
+"""Agent mode (seed 004): a request as a task DAG run by coding CLIs in tmux and worktrees."""
