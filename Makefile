@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test browser postgres sandbox lint typecheck pytest bench lock clean
+.PHONY: run test browser postgres sandbox agentmode lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -96,7 +96,22 @@ sandbox:
 	  exit 1; \
 	fi
 
-test: $(VENV)/.dev-installed browser postgres sandbox
+# Agent mode runs sub-agents in tmux panes and git worktrees; its tests use both for real.
+AGENTMODE_PACKAGES := tmux git
+TMUX_BIN           ?= tmux
+GIT_BIN            ?= git
+agentmode:
+	@if command -v $(TMUX_BIN) >/dev/null 2>&1 && command -v $(GIT_BIN) >/dev/null 2>&1; then :; \
+	elif [ "$(AS_ROOT)" = yes ] && command -v $(APT_GET) >/dev/null 2>&1; then \
+	  echo "==> Installing $(AGENTMODE_PACKAGES) for the agent-mode tests ($(APT_GET))"; \
+	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q $(AGENTMODE_PACKAGES); \
+	else \
+	  echo "The agent-mode tests need tmux and git:" >&2; \
+	  echo "  sudo apt-get install $(AGENTMODE_PACKAGES)   then run make test again" >&2; \
+	  exit 1; \
+	fi
+
+test: $(VENV)/.dev-installed browser postgres sandbox agentmode
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

@@ -163,3 +163,34 @@ def test_make_test_installs_bubblewrap_for_the_sandbox_tests(tmp_path: Path) -> 
     )
     assert refused.returncode != 0
     assert "sudo apt-get install bubblewrap" in refused.stderr
+
+
+def test_make_test_installs_tmux_and_git_for_the_agent_mode_tests(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    assert "tmux" in make(work, "-n", "test")
+    apt = fake_apt(work)
+    missing = f"TMUX_BIN={tmp_path}/no-tmux"
+
+    def agentmode(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["make", "--no-print-directory", "agentmode", missing, f"APT_GET={apt}", *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+
+    done = agentmode("AS_ROOT=yes")
+    assert done.returncode == 0, done.stderr
+    assert "==> Installing tmux git for the agent-mode tests" in done.stdout
+    calls = (work / "apt.log").read_text().splitlines()
+    assert calls == ["apt-get update -q", "apt-get install -y -q tmux git"]
+    refused = agentmode("AS_ROOT=")
+    assert refused.returncode != 0
+    assert "sudo apt-get install tmux git" in refused.stderr
+    present = subprocess.run(
+        ["make", "--no-print-directory", "agentmode", f"APT_GET={apt}", "AS_ROOT="],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert (present.returncode, present.stdout, present.stderr) == (0, "", "")
