@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from opencrab.agentmode.tmux import TmuxServer, process_tree
 
@@ -49,5 +50,6 @@ async def private_tmux() -> AsyncIterator[TmuxServer]:
         under = process_tree(server_pid) if server_pid else set()
         await server.kill_server(grace=2.0)
         assert not await server.is_running(), f"tmux server {server.socket} still running"
+        assert not list(Path(f"/tmp/tmux-{os.getuid()}").glob(server.socket))
         left = wait_gone(under)
         assert not left, f"processes left behind by tmux server {server.socket}: {left}"

@@ -363,7 +363,7 @@ class TmuxServer:
         return ended
 
     async def kill_server(self, *, grace: float = 3.0) -> Terminated:
-        """End every pane's process tree and stop the server."""
+        """End every pane's process tree, stop the server and remove its socket file."""
         signalled: list[int] = []
         survivors: list[int] = []
         for pane in await self.list_panes():
@@ -371,7 +371,11 @@ class TmuxServer:
             signalled += ended.signalled
             survivors += ended.survivors
         with contextlib.suppress(TmuxError):
+            socket_path = (await self.run("display-message", "-p", "#{socket_path}")).strip()
             await self.run("kill-server")
+            if socket_path and not await self.is_running():
+                with contextlib.suppress(OSError):
+                    os.unlink(socket_path)  # tmux can leave it behind
         return Terminated(signalled=signalled, survivors=survivors)
 
 
