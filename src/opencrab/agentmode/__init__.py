@@ -1,0 +1,1 @@
+"""Agent mode (seed 004): a request becomes a task DAG run by coding CLIs in tmux panes."""

@@ -1,0 +1,222 @@
+"""The real Claude Code and Codex CLIs (pinned in clis/, installed by `make clis`) run under
+OpenCrab's control: each in a real tmux pane on a private socket, in its own HOME, in a
+temp git repository, against a scripted model on 127.0.0.1. Completion arrives through
+their hook / notify signals, a permission prompt is surfaced and answered through the
+pane, and their transcripts are imported so their tokens appear in llm_usage_metrics."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import sqlalchemy as sa
+
+from opencrab.agentmode.clis import (
+    CLAUDE_CODE,
+    CODEX,
+    Endpoint,
+    Launch,
+    Observation,
+    Profile,
+    find_executable,
+    match_screen,
+    observe,
+    prepare,
+)
+from opencrab.agentmode.signals import read_signals
+from opencrab.importers.store import Importer
+from opencrab.store import Database
+from opencrab.store.tables import llm_usage_metrics
+from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, Text, ToolCall
+from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.tmux_pane import PrivateTmux
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIS_BIN = ROOT / "clis" / "node_modules" / ".bin"
+PROMPT = 'Create hello.txt — keep "quotes", $HOME, `backticks`; and 日本語 as they are.'
+WAIT = 180.0  # a guard against hanging forever, not a speed limit
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def tmux() -> Iterator[PrivateTmux]:
+    server = PrivateTmux()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit, as a task's worktree would be."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (path / "README.md").write_text("demo\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    return path
+
+
+def wait_for(probe: Callable[[], T | None], what: str, describe: Callable[[], str]) -> T:
+    """Poll `probe` until it returns something; fail naming `what` and the screen."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"no {what} within {WAIT:.0f} s; the pane shows:\n{describe()}")
+
+
+def launch(
+    profile: Profile,
+    tmp_path: Path,
+    repo: Path,
+    endpoint: Endpoint,
+    *,
+    full_auto: bool = True,
+) -> Launch:
+    return prepare(
+        profile,
+        executable=find_executable(profile, [CLIS_BIN]),
+        home=tmp_path / f"home-{profile.agent_type}",
+        workdir=repo,
+        signal_dir=tmp_path / f"signals-{profile.agent_type}",
+        endpoint=endpoint,
+        prompt=PROMPT,
+        full_auto=full_auto,
+    )
+
+
+def status(tmux: PrivateTmux, pane: str, run: Launch) -> Observation:
+    found, _ = read_signals(run.signal_dir)
+    return observe(found, tmux.dead_status(pane))
+
+
+def until(tmux: PrivateTmux, pane: str, run: Launch, wanted: str) -> Observation:
+    def probe() -> Observation | None:
+        now = status(tmux, pane, run)
+        if now.status == "Error":
+            pytest.fail(f"the sub-agent failed: {now}\n{tmux.capture(pane)}")
+        return now if now.status == wanted else None
+
+    return wait_for(probe, wanted, lambda: tmux.capture(pane))
+
+
+def the_cli_runs_in_the_pane(tmux: PrivateTmux, pane: str, executable: str) -> None:
+    """The pane's pid is the CLI itself (started without a shell), not a shell around it."""
+    pid = tmux.field(pane, "pane_pid")
+    started = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert Path(started).name in {Path(executable).name, "node"}
+    assert Path(started).name not in {"sh", "bash", "dash"}
+
+
+def usage_rows(db: Database) -> list[sa.Row[tuple[str, str, int, int]]]:
+    m = llm_usage_metrics.c
+    query = sa.select(m.provider, m.model, m.input_tokens, m.output_tokens).order_by(m.timestamp)
+    with db.read() as conn:
+        return list(conn.execute(query))
+
+
+def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+) -> None:
+    target = repo / "hello.txt"
+    model = ScriptedModel(
+        [
+            ToolCall("Write", {"file_path": str(target), "content": "hello from claude\n"}),
+            Text("Wrote hello.txt."),
+        ]
+    ).serve_anthropic(fake_llm_server)
+    endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789", "claude-sonnet-4-5")
+    run = launch(CLAUDE_CODE, tmp_path, repo, endpoint)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+
+    done = until(tmux, pane, run, "Completed")
+
+    assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
+    assert target.read_text() == "hello from claude\n"
+    first = model.requests[0].json
+    assert PROMPT in str(first["messages"][0]["content"])  # the prompt arrived intact
+    assert {r.headers.get("x-api-key") for r in model.requests} == {endpoint.api_key}
+    assert done.transcript is not None
+    assert Path(done.transcript).is_relative_to(run.home)
+
+    assert run.transcripts is not None
+    summary = Importer(db, "claude").run([run.transcripts])
+    assert summary.as_json()["files"] >= 1
+    rows = usage_rows(db)
+    assert [(r.input_tokens, r.output_tokens) for r in rows] == [
+        (INPUT_TOKENS, OUTPUT_TOKENS),
+        (INPUT_TOKENS, OUTPUT_TOKENS),
+    ]
+    assert {r.model for r in rows} == {"claude-sonnet-4-5"}
+
+
+def test_codex_edits_a_file_and_its_notify_reports_completion(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+) -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("exec_command", {"cmd": "printf 'hello from codex\\n' > hello.txt"}),
+            Text("Wrote hello.txt."),
+        ]
+    ).serve_responses(fake_llm_server)
+    endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
+    run = launch(CODEX, tmp_path, repo, endpoint)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+
+    done = until(tmux, pane, run, "Completed")
+
+    assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
+    assert (repo / "hello.txt").read_text() == "hello from codex\n"
+    assert PROMPT in str(model.requests[0].json["input"])
+    auth = {r.headers.get("authorization") for r in model.requests}
+    assert auth == {f"Bearer {endpoint.api_key}"}
+
+    assert run.transcripts is not None
+    Importer(db, "codex").run([run.transcripts])
+    rows = usage_rows(db)
+    assert len(rows) == 2
+    assert {(r.input_tokens, r.output_tokens) for r in rows} == {(INPUT_TOKENS, OUTPUT_TOKENS)}
+    assert {r.model for r in rows} == {"gpt-5-codex"}
+
+
+def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answered(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    target = repo / "hello.txt"
+    ScriptedModel(
+        [
+            ToolCall("Write", {"file_path": str(target), "content": "approved\n"}),
+            Text("Wrote it after approval."),
+        ]
+    ).serve_anthropic(fake_llm_server)
+    endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789")
+    run = launch(CLAUDE_CODE, tmp_path, repo, endpoint, full_auto=False)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+
+    waiting = until(tmux, pane, run, "WaitingInput")
+
+    assert waiting.question == "Claude needs your permission"
+    assert not target.exists()  # nothing written before the answer
+    asked = wait_for(
+        lambda: match_screen(CLAUDE_CODE, tmux.capture(pane), PROMPT),
+        "permission question on the screen",
+        lambda: tmux.capture(pane),
+    )
+    assert asked.question == "Do you want to create hello.txt?"
+
+    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes
+    done = until(tmux, pane, run, "Completed")
+
+    assert done.summary == "Wrote it after approval."
+    assert target.read_text() == "approved\n"
