@@ -379,25 +379,46 @@ class ScreenMatch:
 
 
 def match_screen(profile: Profile, screen: str, prompt: str = "") -> ScreenMatch | None:
-    """The last known prompt on a captured pane, ignoring lines the prompt itself holds."""
-    echoed = {_squash(line) for line in prompt.splitlines() if line.strip()}
+    """The last known prompt on a captured pane, ignoring the lines that echo the prompt."""
     lines = screen.splitlines()
+    echoed = _echoed_lines(lines, prompt)
     for index in range(len(lines) - 1, -1, -1):
+        if index in echoed:
+            continue
         for pattern in profile.screen:
             found = pattern.question.search(lines[index])
-            if found is None or _squash(lines[index]) in echoed or _echo(found[1], prompt):
+            if found is None:
                 continue
-            below = lines[index + 1 : index + 8]
-            if any(pattern.cue.search(line) and _squash(line) not in echoed for line in below):
+            below = range(index + 1, min(index + 8, len(lines)))
+            if any(n not in echoed and pattern.cue.search(lines[n]) for n in below):
                 return ScreenMatch(pattern.status, found[1].strip())
     return None
 
 
-def _echo(question: str, prompt: str) -> bool:
-    return bool(prompt) and _squash(question) in _squash(prompt)
+def _echoed_lines(lines: list[str], prompt: str) -> set[int]:
+    """Indexes of screen lines that show the prompt: each run of lines that are all
+    pieces of the prompt and that starts with its first line (the CLI's echo of it)."""
+    whole = _squash(prompt)
+    first = next((_squash(line) for line in prompt.splitlines() if _squash(line)), "")
+    if not first:
+        return set()
+    echoed: set[int] = set()
+    run: list[int] = []
+    for index, line in enumerate([*lines, ""]):
+        text = _squash(line)
+        if text and text in whole:
+            run.append(index)
+            continue
+        if not text and run and index < len(lines):
+            continue  # a blank line inside the echo
+        if any(first in _squash(lines[n]) or first.startswith(_squash(lines[n])) for n in run[:1]):
+            echoed.update(run)
+        run = []
+    return echoed
 
 
 def _squash(text: str) -> str:
+    """Text without marks, punctuation other than ? and ., or spacing, for comparing."""
     return " ".join(re.sub(r"[^\w?.]+", " ", text).split()).casefold()
 
 
