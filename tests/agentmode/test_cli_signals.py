@@ -210,3 +210,17 @@ def test_an_unknown_cli_name_is_refused_by_name() -> None:
     assert profile_for("Codex") is CODEX
     with pytest.raises(ValidationError, match="unknown coding CLI 'vim'"):
         profile_for("vim")
+
+
+def test_only_the_codex_thread_the_prompt_started_completes_the_task() -> None:
+    def notify(thread: str, inputs: list[str], last: str) -> Signal:
+        payload = {"thread-id": thread, "input-messages": inputs, "last-assistant-message": last}
+        return Signal("codex", "agent-turn-complete", 0.0, payload)
+
+    title = notify("t-title", ["Generate a concise, single-line task title"], "Hello task")
+    main = notify("t-main", ["Create hello.txt"], "Wrote it.")
+    assert observe([title], prompt="Create hello.txt").status == "Running"
+    done = observe([title, main], prompt="Create hello.txt")
+    assert (done.status, done.summary) == ("Completed", "Wrote it.")
+    later = notify("t-title", ["Generate a concise, single-line task title"], "again")
+    assert observe([main, later], prompt="Create hello.txt").summary == "Wrote it."

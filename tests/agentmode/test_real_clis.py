@@ -39,6 +39,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIS_BIN = ROOT / "clis" / "node_modules" / ".bin"
 PROMPT = 'Create hello.txt — keep "quotes", $HOME, `backticks`; and 日本語 as they are.'
 WAIT = 180.0  # a guard against hanging forever, not a speed limit
+# Whatever a CLI might still try to reach beyond the fake model goes to a closed port.
+OFFLINE = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
 
 T = TypeVar("T")
 
@@ -91,12 +97,13 @@ def launch(
         endpoint=endpoint,
         prompt=PROMPT,
         full_auto=full_auto,
+        extra_env=OFFLINE,
     )
 
 
 def status(tmux: PrivateTmux, pane: str, run: Launch) -> Observation:
     found, _ = read_signals(run.signal_dir)
-    return observe(found, tmux.dead_status(pane))
+    return observe(found, tmux.dead_status(pane), prompt=run.prompt)
 
 
 def until(tmux: PrivateTmux, pane: str, run: Launch, wanted: str) -> Observation:
@@ -111,10 +118,27 @@ def until(tmux: PrivateTmux, pane: str, run: Launch, wanted: str) -> Observation
 
 def the_cli_runs_in_the_pane(tmux: PrivateTmux, pane: str, executable: str) -> None:
     """The pane's pid is the CLI itself (started without a shell), not a shell around it."""
-    pid = tmux.field(pane, "pane_pid")
-    started = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    assert Path(started).name in {Path(executable).name, "node"}
-    assert Path(started).name not in {"sh", "bash", "dash"}
+    cmdline = Path(f"/proc/{tmux.field(pane, 'pane_pid')}/cmdline")
+
+    def program() -> str | None:  # tmux's forked child until it has exec'd the command
+        name = Path(cmdline.read_bytes().split(b"\0")[0].decode()).name
+        return None if name == "tmux" else name
+
+    name = wait_for(program, "exec of the CLI", lambda: tmux.capture(pane))
+    assert name in {Path(executable).name, "node"}  # node: codex.js on Node < 22 (no execve)
+
+
+def settled(run: Launch, last_message: str, tmux: PrivateTmux, pane: str) -> None:
+    """Wait until the CLI's transcript holds its last message (a hook may fire before
+    the CLI has written its final transcript lines)."""
+    assert run.transcripts is not None
+    folder = run.transcripts
+
+    def holds() -> bool | None:
+        files = folder.rglob("*.jsonl") if folder.is_dir() else []
+        return True if any(last_message in f.read_text(errors="replace") for f in files) else None
+
+    wait_for(holds, f"transcript holding {last_message!r}", lambda: tmux.capture(pane))
 
 
 def usage_rows(db: Database) -> list[sa.Row[tuple[str, str, int, int]]]:
@@ -149,6 +173,7 @@ def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
     assert done.transcript is not None
     assert Path(done.transcript).is_relative_to(run.home)
 
+    settled(run, "Wrote hello.txt.", tmux, pane)
     assert run.transcripts is not None
     summary = Importer(db, "claude").run([run.transcripts])
     assert summary.as_json()["files"] >= 1
@@ -182,6 +207,7 @@ def test_codex_edits_a_file_and_its_notify_reports_completion(
     auth = {r.headers.get("authorization") for r in model.requests}
     assert auth == {f"Bearer {endpoint.api_key}"}
 
+    settled(run, "Wrote hello.txt.", tmux, pane)
     assert run.transcripts is not None
     Importer(db, "codex").run([run.transcripts])
     rows = usage_rows(db)

@@ -11,9 +11,9 @@ Two wire formats, each streamed as the real API streams it:
   (`response.output_text.delta` / `response.function_call_arguments.delta`),
   `response.output_item.done`, then `response.completed` with the usage.
 
-A `ScriptedModel` answers the CLI's agent-loop requests (those that offer tools) with its
-turns in order, one turn per request; side requests (titles, summaries) get a short text.
-Once the script is used up, every further request gets the last turn's closing text.
+A `ScriptedModel` answers the CLI's agent-loop requests (those that offer tools) with the
+turn matching how many model turns the conversation already holds; side requests (titles,
+summaries) get a short text. Past the script's end a request gets its closing text.
 
     model = ScriptedModel([ToolCall("Write", {...}), Text("Done.")]).serve_anthropic(server)
 """
@@ -61,13 +61,14 @@ class ScriptedModel:
     _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def next_turn(self, request: Recorded) -> Turn:
-        """The turn for this request: the next scripted one, or text for side requests."""
+        """The turn for this request, chosen by how many model turns its conversation
+        already holds (so a side request never uses up a turn); text for side requests."""
         body = request.json or {}
         if not body.get("tools"):
             return Text(self.side_text)
         with self._lock:
             self.requests.append(request)
-            index = len(self.requests) - 1
+        index = _turns_taken(body)
         if index < len(self.turns):
             return self.turns[index]
         last = self.turns[-1]
@@ -87,6 +88,21 @@ class ScriptedModel:
         """Answer `POST /v1/responses` on `server` in the Responses API's SSE format."""
         server.respond("/v1/responses", lambda request: _responses_reply(self, request))
         return self
+
+
+def _turns_taken(body: dict[str, Any]) -> int:
+    """Model turns already in the request: assistant messages (Messages API) or output
+    items the model produced (Responses API `input`)."""
+    if "messages" in body:
+        return sum(1 for m in body["messages"] if m.get("role") == "assistant")
+    taken = 0
+    for item in body.get("input") or []:
+        kind = item.get("type")
+        if kind in ("function_call", "custom_tool_call", "local_shell_call") or (
+            kind == "message" and item.get("role") == "assistant"
+        ):
+            taken += 1
+    return taken
 
 
 def _anthropic_reply(model: ScriptedModel, request: Recorded) -> Reply:

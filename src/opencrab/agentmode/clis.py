@@ -322,9 +322,19 @@ def observe(
     prompt: str = "",
 ) -> Observation:
     """The status the signals give (the last decisive one wins), then the pane's exit,
-    then (only while still Running) a known prompt on the `screen` of `profile`."""
+    then (only while still Running) a known prompt on the `screen` of `profile`. With the
+    task's `prompt`, Codex notifications of other threads than the one it started (the
+    TUI's own title request) are ignored."""
     now = Observation("Running")
+    main_thread: str | None = None  # Codex: the thread the task's prompt started
     for signal in found:
+        thread = signal.payload.get("thread-id")
+        if signal.source == "codex" and isinstance(thread, str) and prompt:
+            inputs = signal.payload.get("input-messages")
+            if main_thread is None and isinstance(inputs, list) and prompt in inputs:
+                main_thread = thread
+            if thread != main_thread:
+                continue  # a side thread (e.g. the TUI's title generation) finishing
         seen = _from_signal(signal, now)
         if seen is not None:
             now = seen
