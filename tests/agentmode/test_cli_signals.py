@@ -191,10 +191,11 @@ def test_each_sub_agent_gets_its_own_home_with_opencrabs_endpoint_and_hooks(
         full_auto=False,
     )
     assert codex.argv[1:] == [
+        "--no-daemon",
         "--ask-for-approval",
-        "untrusted",
+        "on-request",
         "--sandbox",
-        "workspace-write",
+        "read-only",
         "p",
     ]
     assert codex.env[CODEX_KEY_VAR] == "sk-codex"

@@ -6,6 +6,8 @@ pane, and their transcripts are imported so their tokens appear in llm_usage_met
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -50,10 +52,35 @@ T = TypeVar("T")
 
 
 @pytest.fixture
-def tmux() -> Iterator[PrivateTmux]:
+def tmux(tmp_path: Path) -> Iterator[PrivateTmux]:
+    """A private tmux server; afterwards no process started under tmp_path may be left
+    (a CLI's background daemon would outlive its pane), checked and then ended."""
     server = PrivateTmux()
     yield server
     server.kill()
+
+    def gone() -> bool | None:
+        return True if not leftovers(tmp_path) else None
+
+    try:
+        wait_for(gone, "exit of every process the test started", lambda: str(leftovers(tmp_path)))
+    finally:
+        for pid in leftovers(tmp_path):
+            os.kill(pid, signal.SIGKILL)
+
+
+def leftovers(tmp_path: Path) -> list[int]:
+    """Processes whose command line names a path under tmp_path (a sub-agent HOME, …)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(tmp_path).encode() in cmdline:
+                found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture
@@ -246,3 +273,39 @@ def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answe
 
     assert done.summary == "Wrote it after approval."
     assert target.read_text() == "approved\n"
+
+
+def test_a_codex_approval_prompt_is_found_on_the_screen_and_answered(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    escalate = {
+        "cmd": "printf 'approved\\n' > hello.txt",
+        "sandbox_permissions": "require_escalated",  # outside the read-only sandbox: asks
+        "justification": "Write hello.txt?",
+    }
+    ScriptedModel(
+        [ToolCall("exec_command", escalate), Text("Wrote it after approval.")]
+    ).serve_responses(fake_llm_server)
+    endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
+    run = launch(CODEX, tmp_path, repo, endpoint, full_auto=False)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+
+    def asking() -> Observation | None:  # Codex's notify has no approval event: the screen
+        found, _ = read_signals(run.signal_dir)
+        now = observe(
+            found, tmux.dead_status(pane), screen=tmux.capture(pane), profile=CODEX, prompt=PROMPT
+        )
+        return now if now.status == "WaitingInput" else None
+
+    waiting = wait_for(asking, "approval prompt", lambda: tmux.capture(pane))
+
+    assert (waiting.source, waiting.question) == (
+        "OutputPattern",
+        "Would you like to run the following command?",
+    )
+    assert not (repo / "hello.txt").exists()
+    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes, proceed
+    done = until(tmux, pane, run, "Completed")
+
+    assert done.summary == "Wrote it after approval."
+    assert (repo / "hello.txt").read_text() == "approved\n"

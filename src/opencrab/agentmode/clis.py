@@ -70,6 +70,7 @@ class Profile:
     agent_type: AgentType
     executable: str  # the command name looked up (node_modules/.bin, then PATH)
     full_auto: tuple[str, ...]  # flags that let it run without approval prompts
+    always: tuple[str, ...] = ()  # flags for every run (e.g. no background daemon)
     ask_first: tuple[str, ...] = ()  # flags that make it ask before acting
     prompt_via: Literal["argv", "paste"] = "argv"  # argv: the prompt is the last argument
     transcripts: str | None = None  # its transcripts, relative to its HOME
@@ -114,19 +115,22 @@ CLAUDE_CODE = Profile(
     ask_first=("--permission-mode", "default"),
     transcripts=".claude/projects",
     importer="claude",
-    screen=(_pattern("WaitingInput", r"^\s*(Do you want to .+\?)\s*$", r"^\s*(❯\s*)?1\.\s*Yes\b"),),
+    screen=(_pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),),
 )
 CODEX = Profile(
     agent_type="Codex",
     executable="codex",
+    # --no-daemon: Codex would otherwise start a shared app-server daemon that outlives
+    # the pane (an orphaned process per sub-agent HOME).
+    always=("--no-daemon",),
     full_auto=("--dangerously-bypass-approvals-and-sandbox",),
-    ask_first=("--ask-for-approval", "untrusted", "--sandbox", "workspace-write"),
+    ask_first=("--ask-for-approval", "on-request", "--sandbox", "read-only"),
     transcripts=".codex/sessions",
     importer="codex",
     screen=(
         _pattern(
             "WaitingInput",
-            r"^\W*(Would you like to (?:run|make|apply) .+\?)\s*$",
+            r"^\W*(Would you like to (?:run|make|apply) [^?]+\?)",
             r"^\W*(›\s*)?1\.\s*Yes\b",
         ),
     ),
@@ -212,7 +216,7 @@ def prepare(
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     signal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     argv = [executable] if isinstance(executable, str) else list(executable)
-    argv += list(profile.full_auto if full_auto else profile.ask_first)
+    argv += [*profile.always, *(profile.full_auto if full_auto else profile.ask_first)]
     env = {"HOME": str(home), "TERM": "xterm-256color", **QUIET_ENV}
     if profile.agent_type == "ClaudeCode":
         env |= _claude_home(home, workdir, signal_dir, endpoint)
@@ -399,7 +403,7 @@ def match_screen(profile: Profile, screen: str, prompt: str = "") -> ScreenMatch
             found = pattern.question.search(lines[index])
             if found is None:
                 continue
-            below = range(index + 1, min(index + 8, len(lines)))
+            below = [n for n in range(index + 1, len(lines)) if lines[n].strip()][:8]
             if any(n not in echoed and pattern.cue.search(lines[n]) for n in below):
                 return ScreenMatch(pattern.status, found[1].strip())
     return None
