@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test browser postgres sandbox agentmode lint typecheck pytest bench lock clean
+.PHONY: run test browser postgres sandbox agentmode clis lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -111,7 +111,26 @@ agentmode:
 	  exit 1; \
 	fi
 
-test: $(VENV)/.dev-installed browser postgres sandbox agentmode
+# Agent mode's tests drive the real coding CLIs (Claude Code, Codex), pinned exactly in
+# clis/package-lock.json and installed by npm ci into clis/node_modules (not on PATH, not
+# global). Their native binaries come in optional per-platform packages, so optional
+# dependencies and install scripts stay on. Once the marker exists this does nothing.
+NPM      ?= npm
+CLIS_DIR := clis
+CLIS_OK  := $(CLIS_DIR)/node_modules/.opencrab-installed
+clis: $(CLIS_OK)
+	@:
+$(CLIS_OK): $(CLIS_DIR)/package.json $(CLIS_DIR)/package-lock.json
+	@command -v $(NPM) >/dev/null 2>&1 || { \
+	  echo "The agent-mode tests need Node.js and npm (the coding CLIs install from npm):" >&2; \
+	  echo "  sudo apt-get install nodejs npm   then run make test again" >&2; exit 1; }
+	@echo "==> Installing the coding CLIs (clis/package-lock.json) into clis/node_modules"
+	cd $(CLIS_DIR) && $(NPM) ci --include=optional --ignore-scripts=false --no-audit --no-fund
+	$(CLIS_DIR)/node_modules/.bin/claude --version
+	$(CLIS_DIR)/node_modules/.bin/codex --version
+	@touch $@
+
+test: $(VENV)/.dev-installed browser postgres sandbox agentmode clis
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

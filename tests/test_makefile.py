@@ -7,6 +7,7 @@ The real Makefile runs in a temporary copy of the tree whose `.venv/bin/python` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -25,6 +26,9 @@ def tree(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "pyproject.toml", work)
     for lock in ("run.lock", "dev.lock"):
         shutil.copy(ROOT / "requirements" / lock, work / "requirements")
+    (work / "clis").mkdir()
+    for manifest in ("package.json", "package-lock.json"):
+        shutil.copy(ROOT / "clis" / manifest, work / "clis")
     bin_dir = work / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     for name in ("python", "opencrab"):
@@ -194,3 +198,26 @@ def test_make_test_installs_tmux_and_git_for_the_agent_mode_tests(tmp_path: Path
         text=True,
     )
     assert (present.returncode, present.stdout, present.stderr) == (0, "", "")
+
+
+def test_make_test_installs_the_pinned_coding_clis_once(tmp_path: Path) -> None:
+    work = tree(tmp_path)
+    npm = work / "npm"
+    npm.write_text(
+        '#!/bin/sh\necho "npm $*" >> ../npm.log\nmkdir -p node_modules/.bin\n'
+        "for c in claude codex; do printf '#!/bin/sh\\necho %s ok\\n' $c"
+        " > node_modules/.bin/$c; chmod +x node_modules/.bin/$c; done\n"
+    )
+    npm.chmod(0o755)
+    assert "clis/package-lock.json" in make(work, "-n", "test")
+    first = make(work, "clis", f"NPM={npm}")
+    assert "==> Installing the coding CLIs" in first
+    assert "claude ok" in first
+    assert "codex ok" in first
+    calls = (work / "npm.log").read_text().splitlines()
+    assert calls == ["npm ci --include=optional --ignore-scripts=false --no-audit --no-fund"]
+    assert make(work, "clis", f"NPM={npm}") == ""  # once installed, nothing runs again
+    lock = json.loads((ROOT / "clis" / "package-lock.json").read_text())
+    pinned = json.loads((ROOT / "clis" / "package.json").read_text())["dependencies"]
+    for name, version in pinned.items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version

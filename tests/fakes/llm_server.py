@@ -13,6 +13,7 @@ queued forever once it is the only one left), and every request is recorded.
     server.reply("/v1/chat/completions", Reply(sse=[...], gate=event, gate_after=2))  # mid-stream
     server.reply("/v1/chat/completions", Reply(body=b"{not json", content_type="application/json"))
     server.requests[-1].json   # what the client sent
+    server.respond("/v1/messages", lambda request: Reply(...))  # a reply computed per request
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,7 @@ class FakeLlmServer:
 
     def __init__(self) -> None:
         self._replies: dict[str, deque[Reply]] = {}
+        self._responders: dict[str, Callable[[Recorded], Reply]] = {}
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self.port = _free_port()
@@ -104,9 +106,15 @@ class FakeLlmServer:
         with self._lock:
             self._replies.setdefault(path, deque()).extend(replies)
 
+    def respond(self, path: str, responder: Callable[[Recorded], Reply]) -> None:
+        """Answer requests to `path` with `responder(request)` (before any queued reply)."""
+        with self._lock:
+            self._responders[path] = responder
+
     def reset(self) -> None:
         with self._lock:
             self._replies.clear()
+            self._responders.clear()
             self.requests.clear()
 
     def requests_to(self, path: str) -> list[Recorded]:
@@ -137,18 +145,20 @@ class FakeLlmServer:
         body = await request.body()
         path = request.url.path
         with self._lock:
-            self.requests.append(
-                Recorded(
-                    method=request.method,
-                    path=path,
-                    query=dict(request.query_params),
-                    headers={k.lower(): v for k, v in request.headers.items()},
-                    body=body,
-                )
+            recorded = Recorded(
+                method=request.method,
+                path=path,
+                query=dict(request.query_params),
+                headers={k.lower(): v for k, v in request.headers.items()},
+                body=body,
             )
+            self.requests.append(recorded)
+            responder = self._responders.get(path)
             queue = self._replies.get(path)
             reply = None
-            if queue:
+            if responder is not None:
+                reply = responder(recorded)
+            elif queue:
                 reply = queue.popleft() if len(queue) > 1 else queue[0]
         if reply is None:
             return JSONResponse({"error": {"message": f"no reply scripted for {path}"}}, 404)

@@ -1,0 +1,461 @@
+"""The coding CLIs a sub-agent runs (seed 004 `SubAgentType`), as data, and how to read them.
+
+Each profile says how to start its CLI in a tmux pane: the argv (full-auto flags, the
+prompt as one argv element, so no shell ever quotes it), the sub-agent's own HOME and the
+configuration written into it (model endpoint, key, hooks / notify pointing at
+`signals.py`), and the environment (telemetry and auto-update off). `observe` turns the
+recorded signals and the pane's exit status into a status; `match_screen` is the fallback
+that reads a captured pane for a known prompt, never matching text the prompt echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from opencrab.agentmode import signals
+from opencrab.agentmode.signals import Signal
+from opencrab.errors import ValidationError
+
+AgentType = Literal["ClaudeCode", "Codex", "Gemini", "OpenCode", "Other"]
+Status = Literal["Running", "WaitingInput", "Completed", "Error"]
+Source = Literal["Hook", "ProcessExit", "OutputPattern"]
+
+QUIET_ENV = {
+    # Claude Code: no auto-update, telemetry, error reports or other non-essential calls.
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    # Codex, Gemini CLI, OpenCode, npm: no update checks or usage statistics.
+    "CODEX_DISABLE_UPDATE_CHECK": "1",
+    "GEMINI_CLI_DISABLE_AUTO_UPDATE": "true",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "NO_UPDATE_NOTIFIER": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The model a sub-agent talks to: OpenCrab's choice, never the user's own login."""
+
+    base_url: str  # e.g. http://127.0.0.1:8080 (Anthropic) or …/v1 (OpenAI Responses)
+    api_key: str
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ScreenPattern:
+    """A prompt recognised on the captured screen: a question line and a cue below it."""
+
+    status: Status
+    question: re.Pattern[str]  # the line that holds the question
+    cue: re.Pattern[str]  # must appear on a later line (the choices), not in the prompt
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one kind of coding CLI is started, configured and read."""
+
+    agent_type: AgentType
+    executable: str  # the command name looked up (node_modules/.bin, then PATH)
+    full_auto: tuple[str, ...]  # flags that let it run without approval prompts
+    always: tuple[str, ...] = ()  # flags for every run (e.g. no background daemon)
+    ask_first: tuple[str, ...] = ()  # flags that make it ask before acting
+    prompt_via: Literal["argv", "paste"] = "argv"  # argv: the prompt is the last argument
+    transcripts: str | None = None  # its transcripts, relative to its HOME
+    importer: str | None = None  # opencrab.importers source for them
+    screen: tuple[ScreenPattern, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one sub-agent: argv, environment, directories."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    home: Path
+    signal_dir: Path
+    prompt: str
+    paste_prompt: bool  # True: send the prompt into the pane after start (prompt_via paste)
+    transcripts: Path | None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the signals say about a sub-agent now."""
+
+    status: Status
+    source: Source | None = None  # how a Completed / Error was detected
+    question: str | None = None  # the WaitingInput question
+    summary: str | None = None  # the CLI's last message, when it finished
+    transcript: str | None = None  # the transcript path a hook named
+    detail: dict[str, str] = field(default_factory=dict)
+
+
+def _pattern(status: Status, question: str, cue: str) -> ScreenPattern:
+    return ScreenPattern(status, re.compile(question), re.compile(cue))
+
+
+CLAUDE_CODE = Profile(
+    agent_type="ClaudeCode",
+    executable="claude",
+    full_auto=("--dangerously-skip-permissions",),
+    ask_first=("--permission-mode", "default"),
+    transcripts=".claude/projects",
+    importer="claude",
+    screen=(_pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),),
+)
+CODEX = Profile(
+    agent_type="Codex",
+    executable="codex",
+    # --no-daemon: Codex would otherwise start a shared app-server daemon that outlives
+    # the pane (an orphaned process per sub-agent HOME).
+    always=("--no-daemon",),
+    full_auto=("--dangerously-bypass-approvals-and-sandbox",),
+    ask_first=("--ask-for-approval", "on-request", "--sandbox", "read-only"),
+    transcripts=".codex/sessions",
+    importer="codex",
+    screen=(
+        _pattern(
+            "WaitingInput",
+            r"^\W*(Would you like to (?:run|make|apply) [^?]+\?)",
+            r"^\W*(›\s*)?1\.\s*Yes\b",
+        ),
+    ),
+)
+GEMINI = Profile(
+    agent_type="Gemini",
+    executable="gemini",
+    full_auto=("--yolo",),
+    ask_first=("--approval-mode", "default"),
+    screen=(_pattern("WaitingInput", r"^\W*(Allow execution.*\?)\s*$", r"^\W*1\.\s*Yes\b"),),
+)
+OPENCODE = Profile(
+    agent_type="OpenCode",
+    executable="opencode",
+    full_auto=(),
+    prompt_via="argv",
+)
+OTHER = Profile(agent_type="Other", executable="", full_auto=(), prompt_via="paste")
+
+PROFILES: dict[AgentType, Profile] = {
+    p.agent_type: p for p in (CLAUDE_CODE, CODEX, GEMINI, OPENCODE, OTHER)
+}
+CLI_NAMES: dict[str, AgentType] = {
+    "claude": "ClaudeCode",
+    "codex": "Codex",
+    "gemini": "Gemini",
+    "opencode": "OpenCode",
+    "other": "Other",
+}
+
+
+def profile_for(name: str) -> Profile:
+    """The profile for a `--cli` name (claude, codex, gemini, opencode, other) or type."""
+    agent_type = CLI_NAMES.get(name, name)
+    if agent_type not in PROFILES:
+        known = ", ".join(CLI_NAMES)
+        raise ValidationError(f"unknown coding CLI {name!r}: use one of {known}")
+    return PROFILES[agent_type]
+
+
+def find_executable(profile: Profile, search: Sequence[str | os.PathLike[str]] = ()) -> str:
+    """The CLI's executable: first in `search` dirs (e.g. clis/node_modules/.bin), then PATH."""
+    if not profile.executable:
+        raise ValidationError("the Other sub-agent type needs its own --command")
+    for directory in search:
+        found = shutil.which(profile.executable, path=os.fspath(directory))
+        if found:
+            return found
+    found = shutil.which(profile.executable)
+    if found is None:
+        raise ValidationError(
+            f"{profile.executable!r} is not installed: run `make clis` or put it on PATH"
+        )
+    return found
+
+
+def signal_command(signal_dir: Path, source: str) -> list[str]:
+    """The argv of the hook / notify command that records one signal for a sub-agent."""
+    return [
+        sys.executable,
+        "-I",  # isolated: no PYTHON* variables, no script dir or user site on sys.path
+        signals.__file__,
+        "--dir",
+        str(signal_dir),
+        "--source",
+        source,
+    ]
+
+
+def prepare(
+    profile: Profile,
+    *,
+    executable: str | Sequence[str],
+    home: Path,
+    workdir: Path,
+    signal_dir: Path,
+    endpoint: Endpoint | None,
+    prompt: str,
+    full_auto: bool = True,
+    extra_env: Mapping[str, str] | None = None,
+) -> Launch:
+    """Write the sub-agent's HOME configuration and return how to start it."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    signal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    argv = [executable] if isinstance(executable, str) else list(executable)
+    argv += [*profile.always, *(profile.full_auto if full_auto else profile.ask_first)]
+    env = {"HOME": str(home), "TERM": "xterm-256color", **QUIET_ENV}
+    if profile.agent_type == "ClaudeCode":
+        env |= _claude_home(home, workdir, signal_dir, endpoint)
+        if full_auto and os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"  # --dangerously-skip-permissions refuses root otherwise
+    elif profile.agent_type == "Codex":
+        env |= _codex_home(home, workdir, signal_dir, endpoint)
+    elif profile.agent_type == "Gemini":
+        env |= _gemini_home(home, signal_dir, endpoint)
+    if extra_env:
+        env |= dict(extra_env)
+    paste = profile.prompt_via == "paste"
+    if not paste:
+        argv.append(prompt)
+    transcripts = home / profile.transcripts if profile.transcripts else None
+    return Launch(argv, env, workdir, home, signal_dir, prompt, paste, transcripts)
+
+
+def _claude_home(
+    home: Path, workdir: Path, signal_dir: Path, endpoint: Endpoint | None
+) -> dict[str, str]:
+    """~/.claude.json (onboarding done, key approved, folder trusted) and settings.json hooks."""
+    key = endpoint.api_key if endpoint else ""
+    state = {
+        "hasCompletedOnboarding": True,
+        "bypassPermissionsModeAccepted": True,
+        "customApiKeyResponses": {"approved": [key[-20:]] if key else [], "rejected": []},
+        "projects": {
+            str(workdir): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
+        },
+    }
+    hook = [{"type": "command", "command": _shell_words(signal_command(signal_dir, "claude"))}]
+    settings = {
+        "hooks": {
+            "Stop": [{"hooks": hook}],
+            "Notification": [{"matcher": "permission_prompt|idle_prompt", "hooks": hook}],
+            "SessionEnd": [{"hooks": hook}],
+        },
+    }
+    _write_private(home / ".claude.json", json.dumps(state, indent=2))
+    _write_private(home / ".claude" / "settings.json", json.dumps(settings, indent=2))
+    env: dict[str, str] = {}
+    if endpoint:
+        env |= {"ANTHROPIC_BASE_URL": endpoint.base_url, "ANTHROPIC_API_KEY": key}
+        if endpoint.model:
+            env["ANTHROPIC_MODEL"] = endpoint.model
+    return env
+
+
+CODEX_KEY_VAR = "OPENCRAB_CODEX_API_KEY"
+
+
+def _codex_home(
+    home: Path, workdir: Path, signal_dir: Path, endpoint: Endpoint | None
+) -> dict[str, str]:
+    """~/.codex/config.toml: OpenCrab's provider (Responses API), notify, trusted folder."""
+    codex_home = home / ".codex"
+    lines = [
+        f"notify = {_toml_list(signal_command(signal_dir, 'codex'))}",
+        "check_for_update_on_startup = false",
+    ]
+    if endpoint:
+        if endpoint.model:
+            lines.append(f"model = {_toml_str(endpoint.model)}")
+        lines += [
+            'model_provider = "opencrab"',
+            "",
+            "[model_providers.opencrab]",
+            'name = "OpenCrab"',
+            f"base_url = {_toml_str(endpoint.base_url)}",
+            'wire_api = "responses"',
+            f"env_key = {_toml_str(CODEX_KEY_VAR)}",
+        ]
+    lines += ["", f"[projects.{_toml_str(str(workdir))}]", 'trust_level = "trusted"', ""]
+    _write_private(codex_home / "config.toml", "\n".join(lines))
+    env = {"CODEX_HOME": str(codex_home)}
+    if endpoint:
+        env[CODEX_KEY_VAR] = endpoint.api_key
+    return env
+
+
+def _gemini_home(home: Path, signal_dir: Path, endpoint: Endpoint | None) -> dict[str, str]:
+    """~/.gemini/settings.json with hooks that record AfterAgent and Notification."""
+    hook = [{"type": "command", "command": _shell_words(signal_command(signal_dir, "gemini"))}]
+    settings = {
+        "hooks": {
+            "AfterAgent": [{"hooks": hook}],
+            "Notification": [{"hooks": hook}],
+            "SessionEnd": [{"hooks": hook}],
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"disableAutoUpdate": True},
+    }
+    _write_private(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
+    env: dict[str, str] = {}
+    if endpoint:
+        env |= {"GEMINI_API_KEY": endpoint.api_key, "GOOGLE_GEMINI_BASE_URL": endpoint.base_url}
+    return env
+
+
+def observe(
+    found: Iterable[Signal],
+    pane_dead_status: int | None = None,
+    *,
+    screen: str | None = None,
+    profile: Profile | None = None,
+    prompt: str = "",
+) -> Observation:
+    """The status the signals give (the last decisive one wins), then the pane's exit,
+    then (only while still Running) a known prompt on the `screen` of `profile`. With the
+    task's `prompt`, Codex notifications of other threads than the one it started (the
+    TUI's own title request) are ignored."""
+    now = Observation("Running")
+    main_thread: str | None = None  # Codex: the thread the task's prompt started
+    for signal in found:
+        thread = signal.payload.get("thread-id")
+        if signal.source == "codex" and isinstance(thread, str) and prompt:
+            inputs = signal.payload.get("input-messages")
+            if main_thread is None and isinstance(inputs, list) and prompt in inputs:
+                main_thread = thread
+            if thread != main_thread:
+                continue  # a side thread (e.g. the TUI's title generation) finishing
+        seen = _from_signal(signal, now)
+        if seen is not None:
+            now = seen
+    if pane_dead_status is not None and now.status != "Completed":
+        if pane_dead_status == 0:
+            return Observation("Completed", "ProcessExit", summary=now.summary)
+        reason = now.detail.get("reason", "")
+        detail = {"exit_status": str(pane_dead_status)} | ({"reason": reason} if reason else {})
+        return Observation("Error", "ProcessExit", summary=now.summary, detail=detail)
+    if now.status == "Running" and screen is not None and profile is not None:
+        match = match_screen(profile, screen, prompt)
+        if match is not None:
+            return Observation(match.status, "OutputPattern", question=match.question)
+    return now
+
+
+def _from_signal(signal: Signal, now: Observation) -> Observation | None:
+    payload = signal.payload
+    transcript = _text(payload.get("transcript_path")) or now.transcript
+    event = signal.event
+    if event in ("Stop", "AfterAgent") or event == "agent-turn-complete":
+        summary = _text(
+            payload.get("last_assistant_message")
+            or payload.get("last-assistant-message")
+            or payload.get("prompt_response")
+        )
+        return Observation("Completed", "Hook", summary=summary, transcript=transcript)
+    if event == "Notification":
+        kind = _text(payload.get("notification_type")) or ""
+        if kind == "idle_prompt" and now.status == "Completed":
+            return None  # idle after finishing is still finished
+        message = _text(payload.get("message")) or "waiting for input"
+        return Observation("WaitingInput", question=message, transcript=transcript)
+    if "approval" in event or "input-requested" in event:
+        return Observation("WaitingInput", question=_text(payload.get("message")) or event)
+    if event == "SessionEnd" and now.status != "Completed":
+        reason = _text(payload.get("reason")) or "ended"
+        return Observation(
+            "Error", "Hook", transcript=transcript, detail={"reason": f"session ended: {reason}"}
+        )
+    if event in ("UserPromptSubmit", "PreToolUse", "PostToolUse"):
+        return Observation("Running", transcript=transcript)
+    return None
+
+
+@dataclass(frozen=True)
+class ScreenMatch:
+    """A known prompt found on the screen."""
+
+    status: Status
+    question: str
+
+
+def match_screen(profile: Profile, screen: str, prompt: str = "") -> ScreenMatch | None:
+    """The last known prompt on a captured pane, ignoring the lines that echo the prompt."""
+    lines = screen.splitlines()
+    echoed = _echoed_lines(lines, prompt)
+    for index in range(len(lines) - 1, -1, -1):
+        if index in echoed:
+            continue
+        for pattern in profile.screen:
+            found = pattern.question.search(lines[index])
+            if found is None:
+                continue
+            below = [n for n in range(index + 1, len(lines)) if lines[n].strip()][:8]
+            if any(n not in echoed and pattern.cue.search(lines[n]) for n in below):
+                return ScreenMatch(pattern.status, found[1].strip())
+    return None
+
+
+def _echoed_lines(lines: list[str], prompt: str) -> set[int]:
+    """Indexes of screen lines that show the prompt: each run of lines that are all
+    pieces of the prompt and that starts with its first line (the CLI's echo of it)."""
+    whole = _squash(prompt)
+    first = next((_squash(line) for line in prompt.splitlines() if _squash(line)), "")
+    if not first:
+        return set()
+    echoed: set[int] = set()
+    run: list[int] = []
+    for index, line in enumerate([*lines, ""]):
+        text = _squash(line)
+        if text and text in whole:
+            run.append(index)
+            continue
+        if not text and run and index < len(lines):
+            continue  # a blank line inside the echo
+        if any(first in _squash(lines[n]) or first.startswith(_squash(lines[n])) for n in run[:1]):
+            echoed.update(run)
+        run = []
+    return echoed
+
+
+def _squash(text: str) -> str:
+    """Text without marks, punctuation other than ? and ., or spacing, for comparing."""
+    return " ".join(re.sub(r"[^\w?.]+", " ", text).split()).casefold()
+
+
+def _text(value: object) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(temp, path)
+
+
+def _shell_words(argv: Sequence[str]) -> str:
+    return shlex.join(argv)
+
+
+def _toml_str(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+def _toml_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(_toml_str(item) for item in items) + "]"

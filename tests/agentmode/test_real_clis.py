@@ -1,0 +1,311 @@
+"""The real Claude Code and Codex CLIs (pinned in clis/, installed by `make clis`) run under
+OpenCrab's control: each in a real tmux pane on a private socket, in its own HOME, in a
+temp git repository, against a scripted model on 127.0.0.1. Completion arrives through
+their hook / notify signals, a permission prompt is surfaced and answered through the
+pane, and their transcripts are imported so their tokens appear in llm_usage_metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import sqlalchemy as sa
+
+from opencrab.agentmode.clis import (
+    CLAUDE_CODE,
+    CODEX,
+    Endpoint,
+    Launch,
+    Observation,
+    Profile,
+    find_executable,
+    match_screen,
+    observe,
+    prepare,
+)
+from opencrab.agentmode.signals import read_signals
+from opencrab.importers.store import Importer
+from opencrab.store import Database
+from opencrab.store.tables import llm_usage_metrics
+from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, Text, ToolCall
+from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.tmux_pane import PrivateTmux
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIS_BIN = ROOT / "clis" / "node_modules" / ".bin"
+PROMPT = 'Create hello.txt — keep "quotes", $HOME, `backticks`; and 日本語 as they are.'
+WAIT = 180.0  # a guard against hanging forever, not a speed limit
+# Whatever a CLI might still try to reach beyond the fake model goes to a closed port.
+OFFLINE = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[PrivateTmux]:
+    """A private tmux server; afterwards no process started under tmp_path may be left
+    (a CLI's background daemon would outlive its pane), checked and then ended."""
+    server = PrivateTmux()
+    yield server
+    server.kill()
+
+    def gone() -> bool | None:
+        return True if not leftovers(tmp_path) else None
+
+    try:
+        wait_for(gone, "exit of every process the test started", lambda: str(leftovers(tmp_path)))
+    finally:
+        for pid in leftovers(tmp_path):
+            os.kill(pid, signal.SIGKILL)
+
+
+def leftovers(tmp_path: Path) -> list[int]:
+    """Processes whose command line names a path under tmp_path (a sub-agent HOME, …)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(tmp_path).encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit, as a task's worktree would be."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (path / "README.md").write_text("demo\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    return path
+
+
+def wait_for(probe: Callable[[], T | None], what: str, describe: Callable[[], str]) -> T:
+    """Poll `probe` until it returns something; fail naming `what` and the screen."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"no {what} within {WAIT:.0f} s; the pane shows:\n{describe()}")
+
+
+def launch(
+    profile: Profile,
+    tmp_path: Path,
+    repo: Path,
+    endpoint: Endpoint,
+    *,
+    full_auto: bool = True,
+) -> Launch:
+    return prepare(
+        profile,
+        executable=find_executable(profile, [CLIS_BIN]),
+        home=tmp_path / f"home-{profile.agent_type}",
+        workdir=repo,
+        signal_dir=tmp_path / f"signals-{profile.agent_type}",
+        endpoint=endpoint,
+        prompt=PROMPT,
+        full_auto=full_auto,
+        extra_env=OFFLINE,
+    )
+
+
+def status(tmux: PrivateTmux, pane: str, run: Launch) -> Observation:
+    found, _ = read_signals(run.signal_dir)
+    return observe(found, tmux.dead_status(pane), prompt=run.prompt)
+
+
+def until(tmux: PrivateTmux, pane: str, run: Launch, wanted: str) -> Observation:
+    def probe() -> Observation | None:
+        now = status(tmux, pane, run)
+        if now.status == "Error":
+            pytest.fail(f"the sub-agent failed: {now}\n{tmux.capture(pane)}")
+        return now if now.status == wanted else None
+
+    return wait_for(probe, wanted, lambda: tmux.capture(pane))
+
+
+def the_cli_runs_in_the_pane(tmux: PrivateTmux, pane: str, executable: str) -> None:
+    """The pane's pid is the CLI itself (started without a shell), not a shell around it."""
+    cmdline = Path(f"/proc/{tmux.field(pane, 'pane_pid')}/cmdline")
+
+    def program() -> str | None:  # tmux's forked child until it has exec'd the command
+        name = Path(cmdline.read_bytes().split(b"\0")[0].decode()).name
+        return None if name == "tmux" else name
+
+    name = wait_for(program, "exec of the CLI", lambda: tmux.capture(pane))
+    assert name in {Path(executable).name, "node"}  # node: codex.js on Node < 22 (no execve)
+
+
+def settled(run: Launch, last_message: str, tmux: PrivateTmux, pane: str) -> None:
+    """Wait until the CLI's transcript holds its last message (a hook may fire before
+    the CLI has written its final transcript lines)."""
+    assert run.transcripts is not None
+    folder = run.transcripts
+
+    def holds() -> bool | None:
+        files = folder.rglob("*.jsonl") if folder.is_dir() else []
+        return True if any(last_message in f.read_text(errors="replace") for f in files) else None
+
+    wait_for(holds, f"transcript holding {last_message!r}", lambda: tmux.capture(pane))
+
+
+def usage_rows(db: Database) -> list[sa.Row[tuple[str, str, int, int]]]:
+    m = llm_usage_metrics.c
+    query = sa.select(m.provider, m.model, m.input_tokens, m.output_tokens).order_by(m.timestamp)
+    with db.read() as conn:
+        return list(conn.execute(query))
+
+
+def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+) -> None:
+    target = repo / "hello.txt"
+    model = ScriptedModel(
+        [
+            ToolCall("Write", {"file_path": str(target), "content": "hello from claude\n"}),
+            Text("Wrote hello.txt."),
+        ]
+    ).serve_anthropic(fake_llm_server)
+    endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789", "claude-sonnet-4-5")
+    run = launch(CLAUDE_CODE, tmp_path, repo, endpoint)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+
+    done = until(tmux, pane, run, "Completed")
+
+    assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
+    assert target.read_text() == "hello from claude\n"
+    first = model.requests[0].json
+    assert PROMPT in str(first["messages"][0]["content"])  # the prompt arrived intact
+    assert {r.headers.get("x-api-key") for r in model.requests} == {endpoint.api_key}
+    assert done.transcript is not None
+    assert Path(done.transcript).is_relative_to(run.home)
+
+    settled(run, "Wrote hello.txt.", tmux, pane)
+    assert run.transcripts is not None
+    summary = Importer(db, "claude").run([run.transcripts])
+    assert summary.as_json()["files"] >= 1
+    rows = usage_rows(db)
+    assert [(r.input_tokens, r.output_tokens) for r in rows] == [
+        (INPUT_TOKENS, OUTPUT_TOKENS),
+        (INPUT_TOKENS, OUTPUT_TOKENS),
+    ]
+    assert {r.model for r in rows} == {"claude-sonnet-4-5"}
+
+
+def test_codex_edits_a_file_and_its_notify_reports_completion(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+) -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("exec_command", {"cmd": "printf 'hello from codex\\n' > hello.txt"}),
+            Text("Wrote hello.txt."),
+        ]
+    ).serve_responses(fake_llm_server)
+    endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
+    run = launch(CODEX, tmp_path, repo, endpoint)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+
+    done = until(tmux, pane, run, "Completed")
+
+    assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
+    assert (repo / "hello.txt").read_text() == "hello from codex\n"
+    assert PROMPT in str(model.requests[0].json["input"])
+    auth = {r.headers.get("authorization") for r in model.requests}
+    assert auth == {f"Bearer {endpoint.api_key}"}
+
+    settled(run, "Wrote hello.txt.", tmux, pane)
+    assert run.transcripts is not None
+    Importer(db, "codex").run([run.transcripts])
+    rows = usage_rows(db)
+    assert len(rows) == 2
+    assert {(r.input_tokens, r.output_tokens) for r in rows} == {(INPUT_TOKENS, OUTPUT_TOKENS)}
+    assert {r.model for r in rows} == {"gpt-5-codex"}
+
+
+def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answered(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    target = repo / "hello.txt"
+    ScriptedModel(
+        [
+            ToolCall("Write", {"file_path": str(target), "content": "approved\n"}),
+            Text("Wrote it after approval."),
+        ]
+    ).serve_anthropic(fake_llm_server)
+    endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789")
+    run = launch(CLAUDE_CODE, tmp_path, repo, endpoint, full_auto=False)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+
+    waiting = until(tmux, pane, run, "WaitingInput")
+
+    assert waiting.question == "Claude needs your permission"
+    assert not target.exists()  # nothing written before the answer
+    asked = wait_for(
+        lambda: match_screen(CLAUDE_CODE, tmux.capture(pane), PROMPT),
+        "permission question on the screen",
+        lambda: tmux.capture(pane),
+    )
+    assert asked.question == "Do you want to create hello.txt?"
+
+    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes
+    done = until(tmux, pane, run, "Completed")
+
+    assert done.summary == "Wrote it after approval."
+    assert target.read_text() == "approved\n"
+
+
+def test_a_codex_approval_prompt_is_found_on_the_screen_and_answered(
+    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    escalate = {
+        "cmd": "printf 'approved\\n' > hello.txt",
+        "sandbox_permissions": "require_escalated",  # outside the read-only sandbox: asks
+        "justification": "Write hello.txt?",
+    }
+    ScriptedModel(
+        [ToolCall("exec_command", escalate), Text("Wrote it after approval.")]
+    ).serve_responses(fake_llm_server)
+    endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
+    run = launch(CODEX, tmp_path, repo, endpoint, full_auto=False)
+    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+
+    def asking() -> Observation | None:  # Codex's notify has no approval event: the screen
+        found, _ = read_signals(run.signal_dir)
+        now = observe(
+            found, tmux.dead_status(pane), screen=tmux.capture(pane), profile=CODEX, prompt=PROMPT
+        )
+        return now if now.status == "WaitingInput" else None
+
+    waiting = wait_for(asking, "approval prompt", lambda: tmux.capture(pane))
+
+    assert (waiting.source, waiting.question) == (
+        "OutputPattern",
+        "Would you like to run the following command?",
+    )
+    assert not (repo / "hello.txt").exists()
+    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes, proceed
+    done = until(tmux, pane, run, "Completed")
+
+    assert done.summary == "Wrote it after approval."
+    assert (repo / "hello.txt").read_text() == "approved\n"
