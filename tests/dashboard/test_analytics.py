@@ -44,7 +44,7 @@ def _figures(page: Page, name: str) -> dict[str, str]:
 
 def _series(page: Page, chart_id: str) -> list[dict[str, Any]]:
     """The series the ECharts instance on #chart_id draws (name and data)."""
-    page.wait_for_function(f"document.getElementById('{chart_id}').dataset.state === 'drawn'")
+    page.wait_for_selector(f"#{chart_id}[data-state='drawn']")
     series: list[dict[str, Any]] = page.evaluate(
         """(id) => echarts.getInstanceByDom(document.getElementById(id)).getOption().series
                    .map((s) => ({name: s.name, type: s.type, data: s.data}))""",
@@ -92,10 +92,8 @@ def test_clicking_a_graph_edge_opens_that_pairs_impressions(page: Watched, seede
           return chart.convertToPixel({seriesIndex: 0}, mid);
         }"""
     )
-    box = tab.locator("#graph-chart").bounding_box()
-    assert box is not None
-    tab.mouse.click(box["x"] + x, box["y"] + y)
-    tab.wait_for_function("document.querySelector('details.pair').open")
+    tab.locator("#graph-chart").click(position={"x": x, "y": y})  # on the edge's middle
+    tab.wait_for_selector("details.pair[open]")
     assert "selected" in (pair.get_attribute("class") or "")
     rows = pair.locator("tr[data-impression]")
     assert sorted(rows.evaluate_all("(rs) => rs.map((r) => r.dataset.impression)")) == sorted(
@@ -136,6 +134,6 @@ def test_the_figures_read_without_javascript(
 def test_an_agent_without_activity_shows_no_data(page: Watched, seeded: Seeded) -> None:
     tab = page.page
     tab.goto(f"/agents/{LONELY}/analytics")
-    tab.wait_for_function("document.getElementById('messages-chart').dataset.state === 'empty'")
+    tab.wait_for_selector("#messages-chart[data-state='empty']")
     assert tab.locator("#messages-chart").inner_text() == "No data in this period."
     assert tab.locator("table[data-figures='messages']").count() == 0

@@ -50,7 +50,7 @@
       ],
       series: [
         { type: "bar", name: "Uses", data: rows.map((s) => s.usageCount), barMaxWidth: 32, itemStyle: { color: c.accent } },
-        { type: "line", name: "Effectiveness", yAxisIndex: 1, showSymbol: true, symbolSize: 9,
+        { type: "line", name: "Effectiveness", yAxisIndex: 1, showSymbol: true, symbol: "circle", symbolSize: 10,
           lineStyle: { opacity: 0 }, itemStyle: { color: c.link },
           data: rows.map((s) => (s.effectiveness == null ? null : s.effectiveness)) },
       ],
@@ -87,7 +87,7 @@
           source: e.source, target: e.target, count: e.impressions.length,
           names: data.nodes.filter((n) => n.id === e.source || n.id === e.target).map((n) => n.name).join(" ↔ "),
           affinityText: e.affinity == null ? "—" : e.affinity.toFixed(2),
-          lineStyle: { width: Math.min(12, 3 + 1.5 * e.impressions.length), color: affinityColour(c, e.affinity), opacity: 0.85, curveness: 0.1 },
+          lineStyle: { width: Math.min(12, 3 + 1.5 * e.impressions.length), color: affinityColour(c, e.affinity), opacity: 0.85 },
         })),
       }],
     });
@@ -97,6 +97,7 @@
     const rows = data.talks.slice(0, 15).reverse();
     if (!rows.length) return null;
     return (c) => ({
+      legend: { show: false },
       grid: { left: 16, right: 24, top: 8, bottom: 24, containLabel: true },
       tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
       xAxis: Object.assign({ type: "value", minInterval: 1 }, C.axis(c)),
