@@ -100,6 +100,7 @@ def test_clicking_a_graph_edge_opens_that_pairs_impressions(page: Watched, seede
         seeded.impression_ids
     )
     assert pair.get_by_text("論理的で率直").first.is_visible()
+    tab.evaluate("window.scrollTo(0, 0)")
     shoot(tab, "analytics-graph-pair")
 
 

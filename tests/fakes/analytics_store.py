@@ -146,7 +146,9 @@ def seed_analytics(db: Database, ids: dict[str, str] | None = None) -> Seeded:
             ],
         )
 
-        def version(sid: str, n: int, change: str, when: datetime) -> dict[str, Any]:
+        def version(
+            sid: str, n: int, change: str, when: datetime, source: str = "experience"
+        ) -> dict[str, Any]:
             return {
                 "skill_id": sid,
                 "version": n,
@@ -155,7 +157,7 @@ def seed_analytics(db: Database, ids: dict[str, str] | None = None) -> Seeded:
                 "situation_pattern": "s",
                 "guidance": "g",
                 "actions_json": [],
-                "source_type": "experience",
+                "source_type": source,
                 "change": change,
                 "created_at": when,
             }
@@ -166,6 +168,7 @@ def seed_analytics(db: Database, ids: dict[str, str] | None = None) -> Seeded:
                 version(skill_a, 1, "created", t[0]),
                 version(skill_a, 2, "refined", t[2]),
                 version(skill_b, 1, "created", t[1]),
+                version(skill_b2, 1, "created", t[2], "standard"),  # installed, not learned
             ],
         )
         seen = [str(uuid4()), str(uuid4()), str(uuid4())]

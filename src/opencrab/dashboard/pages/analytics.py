@@ -24,7 +24,12 @@ from opencrab.server.api.analytics import get_skill_analytics
 router = APIRouter()
 
 PagePeriod = Annotated[Literal["day", "week", "month", "all"], Query()]
-PERIODS = (("day", "Last 24 hours"), ("week", "Last 7 days"), ("month", "Last 30 days"), ("all", "All time"))
+PERIODS = (
+    ("day", "Last 24 hours"),
+    ("week", "Last 7 days"),
+    ("month", "Last 30 days"),
+    ("all", "All time"),
+)
 
 
 def _figures(db: Any, agent_id: str | None, period: str) -> dict[str, Any]:

@@ -84,13 +84,18 @@ def heartbeats_by_day(
 def skill_changes_by_day(
     conn: Connection, *, agent_id: str | None, since: datetime | None
 ) -> list[DayCount]:
-    """Skill versions written per UTC day and kind of change (created, refined, ...)."""
+    """Skill versions the agents wrote per UTC day and kind of change (created, refined, ...).
+
+    Standard skills (installed with OpenCrab, not learned) are left out.
+    """
     v, s = skill_versions.c, skills.c
     day = _day(conn, v.created_at).label("day")
     query = (
         sa.select(day, v.change, sa.func.count())
         .join(skills, s.id == v.skill_id)
-        .where(_of(s.agent_id, agent_id), _after(v.created_at, since))
+        .where(
+            v.source_type != "standard", _of(s.agent_id, agent_id), _after(v.created_at, since)
+        )
         .group_by(day, v.change)
         .order_by(day, v.change)
     )
