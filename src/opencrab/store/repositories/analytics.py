@@ -93,9 +93,7 @@ def skill_changes_by_day(
     query = (
         sa.select(day, v.change, sa.func.count())
         .join(skills, s.id == v.skill_id)
-        .where(
-            v.source_type != "standard", _of(s.agent_id, agent_id), _after(v.created_at, since)
-        )
+        .where(v.source_type != "standard", _of(s.agent_id, agent_id), _after(v.created_at, since))
         .group_by(day, v.change)
         .order_by(day, v.change)
     )
