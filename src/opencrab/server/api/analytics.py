@@ -20,6 +20,7 @@ from opencrab.core.workspace import Workspace
 from opencrab.llm.analysis import analyze_usage
 from opencrab.llm.metrics import period_start
 from opencrab.plugins import hookimpl
+from opencrab.server.api import analytics_charts as charts
 from opencrab.server.deps import AgentDep, DatabaseDep, SettingsDep
 from opencrab.server.schemas import ApiModel, Period, error_responses
 from opencrab.store.repositories import activity
@@ -217,3 +218,4 @@ def get_llm_analytics(
 @hookimpl
 def register_routes(app: FastAPI) -> None:
     app.include_router(router)
+    app.include_router(charts.router)
