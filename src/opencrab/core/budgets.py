@@ -13,8 +13,8 @@ which `notify` also POSTs to `[budgets] webhook_url` in the background.
 
 Example:
     budgets = Budgets(db, settings)
-    new_alerts = budgets.check(agent)      # BudgetExceeded when a cap is spent
-    notify(settings, new_alerts, {agent.id: agent.name})
+    await enforce(db, settings, agent, None)  # BudgetExceeded when a cap is spent;
+                                              # new alerts POSTed in the background
     budgets.overview()                     # caps, spend, forecast, idle cost, alerts
 """
 
@@ -30,6 +30,7 @@ import httpx
 
 from opencrab.config import Settings
 from opencrab.errors import BudgetExceeded
+from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import budgets as repo
 from opencrab.store.repositories.budgets import FLEET, AlertRow
@@ -54,6 +55,14 @@ class CostCap:
     session_id: str
     since: datetime
     label: str = "maxCostUsd"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A budget check: the alerts it newly recorded, and why the call is refused (None: go)."""
+
+    alerts: list[AlertRow]
+    refusal: str | None
 
 
 @dataclass(frozen=True)
@@ -161,8 +170,18 @@ class Budgets:
     def check(
         self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
     ) -> list[AlertRow]:
-        """Record the alerts the spend has reached (returns the new ones), then raise
-        BudgetExceeded when a cap of the agent, the fleet or `cap` is spent."""
+        """Record the alerts the spend has reached (returns the new ones); BudgetExceeded
+        when a cap of the agent, the fleet or `cap` is spent."""
+        verdict = self.verdict(agent, cap, now)
+        if verdict.refusal is not None:
+            raise BudgetExceeded(verdict.refusal)
+        return verdict.alerts
+
+    def verdict(
+        self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
+    ) -> Verdict:
+        """Record the alerts the spend has reached; the new ones, and why a call is
+        refused (a cap of the agent, the fleet or `cap` is spent) or None."""
         now = now or datetime.now(UTC)
         day, month = day_start(now), month_start(now)
         fleet_caps = self.fleet_caps()
@@ -178,13 +197,14 @@ class Budgets:
         new = self._record(reached, now)
         for row in reached:
             if row.threshold == 100:
-                raise BudgetExceeded(_exceeded(agent.name, row))
+                return Verdict(new, _exceeded(agent.name, row))
         if cap is not None and ticket >= cap.limit_usd:
-            raise BudgetExceeded(
+            return Verdict(
+                new,
                 f"ticket cost limit reached: ${ticket:.4f} ({cap.label} {cap.limit_usd:g}); "
-                "no further LLM calls in this stretch"
+                "no further LLM calls in this stretch",
             )
-        return new
+        return Verdict(new, None)
 
     def _record(self, reached: list[AlertRow], now: datetime) -> list[AlertRow]:
         if not reached:
@@ -290,8 +310,18 @@ async def deliver(settings: Settings, rows: list[AlertRow], names: dict[str, str
             try:
                 response = await client.post(url, json=alert_payload(row, names))
                 response.raise_for_status()
-            except httpx.HTTPError as exc:
-                log.warning("budget alert webhook failed (%s): %s", type(exc).__name__, exc)
+            except httpx.HTTPError as exc:  # the URL may hold a token: not logged
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                log.warning("budget alert webhook failed: %s %s", type(exc).__name__, status or "")
+
+
+async def enforce(db: Database, settings: Settings, agent: Agent, cap: CostCap | None) -> None:
+    """The check before a call: new alerts delivered in the background, then
+    BudgetExceeded when a cap is spent."""
+    verdict = await run_blocking(Budgets(db, settings).verdict, agent, cap)
+    notify(settings, verdict.alerts, {agent.id: agent.name})
+    if verdict.refusal is not None:
+        raise BudgetExceeded(verdict.refusal)
 
 
 def notify(settings: Settings, rows: list[AlertRow], names: dict[str, str]) -> None:

@@ -42,7 +42,7 @@ from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, T
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.approvals import ApprovalGate, hold_calls
-from opencrab.core.budgets import CostCap, notify
+from opencrab.core.budgets import CostCap, enforce
 from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
@@ -524,8 +524,7 @@ class _Turn:
         spent (queued metrics counted); alerts newly reached are delivered in the background."""
         if self.engine.router.metrics is not None:
             await self.engine.router.metrics.flush()
-        fresh = await run_blocking(self.engine.agents.check_budget, self.agent, self.cost_cap)
-        notify(self.engine.settings, fresh, {self.agent.id: self.agent.name})
+        await enforce(self.engine.db, self.engine.settings, self.agent, self.cost_cap)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction
