@@ -165,7 +165,7 @@ async def test_a_ticket_cap_stops_a_turn_between_its_calls(
     fake_llm_server.reset()
     tool_loop(fake_llm_server)  # without the cap the turn would call the model 30 times
     session_id = "00000000-0000-4000-8000-000000000001"
-    cap = CostCap(cost * 1.5, session_id, datetime.now(UTC) - timedelta(seconds=1))
+    cap = CostCap(cost * 1.5, spent_usd=cost * 0.25)  # the stretch's earlier turns
     message = IncomingMessage.text("go", source=InternalSource(origin="ticket"))
     result = await live.turns.run(agent, message, session_id=session_id, cost_cap=cap)
     assert result.error is not None
@@ -173,7 +173,7 @@ async def test_a_ticket_cap_stops_a_turn_between_its_calls(
     assert "maxCostUsd" in result.error.message
     assert len(fake_llm_server.requests_to(CHAT)) == 2  # 2 calls cross 1.5; the 3rd refused
     total, _ = spent(live.db, agent.id)
-    assert cap.limit_usd <= total <= cap.limit_usd + cost
+    assert cap.limit_usd <= cap.spent_usd + total <= cap.limit_usd + cost
 
 
 class _Hook(BaseHTTPRequestHandler):

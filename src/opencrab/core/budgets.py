@@ -49,11 +49,11 @@ ALERT_LIMIT = 200
 
 @dataclass(frozen=True)
 class CostCap:
-    """A ticket's cost limit for this stretch: calls of `session_id` since `since`."""
+    """A ticket's cost limit for a stretch of running, and what the stretch spent so far
+    (the engine adds its turn's calls before each check)."""
 
     limit_usd: float
-    session_id: str
-    since: datetime
+    spent_usd: float = 0.0
     label: str = "maxCostUsd"
 
 
@@ -190,7 +190,6 @@ class Budgets:
         with self.db.read() as conn:
             mine = repo.spend(conn, agent.id, day, month)
             fleet = repo.spend(conn, None, day, month) if any(fleet_caps) else (0.0, 0.0)
-            ticket = repo.session_spend(conn, [cap.session_id], cap.since) if cap else 0.0
         reached = _reached(agent.id, agent_caps, mine, now) + _reached(
             FLEET, fleet_caps, fleet, now
         )
@@ -198,10 +197,10 @@ class Budgets:
         for row in reached:
             if row.threshold == 100:
                 return Verdict(new, _exceeded(agent.name, row))
-        if cap is not None and ticket >= cap.limit_usd:
+        if cap is not None and cap.spent_usd >= cap.limit_usd:
             return Verdict(
                 new,
-                f"ticket cost limit reached: ${ticket:.4f} ({cap.label} {cap.limit_usd:g}); "
+                f"ticket cost limit reached: ${cap.spent_usd:.4f} ({cap.label} {cap.limit_usd:g}); "
                 "no further LLM calls in this stretch",
             )
         return Verdict(new, None)

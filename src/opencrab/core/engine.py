@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -326,6 +327,7 @@ class _Turn:
                 yield self.result
                 return
             self.state.last_metrics_id = reply.metrics_id
+            self.cost_usd += reply.cost_usd or 0.0
             replied = await self._record_reply(reply)
             # durable now, or (store-only calls) with the first action's result
             waiting = replied if self.recorder.held is not None else None
@@ -512,6 +514,7 @@ class _Turn:
         except (BudgetExceeded, LlmError, TurnTimeout) as exc:
             log.info("summary by model failed (%s); keeping an extract", exc)
             return extractive_summary(dropped, language), None
+        self.cost_usd += reply.cost_usd or 0.0
         text = reply.text.strip()
         if not text:  # unused: its metrics row is written now, with no event to wait for
             self.recorder.release(self.engine.router.metrics)
@@ -524,7 +527,10 @@ class _Turn:
         spent (queued metrics counted); alerts newly reached are delivered in the background."""
         if self.engine.router.metrics is not None:
             await self.engine.router.metrics.flush()
-        await enforce(self.engine.db, self.engine.settings, self.agent, self.cost_cap)
+        cap = self.cost_cap
+        if cap is not None:  # the stretch's spend before this turn, and this turn's
+            cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
+        await enforce(self.engine.db, self.engine.settings, self.agent, cap)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction
@@ -767,6 +773,7 @@ class _Turn:
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     extra_actions: frozenset[str] = frozenset()  # callable this turn besides the agent's own
     cost_cap: CostCap | None = None  # a ticket's maxCostUsd for this stretch
+    cost_usd = 0.0  # what this turn's calls cost so far
     _call_events: list[UUID]
     active: list[Skill]
 

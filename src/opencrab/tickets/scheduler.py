@@ -42,7 +42,6 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from opencrab.config.models import TicketsSection
@@ -303,15 +302,15 @@ class TicketScheduler:
             await run_blocking(service.fail_ticket, db, ticket_id, str(exc))
             return
         stretch = Stretch(limits, time.monotonic())
-        cap = None  # maxCostUsd is also checked before each call (core/budgets.py)
-        if limits.max_cost_usd is not None:
-            cap = CostCap(limits.max_cost_usd, session_id, datetime.now(UTC))
         while True:
             reason = stretch.exceeded(time.monotonic())
             if reason is not None:
                 await self._stop(ticket_id, session_id, Next("suspend", reason=reason))
                 return
             try:
+                cap = None  # maxCostUsd is also checked before each call (core/budgets.py)
+                if limits.max_cost_usd is not None:
+                    cap = CostCap(limits.max_cost_usd, stretch.cost_usd)
                 result, cost = await self._turn(agent, session_id, message, cap)
             except ConflictError:  # the session's turn is still leased (a dead process's)
                 return  # the ticket stays running: claimed again once that lease expires

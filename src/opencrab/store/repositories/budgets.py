@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -138,14 +137,3 @@ def spend_by_agent(
     if task_type is not None:
         query = query.where(m.task_type == task_type)
     return {str(a): (float(d or 0.0), float(t or 0.0)) for a, d, t in conn.execute(query)}
-
-
-def session_spend(conn: Connection, session_ids: Sequence[str], since: datetime) -> float:
-    """USD spent by calls in these sessions since `since`."""
-    m = llm_usage_metrics.c
-    total = conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0)).where(
-            m.session_id.in_([str(s) for s in session_ids]), m.timestamp >= since
-        )
-    ).scalar()
-    return float(total or 0.0)
