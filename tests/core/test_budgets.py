@@ -14,22 +14,26 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
+from uuid import UUID
 
 import pytest
 import sqlalchemy as sa
 
 from opencrab.config import Settings, load_settings
-from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
 from opencrab.core.budgets import Budgets, CostCap, day_start, forecast, month_start, next_month
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session
 from opencrab.core.steps import TurnResult
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import IncomingMessage, InternalSource
 from opencrab.store import Database
 from opencrab.store.tables import budget_alerts, llm_usage_metrics
+from tests.core.conftest import speak
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.llm.providers.test_openai import completion
 
 CHAT = "/v1/chat/completions"
@@ -278,3 +282,30 @@ def test_the_forecast_extrapolates_the_rate_so_far() -> None:
     assert forecast(0.5, day, day + timedelta(days=1), early) == pytest.approx(12.0)
     assert forecast(2.0, day, day + timedelta(days=1), day + timedelta(days=2)) == 2.0
     assert next_month(datetime(2026, 12, 31, 23, tzinfo=UTC)) == datetime(2027, 1, 1, tzinfo=UTC)
+
+
+async def test_the_idle_cost_meter_reads_zero_for_an_idle_agent(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    idle = runtime.agents.create(AgentCreate(name="idle"))
+    chatty = runtime.agents.create(AgentCreate(name="chatty"))
+    home = SessionHome(
+        gateway="session", session_id=UUID(ensure_chat_session(runtime.db, chatty.id))
+    )
+    chatty = runtime.agents.update(chatty.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    scheduler = runtime.scheduler()
+    for agent in (idle, chatty):
+        scheduler.add(runtime.pulse_for(agent, scheduler))
+    scripted.outcomes.clear()
+    scripted.then(speak("おはよう").model_copy(update={"cost_usd": 0.02}))
+    assert (await scheduler.tick_now(idle.id)).decision == "idle"
+    assert (await scheduler.tick_now(chatty.id)).decision == "speak"
+    scripted.outcomes.clear()
+    scripted.then(reply("いいえ", cost_usd=0.5))
+    assert (await runtime.chat(idle, "hi")).error is None  # a chat is not idle cost
+    await runtime.router.metrics.flush()  # type: ignore[union-attr]
+    overview = Budgets(runtime.db, runtime.settings).overview([idle, chatty])
+    meters = {row.name: (row.heartbeat_today_usd, row.spend.today_usd) for row in overview.agents}
+    assert meters["idle"] == (0.0, pytest.approx(0.5))
+    assert meters["chatty"] == (pytest.approx(0.02), pytest.approx(0.02))
+    assert len(scripted.requests) == 2  # the idle tick made no call

@@ -161,6 +161,11 @@ class Budgets:
         section = self.settings.budgets
         return section.fleet_daily_usd, section.fleet_monthly_usd
 
+    def fleet_caps_stored(self) -> bool:
+        """True once the fleet's caps were set through the API (they override `[budgets]`)."""
+        with self.db.read() as conn:
+            return repo.fleet_caps(conn) is not None
+
     def set_fleet_caps(self, daily_usd: float | None, monthly_usd: float | None) -> None:
         """Store the fleet's caps (None: no cap); they apply from the next call."""
         with self.db.write() as conn:
@@ -255,7 +260,8 @@ class Budgets:
             beat = idle.get(agent.id, (0.0, 0.0))
             rows.append(AgentSpend(agent.id, agent.name, figures(caps, used), *beat))
         self._record(reached, now)
-        return Overview(figures(fleet_caps, fleet), rows, self.alerts(month - timedelta(days=1)))
+        since = month_start(month - timedelta(days=1))  # this month's and the last's
+        return Overview(figures(fleet_caps, fleet), rows, self.alerts(since))
 
     def alerts(self, since: datetime | None = None, limit: int = ALERT_LIMIT) -> list[AlertRow]:
         """Recorded alerts since `since` (or all), newest first."""
