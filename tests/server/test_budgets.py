@@ -113,3 +113,8 @@ def test_bad_caps_are_refused_and_nothing_changes(api: TestClient) -> None:
     assert budgets(api)["fleet"]["dailyCapUsd"] == 2.0
     error_of(api.put("/api/agents/nobody/budget", json={"dailyUsd": 1}), 404, "not_found")
     error_of(api.get("/api/budgets/alerts?limit=0"), 400, "validation_error")
+
+
+def test_a_cap_must_be_a_number_not_a_boolean(api: TestClient) -> None:
+    error_of(api.put("/api/budgets", json={"dailyUsd": True}), 400, "validation_error")
+    assert budgets(api)["fleet"]["dailyCapUsd"] is None

@@ -27,7 +27,7 @@ from opencrab.store.repositories.budgets import FLEET, AlertRow
 
 router = APIRouter(prefix="/api", tags=["Budgets"])
 
-Usd = Annotated[float | None, Field(ge=0, description="USD; null: no cap.")]
+Usd = Annotated[float | None, Field(ge=0, strict=True, description="USD; null: no cap.")]
 
 
 class Caps(ApiInput):
