@@ -98,6 +98,23 @@ def test_the_agents_daily_budget_suspends_its_ticket(
     assert scripted.requests == []
 
 
+def test_max_cost_is_checked_before_each_call_within_a_turn(
+    api: TestClient, agent: dict[str, Any], scripted: ScriptedProvider
+) -> None:
+    def costly(title: str) -> Any:
+        answer = calls(("add_step", {"title": title}))
+        return answer.model_copy(update={"cost_usd": 0.01})
+
+    # one turn: two steps, then complete — but two calls (0.02) already reach 0.015
+    scripted.then(costly("read"), costly("write"), calls(("complete_ticket", {"summary": "x"})))
+    ticket_id = create(api, agent["id"], params={"maxCostUsd": 0.015})
+    waiting = settled(api, ticket_id, "suspended")
+    assert waiting["errorMessage"].startswith(
+        "budget_exceeded: ticket cost limit reached: $0.0200 (maxCostUsd 0.015)"
+    )
+    assert len(scripted.requests) == 2  # exceeded by one call, never more
+
+
 def test_bad_limit_params_fail_the_ticket_naming_them(
     api: TestClient, agent: dict[str, Any], scripted: ScriptedProvider
 ) -> None:

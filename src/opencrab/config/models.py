@@ -226,6 +226,17 @@ class TicketsSection(Section):
     max_cost_usd: float | None = Field(default=None, ge=0)
 
 
+class BudgetsSection(Section):
+    """Fleet-wide LLM spend caps (UTC day and calendar month; None: no cap) and where
+    budget alerts (80 % and 100 % of any cap) are also delivered. Caps set through
+    `PUT /api/budgets` are stored and take the place of these."""
+
+    fleet_daily_usd: float | None = Field(default=None, ge=0)
+    fleet_monthly_usd: float | None = Field(default=None, ge=0)
+    webhook_url: str | None = Field(default=None, pattern=r"^https?://")  # POST JSON alerts
+    webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
+
+
 class Settings(Section):
     """The whole, validated configuration."""
 
@@ -238,6 +249,7 @@ class Settings(Section):
     imports: ImportsSection = Field(default_factory=ImportsSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
     tickets: TicketsSection = Field(default_factory=TicketsSection)
+    budgets: BudgetsSection = Field(default_factory=BudgetsSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
 

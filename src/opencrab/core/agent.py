@@ -11,7 +11,7 @@ Example:
     store = AgentStore(db, settings)
     agent = store.create(AgentCreate(name="aki", prompt="You help with research."))
     store.get("aki").soul.build_context("en")
-    store.check_budget(agent)          # BudgetExceeded when today's spend reached it
+    store.check_budget(agent)          # BudgetExceeded when a budget is spent (core/budgets)
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from pydantic.alias_generators import to_camel
 from sqlalchemy.engine import Connection
 
 from opencrab.config import Settings
+from opencrab.core.budgets import Budgets, CostCap
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
-from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.messages import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
@@ -43,6 +44,7 @@ from opencrab.store.repositories import agent_stats
 from opencrab.store.repositories import agents as repo
 from opencrab.store.repositories import tools as tools_repo
 from opencrab.store.repositories.agents import AgentRow, IdentityRow, SoulRow
+from opencrab.store.repositories.budgets import AlertRow
 from opencrab.store.repositories.tickets import count_agent_tickets
 
 MAX_NAME = 100
@@ -398,17 +400,10 @@ class AgentStore:
         with self.db.read() as conn:
             return agent_stats.spent_since(conn, str(agent_id), midnight)
 
-    def check_budget(self, agent: Agent) -> None:
-        """Raise BudgetExceeded when the agent's daily budget is already spent."""
-        budget = agent.llm_config.daily_budget_usd
-        if budget is None:
-            return
-        spent = self.spent_today(agent.id)
-        if spent >= budget:
-            raise BudgetExceeded(
-                f"agent {agent.name} has spent ${spent:.4f} of its ${budget:.2f} daily budget; "
-                "no further LLM calls until 00:00 UTC (raise llm.daily_budget_usd to continue)"
-            )
+    def check_budget(self, agent: Agent, cap: CostCap | None = None) -> builtins.list[AlertRow]:
+        """Raise BudgetExceeded when a cap of the agent, the fleet or `cap` is spent
+        (core/budgets.py); the budget alerts newly reached are returned."""
+        return Budgets(self.db, self.settings).check(agent, cap)
 
 
 def _now() -> datetime:

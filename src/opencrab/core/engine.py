@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -42,6 +43,7 @@ from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, T
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.approvals import ApprovalGate, hold_calls
+from opencrab.core.budgets import CostCap, enforce
 from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
@@ -166,6 +168,7 @@ class SkillEngine:
         trace_id: str | None = None,
         purpose: str = "tool_calling",
         extra_actions: frozenset[str] = frozenset(),
+        cost_cap: CostCap | None = None,
     ) -> AsyncIterator[EngineStep]:
         """The turn's steps, each durable when yielded; the last one is the TurnResult.
 
@@ -174,10 +177,13 @@ class SkillEngine:
         `purpose` picks the agent's model for the turn's calls (discussion speech uses
         its conversation model); compaction uses its analysis model. `extra_actions` may
         be called in this turn besides the agent's own (a ticket's actions, in its
-        session). While the turn runs the agent counts as in a turn (`running`).
+        session). `cost_cap` (a ticket's maxCostUsd) is checked before each call beside the
+        agent's and the fleet's budgets. While the turn runs the agent counts as in a turn
+        (`running`).
         """
         turn = _Turn(self, agent, session_id, task_type, turn_number, max_tokens, trace_id, purpose)
         turn.extra_actions = extra_actions
+        turn.cost_cap = cost_cap
         with self.running.turn(agent.id, session_id):
             async for step in turn.run(message, stream=stream):
                 yield step
@@ -321,6 +327,7 @@ class _Turn:
                 yield self.result
                 return
             self.state.last_metrics_id = reply.metrics_id
+            self.cost_usd += reply.cost_usd or 0.0
             replied = await self._record_reply(reply)
             # durable now, or (store-only calls) with the first action's result
             waiting = replied if self.recorder.held is not None else None
@@ -507,6 +514,7 @@ class _Turn:
         except (BudgetExceeded, LlmError, TurnTimeout) as exc:
             log.info("summary by model failed (%s); keeping an extract", exc)
             return extractive_summary(dropped, language), None
+        self.cost_usd += reply.cost_usd or 0.0
         text = reply.text.strip()
         if not text:  # unused: its metrics row is written now, with no event to wait for
             self.recorder.release(self.engine.router.metrics)
@@ -515,12 +523,14 @@ class _Turn:
 
     # ------------------------------------------------------------ calls and actions
     async def _check_budget(self) -> None:
-        """BudgetExceeded when today's spend reached the budget (queued metrics counted)."""
-        if self.agent.llm_config.daily_budget_usd is None:
-            return
+        """BudgetExceeded when a cap of the agent, the fleet or the turn's cost cap is
+        spent (queued metrics counted); alerts newly reached are delivered in the background."""
         if self.engine.router.metrics is not None:
             await self.engine.router.metrics.flush()
-        self.engine.agents.check_budget(self.agent)
+        cap = self.cost_cap
+        if cap is not None:  # the stretch's spend before this turn, and this turn's
+            cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
+        await enforce(self.engine.db, self.engine.settings, self.agent, cap)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction
@@ -762,6 +772,8 @@ class _Turn:
 
     _said: Spoke | None = None  # the speech the last action made, recorded with its result
     extra_actions: frozenset[str] = frozenset()  # callable this turn besides the agent's own
+    cost_cap: CostCap | None = None  # a ticket's maxCostUsd for this stretch
+    cost_usd = 0.0  # what this turn's calls cost so far
     _call_events: list[UUID]
     active: list[Skill]
 

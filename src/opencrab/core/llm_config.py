@@ -1,8 +1,9 @@
 """Per-agent LLM configuration (seed 001 `AgentLlmConfig`) and the model a purpose uses.
 
 An agent may pin a default model and per-purpose models, allow itself to switch models
-(`select_llm`) within a whitelist of aliases, and carry a daily budget in USD. Fields
-left empty mean "the server's choice": the router's default and `[llm.models]`.
+(`select_llm`) within a whitelist of aliases, and carry daily and monthly budgets in USD
+(core/budgets.py enforces them). Fields left empty mean "the server's choice": the
+router's default and `[llm.models]`.
 
 Model switches made with select_llm live at three durations:
 - this_turn: in the engine's TurnState only;
@@ -65,6 +66,7 @@ class AgentLlmConfig(BaseModel):
     allow_self_selection: bool = True
     selectable_models: list[str] = Field(default_factory=list)  # aliases; [] = server's list
     daily_budget_usd: float | None = Field(default=None, ge=0)
+    monthly_budget_usd: float | None = Field(default=None, ge=0)  # a calendar month, UTC
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AgentLlmConfig:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opencrab.core.agent import Agent
+from opencrab.core.budgets import enforce
 from opencrab.core.deadline import TurnDeadline
 from opencrab.core.engine import SPEECH_ACTIONS, SkillEngine
 from opencrab.core.identity import Identity
@@ -85,7 +86,7 @@ async def preview_persona(
     request, info = await run_blocking(engine.first_request, edited, message)
     if engine.router.metrics is not None:
         await engine.router.metrics.flush()  # queued spend counts against the budget
-    await run_blocking(engine.agents.check_budget, edited)
+    await enforce(engine.db, engine.settings, edited, None)
     deadline = TurnDeadline(engine.settings.agent.turn_timeout_secs)
     deadline.start()
     response = await deadline.bound(engine.router.chat(request, info))

@@ -46,6 +46,7 @@ NAV: list[NavItem] = [
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
     NavItem("Analytics", "/analytics", ()),
+    NavItem("Budgets", "/budgets", ()),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 

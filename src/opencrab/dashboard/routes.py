@@ -33,6 +33,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.session_view",
     "opencrab.dashboard.pages.tickets",
     "opencrab.dashboard.pages.analytics",
+    "opencrab.dashboard.pages.budgets",
 )
 """Each module has a `router`; later areas add theirs here."""
 

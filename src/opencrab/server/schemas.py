@@ -28,7 +28,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing or invalid bearer token",
         404: "Not found",
         409: "Conflict",
-        429: "Too many requests, or the agent's daily LLM budget is spent",
+        429: "Too many requests, or an LLM budget (the agent's, the fleet's) is spent",
         500: "Internal error",
         502: "The model's provider failed (its error in the message)",
         504: "The model did not answer within [agent] turn_timeout_secs",

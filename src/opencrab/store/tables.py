@@ -526,3 +526,27 @@ import_problems = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Index(None, "session_id", "line"),
 )
+
+# revision 0020 (issue 21 §3): fleet-wide caps set at runtime, and budget alerts
+budget_caps = sa.Table(
+    "budget_caps",
+    metadata,
+    sa.Column("scope", sa.String(16), primary_key=True),  # "fleet"
+    sa.Column("daily_usd", sa.Float),
+    sa.Column("monthly_usd", sa.Float),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+budget_alerts = sa.Table(
+    "budget_alerts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("scope", sa.String(64), nullable=False),  # "fleet" or an agent id
+    sa.Column("cap", sa.String(16), nullable=False),  # daily | monthly
+    sa.Column("period", sa.String(16), nullable=False),  # 2026-11-24 | 2026-11
+    sa.Column("threshold", sa.Integer, nullable=False),  # 80 | 100 (percent)
+    sa.Column("cap_usd", sa.Float, nullable=False),
+    sa.Column("spent_usd", sa.Float, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False, index=True),
+    sa.UniqueConstraint("scope", "cap", "period", "threshold"),
+)

@@ -22,8 +22,9 @@ run by one of them. A claimed ticket
 
 Limits (`[tickets]` max_turns, max_wall_secs, max_cost_usd; a ticket's params may set its
 own as `maxTurns`, `maxWallSecs`, `maxCostUsd`) count one stretch of running in one
-process: from the claim until the run stops. The agent's daily budget applies too:
-reaching it suspends the ticket like a limit.
+process: from the claim until the run stops; maxCostUsd is also checked before every
+model call (core/budgets.py), so a stretch never exceeds it by more than one call. The
+agent's and the fleet's budgets apply too: reaching one suspends the ticket like a limit.
 
 Example:
     scheduler = TicketScheduler(runtime)
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from opencrab.config.models import TicketsSection
+from opencrab.core.budgets import CostCap
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import LlmReplied, TurnResult
 from opencrab.errors import ConflictError, NotFoundError, OpenCrabError, ValidationError
@@ -306,7 +308,10 @@ class TicketScheduler:
                 await self._stop(ticket_id, session_id, Next("suspend", reason=reason))
                 return
             try:
-                result, cost = await self._turn(agent, session_id, message)
+                cap = None  # maxCostUsd is also checked before each call (core/budgets.py)
+                if limits.max_cost_usd is not None:
+                    cap = CostCap(limits.max_cost_usd, stretch.cost_usd)
+                result, cost = await self._turn(agent, session_id, message, cap)
             except ConflictError:  # the session's turn is still leased (a dead process's)
                 return  # the ticket stays running: claimed again once that lease expires
             except (ValidationError, NotFoundError):  # the session is no longer active
@@ -319,7 +324,9 @@ class TicketScheduler:
                 return
             message = step.message
 
-    async def _turn(self, agent: Any, session_id: str, text: str) -> tuple[TurnResult, float]:
+    async def _turn(
+        self, agent: Any, session_id: str, text: str, cap: CostCap | None
+    ) -> tuple[TurnResult, float]:
         """One turn of the ticket's agent in its session; its result and cost."""
         message = IncomingMessage.text(
             text, source=InternalSource(origin="ticket"), sender=Sender(id="ticket")
@@ -333,6 +340,7 @@ class TicketScheduler:
             kind="ticket",
             task_type="ticket",
             extra_actions=TICKET_ACTIONS,
+            cost_cap=cap,
         ):
             if isinstance(step, LlmReplied):
                 cost += step.cost_usd or 0.0

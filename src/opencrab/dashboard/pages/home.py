@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from opencrab.core.overview import AgentOverview, agent_overview
 from opencrab.core.runtime import Runtime
+from opencrab.dashboard.pages.budgets import budget_alerts
 from opencrab.dashboard.render import fragment, render
 from opencrab.server.api.overview import heartbeat_scheduler
 
@@ -36,6 +37,7 @@ async def home(request: Request) -> HTMLResponse:
         "home.html",
         title="Agents",
         cards=await _cards(request),
+        alerts=await budget_alerts(runtime),
         roles=ROLES,
         server_language=runtime.settings.agent.language,
     )

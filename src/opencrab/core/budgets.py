@@ -1,0 +1,338 @@
+"""Budgets and alerts (issue 21 §3): caps checked before every LLM call, spend and its
+forecast, alerts at 80 % and 100 % of a cap.
+
+Caps, each checked before a call (`Budgets.check`), so none is exceeded by more than
+the one call that crossed it:
+- an agent's daily and monthly budget (`llm.dailyBudgetUsd`, `llm.monthlyBudgetUsd`);
+- the fleet's daily and monthly cap (`PUT /api/budgets` once set, else `[budgets]`);
+- a ticket's cost limit for a stretch of running (`maxCostUsd`, tickets/scheduler.py),
+  given to the turn as a `CostCap`.
+A day is a UTC day, a month a UTC calendar month. Reaching 80 % or 100 % of an agent's
+or the fleet's cap records an alert once per cap, period and threshold (budget_alerts),
+which `notify` also POSTs to `[budgets] webhook_url` in the background.
+
+Example:
+    budgets = Budgets(db, settings)
+    await enforce(db, settings, agent, None)  # BudgetExceeded when a cap is spent;
+                                              # new alerts POSTed in the background
+    budgets.overview()                     # caps, spend, forecast, idle cost, alerts
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from opencrab.config import Settings
+from opencrab.errors import BudgetExceeded
+from opencrab.offload import run_blocking
+from opencrab.store import Database
+from opencrab.store.repositories import budgets as repo
+from opencrab.store.repositories.budgets import FLEET, AlertRow
+
+if TYPE_CHECKING:
+    from opencrab.core.agent import Agent
+
+log = logging.getLogger(__name__)
+
+THRESHOLDS = (80, 100)
+"""Percent of a cap at which an alert is recorded."""
+HEARTBEAT_TASK = "heartbeat"
+"""The task type of the heartbeat's own calls (its turn at home): the idle-cost meter."""
+ALERT_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class CostCap:
+    """A ticket's cost limit for a stretch of running, and what the stretch spent so far
+    (the engine adds its turn's calls before each check)."""
+
+    limit_usd: float
+    spent_usd: float = 0.0
+    label: str = "maxCostUsd"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A budget check: the alerts it newly recorded, and why the call is refused (None: go)."""
+
+    alerts: list[AlertRow]
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Caps, spend and forecast of one agent or the fleet, for today and this month."""
+
+    daily_cap_usd: float | None
+    monthly_cap_usd: float | None
+    today_usd: float
+    month_usd: float
+    forecast_today_usd: float
+    forecast_month_usd: float
+
+
+@dataclass(frozen=True)
+class AgentSpend:
+    """An agent's spend figures and its idle cost (what its heartbeat turns cost)."""
+
+    agent_id: str
+    name: str
+    spend: Spend
+    heartbeat_today_usd: float
+    heartbeat_month_usd: float
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The fleet's and every agent's figures, and the latest alerts."""
+
+    fleet: Spend
+    agents: list[AgentSpend]
+    alerts: list[AlertRow] = field(default_factory=list)
+
+
+def day_start(now: datetime) -> datetime:
+    """00:00 UTC of `now`'s day."""
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_start(now: datetime) -> datetime:
+    """00:00 UTC of the first day of `now`'s month."""
+    return day_start(now).replace(day=1)
+
+
+def next_month(now: datetime) -> datetime:
+    """00:00 UTC of the first day of the month after `now`'s."""
+    first = month_start(now)
+    return (first + timedelta(days=32)).replace(day=1)
+
+
+def forecast(spent: float, start: datetime, end: datetime, now: datetime) -> float:
+    """The period's spend at its end if the rate so far goes on: linear extrapolation.
+
+    Method: `spent / elapsed fraction`, the fraction being (now - start) / (end - start),
+    but at least 1/24 of the period (the first hour of a day, the first ~31 hours of a
+    month) so a first call right after the period began is not multiplied without bound.
+    At or after the end it is the spend itself; never below the spend so far.
+    """
+    total = (end - start).total_seconds()
+    fraction = min(1.0, max((now - start).total_seconds() / total, 1 / 24))
+    return max(spent, spent / fraction)
+
+
+def _period(cap: str, now: datetime) -> str:
+    return now.strftime("%Y-%m-%d") if cap == "daily" else now.strftime("%Y-%m")
+
+
+def _reached(
+    scope: str, caps: tuple[float | None, float | None], spent: tuple[float, float], now: datetime
+) -> list[AlertRow]:
+    """The thresholds of these caps that the spend has reached."""
+    rows = []
+    for cap, limit, used in zip(("daily", "monthly"), caps, spent, strict=True):
+        if limit is None:
+            continue
+        for threshold in THRESHOLDS:
+            if used >= limit * threshold / 100:
+                rows.append(AlertRow(scope, cap, _period(cap, now), threshold, limit, used))
+    return rows
+
+
+class Budgets:
+    """Caps, spend, forecasts and alerts over the store (see the module docstring)."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    # ------------------------------------------------------------ caps
+    def fleet_caps(self) -> tuple[float | None, float | None]:
+        """The fleet's (daily, monthly) caps: stored through the API, else `[budgets]`."""
+        with self.db.read() as conn:
+            stored = repo.fleet_caps(conn)
+        if stored is not None:
+            return stored
+        section = self.settings.budgets
+        return section.fleet_daily_usd, section.fleet_monthly_usd
+
+    def fleet_caps_stored(self) -> bool:
+        """True once the fleet's caps were set through the API (they override `[budgets]`)."""
+        with self.db.read() as conn:
+            return repo.fleet_caps(conn) is not None
+
+    def set_fleet_caps(self, daily_usd: float | None, monthly_usd: float | None) -> None:
+        """Store the fleet's caps (None: no cap); they apply from the next call."""
+        with self.db.write() as conn:
+            repo.save_fleet_caps(conn, daily_usd, monthly_usd, datetime.now(UTC))
+
+    # ------------------------------------------------------------ the check
+    def check(
+        self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
+    ) -> list[AlertRow]:
+        """Record the alerts the spend has reached (returns the new ones); BudgetExceeded
+        when a cap of the agent, the fleet or `cap` is spent."""
+        verdict = self.verdict(agent, cap, now)
+        if verdict.refusal is not None:
+            raise BudgetExceeded(verdict.refusal)
+        return verdict.alerts
+
+    def verdict(
+        self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
+    ) -> Verdict:
+        """Record the alerts the spend has reached; the new ones, and why a call is
+        refused (a cap of the agent, the fleet or `cap` is spent) or None."""
+        now = now or datetime.now(UTC)
+        day, month = day_start(now), month_start(now)
+        fleet_caps = self.fleet_caps()
+        config = agent.llm_config
+        agent_caps = (config.daily_budget_usd, config.monthly_budget_usd)
+        with self.db.read() as conn:
+            mine = repo.spend(conn, agent.id, day, month)
+            fleet = repo.spend(conn, None, day, month) if any(fleet_caps) else (0.0, 0.0)
+        reached = _reached(agent.id, agent_caps, mine, now) + _reached(
+            FLEET, fleet_caps, fleet, now
+        )
+        new = self._record(reached, now)
+        for row in reached:
+            if row.threshold == 100:
+                return Verdict(new, _exceeded(agent.name, row))
+        if cap is not None and cap.spent_usd >= cap.limit_usd:
+            return Verdict(
+                new,
+                f"ticket cost limit reached: ${cap.spent_usd:.4f} ({cap.label} {cap.limit_usd:g}); "
+                "no further LLM calls in this stretch",
+            )
+        return Verdict(new, None)
+
+    def _record(self, reached: list[AlertRow], now: datetime) -> list[AlertRow]:
+        if not reached:
+            return []
+        with self.db.read() as conn:
+            known = {
+                (a.scope, a.cap, a.period, a.threshold)
+                for a in repo.alerts(conn, day_start(now) - timedelta(days=32), ALERT_LIMIT * 10)
+            }
+        fresh = [a for a in reached if (a.scope, a.cap, a.period, a.threshold) not in known]
+        if not fresh:
+            return []
+        with self.db.write() as conn:
+            return [
+                AlertRow(**{**a.__dict__, "created_at": now})
+                for a in fresh
+                if repo.record_alert(conn, a, now)
+            ]
+
+    # ------------------------------------------------------------ reading
+    def overview(self, agents: list[Agent], now: datetime | None = None) -> Overview:
+        """Caps, spend and forecasts of the fleet and of `agents`, their idle cost, and the
+        alerts of this month and the last; alerts the spend reached are recorded first."""
+        now = now or datetime.now(UTC)
+        day, month, end = day_start(now), month_start(now), next_month(now)
+        tomorrow = day + timedelta(days=1)
+        fleet_caps = self.fleet_caps()
+        with self.db.read() as conn:
+            fleet = repo.spend(conn, None, day, month)
+            spent = repo.spend_by_agent(conn, day, month)
+            idle = repo.spend_by_agent(conn, day, month, HEARTBEAT_TASK)
+        reached = _reached(FLEET, fleet_caps, fleet, now)
+
+        def figures(caps: tuple[float | None, float | None], used: tuple[float, float]) -> Spend:
+            return Spend(
+                daily_cap_usd=caps[0],
+                monthly_cap_usd=caps[1],
+                today_usd=used[0],
+                month_usd=used[1],
+                forecast_today_usd=forecast(used[0], day, tomorrow, now),
+                forecast_month_usd=forecast(used[1], month, end, now),
+            )
+
+        rows = []
+        for agent in agents:
+            caps = (agent.llm_config.daily_budget_usd, agent.llm_config.monthly_budget_usd)
+            used = spent.get(agent.id, (0.0, 0.0))
+            reached += _reached(agent.id, caps, used, now)
+            beat = idle.get(agent.id, (0.0, 0.0))
+            rows.append(AgentSpend(agent.id, agent.name, figures(caps, used), *beat))
+        self._record(reached, now)
+        since = month_start(month - timedelta(days=1))  # this month's and the last's
+        return Overview(figures(fleet_caps, fleet), rows, self.alerts(since))
+
+    def alerts(self, since: datetime | None = None, limit: int = ALERT_LIMIT) -> list[AlertRow]:
+        """Recorded alerts since `since` (or all), newest first."""
+        with self.db.read() as conn:
+            return repo.alerts(conn, since, limit)
+
+
+def _exceeded(name: str, row: AlertRow) -> str:
+    whose = "the fleet" if row.scope == FLEET else f"agent {name}"
+    field_ = {
+        (True, "daily"): "[budgets] fleet_daily_usd",
+        (True, "monthly"): "[budgets] fleet_monthly_usd",
+        (False, "daily"): "llm.dailyBudgetUsd",
+        (False, "monthly"): "llm.monthlyBudgetUsd",
+    }[(row.scope == FLEET, row.cap)]
+    until = "00:00 UTC" if row.cap == "daily" else "the first of next month (UTC)"
+    return (
+        f"{whose} has spent ${row.spent_usd:.4f} of its ${row.cap_usd:.2f} {row.cap} budget; "
+        f"no further LLM calls until {until} (raise {field_} to continue)"
+    )
+
+
+# ------------------------------------------------------------ delivery
+_pending: set[asyncio.Task[None]] = set()
+
+
+def alert_payload(row: AlertRow, names: dict[str, str]) -> dict[str, Any]:
+    """The JSON an alert is delivered as: what was reached, never a key or a token."""
+    fleet = row.scope == FLEET
+    return {
+        "event": "budget_alert",
+        "scope": "fleet" if fleet else "agent",
+        "agentId": None if fleet else row.scope,
+        "agentName": None if fleet else names.get(row.scope),
+        "cap": row.cap,
+        "period": row.period,
+        "thresholdPercent": row.threshold,
+        "capUsd": row.cap_usd,
+        "spentUsd": round(row.spent_usd, 6),
+        "at": (row.created_at or datetime.now(UTC)).isoformat(),
+    }
+
+
+async def deliver(settings: Settings, rows: list[AlertRow], names: dict[str, str]) -> None:
+    """POST each alert to `[budgets] webhook_url`; failures are logged, never raised."""
+    url = settings.budgets.webhook_url
+    if not url or not rows:
+        return
+    async with httpx.AsyncClient(timeout=settings.budgets.webhook_timeout_secs) as client:
+        for row in rows:
+            try:
+                response = await client.post(url, json=alert_payload(row, names))
+                response.raise_for_status()
+            except httpx.HTTPError as exc:  # the URL may hold a token: not logged
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                log.warning("budget alert webhook failed: %s %s", type(exc).__name__, status or "")
+
+
+async def enforce(db: Database, settings: Settings, agent: Agent, cap: CostCap | None) -> None:
+    """The check before a call: new alerts delivered in the background, then
+    BudgetExceeded when a cap is spent."""
+    verdict = await run_blocking(Budgets(db, settings).verdict, agent, cap)
+    notify(settings, verdict.alerts, {agent.id: agent.name})
+    if verdict.refusal is not None:
+        raise BudgetExceeded(verdict.refusal)
+
+
+def notify(settings: Settings, rows: list[AlertRow], names: dict[str, str]) -> None:
+    """Deliver new alerts in the background (the caller never waits for the webhook)."""
+    if not rows or not settings.budgets.webhook_url:
+        return
+    task = asyncio.get_running_loop().create_task(deliver(settings, rows, names))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)

@@ -1,0 +1,139 @@
+"""Budget caps and alerts (`budget_caps`, `budget_alerts`): the one writer of both, and
+the spend sums the budget checks read from `llm_usage_metrics`.
+
+Example:
+    with db.write() as conn:
+        save_fleet_caps(conn, 5.0, 100.0, now)
+        record_alert(conn, AlertRow("fleet", "daily", "2026-11-24", 80, 5.0, 4.1), now)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.store.dialects import recoverable
+from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_metrics
+
+FLEET = "fleet"
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    """A threshold (percent) of a cap reached in a period, with the spend when seen."""
+
+    scope: str  # "fleet" or an agent id
+    cap: str  # daily | monthly
+    period: str  # 2026-11-24 | 2026-11
+    threshold: int  # 80 | 100
+    cap_usd: float
+    spent_usd: float
+    created_at: datetime | None = None
+
+
+def fleet_caps(conn: Connection) -> tuple[float | None, float | None] | None:
+    """The fleet's (daily, monthly) caps set at runtime; None when never set."""
+    c = budget_caps.c
+    row = conn.execute(sa.select(c.daily_usd, c.monthly_usd).where(c.scope == FLEET)).first()
+    return None if row is None else (row.daily_usd, row.monthly_usd)
+
+
+def save_fleet_caps(
+    conn: Connection, daily_usd: float | None, monthly_usd: float | None, now: datetime
+) -> None:
+    """Store the fleet's caps (None: no cap), replacing any stored before."""
+    key = budget_caps.c.scope == FLEET
+    values = {"daily_usd": daily_usd, "monthly_usd": monthly_usd, "updated_at": now}
+    if conn.execute(budget_caps.update().where(key).values(**values)).rowcount == 0:
+        conn.execute(budget_caps.insert().values(scope=FLEET, **values))
+
+
+def record_alert(conn: Connection, alert: AlertRow, now: datetime) -> bool:
+    """Record the alert unless that cap, period and threshold has one; True when new."""
+    c = budget_alerts.c
+    seen = conn.execute(
+        sa.select(c.id).where(
+            c.scope == alert.scope,
+            c.cap == alert.cap,
+            c.period == alert.period,
+            c.threshold == alert.threshold,
+        )
+    ).first()
+    if seen is not None:
+        return False
+    try:
+        with recoverable(conn):
+            conn.execute(
+                budget_alerts.insert().values(
+                    scope=alert.scope,
+                    cap=alert.cap,
+                    period=alert.period,
+                    threshold=alert.threshold,
+                    cap_usd=alert.cap_usd,
+                    spent_usd=alert.spent_usd,
+                    created_at=now,
+                )
+            )
+    except sa.exc.IntegrityError:  # another process recorded it first
+        return False
+    return True
+
+
+def alerts(conn: Connection, since: datetime | None, limit: int) -> list[AlertRow]:
+    """Alerts recorded since `since` (or all), newest first, at most `limit`."""
+    c = budget_alerts.c
+    query = sa.select(budget_alerts).order_by(c.created_at.desc(), c.id.desc()).limit(limit)
+    if since is not None:
+        query = query.where(c.created_at >= since)
+    return [
+        AlertRow(
+            scope=r.scope,
+            cap=r.cap,
+            period=r.period,
+            threshold=int(r.threshold),
+            cap_usd=float(r.cap_usd),
+            spent_usd=float(r.spent_usd),
+            created_at=r.created_at,
+        )
+        for r in conn.execute(query)
+    ]
+
+
+def spend(
+    conn: Connection, agent_id: str | None, day: datetime, month: datetime
+) -> tuple[float, float]:
+    """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
+    whole fleet (`agent_id` None): one query."""
+    m = llm_usage_metrics.c
+    cost = m.estimated_cost_usd
+    query = sa.select(
+        sa.func.coalesce(sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)), 0.0),
+        sa.func.coalesce(sa.func.sum(cost), 0.0),
+    ).where(m.timestamp >= month)
+    if agent_id is not None:
+        query = query.where(m.agent_id == str(agent_id))
+    today, this_month = conn.execute(query).one()
+    return float(today or 0.0), float(this_month or 0.0)
+
+
+def spend_by_agent(
+    conn: Connection, day: datetime, month: datetime, task_type: str | None = None
+) -> dict[str, tuple[float, float]]:
+    """(since `day`, since `month`) USD by agent, optionally of one task type only."""
+    m = llm_usage_metrics.c
+    cost = m.estimated_cost_usd
+    query = (
+        sa.select(
+            m.agent_id,
+            sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)),
+            sa.func.sum(cost),
+        )
+        .where(m.timestamp >= month)
+        .group_by(m.agent_id)
+    )
+    if task_type is not None:
+        query = query.where(m.task_type == task_type)
+    return {str(a): (float(d or 0.0), float(t or 0.0)) for a, d, t in conn.execute(query)}

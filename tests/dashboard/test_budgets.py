@@ -1,0 +1,74 @@
+"""The Budgets page (/budgets) and the home page's alert banner, in Chromium against a
+real `opencrab up`: caps set in the page are read back over REST; a chat that crosses
+80 % of the agent's daily cap shows an alert on both pages."""
+
+from __future__ import annotations
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.dashboard.conftest import CHAT, make_agent
+from tests.dashboard.test_home import BIG_USAGE, QUIET, chat_once
+from tests.fakes.browser import Watched, shoot
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.test_openai import completion
+
+
+def test_caps_set_in_the_page_apply_and_an_alert_appears_at_80_percent(
+    page: Watched, api: httpx.Client, fake_llm_server: FakeLlmServer
+) -> None:
+    fake_llm_server.reply(
+        CHAT, Reply(json=completion({"content": "承知しました。"}, usage=BIG_USAGE))
+    )
+    hanako = make_agent(api, "ハナコ", language="ja", heartbeat=QUIET)
+    make_agent(api, "タロウ", language="ja", heartbeat=QUIET)
+    p = page.page
+    p.goto("/budgets")
+    expect(p.get_by_role("heading", name="Budgets", exact=True)).to_be_visible()
+    expect(p.get_by_text("No alerts this month or the last")).to_be_visible()
+
+    fleet = p.get_by_role("form", name="Fleet caps")
+    fleet.get_by_label("Daily cap (USD)").fill("50")
+    fleet.get_by_label("Monthly cap (USD)").fill("800")
+    fleet.get_by_role("button", name="Save").click()
+    expect(p.get_by_text("Caps set here")).to_be_visible()
+    caps = api.get("/api/budgets").json()["fleet"]
+    assert (caps["dailyCapUsd"], caps["monthlyCapUsd"]) == (50.0, 800.0)
+
+    p.locator("details.agent-cap summary", has_text="ハナコ").click()
+    mine = p.get_by_role("form", name="Caps of ハナコ")
+    mine.get_by_label("Daily cap (USD)").fill("0.35")  # one chat ($0.315) is 90 %
+    mine.get_by_role("button", name="Save").click()
+    row = p.locator('tr[data-agent="ハナコ"]')
+    expect(row.locator("td").nth(1)).to_have_text("$0.3500")
+    config = api.get(f"/api/agents/{hanako['id']}/llm/config").json()
+    assert (config["dailyBudgetUsd"], config["monthlyBudgetUsd"]) == (0.35, None)
+
+    p.locator("details.agent-cap summary", has_text="ハナコ").click()  # reloaded: closed
+    mine = p.get_by_role("form", name="Caps of ハナコ")  # a bad cap: the API's message
+    mine.get_by_label("Monthly cap (USD)").fill("-1")
+    page.allow("/api/agents/")  # the 400 this provokes on purpose
+    mine.get_by_role("button", name="Save").click()
+    expect(mine.locator('[data-error-for="monthlyUsd"]')).to_contain_text(
+        "greater than or equal to 0"
+    )
+    assert api.get(f"/api/agents/{hanako['id']}/llm/config").json()["monthlyBudgetUsd"] is None
+
+    chat_once(api, "ハナコ", "今日の議題は何ですか？")
+    p.goto("/budgets")
+    alerts = p.locator(".alert-list li")
+    expect(alerts).to_have_count(1)
+    expect(alerts.first).to_contain_text("80%")
+    expect(alerts.first).to_contain_text("ハナコ")
+    expect(row.locator("td").nth(0)).to_have_text("$0.3150")
+    expect(row.locator("[data-idle-cost]")).to_have_text("$0 / $0")
+    listed = api.get("/api/budgets/alerts").json()
+    assert [(a["agentName"], a["cap"], a["thresholdPercent"]) for a in listed] == [
+        ("ハナコ", "daily", 80)
+    ]
+    shoot(p, "budgets")
+
+    p.goto("/")
+    banner = p.locator(".budget-alerts")
+    expect(banner).to_contain_text("ハナコ reached 80% of its daily cap")
+    shoot(p, "home-budget-alert")
