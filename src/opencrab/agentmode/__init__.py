@@ -1,1 +1,1 @@
-"""Agent mode (seed 004): a request becomes a task DAG run by coding CLIs in tmux panes and git worktrees."""
+"""Agent mode (seed 004): a request as a task DAG run by coding CLIs in tmux and worktrees."""
