@@ -120,7 +120,7 @@ def tasks_from_plan(
     planned: Sequence[PlannedTask], at: datetime, previous: Sequence[Task] = ()
 ) -> list[Task]:
     """Pending Tasks for a plan; a task keeping its id keeps its created_at."""
-    created = {t.id: t.created_at for t in previous}
+    created: dict[str, datetime] = {t.id: t.created_at for t in previous}
     return [
         Task(
             id=TaskId(p.id),
