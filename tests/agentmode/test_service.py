@@ -113,3 +113,13 @@ def test_reindex_rebuilds_from_the_files_and_reports_corrupt_ones(
     assert corrupt.moved_to.exists()
     assert [row.id for row in service.list()] == [kept.id]
     assert [row.id for row in service.list(status=SessionStatus.COMPLETED)] == []
+
+
+def test_an_edit_over_max_tasks_is_refused(service: AgentModeService) -> None:
+    session = planned_session()
+    service.save(session)
+    service.settings.agent_mode.max_tasks = 2
+    too_many = [PlannedTask(f"task-00{n}", f"t{n}", "x") for n in (1, 2, 3)]
+    with pytest.raises(PlanError, match="3 tasks; at most 2"):
+        service.edit_plan(session.id, too_many)
+    assert len(service.get(session.id).tasks) == 1

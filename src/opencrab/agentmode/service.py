@@ -39,7 +39,7 @@ from opencrab.agentmode.planner import PlanOutcome, plan_request
 from opencrab.agentmode.validation import PlannedTask, check_plan
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate, AgentStore
-from opencrab.errors import ConflictError, NotFoundError, ValidationError
+from opencrab.errors import ConflictError, NotFoundError, PlanError, ValidationError
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import check_message
 from opencrab.offload import run_blocking
@@ -204,6 +204,9 @@ class AgentModeService:
             )
         planned = list(planned)
         check_plan(planned)
+        limit = self.settings.agent_mode.max_tasks
+        if len(planned) > limit:
+            raise PlanError([f"the plan has {len(planned)} tasks; at most {limit} are allowed"])
         now = utcnow()
         session.tasks = tasks_from_plan(planned, now, session.tasks)
         language = self.settings.agent.language

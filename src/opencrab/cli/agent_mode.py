@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
     from opencrab.store.repositories.agent_mode import AgentModeSessionRow
 
 agent_mode_app = typer.Typer(
-    help="Agent mode (seed 004): a request becomes a task DAG for coding CLIs.",
+    help="Agent mode: a request becomes a task plan (a DAG) for coding CLIs.",
     no_args_is_help=True,
 )
 
