@@ -8,7 +8,9 @@
     │   ├── WorkspaceError        a workspace path or operation that is not allowed
     │   │   └── QuotaExceeded     a write would take the workspace over its size quota
     │   ├── SkillFileError        a malformed skill file (file, line and reason)
-    │   └── TicketStateError      a ticket move its status does not allow (resume a running one)
+    │   ├── TicketStateError      a ticket move its status does not allow (resume a running one)
+    │   ├── PlanError             an agent-mode session or plan that breaks a seed-004 rule
+    │   └── TransitionError       a task or session state change seed 004 does not allow
     ├── NotFoundError             a referenced record does not exist
     ├── ConflictError             the request clashes with stored state (a duplicate name)
     │   └── SessionBusy           another process is running a turn in the session (a lease)
@@ -269,3 +271,27 @@ def llm_error_for_status(
     else:
         cls = ProviderBadRequest
     return cls(f"HTTP {status}: {message}", provider=provider, model=model, status=status)
+
+
+class PlanError(ValidationError):
+    """An agent-mode session or plan breaks a seed-004 rule; `problems` lists each one
+    (naming the task, the dependency or the cycle path)."""
+
+    code = "invalid_plan"
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems) or "invalid plan")
+
+
+class TransitionError(ValidationError):
+    """A seed-004 state change that is not allowed; names what moved and both states."""
+
+    code = "invalid_transition"
+
+    def __init__(self, kind: str, subject: str, current: str, target: str) -> None:
+        self.kind = kind
+        self.subject = subject
+        self.current = current
+        self.target = target
+        super().__init__(f"{kind} {subject} cannot go from {current} to {target}")

@@ -44,6 +44,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.llm",
     "opencrab.cli.config",
     "opencrab.cli.agents",
+    "opencrab.cli.agent_mode",
 )
 """opencrab's own CLI commands (modules that import little until a command runs)."""
 
@@ -87,6 +88,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.imports",
     "opencrab.server.api.ws",
     "opencrab.server.api.budgets",
+    "opencrab.server.api.agent_mode",
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

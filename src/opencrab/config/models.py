@@ -237,6 +237,25 @@ class BudgetsSection(Section):
     webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
 
 
+class AgentModeSection(Section):
+    """Agent mode (seed 004): where session files live, the master agent, run limits."""
+
+    # one JSON file per session, `{sessions_dir}/{session_id}.json` (`~` is expanded)
+    sessions_dir: str = Field(default="~/.gwt/sessions", min_length=1)
+    # the agent that plans (its persona and models); created on first use when missing
+    master_agent: str = Field(default="master", min_length=1, max_length=100)
+    # an invalid plan is shown to the model again this many times, then one task is used
+    plan_retries: int = Field(default=2, ge=0, le=10)
+    max_tasks: int = Field(default=50, ge=1, le=1000)  # tasks one plan may have
+    parallelism: int = Field(default=3, ge=1, le=64)  # tasks of a session run at once
+    tmux_socket: str = Field(default="opencrab", pattern=r"^[A-Za-z0-9_.-]+$")  # tmux -L
+
+    @property
+    def sessions_path(self) -> Path:
+        """`sessions_dir` with `~` expanded."""
+        return Path(self.sessions_dir).expanduser()
+
+
 class Settings(Section):
     """The whole, validated configuration."""
 
@@ -250,6 +269,7 @@ class Settings(Section):
     tools: ToolsSection = Field(default_factory=ToolsSection)
     tickets: TicketsSection = Field(default_factory=TicketsSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
+    agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
 

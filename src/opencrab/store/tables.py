@@ -550,3 +550,27 @@ budget_alerts = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False, index=True),
     sa.UniqueConstraint("scope", "cap", "period", "threshold"),
 )
+
+# ---------------------------------------------------------------- seed 004: agent mode
+AGENT_MODE_SESSION_STATUSES = ("Active", "Paused", "Completed", "Failed")
+
+agent_mode_sessions = sa.Table(
+    "agent_mode_sessions",  # an index of the session files (the files are the truth)
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("repository_path", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("title", sa.Text, nullable=False),  # the request's first line, shortened
+    sa.Column("request", sa.Text, nullable=False),
+    sa.Column("file_path", sa.Text, nullable=False),
+    sa.Column("tasks_total", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_pending", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_ready", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_running", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_completed", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_failed", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tasks_cancelled", sa.Integer, nullable=False, server_default="0"),
+    _created(),
+    sa.Column("updated_at", UtcDateTime, nullable=False, index=True),
+    sa.CheckConstraint(_in("status", AGENT_MODE_SESSION_STATUSES), name="status"),
+)

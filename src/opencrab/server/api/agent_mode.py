@@ -1,0 +1,183 @@
+"""Agent-mode sessions (`/api/agent-mode/sessions`, seed 004): list, read, plan, edit.
+
+`POST` plans a request for a git repository on this machine with the master agent and
+stores the session (201; the seed's initial state: `Active`, every task `Pending`);
+running it is not part of this route. `PUT …/plan` replaces the tasks while none has
+started (409 after). The session is the seed's record with camelCase keys (the file on
+disk keeps the seed's snake_case); enum values stay the seed's (`Active`, `New`, …).
+A plan that breaks a seed-004 rule is 400 `invalid_plan`, naming every problem.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi import Path as PathParam
+from pydantic import Field
+from pydantic.alias_generators import to_camel
+
+from opencrab.agentmode.model import AgentSession, SessionStatus, WorktreeStrategy
+from opencrab.agentmode.service import AgentModeService
+from opencrab.agentmode.validation import PlannedTask
+from opencrab.messages import MAX_MESSAGE_CHARS
+from opencrab.offload import run_blocking
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import RuntimeDep
+from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
+from opencrab.store.repositories.agent_mode import AgentModeSessionRow
+
+router = APIRouter(prefix="/api/agent-mode", tags=["Agent mode"])
+
+SessionIdParam = Annotated[UUID, PathParam(alias="id", description="The session's id.")]
+
+
+class SessionSummary(ApiModel):
+    id: str
+    repository_path: str
+    status: SessionStatus
+    title: str = Field(description="The request's first line.")
+    request: str
+    tasks_total: int
+    task_counts: dict[str, int] = Field(description="Tasks by state (pending, ready, …).")
+    created_at: datetime
+    updated_at: datetime
+
+
+class CreateSession(ApiInput):
+    repository: str = Field(min_length=1, max_length=4096, description="A git work tree.")
+    request: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    agent: str | None = Field(
+        default=None, max_length=200, description="The planning agent ([agent_mode] default)."
+    )
+
+
+class PlanTaskInput(ApiInput):
+    id: str = Field(max_length=32, examples=["task-001"])
+    name: str = Field(max_length=200)
+    description: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
+    dependencies: list[str] = Field(default_factory=list, max_length=1000)
+    worktree_strategy: Literal["New", "Shared"] = "New"
+
+
+class PlanUpdate(ApiInput):
+    tasks: list[PlanTaskInput] = Field(max_length=1000)
+
+
+def camel_keys(value: Any) -> Any:
+    """`value` with every dict key in camelCase (values untouched)."""
+    if isinstance(value, dict):
+        return {to_camel(k): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+def session_json(session: AgentSession) -> dict[str, Any]:
+    """The API shape of a session: the seed's record, keys in camelCase."""
+    data: dict[str, Any] = camel_keys(session.model_dump(mode="json"))
+    return data
+
+
+def summary(row: AgentModeSessionRow) -> SessionSummary:
+    """The API shape of an indexed session."""
+    return SessionSummary(
+        id=row.id,
+        repository_path=row.repository_path,
+        status=SessionStatus(row.status),
+        title=row.title,
+        request=row.request,
+        tasks_total=row.tasks_total,
+        task_counts=row.task_counts,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _service(runtime: Any) -> AgentModeService:
+    return AgentModeService.open(runtime.settings, runtime.db)
+
+
+@router.get(
+    "/sessions",
+    operation_id="listAgentModeSessions",
+    response_model=list[SessionSummary],
+    responses=error_responses(400),
+)
+def list_sessions(
+    runtime: RuntimeDep,
+    status: SessionStatus | None = None,
+    repository: Annotated[str | None, Query(max_length=4096)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+) -> list[SessionSummary]:
+    """Sessions from the index, most recently updated first."""
+    rows = _service(runtime).list(
+        status=status,
+        repository=None if repository is None else Path(repository),
+        limit=limit,
+        offset=offset,
+    )
+    return [summary(row) for row in rows]
+
+
+@router.get(
+    "/sessions/{id}",
+    operation_id="getAgentModeSession",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404),
+)
+def get_session(session_id: SessionIdParam, runtime: RuntimeDep) -> dict[str, Any]:
+    """One session from its file: conversation, tasks, worktrees."""
+    return session_json(_service(runtime).get(str(session_id)))
+
+
+@router.post(
+    "/sessions",
+    operation_id="createAgentModeSession",
+    status_code=201,
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409, 429, 502, 504),
+)
+async def create_session(body: CreateSession, runtime: RuntimeDep) -> dict[str, Any]:
+    """Plan the request with the master agent and store the session (not started)."""
+    session = await _service(runtime).create_session(
+        runtime.router,
+        runtime.agents,
+        Path(body.repository).expanduser(),
+        body.request,
+        agent=body.agent,
+    )
+    return session_json(session)
+
+
+@router.put(
+    "/sessions/{id}/plan",
+    operation_id="editAgentModeSessionPlan",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409),
+)
+async def edit_plan(
+    session_id: SessionIdParam, body: PlanUpdate, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """Replace the plan's tasks before any has started (same rules as a planned plan)."""
+    planned = [
+        PlannedTask(
+            id=t.id,
+            name=t.name,
+            description=t.description,
+            dependencies=tuple(t.dependencies),
+            worktree_strategy=WorktreeStrategy(t.worktree_strategy),
+        )
+        for t in body.tasks
+    ]
+    session = await run_blocking(_service(runtime).edit_plan, str(session_id), planned)
+    return session_json(session)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)

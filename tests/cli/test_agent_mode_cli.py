@@ -1,0 +1,74 @@
+"""`opencrab agent-mode plan|status` end to end against the fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from opencrab.cli import build_app
+from tests.cli.test_llm_cli import closed_port
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.llm.providers.test_openai import completion
+
+CHAT = "/v1/chat/completions"
+runner = CliRunner()
+app = build_app()
+PLAN = {
+    "tasks": [
+        {"id": "task-001", "name": "JWT認証の実装", "description": "JWT"},
+        {"id": "task-002", "name": "ログイン画面", "description": "画面",
+         "dependencies": ["task-001"]},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def openai_fake(
+    fake_llm_server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> FakeLlmServer:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OPENAI__BASE_URL", fake_llm_server.url + "/v1")
+    closed = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL", closed)
+    monkeypatch.setenv("OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL", closed)
+    return fake_llm_server
+
+
+def ok(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, f"exit {result.exit_code}: {result.stderr}{result.stdout}"
+    return result.stdout
+
+
+def test_plan_then_status(openai_fake: FakeLlmServer, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    openai_fake.reply(CHAT, Reply(json=completion({"content": json.dumps(PLAN)})))
+    planned = json.loads(ok("agent-mode", "plan", str(repo), "認証機能を実装して", "--json"))
+    assert planned["status"] == "Active"
+    assert [t["name"] for t in planned["tasks"]] == ["JWT認証の実装", "ログイン画面"]
+    assert planned["tasks"][1]["worktree_strategy"] == "New"  # the seed's file format
+    file = tmp_path / "home" / ".gwt" / "sessions" / f"{planned['id']}.json"
+    assert json.loads(file.read_text(encoding="utf-8")) == planned
+    [row] = json.loads(ok("agent-mode", "status", "--json"))
+    assert (row["id"], row["title"], row["tasks_total"]) == (planned["id"], "認証機能を実装して", 2)
+    shown = ok("agent-mode", "status", planned["id"])
+    assert "ログイン画面" in shown
+    assert "task-002" in shown
+    listed = ok("agent-mode", "status")
+    assert planned["id"] in listed
+
+
+def test_status_of_an_unknown_session_is_an_error() -> None:
+    result = runner.invoke(app, ["agent-mode", "status", "0b0d2e4c-1f0e-4a39-9a4e-1c2d3e4f5a6b"])
+    assert result.exit_code == 1
+    assert "not found" in result.stderr
+    result = runner.invoke(app, ["agent-mode", "plan", "/nonexistent/repo", "x"])
+    assert result.exit_code == 1
+    assert "not a directory" in result.stderr

@@ -1,0 +1,113 @@
+"""`/api/agent-mode/sessions`: plan (201, Active, tasks Pending), list, read, edit the plan;
+camelCase JSON over the seed's record; errors in the API's shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.fakes.scripted_provider import ScriptedProvider
+from tests.server.conftest import error_of
+
+PLAN = {
+    "tasks": [
+        {"id": "task-001", "name": "Parser", "description": "Write the parser."},
+        {"id": "task-002", "name": "Tests", "description": "Test it.",
+         "dependencies": ["task-001"], "worktree_strategy": "Shared"},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def sessions_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~/.gwt/sessions lands here
+    return tmp_path / "home" / ".gwt" / "sessions"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+def create(client: TestClient, scripted: ScriptedProvider, repo: Path) -> dict[str, object]:
+    scripted.then(json.dumps(PLAN))
+    response = client.post(
+        "/api/agent-mode/sessions", json={"repository": str(repo), "request": "Build a parser"}
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def test_plan_list_read_and_edit(
+    client: TestClient, scripted: ScriptedProvider, repo: Path, sessions_dir: Path
+) -> None:
+    session = create(client, scripted, repo)
+    assert session["status"] == "Active"
+    assert session["repositoryPath"] == str(repo.resolve())
+    tasks = session["tasks"]
+    assert isinstance(tasks, list)
+    assert [t["status"] for t in tasks] == ["Pending", "Pending"]
+    assert tasks[1]["worktreeStrategy"] == "Shared"
+    assert session["conversation"]["messages"][1] == {  # type: ignore[index]
+        "role": "User",
+        "content": "Build a parser",
+        "timestamp": session["conversation"]["messages"][1]["timestamp"],  # type: ignore[index]
+    }
+    on_disk = json.loads((sessions_dir / f"{session['id']}.json").read_text(encoding="utf-8"))
+    assert on_disk["tasks"][1]["worktree_strategy"] == "Shared"  # the file keeps the seed's keys
+
+    listed = client.get("/api/agent-mode/sessions").json()
+    assert [(s["id"], s["status"], s["title"], s["tasksTotal"]) for s in listed] == [
+        (session["id"], "Active", "Build a parser", 2)
+    ]
+    assert listed[0]["taskCounts"]["pending"] == 2
+    assert client.get("/api/agent-mode/sessions?status=Paused").json() == []
+    assert client.get(f"/api/agent-mode/sessions/{session['id']}").json() == session
+
+    edited = client.put(
+        f"/api/agent-mode/sessions/{session['id']}/plan",
+        json={
+            "tasks": [
+                {
+                    "id": "task-001",
+                    "name": "All",
+                    "description": "Everything",
+                    "worktreeStrategy": "New",
+                }
+            ]
+        },
+    )
+    assert edited.status_code == 200, edited.text
+    assert [t["name"] for t in edited.json()["tasks"]] == ["All"]
+    assert client.get("/api/agent-mode/sessions").json()[0]["tasksTotal"] == 1
+
+
+def test_bad_plans_and_unknown_sessions_are_named(
+    client: TestClient, scripted: ScriptedProvider, repo: Path, tmp_path: Path
+) -> None:
+    session = create(client, scripted, repo)
+    cyclic = {"tasks": [
+        {"id": "task-001", "name": "a", "dependencies": ["task-002"]},
+        {"id": "task-002", "name": "b", "dependencies": ["task-001"]},
+    ]}  # fmt: skip
+    response = client.put(f"/api/agent-mode/sessions/{session['id']}/plan", json=cyclic)
+    assert "task-001 → task-002 → task-001" in error_of(response, 400, "invalid_plan")
+    missing = client.get(f"/api/agent-mode/sessions/{uuid4()}")
+    assert "not found" in error_of(missing, 404, "not_found")
+    error_of(client.get("/api/agent-mode/sessions/nope"), 400, "validation_error")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    response = client.post(
+        "/api/agent-mode/sessions", json={"repository": str(plain), "request": "x"}
+    )
+    assert "not inside a git repository" in error_of(response, 400, "validation_error")
+    response = client.post("/api/agent-mode/sessions", json={"repository": str(repo)})
+    error_of(response, 400, "validation_error")
