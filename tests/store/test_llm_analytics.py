@@ -48,7 +48,11 @@ FILTERS = [
     (UsageFilter(source="imported"), "purpose = 'import'", {}),
     (UsageFilter(source="live", purpose="thinking"), "purpose = 'thinking'", {}),
     (UsageFilter(source="live"), "purpose <> 'import'", {}),
-    (UsageFilter(provider="openai", model="gpt-5.2"), "provider = 'openai' AND model = 'gpt-5.2'", {}),
+    (
+        UsageFilter(provider="openai", model="gpt-5.2"),
+        "provider = 'openai' AND model = 'gpt-5.2'",
+        {},
+    ),
 ]
 
 
@@ -110,7 +114,9 @@ def test_percentiles_are_nearest_rank_per_model(seeded: tuple[Database, list[Met
         rank = [latency[max(0, math.ceil(p * len(latency)) - 1)] for p in repo.PERCENTILES]
         assert found.latency == tuple(rank)
         if ttft:
-            assert found.ttft == tuple(ttft[max(0, math.ceil(p * len(ttft)) - 1)] for p in (0.5, 0.9, 0.99))
+            assert found.ttft == tuple(
+                ttft[max(0, math.ceil(p * len(ttft)) - 1)] for p in (0.5, 0.9, 0.99)
+            )
 
 
 def test_quality_efficiency_errors_and_cache(seeded: tuple[Database, list[MetricRow]]) -> None:

@@ -45,6 +45,7 @@ NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
+    NavItem("Costs", "/costs", ()),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
