@@ -114,7 +114,8 @@ def test_suggestions_carry_their_evidence(
     for s in found["suggestions"]:
         assert s["agent"] == "経理"
         assert s["suggestedModel"] != s["current"]["model"] or s["currentModel"] is None
-        assert s["suggested"]["calls"] > 0 and s["current"]["calls"] > 0
+        assert s["suggested"]["calls"] > 0
+        assert s["current"]["calls"] > 0
         assert s["reason"].startswith("balance:")
 
 

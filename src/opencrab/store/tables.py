@@ -526,3 +526,8 @@ import_problems = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Index(None, "session_id", "line"),
 )
+
+# revision 0025: the cost dashboard's per-agent and per-purpose (live / imported) reads
+# over a period (store/repositories/llm_analytics.py)
+sa.Index(None, llm_usage_metrics.c.agent_id, llm_usage_metrics.c.timestamp)
+sa.Index(None, llm_usage_metrics.c.purpose, llm_usage_metrics.c.timestamp)

@@ -17,6 +17,7 @@
   const charts = {};
   let last = {};
   let generation = 0;
+  let animate = true;
 
   function css(name) {
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -56,6 +57,7 @@
 
   function base(t) {
     return {
+      animation: animate,
       color: t.palette,
       textStyle: { color: t.text, fontFamily: t.font },
       tooltip: { trigger: "axis", backgroundColor: t.surface, borderColor: t.border, textStyle: { color: t.text } },
@@ -127,13 +129,13 @@
       o.tooltip = { trigger: "item", backgroundColor: t.surface, borderColor: t.border, textStyle: { color: t.text },
         formatter: (p) => models[p.value[1]] + " × " + tasks[p.value[0]] + "<br>" + money(p.value[2]) +
           " per call · " + count(p.value[4]) + " calls<br>quality " + (p.value[3] === null ? "unrated" : p.value[3].toFixed(2)) };
-      o.grid = { left: 8, right: 16, top: 8, bottom: 56, containLabel: true };
+      o.grid = { left: 24, right: 16, top: 8, bottom: 56, containLabel: true };
       o.xAxis = axis(t, { type: "category", data: tasks, splitArea: { show: false } });
       o.yAxis = axis(t, { type: "category", data: models });
       o.visualMap = { min: 0, max: high || 1, calculable: true, orient: "horizontal", left: "center", bottom: 0,
         inRange: { color: [t.low, t.high] }, textStyle: { color: t.muted }, formatter: money, dimension: 2 };
       o.series = [{ type: "heatmap", data: values,
-        label: { show: true, color: t.text, textBorderColor: t.surface, textBorderWidth: 2,
+        label: { show: true, color: t.text, backgroundColor: t.surface, padding: [1, 4], borderRadius: 3,
           formatter: (p) => (p.value[3] === null ? "–" : p.value[3].toFixed(2)) },
         itemStyle: { borderColor: t.surface, borderWidth: 1 } }];
       draw("chart-efficiency", o, data.cells.length);
@@ -142,7 +144,8 @@
       const o = base(t);
       o.tooltip.valueFormatter = (v) => (v === null || v === undefined ? "–" : count(v) + " ms");
       o.xAxis = axis(t, { type: "category", data: data.models.map((m) => m.model), axisLabel: { color: t.muted, interval: 0, rotate: 15 } });
-      o.yAxis = axis(t, { type: "value", name: "ms", nameTextStyle: { color: t.muted } });
+      o.yAxis = axis(t, { type: "value", axisLabel: { color: t.muted, formatter: "{value} ms" } });
+      o.grid.top = 48;
       const keys = [["latencyP50", "latency p50"], ["latencyP90", "latency p90"], ["latencyP99", "latency p99"],
         ["ttftP50", "TTFT p50"], ["ttftP90", "TTFT p90"], ["ttftP99", "TTFT p99"]];
       o.series = keys.map(([key, name]) => ({ name: name, type: "bar", data: data.models.map((m) => m[key]) }));
@@ -183,6 +186,13 @@
 
   function paint(name) {
     if (last[name]) painters[name](theme(), last[name]);
+  }
+
+  function repaint() {
+    // a theme change: the same data in the new colours, at once (no animation)
+    animate = false;
+    Object.keys(last).forEach(paint);
+    animate = true;
   }
 
   async function load(names) {
@@ -278,7 +288,6 @@
   bucketSel.addEventListener("change", () => { exportLinks(); load(["cost", "quality"]); });
   stackSel.addEventListener("change", () => { exportLinks(); load(["cost"]); });
 
-  function repaint() { Object.keys(last).forEach(paint); }
   new MutationObserver(repaint).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", repaint);
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
