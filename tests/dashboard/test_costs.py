@@ -138,9 +138,7 @@ def test_a_filter_change_updates_url_totals_and_charts(
     shoot(page.page, "costs-filtered")
 
 
-def test_exports_hold_what_is_shown(
-    page: Watched, fleet: tuple[Database, dict[str, str]]
-) -> None:
+def test_exports_hold_what_is_shown(page: Watched, fleet: tuple[Database, dict[str, str]]) -> None:
     db = fleet[0]
     page.page.goto("/costs?days=30&purpose=conversation")
     wait_drawn(page.page)

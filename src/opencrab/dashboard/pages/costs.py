@@ -9,6 +9,8 @@ links in step when the filter changes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
@@ -28,7 +30,7 @@ DAY_CHOICES = (7, 14, 30, 90, 365)
 FILTER_PARAMS = ("from", "to", "days", "agentId", "purpose", "provider", "model", "source")
 
 
-def _page_data(db: Database, flt: UsageFilter) -> dict[str, object]:
+def _page_data(db: Database, flt: UsageFilter) -> dict[str, Any]:
     with db.read() as conn:
         choices = repo.choices(conn)
         names = agents_repo.agent_names(conn)
