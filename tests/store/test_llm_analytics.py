@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import pytest
 import sqlalchemy as sa
@@ -21,6 +22,22 @@ from tests.fakes.metrics_rows import usage_rows
 
 AGENTS = ("a1", "a2", "a3")
 TS = llm_usage_metrics.c.timestamp.type
+
+
+class Total(NamedTuple):
+    calls: int
+    errors: int
+    cache_read_tokens: int
+    cost_usd: float
+
+
+def total(rows: list[repo.ModelRollup]) -> Total:
+    return Total(
+        sum(r.calls for r in rows),
+        sum(r.errors for r in rows),
+        sum(r.cache_read_tokens for r in rows),
+        sum(r.cost_usd for r in rows),
+    )
 
 
 @pytest.fixture
@@ -62,7 +79,7 @@ def test_totals_equal_the_sql_sums(
 ) -> None:
     db, _ = seeded
     with db.read() as conn:
-        totals = repo.totals(conn, flt)
+        totals = total(repo.rollup(conn, flt))
         series = repo.cost_series(conn, flt, bucket="week", stack="agent")
         shares = repo.shares(conn, flt, by="provider")
     calls, errors, cached, cost = sql_sums(db, where, **params)
@@ -80,7 +97,7 @@ def test_a_period_counts_whole_utc_days(seeded: tuple[Database, list[MetricRow]]
     since, until = today - timedelta(days=6), today - timedelta(days=2)
     flt = UsageFilter(since=since, until=until, agent_id="a1")
     with db.read() as conn:
-        totals = repo.totals(conn, flt)
+        totals = total(repo.rollup(conn, flt))
         by_day = repo.cost_series(conn, flt, bucket="day", stack="model")
     expected = [r for r in rows if r.agent_id == "a1" and since <= r.timestamp < until]
     where = "agent_id = 'a1' AND timestamp >= :since AND timestamp < :until"
@@ -126,8 +143,7 @@ def test_quality_efficiency_errors_and_cache(seeded: tuple[Database, list[Metric
     with db.read() as conn:
         quality = repo.quality_series(conn, flt, bucket="day")
         cells = repo.efficiency(conn, flt)
-        errors = repo.error_rates(conn, flt)
-        cache = repo.cache_use(conn, flt)
+        rolled = repo.rollup(conn, flt)
     rated = [r for r in mine if r.quality_score is not None]
     assert sum(q.rated for q in quality) == len(rated)
     assert sum(q.avg_quality * q.rated for q in quality) == pytest.approx(
@@ -139,11 +155,13 @@ def test_quality_efficiency_errors_and_cache(seeded: tuple[Database, list[Metric
         assert c.calls == len(these)
         assert c.cost_usd == pytest.approx(sum(r.estimated_cost_usd for r in these))
     assert sum(c.calls for c in cells) == len(mine)
-    assert {e.provider: e.errors for e in errors} == {
-        p: sum(1 for r in mine if r.provider == p and r.status != "ok")
-        for p in {r.provider for r in mine}
+    assert {(g.provider, g.model): (g.errors, g.cache_read_tokens) for g in rolled} == {
+        (p, m): (
+            sum(1 for r in mine if (r.provider, r.model) == (p, m) and r.status != "ok"),
+            sum(r.cache_read_tokens for r in mine if (r.provider, r.model) == (p, m)),
+        )
+        for p, m in {(r.provider, r.model) for r in mine}
     }
-    assert sum(c.cache_read_tokens for c in cache) == sum(r.cache_read_tokens for r in mine)
 
 
 def test_choices_list_what_is_stored(seeded: tuple[Database, list[MetricRow]]) -> None:

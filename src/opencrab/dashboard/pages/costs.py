@@ -34,11 +34,12 @@ def _page_data(db: Database, flt: UsageFilter) -> dict[str, Any]:
     with db.read() as conn:
         choices = repo.choices(conn)
         names = agents_repo.agent_names(conn)
+    totals, cache, share, errors = reports.page_summary(db, flt)
     return {
-        "totals": reports.totals_report(db, flt),
-        "cache": reports.cache_report(db, flt),
-        "share": reports.share_report(db, flt, "model"),
-        "errors": reports.error_report(db, flt),
+        "totals": totals,
+        "cache": cache,
+        "share": share,
+        "errors": errors,
         "purposes": choices["purposes"],
         "agents": sorted(
             ((agent_id, *names.get(agent_id, (agent_id, None))) for agent_id in choices["agents"]),

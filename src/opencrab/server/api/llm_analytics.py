@@ -266,21 +266,25 @@ class Suggestions(ApiModel):
 
 
 # ------------------------------------------------------------------ the reports
+def totals_of(flt: UsageFilter, rows: list[repo.ModelRollup]) -> Totals:
+    """The totals of a rollup (sums over its provider/model rows)."""
+    return Totals(
+        filter=filter_echo(flt),
+        calls=sum(r.calls for r in rows),
+        errors=sum(r.errors for r in rows),
+        input_tokens=sum(r.input_tokens for r in rows),
+        output_tokens=sum(r.output_tokens for r in rows),
+        total_tokens=sum(r.total_tokens for r in rows),
+        cached_tokens=sum(r.cache_read_tokens for r in rows),
+        cache_write_tokens=sum(r.cache_write_tokens for r in rows),
+        cost_usd=sum(r.cost_usd for r in rows),
+    )
+
+
 def totals_report(db: Database, flt: UsageFilter) -> Totals:
     """Sums over the filtered calls."""
     with db.read() as conn:
-        t = repo.totals(conn, flt)
-    return Totals(
-        filter=filter_echo(flt),
-        calls=t.calls,
-        errors=t.errors,
-        input_tokens=t.input_tokens,
-        output_tokens=t.output_tokens,
-        total_tokens=t.total_tokens,
-        cached_tokens=t.cache_read_tokens,
-        cache_write_tokens=t.cache_write_tokens,
-        cost_usd=t.cost_usd,
-    )
+        return totals_of(flt, repo.rollup(conn, flt))
 
 
 def cost_report(db: Database, flt: UsageFilter, bucket: Bucket, stack: Stack) -> CostSeries:
@@ -305,9 +309,39 @@ def cost_report(db: Database, flt: UsageFilter, bucket: Bucket, stack: Stack) ->
     )
 
 
+def model_shares(flt: UsageFilter, rows: list[repo.ModelRollup]) -> Shares:
+    """Each model's part of calls and cost, from a rollup, most expensive first."""
+    merged: dict[str, repo.Share] = {}
+    for r in rows:
+        had = merged.get(r.model, repo.Share(r.model, 0, 0.0, 0))
+        merged[r.model] = repo.Share(
+            r.model,
+            had.calls + r.calls,
+            had.cost_usd + r.cost_usd,
+            had.total_tokens + r.total_tokens,
+        )
+    ordered = sorted(merged.values(), key=lambda s: (-s.cost_usd, s.key))
+    return Shares(
+        filter=filter_echo(flt),
+        by="model",
+        shares=[
+            ShareRow(
+                key=r.key,
+                label=r.key,
+                calls=r.calls,
+                cost_usd=r.cost_usd,
+                total_tokens=r.total_tokens,
+            )
+            for r in ordered
+        ],
+    )
+
+
 def share_report(db: Database, flt: UsageFilter, by: Stack) -> Shares:
     """Each model's (provider's, agent's, purpose's) part of calls and cost."""
     with db.read() as conn:
+        if by == "model":
+            return model_shares(flt, repo.rollup(conn, flt))
         rows = repo.shares(conn, flt, by=by)
     names = _names(db) if by == "agent" else {}
     return Shares(
@@ -383,10 +417,14 @@ def speed_report(db: Database, flt: UsageFilter) -> SpeedTable:
     return SpeedTable(filter=filter_echo(flt), models=models)
 
 
-def error_report(db: Database, flt: UsageFilter) -> ErrorTable:
-    """Calls, failed calls (status other than ok) and the error rate per provider."""
-    with db.read() as conn:
-        rows = repo.error_rates(conn, flt)
+def errors_of(flt: UsageFilter, rollup: list[repo.ModelRollup]) -> ErrorTable:
+    """Calls, failed calls and the error rate per provider, from a rollup."""
+    calls: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for r in rollup:
+        calls[r.provider] = calls.get(r.provider, 0) + r.calls
+        errors[r.provider] = errors.get(r.provider, 0) + r.errors
+    rows = [repo.ErrorRate(p, calls[p], errors[p]) for p in sorted(calls)]
     return ErrorTable(
         filter=filter_echo(flt),
         providers=[
@@ -398,6 +436,12 @@ def error_report(db: Database, flt: UsageFilter) -> ErrorTable:
     )
 
 
+def error_report(db: Database, flt: UsageFilter) -> ErrorTable:
+    """Calls, failed calls (status other than ok) and the error rate per provider."""
+    with db.read() as conn:
+        return errors_of(flt, repo.rollup(conn, flt))
+
+
 def cache_report(db: Database, flt: UsageFilter) -> CacheReport:
     """Cached-token share, and what reading from a cache saved at the price table's rates.
 
@@ -405,8 +449,11 @@ def cache_report(db: Database, flt: UsageFilter) -> CacheReport:
     row (or without a cache read rate) saved nothing the table can show (`priced` false).
     """
     with db.read() as conn:
-        rows = repo.cache_use(conn, flt)
-        book = PriceBook.load(conn)
+        return cache_of(flt, repo.rollup(conn, flt), PriceBook.load(conn))
+
+
+def cache_of(flt: UsageFilter, rows: list[repo.ModelRollup], book: PriceBook) -> CacheReport:
+    """Cached-token share and savings per provider/model, from a rollup."""
     models = []
     for r in rows:
         price = book.find(r.provider, r.model)
@@ -483,6 +530,19 @@ def suggestions_report(runtime: Runtime, flt: UsageFilter, goal: str) -> Suggest
                 )
             )
     return Suggestions(filter=filter_echo(flt), goal=goal, suggestions=found)
+
+
+def page_summary(db: Database, flt: UsageFilter) -> tuple[Totals, CacheReport, Shares, ErrorTable]:
+    """The Costs page's server-rendered figures from one rollup query."""
+    with db.read() as conn:
+        rows = repo.rollup(conn, flt)
+        book = PriceBook.load(conn)
+    return (
+        totals_of(flt, rows),
+        cache_of(flt, rows, book),
+        model_shares(flt, rows),
+        errors_of(flt, rows),
+    )
 
 
 # ------------------------------------------------------------------ routes

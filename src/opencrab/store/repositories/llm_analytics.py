@@ -14,7 +14,7 @@ below it): PostgreSQL's `percentile_disc` in SQL, the same rule in Python over a
 Example:
     flt = UsageFilter(since=datetime(2026, 1, 1, tzinfo=UTC), agent_id="…")
     with db.read() as conn:
-        totals(conn, flt).cost_usd
+        rollup(conn, flt)[0].cost_usd
         cost_series(conn, flt, bucket="day", stack="model")
 """
 
@@ -76,19 +76,6 @@ class UsageFilter:
         return sa.and_(sa.true(), *parts)
 
 
-class Totals(NamedTuple):
-    """Sums over the filtered calls."""
-
-    calls: int
-    errors: int
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cost_usd: float
-
-
 class SeriesPoint(NamedTuple):
     """One stacked bar: a day or week, one group's cost and calls."""
 
@@ -143,14 +130,19 @@ class ErrorRate(NamedTuple):
     errors: int
 
 
-class CacheUse(NamedTuple):
-    """One provider/model's input tokens and those read from and written to a cache."""
+class ModelRollup(NamedTuple):
+    """One provider/model's sums: what the totals, shares, error rates and cache need."""
 
     provider: str
     model: str
+    calls: int
+    errors: int
     input_tokens: int
+    output_tokens: int
+    total_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    cost_usd: float
 
 
 def _dialect(conn: Connection) -> Any:
@@ -175,37 +167,48 @@ def _ok() -> sa.ColumnElement[bool]:
     return metrics.c.status == "ok"
 
 
-def totals(conn: Connection, flt: UsageFilter) -> Totals:
-    """Calls, failed calls, tokens (cached included) and cost of the filtered calls."""
+def rollup(conn: Connection, flt: UsageFilter) -> list[ModelRollup]:
+    """Sums per provider/model in one pass: the page's totals and tables come from it."""
     m = metrics.c
-    row = conn.execute(
-        sa.select(
-            sa.func.count(),
-            sa.func.coalesce(sa.func.sum(sa.case((_ok(), 0), else_=1)), 0),
-            *(
-                sa.func.coalesce(sa.func.sum(m[c]), 0)
-                for c in (
-                    "input_tokens",
-                    "output_tokens",
-                    "total_tokens",
-                    "cache_read_tokens",
-                    "cache_write_tokens",
-                )
-            ),
-            sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0),
-        ).where(flt.clause())
-    ).one()
-    calls, errors, inputs, outputs, tokens, read, write, cost = row
-    return Totals(
-        int(calls),
-        int(errors),
-        int(inputs),
-        int(outputs),
-        int(tokens),
-        int(read),
-        int(write),
-        float(cost),
+    sums = (
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
     )
+    query = (
+        sa.select(
+            m.provider,
+            m.model,
+            sa.func.count(),
+            sa.func.sum(sa.case((_ok(), 0), else_=1)),
+            *(sa.func.sum(m[c]) for c in sums),
+            sa.func.sum(m.estimated_cost_usd),
+        )
+        .where(flt.clause())
+        .group_by(m.provider, m.model)
+        .order_by(m.provider, m.model)
+    )
+    out = []
+    for provider, model, calls, errors, inputs, outputs, tokens, read, write, cost in conn.execute(
+        query
+    ):
+        out.append(
+            ModelRollup(
+                str(provider),
+                str(model),
+                int(calls),
+                int(errors or 0),
+                int(inputs or 0),
+                int(outputs or 0),
+                int(tokens or 0),
+                int(read or 0),
+                int(write or 0),
+                float(cost or 0.0),
+            )
+        )
+    return out
 
 
 def cost_series(
@@ -333,39 +336,6 @@ def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
             )
         )
     return out
-
-
-def error_rates(conn: Connection, flt: UsageFilter) -> list[ErrorRate]:
-    """Per provider: calls and failed ones, by name."""
-    m = metrics.c
-    query = (
-        sa.select(m.provider, sa.func.count(), sa.func.sum(sa.case((_ok(), 0), else_=1)))
-        .where(flt.clause())
-        .group_by(m.provider)
-        .order_by(m.provider)
-    )
-    return [ErrorRate(str(p), int(n), int(e or 0)) for p, n, e in conn.execute(query)]
-
-
-def cache_use(conn: Connection, flt: UsageFilter) -> list[CacheUse]:
-    """Per provider/model: input tokens and cache reads and writes."""
-    m = metrics.c
-    query = (
-        sa.select(
-            m.provider,
-            m.model,
-            sa.func.sum(m.input_tokens),
-            sa.func.sum(m.cache_read_tokens),
-            sa.func.sum(m.cache_write_tokens),
-        )
-        .where(flt.clause())
-        .group_by(m.provider, m.model)
-        .order_by(m.provider, m.model)
-    )
-    return [
-        CacheUse(str(p), str(mo), int(i or 0), int(r or 0), int(w or 0))
-        for p, mo, i, r, w in conn.execute(query)
-    ]
 
 
 def choices(conn: Connection) -> dict[str, list[str]]:
