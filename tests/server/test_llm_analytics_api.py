@@ -150,6 +150,10 @@ def test_bad_filters_are_refused(client: TestClient) -> None:
         client.get(url, params={"from": "2026-02-01", "to": "2026-01-01"}), 400, "validation_error"
     )
     error_of(client.get(url, params={"source": "cloud"}), 400, "validation_error")
+    error_of(client.get(url, params={"from": "0.0"}), 400, "validation_error")
+    assert "not a day" in error_of(
+        client.get(url, params={"to": "2026-02-30"}), 400, "validation_error"
+    )
     error_of(client.get(url, params={"days": 0}), 400, "validation_error")
     error_of(client.get(url, params={"agentId": "nobody"}), 404, "not_found")
     error_of(

@@ -47,6 +47,18 @@ class Filter(ApiModel):
     source: Literal["all", "live", "imported"]
 
 
+DAY = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def _date(name: str, value: str | None) -> date | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(f"{name}: {value!r} is not a day (YYYY-MM-DD)") from None
+
+
 def _day(value: date) -> datetime:
     return datetime.combine(value, time(), tzinfo=UTC)
 
@@ -54,9 +66,12 @@ def _day(value: date) -> datetime:
 async def usage_filter(
     request: Request,
     from_: Annotated[
-        date | None, Query(alias="from", description="First UTC day included (YYYY-MM-DD).")
+        str | None,
+        Query(alias="from", pattern=DAY, description="First UTC day included (YYYY-MM-DD)."),
     ] = None,
-    to: Annotated[date | None, Query(description="Last UTC day included (YYYY-MM-DD).")] = None,
+    to: Annotated[
+        str | None, Query(pattern=DAY, description="Last UTC day included (YYYY-MM-DD).")
+    ] = None,
     days: Annotated[
         int | None,
         Query(ge=1, le=MAX_DAYS, description=f"The last N days (default {DEFAULT_DAYS})."),
@@ -73,14 +88,15 @@ async def usage_filter(
     ] = "all",
 ) -> UsageFilter:
     """The shared filter of every figure, from the query string."""
+    first, last = _date("from", from_), _date("to", to)
     if days is not None and (from_ is not None or to is not None):
         raise ValidationError("give either days or from/to, not both")
-    if from_ is not None and to is not None and to < from_:
+    if first is not None and last is not None and last < first:
         raise ValidationError(f"to ({to}) is before from ({from_})")
     since = until = None
-    if from_ is not None or to is not None:
-        since = None if from_ is None else _day(from_)
-        until = None if to is None else _day(to) + timedelta(days=1)
+    if first is not None or last is not None:
+        since = None if first is None else _day(first)
+        until = None if last is None else _day(last) + timedelta(days=1)
     else:
         now = datetime.now(UTC)
         since = _day(now.date()) - timedelta(days=(days or DEFAULT_DAYS) - 1)
