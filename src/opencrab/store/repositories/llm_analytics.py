@@ -339,14 +339,9 @@ def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
 
 
 def choices(conn: Connection) -> dict[str, list[str]]:
-    """The distinct agents, purposes, providers and models stored, for the filter bar."""
+    """The distinct agents and purposes stored, for the filter bar (both indexed)."""
     m = metrics.c
     out: dict[str, list[str]] = {}
-    for name, column in (
-        ("agents", m.agent_id),
-        ("purposes", m.purpose),
-        ("providers", m.provider),
-        ("models", m.model),
-    ):
+    for name, column in (("agents", m.agent_id), ("purposes", m.purpose)):
         out[name] = sorted(str(v) for v in conn.execute(sa.select(column).distinct()).scalars())
     return out
