@@ -89,6 +89,8 @@ SERVER_PLUGINS = (
     "opencrab.server.api.ws",
     "opencrab.server.api.budgets",
     "opencrab.server.api.agent_mode",
+    "opencrab.server.api.llm_analytics",
+    "opencrab.server.api.llm_export",
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

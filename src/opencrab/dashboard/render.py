@@ -47,6 +47,7 @@ NAV: list[NavItem] = [
     NavItem("Tickets", "/tickets", ("/tickets/",)),
     NavItem("Analytics", "/analytics", ()),
     NavItem("Budgets", "/budgets", ()),
+    NavItem("Costs", "/costs", ()),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 

@@ -34,6 +34,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.tickets",
     "opencrab.dashboard.pages.analytics",
     "opencrab.dashboard.pages.budgets",
+    "opencrab.dashboard.pages.costs",
 )
 """Each module has a `router`; later areas add theirs here."""
 

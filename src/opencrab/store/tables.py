@@ -574,3 +574,8 @@ agent_mode_sessions = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False, index=True),
     sa.CheckConstraint(_in("status", AGENT_MODE_SESSION_STATUSES), name="status"),
 )
+
+# revision 0025: the cost dashboard's per-agent and per-purpose (live / imported) reads
+# over a period (store/repositories/llm_analytics.py)
+sa.Index(None, llm_usage_metrics.c.agent_id, llm_usage_metrics.c.timestamp)
+sa.Index(None, llm_usage_metrics.c.purpose, llm_usage_metrics.c.timestamp)

@@ -1,0 +1,241 @@
+"""The LLM cost dashboard's JSON routes against the bare SQL aggregate of the same query.
+
+One run: a SQLite store seeded with 1,000,000 `llm_usage_metrics` rows across 50 agents
+and 90 days (executemany in batches); then, for each chart's route under
+/api/analytics/llm/ (in-process HTTP: routing, the filter, the repository, JSON), the
+median time against the same aggregate written by hand in SQL and run on a bare
+connection, for the default filter (last 30 days) and for one agent's calls; the ratio
+printed is bare / route (target: at least 0.5). Last, the Costs page's time to first
+chart: the server-rendered page plus the first chart's JSON.
+
+    python bench/analytics.py [--rows 1000000] [--agents 50] [--days 90] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WHERE = "timestamp >= :since"
+BARE = {
+    "totals": "SELECT COUNT(*), SUM(CASE WHEN status = 'ok' THEN 0 ELSE 1 END), "
+    "SUM(input_tokens), SUM(output_tokens), SUM(total_tokens), SUM(cache_read_tokens), "
+    "SUM(cache_write_tokens), SUM(estimated_cost_usd) FROM llm_usage_metrics WHERE {w}",
+    "cost": "SELECT substr(timestamp, 1, 10) AS b, model, SUM(estimated_cost_usd), COUNT(*) "
+    "FROM llm_usage_metrics WHERE {w} GROUP BY b, model ORDER BY b, model",
+    "share": "SELECT model, COUNT(*), SUM(estimated_cost_usd) AS c, SUM(total_tokens) "
+    "FROM llm_usage_metrics WHERE {w} GROUP BY model ORDER BY c DESC, model",
+    "quality": "SELECT substr(timestamp, 1, 10) AS b, AVG(quality_score), COUNT(quality_score) "
+    "FROM llm_usage_metrics WHERE {w} AND quality_score IS NOT NULL GROUP BY b ORDER BY b",
+    "efficiency": "SELECT model, COALESCE(task_type, purpose) AS t, COUNT(*), "
+    "SUM(estimated_cost_usd), AVG(quality_score), COUNT(quality_score) FROM llm_usage_metrics "
+    "WHERE {w} GROUP BY model, t ORDER BY model, t",
+    "speed": "SELECT model, latency_ms FROM llm_usage_metrics WHERE {w} AND status = 'ok' "
+    "ORDER BY model, latency_ms; SELECT model, time_to_first_token_ms FROM llm_usage_metrics "
+    "WHERE {w} AND status = 'ok' AND time_to_first_token_ms IS NOT NULL "
+    "ORDER BY model, time_to_first_token_ms; SELECT model, COUNT(*) FROM llm_usage_metrics "
+    "WHERE {w} AND status = 'ok' GROUP BY model",
+    "errors": "SELECT provider, COUNT(*), SUM(CASE WHEN status = 'ok' THEN 0 ELSE 1 END) "
+    "FROM llm_usage_metrics WHERE {w} GROUP BY provider ORDER BY provider",
+    "cache": "SELECT provider, model, SUM(input_tokens), SUM(cache_read_tokens), "
+    "SUM(cache_write_tokens) FROM llm_usage_metrics WHERE {w} GROUP BY provider, model "
+    "ORDER BY provider, model",
+}
+"""Each chart's aggregate by hand (SQLite). The speed chart's percentiles have no SQLite
+aggregate: its bare queries are the ordered fetches of the two columns it ranks and the
+count (the three statements the route runs on SQLite)."""
+
+MODELS = [
+    ("openai", "gpt-5-mini"),
+    ("openai", "gpt-5.2"),
+    ("anthropic", "claude-sonnet-4.5"),
+    ("anthropic", "claude-haiku-4.5"),
+    ("google", "gemini-3-flash"),
+    ("ollama", "qwen3:8b"),
+]
+PURPOSES = ["conversation", "thinking", "analysis", "tool_calling", "import"]
+TASKS = ["chat", "discussion", "reflection", "compaction", None]
+
+
+def seed(db: Any, agent_ids: list[str], rows: int, days: int) -> None:
+    """`rows` calls spread over the agents and the last `days` days, batches of 20,000."""
+    from opencrab.store.repositories import metrics as metrics_repo
+    from opencrab.store.repositories.metrics import MetricRow
+
+    rng = random.Random(90)
+    now = datetime.now(UTC)
+    span = days * 86_400
+    batch: list[MetricRow] = []
+    for n in range(rows):
+        provider, model = MODELS[n % len(MODELS)]
+        moment = now - timedelta(seconds=rng.random() * span)
+        ok = rng.random() > 0.05
+        inputs = rng.randrange(100, 6000)
+        batch.append(
+            MetricRow(
+                str(uuid.UUID(int=rng.getrandbits(128))),
+                agent_ids[n % len(agent_ids)],
+                None,
+                moment,
+                provider,
+                model,
+                PURPOSES[rng.randrange(5)],
+                TASKS[rng.randrange(5)],
+                None,
+                inputs,
+                300,
+                inputs + 300,
+                inputs // 3 if n % 2 else 0,
+                0,
+                0,
+                inputs * 2e-7,
+                "pricing",
+                rng.randrange(80, 9000),
+                rng.randrange(20, 900) if n % 3 else None,
+                "ok" if ok else "error",
+                None,
+                None,
+                bool(n % 3),
+                None,
+                1,
+                None,
+                round(rng.random(), 3) if n % 4 == 0 else None,
+                None,
+                None,
+                None,
+                None,
+                moment,
+            )
+        )
+        if len(batch) == 20_000:
+            with db.write() as conn:
+                metrics_repo.insert(conn, batch)
+            batch = []
+    if batch:
+        with db.write() as conn:
+            metrics_repo.insert(conn, batch)
+
+
+def median_ms(fn: Callable[[], object], rounds: int) -> float:
+    fn()  # warm: the page cache, prepared plans
+    spent = []
+    for _ in range(rounds):
+        begin = time.perf_counter()
+        fn()
+        spent.append(time.perf_counter() - begin)
+    return statistics.median(spent) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+
+    import sqlalchemy as sa
+    from tests.fakes.scripted_provider import ScriptedProvider
+    from tests.server.local import LocalClient
+
+    from opencrab.config import load_settings
+    from opencrab.core.agent import AgentCreate, AgentStore
+    from opencrab.llm.router import LlmRouter
+    from opencrab.server.app import create_app
+    from opencrab.store import Database
+    from opencrab.store.tables import llm_usage_metrics
+
+    with tempfile.TemporaryDirectory() as data:
+        settings = load_settings(overrides={"data_dir": data})
+        db = Database(settings.database_url)
+        db.upgrade()
+        store = AgentStore(db, settings)
+        ids = [
+            store.create(AgentCreate(name=f"分析係{n:02d}", prompt="You help.")).id
+            for n in range(args.agents)
+        ]
+        started = time.perf_counter()
+        seed(db, ids, args.rows, args.days)
+        print(
+            f"{args.rows:,} metrics rows, {args.agents} agents, {args.days} days stored in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        router = LlmRouter(settings)
+        router.register_provider(ScriptedProvider("openai", "unused"))
+        app = create_app(settings, db, router=router)
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        since = today - timedelta(days=29)
+        stamp = sa.bindparam("since", type_=llm_usage_metrics.c.timestamp.type)
+        agent = sa.bindparam("agent")
+        cases = [
+            ("last 30 days", {"days": "30"}, WHERE, {"since": since}),
+            (
+                "one agent, 30 days",
+                {"days": "30", "agentId": ids[7]},
+                WHERE + " AND agent_id = :agent",
+                {"since": since, "agent": ids[7]},
+            ),
+        ]
+        worst = float("inf")
+        with LocalClient(app) as client, db.engine.connect() as bare:
+            for label, query, where, params in cases:
+                print(f"\n{label}:  route ms / bare SQL ms   (ratio bare/route, target >= 0.5)")
+                for name, sql in BARE.items():
+                    texts = [
+                        sa.text(part.format(w=where)).bindparams(
+                            *(p for p in (stamp, agent) if p.key in params)
+                        )
+                        for part in sql.split("; ")
+                    ]
+
+                    def run_bare(texts: list[Any] = texts, params: dict[str, Any] = params) -> None:
+                        for text in texts:
+                            bare.execute(text, params).all()
+
+                    def run_route(name: str = name, query: dict[str, str] = query) -> None:
+                        response = client.get(f"/api/analytics/llm/{name}", params=query)
+                        assert response.status_code == 200, response.text[:300]
+
+                    route_ms = median_ms(run_route, args.rounds)
+                    bare_ms = median_ms(run_bare, args.rounds)
+                    ratio = bare_ms / route_ms
+                    worst = min(worst, ratio)
+                    print(
+                        f"  {name:<11} {route_ms:9.1f} / {bare_ms:9.1f}   {ratio:5.2f} "
+                        f"{'ok' if ratio >= 0.5 else 'UNDER'}"
+                    )
+            one = median_ms(
+                lambda: client.get("/api/analytics/llm/suggestions", params=cases[1][1]), 1
+            )
+            print(f"\nsuggestions (optimize_model_selection, one agent): {one:.0f} ms")
+
+            def first_chart() -> None:
+                page = client.get("/costs")
+                assert page.status_code == 200, page.text[:300]
+                chart = client.get("/api/analytics/llm/cost", params={"days": "30"})
+                assert chart.status_code == 200
+
+            page_ms = median_ms(lambda: client.get("/costs"), args.rounds)
+            total_ms = median_ms(first_chart, args.rounds)
+            print(
+                f"Costs page: server render {page_ms:.0f} ms; time to first chart "
+                f"(page + first chart's JSON) {total_ms:.0f} ms"
+            )
+        db.close()
+    print(f"\nworst ratio: {worst:.2f} {'ok' if worst >= 0.5 else 'UNDER'}")
+
+
+if __name__ == "__main__":
+    main()

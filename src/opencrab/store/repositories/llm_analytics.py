@@ -1,0 +1,347 @@
+"""The fleet's LLM cost and quality figures: grouped reads over `llm_usage_metrics`.
+
+Every function takes one `UsageFilter` (period, agent, purpose, provider, model, source)
+and answers with one grouped query, so the dashboard's charts, its totals and the CSV
+export all read the same rows. "Imported" calls are those the transcript importers wrote
+(opencrab.importers.store: purpose `import`, one row per recorded model call); every
+other row is a live call made through the router. Day and week keys are UTC dates
+(store.dialects), a week by its Monday.
+
+Percentiles are nearest-rank (the smallest value with at least p of the values at or
+below it): PostgreSQL's `percentile_disc` in SQL, the same rule in Python over a narrow
+(key, value) fetch on SQLite, which has no ordered-set aggregates.
+
+Example:
+    flt = UsageFilter(since=datetime(2026, 1, 1, tzinfo=UTC), agent_id="…")
+    with db.read() as conn:
+        rollup(conn, flt)[0].cost_usd
+        cost_series(conn, flt, bucket="day", stack="model")
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from opencrab.store.dialects import postgresql, sqlite
+from opencrab.store.tables import llm_usage_metrics as metrics
+
+IMPORT_PURPOSE = "import"
+"""The purpose the importers give the calls they record (see the module docstring)."""
+
+Source = Literal["all", "live", "imported"]
+Bucket = Literal["day", "week"]
+Stack = Literal["model", "provider", "agent", "purpose"]
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class UsageFilter:
+    """Which calls a figure covers; None everywhere: all of them."""
+
+    since: datetime | None = None
+    until: datetime | None = None  # exclusive
+    agent_id: str | None = None
+    purpose: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    source: Source = "all"
+
+    def clause(self) -> sa.ColumnElement[bool]:
+        """The WHERE clause selecting these calls."""
+        m = metrics.c
+        parts: list[sa.ColumnElement[bool]] = []
+        if self.since is not None:
+            parts.append(m.timestamp >= self.since)
+        if self.until is not None:
+            parts.append(m.timestamp < self.until)
+        for column, value in (
+            (m.agent_id, self.agent_id),
+            (m.purpose, self.purpose),
+            (m.provider, self.provider),
+            (m.model, self.model),
+        ):
+            if value is not None:
+                parts.append(column == value)
+        if self.source == "imported":
+            parts.append(m.purpose == IMPORT_PURPOSE)
+        elif self.source == "live":
+            parts.append(m.purpose != IMPORT_PURPOSE)
+        return sa.and_(sa.true(), *parts)
+
+
+class SeriesPoint(NamedTuple):
+    """One stacked bar: a day or week, one group's cost and calls."""
+
+    bucket: str
+    key: str
+    cost_usd: float
+    calls: int
+
+
+class Share(NamedTuple):
+    """One group's part of the filtered calls."""
+
+    key: str
+    calls: int
+    cost_usd: float
+    total_tokens: int
+
+
+class QualityPoint(NamedTuple):
+    """The average evaluate_response score of a day or week's rated calls."""
+
+    bucket: str
+    avg_quality: float
+    rated: int
+
+
+class EfficiencyCell(NamedTuple):
+    """Model × task type: calls, their cost, and the average quality of the rated ones."""
+
+    model: str
+    task_type: str
+    calls: int
+    cost_usd: float
+    avg_quality: float | None
+    rated: int
+
+
+class Percentiles(NamedTuple):
+    """A model's latency and time to first token, nearest-rank p50/p90/p99 (ms)."""
+
+    model: str
+    calls: int
+    latency: tuple[int, int, int] | None
+    ttft: tuple[int, int, int] | None
+
+
+class ErrorRate(NamedTuple):
+    """A provider's calls and failed ones (status other than ok)."""
+
+    provider: str
+    calls: int
+    errors: int
+
+
+class ModelRollup(NamedTuple):
+    """One provider/model's sums: what the totals, shares, error rates and cache need."""
+
+    provider: str
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float
+
+
+def _dialect(conn: Connection) -> Any:
+    return sqlite if conn.dialect.name == "sqlite" else postgresql
+
+
+def _bucket(conn: Connection, bucket: Bucket) -> Any:
+    dialect = _dialect(conn)
+    keyed = dialect.utc_day if bucket == "day" else dialect.utc_week
+    return keyed(metrics.c.timestamp)
+
+
+STACK_COLUMNS = {
+    "model": "model",
+    "provider": "provider",
+    "agent": "agent_id",
+    "purpose": "purpose",
+}
+
+
+def _ok() -> sa.ColumnElement[bool]:
+    return metrics.c.status == "ok"
+
+
+def rollup(conn: Connection, flt: UsageFilter) -> list[ModelRollup]:
+    """Sums per provider/model in one pass: the page's totals and tables come from it."""
+    m = metrics.c
+    sums = (
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    )
+    query = (
+        sa.select(
+            m.provider,
+            m.model,
+            sa.func.count(),
+            sa.func.sum(sa.case((_ok(), 0), else_=1)),
+            *(sa.func.sum(m[c]) for c in sums),
+            sa.func.sum(m.estimated_cost_usd),
+        )
+        .where(flt.clause())
+        .group_by(m.provider, m.model)
+        .order_by(m.provider, m.model)
+    )
+    out = []
+    for provider, model, calls, errors, inputs, outputs, tokens, read, write, cost in conn.execute(
+        query
+    ):
+        out.append(
+            ModelRollup(
+                str(provider),
+                str(model),
+                int(calls),
+                int(errors or 0),
+                int(inputs or 0),
+                int(outputs or 0),
+                int(tokens or 0),
+                int(read or 0),
+                int(write or 0),
+                float(cost or 0.0),
+            )
+        )
+    return out
+
+
+def cost_series(
+    conn: Connection, flt: UsageFilter, *, bucket: Bucket, stack: Stack
+) -> list[SeriesPoint]:
+    """Cost and calls per day or week and per group, oldest first."""
+    key = metrics.c[STACK_COLUMNS[stack]].label("key")
+    when = _bucket(conn, bucket).label("bucket")
+    query = (
+        sa.select(
+            when, key, sa.func.sum(metrics.c.estimated_cost_usd), sa.func.count().label("calls")
+        )
+        .where(flt.clause())
+        .group_by(when, key)
+        .order_by(when, key)
+    )
+    return [
+        SeriesPoint(str(b), str(k), float(c or 0.0), int(n)) for b, k, c, n in conn.execute(query)
+    ]
+
+
+def shares(conn: Connection, flt: UsageFilter, *, by: Stack = "model") -> list[Share]:
+    """Each group's calls, cost and tokens, most expensive first."""
+    m = metrics.c
+    key = m[STACK_COLUMNS[by]].label("key")
+    cost = sa.func.sum(m.estimated_cost_usd).label("cost")
+    query = (
+        sa.select(key, sa.func.count(), cost, sa.func.sum(m.total_tokens))
+        .where(flt.clause())
+        .group_by(key)
+        .order_by(sa.desc("cost"), key)
+    )
+    return [
+        Share(str(k), int(n), float(c or 0.0), int(t or 0)) for k, n, c, t in conn.execute(query)
+    ]
+
+
+def quality_series(conn: Connection, flt: UsageFilter, *, bucket: Bucket) -> list[QualityPoint]:
+    """Average quality score of the rated calls per day or week, oldest first."""
+    m = metrics.c
+    when = _bucket(conn, bucket).label("bucket")
+    query = (
+        sa.select(when, sa.func.avg(m.quality_score), sa.func.count(m.quality_score))
+        .where(flt.clause(), m.quality_score.is_not(None))
+        .group_by(when)
+        .order_by(when)
+    )
+    return [QualityPoint(str(b), float(q), int(n)) for b, q, n in conn.execute(query)]
+
+
+def efficiency(conn: Connection, flt: UsageFilter) -> list[EfficiencyCell]:
+    """Model × task type (the purpose when a call has none): calls, cost, quality."""
+    m = metrics.c
+    task = sa.func.coalesce(m.task_type, m.purpose).label("task")
+    query = (
+        sa.select(
+            m.model,
+            task,
+            sa.func.count(),
+            sa.func.sum(m.estimated_cost_usd),
+            sa.func.avg(m.quality_score),
+            sa.func.count(m.quality_score),
+        )
+        .where(flt.clause())
+        .group_by(m.model, task)
+        .order_by(m.model, task)
+    )
+    return [
+        EfficiencyCell(
+            str(mo), str(t), int(n), float(c or 0.0), None if q is None else float(q), int(r)
+        )
+        for mo, t, n, c, q, r in conn.execute(query)
+    ]
+
+
+def nearest_rank(ordered: list[int], p: float) -> int:
+    """The nearest-rank percentile of sorted values (percentile_disc)."""
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
+
+
+def _percentiles_sql(conn: Connection, flt: UsageFilter, column: str) -> dict[str, tuple[int, ...]]:
+    m = metrics.c
+    value = m[column]
+    cols = [sa.func.percentile_disc(p).within_group(value.asc()) for p in PERCENTILES]
+    query = (
+        sa.select(m.model, *cols).where(flt.clause(), _ok(), value.is_not(None)).group_by(m.model)
+    )
+    return {str(row[0]): tuple(int(v) for v in row[1:]) for row in conn.execute(query)}
+
+
+def _percentiles_python(
+    conn: Connection, flt: UsageFilter, column: str
+) -> dict[str, tuple[int, ...]]:
+    m = metrics.c
+    value = m[column]
+    query = (
+        sa.select(m.model, value)
+        .where(flt.clause(), _ok(), value.is_not(None))
+        .order_by(m.model, value)
+    )
+    values: dict[str, list[int]] = defaultdict(list)
+    for model, v in conn.execute(query):
+        values[str(model)].append(int(v))
+    return {k: tuple(nearest_rank(vs, p) for p in PERCENTILES) for k, vs in values.items()}
+
+
+def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
+    """Per model: successful calls' latency and TTFT p50/p90/p99 (TTFT of streamed calls)."""
+    pick = _percentiles_python if conn.dialect.name == "sqlite" else _percentiles_sql
+    latency = pick(conn, flt, "latency_ms")
+    ttft = pick(conn, flt, "time_to_first_token_ms")
+    m = metrics.c
+    counts = conn.execute(
+        sa.select(m.model, sa.func.count()).where(flt.clause(), _ok()).group_by(m.model)
+    ).all()
+    out = []
+    for model, n in sorted(counts, key=lambda r: str(r[0])):
+        lat, first = latency.get(str(model)), ttft.get(str(model))
+        out.append(
+            Percentiles(
+                str(model),
+                int(n),
+                None if lat is None else (lat[0], lat[1], lat[2]),
+                None if first is None else (first[0], first[1], first[2]),
+            )
+        )
+    return out
+
+
+def choices(conn: Connection) -> dict[str, list[str]]:
+    """The distinct agents and purposes stored, for the filter bar (both indexed)."""
+    m = metrics.c
+    out: dict[str, list[str]] = {}
+    for name, column in (("agents", m.agent_id), ("purposes", m.purpose)):
+        out[name] = sorted(str(v) for v in conn.execute(sa.select(column).distinct()).scalars())
+    return out
