@@ -86,6 +86,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.analytics",
     "opencrab.server.api.imports",
     "opencrab.server.api.ws",
+    "opencrab.server.api.llm_settings",
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

@@ -59,9 +59,7 @@ def upgrade() -> None:
         sa.Column("detail", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_llm_settings_audit")),
     )
-    op.create_index(
-        op.f("ix_llm_settings_audit_at"), "llm_settings_audit", ["at"], unique=False
-    )
+    op.create_index(op.f("ix_llm_settings_audit_at"), "llm_settings_audit", ["at"], unique=False)
 
 
 def downgrade() -> None:
