@@ -92,12 +92,14 @@ def test_a_key_is_applied_at_once_encrypted_and_never_returned(
 
     for path in ("/api/llm/settings", "/api/llm/settings/audit", "/openapi.json"):
         text = client.get(path).text
-        assert KEY not in text and NEW_KEY not in text
+        assert KEY not in text
+        assert NEW_KEY not in text
     assert provider(client, "openrouter")["keyLast4"] == "CD34"
 
     raw = b"".join(p.read_bytes() for p in data_dir.glob("opencrab.db*"))
     assert raw  # the database file (and its WAL) were read
-    assert KEY.encode() not in raw and NEW_KEY.encode() not in raw
+    assert KEY.encode() not in raw
+    assert NEW_KEY.encode() not in raw
     key_file = data_dir / FILE_NAME
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
 
@@ -188,7 +190,8 @@ def test_a_failing_connection_reports_the_redacted_error(
     assert tested.status_code == 200, tested.text
     body = tested.json()
     assert body["ok"] is False
-    assert KEY not in body["error"] and "<redacted>" in body["error"]
+    assert KEY not in body["error"]
+    assert "<redacted>" in body["error"]
     assert "401" in body["error"] or "auth" in body["error"].lower()
     usage = client.get("/api/llm/monitoring", params={"period": "day"}).json()
     row = next(p for p in usage["providers"] if p["provider"] == "openrouter")
@@ -206,7 +209,8 @@ def test_monitoring_counts_calls_latency_and_cost(client: TestClient, llm: FakeL
     usage = client.get("/api/llm/monitoring").json()
     row = next(p for p in usage["providers"] if p["provider"] == "openrouter")
     assert (row["calls"], row["errors"], row["errorRate"]) == (4, 1, 0.25)
-    assert row["p50LatencyMs"] is not None and row["maxLatencyMs"] >= row["p50LatencyMs"]
+    assert row["p50LatencyMs"] is not None
+    assert row["maxLatencyMs"] >= row["p50LatencyMs"]
     assert (usage["calls"], usage["errors"]) == (4, 1)
 
 
@@ -266,7 +270,8 @@ def test_a_disabled_provider_is_dropped_from_the_router_at_once(
 ) -> None:
     set_openrouter(client, llm, KEY)
     router = client.app.state.runtime.router  # type: ignore[attr-defined]
-    assert "openrouter" in router.providers and "openrouter" in router.usable
+    assert "openrouter" in router.providers
+    assert "openrouter" in router.usable
     assert client.patch("/api/llm/providers/openrouter", json={"enabled": False}).status_code == 200
     assert "openrouter" not in router.providers
     assert client.post("/api/llm/providers/openrouter/test").json()["ok"] is False
