@@ -45,6 +45,7 @@ NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
+    NavItem("LLM", "/settings/llm", ("/settings/llm",)),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
@@ -55,6 +56,7 @@ AGENT_TABS: list[tuple[str, str]] = [
     ("Workspace", "workspace"),
     ("Sessions", "sessions"),
     ("Chat", "chat"),
+    ("LLM", "llm"),
 ]
 """One agent's pages: (label, path under `/agents/{name}/`)."""
 

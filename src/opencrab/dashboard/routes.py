@@ -32,6 +32,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.discussions",
     "opencrab.dashboard.pages.session_view",
     "opencrab.dashboard.pages.tickets",
+    "opencrab.dashboard.pages.llm_settings",
 )
 """Each module has a `router`; later areas add theirs here."""
 

@@ -207,6 +207,10 @@ class LiveLlmSettings:
             rows = repo.providers(conn)
         return [self._view(name, rows.get(name)) for name in BUILTIN_PROVIDERS]
 
+    def _row(self, name: str) -> repo.ProviderRow | None:
+        with self.db.read() as conn:
+            return repo.providers(conn).get(name)
+
     def _view(self, name: str, row: repo.ProviderRow | None) -> ProviderView:
         path = ("llm", "providers", name)
         config = self.settings.llm.providers.get(name, ProviderConfig())
@@ -268,6 +272,13 @@ class LiveLlmSettings:
         if name not in BUILTIN_PROVIDERS:
             raise NotFoundError(f"no provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
         path = ("llm", "providers", name)
+        if not changes:
+            raise ValidationError("nothing to change: give enabled, apiKey or baseUrl")
+        now = await run_blocking(lambda: self._view(name, self._row(name)))
+        if changes.get("enabled") == now.enabled:
+            changes.pop("enabled")  # a form sends its switch as it is: nothing changed
+        if "base_url" in changes and ((changes["base_url"] or "").strip() or None) == now.base_url:
+            changes.pop("base_url")
         columns: dict[str, Any] = {}
         audit: list[AuditEntry] = []
         target = f"providers.{name}"
@@ -307,7 +318,7 @@ class LiveLlmSettings:
                 columns["api_key_encrypted"] = columns["api_key_last4"] = None
                 audit.append(AuditEntry(actor, f"{target}.api_key", "clear", ""))
         if not columns:
-            raise ValidationError("nothing to change: give enabled, apiKey or baseUrl")
+            return
 
         def write() -> repo.ProviderRow:
             with self.db.write() as conn:
