@@ -103,8 +103,10 @@ def test_an_agents_llm_configuration_is_edited_on_its_tab(page: Watched, api: ht
     p.get_by_label(re.compile("may switch its model")).uncheck()
     p.get_by_label(re.compile("Allowed aliases")).fill("fast, cheap")
     p.get_by_label(re.compile("Daily budget")).fill("2.5")
-    p.get_by_role("button", name="Save").click()
+    with p.expect_navigation():  # saved, then the page reloads
+        p.get_by_role("button", name="Save").click()
     expect(p.get_by_label(re.compile("Daily budget"))).to_have_value("2.5")
+    expect(p.get_by_label("thinking model")).to_have_value("claude-opus-4.6")
     config = api.get(f"/api/agents/{agent['id']}/llm/config").json()
     assert config["defaultProvider"] == "openai"
     assert config["defaultModel"] == "gpt-5-mini"
