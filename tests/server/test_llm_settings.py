@@ -7,6 +7,7 @@ the API is seen by the fake server in the Authorization header of the next call.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -276,3 +277,17 @@ def test_a_disabled_provider_is_dropped_from_the_router_at_once(
     assert "openrouter" not in router.providers
     assert client.post("/api/llm/providers/openrouter/test").json()["ok"] is False
     assert provider(client, "openrouter")["enabled"] is False
+
+
+def test_a_stored_key_is_redacted_from_log_lines(
+    client: TestClient, llm: FakeLlmServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    set_openrouter(client, llm, KEY)
+    logging.getLogger("opencrab.somewhere").error("provider said: bad key %s", KEY)
+    try:
+        raise RuntimeError(f"echoed {KEY}")
+    except RuntimeError:
+        logging.getLogger("opencrab.somewhere").exception("failed")
+    assert "provider said: bad key <redacted>" in caplog.text
+    assert "echoed <redacted>" in caplog.text
+    assert KEY not in caplog.text
