@@ -33,7 +33,7 @@ from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, default_text, or
 from opencrab.errors import ConfigError
 
 ENV_PREFIX = "OPENCRAB_"
-RESERVED_ENV = {"OPENCRAB_CONFIG", "OPENCRAB_HOME", "OPENCRAB_TEST_PG_URL"}
+RESERVED_ENV = {"OPENCRAB_CONFIG", "OPENCRAB_HOME", "OPENCRAB_TEST_PG_URL", "OPENCRAB_SECRET_KEY"}
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOML_LITERAL = re.compile(
     r"^\s*([\[{]|[+-]?\d[\d_]*(\.\d+)?([eE][+-]?\d+)?\s*$|true\s*$|false\s*$)"

@@ -4,7 +4,9 @@ A provider, or a proxy in front of it, may echo the API key in an error body ("I
 API key provided: sk-…"). Every secret of the configuration (each `SecretStr`: provider
 API keys, the Discord token) and the database URL's password is replaced by
 `<redacted>` wherever such text is kept: the LLM router passes every provider error
-through `redact_error` before it is recorded, raised or logged.
+through `redact_error` before it is recorded, raised or logged. API keys stored through
+the dashboard (opencrab.llm.live_settings) are added to the router's redactor as they are
+read or set, and `redact_logs` filters every log line through it.
 
 Example:
     redactor = Redactor.from_settings(settings)
@@ -14,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -107,6 +110,45 @@ class Redactor:
             exc.__cause__ = None
             exc.__context__ = None
             exc.__suppress_context__ = True
+
+
+class RedactingFilter(logging.Filter):
+    """A log filter that redacts the redactor's secrets from messages and tracebacks."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.redactor.leaks(message):
+            record.msg, record.args = self.redactor.redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text and self.redactor.leaks(record.exc_text):
+            record.exc_text = self.redactor.redact(record.exc_text)
+        return True
+
+
+LOG_NAMES = ("", "uvicorn", "uvicorn.error", "uvicorn.access")
+"""Loggers whose handlers get the filter: the root and uvicorn's own."""
+
+
+def redact_logs(redactor: Redactor) -> RedactingFilter:
+    """Redact `redactor`'s secrets (stored keys added later included) from every log line
+    the handlers of the root and uvicorn loggers write; returns the filter installed."""
+    found = RedactingFilter(redactor)
+    for name in LOG_NAMES:
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(found)
+    return found
+
+
+def stop_redacting_logs(found: RedactingFilter) -> None:
+    """Remove a filter `redact_logs` installed."""
+    for name in LOG_NAMES:
+        for handler in logging.getLogger(name).handlers:
+            handler.removeFilter(found)
 
 
 def _written_forms(secret: str) -> set[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
+from opencrab.config.secrets import redact_logs, stop_redacting_logs
 from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
@@ -35,6 +36,7 @@ from opencrab.core.steps import TurnResult
 from opencrab.core.tools import sync_tools
 from opencrab.core.turns import TurnService
 from opencrab.core.workspace import Workspace
+from opencrab.llm.live_settings import LiveLlmSettings
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import (
@@ -153,10 +155,13 @@ class Runtime:
     outlets: dict[str, MessageOutlet] = field(default_factory=dict)
     turns: TurnService = field(init=False)  # the only way a turn runs (core/turns.py)
     approvals: ApprovalService = field(init=False)  # held tool calls (core/approvals.py)
+    # the dashboard's LLM settings over the config, applied to `router` (llm/live_settings.py)
+    llm_settings: LiveLlmSettings = field(init=False)
 
     def __post_init__(self) -> None:
         self.turns = TurnService(self.db, self.engine, self.leases, on_write=self.on_write)
         self.approvals = ApprovalService(self)
+        self.llm_settings = LiveLlmSettings(self.settings, self.db, self.router)
 
     @classmethod
     @asynccontextmanager
@@ -199,12 +204,15 @@ class Runtime:
             recorder=recorder,
         )
         runtime.leases.start()
+        log_filter = redact_logs(router.redactor)
+        runtime.notices += await runtime.llm_settings.apply_stored()
         if router.notice:
             runtime.notices.append(router.notice)
         runtime.notices += [f"skill file skipped: {p}" for p in problems]
         try:
             yield runtime
         finally:
+            stop_redacting_logs(log_filter)
             await runtime.leases.close()
             if recorder is not None:
                 await recorder.aclose()

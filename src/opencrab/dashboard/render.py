@@ -48,6 +48,7 @@ NAV: list[NavItem] = [
     NavItem("Analytics", "/analytics", ()),
     NavItem("Budgets", "/budgets", ()),
     NavItem("Costs", "/costs", ()),
+    NavItem("LLM", "/settings/llm", ("/settings/llm",)),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
@@ -59,6 +60,7 @@ AGENT_TABS: list[tuple[str, str]] = [
     ("Sessions", "sessions"),
     ("Chat", "chat"),
     ("Analytics", "analytics"),
+    ("LLM", "llm"),
 ]
 """One agent's pages: (label, path under `/agents/{name}/`)."""
 

@@ -35,6 +35,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.analytics",
     "opencrab.dashboard.pages.budgets",
     "opencrab.dashboard.pages.costs",
+    "opencrab.dashboard.pages.llm_settings",
 )
 """Each module has a `router`; later areas add theirs here."""
 

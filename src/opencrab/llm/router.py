@@ -154,6 +154,34 @@ class LlmRouter:
     def set_fallback_chain(self, chain: list[str]) -> None:
         self.fallback_chain = list(chain)
 
+    def set_aliases(self, aliases: dict[str, Target]) -> None:
+        """Replace every alias (in place: the fallback planner reads the same dict)."""
+        self.aliases.clear()
+        self.aliases.update(aliases)
+
+    async def replace_provider(self, name: str, config: ProviderConfig) -> None:
+        """Build `name` again from `config` (a disabled one is dropped); the old
+        instance's connections are closed. Call `refresh` after the last change."""
+        old = self.providers.pop(name, None)
+        self._cooling.pop(name, None)
+        if config.enabled is not False:
+            factory = provider_factories().get(name)
+            if factory is None:
+                raise ProviderNotConfigured("not registered", provider=name)
+            try:
+                self.register_provider(factory(config, name=name))
+            except ProviderNotConfigured as exc:
+                log.info("provider %s unavailable: %s", name, exc)
+        if old is not None:
+            await old.aclose()
+
+    async def refresh(self) -> None:
+        """Work out again what can answer and the default (after providers changed)."""
+        self.offline = False
+        self.notice = None
+        self.default = Target(self.settings.llm.default_provider, self.settings.llm.default_model)
+        await self.start()
+
     async def start(self) -> None:
         """Find out what can answer; fall back to the embedded model when nothing can.
 

@@ -579,3 +579,44 @@ agent_mode_sessions = sa.Table(
 # over a period (store/repositories/llm_analytics.py)
 sa.Index(None, llm_usage_metrics.c.agent_id, llm_usage_metrics.c.timestamp)
 sa.Index(None, llm_usage_metrics.c.purpose, llm_usage_metrics.c.timestamp)
+
+# ------------------------------------------- LLM settings from the dashboard (issue 21)
+llm_provider_settings = sa.Table(
+    "llm_provider_settings",
+    metadata,
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("enabled", sa.Boolean),  # None: as configured
+    sa.Column("api_key_encrypted", sa.Text),  # a Fernet token; never the key in clear
+    sa.Column("api_key_last4", sa.String(4)),
+    sa.Column("base_url", sa.String(2000)),
+    _updated(),
+)
+
+llm_alias_settings = sa.Table(
+    "llm_alias_settings",
+    metadata,
+    sa.Column("alias", sa.String(64), primary_key=True),
+    sa.Column("provider", sa.String(64)),  # None with removed
+    sa.Column("model", sa.String(200)),
+    sa.Column("removed", sa.Boolean, nullable=False, server_default=sa.false()),
+    _updated(),
+)
+
+llm_chain_settings = sa.Table(
+    "llm_chain_settings",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),  # always 1
+    sa.Column("chain_json", sa.JSON, nullable=False),
+    _updated(),
+)
+
+llm_settings_audit = sa.Table(
+    "llm_settings_audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", UtcDateTime, nullable=False, index=True),
+    sa.Column("actor", sa.String(200), nullable=False),  # a token's name, or "local"
+    sa.Column("target", sa.String(200), nullable=False),  # e.g. providers.openai.api_key
+    sa.Column("action", sa.String(16), nullable=False),  # set, clear, remove
+    sa.Column("detail", sa.Text, nullable=False),  # never a secret: a key shows as …last4
+)

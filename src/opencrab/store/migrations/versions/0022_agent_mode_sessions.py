@@ -18,7 +18,7 @@ from alembic import op
 import opencrab.store.types
 
 revision = "0022"
-down_revision = "0020"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,385 @@
+"""LLM settings changed at run time (the dashboard's "LLM設定"), layered over the config.
+
+What the dashboard may set: a provider on or off, its API key (stored encrypted with
+opencrab.config.secret_key, shown only as its last four characters), its base URL; the
+model aliases; the fallback chain. Every change is written with an audit row (who, what,
+when — never the secret) and applied to the running router at once: the provider is
+built again and the router works out anew what can answer.
+
+Precedence, for each value:
+1. the command line, the environment (`OPENCRAB_…`, or a `${VAR}` the value reads) and
+   the user's config file — the dashboard cannot change these: an edit is refused with
+   409 naming the variable or file, and the settings view shows where the value is from;
+2. the dashboard's stored value;
+3. the packaged `default.toml`.
+
+Example:
+    live = LiveLlmSettings(settings, db, router)
+    await live.apply_stored()
+    await live.update_provider("openrouter", {"api_key": "sk-or-…"}, actor="local")
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import SecretStr
+
+from opencrab.config import Settings
+from opencrab.config.models import BUILTIN_PROVIDERS, ProviderConfig
+from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, packaged_value, source_kind
+from opencrab.config.secret_key import SecretBox
+from opencrab.errors import ConfigError, ConflictError, NotFoundError, ValidationError
+from opencrab.llm.fallback import Target
+from opencrab.llm.router import LlmRouter
+from opencrab.offload import run_blocking
+from opencrab.store import Database
+from opencrab.store.repositories import llm_settings as repo
+from opencrab.store.repositories.llm_settings import AuditEntry
+
+KEY_PROVIDERS = ("openai", "anthropic", "google", "openrouter")
+"""Providers that take an API key."""
+URL_PROVIDERS = ("openai", "anthropic", "google", "openrouter", "ollama", "llamacpp")
+"""Providers that take a base URL."""
+EDITABLE = ("enabled", "api_key", "base_url")
+SourceName = Literal["packaged", "file", "environment", "flag", "dashboard", "unset"]
+_ALIAS = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+MAX_KEY_CHARS = 500
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Source:
+    """Where a value comes from; `locked` when the dashboard may not change it."""
+
+    kind: SourceName
+    label: str
+    locked: bool
+
+
+@dataclass
+class ProviderView:
+    name: str
+    enabled: bool
+    enabled_source: Source
+    has_key: bool
+    key_last4: str | None
+    key_source: Source
+    base_url: str | None
+    base_url_source: Source
+    takes_key: bool
+    takes_base_url: bool
+
+
+class LiveLlmSettings:
+    """The dashboard's LLM settings over the configuration, applied to a running router."""
+
+    def __init__(self, settings: Settings, db: Database, router: LlmRouter) -> None:
+        self.settings = settings
+        self.db = db
+        self.router = router
+        self._box: SecretBox | None = None
+
+    # ------------------------------------------------------------ provenance
+    def source(self, path: KeyPath) -> Source:
+        """Where the value at `path` comes from, before any dashboard value."""
+        labels = [
+            label
+            for known, label in self.settings.origins.items()
+            if known[: len(path)] == path and label != DEFAULT_SOURCE
+        ]
+        if labels:
+            kind = source_kind(labels[0])
+            return Source(kind, labels[0], locked=True)
+        raw = packaged_value(path)
+        if isinstance(raw, str) and (var := _VAR.search(raw)) and self._config_value(path):
+            # the packaged file reads this value from a variable the user exported
+            return Source("environment", f"environment {var.group(1)}", locked=True)
+        if raw is None:
+            return Source("unset", "not set", locked=False)
+        return Source("packaged", DEFAULT_SOURCE, locked=False)
+
+    def _config_value(self, path: KeyPath) -> Any:
+        node: Any = self.settings
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else getattr(node, str(part), None)
+        return node
+
+    def _refuse_locked(self, path: KeyPath) -> None:
+        found = self.source(path)
+        if found.locked:
+            dotted = ".".join(str(p) for p in path)
+            raise ConflictError(
+                f"{dotted} is set by {found.label}; change it there (the dashboard does "
+                "not override values from the command line, the environment or the config file)"
+            )
+
+    # ------------------------------------------------------------ the secret key
+    def box(self, *, create: bool) -> SecretBox:
+        """The key that encrypts stored API keys (loaded once)."""
+        if self._box is None:
+            self._box = SecretBox.load(self.settings.data_dir, create=create)
+        return self._box
+
+    def _box_for_writing(self) -> SecretBox:
+        """The key to encrypt with: a new key file only while no encrypted key is
+        stored (a new key would leave the stored ones unreadable for good)."""
+        if self._box is None:
+            with self.db.read() as conn:
+                stored = repo.encrypted_keys(conn)
+            return self.box(create=stored == 0)
+        return self._box
+
+    # ------------------------------------------------------------ effective values
+    def provider_config(self, name: str, row: repo.ProviderRow | None) -> ProviderConfig:
+        """The provider's configuration with the dashboard's values where allowed."""
+        config = self.settings.llm.providers.get(name, ProviderConfig())
+        if row is None:
+            return config
+        update: dict[str, Any] = {}
+        path = ("llm", "providers", name)
+        if row.enabled is not None and not self.source((*path, "enabled")).locked:
+            update["enabled"] = row.enabled
+        if row.base_url and not self.source((*path, "base_url")).locked:
+            update["base_url"] = row.base_url
+        if row.api_key_encrypted and not self.source((*path, "api_key")).locked:
+            key = self.box(create=False).decrypt(row.api_key_encrypted)
+            self.router.redactor.add(key)
+            update["api_key"] = SecretStr(key)
+        return config.model_copy(update=update)
+
+    def aliases(self, rows: dict[str, repo.AliasRow]) -> dict[str, Target]:
+        """The aliases: configured ones with the dashboard's edits where allowed."""
+        out = {a: Target(r.provider, r.model) for a, r in self.settings.llm.aliases.items()}
+        for alias, row in rows.items():
+            if self.source(("llm", "aliases", alias)).locked:
+                continue
+            if row.removed or row.provider is None or row.model is None:
+                out.pop(alias, None)
+            else:
+                out[alias] = Target(row.provider, row.model)
+        return out
+
+    def chain(self, stored: list[str] | None) -> list[str]:
+        """The fallback chain: the dashboard's unless the user's config sets it."""
+        if stored is None or self.source(("llm", "fallback", "chain")).locked:
+            return list(self.settings.llm.fallback.chain)
+        return stored
+
+    async def apply_stored(self) -> list[str]:
+        """Apply what the dashboard stored to the router (at start-up); returns the
+        problems (a stored key the secret key cannot read stays stored, unused)."""
+        rows, alias_rows, stored_chain = await run_blocking(self._read_all)
+        problems: list[str] = []
+        for name, row in rows.items():
+            if name not in BUILTIN_PROVIDERS:
+                continue
+            try:
+                config = self.provider_config(name, row)
+            except ConfigError as exc:
+                problems.append(f"the stored API key of {name} is not used: {exc}")
+                log.error("%s", problems[-1])
+                config = self.provider_config(name, row._replace(api_key_encrypted=None))
+            await self.router.replace_provider(name, config)
+        if alias_rows:
+            self.router.set_aliases(self.aliases(alias_rows))
+        if stored_chain is not None:
+            self.router.set_fallback_chain(self.chain(stored_chain))
+        if rows:
+            await self.router.refresh()
+        return problems
+
+    def _read_all(
+        self,
+    ) -> tuple[dict[str, repo.ProviderRow], dict[str, repo.AliasRow], list[str] | None]:
+        with self.db.read() as conn:
+            return repo.providers(conn), repo.aliases(conn), repo.chain(conn)
+
+    # ------------------------------------------------------------ views
+    def provider_views(self) -> list[ProviderView]:
+        """Every provider with its values and where each comes from; never a key."""
+        with self.db.read() as conn:
+            rows = repo.providers(conn)
+        return [self._view(name, rows.get(name)) for name in BUILTIN_PROVIDERS]
+
+    def _row(self, name: str) -> repo.ProviderRow | None:
+        with self.db.read() as conn:
+            return repo.providers(conn).get(name)
+
+    def _view(self, name: str, row: repo.ProviderRow | None) -> ProviderView:
+        path = ("llm", "providers", name)
+        config = self.settings.llm.providers.get(name, ProviderConfig())
+        sources = {field: self.source((*path, field)) for field in EDITABLE}
+        dashboard = Source("dashboard", "dashboard", locked=False)
+        enabled = config.enabled is not False
+        if row is not None and row.enabled is not None and not sources["enabled"].locked:
+            enabled, sources["enabled"] = row.enabled, dashboard
+        key = config.api_key.get_secret_value() if config.api_key else ""
+        last4: str | None = key[-4:] if len(key) >= 8 else None
+        has_key = bool(key)
+        if row is not None and row.api_key_encrypted and not sources["api_key"].locked:
+            has_key, last4, sources["api_key"] = True, row.api_key_last4, dashboard
+        base_url = config.base_url
+        if row is not None and row.base_url and not sources["base_url"].locked:
+            base_url, sources["base_url"] = row.base_url, dashboard
+        return ProviderView(
+            name=name,
+            enabled=enabled,
+            enabled_source=sources["enabled"],
+            has_key=has_key,
+            key_last4=last4,
+            key_source=sources["api_key"],
+            base_url=base_url,
+            base_url_source=sources["base_url"],
+            takes_key=name in KEY_PROVIDERS,
+            takes_base_url=name in URL_PROVIDERS,
+        )
+
+    def alias_views(self) -> list[tuple[str, Target, Source]]:
+        """Every alias in effect with where it comes from."""
+        with self.db.read() as conn:
+            rows = repo.aliases(conn)
+        out = []
+        for alias, target in sorted(self.aliases(rows).items()):
+            found = self.source(("llm", "aliases", alias))
+            if alias in rows and not found.locked:
+                found = Source("dashboard", "dashboard", locked=False)
+            out.append((alias, target, found))
+        return out
+
+    def chain_view(self) -> tuple[list[str], Source]:
+        """The fallback chain in effect and where it comes from."""
+        with self.db.read() as conn:
+            stored = repo.chain(conn)
+        found = self.source(("llm", "fallback", "chain"))
+        if stored is not None and not found.locked:
+            return stored, Source("dashboard", "dashboard", locked=False)
+        return list(self.settings.llm.fallback.chain), found
+
+    def audit_log(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+        """Recorded changes, newest first."""
+        with self.db.read() as conn:
+            return repo.audit_log(conn, limit=limit, offset=offset)
+
+    # ------------------------------------------------------------ changes
+    async def update_provider(self, name: str, changes: dict[str, Any], *, actor: str) -> None:
+        """Set `enabled`, `api_key` ("" or None clears) and/or `base_url` of a provider."""
+        if name not in BUILTIN_PROVIDERS:
+            raise NotFoundError(f"no provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
+        path = ("llm", "providers", name)
+        if not changes:
+            raise ValidationError("nothing to change: give enabled, apiKey or baseUrl")
+        now = await run_blocking(lambda: self._view(name, self._row(name)))
+        if changes.get("enabled") == now.enabled:
+            changes.pop("enabled")  # a form sends its switch as it is: nothing changed
+        if "base_url" in changes and ((changes["base_url"] or "").strip() or None) == now.base_url:
+            changes.pop("base_url")
+        columns: dict[str, Any] = {}
+        audit: list[AuditEntry] = []
+        target = f"providers.{name}"
+        if "enabled" in changes:
+            self._refuse_locked((*path, "enabled"))
+            columns["enabled"] = changes["enabled"]
+            audit.append(AuditEntry(actor, f"{target}.enabled", "set", str(changes["enabled"])))
+        if "base_url" in changes:
+            if name not in URL_PROVIDERS:
+                raise ValidationError(f"provider {name!r} takes no base URL")
+            self._refuse_locked((*path, "base_url"))
+            url = (changes["base_url"] or "").strip() or None
+            if url is not None and not re.match(r"^https?://[^\s/]+", url):
+                raise ValidationError(f"base URL {url!r} is not an http(s) URL")
+            columns["base_url"] = url
+            audit.append(
+                AuditEntry(actor, f"{target}.base_url", "set" if url else "clear", url or "")
+            )
+        if "api_key" in changes:
+            if name not in KEY_PROVIDERS:
+                raise ValidationError(f"provider {name!r} takes no API key")
+            self._refuse_locked((*path, "api_key"))
+            key = (changes["api_key"] or "").strip()
+            if len(key) > MAX_KEY_CHARS or any(c.isspace() for c in key):
+                raise ValidationError(
+                    f"an API key has no spaces and at most {MAX_KEY_CHARS} characters"
+                )
+            if key and len(key) < 8:
+                raise ValidationError("an API key has at least 8 characters")
+            if key:
+                self.router.redactor.add(key)
+                box = await run_blocking(self._box_for_writing)
+                columns["api_key_encrypted"] = box.encrypt(key)
+                columns["api_key_last4"] = key[-4:]
+                audit.append(AuditEntry(actor, f"{target}.api_key", "set", f"…{key[-4:]}"))
+            else:
+                columns["api_key_encrypted"] = columns["api_key_last4"] = None
+                audit.append(AuditEntry(actor, f"{target}.api_key", "clear", ""))
+        if not columns:
+            return
+
+        def write() -> repo.ProviderRow:
+            with self.db.write() as conn:
+                repo.save_provider(conn, name, columns)
+                repo.audit(conn, audit)
+                return repo.providers(conn)[name]
+
+        row = await run_blocking(write)
+        await self.router.replace_provider(name, self.provider_config(name, row))
+        await self.router.refresh()
+
+    async def set_alias(
+        self, alias: str, provider: str | None, model: str | None, *, actor: str
+    ) -> None:
+        """Add or change an alias; provider and model None remove it."""
+        if not _ALIAS.match(alias):
+            raise ValidationError(
+                f"alias {alias!r}: 1-64 letters, digits, '_', '.' or '-' (no spaces)"
+            )
+        self._refuse_locked(("llm", "aliases", alias))
+        if provider is not None:
+            if provider not in BUILTIN_PROVIDERS:
+                raise ValidationError(
+                    f"unknown provider {provider!r} (known: {', '.join(BUILTIN_PROVIDERS)})"
+                )
+            if not (model or "").strip():
+                raise ValidationError("an alias needs a model")
+            model = (model or "").strip()
+        elif alias not in self.router.aliases:
+            raise NotFoundError(f"no alias {alias!r}")
+        entry = (
+            AuditEntry(actor, f"aliases.{alias}", "set", f"{provider}/{model}")
+            if provider is not None
+            else AuditEntry(actor, f"aliases.{alias}", "remove", "")
+        )
+
+        def write() -> dict[str, repo.AliasRow]:
+            with self.db.write() as conn:
+                repo.save_alias(conn, alias, provider, model if provider else None)
+                repo.audit(conn, [entry])
+                return repo.aliases(conn)
+
+        self.router.set_aliases(self.aliases(await run_blocking(write)))
+
+    async def set_chain(self, entries: list[str], *, actor: str) -> None:
+        """Order the fallback chain: providers, aliases or provider/model entries."""
+        self._refuse_locked(("llm", "fallback", "chain"))
+        clean = [e.strip() for e in entries]
+        for entry in clean:
+            head = entry.split("/", 1)[0]
+            if entry not in self.router.aliases and head not in BUILTIN_PROVIDERS:
+                raise ValidationError(
+                    f"fallback entry {entry!r} is neither a provider, an alias nor provider/model"
+                )
+        if len(set(clean)) != len(clean):
+            raise ValidationError("a fallback entry appears twice")
+
+        def write() -> None:
+            with self.db.write() as conn:
+                repo.save_chain(conn, clean)
+                repo.audit(conn, [AuditEntry(actor, "fallback.chain", "set", " > ".join(clean))])
+
+        await run_blocking(write)
+        self.router.set_fallback_chain(clean)

@@ -1,0 +1,341 @@
+"""LLM settings over HTTP (seed 001 "LLM設定画面" and "LLMモニタリング").
+
+Providers on and off, API keys (stored encrypted; only their last four characters ever
+come back), base URLs, aliases and the fallback chain, each with where its value comes
+from; values set by the command line, the environment or the config file are refused
+with 409 (opencrab.llm.live_settings has the precedence). Changes apply to the running
+router at once and are audited. A connection test makes one tiny real call. Monitoring:
+usage, response times, error rate and cost per provider from `llm_usage_metrics`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request
+from pydantic import Field
+
+from opencrab.errors import LlmError, NotFoundError, ValidationError
+from opencrab.llm.live_settings import ProviderView, Source
+from opencrab.llm.metrics import period_start
+from opencrab.llm.router import CallInfo
+from opencrab.llm.types import ChatRequest, Message
+from opencrab.offload import run_blocking
+from opencrab.plugins import hookimpl
+from opencrab.server.deps import DatabaseDep, RuntimeDep
+from opencrab.server.schemas import ApiInput, ApiModel, Offset, Period, error_responses
+from opencrab.store.repositories import llm_monitoring
+from opencrab.store.repositories import metrics as metrics_repo
+
+router = APIRouter(prefix="/api/llm", tags=["LLM settings"])
+
+Name = Annotated[str, Path(max_length=64)]
+TEST_TIMEOUT_SECS = 30.0
+
+
+class ValueSource(ApiModel):
+    kind: Literal["packaged", "file", "environment", "flag", "dashboard", "unset"]
+    label: str
+    locked: bool
+
+    @classmethod
+    def of(cls, source: Source) -> ValueSource:
+        return cls(kind=source.kind, label=source.label, locked=source.locked)
+
+
+class ProviderSettings(ApiModel):
+    name: str
+    enabled: bool
+    enabled_source: ValueSource
+    has_key: bool
+    key_last4: str | None = None
+    key_source: ValueSource
+    base_url: str | None = None
+    base_url_source: ValueSource
+    takes_key: bool
+    takes_base_url: bool
+
+    @classmethod
+    def of(cls, view: ProviderView) -> ProviderSettings:
+        return cls(
+            name=view.name,
+            enabled=view.enabled,
+            enabled_source=ValueSource.of(view.enabled_source),
+            has_key=view.has_key,
+            key_last4=view.key_last4,
+            key_source=ValueSource.of(view.key_source),
+            base_url=view.base_url,
+            base_url_source=ValueSource.of(view.base_url_source),
+            takes_key=view.takes_key,
+            takes_base_url=view.takes_base_url,
+        )
+
+
+class AliasSetting(ApiModel):
+    alias: str
+    provider: str
+    model: str
+    source: ValueSource
+
+
+class FallbackSetting(ApiModel):
+    chain: list[str]
+    source: ValueSource
+
+
+class LlmSettingsView(ApiModel):
+    providers: list[ProviderSettings]
+    aliases: list[AliasSetting]
+    fallback: FallbackSetting
+
+
+class ProviderUpdate(ApiInput):
+    enabled: bool | None = None
+    api_key: str | None = None  # "" clears the stored key
+    base_url: str | None = None  # "" clears the stored URL
+
+
+class AliasUpdate(ApiInput):
+    provider: str
+    model: str
+
+
+class FallbackUpdate(ApiInput):
+    chain: list[Annotated[str, Field(min_length=1, max_length=265)]] = Field(max_length=50)
+
+
+class AuditRecord(ApiModel):
+    at: datetime
+    actor: str
+    target: str
+    action: str
+    detail: str
+
+
+class ConnectionTest(ApiModel):
+    provider: str
+    model: str
+    ok: bool
+    latency_ms: int
+    error: str | None = None
+
+
+class ProviderUsage(ApiModel):
+    provider: str
+    calls: int
+    errors: int
+    error_rate: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    avg_latency_ms: float | None = None
+    p50_latency_ms: int | None = None
+    p95_latency_ms: int | None = None
+    max_latency_ms: int | None = None
+    avg_ttft_ms: float | None = None
+
+
+class Monitoring(ApiModel):
+    period: str
+    providers: list[ProviderUsage]
+    calls: int
+    errors: int
+    error_rate: float
+    cost_usd: float
+
+
+def actor_of(request: Request) -> str:
+    """Who makes a change: the API token's name, or "local" (loopback without tokens)."""
+    token = getattr(request.state, "api_token", None)
+    return str(token.name) if token is not None else "local"
+
+
+def settings_view(runtime: RuntimeDep) -> LlmSettingsView:
+    """Providers, aliases and the fallback chain with their sources (never a key)."""
+    live = runtime.llm_settings
+    chain, chain_source = live.chain_view()
+    return LlmSettingsView(
+        providers=[ProviderSettings.of(v) for v in live.provider_views()],
+        aliases=[
+            AliasSetting(
+                alias=alias, provider=t.provider, model=t.model, source=ValueSource.of(src)
+            )
+            for alias, t, src in live.alias_views()
+        ],
+        fallback=FallbackSetting(chain=chain, source=ValueSource.of(chain_source)),
+    )
+
+
+@router.get("/settings", operation_id="getLlmSettings", response_model=LlmSettingsView)
+async def get_settings(runtime: RuntimeDep) -> LlmSettingsView:
+    """Every provider's switch, key (its last four characters) and base URL, the aliases
+    and the fallback chain, each with where its value comes from."""
+    return await run_blocking(settings_view, runtime)
+
+
+@router.patch(
+    "/providers/{name}",
+    operation_id="updateProviderSettings",
+    response_model=ProviderSettings,
+    responses=error_responses(400, 404, 409),
+)
+async def update_provider(
+    name: Name, body: ProviderUpdate, request: Request, runtime: RuntimeDep
+) -> ProviderSettings:
+    """Switch a provider, set or clear its API key or base URL; applied at once.
+
+    409: the value is set by the command line, the environment or the config file.
+    """
+    changes = body.model_dump(exclude_unset=True)
+    await runtime.llm_settings.update_provider(name, changes, actor=actor_of(request))
+    views = await run_blocking(runtime.llm_settings.provider_views)
+    return ProviderSettings.of(next(v for v in views if v.name == name))
+
+
+@router.post(
+    "/providers/{name}/test",
+    operation_id="testProvider",
+    response_model=ConnectionTest,
+    responses=error_responses(400, 404),
+)
+async def test_provider(name: Name, runtime: RuntimeDep) -> ConnectionTest:
+    """One tiny real call to the provider (its default model): ok and latency, or the
+    error with every secret redacted."""
+    router_ = runtime.router
+    known = {v.name for v in await run_blocking(runtime.llm_settings.provider_views)}
+    if name not in known:
+        raise NotFoundError(f"no provider {name!r}")
+    model = router_.default_model_for(name) or ""
+    request = ChatRequest(
+        model=model, messages=[Message.user("ping")], max_tokens=1, timeout=TEST_TIMEOUT_SECS
+    )
+    started = time.perf_counter()
+    try:
+        await router_.chat_with_provider(
+            name, request, CallInfo(purpose="analysis", task_type="connection_test")
+        )
+    except LlmError as exc:
+        error = router_.redactor.redact(str(exc))
+        latency = round((time.perf_counter() - started) * 1000)
+        return ConnectionTest(provider=name, model=model, ok=False, latency_ms=latency, error=error)
+    latency = round((time.perf_counter() - started) * 1000)
+    return ConnectionTest(provider=name, model=model, ok=True, latency_ms=latency)
+
+
+@router.put(
+    "/aliases/{alias}",
+    operation_id="setAlias",
+    response_model=AliasSetting,
+    responses=error_responses(400, 409),
+)
+async def set_alias(
+    alias: Name, body: AliasUpdate, request: Request, runtime: RuntimeDep
+) -> AliasSetting:
+    """Add or change a model alias; applied at once."""
+    live = runtime.llm_settings
+    await live.set_alias(alias, body.provider, body.model, actor=actor_of(request))
+    for name, target, source in await run_blocking(live.alias_views):
+        if name == alias:
+            return AliasSetting(
+                alias=name,
+                provider=target.provider,
+                model=target.model,
+                source=ValueSource.of(source),
+            )
+    raise ValidationError(f"alias {alias!r} was not stored")  # pragma: no cover
+
+
+@router.delete(
+    "/aliases/{alias}",
+    operation_id="removeAlias",
+    status_code=204,
+    responses=error_responses(404, 409),
+)
+async def remove_alias(alias: Name, request: Request, runtime: RuntimeDep) -> None:
+    """Remove a model alias (a packaged one too); applied at once."""
+    await runtime.llm_settings.set_alias(alias, None, None, actor=actor_of(request))
+
+
+@router.put(
+    "/fallback",
+    operation_id="setFallbackChain",
+    response_model=FallbackSetting,
+    responses=error_responses(400, 409),
+)
+async def set_fallback(
+    body: FallbackUpdate, request: Request, runtime: RuntimeDep
+) -> FallbackSetting:
+    """Order the fallback chain (providers, aliases or provider/model); applied at once."""
+    await runtime.llm_settings.set_chain(body.chain, actor=actor_of(request))
+    chain, source = await run_blocking(runtime.llm_settings.chain_view)
+    return FallbackSetting(chain=chain, source=ValueSource.of(source))
+
+
+@router.get("/settings/audit", operation_id="getLlmSettingsAudit", response_model=list[AuditRecord])
+async def get_audit(
+    runtime: RuntimeDep,
+    limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
+    offset: Offset = 0,
+) -> list[AuditRecord]:
+    """Who changed which LLM setting and when, newest first (never a secret)."""
+    entries = await run_blocking(runtime.llm_settings.audit_log, limit, offset)
+    return [
+        AuditRecord(at=e.at, actor=e.actor, target=e.target, action=e.action, detail=e.detail)
+        for e in entries
+        if e.at is not None
+    ]
+
+
+def monitoring(db: DatabaseDep, period: str) -> Monitoring:
+    """Usage, response times, error rate and cost per provider over `period`."""
+    since = period_start(period)
+    with db.read() as conn:
+        groups = metrics_repo.group_totals(conn, "provider", since=since, agent_id=None)
+        latency = llm_monitoring.latency_stats(conn, since=since)
+    rows = []
+    for g in groups:
+        stats = latency.get(g.key or "")
+        rows.append(
+            ProviderUsage(
+                provider=g.key or "",
+                calls=g.calls,
+                errors=g.errors,
+                error_rate=round(g.errors / g.calls, 4) if g.calls else 0.0,
+                input_tokens=g.input_tokens,
+                output_tokens=g.output_tokens,
+                cost_usd=round(g.cost_usd, 8),
+                avg_latency_ms=None if g.avg_latency_ms is None else round(g.avg_latency_ms, 1),
+                p50_latency_ms=stats.p50_ms if stats else None,
+                p95_latency_ms=stats.p95_ms if stats else None,
+                max_latency_ms=stats.max_ms if stats else None,
+                avg_ttft_ms=None if g.avg_ttft_ms is None else round(g.avg_ttft_ms, 1),
+            )
+        )
+    calls, errors = sum(r.calls for r in rows), sum(r.errors for r in rows)
+    return Monitoring(
+        period=period,
+        providers=rows,
+        calls=calls,
+        errors=errors,
+        error_rate=round(errors / calls, 4) if calls else 0.0,
+        cost_usd=round(sum(r.cost_usd for r in rows), 8),
+    )
+
+
+@router.get(
+    "/monitoring",
+    operation_id="getLlmMonitoring",
+    response_model=Monitoring,
+    responses=error_responses(400),
+)
+async def get_monitoring(db: DatabaseDep, period: Period = "week") -> Monitoring:
+    """Per provider: calls, errors and error rate, tokens, estimated cost, and response
+    times (mean, median, 95th percentile, slowest, time to first token)."""
+    return await run_blocking(monitoring, db, period)
+
+
+@hookimpl
+def register_routes(app: FastAPI) -> None:
+    app.include_router(router)
