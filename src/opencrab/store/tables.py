@@ -493,6 +493,9 @@ import_sessions = sa.Table(
     sa.Column("last_generation_id", Uuid),  # what the next token_usage may hang off
     _created(),
     _updated(),
+    sa.Column("project", sa.Text),  # the working directory the session header names
+    # lines whose message text is in import_texts (the rest is indexed on first search)
+    sa.Column("texts_indexed_lines", sa.Integer, nullable=False, server_default="0"),
     sa.UniqueConstraint("source", "file_path"),
     sa.CheckConstraint(_in("source", IMPORT_SOURCES), name="source"),
 )
@@ -525,4 +528,24 @@ import_problems = sa.Table(
     sa.Column("line", sa.Integer, nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Index(None, "session_id", "line"),
+)
+
+import_texts = sa.Table(
+    "import_texts",
+    metadata,
+    # the text of imported user and assistant messages, for full-text search (SQLite:
+    # the FTS5 table import_texts_fts; PostgreSQL: a pg_trgm GIN index on `text`)
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("import_sessions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("line", sa.Integer, nullable=False),  # 1-based, as the file has it
+    sa.Column("part", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),  # user or assistant
+    sa.Column("timestamp", UtcDateTime, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.UniqueConstraint("session_id", "line", "part"),
 )
