@@ -32,6 +32,8 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.discussions",
     "opencrab.dashboard.pages.session_view",
     "opencrab.dashboard.pages.tickets",
+    "opencrab.dashboard.pages.transcripts",
+    "opencrab.dashboard.pages.traces",
 )
 """Each module has a `router`; later areas add theirs here."""
 

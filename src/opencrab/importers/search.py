@@ -87,7 +87,13 @@ def search(db: Database, query: str, *, limit: int = 50, offset: int = 0) -> lis
         found = imports_repo.search_texts(conn, terms, limit=limit, offset=offset)
     return [
         SearchHit(
-            str(r.session_id), r.title, r.source, r.line, r.role, r.timestamp, snippet(r.text, terms)
+            str(r.session_id),
+            r.title,
+            r.source,
+            r.line,
+            r.role,
+            r.timestamp,
+            snippet(r.text, terms),
         )
         for r in found
     ]

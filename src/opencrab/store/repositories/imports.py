@@ -152,9 +152,7 @@ def page(
     """Import sessions, the most recent first, and how many match in all (`day`: the UTC
     day, YYYY-MM-DD, the session started)."""
     t = import_sessions.c
-    where = _filters(
-        conn, source=source, agent_id=agent_id, day=day, project=project, model=model
-    )
+    where = _filters(conn, source=source, agent_id=agent_id, day=day, project=project, model=model)
     total = conn.execute(
         sa.select(sa.func.count()).select_from(import_sessions).where(*where)
     ).scalar_one()

@@ -55,7 +55,7 @@ def upgrade() -> None:
         ),
     )
     dialect = op.get_bind().dialect.name
-    statements = sqlite.IMPORT_SEARCH_CREATE if dialect == "sqlite" else ()
+    statements: tuple[str, ...] = sqlite.IMPORT_SEARCH_CREATE if dialect == "sqlite" else ()
     if dialect == "postgresql":
         statements = postgresql.IMPORT_SEARCH_CREATE
     for statement in statements:
@@ -88,7 +88,7 @@ def _cwd(header: Any) -> str | None:
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
-    statements = sqlite.IMPORT_SEARCH_DROP if dialect == "sqlite" else ()
+    statements: tuple[str, ...] = sqlite.IMPORT_SEARCH_DROP if dialect == "sqlite" else ()
     if dialect == "postgresql":
         statements = postgresql.IMPORT_SEARCH_DROP
     for statement in statements:
