@@ -12,9 +12,12 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from opencrab.config import load_settings
+from opencrab.store import Database
 from tests.dashboard.conftest import make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.served import ServedOpenCrab
 from tests.fakes.transcripts import (
     JA_ARGUMENTS,
     JA_ASSISTANT,
@@ -23,6 +26,7 @@ from tests.fakes.transcripts import (
     JapaneseRollout,
     copy_rollout,
     japanese_rollout,
+    price_corpus_model,
 )
 
 
@@ -35,9 +39,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, JapaneseRoll
 
 
 def test_import_from_the_form_then_read_search_and_trace(
-    page: Watched, api: httpx.Client, corpus: tuple[Path, JapaneseRollout]
+    page: Watched, api: httpx.Client, served: ServedOpenCrab, corpus: tuple[Path, JapaneseRollout]
 ) -> None:
     folder, ja = corpus
+    db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
+    try:
+        price_corpus_model(db)
+    finally:
+        db.close()
     p = page.page
     p.goto("/transcripts")
     expect(p.get_by_role("link", name="Transcripts")).to_have_attribute("aria-current", "page")
@@ -65,6 +74,11 @@ def test_import_from_the_form_then_read_search_and_trace(
     messages = sum(s["messages"] for s in sessions)
     expect(job.locator("[data-job-messages]")).to_have_text(f"{messages:,}")
     expect(job.locator("[data-job-problems]")).to_have_text("0")
+    cost = sum(s["costUsd"] for s in sessions)
+    assert cost > 0
+    expect(job.locator("[data-job-cost]")).to_have_text(
+        f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+    )
     shoot(p, "transcripts-import-done")
 
     # the list, with its cost chart drawn from the API and its table

@@ -8,6 +8,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencrab.store import Database
+from opencrab.store.tables import model_pricing
+from opencrab.store.types import utcnow
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROLLOUT = (
     FIXTURES
@@ -87,3 +91,19 @@ def japanese_rollout(folder: Path) -> JapaneseRollout:
     return JapaneseRollout(
         target, user + 1, str(call["name"]), hashlib.sha256(encrypted.encode()).hexdigest()
     )
+
+
+def price_corpus_model(db: Database) -> None:
+    """Price the corpus's model (gpt-5.3-codex, which the default table lacks) like
+    gpt-5.2, so imported calls cost something."""
+    with db.write() as conn:
+        conn.execute(
+            model_pricing.insert().values(
+                provider="openai",
+                model="gpt-5.3-codex",
+                input_price_per_1m=1.75,
+                output_price_per_1m=14.0,
+                cache_read_price_per_1m=0.175,
+                updated_at=utcnow(),
+            )
+        )

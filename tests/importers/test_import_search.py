@@ -20,6 +20,7 @@ from tests.fakes.transcripts import (
     JA_USER,
     copy_rollout,
     japanese_rollout,
+    price_corpus_model,
 )
 
 
@@ -104,6 +105,7 @@ def test_the_list_filters_by_day_project_and_model_and_costs_add_up(
     any_db: Database, tmp_path: Path
 ) -> None:
     copy_rollout(tmp_path / "real")
+    price_corpus_model(any_db)
     Importer(any_db, "codex").run([tmp_path])
     rows, total = import_sessions_page(any_db)
     assert total == 1

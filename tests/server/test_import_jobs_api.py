@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from opencrab.store import Database
-from tests.fakes.transcripts import JA_USER, copy_rollout, japanese_rollout
+from tests.fakes.transcripts import JA_USER, copy_rollout, japanese_rollout, price_corpus_model
 from tests.server.conftest import error_of, new_agent
 
 
@@ -29,6 +29,7 @@ def test_an_import_runs_in_the_background_and_reports_progress(
     client: TestClient, db: Database, tmp_path: Path
 ) -> None:
     agent = new_agent(client)
+    price_corpus_model(db)
     ja = japanese_rollout(tmp_path / "corpus" / "ja")
     copy_rollout(tmp_path / "corpus" / "real")
     (tmp_path / "corpus" / "notes.txt").write_text("not a rollout")
@@ -49,6 +50,7 @@ def test_an_import_runs_in_the_background_and_reports_progress(
     sessions = client.get("/api/imports/sessions").json()
     assert sorted(done["sessionIds"]) == sorted(s["id"] for s in sessions)
     assert done["messages"] == sum(s["messages"] for s in sessions)
+    assert done["costUsd"] > 0
     assert done["costUsd"] == pytest.approx(sum(s["costUsd"] for s in sessions))
     assert {s["agentId"] for s in sessions} == {agent["id"]}
     # the imported sessions are searchable, filterable and costed

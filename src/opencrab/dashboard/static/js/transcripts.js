@@ -121,7 +121,9 @@
   }
   if (chartBox) {
     drawCosts().catch((err) => OpenCrab.toast(err.message, true));
-    new MutationObserver(() => drawCosts().catch(() => {})).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    const redraw = () => drawCosts().catch(() => {});  // the axis colours follow the theme
+    new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    darkQuery.addEventListener("change", redraw);
     window.addEventListener("resize", () => { const c = window.echarts && window.echarts.getInstanceByDom(chartBox); if (c) c.resize(); });
   }
 })();
