@@ -125,7 +125,7 @@ def test_import_from_the_form_then_read_search_and_trace(
     injected.locator("summary").click()
     expect(injected.locator(".tr-text").first).to_be_visible()
     injected.locator("summary").click()
-    call.scroll_into_view_if_needed()
+    p.evaluate("window.scrollTo(0, 0)")
     shoot(p, "transcripts-session")
 
     # the trace view of the same session
