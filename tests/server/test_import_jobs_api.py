@@ -119,5 +119,9 @@ def test_a_path_that_cannot_be_imported_is_a_clear_400(
     error_of(client.get("/api/imports/jobs/00000000-0000-4000-8000-000000000000"), 404, "not_found")
     error_of(client.get("/api/imports/search", params={"q": ""}), 400, "validation_error")
     error_of(client.get("/api/imports/search", params={"q": "  "}), 400, "validation_error")
+    nul = error_of(
+        client.get("/api/imports/search", params={"q": "東京\x00天気"}), 400, "validation_error"
+    )
+    assert "NUL" in nul
     error_of(client.get("/api/imports/sessions", params={"day": "23/02"}), 400, "validation_error")
     assert client.get("/api/imports/sessions").json() == []

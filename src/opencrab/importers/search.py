@@ -71,6 +71,8 @@ def catch_up(db: Database) -> int:
 
 def terms_of(query: str) -> tuple[str, ...]:
     """The terms of a query: its words (split at white space), each matched literally."""
+    if "\x00" in query:  # neither FTS5 nor PostgreSQL text can hold it
+        raise ValidationError("the search query contains a NUL character")
     terms = tuple(dict.fromkeys(query.split()))
     if not terms:
         raise ValidationError("the search query `q` is empty: give one or more words")
