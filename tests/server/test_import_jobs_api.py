@@ -39,10 +39,10 @@ def test_an_import_runs_in_the_background_and_reports_progress(
     )
     assert started.status_code == 202, started.text
     job = started.json()
-    assert job["filesTotal"] == 2
     assert job["source"] == "codex"
     assert job["agentId"] == agent["id"]
     done = finished(client, job["id"])
+    assert done["filesTotal"] == 2
     assert done["status"] == "done", done
     assert done["filesDone"] == 2
     assert done["error"] is None
@@ -90,11 +90,12 @@ def test_a_path_that_cannot_be_imported_is_a_clear_400(
     assert "not an absolute path" in relative
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "no codex transcripts found" in error_of(
-        client.post("/api/imports", json={"path": str(empty), "source": "codex"}),
-        400,
-        "validation_error",
-    )
+    started = client.post("/api/imports", json={"path": str(empty), "source": "codex"})
+    assert started.status_code == 202
+    failed = finished(client, started.json()["id"])
+    assert failed["status"] == "failed"
+    assert failed["error"] == f"no codex transcripts found under {empty}"
+    assert failed["filesTotal"] == 0
     if os.geteuid() != 0:  # root reads everything
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o000)
@@ -125,3 +126,21 @@ def test_a_path_that_cannot_be_imported_is_a_clear_400(
     assert "NUL" in nul
     error_of(client.get("/api/imports/sessions", params={"day": "23/02"}), 400, "validation_error")
     assert client.get("/api/imports/sessions").json() == []
+
+
+def test_one_import_runs_at_a_time(client: TestClient, db: Database, tmp_path: Path) -> None:
+    ja = japanese_rollout(tmp_path / "ja")
+    with db.write() as conn:  # the job's first write waits for this transaction
+        first = client.post("/api/imports", json={"path": str(ja.path), "source": "codex"})
+        assert first.status_code == 202
+        message = error_of(
+            client.post("/api/imports", json={"path": str(ja.path), "source": "codex"}),
+            409,
+            "conflict",
+        )
+        assert message.startswith(f"import job {first.json()['id']} is still running")
+        conn.exec_driver_sql("SELECT 1")
+    assert finished(client, first.json()["id"])["status"] == "done"
+    again = client.post("/api/imports", json={"path": str(ja.path), "source": "codex"})
+    assert again.status_code == 202
+    assert finished(client, again.json()["id"])["status"] == "done"

@@ -2,8 +2,10 @@
 
 A job imports every file under one path on the server with the existing `Importer`,
 and tells how far it got (files done of the total, messages, problems) while it runs;
-`GET /api/imports/jobs/{id}` reads that. Jobs live in the server process (the last
-`KEEP` are remembered); the import itself is stored as any `opencrab import` is.
+`GET /api/imports/jobs/{id}` reads that. The request only checks the path; looking for
+the files under it (which may take a while) is the job's first step, and a path with
+none fails the job. One job runs at a time per server. Jobs live in the server process
+(the last `KEEP` are remembered); the import itself is stored as any `opencrab import` is.
 
 Example:
     job = jobs.start(db, "codex", "/home/me/.codex/sessions", limits=limits)
@@ -20,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from uuid import uuid4
 
-from opencrab.errors import NotFoundError, ValidationError
+from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.importers.common import ReadLimits
 from opencrab.importers.store import SOURCES, FileResult, Importer
 from opencrab.store import Database
@@ -88,17 +90,19 @@ class ImportJobs:
         agent_id: str | None = None,
         limits: ReadLimits | None = None,
     ) -> ImportJob:
-        """Check the path, find its files and start importing them in a thread."""
+        """Check the path and start finding and importing its files in a thread (raises
+        ConflictError while another job runs)."""
         if source not in SOURCES:
             raise ValidationError(f"unknown transcript source {source!r}: use codex or claude")
         where = checked_path(path)
         importer = Importer(db, source, agent_id=agent_id, limits=limits)
-        files, missing = importer.find([where])
-        if not files:
-            raise ValidationError(f"no {source} transcripts found under {where}")
-        job = ImportJob(str(uuid4()), source, str(where), agent_id, "running", len(files))
-        job = self._add_problems(job, [(p.file, p.line, p.reason) for p in missing])
+        job = ImportJob(str(uuid4()), source, str(where), agent_id, "running", 0)
         with self._lock:
+            running = [j.id for j in self._jobs.values() if j.status == "running"]
+            if running:
+                raise ConflictError(
+                    f"import job {running[0]} is still running; start another when it is done"
+                )
             self._jobs[job.id] = job
             for old in [j.id for j in self._jobs.values() if j.status != "running"][:-KEEP]:
                 del self._jobs[old]
@@ -133,7 +137,16 @@ class ImportJobs:
                 self._jobs[job_id] = self._add_problems(job, problems)
 
         try:
-            importer.run([where], progress=progress)
+            files, missing = importer.find([where])
+            with self._lock:
+                job = replace(self._jobs[job_id], files_total=len(files))
+                job = self._add_problems(job, [(p.file, p.line, p.reason) for p in missing])
+                self._jobs[job_id] = job
+            if not files:
+                name = importer.source.name
+                self._finish(job_id, "failed", f"no {name} transcripts found under {where}")
+                return
+            importer.run(files, progress=progress)
         except Exception as exc:  # the job reports it; the server goes on
             log.exception("import job %s failed", job_id)
             self._finish(job_id, "failed", f"{type(exc).__name__}: {exc}")

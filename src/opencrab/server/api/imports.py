@@ -284,7 +284,7 @@ class ImportJobResponse(ApiModel):
     path: str
     agent_id: str | None
     status: Literal["running", "done", "failed"]
-    files_total: int
+    files_total: int = Field(description="Files found (0 while they are looked for).")
     files_done: int
     lines: int
     messages: int
@@ -318,7 +318,7 @@ def _jobs(request: Request) -> ImportJobs:
     operation_id="startImport",
     status_code=202,
     response_model=ImportJobResponse,
-    responses=error_responses(400, 404),
+    responses=error_responses(400, 404, 409),
 )
 async def start_import(
     body: ImportStart,
@@ -328,7 +328,8 @@ async def start_import(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     """Import the transcripts under a path on the server, in the background (400 when
-    the path does not exist, is not readable or holds none)."""
+    the path does not exist or is not readable; 409 while another import runs; a path
+    holding no transcripts fails the job)."""
     agent_id = None if body.agent_id is None else agents.get(body.agent_id).id
     limits = ReadLimits.of(settings.imports.max_decompressed_mb, settings.imports.max_lines)
     job = await run_blocking(
