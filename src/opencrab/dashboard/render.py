@@ -49,6 +49,7 @@ NAV: list[NavItem] = [
     NavItem("Budgets", "/budgets", ()),
     NavItem("Costs", "/costs", ()),
     NavItem("LLM", "/settings/llm", ("/settings/llm",)),
+    NavItem("Transcripts", "/transcripts", ("/transcripts/", "/traces/")),
 ]
 """The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
 
@@ -92,7 +93,7 @@ def environment() -> Environment:
         static=static_url,
         version=__version__,
     )
-    env.filters.update(when=when, count=count, money=money)
+    env.filters.update(when=when, count=count, money=money, text_lang=text_lang)
     return env
 
 
@@ -155,3 +156,15 @@ def money(value: float | None) -> str:
     if 0 < value < 0.0001:
         return "<$0.0001"  # spent, but less than four decimals show
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def text_lang(text: str, default: str = "en") -> str:
+    """A `lang` for text of unknown language: ja with kana in it, zh with Han but no
+    kana, else `default` (so the CSS picks a CJK font for imported transcripts)."""
+    han = False
+    for ch in text[:2000]:
+        code = ord(ch)
+        if 0x3040 <= code <= 0x30FF:
+            return "ja"
+        han = han or 0x4E00 <= code <= 0x9FFF
+    return "zh" if han else default

@@ -36,6 +36,8 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.budgets",
     "opencrab.dashboard.pages.costs",
     "opencrab.dashboard.pages.llm_settings",
+    "opencrab.dashboard.pages.transcripts",
+    "opencrab.dashboard.pages.traces",
 )
 """Each module has a `router`; later areas add theirs here."""
 

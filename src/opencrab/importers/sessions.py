@@ -11,7 +11,7 @@ from opencrab.importers.common import Transcript
 from opencrab.importers.store import SOURCES
 from opencrab.store import Database
 from opencrab.store.repositories import imports as imports_repo
-from opencrab.store.repositories.imports import ImportSession
+from opencrab.store.repositories.imports import DayCost, ImportSession
 
 
 def import_session(db: Database, session_id: str) -> ImportSession:
@@ -28,12 +28,36 @@ def import_sessions_page(
     *,
     source: str | None = None,
     agent_id: str | None = None,
+    day: str | None = None,
+    project: str | None = None,
+    model: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[list[ImportSession], int]:
     """Import sessions, the most recent first, and how many match in all."""
     with db.read() as conn:
-        return imports_repo.page(conn, source=source, agent_id=agent_id, limit=limit, offset=offset)
+        return imports_repo.page(
+            conn,
+            source=source,
+            agent_id=agent_id,
+            day=day,
+            project=project,
+            model=model,
+            limit=limit,
+            offset=offset,
+        )
+
+
+def import_facets(db: Database) -> dict[str, list[str]]:
+    """The days, projects and models import sessions can be filtered by."""
+    with db.read() as conn:
+        return imports_repo.facets(conn)
+
+
+def import_cost_by_day(db: Database) -> list[DayCost]:
+    """What imported model calls cost per UTC day and model, oldest day first."""
+    with db.read() as conn:
+        return imports_repo.cost_by_day_model(conn)
 
 
 def session_problems(db: Database, session_id: str) -> list[tuple[int, str]]:

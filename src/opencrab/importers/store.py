@@ -490,8 +490,9 @@ class _Writer:
         stat: os.stat_result,
         digest: str,
     ) -> None:
-        events, logs, metrics = self._rows()
+        events, logs, metrics, texts = self._rows()
         self._session(conn, first_line, stat, digest)
+        imports_repo.add_texts(conn, texts)
         events_repo.insert(conn, events)
         if logs:
             append_log_rows(conn, logs)
@@ -509,7 +510,9 @@ class _Writer:
             )
         self.result.events = len(events)
 
-    def _rows(self) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow]]:
+    def _rows(
+        self,
+    ) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow], list[tuple[Any, ...]]]:
         importer = self.importer
         source = importer.source.name
         agent_id = importer.agent_id
@@ -517,6 +520,7 @@ class _Writer:
         events: list[EventRow] = []
         logs: list[tuple[Any, ...]] = []
         metrics: list[MetricRow] = []
+        texts: list[tuple[Any, ...]] = []
         when = _Clock()
         result = self.result
         for entry in self.scanned.entries:
@@ -544,12 +548,14 @@ class _Writer:
             elif kind == "user":
                 content = _USER({"text": entry.text})
                 log = ("speech", entry.text, "user")
+                texts.append(text_row(session_id, entry, "user", moment))
             elif kind == "reasoning":
                 content = _REASONING({"text": entry.text})
                 log = ("inner_voice", entry.text, agent_id)
             else:
                 content = _MESSAGE({"text": entry.text})
                 log = ("speech", entry.text, agent_id)
+                texts.append(text_row(session_id, entry, "assistant", moment))
                 self.last_generation = eid
             parent = (
                 self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
@@ -560,7 +566,7 @@ class _Writer:
             if agent_id is not None and log[1]:
                 logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, moment))
         result.calls = len(metrics)
-        return events, logs, metrics
+        return events, logs, metrics, [t for t in texts if t[5]]
 
     def _usage(
         self, entry: Entry, moment: datetime, stamp: str
@@ -662,7 +668,11 @@ class _Writer:
             if scanned.model
             else (row.model if row is not None else None),
             "provider": self.provider,
+            "project": _project(scanned.header) or (row.project if row is not None else None),
         }
+        if row is None or row.texts_indexed_lines >= row.lines:
+            # every earlier line's texts are indexed, and these lines' go in with them
+            values["texts_indexed_lines"] = scanned.consumed_lines
         ended = parse_time(scanned.ended_at)
         if ended is not None:
             values["ended_at"] = ended
@@ -748,6 +758,18 @@ class _Clock:
             if moment is not None:
                 self.last = (moment, format_timestamp(moment))
         return self.last
+
+
+def text_row(session_id: str, entry: Entry, role: str, moment: datetime) -> tuple[Any, ...]:
+    """An import_texts row (`imports_repo.TEXT_COLUMNS`): a user or assistant message's
+    text, which the transcript search looks in."""
+    return (session_id, entry.line, entry.part, role, moment, entry.text)
+
+
+def _project(header: dict[str, Any]) -> str | None:
+    """The working directory a session header names (Codex and Claude Code: `cwd`)."""
+    cwd = header.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
 
 
 def _count(tokens: int) -> int:

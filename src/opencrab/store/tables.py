@@ -493,6 +493,9 @@ import_sessions = sa.Table(
     sa.Column("last_generation_id", Uuid),  # what the next token_usage may hang off
     _created(),
     _updated(),
+    sa.Column("project", sa.Text),  # the working directory the session header names
+    # lines whose message text is in import_texts (the rest is indexed on first search)
+    sa.Column("texts_indexed_lines", sa.Integer, nullable=False, server_default="0"),
     sa.UniqueConstraint("source", "file_path"),
     sa.CheckConstraint(_in("source", IMPORT_SOURCES), name="source"),
 )
@@ -575,7 +578,7 @@ agent_mode_sessions = sa.Table(
     sa.CheckConstraint(_in("status", AGENT_MODE_SESSION_STATUSES), name="status"),
 )
 
-# revision 0025: the cost dashboard's per-agent and per-purpose (live / imported) reads
+# revision 0024: the cost dashboard's per-agent and per-purpose (live / imported) reads
 # over a period (store/repositories/llm_analytics.py)
 sa.Index(None, llm_usage_metrics.c.agent_id, llm_usage_metrics.c.timestamp)
 sa.Index(None, llm_usage_metrics.c.purpose, llm_usage_metrics.c.timestamp)
@@ -619,4 +622,25 @@ llm_settings_audit = sa.Table(
     sa.Column("target", sa.String(200), nullable=False),  # e.g. providers.openai.api_key
     sa.Column("action", sa.String(16), nullable=False),  # set, clear, remove
     sa.Column("detail", sa.Text, nullable=False),  # never a secret: a key shows as …last4
+)
+
+# revision 0023: imported transcripts' message texts, searchable
+import_texts = sa.Table(
+    "import_texts",
+    metadata,
+    # the text of imported user and assistant messages, for full-text search (SQLite:
+    # the FTS5 table import_texts_fts; PostgreSQL: a pg_trgm GIN index on `text`)
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "session_id",
+        Uuid,
+        sa.ForeignKey("import_sessions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("line", sa.Integer, nullable=False),  # 1-based, as the file has it
+    sa.Column("part", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),  # user or assistant
+    sa.Column("timestamp", UtcDateTime, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.UniqueConstraint("session_id", "line", "part"),
 )

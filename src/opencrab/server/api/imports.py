@@ -7,33 +7,46 @@ NormalizedMessages (`opencrab.importers.normalized`, the type the parsers' outpu
 validates as), in the seed's own (snake_case) field names. Encrypted reasoning is
 shown only as its SHA-256 unless `?includeRaw=true`. A session's turns are also the
 trace `/api/traces/{id}/events` (the session id is the trace id).
+
+`GET /api/imports/search` searches the imported messages' text
+(`opencrab.importers.search`), `GET /api/imports/costs` sums imported model calls' cost
+per day and model, and `POST /api/imports` starts an import of a path on the server in
+the background (202 with a job; `GET /api/imports/jobs/{id}` tells its progress).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import orjson
-from fastapi import APIRouter, FastAPI, Path, Query, Response
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
+from opencrab.importers.common import ReadLimits
+from opencrab.importers.jobs import ImportJob, ImportJobs
 from opencrab.importers.normalized import NormalizedMessage, SourceType
+from opencrab.importers.search import search
 from opencrab.importers.sessions import (
+    import_cost_by_day,
     import_session,
     import_sessions_page,
     normalized_messages,
     session_problems,
 )
+from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep
-from opencrab.server.schemas import ApiModel, Offset, error_responses
+from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep, SettingsDep
+from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
 
 router = APIRouter(prefix="/api/imports", tags=["Imports"])
 
 SessionId = Annotated[UUID, Path(alias="id", description="The import session's id.")]
+JobId = Annotated[UUID, Path(alias="id", description="The import job's id.")]
+DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 
 
 class TokenTotals(ApiModel):
@@ -51,6 +64,7 @@ class ImportSessionResponse(ApiModel):
     external_id: str | None = Field(description="The session id the file gives itself.")
     agent_id: str | None
     title: str | None
+    project: str | None = Field(description="The working directory the session header names.")
     model: str | None
     provider: str | None
     started_at: datetime | None
@@ -84,6 +98,7 @@ def _session(row: Any) -> dict[str, Any]:
         "external_id": row.external_id,
         "agent_id": row.agent_id,
         "title": row.title,
+        "project": row.project,
         "model": row.model,
         "provider": row.provider,
         "started_at": row.started_at,
@@ -121,6 +136,14 @@ def list_import_sessions(
         str | None,
         Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
     ] = None,
+    day: Annotated[
+        str | None,
+        Query(pattern=DAY_PATTERN, description="The UTC day the session started, YYYY-MM-DD."),
+    ] = None,
+    project: Annotated[
+        str | None, Query(min_length=1, max_length=4096, description="The session's cwd.")
+    ] = None,
+    model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
@@ -129,6 +152,9 @@ def list_import_sessions(
         db,
         source=source,
         agent_id=None if agent_id is None else agents.get(agent_id).id,
+        day=day,
+        project=project,
+        model=model,
         limit=limit,
         offset=offset,
     )
@@ -194,6 +220,136 @@ def _hide_encrypted(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "raw": {k: v for k, v in raw.items() if k != "encrypted_content"}}
 
 
+class ImportSearchHit(ApiModel):
+    session_id: str
+    session_title: str | None
+    source: Literal["codex", "claude"]
+    line: int = Field(description="The file's line (1-based) holding the message.")
+    role: Literal["user", "assistant"]
+    timestamp: datetime
+    snippet: str = Field(description="The text around the first word found.")
+
+
+@router.get(
+    "/search",
+    operation_id="searchImports",
+    response_model=list[ImportSearchHit],
+    responses=error_responses(400),
+)
+async def search_imports(
+    db: DatabaseDep,
+    q: Annotated[str, Query(min_length=1, max_length=500, description="Words, all required.")],
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Offset = 0,
+) -> list[Any]:
+    """Imported user and assistant messages holding every word of `q`, newest first
+    (sessions imported before the index existed are indexed on the first search)."""
+    hits = await run_blocking(search, db, q, limit=limit, offset=offset)
+    return [asdict(hit) for hit in hits]
+
+
+class ImportDayCost(ApiModel):
+    day: str = Field(description="The UTC day, YYYY-MM-DD.")
+    model: str
+    calls: int
+    cost_usd: float
+
+
+@router.get(
+    "/costs",
+    operation_id="listImportCosts",
+    response_model=list[ImportDayCost],
+    responses=error_responses(400),
+)
+async def list_import_costs(db: DatabaseDep) -> list[Any]:
+    """What imported sessions' model calls cost per UTC day and model, oldest first."""
+    return [row._asdict() for row in await run_blocking(import_cost_by_day, db)]
+
+
+class ImportStart(ApiInput):
+    path: str = Field(min_length=1, max_length=4096, description="A file or directory.")
+    source: Literal["codex", "claude"]
+    agent_id: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+
+
+class ImportJobProblem(ApiModel):
+    file: str
+    line: int
+    reason: str
+
+
+class ImportJobResponse(ApiModel):
+    id: str
+    source: Literal["codex", "claude"]
+    path: str
+    agent_id: str | None
+    status: Literal["running", "done", "failed"]
+    files_total: int = Field(description="Files found (0 while they are looked for).")
+    files_done: int
+    lines: int
+    messages: int
+    problems: int = Field(description="Problems so far (the first 100 in problemLines).")
+    problem_lines: list[ImportJobProblem]
+    session_ids: list[str]
+    cost_usd: float
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+def _job(job: ImportJob) -> dict[str, Any]:
+    return {
+        **{name: getattr(job, name) for name in ImportJob.__dataclass_fields__},
+        "problem_lines": [
+            {"file": file, "line": line, "reason": reason}
+            for file, line, reason in job.problem_lines
+        ],
+        "session_ids": list(job.session_ids),
+    }
+
+
+def _jobs(request: Request) -> ImportJobs:
+    jobs: ImportJobs = request.app.state.import_jobs
+    return jobs
+
+
+@router.post(
+    "",
+    operation_id="startImport",
+    status_code=202,
+    response_model=ImportJobResponse,
+    responses=error_responses(400, 404, 409),
+)
+async def start_import(
+    body: ImportStart,
+    request: Request,
+    db: DatabaseDep,
+    agents: AgentStoreDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    """Import the transcripts under a path on the server, in the background (400 when
+    the path does not exist or is not readable; 409 while another import runs; a path
+    holding no transcripts fails the job)."""
+    agent_id = None if body.agent_id is None else agents.get(body.agent_id).id
+    limits = ReadLimits.of(settings.imports.max_decompressed_mb, settings.imports.max_lines)
+    job = await run_blocking(
+        _jobs(request).start, db, body.source, body.path, agent_id=agent_id, limits=limits
+    )
+    return _job(job)
+
+
+@router.get(
+    "/jobs/{id}",
+    operation_id="getImportJob",
+    response_model=ImportJobResponse,
+    responses=error_responses(400, 404),
+)
+async def get_import_job(job_id: JobId, request: Request) -> dict[str, Any]:
+    """An import job's progress: files done of the total, messages, problems."""
+    return _job(_jobs(request).get(str(job_id)))
+
+
 @hookimpl
 def register_routes(app: FastAPI) -> None:
+    app.state.import_jobs = ImportJobs()
     app.include_router(router)

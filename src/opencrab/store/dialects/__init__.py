@@ -46,6 +46,25 @@ class MemoryQuery:
         return [t for t in self.terms if len(t) < MIN_INDEXED_CHARS]
 
 
+@dataclass(frozen=True)
+class TextQuery:
+    """What a search of imported transcripts looks for: message texts holding every term."""
+
+    terms: tuple[str, ...]
+    limit: int
+    offset: int = 0
+
+    @property
+    def ranked_terms(self) -> list[str]:
+        """The terms the trigram index can look up (three characters or more)."""
+        return [t for t in self.terms if len(t) >= MIN_INDEXED_CHARS]
+
+    @property
+    def short_terms(self) -> list[str]:
+        """The terms too short for trigrams: they filter, with (I)LIKE."""
+        return [t for t in self.terms if len(t) < MIN_INDEXED_CHARS]
+
+
 def like_pattern(term: str) -> str:
     """A `%term%` pattern (escape character `\\`) matching `term` literally."""
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -61,6 +80,17 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
     from opencrab.store.dialects import postgresql
 
     return postgresql.search_memory(conn, query)
+
+
+def search_import_texts(conn: Connection, query: TextQuery) -> list[int]:
+    """Ids of the import_texts rows matching `query`, newest first, on either database."""
+    if conn.dialect.name == "sqlite":
+        from opencrab.store.dialects import sqlite
+
+        return sqlite.search_import_texts(conn, query)
+    from opencrab.store.dialects import postgresql
+
+    return postgresql.search_import_texts(conn, query)
 
 
 def upsert(dialect: Dialect, table: sa.Table, keys: Sequence[str], **values: Any) -> Executable:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from opencrab.store.dialects import MemoryQuery, like_pattern
+from opencrab.store.dialects import MemoryQuery, TextQuery, like_pattern
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,19 @@ PING_AFTER_IDLE_SECS = 10.0
 """A pooled connection idle longer than this is pinged (a round trip) before use."""
 
 
+IMPORT_SEARCH_INDEX = "ix_import_texts_text_trgm"
+"""The GIN trigram index over `import_texts.text` (migration 0023)."""
+
+IMPORT_SEARCH_CREATE = (
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    f"CREATE INDEX {IMPORT_SEARCH_INDEX} ON import_texts USING gin (text gin_trgm_ops)",
+)
+IMPORT_SEARCH_DROP = (f"DROP INDEX IF EXISTS {IMPORT_SEARCH_INDEX}",)
+
+
 def is_search_object(name: str) -> bool:
-    """True for the trigram index, which no metadata declares."""
-    return name == SEARCH_INDEX
+    """True for the trigram indexes, which no metadata declares."""
+    return name in (SEARCH_INDEX, IMPORT_SEARCH_INDEX)
 
 
 def configure(engine: Engine) -> None:
@@ -295,3 +305,16 @@ async def listen_events(url: str, wake: Callable[[], None]) -> None:
         except psycopg.Error as exc:
             log.warning("listening for new events failed (%s); trying again", exc)
             await asyncio.sleep(LISTEN_RETRY_SECS)
+
+
+def search_import_texts(conn: Connection, query: TextQuery) -> list[int]:
+    """Ids of import_texts rows holding every term (case-insensitive ILIKE, which the
+    trigram index serves), newest first."""
+    where = [f"t.text ILIKE :like_{i} ESCAPE '\\'" for i in range(len(query.terms))]
+    params: dict[str, Any] = {"limit": query.limit, "offset": query.offset}
+    params.update({f"like_{i}": like_pattern(term) for i, term in enumerate(query.terms)})
+    sql = (
+        f"SELECT t.id FROM import_texts AS t WHERE {' AND '.join(where) or 'true'} "
+        f"ORDER BY t.timestamp DESC, t.id DESC LIMIT :limit OFFSET :offset"
+    )
+    return [int(row.id) for row in conn.execute(sa.text(sql), params)]

@@ -9,15 +9,19 @@ import sqlalchemy as sa
 from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
 
-from opencrab.store.dialects import MemoryQuery, like_pattern
+from opencrab.store.dialects import MemoryQuery, TextQuery, like_pattern
 
 FTS_TABLE = "memory_sessions_fts"
 """The FTS5 index over `memory_sessions.content` (trigram: works for CJK and English)."""
 
 
+IMPORT_FTS_TABLE = "import_texts_fts"
+"""The FTS5 index over `import_texts.text` (trigram), kept in step by triggers (0023)."""
+
+
 def is_fts_object(name: str) -> bool:
-    """True for the FTS5 table and its shadow tables, which no metadata declares."""
-    return name == FTS_TABLE or name.startswith(FTS_TABLE + "_")
+    """True for the FTS5 tables and their shadow tables, which no metadata declares."""
+    return any(name == t or name.startswith(t + "_") for t in (FTS_TABLE, IMPORT_FTS_TABLE))
 
 
 def configure(engine: Engine, *, busy_timeout_ms: int) -> None:
@@ -142,3 +146,45 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
     if query.session_id is not None:
         params["session_id"] = query.session_id
     return [(int(r.id), -float(r.rank) or 0.0) for r in conn.execute(sa.text(sql), params)]
+
+
+IMPORT_SEARCH_CREATE = (
+    f"""CREATE VIRTUAL TABLE {IMPORT_FTS_TABLE} USING fts5(
+        text, content='import_texts', content_rowid='id', tokenize='trigram'
+    )""",
+    f"""CREATE TRIGGER {IMPORT_FTS_TABLE}_insert AFTER INSERT ON import_texts BEGIN
+        INSERT INTO {IMPORT_FTS_TABLE}(rowid, text) VALUES (new.id, new.text);
+    END""",
+    f"""CREATE TRIGGER {IMPORT_FTS_TABLE}_delete AFTER DELETE ON import_texts BEGIN
+        INSERT INTO {IMPORT_FTS_TABLE}({IMPORT_FTS_TABLE}, rowid, text)
+        VALUES ('delete', old.id, old.text);
+    END""",
+)
+"""What migration 0023 adds on SQLite (import_texts rows are never updated, only
+inserted, and deleted with their session)."""
+
+IMPORT_SEARCH_DROP = (
+    f"DROP TRIGGER IF EXISTS {IMPORT_FTS_TABLE}_delete",
+    f"DROP TRIGGER IF EXISTS {IMPORT_FTS_TABLE}_insert",
+    f"DROP TABLE IF EXISTS {IMPORT_FTS_TABLE}",
+)
+
+
+def search_import_texts(conn: Connection, query: TextQuery) -> list[int]:
+    """Ids of import_texts rows holding every term, newest first: FTS5 trigram MATCH for
+    terms of 3+ characters, LIKE (ASCII case-insensitive, like the index) for shorter."""
+    ranked = query.ranked_terms
+    likes = query.short_terms if ranked else list(query.terms)
+    where = [f"t.text LIKE :like_{i} ESCAPE '\\'" for i in range(len(likes))]
+    params: dict[str, Any] = {"limit": query.limit, "offset": query.offset}
+    params.update({f"like_{i}": like_pattern(term) for i, term in enumerate(likes)})
+    source = "import_texts AS t"
+    if ranked:
+        source = f"{IMPORT_FTS_TABLE} JOIN import_texts AS t ON t.id = {IMPORT_FTS_TABLE}.rowid"
+        where.insert(0, f"{IMPORT_FTS_TABLE} MATCH :match")
+        params["match"] = fts_query(ranked)
+    sql = (
+        f"SELECT t.id FROM {source} WHERE {' AND '.join(where) or '1'} "
+        f"ORDER BY t.timestamp DESC, t.id DESC LIMIT :limit OFFSET :offset"
+    )
+    return [int(row.id) for row in conn.execute(sa.text(sql), params)]

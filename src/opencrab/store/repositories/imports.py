@@ -1,5 +1,6 @@
 """Imported transcripts' bookkeeping: `import_sessions` (one per file), `import_chunks`
-(its lines as read, zstd) and `import_problems` (lines that could not be normalized).
+(its lines as read, zstd), `import_problems` (lines that could not be normalized) and
+`import_texts` (its message texts, searched with `search_texts`).
 
 An import's events and metrics rows go through the events and metrics repositories,
 in the same transaction. Every function runs on the caller's connection.
@@ -19,7 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.bulk import bulk_insert
-from opencrab.store.tables import import_chunks, import_problems, import_sessions
+from opencrab.store.dialects import TextQuery, postgresql, search_import_texts, sqlite
+from opencrab.store.tables import import_chunks, import_problems, import_sessions, import_texts
 from opencrab.store.tables import llm_usage_metrics as metrics
 
 
@@ -56,6 +58,30 @@ class ImportSession(NamedTuple):
     last_generation_id: str | None
     created_at: datetime
     updated_at: datetime
+    project: str | None
+    texts_indexed_lines: int
+
+
+class ImportText(NamedTuple):
+    """One message text found by a search, with its session's title."""
+
+    id: int
+    session_id: str
+    line: int
+    role: str
+    timestamp: datetime
+    text: str
+    title: str | None
+    source: str
+
+
+class DayCost(NamedTuple):
+    """What imported sessions' model calls cost on one UTC day with one model."""
+
+    day: str
+    model: str
+    calls: int
+    cost_usd: float
 
 
 _SESSION = tuple(import_sessions.c[name] for name in ImportSession._fields)
@@ -83,21 +109,50 @@ def get(conn: Connection, session_id: str) -> ImportSession | None:
     return None if row is None else ImportSession(*row)
 
 
+def _filters(
+    conn: Connection,
+    *,
+    source: str | None,
+    agent_id: str | None,
+    day: str | None,
+    project: str | None,
+    model: str | None,
+) -> list[sa.ColumnElement[bool]]:
+    t = import_sessions.c
+    where: list[sa.ColumnElement[bool]] = []
+    if source is not None:
+        where.append(t.source == source)
+    if agent_id is not None:
+        where.append(t.agent_id == agent_id)
+    if day is not None:
+        where.append(_utc_day(conn, sa.func.coalesce(t.started_at, t.created_at)) == day)
+    if project is not None:
+        where.append(t.project == project)
+    if model is not None:
+        where.append(t.model == model)
+    return where
+
+
+def _utc_day(conn: Connection, column: Any) -> Any:
+    dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
+    return dialect.utc_day(column)
+
+
 def page(
     conn: Connection,
     *,
     source: str | None = None,
     agent_id: str | None = None,
+    day: str | None = None,
+    project: str | None = None,
+    model: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[list[ImportSession], int]:
-    """Import sessions, the most recent first, and how many match in all."""
+    """Import sessions, the most recent first, and how many match in all (`day`: the UTC
+    day, YYYY-MM-DD, the session started)."""
     t = import_sessions.c
-    where = []
-    if source is not None:
-        where.append(t.source == source)
-    if agent_id is not None:
-        where.append(t.agent_id == agent_id)
+    where = _filters(conn, source=source, agent_id=agent_id, day=day, project=project, model=model)
     total = conn.execute(
         sa.select(sa.func.count()).select_from(import_sessions).where(*where)
     ).scalar_one()
@@ -109,6 +164,43 @@ def page(
         .offset(offset)
     )
     return [ImportSession(*row) for row in rows], int(total)
+
+
+def facets(conn: Connection) -> dict[str, list[str]]:
+    """The values the session list can be filtered by: days (newest first), projects
+    and models (sorted)."""
+    t = import_sessions.c
+    day = _utc_day(conn, sa.func.coalesce(t.started_at, t.created_at))
+    days = conn.execute(sa.select(day).distinct().order_by(day.desc())).scalars()
+    projects = conn.execute(
+        sa.select(t.project).where(t.project.is_not(None)).distinct().order_by(t.project)
+    ).scalars()
+    models = conn.execute(
+        sa.select(t.model).where(t.model.is_not(None)).distinct().order_by(t.model)
+    ).scalars()
+    return {
+        "days": [str(d) for d in days],
+        "projects": [str(p) for p in projects],
+        "models": [str(m) for m in models],
+    }
+
+
+def cost_by_day_model(conn: Connection) -> list[DayCost]:
+    """What imported model calls cost per UTC day and model, oldest day first."""
+    m = metrics.c
+    day = _utc_day(conn, m.timestamp).label("day")
+    rows = conn.execute(
+        sa.select(
+            day,
+            m.model,
+            sa.func.count().label("calls"),
+            sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
+        )
+        .where(m.purpose == "import")
+        .group_by(day, m.model)
+        .order_by(day, m.model)
+    )
+    return [DayCost(str(r.day), str(r.model), int(r.calls), float(r.cost)) for r in rows]
 
 
 def create(conn: Connection, values: Mapping[str, Any]) -> None:
@@ -208,3 +300,57 @@ def refresh_costs(conn: Connection, provider: str, models: Iterable[str]) -> Non
         .scalar_subquery()
     )
     conn.execute(import_sessions.update().where(t.id.in_(touched)).values(cost_usd=total))
+
+
+TEXT_COLUMNS = ("session_id", "line", "part", "role", "timestamp", "text")
+
+
+def add_texts(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Store message texts to search (TEXT_COLUMNS); a (session, line, part) stored
+    before is left as it is."""
+    if not rows:
+        return
+    x = import_texts.c
+    stored = {
+        (int(line), int(part))
+        for line, part in conn.execute(
+            sa.select(x.line, x.part).where(
+                x.session_id == rows[0][0], x.line >= min(int(r[1]) for r in rows)
+            )
+        )
+    }
+    fresh = [r for r in rows if (int(r[1]), int(r[2])) not in stored]
+    if fresh:
+        bulk_insert(conn, import_texts, TEXT_COLUMNS, fresh)
+
+
+def set_texts_indexed(conn: Connection, session_id: str, lines: int) -> None:
+    """Record that the texts of a session's first `lines` lines are in import_texts."""
+    t = import_sessions.c
+    conn.execute(
+        import_sessions.update().where(t.id == session_id).values(texts_indexed_lines=lines)
+    )
+
+
+def unindexed(conn: Connection) -> list[ImportSession]:
+    """Import sessions with lines whose texts are not in import_texts yet."""
+    t = import_sessions.c
+    rows = conn.execute(sa.select(*_SESSION).where(t.texts_indexed_lines < t.lines))
+    return [ImportSession(*row) for row in rows]
+
+
+def search_texts(
+    conn: Connection, terms: Sequence[str], *, limit: int, offset: int = 0
+) -> list[ImportText]:
+    """Message texts holding every term (case-insensitive for ASCII), newest first."""
+    ids = search_import_texts(conn, TextQuery(tuple(terms), limit=limit, offset=offset))
+    if not ids:
+        return []
+    x, t = import_texts.c, import_sessions.c
+    rows = conn.execute(
+        sa.select(x.id, x.session_id, x.line, x.role, x.timestamp, x.text, t.title, t.source)
+        .join(import_sessions, t.id == x.session_id)
+        .where(x.id.in_(ids))
+    )
+    found = {int(r.id): ImportText(*r) for r in rows}
+    return [found[i] for i in ids if i in found]

@@ -1,7 +1,7 @@
 """The cost dashboard's filtered reads stay fast: llm_usage_metrics(agent_id, timestamp)
 and llm_usage_metrics(purpose, timestamp).
 
-Revision ID: 0025
+Revision ID: 0024
 Revises: 0019
 Create Date: 2026-11-24
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0025"
-down_revision = "0022"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
