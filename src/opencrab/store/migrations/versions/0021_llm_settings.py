@@ -1,7 +1,7 @@
 """LLM settings made in the dashboard, with their audit trail (issue 21, section 4).
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-11-24
 
 Provider switches, API keys (Fernet-encrypted, with their last four characters for

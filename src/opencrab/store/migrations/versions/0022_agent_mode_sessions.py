@@ -1,7 +1,7 @@
 """Agent-mode sessions index (issue 22, seed 004).
 
 Revision ID: 0022
-Revises: 0019
+Revises: 0021
 Create Date: 2026-11-26
 
 One row per agent-mode session file (`~/.gwt/sessions/{id}.json` by default): its

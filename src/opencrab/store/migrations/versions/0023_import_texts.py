@@ -1,7 +1,7 @@
 """Searching imported transcripts (issue 21, section 5).
 
 Revision ID: 0023
-Revises: 0019
+Revises: 0022
 Create Date: 2026-11-24
 
 `import_texts`: the text of every imported user and assistant message, indexed for

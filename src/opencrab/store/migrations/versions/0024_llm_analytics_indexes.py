@@ -2,7 +2,7 @@
 and llm_usage_metrics(purpose, timestamp).
 
 Revision ID: 0024
-Revises: 0019
+Revises: 0023
 Create Date: 2026-11-24
 
 Every figure of the Costs page (store/repositories/llm_analytics.py) reads the calls of a
