@@ -135,3 +135,39 @@ def test_returning_rows_and_a_statement_built_per_dialect(db: Database, agent: s
         rows = conn.execute(sa.select(t.agent_sessions)).all()
     assert [(r.agent_id, r.session_id, r.done_declared) for r in rows] == [(agent, "s1", True)]
     assert rows[0].last_speech_at == WHEN + timedelta(hours=1)
+
+
+def test_a_queued_write_failing_at_the_commit_rolls_back_all(db: Database, agent: str) -> None:
+    """`run` may leave a write queued (PostgreSQL's pipelined transaction): its failure
+    surfaces by the commit at the latest, as SQLAlchemy's error, and nothing is kept."""
+
+    def twice() -> None:
+        with db.write() as conn:
+            ADD.run(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+            ADD.run(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+
+    with pytest.raises(sa.exc.IntegrityError):
+        twice()
+    with db.read() as conn:
+        assert BY_NAME.rows(conn, agent_id=agent) == []
+    with db.write() as conn:  # the pooled connection is usable again
+        ADD.run(conn, sid="s2", agent_id=agent, context=None, when=WHEN)
+    with db.read() as conn:
+        assert [row.id for row in BY_NAME.rows(conn, agent_id=agent)] == ["s2"]
+
+
+def test_rows_read_later_are_the_inserted_ones(db: Database, agent: str) -> None:
+    add = Prepared(
+        t.messages.insert()
+        .values(session_id=sa.bindparam("sid"), role="user", content=sa.bindparam("text"))
+        .values(timestamp=sa.bindparam("when"))
+        .returning(t.messages.c.id)
+    )
+    with db.write() as conn:
+        ADD.run(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+        first = add.rows_later(conn, sid="s1", text="a", when=WHEN)
+        second = add.rows_later(conn, sid="s1", text="b", when=WHEN)
+    ids = [first()[0].id, second()[0].id]
+    with db.read() as conn:
+        stored = conn.execute(sa.select(t.messages.c.id, t.messages.c.content)).all()
+    assert sorted((i, c) for i, c in stored) == [(ids[0], "a"), (ids[1], "b")]

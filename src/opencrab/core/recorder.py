@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from opencrab.actions.base import MAX_ARGUMENT_DEPTH, TurnState, nested_too_deep
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.record_cap import cap_event, cap_log, cap_said
-from opencrab.core.sessions import Said, insert_messages
+from opencrab.core.sessions import Said, queue_messages
 from opencrab.core.steps import ActionDone, SessionMessage
 from opencrab.event_log import EventLog
 from opencrab.events import (
@@ -269,10 +269,12 @@ class TurnRecorder:
         calls = self._calls_named(batch)  # taken out: written here or never
         with self.db.write() as conn:
             if batch:
-                self.events.append_many(batch, conn=conn, known=self.known)
+                # fresh ids: a failure fails the step (no savepoint to recover in)
+                self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
             if logs:
                 self.memory.append_session_logs(logs, conn=conn)
-            written = insert_messages(conn, self.session_id, chat) if chat else []
+            # their ids are read after the commit (on PostgreSQL they come with it)
+            written = queue_messages(conn, self.session_id, chat)
             if calls:
                 insert_records(conn, calls)
             if extra is not None:
@@ -290,7 +292,7 @@ class TurnRecorder:
                 speaker_name=said.speaker_name,
                 interrupted=said.interrupted,
             )
-            for said, (message_id, at) in zip(chat, written, strict=True)
+            for said, (message_id, at) in zip(chat, written(), strict=True)
         ]
 
     def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:

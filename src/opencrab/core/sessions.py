@@ -19,6 +19,7 @@ from opencrab.store.repositories.sessions import (
     Said,
     SessionRow,
     insert_messages,
+    queue_messages,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "insert_messages",
     "list_sessions",
     "open_chat_session",
+    "queue_messages",
     "session_messages",
     "touch_session",
     "turn_lock",

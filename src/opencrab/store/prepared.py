@@ -32,6 +32,8 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.dml import UpdateBase
 
+from opencrab.store.dialects.postgresql import pipelined, settle
+
 
 @dataclass(frozen=True)
 class _Compiled:
@@ -61,7 +63,26 @@ class Prepared:
         """Every result row, as named tuples (attribute access by column name)."""
         compiled = self._for(conn.dialect)
         cursor = self._execute(conn, compiled, params)
-        fetched = cursor.fetchall()
+        return self._read(conn, compiled, cursor, params)
+
+    def rows_later(self, conn: Connection, **params: Any) -> Callable[[], list[Any]]:
+        """`rows`, read when the returned function is called. In a pipelined transaction
+        (PostgreSQL) call it after the commit: the rows arrive with it, saving a round
+        trip; elsewhere they are read at once."""
+        compiled = self._for(conn.dialect)
+        cursor = self._execute(conn, compiled, params)
+        if not pipelined(conn):
+            found = self._read(conn, compiled, cursor, params)
+            return lambda: found
+        return lambda: self._read(conn, compiled, cursor, params)
+
+    def _read(
+        self, conn: Connection, compiled: _Compiled, cursor: Any, params: dict[str, Any]
+    ) -> list[Any]:
+        try:
+            fetched = cursor.fetchall()  # in a pipelined transaction: sends the queue
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(conn, compiled.sql, params, exc) from exc
         assert compiled.row is not None, "rows() needs a SELECT or RETURNING"
         make = compiled.row._make  # type: ignore[attr-defined]
         results = compiled.results
@@ -91,7 +112,16 @@ class Prepared:
         """Run an INSERT/UPDATE/DELETE; returns the number of rows it matched."""
         compiled = self._for(conn.dialect)
         cursor = self._execute(conn, compiled, params)
+        try:
+            settle(conn)  # a pipelined transaction's rowcount comes with the results
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(conn, compiled.sql, params, exc) from exc
         return int(cursor.rowcount)
+
+    def run(self, conn: Connection, **params: Any) -> None:
+        """Run an INSERT/UPDATE/DELETE whose rowcount nobody reads: in a pipelined
+        transaction it stays queued until a later statement's result or the commit."""
+        self._execute(conn, self._for(conn.dialect), params)
 
     # ------------------------------------------------------------------ internals
     def _execute(self, conn: Connection, compiled: _Compiled, params: dict[str, Any]) -> Any:
@@ -141,10 +171,14 @@ def driver_execute(conn: Connection, sql: str, args: Any, *, many: bool = False)
         else:
             cursor.execute(sql, args)
     except dialect.loaded_dbapi.Error as exc:
-        raise sa.exc.DBAPIError.instance(
-            sql, args, exc, dialect.loaded_dbapi.Error, dialect=dialect
-        ) from exc
+        raise _wrapped(conn, sql, args, exc) from exc
     return cursor
+
+
+def _wrapped(conn: Connection, sql: str, args: Any, exc: Exception) -> Exception:
+    """A driver error as the SQLAlchemy exception `exec_driver_sql` would raise."""
+    error = conn.dialect.loaded_dbapi.Error
+    return sa.exc.DBAPIError.instance(sql, args, exc, error, dialect=conn.dialect)
 
 
 def _row_class(names: tuple[str, ...]) -> type:

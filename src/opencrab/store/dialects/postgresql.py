@@ -8,7 +8,7 @@ import logging
 import select
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import sqlalchemy as sa
@@ -68,8 +68,8 @@ def configure(engine: Engine) -> None:
     `Database.read()` promises a consistent snapshot for all its statements; PostgreSQL's
     default READ COMMITTED takes a new one per statement, so a read transaction begins
     with `BEGIN ISOLATION LEVEL REPEATABLE READ` (writes stay READ COMMITTED and wait on
-    row locks as usual). psycopg sends that BEGIN with the transaction's first statement,
-    so the isolation level costs no round trip of its own.
+    row locks as usual): `transaction` sends it with the first statement; a transaction
+    begun on the engine some other way gets the same levels from the `begin` hook.
 
     A connection handed out by the pool is never a dead one (a restarted server, a
     terminated backend, a proxy's idle timeout): one the server has closed has something
@@ -109,9 +109,84 @@ def configure(engine: Engine) -> None:
         if raw.isolation_level != wanted:  # set between transactions: no round trip
             raw.isolation_level = wanted
 
+    @event.listens_for(engine, "after_cursor_execute")
+    def _on_executed(conn: Any, *_args: Any) -> None:
+        settle(conn)  # SQLAlchemy reads the result (rows, rowcount) right after this
+
 
 _USED = "opencrab_last_used"
 """Pool entry info key: when the connection was last handed back (monotonic seconds)."""
+
+_PIPELINE = "opencrab_pipeline"
+"""Pool entry info key: the psycopg pipeline of a `transaction` running on it."""
+
+READ_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+WRITE_BEGIN = "BEGIN"
+"""How `transaction` begins a read (one snapshot for all its statements, like SQLite's
+under WAL) and a write (READ COMMITTED, waiting on row locks as usual)."""
+
+
+@contextmanager
+def transaction(conn: Connection, begin: str) -> Iterator[None]:
+    """`conn`'s transaction in psycopg's pipeline mode: statements are queued, and sent
+    with the next one whose result is read; the BEGIN goes with the first, the COMMIT
+    with the last statements nobody reads back (a step's inserts: one round trip).
+
+    Begun and committed explicitly on a connection switched to autocommit for the
+    while, so psycopg adds no BEGIN of its own (a round trip). A statement SQLAlchemy
+    runs is settled at once (the `after_cursor_execute` hook: its result is read right
+    after); `Prepared` and `bulk_insert` run through the driver and settle when they
+    read (fetch, rowcount: `settle`). A failure anywhere rolls the whole transaction
+    back and is raised as SQLAlchemy's exception (IntegrityError, …); one that only
+    shows when the queue is sent may surface at a later statement or at the commit.
+    """
+    fairy = conn.connection
+    raw = fairy.dbapi_connection
+    assert raw is not None
+    error = conn.dialect.loaded_dbapi.Error
+    raw.autocommit = True
+    try:
+        with raw.pipeline() as pipeline:
+            fairy.info[_PIPELINE] = pipeline
+            try:
+                raw.execute(begin)
+                yield
+                raw.execute("COMMIT")
+            finally:
+                del fairy.info[_PIPELINE]
+    except BaseException as exc:
+        _roll_back(raw, error)
+        if isinstance(exc, error):
+            raise sa.exc.DBAPIError.instance(
+                "COMMIT", None, exc, error, dialect=conn.dialect
+            ) from exc
+        raise
+    finally:
+        if not raw.closed:
+            raw.autocommit = False
+
+
+def _roll_back(raw: Any, error: type[Exception]) -> None:
+    """End a failed `transaction`'s server side (still open, or aborted)."""
+    from psycopg.pq import TransactionStatus
+
+    if raw.closed or raw.pgconn.transaction_status == TransactionStatus.IDLE:
+        return
+    with suppress(error):  # the connection itself failed: its transaction is lost anyway
+        raw.execute("ROLLBACK")
+
+
+def settle(conn: Connection) -> None:
+    """Send what `conn`'s pipelined `transaction` queued and wait for its results, so
+    the last statement's cursor holds its own (no-op outside one, and on SQLite)."""
+    pipeline = conn.connection.info.get(_PIPELINE)
+    if pipeline is not None:
+        pipeline.sync()
+
+
+def pipelined(conn: Connection) -> bool:
+    """True inside a pipelined `transaction` (statements are queued, not yet sent)."""
+    return _PIPELINE in conn.connection.info
 
 
 def _quiet(dbapi_connection: Any) -> bool:

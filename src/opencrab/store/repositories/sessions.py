@@ -105,10 +105,17 @@ def insert_messages(
 ) -> list[tuple[int, datetime]]:
     """Write messages of a session inside the caller's transaction (the only writer);
     returns each one's id and timestamp, in order (a turn's step names what it wrote)."""
+    return queue_messages(conn, session_id, said)()
+
+
+def queue_messages(
+    conn: Connection, session_id: str, said: Sequence[Said]
+) -> Callable[[], list[tuple[int, datetime]]]:
+    """`insert_messages`, whose ids are read by calling the returned function: after
+    the commit, so on PostgreSQL they come with it (Prepared.rows_later)."""
     now = datetime.now(UTC)
-    stored = []
-    for m in said:  # a step writes one message: its id comes back with it
-        message_id = _INSERT_MESSAGE.scalar(
+    later = [  # a step writes one message: its id comes back with it
+        _INSERT_MESSAGE.rows_later(
             conn,
             session_id=session_id,
             role=m.role,
@@ -119,8 +126,9 @@ def insert_messages(
             speaker_name=m.speaker_name,
             interrupted=m.interrupted,
         )
-        stored.append((int(message_id), now))
-    return stored
+        for m in said
+    ]
+    return lambda: [(int(read()[0][0]), now) for read in later]
 
 
 _INSERT_MESSAGE = Prepared(
@@ -533,7 +541,7 @@ def set_phase(conn: Connection, session_id: str, phase: str) -> None:
 
 def mark_speech(conn: Connection, agent_id: str, session_id: str, now: datetime) -> None:
     """Remember when the agent last spoke in the session (its row is made when missing)."""
-    _SPOKE.execute(conn, agent_id=agent_id, session_id=session_id, now=now)
+    _SPOKE.run(conn, agent_id=agent_id, session_id=session_id, now=now)
 
 
 _SPOKE = Prepared(

@@ -266,12 +266,12 @@ def update_skill(
 
 def set_scores(conn: Connection, skill_id: str, effectiveness: float, scores: list[float]) -> None:
     """Store a skill's effectiveness and the recent scores it is the mean of."""
-    _SET_SCORES.execute(conn, id=skill_id, value=effectiveness, scores=scores)
+    _SET_SCORES.run(conn, id=skill_id, value=effectiveness, scores=scores)
 
 
 def count_use(conn: Connection, skill_id: str, now: datetime) -> None:
     """One more use of the skill, at `now`."""
-    _COUNT_USE.execute(conn, id=skill_id, now=now)
+    _COUNT_USE.run(conn, id=skill_id, now=now)
 
 
 def delete_skill(conn: Connection, skill_id: str) -> None:
