@@ -177,7 +177,7 @@ def test_the_totals_read_without_javascript(
         page.goto("/costs?days=30&source=imported")
         assert same(shown_totals(page), sql_totals(db, "purpose = 'import'"))
         page.get_by_label("Agent").select_option(label=NAMES[0])
-        page.get_by_role("button", name="Apply").click()
+        page.get_by_role("button", name="Filter").click()
         page.wait_for_url("**agentId=*")
         assert same(
             shown_totals(page),

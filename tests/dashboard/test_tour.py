@@ -60,6 +60,15 @@ def test_every_page_renders_cleanly_at_1024_px(page: Watched, tour: dict[str, st
         "sessions": "/sessions",
         "session": f"/sessions/{tour['session']}",
         "discussion-new": "/discussions/new",
+        # issue 21's pages on a store with no metrics or imports yet: their empty states
+        "transcripts": "/transcripts",
+        "analytics": "/analytics",
+        "agent-analytics": f"/agents/{name}/analytics",
+        "costs": "/costs",
+        "budgets": "/budgets",
+        "llm-settings": "/settings/llm",
+        "agent-llm": f"/agents/{name}/llm",
+        "session-trace": f"/sessions/{tour['session']}/trace",
     }
     page.page.set_viewport_size({"width": 1024, "height": 800})
     for label, path in pages.items():

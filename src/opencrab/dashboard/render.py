@@ -45,13 +45,14 @@ NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
-    NavItem("Analytics", "/analytics", ()),
-    NavItem("Budgets", "/budgets", ()),
-    NavItem("Costs", "/costs", ()),
-    NavItem("LLM", "/settings/llm", ("/settings/llm",)),
     NavItem("Transcripts", "/transcripts", ("/transcripts/", "/traces/")),
+    NavItem("Analytics", "/analytics", ()),
+    NavItem("Costs", "/costs", ()),
+    NavItem("Budgets", "/budgets", ()),
+    NavItem("LLM", "/settings/llm", ("/settings/llm",)),
 ]
-"""The top bar's areas, in order; later areas (analytics, LLM) append theirs."""
+"""The top bar's areas, in order: the agents' work (sessions, tickets, imported
+transcripts), then what it amounts to (analytics, costs, budgets), then the settings."""
 
 AGENT_TABS: list[tuple[str, str]] = [
     ("Persona", "persona"),

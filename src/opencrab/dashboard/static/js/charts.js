@@ -5,12 +5,17 @@
  * colours when the theme changes (the theme button or the system's setting) and
  * resizes with its box. `build` returning null shows the "no data" state instead.
  *
- *   const chart = OpenCrabCharts.mount(el, (c) => ({ color: c.palette, series: [...] }));
+ *   const chart = OpenCrabCharts.mount(el, (c) => ({ series: [...] }), { renderer: "svg" });
  *   await OpenCrabCharts.load(el)  // el.dataset.src's JSON, or null (the error shown in the box)
- *   OpenCrabCharts.axis(c)    // the axis style of the theme, for xAxis / yAxis
+ *   OpenCrabCharts.axis(c, {type: "value"})  // the axis style of the theme, for xAxis / yAxis
+ *   OpenCrabCharts.base(c)    // the options every chart shares (pages that draw by themselves)
+ *   OpenCrabCharts.onTheme(f) // call f() when the theme changes (pages that draw by themselves)
+ *   OpenCrabCharts.axisMoney(v) // dollars for axis ticks and colour scales
  *
  * Colours come from the page's CSS custom properties (--text, --muted, --border,
- * --surface, --accent, --ok, --warn, --danger, --link, --inner), never hard-coded.
+ * --surface, --accent, --ok, --warn, --danger, --link, --inner; the series palette
+ * --chart-1..8 and the heat-map ends --heat-low/--heat-high, all in dashboard.css),
+ * never hard-coded, so every page's charts share one palette in both themes.
  */
 (function () {
   "use strict";
@@ -25,19 +30,20 @@
       text: v("--text"), muted: v("--muted"), border: v("--border"), surface: v("--surface"),
       surface2: v("--surface-2"), accent: v("--accent"), ok: v("--ok"), warn: v("--warn"),
       danger: v("--danger"), link: v("--link"), inner: v("--inner"), font: v("--font"),
+      low: v("--heat-low"), high: v("--heat-high"),
     };
-    c.palette = [c.accent, c.link, c.ok, c.inner, c.warn, c.danger, c.muted];
+    c.palette = [1, 2, 3, 4, 5, 6, 7, 8].map((i) => v("--chart-" + i));
     return c;
   }
 
-  function axis(c) {
-    return {
+  function axis(c, extra) {
+    return Object.assign({
       axisLine: { lineStyle: { color: c.border } },
       axisTick: { lineStyle: { color: c.border } },
       axisLabel: { color: c.muted, fontFamily: c.font },
       splitLine: { lineStyle: { color: c.border, opacity: 0.6 } },
       nameTextStyle: { color: c.muted },
-    };
+    }, extra || {});
   }
 
   function base(c) {
@@ -52,20 +58,29 @@
     };
   }
 
+  /* Dollars on an axis or a colour scale: as many digits as the tick needs, never the
+     "<$0.0001" of OpenCrab.money, which would label every small tick alike. */
+  function axisMoney(value) {
+    if (!value) return "$0";
+    if (Math.abs(value) >= 1) return OpenCrab.money(value);
+    return "$" + (Math.abs(value) < 1e-6 ? value.toExponential(1) : String(Number(value.toPrecision(3))));
+  }
+
   function showEmpty(el, text) {
     el.classList.add("chart-empty");
     el.dataset.state = "empty";
     el.textContent = text;
   }
 
-  function mount(el, build) {
+  function mount(el, build, opts) {
     const c = colours();
     const option = build(c);
     if (option == null) {
       showEmpty(el, el.dataset.empty || "No data in this period.");
       return null;
     }
-    const chart = echarts.init(el, null, { renderer: "canvas" });
+    const chart = echarts.getInstanceByDom(el) ||
+      echarts.init(el, null, { renderer: (opts && opts.renderer) || "canvas" });
     chart.setOption(Object.assign(base(c), option));
     el.dataset.state = "drawn";
     const entry = { el, chart, build };
@@ -80,8 +95,11 @@
       m.chart.setOption(Object.assign(base(c), m.build(c)), { notMerge: true });
     });
   }
-  darkQuery.addEventListener("change", redraw);
-  new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  function onTheme(f) {
+    darkQuery.addEventListener("change", f);
+    new MutationObserver(f).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  }
+  onTheme(redraw);
 
   const loads = new Map();  // one request per URL, however many charts draw from it
   function fetchJson(url) {
@@ -103,5 +121,5 @@
     return body;
   }
 
-  window.OpenCrabCharts = { colours, axis, mount, load, showEmpty };
+  window.OpenCrabCharts = { colours, axis, axisMoney, base, mount, load, showEmpty, onTheme };
 })();

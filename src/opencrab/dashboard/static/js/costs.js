@@ -4,14 +4,15 @@
  * The filter is the form #costs-filter (its GET submit works without this script);
  * here a change applies at once: the URL is replaced, the totals are read again from
  * /totals and /cache, every chart is fetched and redrawn. Each drawn chart gets
- * data-state="drawn" and data-points (its number of data points). Chart colours come
- * from the CSS custom properties (css/costs.css), read again when the theme changes.
+ * data-state="drawn" and data-points (its number of data points). Colours, the shared
+ * options and the axis style come from OpenCrabCharts (js/charts.js), read again when
+ * the theme changes.
  */
 (function () {
   "use strict";
   const API = "/api/analytics/llm/";
   const form = document.getElementById("costs-filter");
-  if (!form || !window.echarts) return;
+  if (!form || !window.echarts || !window.OpenCrabCharts) return;
   const bucketSel = document.getElementById("c-bucket");
   const stackSel = document.getElementById("c-stack");
   const charts = {};
@@ -19,19 +20,8 @@
   let generation = 0;
   let animate = true;
 
-  function css(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
-
-  function theme() {
-    const palette = [];
-    for (let i = 1; i <= 8; i++) palette.push(css("--chart-" + i));
-    return {
-      palette: palette, text: css("--text"), muted: css("--muted"), border: css("--border"),
-      surface: css("--surface"), low: css("--heat-low"), high: css("--heat-high"),
-      font: getComputedStyle(document.body).fontFamily,
-    };
-  }
+  const shared = window.OpenCrabCharts;  // js/charts.js: the shared palette and styles
+  const theme = shared.colours;
 
   function params() {
     const out = new URLSearchParams();
@@ -56,23 +46,14 @@
   }
 
   function base(t) {
-    return {
-      animation: animate,
-      color: t.palette,
-      textStyle: { color: t.text, fontFamily: t.font },
-      tooltip: { trigger: "axis", backgroundColor: t.surface, borderColor: t.border, textStyle: { color: t.text } },
-      legend: { type: "scroll", top: 0, textStyle: { color: t.text }, pageTextStyle: { color: t.muted } },
-      grid: { left: 8, right: 16, top: 36, bottom: 8, containLabel: true },
-    };
+    const o = shared.base(t);
+    o.animation = animate;
+    o.tooltip.trigger = "axis";
+    o.grid = { left: 8, right: 16, top: 36, bottom: 8, containLabel: true };
+    return o;
   }
 
-  function axis(t, extra) {
-    return Object.assign({
-      axisLine: { lineStyle: { color: t.border } },
-      axisLabel: { color: t.muted },
-      splitLine: { lineStyle: { color: t.border, opacity: 0.6 } },
-    }, extra || {});
-  }
+  const axis = shared.axis;
 
   function draw(id, option, points) {
     const c = chart(id);
@@ -97,7 +78,7 @@
       const o = base(t);
       o.tooltip.valueFormatter = money;
       o.xAxis = axis(t, { type: "category", data: buckets });
-      o.yAxis = axis(t, { type: "value", axisLabel: { color: t.muted, formatter: money } });
+      o.yAxis = axis(t, { type: "value", axisLabel: { color: t.muted, formatter: shared.axisMoney } });
       o.series = series;
       draw("chart-cost", o, data.points.length);
     },
@@ -133,7 +114,7 @@
       o.xAxis = axis(t, { type: "category", data: tasks, splitArea: { show: false } });
       o.yAxis = axis(t, { type: "category", data: models });
       o.visualMap = { min: 0, max: high || 1, calculable: true, orient: "horizontal", left: "center", bottom: 0,
-        inRange: { color: [t.low, t.high] }, textStyle: { color: t.muted }, formatter: money, dimension: 2 };
+        inRange: { color: [t.low, t.high] }, textStyle: { color: t.muted }, formatter: shared.axisMoney, dimension: 2 };
       o.series = [{ type: "heatmap", data: values,
         label: { show: true, color: t.text, backgroundColor: t.surface, padding: [1, 4], borderRadius: 3,
           formatter: (p) => (p.value[3] === null ? "–" : p.value[3].toFixed(2)) },
@@ -145,7 +126,9 @@
       o.tooltip.valueFormatter = (v) => (v === null || v === undefined ? "–" : count(v) + " ms");
       o.xAxis = axis(t, { type: "category", data: data.models.map((m) => m.model), axisLabel: { color: t.muted, interval: 0, rotate: 15 } });
       o.yAxis = axis(t, { type: "value", axisLabel: { color: t.muted, formatter: "{value} ms" } });
-      o.grid.top = 48;
+      o.legend.type = "plain";  // six series: two lines in a narrow panel rather than pages
+      o.grid.top = 60;
+      o.grid.left = 32;  // room for the first rotated model name
       const keys = [["latencyP50", "latency p50"], ["latencyP90", "latency p90"], ["latencyP99", "latency p99"],
         ["ttftP50", "TTFT p50"], ["ttftP90", "TTFT p90"], ["ttftP99", "TTFT p99"]];
       o.series = keys.map(([key, name]) => ({ name: name, type: "bar", data: data.models.map((m) => m[key]) }));
@@ -156,16 +139,17 @@
       o.tooltip.valueFormatter = (v) => v.toFixed(1) + "%";
       o.xAxis = axis(t, { type: "category", data: data.providers.map((p) => p.provider) });
       o.yAxis = axis(t, { type: "value", axisLabel: { color: t.muted, formatter: "{value}%" } });
-      o.series = [{ name: "error rate", type: "bar", itemStyle: { color: css("--danger") },
+      o.series = [{ name: "error rate", type: "bar", itemStyle: { color: t.danger },
         data: data.providers.map((p) => Number((p.errorRate * 100).toFixed(2))) }];
       draw("chart-errors", o, data.providers.length);
     },
     cache(t, data) {
       const o = base(t);
       const names = data.models.map((m) => m.model);
+      o.grid.left = 32;  // room for the first rotated model name
       o.xAxis = axis(t, { type: "category", data: names, axisLabel: { color: t.muted, interval: 0, rotate: 15 } });
       o.yAxis = [axis(t, { type: "value", max: 100, axisLabel: { color: t.muted, formatter: "{value}%" } }),
-        axis(t, { type: "value", splitLine: { show: false }, axisLabel: { color: t.muted, formatter: money } })];
+        axis(t, { type: "value", splitLine: { show: false }, axisLabel: { color: t.muted, formatter: shared.axisMoney } })];
       o.series = [{ name: "cached share of input", type: "bar", tooltip: { valueFormatter: (v) => v.toFixed(1) + "%" },
         data: data.models.map((m) => Number((m.cachedShare * 100).toFixed(2))) },
       { name: "saved", type: "line", yAxisIndex: 1, tooltip: { valueFormatter: money },
@@ -288,8 +272,7 @@
   bucketSel.addEventListener("change", () => { exportLinks(); load(["cost", "quality"]); });
   stackSel.addEventListener("change", () => { exportLinks(); load(["cost"]); });
 
-  new MutationObserver(repaint).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
-  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", repaint);
+  shared.onTheme(repaint);
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
 
   refresh();

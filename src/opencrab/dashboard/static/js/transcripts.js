@@ -4,7 +4,7 @@
  *   GET /api/imports/jobs/{id} (every POLL_MS) and shows files done of the total,
  *   messages, problems and cost until the job is done or failed.
  * - Cost chart: [data-cost-chart] draws GET /api/imports/costs (cost per day, stacked by
- *   model) with ECharts (vendored); the table beside it has the same figures.
+ *   model) through OpenCrabCharts (js/charts.js); the table beside it has the same figures.
  * - JSON: <code data-highlight-json> is highlighted with highlight.js (vendored); the
  *   a11y light or dark theme follows the page's theme.
  */
@@ -88,15 +88,13 @@
     });
   }
 
-  /* ---- the cost chart ---- */
+  /* ---- the cost chart (js/charts.js: the shared palette, redrawn on a theme change) ---- */
   const chartBox = document.querySelector("[data-cost-chart]");
   async function drawCosts() {
-    if (!chartBox || !window.echarts) return;
+    if (!chartBox || !window.OpenCrabCharts) return;
     const rows = await OpenCrab.api("GET", chartBox.dataset.url);
     const days = [...new Set(rows.map((r) => r.day))].sort();
     const models = [...new Set(rows.map((r) => r.model))].sort();
-    const css = getComputedStyle(document.documentElement);
-    const color = (name) => css.getPropertyValue(name).trim();
     const series = models.map((model) => ({
       name: model,
       type: "bar",
@@ -106,24 +104,15 @@
         return found ? Number(found.costUsd.toFixed(4)) : 0;
       }),
     }));
-    const chart = window.echarts.getInstanceByDom(chartBox) || window.echarts.init(chartBox, null, { renderer: "svg" });
-    chart.setOption({
-      animation: false,
-      textStyle: { color: color("--text") },
-      tooltip: { trigger: "axis", valueFormatter: (v) => OpenCrab.money(v) },
-      legend: { top: 0, textStyle: { color: color("--text") } },
-      grid: { left: 56, right: 12, top: 36, bottom: 28 },
-      xAxis: { type: "category", data: days, axisLabel: { color: color("--muted") } },
-      yAxis: { type: "value", axisLabel: { color: color("--muted"), formatter: (v) => "$" + v }, splitLine: { lineStyle: { color: color("--border") } } },
+    const charts = window.OpenCrabCharts;
+    const drawn = charts.mount(chartBox, (c) => (series.length ? {
+      tooltip: Object.assign(charts.base(c).tooltip, { trigger: "axis", valueFormatter: (v) => OpenCrab.money(v) }),
+      grid: { left: 8, right: 12, top: 48, bottom: 8, containLabel: true },
+      xAxis: charts.axis(c, { type: "category", data: days }),
+      yAxis: charts.axis(c, { type: "value", axisLabel: { color: c.muted, fontFamily: c.font, formatter: charts.axisMoney } }),
       series: series,
-    }, true);
-    chartBox.dataset.drawn = String(series.length);
+    } : null), { renderer: "svg" });
+    if (drawn) chartBox.dataset.drawn = String(series.length);
   }
-  if (chartBox) {
-    drawCosts().catch((err) => OpenCrab.toast(err.message, true));
-    const redraw = () => drawCosts().catch(() => {});  // the axis colours follow the theme
-    new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
-    darkQuery.addEventListener("change", redraw);
-    window.addEventListener("resize", () => { const c = window.echarts && window.echarts.getInstanceByDom(chartBox); if (c) c.resize(); });
-  }
+  if (chartBox) drawCosts().catch((err) => OpenCrab.toast(err.message, true));
 })();
