@@ -6,11 +6,11 @@ pane, and their transcripts are imported so their tokens appear in llm_usage_met
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,18 +24,19 @@ from opencrab.agentmode.clis import (
     Launch,
     Observation,
     Profile,
+    ScreenMatch,
     find_executable,
     match_screen,
     observe,
     prepare,
 )
 from opencrab.agentmode.signals import read_signals
+from opencrab.agentmode.tmux import Pane, TmuxServer
 from opencrab.importers.store import Importer
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
 from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, Text, ToolCall
 from tests.fakes.llm_server import FakeLlmServer
-from tests.fakes.tmux_pane import PrivateTmux
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIS_BIN = ROOT / "clis" / "node_modules" / ".bin"
@@ -52,18 +53,20 @@ T = TypeVar("T")
 
 
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[PrivateTmux]:
-    """A private tmux server; afterwards no process started under tmp_path may be left
-    (a CLI's background daemon would outlive its pane), checked and then ended."""
-    server = PrivateTmux()
-    yield server
-    server.kill()
+async def tmux(tmux_server: TmuxServer, tmp_path: Path) -> AsyncIterator[TmuxServer]:
+    """OpenCrab's tmux server on a private socket; afterwards no process started under
+    tmp_path may be left (a CLI's background daemon would outlive its pane)."""
+    yield tmux_server
+    await tmux_server.kill_server()
 
-    def gone() -> bool | None:
+    async def gone() -> bool | None:
         return True if not leftovers(tmp_path) else None
 
+    async def describe() -> str:
+        return str(leftovers(tmp_path))
+
     try:
-        wait_for(gone, "exit of every process the test started", lambda: str(leftovers(tmp_path)))
+        await wait_for(gone, "exit of every process the test started", describe)
     finally:
         for pid in leftovers(tmp_path):
             os.kill(pid, signal.SIGKILL)
@@ -96,15 +99,18 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-def wait_for(probe: Callable[[], T | None], what: str, describe: Callable[[], str]) -> T:
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]], what: str, describe: Callable[[], Awaitable[str]]
+) -> T:
     """Poll `probe` until it returns something; fail naming `what` and the screen."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        found = probe()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while loop.time() < deadline:
+        found = await probe()
         if found is not None:
             return found
-        time.sleep(0.2)
-    pytest.fail(f"no {what} within {WAIT:.0f} s; the pane shows:\n{describe()}")
+        await asyncio.sleep(0.2)
+    pytest.fail(f"no {what} within {WAIT:.0f} s; the pane shows:\n{await describe()}")
 
 
 def launch(
@@ -128,44 +134,90 @@ def launch(
     )
 
 
-def status(tmux: PrivateTmux, pane: str, run: Launch) -> Observation:
+def screen(tmux: TmuxServer, pane: Pane) -> Callable[[], Awaitable[str]]:
+    """What the pane shows, for failure messages."""
+    return lambda: tmux.capture(pane.pane_id)
+
+
+async def status(tmux: TmuxServer, pane: Pane, run: Launch) -> Observation:
     found, _ = read_signals(run.signal_dir)
-    return observe(found, tmux.dead_status(pane), prompt=run.prompt)
+    state = await tmux.pane_state(pane.pane_id)
+    exit_status = (
+        (state.exit_status if state.exit_signal is None else 128 + state.exit_signal)
+        if state.dead
+        else None
+    )
+    return observe(found, exit_status, prompt=run.prompt)
 
 
-def until(tmux: PrivateTmux, pane: str, run: Launch, wanted: str) -> Observation:
-    def probe() -> Observation | None:
-        now = status(tmux, pane, run)
+async def until(tmux: TmuxServer, pane: Pane, run: Launch, wanted: str) -> Observation:
+    async def probe() -> Observation | None:
+        now = await status(tmux, pane, run)
         if now.status == "Error":
-            pytest.fail(f"the sub-agent failed: {now}\n{tmux.capture(pane)}")
+            pytest.fail(f"the sub-agent failed: {now}\n{await tmux.capture(pane.pane_id)}")
         return now if now.status == wanted else None
 
-    return wait_for(probe, wanted, lambda: tmux.capture(pane))
+    return await wait_for(probe, wanted, screen(tmux, pane))
 
 
-def the_cli_runs_in_the_pane(tmux: PrivateTmux, pane: str, executable: str) -> None:
+async def the_cli_runs_in_the_pane(tmux: TmuxServer, pane: Pane, executable: str) -> None:
     """The pane's pid is the CLI itself (started without a shell), not a shell around it."""
-    cmdline = Path(f"/proc/{tmux.field(pane, 'pane_pid')}/cmdline")
+    cmdline = Path(f"/proc/{pane.pid}/cmdline")
 
-    def program() -> str | None:  # tmux's forked child until it has exec'd the command
+    async def program() -> str | None:  # the launcher's forked child until it has exec'd
         name = Path(cmdline.read_bytes().split(b"\0")[0].decode()).name
-        return None if name == "tmux" else name
+        return None if name.startswith("python") else name
 
-    name = wait_for(program, "exec of the CLI", lambda: tmux.capture(pane))
+    name = await wait_for(program, "exec of the CLI", screen(tmux, pane))
     assert name in {Path(executable).name, "node"}  # node: codex.js on Node < 22 (no execve)
 
 
-def settled(run: Launch, last_message: str, tmux: PrivateTmux, pane: str) -> None:
+async def settled(run: Launch, last_message: str, tmux: TmuxServer, pane: Pane) -> None:
     """Wait until the CLI's transcript holds its last message (a hook may fire before
     the CLI has written its final transcript lines)."""
     assert run.transcripts is not None
     folder = run.transcripts
 
-    def holds() -> bool | None:
+    async def holds() -> bool | None:
         files = folder.rglob("*.jsonl") if folder.is_dir() else []
         return True if any(last_message in f.read_text(errors="replace") for f in files) else None
 
-    wait_for(holds, f"transcript holding {last_message!r}", lambda: tmux.capture(pane))
+    await wait_for(holds, f"transcript holding {last_message!r}", screen(tmux, pane))
+
+
+async def press_enter_until_answered(tmux: TmuxServer, pane: Pane, question: str) -> None:
+    """Choose a prompt's highlighted answer. A TUI that has drawn its prompt may not read
+    keys yet (Codex drops a key that comes right after the prompt is drawn), so Enter is
+    pressed again while the question stays on the screen; with the prompt gone, an extra
+    Enter meets an empty input box and does nothing."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while question in await tmux.capture(pane.pane_id):
+        if loop.time() > deadline:
+            pytest.fail(
+                f"the answer to {question!r} never arrived:\n{await tmux.capture(pane.pane_id)}"
+            )
+        await tmux.run("send-keys", "-t", pane.pane_id, "Enter")
+        for _ in range(25):  # up to ~5 s for the screen to move on before pressing again
+            await asyncio.sleep(0.2)
+            if question not in await tmux.capture(pane.pane_id):
+                return
+
+
+async def imported(
+    db: Database, kind: str, run: Launch, count: int, tmux: TmuxServer, pane: Pane
+) -> list[sa.Row[tuple[str, str, int, int]]]:
+    """Import the CLI's transcripts (incrementally) until `count` usage rows exist: the
+    last message can reach the transcript before the turn's token counts do."""
+    assert run.transcripts is not None
+    folder = run.transcripts
+
+    async def rows() -> list[sa.Row[tuple[str, str, int, int]]] | None:
+        await asyncio.to_thread(Importer(db, kind).run, [folder])
+        found = usage_rows(db)
+        return found if len(found) >= count else None
+
+    return await wait_for(rows, f"{count} usage rows imported", screen(tmux, pane))
 
 
 def usage_rows(db: Database) -> list[sa.Row[tuple[str, str, int, int]]]:
@@ -175,8 +227,8 @@ def usage_rows(db: Database) -> list[sa.Row[tuple[str, str, int, int]]]:
         return list(conn.execute(query))
 
 
-def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
-    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+async def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
+    tmux: TmuxServer, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
 ) -> None:
     target = repo / "hello.txt"
     model = ScriptedModel(
@@ -187,10 +239,10 @@ def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
     ).serve_anthropic(fake_llm_server)
     endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789", "claude-sonnet-4-5")
     run = launch(CLAUDE_CODE, tmp_path, repo, endpoint)
-    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
-    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+    pane = await tmux.open_pane(run.argv, env=run.env, cwd=run.cwd)
+    await the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
 
-    done = until(tmux, pane, run, "Completed")
+    done = await until(tmux, pane, run, "Completed")
 
     assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
     assert target.read_text() == "hello from claude\n"
@@ -200,11 +252,8 @@ def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
     assert done.transcript is not None
     assert Path(done.transcript).is_relative_to(run.home)
 
-    settled(run, "Wrote hello.txt.", tmux, pane)
-    assert run.transcripts is not None
-    summary = Importer(db, "claude").run([run.transcripts])
-    assert summary.as_json()["files"] >= 1
-    rows = usage_rows(db)
+    await settled(run, "Wrote hello.txt.", tmux, pane)
+    rows = await imported(db, "claude", run, 2, tmux, pane)
     assert [(r.input_tokens, r.output_tokens) for r in rows] == [
         (INPUT_TOKENS, OUTPUT_TOKENS),
         (INPUT_TOKENS, OUTPUT_TOKENS),
@@ -212,8 +261,8 @@ def test_claude_code_edits_a_file_and_its_stop_hook_reports_completion(
     assert {r.model for r in rows} == {"claude-sonnet-4-5"}
 
 
-def test_codex_edits_a_file_and_its_notify_reports_completion(
-    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
+async def test_codex_edits_a_file_and_its_notify_reports_completion(
+    tmux: TmuxServer, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer, db: Database
 ) -> None:
     model = ScriptedModel(
         [
@@ -223,10 +272,10 @@ def test_codex_edits_a_file_and_its_notify_reports_completion(
     ).serve_responses(fake_llm_server)
     endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
     run = launch(CODEX, tmp_path, repo, endpoint)
-    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
-    the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
+    pane = await tmux.open_pane(run.argv, env=run.env, cwd=run.cwd)
+    await the_cli_runs_in_the_pane(tmux, pane, run.argv[0])
 
-    done = until(tmux, pane, run, "Completed")
+    done = await until(tmux, pane, run, "Completed")
 
     assert (done.source, done.summary) == ("Hook", "Wrote hello.txt.")
     assert (repo / "hello.txt").read_text() == "hello from codex\n"
@@ -234,17 +283,15 @@ def test_codex_edits_a_file_and_its_notify_reports_completion(
     auth = {r.headers.get("authorization") for r in model.requests}
     assert auth == {f"Bearer {endpoint.api_key}"}
 
-    settled(run, "Wrote hello.txt.", tmux, pane)
-    assert run.transcripts is not None
-    Importer(db, "codex").run([run.transcripts])
-    rows = usage_rows(db)
+    await settled(run, "Wrote hello.txt.", tmux, pane)
+    rows = await imported(db, "codex", run, 2, tmux, pane)
     assert len(rows) == 2
     assert {(r.input_tokens, r.output_tokens) for r in rows} == {(INPUT_TOKENS, OUTPUT_TOKENS)}
     assert {r.model for r in rows} == {"gpt-5-codex"}
 
 
-def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answered(
-    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+async def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answered(
+    tmux: TmuxServer, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
 ) -> None:
     target = repo / "hello.txt"
     ScriptedModel(
@@ -255,28 +302,28 @@ def test_a_claude_code_permission_prompt_is_surfaced_with_its_question_and_answe
     ).serve_anthropic(fake_llm_server)
     endpoint = Endpoint(fake_llm_server.url, "sk-ant-opencrab-test-0123456789")
     run = launch(CLAUDE_CODE, tmp_path, repo, endpoint, full_auto=False)
-    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    pane = await tmux.open_pane(run.argv, env=run.env, cwd=run.cwd)
 
-    waiting = until(tmux, pane, run, "WaitingInput")
+    waiting = await until(tmux, pane, run, "WaitingInput")
 
     assert waiting.question == "Claude needs your permission"
     assert not target.exists()  # nothing written before the answer
-    asked = wait_for(
-        lambda: match_screen(CLAUDE_CODE, tmux.capture(pane), PROMPT),
-        "permission question on the screen",
-        lambda: tmux.capture(pane),
-    )
+
+    async def on_screen() -> ScreenMatch | None:
+        return match_screen(CLAUDE_CODE, await tmux.capture(pane.pane_id), PROMPT)
+
+    asked = await wait_for(on_screen, "permission question on the screen", screen(tmux, pane))
     assert asked.question == "Do you want to create hello.txt?"
 
-    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes
-    done = until(tmux, pane, run, "Completed")
+    await press_enter_until_answered(tmux, pane, asked.question)  # the highlighted 1. Yes
+    done = await until(tmux, pane, run, "Completed")
 
     assert done.summary == "Wrote it after approval."
     assert target.read_text() == "approved\n"
 
 
-def test_a_codex_approval_prompt_is_found_on_the_screen_and_answered(
-    tmux: PrivateTmux, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
+async def test_a_codex_approval_prompt_is_found_on_the_screen_and_answered(
+    tmux: TmuxServer, tmp_path: Path, repo: Path, fake_llm_server: FakeLlmServer
 ) -> None:
     escalate = {
         "cmd": "printf 'approved\\n' > hello.txt",
@@ -288,24 +335,24 @@ def test_a_codex_approval_prompt_is_found_on_the_screen_and_answered(
     ).serve_responses(fake_llm_server)
     endpoint = Endpoint(f"{fake_llm_server.url}/v1", "sk-opencrab-codex-test", "gpt-5-codex")
     run = launch(CODEX, tmp_path, repo, endpoint, full_auto=False)
-    pane = tmux.start(run.argv, env=run.env, cwd=run.cwd)
+    pane = await tmux.open_pane(run.argv, env=run.env, cwd=run.cwd)
 
-    def asking() -> Observation | None:  # Codex's notify has no approval event: the screen
+    async def asking() -> Observation | None:  # Codex's notify has no approval event: the screen
         found, _ = read_signals(run.signal_dir)
-        now = observe(
-            found, tmux.dead_status(pane), screen=tmux.capture(pane), profile=CODEX, prompt=PROMPT
-        )
+        text = await tmux.capture(pane.pane_id)
+        now = observe(found, None, screen=text, profile=CODEX, prompt=PROMPT)
         return now if now.status == "WaitingInput" else None
 
-    waiting = wait_for(asking, "approval prompt", lambda: tmux.capture(pane))
+    waiting = await wait_for(asking, "approval prompt", screen(tmux, pane))
 
     assert (waiting.source, waiting.question) == (
         "OutputPattern",
         "Would you like to run the following command?",
     )
     assert not (repo / "hello.txt").exists()
-    tmux.send_keys(pane, "Enter")  # the highlighted choice: 1. Yes, proceed
-    done = until(tmux, pane, run, "Completed")
+    assert waiting.question is not None
+    await press_enter_until_answered(tmux, pane, waiting.question)  # 1. Yes, proceed
+    done = await until(tmux, pane, run, "Completed")
 
     assert done.summary == "Wrote it after approval."
     assert (repo / "hello.txt").read_text() == "approved\n"
