@@ -274,8 +274,8 @@ def _exceeded(name: str, row: AlertRow) -> str:
     field_ = {
         (True, "daily"): "[budgets] fleet_daily_usd",
         (True, "monthly"): "[budgets] fleet_monthly_usd",
-        (False, "daily"): "llm.dailyBudgetUsd",
-        (False, "monthly"): "llm.monthlyBudgetUsd",
+        (False, "daily"): "llm.daily_budget_usd",
+        (False, "monthly"): "llm.monthly_budget_usd",
     }[(row.scope == FLEET, row.cap)]
     until = "00:00 UTC" if row.cap == "daily" else "the first of next month (UTC)"
     return (
