@@ -185,3 +185,27 @@ def test_the_totals_read_without_javascript(
         )
     finally:
         context.close()
+
+
+def test_the_rated_calls_bars_use_the_chart_palette_in_both_themes(
+    page: Watched, fleet: tuple[Database, dict[str, str]]
+) -> None:
+    p = page.page
+    p.goto("/costs")
+    wait_drawn(p)
+    read = """el => {
+        const s = echarts.getInstanceByDom(el).getOption().series.find(s => s.name === "rated calls");
+        const css = getComputedStyle(document.documentElement).getPropertyValue("--chart-8").trim();
+        return [s.itemStyle.color, s.itemStyle.opacity === undefined ? 1 : s.itemStyle.opacity, css];
+    }"""
+    quality = p.locator("#chart-quality")
+    for theme in ("light", "dark"):
+        p.evaluate("t => { document.documentElement.dataset.theme = t; }", theme)
+        p.wait_for_function(
+            """() => { const el = document.getElementById("chart-quality");
+                       const s = echarts.getInstanceByDom(el).getOption().series[1];
+                       return s.itemStyle.color === getComputedStyle(document.documentElement)
+                         .getPropertyValue("--chart-8").trim(); }"""
+        )
+        colour, opacity, palette = quality.evaluate(read)
+        assert (colour, opacity) == (palette, 1), theme
