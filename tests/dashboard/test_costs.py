@@ -194,9 +194,12 @@ def test_the_rated_calls_bars_use_the_chart_palette_in_both_themes(
     p.goto("/costs")
     wait_drawn(p)
     read = """el => {
-        const s = echarts.getInstanceByDom(el).getOption().series.find(s => s.name === "rated calls");
-        const css = getComputedStyle(document.documentElement).getPropertyValue("--chart-8").trim();
-        return [s.itemStyle.color, s.itemStyle.opacity === undefined ? 1 : s.itemStyle.opacity, css];
+        const option = echarts.getInstanceByDom(el).getOption();
+        const s = option.series.find(s => s.name === "rated calls");
+        const root = getComputedStyle(document.documentElement);
+        const css = root.getPropertyValue("--chart-8").trim();
+        const opacity = s.itemStyle.opacity;
+        return [s.itemStyle.color, opacity === undefined ? 1 : opacity, css];
     }"""
     quality = p.locator("#chart-quality")
     for theme in ("light", "dark"):

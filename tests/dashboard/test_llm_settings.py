@@ -171,10 +171,17 @@ def test_long_variable_badges_wrap_between_the_names_parts(page: Watched) -> Non
     expect(badge).to_have_text(f"environment {name}")
     lines_of_parts = badge.evaluate(
         """(el, parts) => {
-             const text = el.textContent, nodes = [], walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+             const text = el.textContent, nodes = [];
+             const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
              let at = 0;
-             while (walker.nextNode()) { nodes.push([walker.currentNode, at]); at += walker.currentNode.length; }
-             const point = (i) => { const [n, s] = nodes.filter(([, s]) => s <= i).pop(); return [n, i - s]; };
+             while (walker.nextNode()) {
+               nodes.push([walker.currentNode, at]);
+               at += walker.currentNode.length;
+             }
+             const point = (i) => {
+               const [n, s] = nodes.filter(([, s]) => s <= i).pop();
+               return [n, i - s];
+             };
              return parts.map((part) => {
                const start = text.indexOf(part), range = document.createRange();
                range.setStart(...point(start)); range.setEnd(...point(start + part.length));
@@ -184,5 +191,6 @@ def test_long_variable_badges_wrap_between_the_names_parts(page: Watched) -> Non
         name.split("__"),
     )
     box = badge.bounding_box()
-    assert box is not None and box["height"] > 30  # it does wrap in the card ...
+    assert box is not None
+    assert box["height"] > 30  # it does wrap in the card ...
     assert lines_of_parts == [1, 1, 1, 1]  # ... but never inside a part of the name

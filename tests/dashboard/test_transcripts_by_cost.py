@@ -47,7 +47,10 @@ def imported(served: ServedOpenCrab, tmp_path_factory: pytest.TempPathFactory) -
 
 def shown_ids(p: Page) -> list[str]:
     links = p.locator("table.transcripts-table tbody tr td.title-cell a")
-    return [str(href).rsplit("/", 1)[1] for href in links.evaluate_all("as => as.map(a => a.getAttribute('href'))")]
+    return [
+        str(href).rsplit("/", 1)[1]
+        for href in links.evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    ]
 
 
 def test_sessions_browsed_by_cost_both_ways_and_from_a_minimum(
@@ -56,7 +59,8 @@ def test_sessions_browsed_by_cost_both_ways_and_from_a_minimum(
     newest = api.get("/api/imports/sessions").json()
     high = api.get("/api/imports/sessions", params={"sort": "cost_desc"}).json()
     costs = sorted({s["costUsd"] for s in newest})
-    assert len(newest) == 7 and len(costs) >= 3
+    assert len(newest) == 7
+    assert len(costs) >= 3
     assert [s["id"] for s in high] != [s["id"] for s in newest]
 
     p = page.page
@@ -69,7 +73,9 @@ def test_sessions_browsed_by_cost_both_ways_and_from_a_minimum(
     expect(p.get_by_label("Order")).to_have_value("cost_desc")
     assert shown_ids(p) == [s["id"] for s in high]
     cells = p.locator("table.transcripts-table tbody tr td.num:nth-child(6)")
-    expect(cells.first).to_have_text(f"${high[0]['costUsd']:.4f}" if high[0]["costUsd"] < 1 else f"${high[0]['costUsd']:,.2f}")
+    expect(cells.first).to_have_text(
+        f"${high[0]['costUsd']:.4f}" if high[0]["costUsd"] < 1 else f"${high[0]['costUsd']:,.2f}"
+    )
     p.goto("/transcripts?sort=cost_desc&q=東京の天気")  # a Japanese hit above the list
     expect(p.get_by_role("list", name="Messages found")).to_contain_text("東京の天気")
     assert shown_ids(p) == [s["id"] for s in high]
@@ -86,4 +92,5 @@ def test_sessions_browsed_by_cost_both_ways_and_from_a_minimum(
 
     page.allow("/transcripts?")  # the 400 a bad minimum provokes on purpose
     response = p.goto("/transcripts?minCost=-1")
-    assert response is not None and response.status == 400
+    assert response is not None
+    assert response.status == 400

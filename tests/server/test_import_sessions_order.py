@@ -42,7 +42,8 @@ def listed(api: TestClient, **params: Any) -> list[dict[str, Any]]:
 def test_sessions_sorted_by_cost_and_filtered_by_a_minimum(api: TestClient) -> None:
     newest = listed(api)
     costs = sorted({s["costUsd"] for s in newest})
-    assert len(newest) == 7 and len(costs) >= 3  # distinct costs, so the order shows
+    assert len(newest) == 7
+    assert len(costs) >= 3  # distinct costs, so the order shows
     high = listed(api, sort="cost_desc")
     low = listed(api, sort="cost_asc")
     assert [s["costUsd"] for s in high] == sorted((s["costUsd"] for s in newest), reverse=True)
@@ -63,9 +64,13 @@ def test_sessions_sorted_by_cost_and_filtered_by_a_minimum(api: TestClient) -> N
 
 
 def test_a_bad_order_or_minimum_is_refused_by_name(api: TestClient) -> None:
-    message = error_of(api.get("/api/imports/sessions", params={"sort": "price"}), 400, "validation_error")
+    message = error_of(
+        api.get("/api/imports/sessions", params={"sort": "price"}), 400, "validation_error"
+    )
     assert "sort" in message
-    message = error_of(api.get("/api/imports/sessions", params={"minCost": "-1"}), 400, "validation_error")
+    message = error_of(
+        api.get("/api/imports/sessions", params={"minCost": "-1"}), 400, "validation_error"
+    )
     assert "minCost" in message
 
 

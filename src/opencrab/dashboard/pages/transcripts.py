@@ -74,9 +74,7 @@ async def transcripts_page(
     return render(request, "transcripts.html", title="Transcripts", **view)
 
 
-def _listing(
-    db: Database, filters: dict[str, str], sort: str, q: str, page: int
-) -> dict[str, Any]:
+def _listing(db: Database, filters: dict[str, str], sort: str, q: str, page: int) -> dict[str, Any]:
     day = filters["day"] if re.fullmatch(DAY_PATTERN, filters["day"]) else None
     rows, total = import_sessions_page(
         db,

@@ -148,11 +148,15 @@ def list_import_sessions(
     model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     min_cost: Annotated[
         float | None,
-        Query(alias="minCost", ge=0, le=1e9, description="Only sessions costing at least this (USD)."),
+        Query(
+            alias="minCost", ge=0, le=1e9, description="Only sessions costing at least this (USD)."
+        ),
     ] = None,
     sort: Annotated[
         SessionOrder,
-        Query(description="newest first (the default), or by cost: cost_desc (high to low), cost_asc."),
+        Query(
+            description="newest first (the default), or by cost: cost_desc (high to low), cost_asc."
+        ),
     ] = "newest",
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
     offset: Offset = 0,

@@ -162,11 +162,7 @@ def page(
         sa.select(sa.func.count()).select_from(import_sessions).where(*where)
     ).scalar_one()
     rows = conn.execute(
-        sa.select(*_SESSION)
-        .where(*where)
-        .order_by(*_order(sort))
-        .limit(limit)
-        .offset(offset)
+        sa.select(*_SESSION).where(*where).order_by(*_order(sort)).limit(limit).offset(offset)
     )
     return [ImportSession(*row) for row in rows], int(total)
 
