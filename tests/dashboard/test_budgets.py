@@ -4,13 +4,23 @@ real `opencrab up`: caps set in the page are read back over REST; a chat that cr
 
 from __future__ import annotations
 
+import re
+import uuid
+from datetime import UTC, datetime
+
 import httpx
+import pytest
 from playwright.sync_api import expect
 
+from opencrab.config import load_settings
+from opencrab.store import Database
+from opencrab.store.repositories import metrics as metrics_repo
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.dashboard.test_home import BIG_USAGE, QUIET, chat_once
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.metrics_rows import usage_rows
+from tests.fakes.served import ServedOpenCrab
 from tests.llm.providers.test_openai import completion
 
 
@@ -72,3 +82,69 @@ def test_caps_set_in_the_page_apply_and_an_alert_appears_at_80_percent(
     banner = p.locator(".budget-alerts")
     expect(banner).to_contain_text("ハナコ reached 80% of its daily cap")
     shoot(p, "home-budget-alert")
+
+
+def test_the_idle_cost_meter_and_a_seeded_agents_llm_tab(
+    page: Watched, api: httpx.Client, served: ServedOpenCrab
+) -> None:
+    idle = make_agent(api, "待機中のユキ", language="ja", heartbeat=QUIET)
+    busy = make_agent(api, "心拍のケンジ", language="ja", heartbeat=QUIET)
+    config = {
+        "defaultProvider": "anthropic",
+        "defaultModel": "claude-sonnet-4.5",
+        "models": {"thinking": {"provider": "openai", "model": "gpt-5.2"}},
+        "allowSelfSelection": True,
+        "selectableModels": ["fast", "cheap"],
+        "dailyBudgetUsd": 1.25,
+    }
+    saved = api.put(f"/api/agents/{busy['id']}/llm/config", json=config)
+    assert saved.status_code == 200, saved.text
+    now = datetime.now(UTC)
+    model = usage_rows([busy["id"]], days=1, per_day=1)[0]._replace(status="ok", error=None)
+    beats = [  # two heartbeat turns and one chat: only the heartbeats are idle cost
+        model._replace(
+            id=str(uuid.uuid4()),
+            timestamp=now,
+            created_at=now,
+            task_type="heartbeat",
+            estimated_cost_usd=cost,
+        )
+        for cost in (0.0125, 0.03)
+    ]
+    chat = model._replace(
+        id=str(uuid.uuid4()),
+        timestamp=now,
+        created_at=now,
+        task_type="chat",
+        estimated_cost_usd=0.5,
+    )
+    db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
+    try:
+        with db.write() as conn:
+            metrics_repo.insert(conn, [*beats, chat])
+    finally:
+        db.close()
+
+    p = page.page
+    p.goto("/budgets")
+    expect(p.locator(f'tr[data-agent="{idle["name"]}"] [data-idle-cost]')).to_have_text("$0 / $0")
+    expect(p.locator(f'tr[data-agent="{busy["name"]}"] [data-idle-cost]')).to_have_text(
+        "$0.0425 / $0.0425"
+    )
+    expect(p.locator(f'tr[data-agent="{busy["name"]}"] td').nth(0)).to_have_text("$0.5425")
+    listed = {a["name"]: a for a in api.get("/api/budgets").json()["agents"]}
+    assert listed[busy["name"]]["heartbeatTodayUsd"] == pytest.approx(0.0425)
+    assert listed[idle["name"]]["heartbeatTodayUsd"] == 0
+    shoot(p, "budgets-idle-cost")
+
+    p.goto(f"/agents/{busy['name']}/llm")
+    expect(p.get_by_role("heading", name="LLM configuration")).to_be_visible()
+    expect(p.get_by_label("Provider", exact=True)).to_have_value("anthropic")
+    expect(p.get_by_label("Model", exact=True)).to_have_value("claude-sonnet-4.5")
+    expect(p.get_by_label("thinking provider")).to_have_value("openai")
+    expect(p.get_by_label("thinking model")).to_have_value("gpt-5.2")
+    expect(p.get_by_label("conversation model")).to_have_value("")
+    expect(p.get_by_label(re.compile("may switch its model"))).to_be_checked()
+    expect(p.get_by_label(re.compile("Allowed aliases"))).to_have_value("fast, cheap")
+    expect(p.get_by_label(re.compile("Daily budget"))).to_have_value("1.25")
+    shoot(p, "agent-llm-seeded")

@@ -185,3 +185,30 @@ def test_the_totals_read_without_javascript(
         )
     finally:
         context.close()
+
+
+def test_the_rated_calls_bars_use_the_chart_palette_in_both_themes(
+    page: Watched, fleet: tuple[Database, dict[str, str]]
+) -> None:
+    p = page.page
+    p.goto("/costs")
+    wait_drawn(p)
+    read = """el => {
+        const option = echarts.getInstanceByDom(el).getOption();
+        const s = option.series.find(s => s.name === "rated calls");
+        const root = getComputedStyle(document.documentElement);
+        const css = root.getPropertyValue("--chart-8").trim();
+        const opacity = s.itemStyle.opacity;
+        return [s.itemStyle.color, opacity === undefined ? 1 : opacity, css];
+    }"""
+    quality = p.locator("#chart-quality")
+    for theme in ("light", "dark"):
+        p.evaluate("t => { document.documentElement.dataset.theme = t; }", theme)
+        p.wait_for_function(
+            """() => { const el = document.getElementById("chart-quality");
+                       const s = echarts.getInstanceByDom(el).getOption().series[1];
+                       return s.itemStyle.color === getComputedStyle(document.documentElement)
+                         .getPropertyValue("--chart-8").trim(); }"""
+        )
+        colour, opacity, palette = quality.evaluate(read)
+        assert (colour, opacity) == (palette, 1), theme

@@ -12,9 +12,13 @@ import re
 import httpx
 from playwright.sync_api import expect
 
+from opencrab.config import load_settings
+from opencrab.store import Database
+from opencrab.store.repositories import metrics as metrics_repo
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.metrics_rows import usage_rows
 from tests.fakes.served import ServedOpenCrab
 
 KEY = "sk-or-v1-typed-in-the-page-Zq9X"
@@ -116,3 +120,77 @@ def test_an_agents_llm_configuration_is_edited_on_its_tab(page: Watched, api: ht
     assert config["selectableModels"] == ["fast", "cheap"]
     assert config["dailyBudgetUsd"] == 2.5
     shoot(p, "agent-llm")
+
+
+def test_the_monitoring_chart_draws_the_seeded_calls(
+    page: Watched, api: httpx.Client, served: ServedOpenCrab
+) -> None:
+    agent = make_agent(api, "監視役ミナミ", language="ja")
+    rows = usage_rows([agent["id"]], days=3, per_day=12, seed=7)
+    db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
+    try:
+        with db.write() as conn:
+            metrics_repo.insert(conn, rows)
+    finally:
+        db.close()
+    p = page.page
+    p.goto("/settings/llm?period=week")
+    chart = p.locator("#monitoring-chart")
+    expect(chart).to_have_attribute("data-state", "drawn")
+    expect(chart.locator("canvas").first).to_be_visible()
+    usage = api.get("/api/llm/monitoring", params={"period": "week"}).json()["providers"]
+    drawn = chart.evaluate(
+        """el => { const o = echarts.getInstanceByDom(el).getOption();
+                   return { x: o.xAxis[0].data, series: o.series.map(s => [s.name, s.data]) }; }"""
+    )
+    assert drawn["x"] == [u["provider"] for u in usage]
+    assert drawn["series"] == [
+        ["median", [u["p50LatencyMs"] for u in usage]],
+        ["p95", [u["p95LatencyMs"] for u in usage]],
+        ["error rate", [u["errorRate"] for u in usage]],
+    ]
+    seeded = {r.provider for r in rows}
+    assert seeded <= set(drawn["x"])
+    for provider in seeded - {"openai"}:  # only the seed called these
+        mine = [r for r in rows if r.provider == provider]
+        shown = next(u for u in usage if u["provider"] == provider)
+        assert shown["calls"] == len(mine)
+        assert shown["errorRate"] == round(sum(r.status != "ok" for r in mine) / len(mine), 4)
+        assert shown["p95LatencyMs"] is not None
+    expect(p.locator('[data-usage="anthropic"] td').first).to_have_text(
+        str(sum(r.provider == "anthropic" for r in rows))
+    )  # the table is kept
+    shoot(p, "llm-monitoring")
+
+
+def test_long_variable_badges_wrap_between_the_names_parts(page: Watched) -> None:
+    p = page.page
+    p.goto("/settings/llm")
+    badge = p.locator('[data-provider="ollama"] .badge.warn')
+    name = "OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL"
+    expect(badge).to_have_text(f"environment {name}")
+    lines_of_parts = badge.evaluate(
+        """(el, parts) => {
+             const text = el.textContent, nodes = [];
+             const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+             let at = 0;
+             while (walker.nextNode()) {
+               nodes.push([walker.currentNode, at]);
+               at += walker.currentNode.length;
+             }
+             const point = (i) => {
+               const [n, s] = nodes.filter(([, s]) => s <= i).pop();
+               return [n, i - s];
+             };
+             return parts.map((part) => {
+               const start = text.indexOf(part), range = document.createRange();
+               range.setStart(...point(start)); range.setEnd(...point(start + part.length));
+               return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+             });
+           }""",
+        name.split("__"),
+    )
+    box = badge.bounding_box()
+    assert box is not None
+    assert box["height"] > 30  # it does wrap in the card ...
+    assert lines_of_parts == [1, 1, 1, 1]  # ... but never inside a part of the name

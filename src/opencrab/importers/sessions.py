@@ -31,10 +31,12 @@ def import_sessions_page(
     day: str | None = None,
     project: str | None = None,
     model: str | None = None,
+    min_cost: float | None = None,
+    sort: str = "newest",
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[list[ImportSession], int]:
-    """Import sessions, the most recent first, and how many match in all."""
+    """Import sessions in `sort` order (newest, cost_desc, cost_asc), and how many match."""
     with db.read() as conn:
         return imports_repo.page(
             conn,
@@ -43,6 +45,8 @@ def import_sessions_page(
             day=day,
             project=project,
             model=model,
+            min_cost=min_cost,
+            sort=sort,
             limit=limit,
             offset=offset,
         )

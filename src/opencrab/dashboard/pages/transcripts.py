@@ -1,6 +1,7 @@
 """Imported transcripts: the list (`/transcripts`) and one session (`/transcripts/{id}`).
 
-The list's filters (day, project, model) and pages are `GET /api/imports/sessions`'s,
+The list's filters (day, project, model, a minimum cost), its order (newest or by
+cost) and pages are `GET /api/imports/sessions`'s,
 its search box is `GET /api/imports/search`'s and its cost table
 `GET /api/imports/costs`'s, each read through the same service function the route
 calls; `static/js/transcripts.js` draws the cost chart from that endpoint and sends the
@@ -31,7 +32,7 @@ from opencrab.importers.sessions import (
     session_problems,
 )
 from opencrab.offload import run_blocking
-from opencrab.server.api.imports import DAY_PATTERN
+from opencrab.server.api.imports import DAY_PATTERN, SessionOrder
 from opencrab.store import Database
 
 router = APIRouter()
@@ -40,6 +41,13 @@ PAGE_SIZE = 50
 SEARCH_HITS = 50
 MESSAGES_PER_PAGE = 400
 PageNumber = Annotated[int, Query(ge=1, le=1_000_000)]
+COST_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)?$"
+"""A minimum cost in USD as the form sends it (empty: none)."""
+ORDERS = (
+    ("newest", "Newest first"),
+    ("cost_desc", "Cost, high to low"),
+    ("cost_asc", "Cost, low to high"),
+)
 
 
 @router.get("/transcripts", response_class=HTMLResponse)
@@ -49,22 +57,32 @@ async def transcripts_page(
     project: Annotated[str, Query(max_length=4096)] = "",
     model: Annotated[str, Query(max_length=200)] = "",
     q: Annotated[str, Query(max_length=500)] = "",
+    sort: SessionOrder = "newest",
+    min_cost: Annotated[str, Query(alias="minCost", max_length=20, pattern=COST_PATTERN)] = "",
     page: PageNumber = 1,
 ) -> HTMLResponse:
-    """Imported sessions filtered by day, project and model; a search; costs by day."""
+    """Imported sessions filtered by day, project, model and cost, newest or costliest
+    first; a search; costs by day."""
     db: Database = request.app.state.runtime.db
-    filters = {"day": day.strip(), "project": project, "model": model}
-    view = await run_blocking(_listing, db, filters, q.strip(), page)
+    filters = {
+        "day": day.strip(),
+        "project": project,
+        "model": model,
+        "minCost": min_cost,
+    }
+    view = await run_blocking(_listing, db, filters, sort, q.strip(), page)
     return render(request, "transcripts.html", title="Transcripts", **view)
 
 
-def _listing(db: Database, filters: dict[str, str], q: str, page: int) -> dict[str, Any]:
+def _listing(db: Database, filters: dict[str, str], sort: str, q: str, page: int) -> dict[str, Any]:
     day = filters["day"] if re.fullmatch(DAY_PATTERN, filters["day"]) else None
     rows, total = import_sessions_page(
         db,
         day=day,
         project=filters["project"] or None,
         model=filters["model"] or None,
+        min_cost=float(filters["minCost"]) if filters["minCost"] else None,
+        sort=sort,
         limit=PAGE_SIZE,
         offset=(page - 1) * PAGE_SIZE,
     )
@@ -72,7 +90,7 @@ def _listing(db: Database, filters: dict[str, str], q: str, page: int) -> dict[s
     models = sorted({c.model for c in costs})
     days = sorted({c.day for c in costs}, reverse=True)
     by_day = {d: {c.model: c.cost_usd for c in costs if c.day == d} for d in days}
-    kept = {k: v for k, v in filters.items() if v}
+    kept = {k: v for k, v in filters.items() if v} | ({} if sort == "newest" else {"sort": sort})
     hits, search_error = None, None
     if q:
         try:
@@ -87,6 +105,8 @@ def _listing(db: Database, filters: dict[str, str], q: str, page: int) -> dict[s
         "rows": rows,
         "total": total,
         "filters": filters,
+        "sort": sort,
+        "orders": ORDERS,
         "facets": import_facets(db),
         "q": q,
         "hits": hits,

@@ -47,6 +47,8 @@ router = APIRouter(prefix="/api/imports", tags=["Imports"])
 SessionId = Annotated[UUID, Path(alias="id", description="The import session's id.")]
 JobId = Annotated[UUID, Path(alias="id", description="The import job's id.")]
 DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+SessionOrder = Literal["newest", "cost_desc", "cost_asc"]
+"""The orders of the session list (see `imports_repo.SESSION_ORDERS`)."""
 
 
 class TokenTotals(ApiModel):
@@ -144,10 +146,22 @@ def list_import_sessions(
         str | None, Query(min_length=1, max_length=4096, description="The session's cwd.")
     ] = None,
     model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    min_cost: Annotated[
+        float | None,
+        Query(
+            alias="minCost", ge=0, le=1e9, description="Only sessions costing at least this (USD)."
+        ),
+    ] = None,
+    sort: Annotated[
+        SessionOrder,
+        Query(
+            description="newest first (the default), or by cost: cost_desc (high to low), cost_asc."
+        ),
+    ] = "newest",
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
-    """Imported sessions, most recent first; `X-Total-Count` says how many match."""
+    """Imported sessions, most recent first or by cost; `X-Total-Count` says how many match."""
     rows, total = import_sessions_page(
         db,
         source=source,
@@ -155,6 +169,8 @@ def list_import_sessions(
         day=day,
         project=project,
         model=model,
+        min_cost=min_cost,
+        sort=sort,
         limit=limit,
         offset=offset,
     )

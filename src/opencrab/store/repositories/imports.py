@@ -146,24 +146,41 @@ def page(
     day: str | None = None,
     project: str | None = None,
     model: str | None = None,
+    min_cost: float | None = None,
+    sort: str = "newest",
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[list[ImportSession], int]:
-    """Import sessions, the most recent first, and how many match in all (`day`: the UTC
-    day, YYYY-MM-DD, the session started)."""
+    """Import sessions in `sort` order (one of SESSION_ORDERS: the most recent first, or by
+    cost), and how many match in all (`day`: the UTC day, YYYY-MM-DD, the session started;
+    `min_cost`: sessions costing at least that many USD)."""
     t = import_sessions.c
     where = _filters(conn, source=source, agent_id=agent_id, day=day, project=project, model=model)
+    if min_cost is not None:
+        where.append(t.cost_usd >= min_cost)
     total = conn.execute(
         sa.select(sa.func.count()).select_from(import_sessions).where(*where)
     ).scalar_one()
     rows = conn.execute(
-        sa.select(*_SESSION)
-        .where(*where)
-        .order_by(sa.func.coalesce(t.started_at, t.created_at).desc(), t.id)
-        .limit(limit)
-        .offset(offset)
+        sa.select(*_SESSION).where(*where).order_by(*_order(sort)).limit(limit).offset(offset)
     )
     return [ImportSession(*row) for row in rows], int(total)
+
+
+SESSION_ORDERS = ("newest", "cost_desc", "cost_asc")
+"""How `page` can order sessions: newest first, cost high to low, cost low to high."""
+
+
+def _order(sort: str) -> tuple[sa.ColumnElement[Any], ...]:
+    t = import_sessions.c
+    newest = sa.func.coalesce(t.started_at, t.created_at).desc()
+    if sort == "newest":
+        return (newest, t.id)
+    if sort == "cost_desc":
+        return (t.cost_usd.desc(), newest, t.id)
+    if sort == "cost_asc":
+        return (t.cost_usd.asc(), newest, t.id)
+    raise ValueError(f"unknown session order {sort!r}: use one of {', '.join(SESSION_ORDERS)}")
 
 
 def facets(conn: Connection) -> dict[str, list[str]]:

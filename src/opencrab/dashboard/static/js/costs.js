@@ -96,7 +96,9 @@
       o.yAxis = axis(t, { type: "value", min: 0, max: 1 });
       o.series = [{ name: "average quality", type: "line", smooth: true, showSymbol: true,
         data: data.points.map((p) => Number(p.avgQuality.toFixed(4))) },
-      { name: "rated calls", type: "bar", yAxisIndex: 1, data: data.points.map((p) => p.rated), itemStyle: { opacity: 0.35 } }];
+      // the counts in the palette's neutral colour, opaque: a faded colour turns muddy on the dark surface
+      { name: "rated calls", type: "bar", yAxisIndex: 1, barMaxWidth: 24, data: data.points.map((p) => p.rated),
+        itemStyle: { color: t.palette[7] } }];
       o.yAxis = [o.yAxis, axis(t, { type: "value", splitLine: { show: false } })];
       draw("chart-quality", o, data.points.length);
     },
