@@ -117,3 +117,12 @@ def test_a_tickets_cost_limit_alerts_on_the_page_linked_to_the_ticket(
     shoot(p, "budgets-ticket-alerts")
     p.goto("/")
     expect(p.locator(".budget-alerts")).to_contain_text("of its cost limit, maxCostUsd")
+
+    # a spent monthly cap (not only the daily one) reads "over budget" on its card
+    capped = api.put(f"/api/agents/{worker['id']}/budget", json={"monthlyUsd": 0.3})
+    assert capped.status_code == 200, capped.text
+    p.goto("/")
+    card = p.locator('.agent-card[data-agent="ジロウ"]')
+    expect(card.locator(".badge.danger")).to_have_text("over budget")
+    expect(card.locator(".agent-budget-spent")).to_have_text("Monthly budget spent")
+    shoot(p, "home-over-budget")
