@@ -1,6 +1,7 @@
 """The Budgets page (/budgets) and the home page's alert banner, in Chromium against a
 real `opencrab up`: caps set in the page are read back over REST; a chat that crosses
-80 % of the agent's daily cap shows an alert on both pages."""
+80 % of the agent's daily cap shows an alert on both pages; a ticket run past its
+maxCostUsd shows its alerts, linked to the ticket."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.metrics_rows import usage_rows
 from tests.fakes.served import ServedOpenCrab
 from tests.llm.providers.test_openai import completion
+from tests.tickets.conftest import wait_for
 
 
 def test_caps_set_in_the_page_apply_and_an_alert_appears_at_80_percent(
@@ -66,13 +68,13 @@ def test_caps_set_in_the_page_apply_and_an_alert_appears_at_80_percent(
 
     chat_once(api, "ハナコ", "今日の議題は何ですか？")
     p.goto("/budgets")
-    alerts = p.locator(".alert-list li")
+    alerts = p.locator(".alert-list li", has_text="ハナコ")  # (the ticket test's too)
     expect(alerts).to_have_count(1)
     expect(alerts.first).to_contain_text("80%")
     expect(alerts.first).to_contain_text("ハナコ")
     expect(row.locator("td").nth(0)).to_have_text("$0.3150")
     expect(row.locator("[data-idle-cost]")).to_have_text("$0 / $0")
-    listed = api.get("/api/budgets/alerts").json()
+    listed = [a for a in api.get("/api/budgets/alerts").json() if a["scope"] == "agent"]
     assert [(a["agentName"], a["cap"], a["thresholdPercent"]) for a in listed] == [
         ("ハナコ", "daily", 80)
     ]
@@ -148,3 +150,55 @@ def test_the_idle_cost_meter_and_a_seeded_agents_llm_tab(
     expect(p.get_by_label(re.compile("Allowed aliases"))).to_have_value("fast, cheap")
     expect(p.get_by_label(re.compile("Daily budget"))).to_have_value("1.25")
     shoot(p, "agent-llm-seeded")
+
+
+def test_a_tickets_cost_limit_alerts_on_the_page_linked_to_the_ticket(
+    page: Watched, api: httpx.Client, fake_llm_server: FakeLlmServer
+) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "ws_list", "arguments": "{}"}}
+    looping = completion(
+        {"content": None, "tool_calls": [call]}, finish="tool_calls", usage=BIG_USAGE
+    )
+    fake_llm_server.reply(CHAT, Reply(json=looping))  # every reply calls a tool: more calls
+    worker = make_agent(api, "ジロウ", language="ja", heartbeat=QUIET)
+    params = {"maxCostUsd": 0.3}  # one call ($0.315) crosses it: the next is refused
+    made = api.post(
+        "/api/tickets",
+        json={
+            "agentId": worker["id"],
+            "context": {"goal": "月次レポートの下書き"},
+            "params": params,
+        },
+    )
+    assert made.status_code == 201, made.text
+    ticket = made.json()["id"]
+
+    def ticket_alerts() -> list[dict[str, object]]:
+        listed = api.get("/api/budgets/alerts").json()
+        return [a for a in listed if a["ticketId"] == ticket]
+
+    found = wait_for("the ticket's alerts", lambda: len(ticket_alerts()) == 2 and ticket_alerts())
+    stopped = wait_for(
+        "the ticket to be suspended",
+        lambda: (t := api.get(f"/api/tickets/{ticket}").json())["status"] == "suspended" and t,
+    )
+    assert "maxCostUsd" in (stopped["errorMessage"] or "")
+    assert sorted(a["thresholdPercent"] for a in found) == [80, 100]
+    p = page.page
+    p.goto("/budgets")
+    items = p.locator(".alert-list li", has_text="maxCostUsd")
+    expect(items).to_have_count(2)
+    link = items.first.get_by_role("link", name=f"Ticket {ticket[:8]}")
+    expect(link).to_have_attribute("href", f"/tickets/{ticket}")
+    shoot(p, "budgets-ticket-alerts")
+    p.goto("/")
+    expect(p.locator(".budget-alerts")).to_contain_text("of its cost limit, maxCostUsd")
+
+    # a spent monthly cap (not only the daily one) reads "over budget" on its card
+    capped = api.put(f"/api/agents/{worker['id']}/budget", json={"monthlyUsd": 0.3})
+    assert capped.status_code == 200, capped.text
+    p.goto("/")
+    card = p.locator('.agent-card[data-agent="ジロウ"]')
+    expect(card.locator(".badge.danger")).to_have_text("over budget")
+    expect(card.locator(".agent-budget-spent")).to_have_text("Monthly budget spent")
+    shoot(p, "home-over-budget")

@@ -115,6 +115,26 @@ def test_max_cost_is_checked_before_each_call_within_a_turn(
     assert len(scripted.requests) == 2  # exceeded by one call, never more
 
 
+def test_max_cost_alerts_at_80_and_100_percent_once_per_ticket(
+    api: TestClient, agent: dict[str, Any], scripted: ScriptedProvider
+) -> None:
+    def costly(title: str) -> Any:
+        answer = calls(("add_step", {"title": title}))
+        return answer.model_copy(update={"cost_usd": 0.01})
+
+    # before the 2nd call 0.01 of 0.012 (83 %), before the 3rd 0.02 (167 %): refused
+    scripted.then(costly("read"), costly("write"), calls(("complete_ticket", {"summary": "x"})))
+    ticket_id = create(api, agent["id"], params={"maxCostUsd": 0.012})
+    settled(api, ticket_id, "suspended")
+    listed = api.get("/api/budgets/alerts").json()
+    assert [(a["scope"], a["ticketId"], a["cap"], a["thresholdPercent"]) for a in listed] == [
+        ("ticket", ticket_id, "ticket", 100),
+        ("ticket", ticket_id, "ticket", 80),
+    ]
+    assert (listed[1]["spentUsd"], listed[1]["capUsd"]) == (0.01, 0.012)
+    assert [a["ticketId"] for a in api.get("/api/budgets").json()["alerts"]] == [ticket_id] * 2
+
+
 def test_bad_limit_params_fail_the_ticket_naming_them(
     api: TestClient, agent: dict[str, Any], scripted: ScriptedProvider
 ) -> None:

@@ -235,6 +235,8 @@ class BudgetsSection(Section):
     fleet_monthly_usd: float | None = Field(default=None, ge=0)
     webhook_url: str | None = Field(default=None, pattern=r"^https?://")  # POST JSON alerts
     webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
+    # the Discord channel alerts are also written to, through the running Discord gateway
+    discord_channel_id: int | None = Field(default=None, ge=1)
 
 
 class AgentModeSection(Section):

@@ -8,8 +8,12 @@ the one call that crossed it:
 - a ticket's cost limit for a stretch of running (`maxCostUsd`, tickets/scheduler.py),
   given to the turn as a `CostCap`.
 A day is a UTC day, a month a UTC calendar month. Reaching 80 % or 100 % of an agent's
-or the fleet's cap records an alert once per cap, period and threshold (budget_alerts),
-which `notify` also POSTs to `[budgets] webhook_url` in the background.
+or the fleet's cap records an alert once per cap, period and threshold (budget_alerts);
+of a ticket's cap, once per ticket (scope `ticket:<id>`, cap and period `ticket`).
+`notify` also delivers new alerts in the background: POSTed as JSON to `[budgets]
+webhook_url`, and written to the Discord channel `[budgets] discord_channel_id` through
+the running Discord gateway. `Standing` tells which agents a cap stops now (the
+heartbeat's check before it acts, the home cards' "over budget").
 
 Example:
     budgets = Budgets(db, settings)
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -30,6 +35,7 @@ import httpx
 
 from opencrab.config import Settings
 from opencrab.errors import BudgetExceeded
+from opencrab.messages import MessageContent, MessageOutlet, MessageTarget, OutgoingMessage
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import budgets as repo
@@ -55,6 +61,7 @@ class CostCap:
     limit_usd: float
     spent_usd: float = 0.0
     label: str = "maxCostUsd"
+    ticket_id: str | None = None  # its alerts are recorded once per ticket
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,58 @@ def forecast(spent: float, start: datetime, end: datetime, now: datetime) -> flo
     return max(spent, spent / fraction)
 
 
+TICKET = "ticket"
+"""The cap and period of a ticket's alerts (scope `ticket:<id>`): once per ticket."""
+
+
+def ticket_scope(ticket_id: str) -> str:
+    """The alert scope of a ticket's cost cap."""
+    return f"{TICKET}:{ticket_id}"
+
+
+def ticket_of(scope: str) -> str | None:
+    """The ticket id of a ticket alert's scope, else None."""
+    prefix = f"{TICKET}:"
+    return scope[len(prefix) :] if scope.startswith(prefix) else None
+
+
+def spent_cap(
+    caps: tuple[float | None, float | None],
+    used: tuple[float, float],
+    fleet_caps: tuple[float | None, float | None],
+    fleet_used: tuple[float, float],
+) -> str | None:
+    """The first spent cap of an agent (`caps`, `used`: daily, monthly) or of the fleet,
+    named ("daily budget", "monthly budget", "fleet daily cap", "fleet monthly cap"); None
+    when none is. A cap is spent once the spend reached it, as `Budgets.check` counts."""
+    named = (
+        ("daily budget", caps[0], used[0]),
+        ("monthly budget", caps[1], used[1]),
+        ("fleet daily cap", fleet_caps[0], fleet_used[0]),
+        ("fleet monthly cap", fleet_caps[1], fleet_used[1]),
+    )
+    return next((name for name, cap, spent in named if cap is not None and spent >= cap), None)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Every agent's and the fleet's spend today and this month, and the fleet's caps,
+    read at once: which agents a cap stops now."""
+
+    by_agent: dict[str, tuple[float, float]]
+    fleet: tuple[float, float]
+    fleet_caps: tuple[float | None, float | None]
+
+    def spent(self, agent_id: str) -> tuple[float, float]:
+        """The agent's (today, this month) USD."""
+        return self.by_agent.get(agent_id, (0.0, 0.0))
+
+    def stopped(self, agent_id: str, caps: tuple[float | None, float | None]) -> str | None:
+        """The spent cap (see `spent_cap`) that stops the agent, with its `caps`
+        (daily, monthly), or None."""
+        return spent_cap(caps, self.spent(agent_id), self.fleet_caps, self.fleet)
+
+
 def _period(cap: str, now: datetime) -> str:
     return now.strftime("%Y-%m-%d") if cap == "daily" else now.strftime("%Y-%m")
 
@@ -147,9 +206,9 @@ def _reached(
 class Budgets:
     """Caps, spend, forecasts and alerts over the store (see the module docstring)."""
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings | None) -> None:
         self.db = db
-        self.settings = settings
+        self.settings = settings  # None: no `[budgets]` (fleet caps only when stored)
 
     # ------------------------------------------------------------ caps
     def fleet_caps(self) -> tuple[float | None, float | None]:
@@ -158,6 +217,8 @@ class Budgets:
             stored = repo.fleet_caps(conn)
         if stored is not None:
             return stored
+        if self.settings is None:
+            return None, None
         section = self.settings.budgets
         return section.fleet_daily_usd, section.fleet_monthly_usd
 
@@ -170,6 +231,15 @@ class Budgets:
         """Store the fleet's caps (None: no cap); they apply from the next call."""
         with self.db.write() as conn:
             repo.save_fleet_caps(conn, daily_usd, monthly_usd, datetime.now(UTC))
+
+    def standing(self, now: datetime | None = None) -> Standing:
+        """Every agent's and the fleet's spend today and this month, and the fleet's caps."""
+        now = now or datetime.now(UTC)
+        caps = self.fleet_caps()
+        with self.db.read() as conn:
+            by_agent = repo.spend_by_agent(conn, day_start(now), month_start(now))
+        fleet = (sum(d for d, _ in by_agent.values()), sum(m for _, m in by_agent.values()))
+        return Standing(by_agent, fleet, caps)
 
     # ------------------------------------------------------------ the check
     def check(
@@ -198,7 +268,8 @@ class Budgets:
         reached = _reached(agent.id, agent_caps, mine, now) + _reached(
             FLEET, fleet_caps, fleet, now
         )
-        new = self._record(reached, now)
+        ticket = [] if cap is None or cap.ticket_id is None else _ticket_reached(cap)
+        new = self._record(reached + ticket, now)
         for row in reached:
             if row.threshold == 100:
                 return Verdict(new, _exceeded(agent.name, row))
@@ -269,6 +340,17 @@ class Budgets:
             return repo.alerts(conn, since, limit)
 
 
+def _ticket_reached(cap: CostCap) -> list[AlertRow]:
+    """The thresholds of a ticket's cap its stretch has reached."""
+    assert cap.ticket_id is not None
+    scope = ticket_scope(cap.ticket_id)
+    return [
+        AlertRow(scope, TICKET, TICKET, threshold, cap.limit_usd, cap.spent_usd)
+        for threshold in THRESHOLDS
+        if cap.spent_usd >= cap.limit_usd * threshold / 100
+    ]
+
+
 def _exceeded(name: str, row: AlertRow) -> str:
     whose = "the fleet" if row.scope == FLEET else f"agent {name}"
     field_ = {
@@ -291,11 +373,14 @@ _pending: set[asyncio.Task[None]] = set()
 def alert_payload(row: AlertRow, names: dict[str, str]) -> dict[str, Any]:
     """The JSON an alert is delivered as: what was reached, never a key or a token."""
     fleet = row.scope == FLEET
+    ticket = ticket_of(row.scope)
+    agent = not fleet and ticket is None
     return {
         "event": "budget_alert",
-        "scope": "fleet" if fleet else "agent",
-        "agentId": None if fleet else row.scope,
-        "agentName": None if fleet else names.get(row.scope),
+        "scope": "fleet" if fleet else "ticket" if ticket is not None else "agent",
+        "agentId": row.scope if agent else None,
+        "agentName": names.get(row.scope) if agent else None,
+        "ticketId": ticket,
         "cap": row.cap,
         "period": row.period,
         "thresholdPercent": row.threshold,
@@ -305,12 +390,54 @@ def alert_payload(row: AlertRow, names: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def deliver(settings: Settings, rows: list[AlertRow], names: dict[str, str]) -> None:
-    """POST each alert to `[budgets] webhook_url`; failures are logged, never raised."""
-    url = settings.budgets.webhook_url
-    if not url or not rows:
+def alert_text(row: AlertRow, names: dict[str, str]) -> str:
+    """An alert as one line of chat (the Discord channel's message)."""
+    ticket = ticket_of(row.scope)
+    if row.scope == FLEET:
+        whose, cap = "the fleet", f"{row.cap} cap ({row.period} UTC)"
+    elif ticket is not None:
+        whose, cap = f"ticket {ticket}", "maxCostUsd"
+    else:
+        whose = f"agent {names.get(row.scope, row.scope)}"
+        cap = f"{row.cap} budget ({row.period} UTC)"
+    return (
+        f"Budget alert: {whose} reached {row.threshold}% of its {cap}: "
+        f"${row.spent_usd:.4f} of ${row.cap_usd:.2f}"
+    )
+
+
+async def deliver(
+    settings: Settings,
+    rows: list[AlertRow],
+    names: dict[str, str],
+    outlets: Mapping[str, MessageOutlet] | None = None,
+) -> None:
+    """POST each alert to `[budgets] webhook_url` and write it to `[budgets]
+    discord_channel_id` through the running Discord gateway (in `outlets`); failures are
+    logged without the URL or the message, never raised."""
+    if not rows:
         return
-    async with httpx.AsyncClient(timeout=settings.budgets.webhook_timeout_secs) as client:
+    section = settings.budgets
+    if section.webhook_url:
+        await _post(section.webhook_url, section.webhook_timeout_secs, rows, names)
+    if section.discord_channel_id is not None:
+        outlet = (outlets or {}).get("discord")
+        if outlet is None:
+            log.warning("budget alerts: the Discord gateway is not running in this process")
+            return
+        target = MessageTarget(gateway="discord", channel_id=str(section.discord_channel_id))
+        for row in rows:
+            message = OutgoingMessage(
+                content=MessageContent(text=alert_text(row, names)), target=target
+            )
+            try:
+                await outlet.send(message)
+            except Exception as exc:  # a closed gateway, a missing channel, Discord's answer
+                log.warning("budget alert to Discord failed: %s", type(exc).__name__)
+
+
+async def _post(url: str, timeout: float, rows: list[AlertRow], names: dict[str, str]) -> None:
+    async with httpx.AsyncClient(timeout=timeout) as client:
         for row in rows:
             try:
                 response = await client.post(url, json=alert_payload(row, names))
@@ -320,19 +447,31 @@ async def deliver(settings: Settings, rows: list[AlertRow], names: dict[str, str
                 log.warning("budget alert webhook failed: %s %s", type(exc).__name__, status or "")
 
 
-async def enforce(db: Database, settings: Settings, agent: Agent, cap: CostCap | None) -> None:
+async def enforce(
+    db: Database,
+    settings: Settings,
+    agent: Agent,
+    cap: CostCap | None,
+    outlets: Mapping[str, MessageOutlet] | None = None,
+) -> None:
     """The check before a call: new alerts delivered in the background, then
     BudgetExceeded when a cap is spent."""
     verdict = await run_blocking(Budgets(db, settings).verdict, agent, cap)
-    notify(settings, verdict.alerts, {agent.id: agent.name})
+    notify(settings, verdict.alerts, {agent.id: agent.name}, outlets)
     if verdict.refusal is not None:
         raise BudgetExceeded(verdict.refusal)
 
 
-def notify(settings: Settings, rows: list[AlertRow], names: dict[str, str]) -> None:
-    """Deliver new alerts in the background (the caller never waits for the webhook)."""
-    if not rows or not settings.budgets.webhook_url:
+def notify(
+    settings: Settings,
+    rows: list[AlertRow],
+    names: dict[str, str],
+    outlets: Mapping[str, MessageOutlet] | None = None,
+) -> None:
+    """Deliver new alerts in the background (the caller never waits for the delivery)."""
+    section = settings.budgets
+    if not rows or (not section.webhook_url and section.discord_channel_id is None):
         return
-    task = asyncio.get_running_loop().create_task(deliver(settings, rows, names))
+    task = asyncio.get_running_loop().create_task(deliver(settings, rows, names, outlets))
     _pending.add(task)
     task.add_done_callback(_pending.discard)

@@ -99,7 +99,7 @@ from opencrab.events import (
 )
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult, Target
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
-from opencrab.messages import IncomingMessage, InternalSource
+from opencrab.messages import IncomingMessage, InternalSource, MessageOutlet
 from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
@@ -143,6 +143,8 @@ class SkillEngine:
         self.agents = AgentStore(db, settings)
         self._skills_ready: dict[str, Language] = {}  # agent id -> language ensured
         self.running = RunningTurns()  # who is in a turn now (the dashboard's status)
+        # running gateways by name (the Runtime's): budget alerts go to a Discord channel
+        self.outlets: dict[str, MessageOutlet] = {}
 
     async def process(
         self, agent: Agent, message: IncomingMessage, *, session_id: str, **options: Any
@@ -530,7 +532,8 @@ class _Turn:
         cap = self.cost_cap
         if cap is not None:  # the stretch's spend before this turn, and this turn's
             cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
-        await enforce(self.engine.db, self.engine.settings, self.agent, cap)
+        engine = self.engine
+        await enforce(engine.db, engine.settings, self.agent, cap, engine.outlets)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction

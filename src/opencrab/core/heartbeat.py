@@ -8,8 +8,9 @@ the same interval do not tick in step. The seed recommends prime intervals; any 
 gets a warning naming the nearest primes (`prime_warning`).
 
 A tick makes the cheap checks first, with no LLM call: is the heartbeat on, is there
-budget left, has anything happened in the agent's discussions since it last spoke, how
-long since it last spoke or reflected. Only then may it decide:
+budget left (no cap that would refuse its call is spent: the agent's daily and monthly,
+the fleet's; core/budgets.Standing), has anything happened in the agent's discussions
+since it last spoke, how long since it last spoke or reflected. Only then may it decide:
 - Speak: a discussion it takes part in has news and it was not the last to speak (and
   not in the last `min_silence_secs`): the engine runs a turn (send_speech or
   send_noreact);
@@ -40,6 +41,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from opencrab.config import Settings
+from opencrab.core.budgets import Budgets, Standing
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import heartbeat_key
@@ -64,6 +67,7 @@ class AgentPulse:
     interval_secs: float
     enabled: bool = True
     daily_budget_usd: float | None = None
+    monthly_budget_usd: float | None = None
     last_reflection: float = field(default_factory=time.monotonic)
     logs_seen: int = 0  # the highest memory_sessions id of the agent seen at a reflection
     home_session: str | None = None  # the session of its home conversation, if it has one
@@ -112,12 +116,17 @@ class Observer:
     """The cheap checks, answered for many agents with a few grouped queries.
 
     Facts are refreshed at most once per `refresh_secs`, so a thousand idle agents cost
-    a handful of queries per second, not thousands.
+    a handful of queries per second, not thousands. With `settings`, the fleet's caps of
+    `[budgets]` count too (those set through the API always do).
     """
 
-    def __init__(self, db: Database, *, refresh_secs: float = 1.0) -> None:
+    def __init__(
+        self, db: Database, *, refresh_secs: float = 1.0, settings: Settings | None = None
+    ) -> None:
         self.db = db
         self.refresh_secs = refresh_secs
+        self.budgets = Budgets(db, settings)
+        self.standing = Standing({}, (0.0, 0.0), (None, None))
         self._at = -1.0e9
         self.spent: dict[str, float] = {}
         self.discussions: dict[str, list[dict[str, Any]]] = {}
@@ -134,6 +143,7 @@ class Observer:
         for row in facts.discussions:
             self.discussions.setdefault(str(row["agent_id"]), []).append(row)
         self.latest_log = facts.latest_log
+        self.standing = self.budgets.standing()
 
 
 def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
@@ -143,9 +153,17 @@ def decide(pulse: AgentPulse, observer: Observer, now: float) -> Tick:
         return Tick(agent_id, "skip", "heartbeat disabled")
     spent = observer.spent.get(agent_id, 0.0)
     checks: dict[str, Any] = {"spent_today_usd": round(spent, 6)}
-    if pulse.daily_budget_usd is not None and spent >= pulse.daily_budget_usd:
-        checks["daily_budget_usd"] = pulse.daily_budget_usd
-        return Tick(agent_id, "idle", "daily budget spent", checks=checks)
+    caps = (pulse.daily_budget_usd, pulse.monthly_budget_usd)
+    stopped = observer.standing.stopped(agent_id, caps)
+    if stopped is not None:  # the call would be refused: do not start the turn
+        checks.update(
+            daily_budget_usd=caps[0],
+            monthly_budget_usd=caps[1],
+            spent_month_usd=round(observer.standing.spent(agent_id)[1], 6),
+            fleet_caps_usd=list(observer.standing.fleet_caps),
+            fleet_spent_usd=[round(v, 6) for v in observer.standing.fleet],
+        )
+        return Tick(agent_id, "idle", f"{stopped} spent", checks=checks)
     wall = datetime.now(UTC)
     for d in observer.discussions.get(agent_id, []):
         if d["done_declared"]:

@@ -7,8 +7,9 @@ and curated memories: store/repositories/agent_stats.py and skills.py), and join
 only this process knows: which agents are in a turn now (the engine's RunningTurns) and
 when each one's heartbeat ticks next (the scheduler, when this process runs one).
 
-Status: `in_turn` while a turn runs, else `over_budget` once today's spend (since 00:00
-UTC, as the budget counts it) reached the agent's `llm.daily_budget_usd`, else `idle`.
+Status: `in_turn` while a turn runs, else `over_budget` once a cap that refuses the
+agent's calls is spent (its daily or monthly budget, the fleet's daily or monthly cap:
+core/budgets.Standing, as the check before a call counts them), else `idle`.
 
 Example:
     cards = await agent_overview(runtime, scheduler)     # every agent, oldest first
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from opencrab.core.agent import Agent
+from opencrab.core.budgets import Budgets, Standing
 from opencrab.core.heartbeat import HeartbeatScheduler
 from opencrab.core.identity import AgentRole
 from opencrab.core.runtime import Runtime
@@ -59,6 +61,7 @@ class AgentOverview:
     spent_today_usd: float
     daily_budget_usd: float | None
     over_budget: bool
+    budget_spent: str | None  # the spent cap that stops it ("monthly budget", ...)
     skills: int
     sessions: int
     memories: int
@@ -68,6 +71,7 @@ class AgentOverview:
 class _Stored:
     agents: list[Agent]
     spent: dict[str, float]
+    standing: Standing
     skills: dict[str, int]
     sessions: dict[str, int]
     memories: dict[str, int]
@@ -87,7 +91,9 @@ async def agent_overview(
         turns = running.get(agent.id)
         spent = stored.spent.get(agent.id, 0.0)
         budget = agent.llm_config.daily_budget_usd
-        over = budget is not None and spent >= budget
+        caps = (budget, agent.llm_config.monthly_budget_usd)
+        stopped = stored.standing.stopped(agent.id, caps)
+        over = stopped is not None
         status: Status = "in_turn" if turns is not None else "over_budget" if over else "idle"
         beat = agent.heartbeat
         cards.append(
@@ -110,6 +116,7 @@ async def agent_overview(
                 spent_today_usd=spent,
                 daily_budget_usd=budget,
                 over_budget=over,
+                budget_spent=stopped,
                 skills=stored.skills.get(agent.id, 0),
                 sessions=stored.sessions.get(agent.id, 0),
                 memories=stored.memories.get(agent.id, 0),
@@ -140,12 +147,14 @@ def persona_line(agent: Agent) -> str:
 def _read(runtime: Runtime, agent_id: str | None) -> _Stored:
     """The stored part, in one read transaction: a fixed number of queries."""
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    standing = Budgets(runtime.db, runtime.settings).standing()
     with runtime.db.read() as conn:
         agents = runtime.agents.list() if agent_id is None else [runtime.agents.get(agent_id)]
         ids = None if agent_id is None else [a.id for a in agents]
         return _Stored(
             agents=agents,
             spent=agent_stats.spent_by_agent(conn, midnight, ids),
+            standing=standing,
             skills=_skill_counts(skill_counts(conn, ids), agents, runtime),
             sessions=agent_stats.session_counts(conn, ids),
             memories=agent_stats.memory_counts(conn, ids),

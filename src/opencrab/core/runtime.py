@@ -28,7 +28,7 @@ from opencrab.config.secrets import redact_logs, stop_redacting_logs
 from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
-from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Tick, prime_warning
+from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Observer, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
 from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
 from opencrab.core.skills import standard_skill_dirs
@@ -133,7 +133,8 @@ class HeartbeatService:
 
 def _signature(agent: Agent) -> str:
     """What an agent's heartbeat depends on: a change means following it again."""
-    return repr((agent.heartbeat, agent.llm_config.daily_budget_usd))
+    config = agent.llm_config
+    return repr((agent.heartbeat, config.daily_budget_usd, config.monthly_budget_usd))
 
 
 @dataclass
@@ -160,6 +161,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.turns = TurnService(self.db, self.engine, self.leases, on_write=self.on_write)
+        self.engine.outlets = self.outlets  # the same dict: gateways started later count
         self.approvals = ApprovalService(self)
         self.llm_settings = LiveLlmSettings(self.settings, self.db, self.router)
 
@@ -249,7 +251,10 @@ class Runtime:
     # ------------------------------------------------------------ heartbeat
     def scheduler(self) -> HeartbeatScheduler:
         """A heartbeat scheduler whose speak/learn decisions run through this runtime."""
-        return HeartbeatScheduler(self.db, act=self.heartbeat_act, leases=self.leases)
+        observer = Observer(self.db, settings=self.settings)
+        return HeartbeatScheduler(
+            self.db, act=self.heartbeat_act, leases=self.leases, observer=observer
+        )
 
     async def start_heartbeats(
         self, *, refresh_secs: float | None = DEFAULT_REFRESH_SECS
@@ -271,6 +276,7 @@ class Runtime:
             float(agent.heartbeat.interval_secs),
             enabled=agent.heartbeat.enabled,
             daily_budget_usd=agent.llm_config.daily_budget_usd,
+            monthly_budget_usd=agent.llm_config.monthly_budget_usd,
             last_reflection=float("-inf"),
         )
         home = agent.heartbeat.home

@@ -310,7 +310,7 @@ class TicketScheduler:
             try:
                 cap = None  # maxCostUsd is also checked before each call (core/budgets.py)
                 if limits.max_cost_usd is not None:
-                    cap = CostCap(limits.max_cost_usd, stretch.cost_usd)
+                    cap = CostCap(limits.max_cost_usd, stretch.cost_usd, ticket_id=ticket_id)
                 result, cost = await self._turn(agent, session_id, message, cap)
             except ConflictError:  # the session's turn is still leased (a dead process's)
                 return  # the ticket stays running: claimed again once that lease expires

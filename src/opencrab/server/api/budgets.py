@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Query
 from pydantic import Field
 
 from opencrab.core.agent import AgentUpdate
-from opencrab.core.budgets import AgentSpend, Budgets, Overview, Spend, notify
+from opencrab.core.budgets import AgentSpend, Budgets, Overview, Spend, notify, ticket_of
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep, AgentStoreDep, RuntimeDep
@@ -57,11 +57,14 @@ class AgentBudget(SpendFigures):
 
 
 class Alert(ApiModel):
-    scope: str = Field(description="fleet or agent")
+    scope: str = Field(description="fleet, agent or ticket")
     agent_id: str | None
     agent_name: str | None
-    cap: str = Field(description="daily or monthly")
-    period: str = Field(description="2026-11-24 (daily) or 2026-11 (monthly), UTC")
+    ticket_id: str | None = Field(default=None, description="The ticket (scope ticket).")
+    cap: str = Field(description="daily, monthly or ticket (its maxCostUsd)")
+    period: str = Field(
+        description="2026-11-24 (daily) or 2026-11 (monthly), UTC; ticket: once per ticket"
+    )
     threshold_percent: int = Field(description="80 or 100")
     cap_usd: float
     spent_usd: float
@@ -99,10 +102,13 @@ def _agent(row: AgentSpend) -> AgentBudget:
 def alert_view(row: AlertRow, names: dict[str, str]) -> Alert:
     """An alert as the API shows it, with the agent's name."""
     fleet = row.scope == FLEET
+    ticket = ticket_of(row.scope)
+    agent = not fleet and ticket is None
     return Alert(
-        scope="fleet" if fleet else "agent",
-        agent_id=None if fleet else row.scope,
-        agent_name=None if fleet else names.get(row.scope),
+        scope="fleet" if fleet else "ticket" if ticket is not None else "agent",
+        agent_id=row.scope if agent else None,
+        agent_name=names.get(row.scope) if agent else None,
+        ticket_id=ticket,
         cap=row.cap,
         period=row.period,
         threshold_percent=row.threshold,
@@ -129,7 +135,7 @@ async def budgets_view(runtime: RuntimeDep) -> BudgetsView:
 
     overview, fresh, stored = await run_blocking(read)
     names = {a.agent_id: a.name for a in overview.agents}
-    notify(runtime.settings, fresh, names)
+    notify(runtime.settings, fresh, names, runtime.outlets)
     return BudgetsView(
         fleet=SpendFigures(**_figures(overview.fleet)),
         fleet_caps_source="api" if stored else "config",

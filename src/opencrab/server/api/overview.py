@@ -46,14 +46,20 @@ class AgentOverviewResponse(ApiModel):
     image_url: str | None = None
     persona: str = Field(description="The persona in one line: styles and its marked trait.")
     status: Status = Field(
-        description="in_turn while a turn runs; else over_budget when today's spend "
-        "reached its daily budget; else idle."
+        description="in_turn while a turn runs; else over_budget when a cap that refuses "
+        "its calls is spent (its daily or monthly budget, the fleet's daily or monthly "
+        "cap); else idle."
     )
     turns_running: int
     turn_since: datetime | None = None
     heartbeat: HeartbeatStatus
     spent_today_usd: float = Field(description="Spent on LLM calls since 00:00 UTC.")
     daily_budget_usd: float | None = None
+    budget_spent: str | None = Field(
+        default=None,
+        description="The spent cap that stops it: daily budget, monthly budget, "
+        "fleet daily cap or fleet monthly cap (null: none).",
+    )
     skill_count: int = Field(description="Skills switched on.")
     session_count: int
     memory_count: int = Field(description="Curated memories.")
@@ -80,6 +86,7 @@ class AgentOverviewResponse(ApiModel):
             ),
             spent_today_usd=card.spent_today_usd,
             daily_budget_usd=card.daily_budget_usd,
+            budget_spent=card.budget_spent,
             skill_count=card.skills,
             session_count=card.sessions,
             memory_count=card.memories,
