@@ -53,6 +53,7 @@ from opencrab.core.context import (
     history_from_events,
     message_tokens,
     prompt_section,
+    queue_context_reads,
     tools_tokens,
 )
 from opencrab.core.deadline import TurnDeadline
@@ -408,8 +409,9 @@ class _Turn:
 
     def _prepare(self, message: IncomingMessage) -> Prepared:
         """Tools, token budget, system message, user text and stored history of the turn."""
-        with self.engine.db.read():  # the context's many small reads share one snapshot
-            return self._prepare_in_snapshot(message)
+        with self.engine.db.read() as conn:  # the context's small reads: one snapshot,
+            queue_context_reads(conn, self.agent.id, self.session_id, self.trace_id)
+            return self._prepare_in_snapshot(message)  # one round trip (PostgreSQL)
 
     def _prepare_in_snapshot(self, message: IncomingMessage) -> Prepared:
         self.last_event = self.engine.events.last_id(self.trace_id)
