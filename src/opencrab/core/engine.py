@@ -635,12 +635,14 @@ class _Turn:
         if call.raw_arguments is not None and not isinstance(call.arguments, dict):
             arguments = call.raw_arguments  # unparseable JSON: the registry explains
         self.ctx.pending = []  # the action's own writes join this step's transaction
+        self.ctx.pending_logs = []  # … its memory lines this step's insert
         try:
             result = await self.engine.registry.dispatch(
                 call.name, arguments, self.ctx, allowed=self.allowed
             )
         finally:
             pending, self.ctx.pending = self.ctx.pending, None
+            own_logs, self.ctx.pending_logs = self.ctx.pending_logs, None
         event = ToolResultEvent(
             id=uuid4(),
             trace_id=UUID(self.trace_id),
@@ -681,7 +683,7 @@ class _Turn:
                 self.facts = TurnFacts()
 
         batch: list[AgentEvent] = [event]
-        logs = [line]
+        logs = [line, *own_logs]
         chat: list[Said] = []
         speech = self._speech_of(call.name) if result.success else None
         if speech is not None:  # a turn-ending speech is recorded in the same step

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -35,7 +36,7 @@ class AlertRow:
     created_at: datetime | None = None
 
 
-def _raw(column: sa.ColumnElement[float], name: str) -> sa.ColumnElement[float]:
+def _raw(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[Any]:
     """A float column read as the driver gives it (a float on both databases): the
     Float type's result processor on PostgreSQL wants the column's type OID, which a
     `Prepared` statement has not got."""
@@ -146,10 +147,10 @@ def spend(
 ) -> tuple[float, float]:
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
     whole fleet (`agent_id` None): one query."""
-    params = {"day": day, "month": month}
+    params: dict[str, Any] = {"day": day, "month": month}
     if agent_id is not None:
         params["agent_id"] = str(agent_id)
-    today, this_month = _SPEND[agent_id is not None].first(conn, **params)
+    today, this_month = _SPEND[agent_id is not None].rows(conn, **params)[0]
     return float(today or 0.0), float(this_month or 0.0)
 
 
