@@ -103,3 +103,21 @@ def test_arguments_that_are_not_an_object_become_their_cut_json() -> None:
     assert full is not None
     assert full > 2048
     assert cut_arguments({"a": 1}, 2048) == ({"a": 1}, None)
+
+
+async def test_an_actions_own_memory_line_is_cut_like_the_steps(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    """A line an action logs (the inner voice) goes in with its step's lines, so the
+    cap holds for it too."""
+    runtime.settings.agent.max_event_bytes = 1024
+    thought = "思" * 3000  # 9000 bytes; within the action's 8000 characters
+    scripted.outcomes.clear()
+    scripted.then(calls(("generate_inner_voice", {"content": thought})), "done")
+    result = await runtime.chat(agent, "think")
+    assert result.actions[0].result.success
+    logs = MemoryManager(runtime.db, agent.id).session_logs(result.session_id)
+    inner = next(line for line in logs if line.log_type == "inner_voice")
+    assert inner.content.startswith("思" * 100)
+    assert inner.content.endswith("[cut: 9000 bytes in full]")
+    assert len(inner.content.encode()) < 1024 + 100

@@ -171,3 +171,28 @@ def test_rows_read_later_are_the_inserted_ones(db: Database, agent: str) -> None
     with db.read() as conn:
         stored = conn.execute(sa.select(t.messages.c.id, t.messages.c.content)).all()
     assert sorted((i, c) for i, c in stored) == [(ids[0], "a"), (ids[1], "b")]
+
+
+def test_a_queued_read_is_taken_by_the_matching_read(db: Database, agent: str) -> None:
+    """On PostgreSQL a queued read goes ahead (its result is what the store held when it
+    was queued) and the first read with the same parameters takes it; a read with other
+    parameters asks again. SQLite has no round trips to save: reads run when made."""
+    with db.write() as conn:
+        ADD.execute(conn, sid="s1", agent_id=agent, context={"n": 1}, when=WHEN)
+    with db.write() as conn:
+        BY_NAME.queue(conn, agent_id=agent)
+        BY_NAME.queue(conn, agent_id="nobody")
+        ADD.run(conn, sid="s2", agent_id=agent, context=None, when=WHEN)
+        taken = [r.id for r in BY_NAME.rows(conn, agent_id=agent)]
+        again = [r.id for r in BY_NAME.rows(conn, agent_id=agent)]
+    queued = db.dialect == "postgresql"
+    assert taken == (["s1"] if queued else ["s1", "s2"])
+    assert again == ["s1", "s2"]  # a queued result is taken once
+
+
+def test_queued_reads_end_with_their_transaction(db: Database, agent: str) -> None:
+    with db.read() as conn:
+        BY_NAME.queue(conn, agent_id=agent)  # never read: dropped with the transaction
+    with db.write() as conn:
+        ADD.execute(conn, sid="s1", agent_id=agent, context=None, when=WHEN)
+        assert [r.id for r in BY_NAME.rows(conn, agent_id=agent)] == ["s1"]

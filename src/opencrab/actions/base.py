@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from opencrab.core.workspace import Workspace
     from opencrab.llm.router import LlmRouter
     from opencrab.store import Database
+    from opencrab.store.repositories.memory import SessionLog
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ class ActionContext:
     turn: TurnState = field(default_factory=TurnState)
     # set by the engine while an action runs: writes that join the step's transaction
     pending: list[Callable[[Connection], Any]] | None = None
+    # … and memory lines that join the step's own (one insert with them)
+    pending_logs: list[SessionLog] | None = None
 
     @property
     def agent_id(self) -> str:
@@ -146,6 +149,14 @@ class ActionContext:
             return
         with self.db.write() as conn:
             change(conn)
+
+    def log(self, line: SessionLog) -> None:
+        """Store a memory session line: with the step's own lines inside an engine turn
+        (one insert, the step's transaction), else as `write` would."""
+        if self.pending_logs is not None:
+            self.pending_logs.append(line)
+            return
+        self.write(lambda conn: self.memory.append_session_log(line, conn=conn))
 
 
 class Action(ABC):

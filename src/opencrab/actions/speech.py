@@ -186,7 +186,7 @@ class GenerateInnerVoice(Action):
                 speaker_id=ctx.agent_id,
                 turn_number=ctx.turn.turn_number or None,
             )
-            ctx.write(lambda conn: ctx.memory.append_session_log(thought, conn=conn))
+            ctx.log(thought)
         return ActionResult.ok({"recorded": True})
 
 

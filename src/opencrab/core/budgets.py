@@ -259,11 +259,12 @@ class Budgets:
         refused (a cap of the agent, the fleet or `cap` is spent) or None."""
         now = now or datetime.now(UTC)
         day, month = day_start(now), month_start(now)
-        fleet_caps = self.fleet_caps()
         config = agent.llm_config
         agent_caps = (config.daily_budget_usd, config.monthly_budget_usd)
-        with self.db.read() as conn:
-            mine = repo.spend(conn, agent.id, day, month)
+        with self.db.read() as conn:  # one snapshot; a spend nobody caps is not summed
+            fleet_caps = self.fleet_caps()
+            capped = any(c is not None for c in agent_caps)
+            mine = repo.spend(conn, agent.id, day, month) if capped else (0.0, 0.0)
             fleet = repo.spend(conn, None, day, month) if any(fleet_caps) else (0.0, 0.0)
         reached = _reached(agent.id, agent_caps, mine, now) + _reached(
             FLEET, fleet_caps, fleet, now

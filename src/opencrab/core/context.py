@@ -15,6 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.engine import Connection
+
 from opencrab.events import (
     AgentEvent,
     MessageEvent,
@@ -24,6 +26,12 @@ from opencrab.events import (
 )
 from opencrab.llm.types import Message, ToolCall, ToolDefinition
 from opencrab.prompts import DEFAULT_LANGUAGE, Language, prompts
+from opencrab.store.repositories import events as events_repo
+from opencrab.store.repositories import memory as memory_repo
+from opencrab.store.repositories import sessions as sessions_repo
+from opencrab.store.repositories import skills as skills_repo
+from opencrab.store.repositories import tool_settings as tool_settings_repo
+from opencrab.store.repositories import tools as tools_repo
 
 COMPACTION_KIND = "compaction"
 
@@ -229,3 +237,19 @@ def extractive_summary(
 def _clip(text: str, limit: int) -> str:
     text = unicodedata.normalize("NFC", text).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def queue_context_reads(
+    conn: Connection, agent_id: str, session_id: str | None, trace_id: str
+) -> None:
+    """Send ahead the reads a turn's context makes in its snapshot (the trace's last
+    event, the skills' stamp, granted tools, tool settings, the session's model choices,
+    curated memory and impressions): on PostgreSQL one round trip for all of them
+    (Prepared.queue); the context's own reads then take these results."""
+    events_repo.queue_last_id(conn, trace_id)
+    skills_repo.queue_skills_stamp(conn, agent_id)
+    tools_repo.queue_granted_tool_names(conn, agent_id)
+    tool_settings_repo.queue_load(conn, agent_id)
+    memory_repo.queue_context_reads(conn, agent_id, session_id or None)
+    if session_id:
+        sessions_repo.queue_session_context(conn, session_id)

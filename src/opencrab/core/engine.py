@@ -53,6 +53,7 @@ from opencrab.core.context import (
     history_from_events,
     message_tokens,
     prompt_section,
+    queue_context_reads,
     tools_tokens,
 )
 from opencrab.core.deadline import TurnDeadline
@@ -410,8 +411,9 @@ class _Turn:
 
     def _prepare(self, message: IncomingMessage) -> Prepared:
         """Tools, token budget, system message, user text and stored history of the turn."""
-        with self.engine.db.read():  # the context's many small reads share one snapshot
-            return self._prepare_in_snapshot(message)
+        with self.engine.db.read() as conn:  # the context's small reads: one snapshot,
+            queue_context_reads(conn, self.agent.id, self.session_id, self.trace_id)
+            return self._prepare_in_snapshot(message)  # one round trip (PostgreSQL)
 
     def _prepare_in_snapshot(self, message: IncomingMessage) -> Prepared:
         self.last_event = self.engine.events.last_id(self.trace_id)
@@ -636,12 +638,14 @@ class _Turn:
         if call.raw_arguments is not None and not isinstance(call.arguments, dict):
             arguments = call.raw_arguments  # unparseable JSON: the registry explains
         self.ctx.pending = []  # the action's own writes join this step's transaction
+        self.ctx.pending_logs = []  # … its memory lines this step's insert
         try:
             result = await self.engine.registry.dispatch(
                 call.name, arguments, self.ctx, allowed=self.allowed
             )
         finally:
             pending, self.ctx.pending = self.ctx.pending, None
+            own_logs, self.ctx.pending_logs = self.ctx.pending_logs, None
         event = ToolResultEvent(
             id=uuid4(),
             trace_id=UUID(self.trace_id),
@@ -682,7 +686,7 @@ class _Turn:
                 self.facts = TurnFacts()
 
         batch: list[AgentEvent] = [event]
-        logs = [line]
+        logs = [line, *own_logs]
         chat: list[Said] = []
         speech = self._speech_of(call.name) if result.success else None
         if speech is not None:  # a turn-ending speech is recorded in the same step

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.dml import UpdateBase
 
-from opencrab.store.dialects.postgresql import pipelined, settle
+from opencrab.store.dialects.postgresql import pipelined, queued_reads, settle
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,32 @@ class Prepared:
 
     # ------------------------------------------------------------------ running
     def rows(self, conn: Connection, **params: Any) -> list[Any]:
-        """Every result row, as named tuples (attribute access by column name)."""
+        """Every result row, as named tuples (attribute access by column name); the
+        result of a matching `queue` of this transaction when there is one."""
         compiled = self._for(conn.dialect)
+        queued = queued_reads(conn)
+        if queued:
+            key = _key(compiled, self._args(compiled, params))
+            cursor = queued.pop(key, None) if key is not None else None
+            if cursor is not None:
+                return self._read(conn, compiled, cursor, params)
         cursor = self._execute(conn, compiled, params)
         return self._read(conn, compiled, cursor, params)
+
+    def queue(self, conn: Connection, **params: Any) -> None:
+        """Send this read ahead, in a pipelined transaction (PostgreSQL): it goes with the
+        transaction's next round trip, and the first `rows`/`first`/`scalar` of this
+        statement with the same parameters in the transaction takes its result instead
+        of asking again, so reads queued together cost one round trip between them.
+        Elsewhere (SQLite, no round trips to save) it does nothing."""
+        queued = queued_reads(conn)
+        if queued is None:
+            return
+        compiled = self._for(conn.dialect)
+        args = self._args(compiled, params)
+        key = _key(compiled, args)
+        if key is not None and key not in queued:
+            queued[key] = driver_execute(conn, compiled.sql, args)
 
     def rows_later(self, conn: Connection, **params: Any) -> Callable[[], list[Any]]:
         """`rows`, read when the returned function is called. In a pipelined transaction
@@ -125,6 +147,10 @@ class Prepared:
 
     # ------------------------------------------------------------------ internals
     def _execute(self, conn: Connection, compiled: _Compiled, params: dict[str, Any]) -> Any:
+        return driver_execute(conn, compiled.sql, self._args(compiled, params))
+
+    def _args(self, compiled: _Compiled, params: dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
+        """The driver's parameters: bind-processed values in the statement's order."""
         values = {**compiled.defaults, **params} if compiled.defaults else params
         for name, process in compiled.bind:
             value = values.get(name)
@@ -138,7 +164,7 @@ class Prepared:
                 args = {n: values[n] for n in compiled.names}
         except KeyError as exc:
             raise TypeError(f"missing parameter {exc.args[0]!r} for {compiled.sql}") from None
-        return driver_execute(conn, compiled.sql, args)
+        return args
 
     def _for(self, dialect: Dialect) -> _Compiled:
         found = self._compiled.get(id(dialect))
@@ -173,6 +199,16 @@ def driver_execute(conn: Connection, sql: str, args: Any, *, many: bool = False)
     except dialect.loaded_dbapi.Error as exc:
         raise _wrapped(conn, sql, args, exc) from exc
     return cursor
+
+
+def _key(compiled: _Compiled, args: Sequence[Any] | dict[str, Any]) -> Any:
+    """What identifies a queued read: its SQL and driver parameters (None: unhashable)."""
+    values = tuple(args.items()) if isinstance(args, dict) else tuple(args)
+    try:
+        hash(values)
+    except TypeError:
+        return None
+    return (compiled.sql, values)
 
 
 def _wrapped(conn: Connection, sql: str, args: Any, exc: Exception) -> Exception:

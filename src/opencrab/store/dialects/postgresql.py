@@ -120,6 +120,9 @@ _USED = "opencrab_last_used"
 _PIPELINE = "opencrab_pipeline"
 """Pool entry info key: the psycopg pipeline of a `transaction` running on it."""
 
+_QUEUED = "opencrab_queued_reads"
+"""Pool entry info key: the reads queued ahead in a `transaction` (`queued_reads`)."""
+
 READ_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 WRITE_BEGIN = "BEGIN"
 """How `transaction` begins a read (one snapshot for all its statements, like SQLite's
@@ -148,12 +151,14 @@ def transaction(conn: Connection, begin: str) -> Iterator[None]:
     try:
         with raw.pipeline() as pipeline:
             fairy.info[_PIPELINE] = pipeline
+            fairy.info[_QUEUED] = {}
             try:
                 raw.execute(begin)
                 yield
                 raw.execute("COMMIT")
             finally:
                 del fairy.info[_PIPELINE]
+                del fairy.info[_QUEUED]
     except BaseException as exc:
         _roll_back(raw, error)
         if isinstance(exc, error):
@@ -182,6 +187,13 @@ def settle(conn: Connection) -> None:
     pipeline = conn.connection.info.get(_PIPELINE)
     if pipeline is not None:
         pipeline.sync()
+
+
+def queued_reads(conn: Connection) -> dict[Any, Any] | None:
+    """The reads sent ahead in `conn`'s pipelined `transaction` (store/prepared.py
+    `Prepared.queue`), by SQL and parameters; None outside one (and on SQLite)."""
+    found: dict[Any, Any] | None = conn.connection.info.get(_QUEUED)
+    return found
 
 
 def pipelined(conn: Connection) -> bool:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import recoverable
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_metrics
 
 FLEET = "fleet"
@@ -34,11 +36,30 @@ class AlertRow:
     created_at: datetime | None = None
 
 
+def _raw(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[Any]:
+    """A float column read as the driver gives it (a float on both databases): the
+    Float type's result processor on PostgreSQL wants the column's type OID, which a
+    `Prepared` statement has not got."""
+    return sa.type_coerce(column, sa.types.NullType()).label(name)
+
+
+_FLEET_CAPS = Prepared(
+    sa.select(
+        _raw(budget_caps.c.daily_usd, "daily"), _raw(budget_caps.c.monthly_usd, "monthly")
+    ).where(budget_caps.c.scope == sa.bindparam("scope"))
+)
+
+
 def fleet_caps(conn: Connection) -> tuple[float | None, float | None] | None:
     """The fleet's (daily, monthly) caps set at runtime; None when never set."""
-    c = budget_caps.c
-    row = conn.execute(sa.select(c.daily_usd, c.monthly_usd).where(c.scope == FLEET)).first()
-    return None if row is None else (row.daily_usd, row.monthly_usd)
+    row = _FLEET_CAPS.first(conn, scope=FLEET)
+    if row is None:
+        return None
+    daily, monthly = row
+    return (
+        None if daily is None else float(daily),
+        None if monthly is None else float(monthly),
+    )
 
 
 def save_fleet_caps(
@@ -102,20 +123,34 @@ def alerts(conn: Connection, since: datetime | None, limit: int) -> list[AlertRo
     ]
 
 
+def _spend_query(of_agent: bool) -> Prepared:
+    m = llm_usage_metrics.c
+    cost = m.estimated_cost_usd
+    day = sa.bindparam("day", type_=m.timestamp.type)
+    query = sa.select(
+        _raw(
+            sa.func.coalesce(sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)), 0.0),
+            "today",
+        ),
+        _raw(sa.func.coalesce(sa.func.sum(cost), 0.0), "month"),
+    ).where(m.timestamp >= sa.bindparam("month", type_=m.timestamp.type))
+    if of_agent:
+        query = query.where(m.agent_id == sa.bindparam("agent_id"))
+    return Prepared(query)
+
+
+_SPEND = {True: _spend_query(True), False: _spend_query(False)}
+
+
 def spend(
     conn: Connection, agent_id: str | None, day: datetime, month: datetime
 ) -> tuple[float, float]:
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
     whole fleet (`agent_id` None): one query."""
-    m = llm_usage_metrics.c
-    cost = m.estimated_cost_usd
-    query = sa.select(
-        sa.func.coalesce(sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)), 0.0),
-        sa.func.coalesce(sa.func.sum(cost), 0.0),
-    ).where(m.timestamp >= month)
+    params: dict[str, Any] = {"day": day, "month": month}
     if agent_id is not None:
-        query = query.where(m.agent_id == str(agent_id))
-    today, this_month = conn.execute(query).one()
+        params["agent_id"] = str(agent_id)
+    today, this_month = _SPEND[agent_id is not None].rows(conn, **params)[0]
     return float(today or 0.0), float(this_month or 0.0)
 
 

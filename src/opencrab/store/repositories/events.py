@@ -121,6 +121,11 @@ def last_id(conn: Connection, trace_id: str) -> str | None:
     return None if found is None else str(found)
 
 
+def queue_last_id(conn: Connection, trace_id: str) -> None:
+    """Send `last_id`'s read ahead (Prepared.queue: one round trip with others)."""
+    _LAST_ID.queue(conn, trace_id=str(trace_id))
+
+
 def exists(conn: Connection, trace_id: str) -> bool:
     """True when the trace has at least one event."""
     found = conn.execute(

@@ -110,6 +110,14 @@ def list_curated(db: Database, agent_id: str, category: str | None = None) -> li
     ]
 
 
+def queue_context_reads(conn: Connection, agent_id: str, session_id: str | None) -> None:
+    """Send the reads of an agent's memory section ahead (`list_curated`, and
+    `session_impressions` of `session_id`): Prepared.queue, one round trip with others."""
+    _CURATED.queue(conn, agent_id=agent_id)
+    if session_id is not None:
+        _IMPRESSIONS.queue(conn, agent_id=agent_id, session_id=str(session_id))
+
+
 def save_curated(
     db: Database, agent_id: str, category: str, content: str, id: str | None = None
 ) -> CuratedMemory:

@@ -591,6 +591,11 @@ def session_context(conn: Connection, session_id: str) -> Any:
     return _SESSION_CONTEXT.scalar(conn, id=str(session_id))
 
 
+def queue_session_context(conn: Connection, session_id: str) -> None:
+    """Send `session_context`'s read ahead (Prepared.queue: one round trip with others)."""
+    _SESSION_CONTEXT.queue(conn, id=str(session_id))
+
+
 def find_session_context(conn: Connection, session_id: str) -> SessionContext | None:
     """The session's context inside the caller's transaction, None when there is no such
     session (a session's per-agent model choices, core/llm_config.py, live in it)."""

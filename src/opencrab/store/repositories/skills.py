@@ -190,6 +190,11 @@ def skills_stamp(conn: Connection, agent_id: str) -> tuple[Any, ...]:
     return tuple(_SKILLS_STAMP.rows(conn, agent_id=agent_id)[0])
 
 
+def queue_skills_stamp(conn: Connection, agent_id: str) -> None:
+    """Send `skills_stamp`'s read ahead (Prepared.queue: one round trip with others)."""
+    _SKILLS_STAMP.queue(conn, agent_id=agent_id)
+
+
 def active_skill_actions(conn: Connection, agent_id: str) -> list[tuple[str, list[str]]]:
     """(id, actions) of the agent's active skills."""
     t = skills.c

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from opencrab.store.database import Database
 from opencrab.store.prepared import Prepared
@@ -30,6 +31,11 @@ def load(db: Database, agent_id: str) -> dict[str, Any]:
     if not rows or not isinstance(rows[0][0], dict):
         return {}
     return dict(rows[0][0])
+
+
+def queue_load(conn: Connection, agent_id: str) -> None:
+    """Send `load`'s read ahead (Prepared.queue: one round trip with others)."""
+    _ROW.queue(conn, agent_id=str(agent_id))
 
 
 def save(db: Database, agent_id: str, settings: dict[str, Any]) -> None:

@@ -101,6 +101,11 @@ def granted_tool_names(conn: Connection, agent_id: str) -> set[str]:
     return {row.name for row in _GRANTED.rows(conn, agent_id=agent_id)}
 
 
+def queue_granted_tool_names(conn: Connection, agent_id: str) -> None:
+    """Send `granted_tool_names`' read ahead (Prepared.queue: one round trip with others)."""
+    _GRANTED.queue(conn, agent_id=agent_id)
+
+
 def granted_tool_ids(conn: Connection, agent_id: str) -> list[str]:
     """Ids of the tools granted to the agent."""
     found = conn.execute(
