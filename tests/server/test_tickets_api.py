@@ -100,6 +100,11 @@ def test_list_filters_by_status_and_agent(
     mine = SEED.check("listTickets", api.get("/api/tickets", params={"agentId": agent["id"]}))
     assert len(mine) == 2
     assert SEED.check("listTickets", api.get("/api/tickets", params={"agentId": NOBODY})) == []
+    by_name = api.get("/api/tickets", params={"agentId": "aki"})
+    assert len(SEED.check("listTickets", by_name)) == 2
+    unknown_name = api.get("/api/tickets", params={"agentId": "nobody-by-that-name"})
+    assert unknown_name.status_code == 400  # the seed's agentId is a UUID: not one, no name
+    assert "neither an agent id" in unknown_name.json()["message"]
     bad = api.get("/api/tickets", params={"status": "sleeping"})
     assert bad.status_code == 400
     assert bad.json()["error"] == "validation_error"

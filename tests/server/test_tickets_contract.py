@@ -107,12 +107,12 @@ def _known_ids(case: Any, pick: int | None, negative: bool) -> None:
     if "id" in params and case.method.upper() != "DELETE":
         kind = "ticket" if case.path.startswith("/api/tickets") else "session"
         params["id"] = KNOWN[kind][pick % len(KNOWN[kind])]
-    if query is not None and "agentId" in query:
+    # invalid input keeps its query ids and its body's agentId: one of them may be the one
+    # invalid part, and a known id would make the request valid
+    if not negative and query is not None and "agentId" in query:
         query["agentId"] = KNOWN["agent"][0]
-    if query is not None and "ticketId" in query:
+    if not negative and query is not None and "ticketId" in query:
         query["ticketId"] = KNOWN["ticket"][pick % len(KNOWN["ticket"])]
-    # an invalid body keeps its agentId: it may be the one invalid part (then a known id
-    # would make the request valid, and schemathesis re-checks only path and query values)
     if (
         not negative
         and case.operation.definition.raw.get("operationId") == "createTicket"

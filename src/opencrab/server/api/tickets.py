@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
-from opencrab.errors import NotFoundError
+from opencrab.errors import NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
@@ -139,12 +139,18 @@ def list_all(
     offset: Offset = 0,
 ) -> list[TicketListItem]:
     """Tickets, newest first, each with its goal and step progress; `status` and `agentId`
-    narrow the list (an agent that does not exist has no tickets: an empty list)."""
+    narrow the list. An agent id that matches no agent has no tickets (an empty list); a
+    value that is neither an id nor an agent's name is refused (400), as seed 002's
+    contract (`agentId` is a UUID) asks."""
     agent = None
     if agent_id is not None:
         try:
             agent = runtime.agents.get(agent_id).id
         except NotFoundError:
+            if not _is_uuid(agent_id):
+                raise ValidationError(
+                    f"agentId {agent_id!r} is neither an agent id (a UUID) nor an agent's name"
+                ) from None
             return []
     found = service.list_tickets(
         runtime.db, status=status, agent_id=agent, limit=limit, offset=offset
@@ -218,3 +224,11 @@ def reset(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
 @hookimpl
 def register_routes(app: FastAPI) -> None:
     app.include_router(router)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        UUID(text)
+    except ValueError:
+        return False
+    return True
