@@ -1,5 +1,8 @@
 """Budget caps and alerts (`budget_caps`, `budget_alerts`): the one writer of both, and
-the spend sums the budget checks read from `llm_usage_metrics`.
+the spend sums the budget checks read: from the daily rollup `llm_usage_daily` when the
+periods start at UTC midnights (as core/budgets.py's always do; its rows change in the
+transaction of every call's insert, so a check sees the same spend as a sum over
+`llm_usage_metrics`), else from the calls.
 
 Example:
     with db.write() as conn:
@@ -16,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import recoverable
-from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_metrics
+from opencrab.store.repositories.metrics import midnight_key
+from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_daily, llm_usage_metrics
 
 FLEET = "fleet"
 
@@ -107,33 +111,39 @@ def spend(
 ) -> tuple[float, float]:
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
     whole fleet (`agent_id` None): one query."""
-    m = llm_usage_metrics.c
-    cost = m.estimated_cost_usd
-    query = sa.select(
-        sa.func.coalesce(sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)), 0.0),
-        sa.func.coalesce(sa.func.sum(cost), 0.0),
-    ).where(m.timestamp >= month)
+    found = spend_by_agent(conn, day, month, agent_id=agent_id)
     if agent_id is not None:
-        query = query.where(m.agent_id == str(agent_id))
-    today, this_month = conn.execute(query).one()
-    return float(today or 0.0), float(this_month or 0.0)
+        return found.get(str(agent_id), (0.0, 0.0))
+    return sum(d for d, _ in found.values()), sum(t for _, t in found.values())
 
 
 def spend_by_agent(
-    conn: Connection, day: datetime, month: datetime, task_type: str | None = None
+    conn: Connection,
+    day: datetime,
+    month: datetime,
+    task_type: str | None = None,
+    *,
+    agent_id: str | None = None,
 ) -> dict[str, tuple[float, float]]:
-    """(since `day`, since `month`) USD by agent, optionally of one task type only."""
-    m = llm_usage_metrics.c
-    cost = m.estimated_cost_usd
+    """(since `day`, since `month`) USD by agent (or of one agent), optionally of one task
+    type only: one grouped query, over the daily rollup when both are UTC midnights."""
+    day_key, month_key = midnight_key(day), midnight_key(month)
+    if day_key is not None and month_key is not None:
+        d = llm_usage_daily.c
+        agent, cost, task = d.agent_id, d.cost_usd, d.task_type
+        today: sa.ColumnElement[bool] = d.day >= day_key
+        period = d.day >= month_key
+    else:
+        m = llm_usage_metrics.c
+        agent, cost, task = m.agent_id, m.estimated_cost_usd, m.task_type
+        today, period = m.timestamp >= day, m.timestamp >= month
     query = (
-        sa.select(
-            m.agent_id,
-            sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)),
-            sa.func.sum(cost),
-        )
-        .where(m.timestamp >= month)
-        .group_by(m.agent_id)
+        sa.select(agent, sa.func.sum(sa.case((today, cost), else_=0.0)), sa.func.sum(cost))
+        .where(period)
+        .group_by(agent)
     )
     if task_type is not None:
-        query = query.where(m.task_type == task_type)
+        query = query.where(task == task_type)
+    if agent_id is not None:
+        query = query.where(agent == str(agent_id))
     return {str(a): (float(d or 0.0), float(t or 0.0)) for a, d, t in conn.execute(query)}

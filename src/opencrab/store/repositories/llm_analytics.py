@@ -28,15 +28,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from datetime import time as clock
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import postgresql, sqlite
-from opencrab.store.repositories.metrics import utc_day_key
+from opencrab.store.repositories.metrics import midnight_key, utc_day_key
 from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_metrics as metrics
 
@@ -64,9 +63,7 @@ class UsageFilter:
     @property
     def whole_days(self) -> bool:
         """True when the period starts and ends at UTC midnights (or is open)."""
-        return all(
-            t is None or t.astimezone(UTC).time() == clock() for t in (self.since, self.until)
-        )
+        return all(t is None or midnight_key(t) is not None for t in (self.since, self.until))
 
     def clause(self, table: sa.Table = metrics) -> sa.ColumnElement[bool]:
         """The WHERE clause selecting these calls (`table`: the calls, or the rollup rows

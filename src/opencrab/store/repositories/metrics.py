@@ -186,6 +186,15 @@ def utc_day_key(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
+def midnight_key(moment: datetime) -> str | None:
+    """The day key of a UTC midnight; None for any other moment (the rollup cannot tell
+    which of a day's calls came before it)."""
+    at = moment.astimezone(UTC)
+    if (at.hour, at.minute, at.second, at.microsecond) != (0, 0, 0, 0):
+        return None
+    return at.strftime("%Y-%m-%d")
+
+
 def daily_key(
     moment: datetime,
     agent_id: str,
