@@ -27,12 +27,12 @@ from opencrab.core.skill_files import load_skill_dirs
 from opencrab.core.skills import PACKAGED_DIR, SkillManager
 from opencrab.core.soul import Personality, Soul
 from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
 from opencrab.store.tables import (
     agents,
     identity,
     impressions,
-    llm_usage_metrics,
     memory_curated,
     memory_sessions,
     skills,
@@ -350,9 +350,10 @@ def test_load_persona_unreadable_files(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ budget
 def spend(db: Database, agent_id: str, amount: float, when: datetime) -> None:
-    with db.write() as conn:
-        conn.execute(
-            llm_usage_metrics.insert().values(
+    """One call of the agent at `when`, stored by the metrics writer (calls and rollup)."""
+    MetricsRecorder(db).write(
+        [
+            CallRecord(
                 id=str(uuid4()),
                 agent_id=agent_id,
                 timestamp=when,
@@ -364,9 +365,9 @@ def spend(db: Database, agent_id: str, amount: float, when: datetime) -> None:
                 total_tokens=15,
                 estimated_cost_usd=amount,
                 latency_ms=100,
-                created_at=when,
             )
-        )
+        ]
+    )
 
 
 def test_spent_today_counts_only_today_and_only_this_agent(store: AgentStore, db: Database) -> None:

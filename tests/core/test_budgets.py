@@ -30,7 +30,7 @@ from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import IncomingMessage, InternalSource
 from opencrab.store import Database
-from opencrab.store.tables import budget_alerts, llm_usage_metrics
+from opencrab.store.tables import budget_alerts, llm_usage_daily, llm_usage_metrics
 from tests.core.conftest import speak
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.scripted_provider import ScriptedProvider, reply
@@ -112,6 +112,7 @@ async def one_call_cost(rt: Runtime, server: FakeLlmServer) -> float:
     rt.agents.delete(probe.id)
     with rt.db.write() as conn:  # the probe's spend is not the fleet's in these tests
         conn.execute(llm_usage_metrics.delete())
+        conn.execute(llm_usage_daily.delete())  # and its rollup, which the checks read
     return cost
 
 

@@ -644,3 +644,33 @@ import_texts = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.UniqueConstraint("session_id", "line", "part"),
 )
+
+# revision 0025: llm_usage_metrics summed per UTC day and key, written with every insert
+llm_usage_daily = sa.Table(
+    "llm_usage_daily",
+    metadata,
+    # written by store/repositories/metrics.py in the transaction of each insert into
+    # (and re-pricing or rating of) llm_usage_metrics; a key's sums equal SQL over its rows
+    sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD of the call (UTC)
+    sa.Column("agent_id", sa.String(64), primary_key=True),
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(200), primary_key=True),
+    sa.Column("purpose", sa.String(32), primary_key=True),
+    sa.Column("task_type", sa.String(64), primary_key=True),  # "" for a call without one
+    sa.Column("status", sa.String(16), primary_key=True),
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False),
+    sa.Column("total_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cache_write_tokens", sa.BigInteger, nullable=False),
+    sa.Column("reasoning_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("quality_sum", sa.Float, nullable=False),
+    sa.Column("quality_count", sa.BigInteger, nullable=False),
+    sa.Column("latency_ms_sum", sa.BigInteger, nullable=False),
+    sa.Column("ttft_ms_sum", sa.BigInteger, nullable=False),
+    sa.Column("ttft_count", sa.BigInteger, nullable=False),
+    sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
+)
+sa.Index(None, llm_usage_daily.c.agent_id, llm_usage_daily.c.day)

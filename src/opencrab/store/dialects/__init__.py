@@ -108,6 +108,23 @@ def upsert(dialect: Dialect, table: sa.Table, keys: Sequence[str], **values: Any
     return pg.on_conflict_do_update(index_elements=list(keys), set_=changed)
 
 
+def accumulate(
+    dialect: Dialect, table: sa.Table, keys: Sequence[str], rows: Sequence[dict[str, Any]]
+) -> Executable:
+    """INSERT `rows` into `table`; where a row with the same `keys` exists, ADD the new
+    row's other columns to it instead (`col = col + excluded.col`): one statement, atomic
+    per row on both databases, so concurrent writers never lose each other's sums."""
+    from sqlalchemy.dialects import postgresql as pg_sql
+    from sqlalchemy.dialects import sqlite as lite_sql
+
+    make = lite_sql.insert if dialect.name == "sqlite" else pg_sql.insert
+    stmt = make(table).values(list(rows))
+    sums = [name for name in rows[0] if name not in keys]
+    return stmt.on_conflict_do_update(
+        index_elements=list(keys), set_={n: table.c[n] + stmt.excluded[n] for n in sums}
+    )
+
+
 @contextmanager
 def recoverable(conn: Connection) -> Iterator[None]:
     """Run statements whose failure the caller handles and then keeps using `conn`.

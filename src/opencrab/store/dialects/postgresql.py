@@ -257,6 +257,12 @@ def utc_week(column: Any) -> Any:
     return func.to_char(func.date_trunc("week", func.timezone("UTC", column)), "YYYY-MM-DD")
 
 
+def utc_week_of_day(column: Any) -> Any:
+    """`YYYY-MM-DD` of the Monday starting the week of a `YYYY-MM-DD` text column."""
+    day = sa.cast(column, sa.Date)
+    return func.to_char(func.date_trunc("week", sa.cast(day, sa.DateTime)), "YYYY-MM-DD")
+
+
 BM25_K1 = 1.2
 BM25_B = 0.75
 """FTS5's bm25 constants: PostgreSQL ranks memory search hits with the same formula."""

@@ -124,6 +124,11 @@ def utc_week(column: Any) -> Any:
     return func.date(func.substr(column, 1, 10), "-6 days", "weekday 1")
 
 
+def utc_week_of_day(column: Any) -> Any:
+    """`YYYY-MM-DD` of the Monday starting the week of a `YYYY-MM-DD` text column."""
+    return func.date(column, "-6 days", "weekday 1")
+
+
 def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float]]:
     """FTS5 trigram MATCH ranked by bm25 for terms of 3+ characters, LIKE for shorter ones
     (ASCII case-insensitive, like the trigram index); with no long term, newest first."""

@@ -21,7 +21,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from opencrab.store.tables import agent_sessions, llm_usage_metrics, memory_curated, sessions
+from opencrab.store.repositories.metrics import midnight_key
+from opencrab.store.tables import (
+    agent_sessions,
+    llm_usage_daily,
+    llm_usage_metrics,
+    memory_curated,
+    sessions,
+)
 
 
 @dataclass(frozen=True)
@@ -39,26 +46,26 @@ def _only(column: Any, ids: Sequence[str] | None) -> Any:
 
 def spent_since(conn: Connection, agent_id: str, since: datetime) -> float:
     """USD the agent's LLM calls cost since `since`."""
-    m = llm_usage_metrics.c
-    total = conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0)).where(
-            m.agent_id == str(agent_id), m.timestamp >= since
-        )
-    ).scalar()
-    return float(total or 0.0)
+    return spent_by_agent(conn, since, [str(agent_id)]).get(str(agent_id), 0.0)
 
 
 def spent_by_agent(
     conn: Connection, since: datetime, agent_ids: Sequence[str] | None
 ) -> dict[str, float]:
-    """USD spent since `since` by agent (these agents, or all): one grouped query."""
-    m = llm_usage_metrics.c
+    """USD spent since `since` by agent (these agents, or all): one grouped query, over
+    the daily rollup `llm_usage_daily` when `since` is a UTC midnight (its sums equal the
+    calls': store/repositories/metrics.py writes both in one transaction)."""
+    day = midnight_key(since)
+    if day is not None:
+        d = llm_usage_daily.c
+        agent, cost, after = d.agent_id, d.cost_usd, d.day >= day
+    else:
+        m = llm_usage_metrics.c
+        agent, cost, after = m.agent_id, m.estimated_cost_usd, m.timestamp >= since
     query = (
-        sa.select(m.agent_id, sa.func.sum(m.estimated_cost_usd))
-        .where(m.timestamp >= since, _only(m.agent_id, agent_ids))
-        .group_by(m.agent_id)
+        sa.select(agent, sa.func.sum(cost)).where(after, _only(agent, agent_ids)).group_by(agent)
     )
-    return {str(agent): float(cost or 0.0) for agent, cost in conn.execute(query)}
+    return {str(a): float(c or 0.0) for a, c in conn.execute(query)}
 
 
 def memory_counts(conn: Connection, agent_ids: Sequence[str] | None) -> dict[str, int]:

@@ -1,5 +1,8 @@
 """Budget caps and alerts (`budget_caps`, `budget_alerts`): the one writer of both, and
-the spend sums the budget checks read from `llm_usage_metrics`.
+the spend sums the budget checks read: from the daily rollup `llm_usage_daily` when the
+periods start at UTC midnights (as core/budgets.py's always do; its rows change in the
+transaction of every call's insert, so a check sees the same spend as a sum over
+`llm_usage_metrics`), else from the calls.
 
 Example:
     with db.write() as conn:
@@ -18,7 +21,8 @@ from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
-from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_metrics
+from opencrab.store.repositories.metrics import midnight_key
+from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_daily, llm_usage_metrics
 
 FLEET = "fleet"
 
@@ -123,52 +127,44 @@ def alerts(conn: Connection, since: datetime | None, limit: int) -> list[AlertRo
     ]
 
 
-def _spend_query(of_agent: bool) -> Prepared:
-    m = llm_usage_metrics.c
-    cost = m.estimated_cost_usd
-    day = sa.bindparam("day", type_=m.timestamp.type)
-    query = sa.select(
-        _raw(
-            sa.func.coalesce(sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)), 0.0),
-            "today",
-        ),
-        _raw(sa.func.coalesce(sa.func.sum(cost), 0.0), "month"),
-    ).where(m.timestamp >= sa.bindparam("month", type_=m.timestamp.type))
-    if of_agent:
-        query = query.where(m.agent_id == sa.bindparam("agent_id"))
-    return Prepared(query)
-
-
-_SPEND = {True: _spend_query(True), False: _spend_query(False)}
-
-
 def spend(
     conn: Connection, agent_id: str | None, day: datetime, month: datetime
 ) -> tuple[float, float]:
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
     whole fleet (`agent_id` None): one query."""
-    params: dict[str, Any] = {"day": day, "month": month}
+    found = spend_by_agent(conn, day, month, agent_id=agent_id)
     if agent_id is not None:
-        params["agent_id"] = str(agent_id)
-    today, this_month = _SPEND[agent_id is not None].rows(conn, **params)[0]
-    return float(today or 0.0), float(this_month or 0.0)
+        return found.get(str(agent_id), (0.0, 0.0))
+    return sum(d for d, _ in found.values()), sum(t for _, t in found.values())
 
 
 def spend_by_agent(
-    conn: Connection, day: datetime, month: datetime, task_type: str | None = None
+    conn: Connection,
+    day: datetime,
+    month: datetime,
+    task_type: str | None = None,
+    *,
+    agent_id: str | None = None,
 ) -> dict[str, tuple[float, float]]:
-    """(since `day`, since `month`) USD by agent, optionally of one task type only."""
-    m = llm_usage_metrics.c
-    cost = m.estimated_cost_usd
+    """(since `day`, since `month`) USD by agent (or of one agent), optionally of one task
+    type only: one grouped query, over the daily rollup when both are UTC midnights."""
+    day_key, month_key = midnight_key(day), midnight_key(month)
+    if day_key is not None and month_key is not None:
+        d = llm_usage_daily.c
+        agent, cost, task = d.agent_id, d.cost_usd, d.task_type
+        today: sa.ColumnElement[bool] = d.day >= day_key
+        period = d.day >= month_key
+    else:
+        m = llm_usage_metrics.c
+        agent, cost, task = m.agent_id, m.estimated_cost_usd, m.task_type
+        today, period = m.timestamp >= day, m.timestamp >= month
     query = (
-        sa.select(
-            m.agent_id,
-            sa.func.sum(sa.case((m.timestamp >= day, cost), else_=0.0)),
-            sa.func.sum(cost),
-        )
-        .where(m.timestamp >= month)
-        .group_by(m.agent_id)
+        sa.select(agent, sa.func.sum(sa.case((today, cost), else_=0.0)), sa.func.sum(cost))
+        .where(period)
+        .group_by(agent)
     )
     if task_type is not None:
-        query = query.where(m.task_type == task_type)
+        query = query.where(task == task_type)
+    if agent_id is not None:
+        query = query.where(agent == str(agent_id))
     return {str(a): (float(d or 0.0), float(t or 0.0)) for a, d, t in conn.execute(query)}

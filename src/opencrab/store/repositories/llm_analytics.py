@@ -1,8 +1,13 @@
-"""The fleet's LLM cost and quality figures: grouped reads over `llm_usage_metrics`.
+"""The fleet's LLM cost and quality figures: grouped reads over `llm_usage_metrics` and
+its daily rollup `llm_usage_daily`.
 
 Every function takes one `UsageFilter` (period, agent, purpose, provider, model, source)
 and answers with one grouped query, so the dashboard's charts, its totals and the CSV
-export all read the same rows. "Imported" calls are those the transcript importers wrote
+export all read the same rows. A filter whose period starts and ends at UTC midnights
+(`whole_days`: every filter the routes build) is answered from the rollup, whose sums
+equal those of the calls (store/repositories/metrics.py writes both in one
+transaction); any other period sums the calls themselves. The percentiles always rank
+the calls. "Imported" calls are those the transcript importers wrote
 (opencrab.importers.store: purpose `import`, one row per recorded model call); every
 other row is a live call made through the router. Day and week keys are UTC dates
 (store.dialects), a week by its Monday.
@@ -30,6 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import postgresql, sqlite
+from opencrab.store.repositories.metrics import midnight_key, utc_day_key
+from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_metrics as metrics
 
 IMPORT_PURPOSE = "import"
@@ -53,14 +60,26 @@ class UsageFilter:
     model: str | None = None
     source: Source = "all"
 
-    def clause(self) -> sa.ColumnElement[bool]:
-        """The WHERE clause selecting these calls."""
-        m = metrics.c
+    @property
+    def whole_days(self) -> bool:
+        """True when the period starts and ends at UTC midnights (or is open)."""
+        return all(t is None or midnight_key(t) is not None for t in (self.since, self.until))
+
+    def clause(self, table: sa.Table = metrics) -> sa.ColumnElement[bool]:
+        """The WHERE clause selecting these calls (`table`: the calls, or the rollup rows
+        of their keys when the period is whole days)."""
+        m = table.c
         parts: list[sa.ColumnElement[bool]] = []
-        if self.since is not None:
-            parts.append(m.timestamp >= self.since)
-        if self.until is not None:
-            parts.append(m.timestamp < self.until)
+        if table is daily:
+            if self.since is not None:
+                parts.append(m.day >= utc_day_key(self.since))
+            if self.until is not None:
+                parts.append(m.day < utc_day_key(self.until))
+        else:
+            if self.since is not None:
+                parts.append(m.timestamp >= self.since)
+            if self.until is not None:
+                parts.append(m.timestamp < self.until)
         for column, value in (
             (m.agent_id, self.agent_id),
             (m.purpose, self.purpose),
@@ -149,10 +168,57 @@ def _dialect(conn: Connection) -> Any:
     return sqlite if conn.dialect.name == "sqlite" else postgresql
 
 
-def _bucket(conn: Connection, bucket: Bucket) -> Any:
-    dialect = _dialect(conn)
-    keyed = dialect.utc_day if bucket == "day" else dialect.utc_week
-    return keyed(metrics.c.timestamp)
+class _Source:
+    """The calls, or their rollup rows, as the same named sums (see the module docstring)."""
+
+    def __init__(self, flt: UsageFilter) -> None:
+        self.table = daily if flt.whole_days else metrics
+        self.rolled = self.table is daily
+        self.where = flt.clause(self.table)
+        c = self.table.c
+        self.c = c
+        self.task_type = sa.func.nullif(c.task_type, "") if self.rolled else c.task_type
+
+    def calls(self) -> Any:
+        """The number of calls."""
+        return sa.func.sum(self.c.calls) if self.rolled else sa.func.count()
+
+    def errors(self) -> Any:
+        """The number of calls whose status is not ok."""
+        counted = self.c.calls if self.rolled else 1
+        return sa.func.sum(sa.case((self.c.status == "ok", 0), else_=counted))
+
+    def total(self, name: str) -> Any:
+        """SUM of a column of the calls (estimated_cost_usd, input_tokens, …)."""
+        if self.rolled and name == "estimated_cost_usd":
+            name = "cost_usd"
+        return sa.func.sum(self.c[name])
+
+    def rated(self) -> Any:
+        """The number of calls with a quality score."""
+        c = self.c
+        return sa.func.sum(c.quality_count) if self.rolled else sa.func.count(c.quality_score)
+
+    def avg_quality(self) -> Any:
+        """The average quality score of the rated calls (NULL without any)."""
+        c = self.c
+        if not self.rolled:
+            return sa.func.avg(c.quality_score)
+        rated = sa.func.sum(c.quality_count)
+        return sa.case((rated > 0, sa.func.sum(c.quality_sum) / rated))
+
+    def has_quality(self) -> sa.ColumnElement[bool]:
+        """The rows holding rated calls."""
+        c = self.c
+        return c.quality_count > 0 if self.rolled else c.quality_score.is_not(None)
+
+    def bucket(self, conn: Connection, bucket: Bucket) -> Any:
+        """The UTC day (or its week's Monday) of the calls, `YYYY-MM-DD`."""
+        dialect = _dialect(conn)
+        if self.rolled:
+            return self.c.day if bucket == "day" else dialect.utc_week_of_day(self.c.day)
+        keyed = dialect.utc_day if bucket == "day" else dialect.utc_week
+        return keyed(self.c.timestamp)
 
 
 STACK_COLUMNS = {
@@ -169,7 +235,8 @@ def _ok() -> sa.ColumnElement[bool]:
 
 def rollup(conn: Connection, flt: UsageFilter) -> list[ModelRollup]:
     """Sums per provider/model in one pass: the page's totals and tables come from it."""
-    m = metrics.c
+    src = _Source(flt)
+    m = src.c
     sums = (
         "input_tokens",
         "output_tokens",
@@ -181,12 +248,12 @@ def rollup(conn: Connection, flt: UsageFilter) -> list[ModelRollup]:
         sa.select(
             m.provider,
             m.model,
-            sa.func.count(),
-            sa.func.sum(sa.case((_ok(), 0), else_=1)),
-            *(sa.func.sum(m[c]) for c in sums),
-            sa.func.sum(m.estimated_cost_usd),
+            src.calls(),
+            src.errors(),
+            *(src.total(c) for c in sums),
+            src.total("estimated_cost_usd"),
         )
-        .where(flt.clause())
+        .where(src.where)
         .group_by(m.provider, m.model)
         .order_by(m.provider, m.model)
     )
@@ -215,13 +282,12 @@ def cost_series(
     conn: Connection, flt: UsageFilter, *, bucket: Bucket, stack: Stack
 ) -> list[SeriesPoint]:
     """Cost and calls per day or week and per group, oldest first."""
-    key = metrics.c[STACK_COLUMNS[stack]].label("key")
-    when = _bucket(conn, bucket).label("bucket")
+    src = _Source(flt)
+    key = src.c[STACK_COLUMNS[stack]].label("key")
+    when = src.bucket(conn, bucket).label("bucket")
     query = (
-        sa.select(
-            when, key, sa.func.sum(metrics.c.estimated_cost_usd), sa.func.count().label("calls")
-        )
-        .where(flt.clause())
+        sa.select(when, key, src.total("estimated_cost_usd"), src.calls().label("calls"))
+        .where(src.where)
         .group_by(when, key)
         .order_by(when, key)
     )
@@ -232,12 +298,12 @@ def cost_series(
 
 def shares(conn: Connection, flt: UsageFilter, *, by: Stack = "model") -> list[Share]:
     """Each group's calls, cost and tokens, most expensive first."""
-    m = metrics.c
-    key = m[STACK_COLUMNS[by]].label("key")
-    cost = sa.func.sum(m.estimated_cost_usd).label("cost")
+    src = _Source(flt)
+    key = src.c[STACK_COLUMNS[by]].label("key")
+    cost = src.total("estimated_cost_usd").label("cost")
     query = (
-        sa.select(key, sa.func.count(), cost, sa.func.sum(m.total_tokens))
-        .where(flt.clause())
+        sa.select(key, src.calls(), cost, src.total("total_tokens"))
+        .where(src.where)
         .group_by(key)
         .order_by(sa.desc("cost"), key)
     )
@@ -248,11 +314,11 @@ def shares(conn: Connection, flt: UsageFilter, *, by: Stack = "model") -> list[S
 
 def quality_series(conn: Connection, flt: UsageFilter, *, bucket: Bucket) -> list[QualityPoint]:
     """Average quality score of the rated calls per day or week, oldest first."""
-    m = metrics.c
-    when = _bucket(conn, bucket).label("bucket")
+    src = _Source(flt)
+    when = src.bucket(conn, bucket).label("bucket")
     query = (
-        sa.select(when, sa.func.avg(m.quality_score), sa.func.count(m.quality_score))
-        .where(flt.clause(), m.quality_score.is_not(None))
+        sa.select(when, src.avg_quality(), src.rated())
+        .where(src.where, src.has_quality())
         .group_by(when)
         .order_by(when)
     )
@@ -261,18 +327,19 @@ def quality_series(conn: Connection, flt: UsageFilter, *, bucket: Bucket) -> lis
 
 def efficiency(conn: Connection, flt: UsageFilter) -> list[EfficiencyCell]:
     """Model × task type (the purpose when a call has none): calls, cost, quality."""
-    m = metrics.c
-    task = sa.func.coalesce(m.task_type, m.purpose).label("task")
+    src = _Source(flt)
+    m = src.c
+    task = sa.func.coalesce(src.task_type, m.purpose).label("task")
     query = (
         sa.select(
             m.model,
             task,
-            sa.func.count(),
-            sa.func.sum(m.estimated_cost_usd),
-            sa.func.avg(m.quality_score),
-            sa.func.count(m.quality_score),
+            src.calls(),
+            src.total("estimated_cost_usd"),
+            src.avg_quality(),
+            src.rated(),
         )
-        .where(flt.clause())
+        .where(src.where)
         .group_by(m.model, task)
         .order_by(m.model, task)
     )
@@ -339,8 +406,8 @@ def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
 
 
 def choices(conn: Connection) -> dict[str, list[str]]:
-    """The distinct agents and purposes stored, for the filter bar (both indexed)."""
-    m = metrics.c
+    """The distinct agents and purposes stored, for the filter bar (from the rollup)."""
+    m = daily.c
     out: dict[str, list[str]] = {}
     for name, column in (("agents", m.agent_id), ("purposes", m.purpose)):
         out[name] = sorted(str(v) for v in conn.execute(sa.select(column).distinct()).scalars())

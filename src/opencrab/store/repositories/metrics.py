@@ -1,5 +1,12 @@
-"""LLM usage metrics (`llm_usage_metrics`, one row per call attempt) and the price table
-(`model_pricing`) that costs them: inserts, the aggregate queries, re-costing.
+"""LLM usage metrics (`llm_usage_metrics`, one row per call attempt), their daily rollup
+(`llm_usage_daily`) and the price table (`model_pricing`) that costs them: inserts, the
+aggregate queries, re-costing.
+
+This module is the only writer of both metrics tables: every insert, re-pricing
+(`set_costs`) and rating (`evaluate`) of calls adds the same change to the rollup rows
+of their keys (UTC day × agent × provider × model × purpose × task type × status) in the
+same transaction, with an adding upsert (store/dialects.accumulate), so a key's sums
+always equal SQL over its calls and concurrent writers never lose each other's part.
 
 Every function runs on the caller's connection, inside the caller's transaction. Day and
 week keys are UTC dates on every database (`store.dialects.<name>.utc_day/utc_week`).
@@ -14,14 +21,16 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.bulk import bulk_insert
-from opencrab.store.dialects import postgresql, sqlite
+from opencrab.store.dialects import accumulate, postgresql, sqlite
+from opencrab.store.prepared import Prepared
+from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_metrics as metrics
 from opencrab.store.tables import model_pricing
 
@@ -119,8 +128,152 @@ class CostInputs(NamedTuple):
 
 # ------------------------------------------------------------------ calls
 def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
-    """Store call rows with one executemany."""
+    """Store call rows with one executemany, and add them to the daily rollup."""
     bulk_insert(conn, metrics, COLUMNS, rows)
+    sums: dict[tuple[str, ...], list[Any]] = {}
+    for r in rows:
+        key = daily_key(
+            r.timestamp, r.agent_id, r.provider, r.model, r.purpose, r.task_type, r.status
+        )
+        quality, ttft = r.quality_score, r.time_to_first_token_ms
+        _add(
+            sums,
+            key,
+            (
+                1,
+                r.input_tokens,
+                r.output_tokens,
+                r.total_tokens,
+                r.cache_read_tokens,
+                r.cache_write_tokens,
+                r.reasoning_tokens,
+                r.estimated_cost_usd,
+                0.0 if quality is None else quality,
+                0 if quality is None else 1,
+                r.latency_ms,
+                0 if ttft is None else ttft,
+                0 if ttft is None else 1,
+            ),
+        )
+    _accumulate(conn, sums)
+
+
+# ------------------------------------------------------------------ the daily rollup
+DAILY_KEYS = ("day", "agent_id", "provider", "model", "purpose", "task_type", "status")
+"""The rollup's key; task_type "" stands for a call without one."""
+DAILY_SUMS = (
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "quality_sum",
+    "quality_count",
+    "latency_ms_sum",
+    "ttft_ms_sum",
+    "ttft_count",
+)
+"""What each rollup row sums over its calls (quality and TTFT: of the calls that have one)."""
+_COST = DAILY_SUMS.index("cost_usd")
+_QUALITY = DAILY_SUMS.index("quality_sum")
+
+
+def utc_day_key(moment: datetime) -> str:
+    """`YYYY-MM-DD` of a call's UTC day: the rollup's day (store.dialects.*.utc_day)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def midnight_key(moment: datetime) -> str | None:
+    """The day key of a UTC midnight; None for any other moment (the rollup cannot tell
+    which of a day's calls came before it)."""
+    at = moment.astimezone(UTC)
+    if (at.hour, at.minute, at.second, at.microsecond) != (0, 0, 0, 0):
+        return None
+    return at.strftime("%Y-%m-%d")
+
+
+def daily_key(
+    moment: datetime,
+    agent_id: str,
+    provider: str,
+    model: str,
+    purpose: str,
+    task_type: str | None,
+    status: str,
+) -> tuple[str, ...]:
+    """The rollup key of one call."""
+    return (utc_day_key(moment), str(agent_id), provider, model, purpose, task_type or "", status)
+
+
+def _add(
+    sums: dict[tuple[str, ...], list[Any]], key: tuple[str, ...], values: Sequence[Any]
+) -> None:
+    had = sums.get(key)
+    if had is None:
+        sums[key] = list(values)
+    else:
+        for i, v in enumerate(values):
+            had[i] += v
+
+
+def _upsert(count: int) -> Prepared:
+    found = _UPSERTS.get(count)
+    if found is None:
+        names = DAILY_KEYS + DAILY_SUMS
+        rows: list[dict[str, Any]] = [
+            {n: sa.bindparam(f"{n}_{i}") for n in names} for i in range(count)
+        ]
+        found = _UPSERTS[count] = Prepared(lambda d: accumulate(d, daily, DAILY_KEYS, rows))
+    return found
+
+
+_UPSERTS: dict[int, Prepared] = {}
+_CHUNK = 256
+"""Rollup rows per upsert statement at most (a power of two: statements of 1, 2, 4, …
+rows are compiled once each and reused)."""
+
+
+def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> None:
+    """Add `sums` to the rollup rows of their keys (created when missing), in key order so
+    two writers take the rows' locks in the same order."""
+    keys = sorted(sums)
+    start = 0
+    while start < len(keys):
+        count = min(_CHUNK, 1 << ((len(keys) - start).bit_length() - 1))
+        params: dict[str, Any] = {}
+        for i, key in enumerate(keys[start : start + count]):
+            params.update({f"{n}_{i}": v for n, v in zip(DAILY_KEYS, key, strict=True)})
+            params.update({f"{n}_{i}": v for n, v in zip(DAILY_SUMS, sums[key], strict=True)})
+        _upsert(count).run(conn, **params)
+        start += count
+
+
+def _zeros() -> list[Any]:
+    return [0] * len(DAILY_SUMS)
+
+
+def _locked_keys(conn: Connection, ids: Sequence[str], column: sa.Column[Any]) -> list[Any]:
+    """(id, rollup key, `column`) of these calls, locked until the transaction ends."""
+    m = metrics.c
+    query = (
+        sa.select(
+            m.id,
+            m.timestamp,
+            m.agent_id,
+            m.provider,
+            m.model,
+            m.purpose,
+            m.task_type,
+            m.status,
+            column,
+        )
+        .where(m.id.in_(list(ids)))
+        .with_for_update()
+    )
+    return [(str(row[0]), daily_key(*row[1:8]), row[8]) for row in conn.execute(query)]
 
 
 def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
@@ -225,6 +378,17 @@ def evaluate(
 ) -> bool:
     """Record an agent's rating of one of its calls; False when it has no such call."""
     m = metrics.c
+    before = [
+        (key, old)
+        for _, key, old in _locked_keys(conn, [metrics_id], m.quality_score)
+        if key[1] == str(agent_id)
+    ]
+    if not before:
+        return False
+    key, old = before[0]
+    change = _zeros()
+    change[_QUALITY] = quality_score - (0.0 if old is None else float(old))
+    change[_QUALITY + 1] = 1 if old is None else 0
     done = conn.execute(
         metrics.update()
         .where(m.id == metrics_id, m.agent_id == agent_id)
@@ -236,6 +400,7 @@ def evaluate(
             better_model_suggestion=better_model_suggestion,
         )
     )
+    _accumulate(conn, {key: change})
     return bool(done.rowcount)
 
 
@@ -276,13 +441,23 @@ def costable_calls(conn: Connection, provider: str, models: Iterable[str]) -> li
 
 
 def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
-    """Set (call id, cost) from the price table (cost_source `pricing`)."""
+    """Set (call id, cost) from the price table (cost_source `pricing`); the rollup rows
+    of those calls change by the difference."""
     if not costs:
         return
     m = metrics.c
+    new = dict(costs)
+    change: dict[tuple[str, ...], list[Any]] = {}
+    ids = list(new)
+    for start in range(0, len(ids), 500):
+        for row_id, key, old in _locked_keys(conn, ids[start : start + 500], m.estimated_cost_usd):
+            delta = _zeros()
+            delta[_COST] = new[row_id] - float(old)
+            _add(change, key, delta)
     conn.execute(
         metrics.update()
         .where(m.id == sa.bindparam("row_id"))
         .values(estimated_cost_usd=sa.bindparam("cost"), cost_source="pricing"),
         [{"row_id": row_id, "cost": cost} for row_id, cost in costs],
     )
+    _accumulate(conn, change)
