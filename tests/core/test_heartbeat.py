@@ -27,8 +27,9 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.gateway.discord import DiscordGateway
+from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
-from opencrab.store.tables import agents, heartbeat_log, llm_usage_metrics
+from opencrab.store.tables import agents, heartbeat_log
 from tests.core.conftest import speak
 from tests.fakes.discord_client import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.scripted_provider import ScriptedProvider
@@ -83,13 +84,12 @@ async def test_spent_budget_keeps_the_agent_idle(
     scripted.outcomes.clear()
     scripted.then(speak("hello"))
     await discussion.take_turn(runtime, ann)
-    now = datetime.now(UTC)
-    with runtime.db.write() as conn:
-        conn.execute(
-            llm_usage_metrics.insert().values(
+    MetricsRecorder(runtime.db).write(  # the metrics writer: the calls and their rollup
+        [
+            CallRecord(
                 id=str(uuid4()),
                 agent_id=agent.id,
-                timestamp=now,
+                timestamp=datetime.now(UTC),
                 provider="openai",
                 model="gpt-5.2",
                 purpose="tool_calling",
@@ -98,9 +98,9 @@ async def test_spent_budget_keeps_the_agent_idle(
                 total_tokens=2,
                 estimated_cost_usd=1.5,
                 latency_ms=10,
-                created_at=now,
             )
-        )
+        ]
+    )
     scheduler = runtime.scheduler()
     scheduler.add(runtime.pulse_for(agent, scheduler))
     requests_before = len(scripted.requests)
