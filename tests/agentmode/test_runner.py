@@ -94,9 +94,7 @@ async def test_a_diamond_runs_in_dependency_order_with_merged_and_shared_worktre
     assert right.assigned_worktree.path == first.assigned_worktree.path
     shared = first.assigned_worktree.path
     assert (shared / "c.txt").read_text() == "c"
-    assert [w.task_ids for w in session.worktrees if w.path == shared] == [
-        ["task-001", "task-003"]
-    ]
+    assert [w.task_ids for w in session.worktrees if w.path == shared] == [["task-001", "task-003"]]
     # New with dependencies: started from their merged branches
     assert left.assigned_worktree is not None
     assert (left.assigned_worktree.path / "a.txt").read_text() == "a"
@@ -162,7 +160,10 @@ async def test_a_failed_task_keeps_its_dependants_pending_until_it_is_retried(
     scripts = tmp_path / "scripts"
     command = write_scripts(
         scripts,
-        {"task-001": [{"print": "broken"}, {"exit": 3}], "task-002": [{"write": "b", "content": ""}]},
+        {
+            "task-001": [{"print": "broken"}, {"exit": 3}],
+            "task-002": [{"write": "b", "content": ""}],
+        },
     )
     await runner.start(session_id, "other", command)
     session = await runner.wait(session_id)
@@ -240,7 +241,10 @@ async def test_cancel_ends_every_process_of_the_panes(
     settings: Settings, db: Database, tmp_path: Path, repo: Path, tmux_server: TmuxServer
 ) -> None:
     runner = make_runner(settings, db, tmp_path, tmux_server)
-    plan = [PlannedTask("task-001", "busy", ""), PlannedTask("task-002", "later", "", ("task-001",))]
+    plan = [
+        PlannedTask("task-001", "busy", ""),
+        PlannedTask("task-002", "later", "", ("task-001",)),
+    ]
     session_id = make_session(runner.service, repo, plan)
     command = write_scripts(
         tmp_path / "scripts",
@@ -339,7 +343,9 @@ async def test_cleanup_refuses_unmerged_work_and_offers_orphans(
 ) -> None:
     runner = make_runner(settings, db, tmp_path, tmux_server)
     session_id = make_session(runner.service, repo, [PlannedTask("task-001", "feature", "")])
-    command = write_scripts(tmp_path / "scripts", {"task-001": [{"write": "f.txt", "content": "f"}]})
+    command = write_scripts(
+        tmp_path / "scripts", {"task-001": [{"write": "f.txt", "content": "f"}]}
+    )
     await runner.start(session_id, "other", command)
     session = await runner.wait(session_id)
     worktree = session.worktrees[0]
@@ -382,9 +388,7 @@ async def test_a_pull_request_is_opened_with_gh_when_a_remote_exists(
     calls = tmp_path / "gh-argv.json"
     gh = bin_dir / "gh"
     gh.write_text(
-        "#!/bin/sh\n"
-        f'printf "%s\\n" "$@" > {calls}\n'
-        'echo "https://github.com/owner/repo/pull/42"\n'
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls}\necho "https://github.com/owner/repo/pull/42"\n'
     )
     gh.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
