@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opencrab.agentmode import clis, deliver, worktrees
+from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
 from opencrab.agentmode.clis import Endpoint, Observation, Profile
 from opencrab.agentmode.model import (
     AgentSession,
@@ -69,10 +70,12 @@ from opencrab.agentmode.model import (
 from opencrab.agentmode.runstate import RunFiles, RunState, TaskOutcome
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.signals import Signal, read_signals, record, signals_path
-from opencrab.agentmode.states import TASK_FINAL, move_session, move_task
+from opencrab.agentmode.states import move_session, move_task
 from opencrab.agentmode.tmux import TmuxError, TmuxServer
 from opencrab.agentmode.validation import plan_branches
+from opencrab.config import Settings
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
+from opencrab.store import Database
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +98,6 @@ class Watched:
     size: int = 0
     signals: list[Signal] = field(default_factory=list)
     exit_status: int | None = None
-
-
-@dataclass
-class CleanupReport:
-    """What cleanup removed, refused (and why), and the orphans it found or removed."""
-
-    removed: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)
-    orphan_panes: list[str] = field(default_factory=list)
-    orphan_worktrees: list[str] = field(default_factory=list)
-    orphans_removed: bool = False
-    disk_bytes: dict[str, int] = field(default_factory=dict)
 
 
 def pid_alive(pid: int) -> bool:
@@ -730,69 +721,36 @@ class AgentModeRunner:
     ) -> CleanupReport:
         """Remove finished tasks' worktrees and branches (refusing unmerged, unpushed work
         unless `force`); find orphaned panes and worktrees (removed with `orphans`)."""
-        report = CleanupReport(orphans_removed=orphans)
         async with self._lock(session_id):
             session = self._load(session_id)
             state = self._state(session_id)
-            repo = Path(session.repository_path)
-            report.disk_bytes = {
-                str(p): n for p, n in (await worktrees.worktrees_disk_usage(repo)).items()
-            }
-            for ref in list(session.worktrees):
-                tasks = [self._task(session, t) for t in ref.task_ids if session.task(t)]
-                users = [t for t in session.tasks if state.branches.get(t.id) == ref.branch_name]
-                if any(t.status not in TASK_FINAL for t in users):
-                    continue  # still to run or running in it
-                try:
-                    await worktrees.remove_worktree(
-                        repo, ref.branch_name, state.start_branch, force=force
-                    )
-                except ConflictError as refused:
-                    report.refused[ref.branch_name] = str(refused)
-                    continue
-                for task in tasks:
-                    if task.sub_agent is not None:
-                        with contextlib.suppress(TmuxError):
-                            await self.tmux.kill_pane(task.sub_agent.pane_id)
-                session.worktrees.remove(ref)
-                report.removed.append(ref.branch_name)
+            report = await clean_session(session, state, self.tmux, force=force)
             if report.removed:
-                session.conversation.add(
-                    MessageRole.SYSTEM, f"Cleaned up: {', '.join(report.removed)}."
-                )
                 self._save(session)
-        await self._orphans(repo, report, force=force)
+        await find_orphans(self.service, self.tmux, session, report, remove=orphans, force=force)
         return report
 
-    async def _orphans(self, repo: Path, report: CleanupReport, *, force: bool) -> None:
-        known_sessions: dict[str, AgentSession] = {}
-        known_branches: set[str] = set()
-        for row in self.service.list(limit=10000):
-            with contextlib.suppress(Exception):
-                other = self.service.get(row.id)
-                known_sessions[row.id] = other
-                if Path(other.repository_path) == repo:
-                    known_branches |= {w.branch_name for w in other.worktrees}
-        for pane in await self.tmux.list_panes():
-            owner = known_sessions.get(pane.labels.get("session", ""))
-            task = owner.task(pane.labels.get("task", "")) if owner is not None else None
-            if task is None or task.status is not TaskStatus.RUNNING:
-                report.orphan_panes.append(pane.pane_id)
-                if report.orphans_removed and (task is None or owner is None):
-                    await self.tmux.kill_pane(pane.pane_id)
-        found = await worktrees.find_orphans(repo, known_branches)
-        report.orphan_worktrees = [str(e.path) for e in found.worktrees] + [
-            str(p) for p in found.stray_dirs
-        ]
-        if not report.orphans_removed:
-            return
-        start = await current_branch(repo)
-        for entry in found.worktrees:
-            if entry.branch is None:
-                continue
-            try:
-                await worktrees.remove_worktree(repo, entry.branch, start, force=force)
-            except ConflictError as refused:
-                report.refused[entry.branch] = str(refused)
-        if found.prunable:
-            await worktrees.prune(repo)
+
+PASSED_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "LANG",
+    "LC_ALL",
+)
+"""Variables of OpenCrab's own environment a sub-agent gets (its HOME is its own)."""
+
+
+def open_runner(
+    settings: Settings, db: Database, *, agent_id: str | None = None
+) -> AgentModeRunner:
+    """A runner over `[agent_mode]` (sessions dir, tmux socket) and the data dir; the
+    sub-agents get OpenCrab's provider keys and locale from its environment."""
+    service = AgentModeService.open(settings, db)
+    extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
+    tmux = TmuxServer(settings.agent_mode.tmux_socket)
+    return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra)
