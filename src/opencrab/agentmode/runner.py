@@ -74,6 +74,7 @@ from opencrab.agentmode.states import move_session, move_task
 from opencrab.agentmode.tmux import TmuxError, TmuxServer
 from opencrab.agentmode.validation import plan_branches
 from opencrab.config import Settings
+from opencrab.core.agent import AgentStore
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.store import Database
 
@@ -452,11 +453,20 @@ class AgentModeRunner:
         home = self.runs.task_dir(session_id, task_id) / "home"
         try:
             return await deliver.import_transcripts(
-                self.service.db, profile.importer, home / profile.transcripts, self.agent_id
+                self.service.db, profile.importer, home / profile.transcripts, self._agent_id()
             )
         except Exception:
             log.exception("agent-mode %s %s: importing the transcript failed", session_id, task_id)
             return 0
+
+    def _agent_id(self) -> str | None:
+        """The agent imported usage is recorded under: the one given, else the master
+        agent (`[agent_mode] master_agent`) when it exists (it planned the session)."""
+        if self.agent_id is None:
+            store = AgentStore(self.service.db, self.service.settings)
+            with contextlib.suppress(NotFoundError):
+                self.agent_id = store.get(self.service.settings.agent_mode.master_agent).id
+        return self.agent_id
 
     def _fail(self, session: AgentSession, task: Task, reason: str) -> None:
         now = utcnow()
