@@ -4,6 +4,7 @@ answered, cancel, resume after a restart, delivery (pull request or local branch
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -134,12 +135,15 @@ async def test_no_more_than_parallelism_tasks_run_at_once(
     await runner.close()  # drive the steps by hand below
 
     await runner.step(session_id)
+    await runner.settled(session_id)
     session = runner.service.get(session_id)
     counts = session.task_counts()
     assert counts[TaskStatus.RUNNING] == 2
     assert counts[TaskStatus.READY] == 2
     peak = 0
     while await runner.step(session_id):
+        await runner.settled(session_id)
+        await asyncio.sleep(0.05)
         session = runner.service.get(session_id)
         peak = max(peak, session.task_counts()[TaskStatus.RUNNING])
     session = runner.service.get(session_id)

@@ -19,6 +19,7 @@ The script is a JSON list of steps run in order; each is an object with one acti
     {"signal": {...}}                          report a status as a hook would: run
                                               $OPENCRAB_SIGNAL_COMMAND with the object
                                               as JSON on stdin (agent mode's runner)
+    {"time_to": "path"}                        write the unix time now (benchmarks)
     {"sleep": seconds}
     {"exit": code}                            stop here with that exit code
 
@@ -106,6 +107,9 @@ def run(steps: list[dict[str, object]]) -> int:
         elif "signal" in step:
             command = shlex.split(os.environ["OPENCRAB_SIGNAL_COMMAND"])
             subprocess.run(command, input=json.dumps(step["signal"]), text=True, check=True)
+        elif "time_to" in step:
+            with open(str(step["time_to"]), "w", encoding="utf-8") as handle:
+                handle.write(repr(time.time()))
         elif "sleep" in step:
             time.sleep(float(str(step["sleep"])))
         elif "exit" in step:

@@ -45,12 +45,20 @@ import logging
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from opencrab.agentmode import clis, deliver, worktrees
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
-from opencrab.agentmode.clis import Endpoint, Observation, Profile
+from opencrab.agentmode.clis import Endpoint, Observation
+from opencrab.agentmode.launching import (
+    Opened,
+    Watched,
+    current_branch,
+    ensure_worktree,
+    open_sub_agent,
+    pid_alive,
+    task_prompt,
+)
 from opencrab.agentmode.model import (
     AgentSession,
     CompletionSource,
@@ -61,15 +69,14 @@ from opencrab.agentmode.model import (
     SubAgentStatus,
     SubAgentType,
     Task,
+    TaskId,
     TaskResult,
     TaskStatus,
-    WorktreeRef,
-    WorktreeStrategy,
     utcnow,
 )
 from opencrab.agentmode.runstate import RunFiles, RunState, TaskOutcome
 from opencrab.agentmode.service import AgentModeService
-from opencrab.agentmode.signals import Signal, read_signals, record, signals_path
+from opencrab.agentmode.signals import read_signals, record, signals_path
 from opencrab.agentmode.states import move_session, move_task
 from opencrab.agentmode.tmux import TmuxError, TmuxServer
 from opencrab.agentmode.validation import plan_branches
@@ -83,51 +90,6 @@ log = logging.getLogger(__name__)
 POLL_SECS = 0.2
 CLIS_BIN = Path(__file__).resolve().parents[3] / "clis" / "node_modules" / ".bin"
 Listener = Callable[[str, str | None], None]
-
-
-@dataclass
-class Watched:
-    """A running sub-agent as the watch loop follows it."""
-
-    task_id: str
-    pane_id: str
-    pid: int
-    signal_dir: Path
-    profile: Profile
-    prompt: str
-    offset: int = 0
-    size: int = 0
-    signals: list[Signal] = field(default_factory=list)
-    exit_status: int | None = None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process exists and is not a zombie (read from /proc, no tmux call)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
-
-
-def task_prompt(session: AgentSession, task: Task) -> str:
-    """What a sub-agent is asked to do: the task, in the context of the user's request."""
-    parts = [task.name]
-    if task.description.strip():
-        parts.append(task.description.strip())
-    request = session.request().strip()
-    if request and request not in parts:
-        parts.append(f"(Part of the request: {request})")
-    return "\n\n".join(parts)
-
-
-async def current_branch(repo: Path) -> str:
-    """The branch checked out in `repo` (ValidationError on a detached HEAD)."""
-    name = (await worktrees.git(repo, "rev-parse", "--abbrev-ref", "HEAD")).strip()
-    if name == "HEAD":
-        raise ValidationError(f"{repo} has a detached HEAD: check out the branch to start from")
-    return name
 
 
 class AgentModeRunner:
@@ -160,6 +122,9 @@ class AgentModeRunner:
         self._sessions: dict[str, AgentSession] = {}
         self._mtimes: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._launching: dict[str, set[str]] = {}  # tasks whose sub-agent is being started
+        self._delivering: dict[str, set[str]] = {}  # completed tasks whose work is delivered
+        self._starts: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ persistence
     def _lock(self, session_id: str) -> asyncio.Lock:
@@ -294,6 +259,8 @@ class AgentModeRunner:
                 await self._schedule(session, state)
                 self._conclude(session)
             running = any(t.status is TaskStatus.RUNNING for t in session.tasks)
+            running = running or bool(self._launching.get(session_id))
+            running = running or bool(self._delivering.get(session_id))
             return running or (
                 session.status is SessionStatus.ACTIVE
                 and any(t.status in (TaskStatus.PENDING, TaskStatus.READY) for t in session.tasks)
@@ -395,56 +362,75 @@ class AgentModeRunner:
     async def _complete(
         self, session: AgentSession, state: RunState, task: Task, seen: Observation
     ) -> None:
+        """Show the task Completed at once; its delivery (end the CLI, commit, diff, pull
+        request, transcript import) runs in the background. Its dependants count it as
+        done, and the session as finished, only once that delivery is over."""
         agent = task.sub_agent
         assert agent is not None
-        assert task.assigned_worktree is not None
-        await self._end_pane(agent.pane_id)  # a CLI waits at its prompt after a Stop hook
-        repo = Path(session.repository_path)
-        path = Path(task.assigned_worktree.path)
-        branch = task.assigned_worktree.branch_name
-        summary = seen.summary or f"{task.name}: finished ({seen.source or 'ProcessExit'})"
-        outcome = TaskOutcome(branch=branch)
-        delivery: deliver.Delivery | None = None
-        try:
-            await deliver.commit_all(path, f"{task.id}: {task.name}\n\n{summary}")
-            diff = await worktrees.worktree_diff(path, state.start_branch)
-            patch = self.runs.task_dir(session.id, task.id) / "diff.patch"
-            patch.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            patch.write_text(diff.patch, encoding="utf-8")
-            outcome = TaskOutcome(
-                branch=branch,
-                diff_stat=diff.stat,
-                files_changed=diff.files_changed,
-                insertions=diff.insertions,
-                deletions=diff.deletions,
-                patch_file=str(patch),
-            )
-            delivery = await deliver.open_pull_request(
-                repo, path, branch, state.start_branch, task.name, summary
-            )
-            outcome.delivery = delivery.text
-            if delivery.pull_request is not None:
-                outcome.pull_request_url = delivery.pull_request.url
-        except Exception as error:  # the task did finish; its delivery did not
-            log.exception("agent-mode %s %s: delivering the result failed", session.id, task.id)
-            outcome.delivery = f"local branch {branch} (delivering failed: {error})"
-        outcome.imported_files = await self._import(session.id, task.id, state)
-        state.outcomes[task.id] = outcome
-        state.questions.pop(task.id, None)
-        self.runs.save(session.id, state)
         now = utcnow()
+        summary = seen.summary or f"{task.name}: finished ({seen.source or 'ProcessExit'})"
         agent.status = SubAgentStatus.COMPLETED
         agent.completed_at = now
         agent.completion_source = CompletionSource(seen.source or "ProcessExit")
-        task.result = TaskResult(
-            success=True,
-            summary=summary,
-            pull_request=None if delivery is None else delivery.pull_request,
-            error=None,
-        )
+        task.result = TaskResult(success=True, summary=summary, pull_request=None, error=None)
         move_task(task, TaskStatus.COMPLETED, now)
         self._watched.get(session.id, {}).pop(task.id, None)
         self._save(session, task.id)
+        self._delivering.setdefault(session.id, set()).add(task.id)
+        job = asyncio.create_task(self._deliver(session.id, task.id, agent.pane_id, summary))
+        self._starts.add(job)
+        job.add_done_callback(self._starts.discard)
+
+    async def _deliver(self, session_id: str, task_id: str, pane_id: str, summary: str) -> None:
+        try:
+            await self._end_pane(pane_id)  # a CLI waits at its prompt after a Stop hook
+            async with self._lock(session_id):
+                session = self._sessions.get(session_id) or self._load(session_id)
+                task = self._task(session, task_id)
+                state = self._state(session_id)
+                assert task.assigned_worktree is not None
+                path = Path(task.assigned_worktree.path)
+                branch = task.assigned_worktree.branch_name
+                repo = Path(session.repository_path)
+                name = task.name
+            outcome = TaskOutcome(branch=branch)
+            pull_request = None
+            try:
+                await deliver.commit_all(path, f"{task_id}: {name}\n\n{summary}")
+                diff = await worktrees.worktree_diff(path, state.start_branch)
+                patch = self.runs.task_dir(session_id, task_id) / "diff.patch"
+                patch.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                patch.write_text(diff.patch, encoding="utf-8")
+                outcome = TaskOutcome(
+                    branch=branch,
+                    diff_stat=diff.stat,
+                    files_changed=diff.files_changed,
+                    insertions=diff.insertions,
+                    deletions=diff.deletions,
+                    patch_file=str(patch),
+                )
+                delivery = await deliver.open_pull_request(
+                    repo, path, branch, state.start_branch, name, summary
+                )
+                outcome.delivery = delivery.text
+                pull_request = delivery.pull_request
+                outcome.pull_request_url = None if pull_request is None else pull_request.url
+            except Exception as error:  # the task did finish; its delivery did not
+                log.exception("agent-mode %s %s: delivering failed", session_id, task_id)
+                outcome.delivery = f"local branch {branch} (delivering failed: {error})"
+            outcome.imported_files = await self._import(session_id, task_id, state)
+            async with self._lock(session_id):
+                state = self._state(session_id)
+                state.outcomes[task_id] = outcome
+                state.questions.pop(task_id, None)
+                self.runs.save(session_id, state)
+                session = self._sessions.get(session_id) or self._load(session_id)
+                task = self._task(session, task_id)
+                if pull_request is not None and task.result is not None:
+                    task.result = task.result.model_copy(update={"pull_request": pull_request})
+                self._save(session, task_id)
+        finally:
+            self._delivering.get(session_id, set()).discard(task_id)
 
     async def _import(self, session_id: str, task_id: str, state: RunState) -> int:
         profile = clis.profile_for(state.cli)
@@ -485,117 +471,124 @@ class AgentModeRunner:
 
     # ------------------------------------------------------------ scheduling
     async def _schedule(self, session: AgentSession, state: RunState) -> None:
-        done = {t.id for t in session.tasks if t.status is TaskStatus.COMPLETED}
+        delivering = self._delivering.get(session.id, set())
+        done = {
+            t.id
+            for t in session.tasks
+            if t.status is TaskStatus.COMPLETED and t.id not in delivering
+        }
         for task in session.tasks:
             if task.status is TaskStatus.PENDING and all(d in done for d in task.dependencies):
                 move_task(task, TaskStatus.READY)
                 self._save(session, task.id)
         limit = self.service.settings.agent_mode.parallelism
+        launching = self._launching.setdefault(session.id, set())
         for task in session.tasks:
-            running = [t for t in session.tasks if t.status is TaskStatus.RUNNING]
-            if len(running) >= limit:
-                return
-            if task.status is not TaskStatus.READY:
+            if task.status is not TaskStatus.READY or task.id in launching:
                 continue
-            busy = {state.branches.get(t.id) for t in running}
-            if state.branches.get(task.id) in busy:
+            active = [str(t.id) for t in session.tasks if t.status is TaskStatus.RUNNING]
+            active += sorted(launching)
+            if len(active) >= limit:
+                return
+            if state.branches.get(task.id) in {state.branches.get(t) for t in active}:
                 continue  # a Shared worktree is in use: after the task in it
-            await self._launch(session, state, task)
+            launching.add(task.id)
+            started = asyncio.create_task(self._start_task(session.id, task.id))
+            self._starts.add(started)
+            started.add_done_callback(self._starts.discard)
 
-    async def _launch(self, session: AgentSession, state: RunState, task: Task) -> None:
-        branch = state.branches[task.id]
+    async def settled(self, session_id: str) -> None:
+        """Wait for the session's sub-agents being started and results being delivered."""
+        while self._launching.get(session_id) or self._delivering.get(session_id):
+            await asyncio.gather(*self._starts, return_exceptions=True)
+
+    async def _start_task(self, session_id: str, task_id: str) -> None:
+        """Start one Ready task's sub-agent; the slow parts run without the lock."""
         try:
-            ref = await self._worktree(session, state, task, branch)
-        except Exception as error:
-            move_task(task, TaskStatus.RUNNING)
-            self._fail(session, task, f"its worktree could not be made: {error}")
-            return
-        profile = clis.profile_for(state.cli)
-        folder = self.runs.task_dir(session.id, task.id)
-        prompt = task_prompt(session, task)
-        signal_dir = folder / "signals"
-        if state.command:
-            executable: str | list[str] = list(state.command)
-        else:
-            executable = clis.find_executable(profile, self.search)
-        extra = dict(self.extra_env)
-        signal_cmd = clis.signal_command(signal_dir, "other")
-        extra |= {
-            "OPENCRAB_SIGNAL_DIR": str(signal_dir),
-            "OPENCRAB_SIGNAL_COMMAND": shlex.join(signal_cmd),
-            "OPENCRAB_TASK_PROMPT": prompt,
-            "OPENCRAB_SESSION_ID": session.id,
-            "OPENCRAB_TASK_ID": task.id,
-            "PATH": os.environ.get("PATH", os.defpath),
-        }
-        launch = clis.prepare(
-            profile,
-            executable=executable,
-            home=folder / "home",
-            workdir=Path(ref.path),
-            signal_dir=signal_dir,
-            endpoint=self.endpoints.get(profile.agent_type),
-            prompt=prompt,
-            full_auto=state.full_auto,
-            extra_env=extra,
-        )
-        number = sum(1 for t in session.tasks if t.sub_agent is not None) + 1
-        try:
-            pane = await self.tmux.open_pane(
-                launch.argv,
-                cwd=launch.cwd,
-                env=launch.env,
-                labels={"session": session.id, "task": task.id},
-                name=f"{task.id}",
+            async with self._lock(session_id):
+                session = self._sessions.get(session_id) or self._load(session_id)
+                task = session.task(task_id)
+                if task is None or task.status is not TaskStatus.READY:
+                    return
+                task = task.model_copy(deep=True)
+                known = [w.model_copy(deep=True) for w in session.worktrees]
+                state = self._state(session_id)
+                prompt = task_prompt(session, task)
+                repo = Path(session.repository_path)
+            try:
+                ref, created = await ensure_worktree(repo, state, task, known)
+            except Exception as error:
+                await self._not_started(session_id, task_id, f"its worktree: {error}")
+                return
+            try:
+                opened = await open_sub_agent(
+                    self.tmux,
+                    self.runs.task_dir(session_id, task_id),
+                    session_id,
+                    task,
+                    prompt,
+                    state,
+                    ref,
+                    created,
+                    search=self.search,
+                    endpoints=self.endpoints,
+                    extra_env=self.extra_env,
+                )
+            except Exception as error:
+                await self._not_started(session_id, task_id, f"its sub-agent: {error}")
+                return
+            await self._started(session_id, task_id, opened, prompt)
+        finally:
+            self._launching.get(session_id, set()).discard(task_id)
+
+    async def _not_started(self, session_id: str, task_id: str, reason: str) -> None:
+        async with self._lock(session_id):
+            session = self._sessions.get(session_id) or self._load(session_id)
+            task = session.task(task_id)
+            if task is not None and task.status is TaskStatus.READY:
+                move_task(task, TaskStatus.RUNNING)
+                self._fail(session, task, f"could not start: {reason}")
+
+    async def _started(self, session_id: str, task_id: str, opened: Opened, prompt: str) -> None:
+        async with self._lock(session_id):
+            session = self._sessions.get(session_id) or self._load(session_id)
+            task = session.task(task_id)
+            if task is None or task.status is not TaskStatus.READY:
+                await self._end_pane(opened.pane.pane_id)  # cancelled while it started
+                return
+            ref = next(
+                (w for w in session.worktrees if w.branch_name == opened.worktree.branch_name),
+                None,
             )
-        except (TmuxError, OSError) as error:
-            move_task(task, TaskStatus.RUNNING)
-            self._fail(session, task, f"its pane could not be opened: {error}")
-            return
-        now = utcnow()
-        task.sub_agent = SubAgent(
-            id=SubAgentId(f"agent-{number:03d}"),
-            agent_type=SubAgentType(profile.agent_type),
-            pane_id=pane.pane_id,
-            pid=pane.pid,
-            status=SubAgentStatus.RUNNING,
-            started_at=now,
-            completed_at=None,
-            completion_source=None,
-        )
-        move_task(task, TaskStatus.RUNNING, now)
-        item = Watched(task.id, pane.pane_id, pane.pid, signal_dir, profile, prompt)
-        self._watched.setdefault(session.id, {})[task.id] = item
-        self._save(session, task.id)
-        if launch.paste_prompt and profile.agent_type != "Other":
-            await self.tmux.send_text(pane.pane_id, prompt)
-
-    async def _worktree(
-        self, session: AgentSession, state: RunState, task: Task, branch: str
-    ) -> WorktreeRef:
-        repo = Path(session.repository_path)
-        existing = next((w for w in session.worktrees if w.branch_name == branch), None)
-        if task.worktree_strategy is WorktreeStrategy.SHARED and existing is not None:
-            problem = await worktrees.worktree_missing(repo, branch)
-            if problem is not None:
-                raise ValidationError(problem)
-            if task.id not in existing.task_ids:
-                existing.task_ids.append(task.id)
-            task.assigned_worktree = existing.model_copy()
-            return existing
-        if existing is not None:  # a retried New task: its worktree is still there
-            task.assigned_worktree = existing.model_copy()
-            return existing
-        merge = [state.branches[d] for d in task.dependencies if state.branches.get(d) != branch]
-        made = await worktrees.create_worktree(repo, branch, state.start_branch, merge=merge)
-        ref = WorktreeRef(
-            branch_name=branch, path=made.path, created_at=utcnow(), task_ids=[task.id]
-        )
-        session.worktrees.append(ref)
-        task.assigned_worktree = ref.model_copy()
-        return ref
+            if ref is None:
+                ref = opened.worktree
+                session.worktrees.append(ref)
+            if task_id not in ref.task_ids:
+                ref.task_ids.append(TaskId(task_id))
+            task.assigned_worktree = ref.model_copy(deep=True)
+            number = sum(1 for t in session.tasks if t.sub_agent is not None) + 1
+            now = utcnow()
+            task.sub_agent = SubAgent(
+                id=SubAgentId(f"agent-{number:03d}"),
+                agent_type=SubAgentType(opened.profile.agent_type),
+                pane_id=opened.pane.pane_id,
+                pid=opened.pane.pid,
+                status=SubAgentStatus.RUNNING,
+                started_at=now,
+                completed_at=None,
+                completion_source=None,
+            )
+            move_task(task, TaskStatus.RUNNING, now)
+            signal_dir = opened.launch.signal_dir
+            item = Watched(
+                task_id, opened.pane.pane_id, opened.pane.pid, signal_dir, opened.profile, prompt
+            )
+            self._watched.setdefault(session_id, {})[task_id] = item
+            self._save(session, task_id)
 
     def _conclude(self, session: AgentSession) -> None:
+        if self._delivering.get(session.id):
+            return  # a finished task's work is still being delivered
         statuses = [t.status for t in session.tasks]
         if all(s is TaskStatus.COMPLETED for s in statuses):
             move_session(session, SessionStatus.COMPLETED)
@@ -716,6 +709,7 @@ class AgentModeRunner:
 
     async def close(self) -> None:
         """Stop watching (sub-agents keep running in their panes; `resume` finds them)."""
+        await asyncio.gather(*self._starts, return_exceptions=True)
         loops = list(self._loops.values())
         self._loops.clear()
         for loop in loops:
