@@ -10,14 +10,16 @@ watch loop for the session (one asyncio task). Every `poll_secs` (200 ms) the lo
    change does it read the new signals or ask tmux for the pane's exit status, then maps
    them with `clis.observe` (signals first, pane exit next, the screen pattern only as a
    fallback) — WaitingInput keeps the question for the user (`answer` types the reply
-   into the pane); Completed finishes the task (`deliver.py`: commit, diff against the
-   start branch, pull request or local branch, transcript import; the CLI is then ended,
-   its pane kept for `output`); Error fails it with the reason;
+   into the pane); Completed shows the task Completed at once and delivers in the
+   background (`deliver.py`: the CLI ended, its pane kept for `output`; commit, diff
+   against the start branch, pull request or local branch, transcript import; again at
+   `close`); dependants start only after that delivery; Error fails it with the reason;
 3. while the session is Active, moves Pending tasks whose dependencies all completed to
    Ready and starts Ready ones up to `[agent_mode] parallelism`: a New task gets a
    worktree on its planned branch (`validation.plan_branches`) from the start branch,
    with its dependencies' branches merged; a Shared task reuses its first dependency's
-   worktree (never two tasks in one worktree at once). Each sub-agent has its own HOME
+   worktree (never two tasks in one worktree at once). Starting (`launching.py`) runs
+   in the background too, so a slow `git worktree add` never delays watching. Each sub-agent has its own HOME
    and signal dir under `{data_dir}/agent-mode/{session}/{task}`; its pane carries the
    labels `session` and `task`, so a restarted runner finds it again.
 4. ends the session: Completed when every task completed; Failed when a task failed and
@@ -124,6 +126,7 @@ class AgentModeRunner:
         self._locks: dict[str, asyncio.Lock] = {}
         self._launching: dict[str, set[str]] = {}  # tasks whose sub-agent is being started
         self._delivering: dict[str, set[str]] = {}  # completed tasks whose work is delivered
+        self._imported: set[tuple[str, str]] = set()  # imported again at close (incremental)
         self._starts: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ persistence
@@ -419,6 +422,7 @@ class AgentModeRunner:
                 log.exception("agent-mode %s %s: delivering failed", session_id, task_id)
                 outcome.delivery = f"local branch {branch} (delivering failed: {error})"
             outcome.imported_files = await self._import(session_id, task_id, state)
+            self._imported.add((session_id, task_id))
             async with self._lock(session_id):
                 state = self._state(session_id)
                 state.outcomes[task_id] = outcome
@@ -708,8 +712,14 @@ class AgentModeRunner:
         return resumed
 
     async def close(self) -> None:
-        """Stop watching (sub-agents keep running in their panes; `resume` finds them)."""
+        """Stop watching (sub-agents keep running in their panes; `resume` finds them);
+        transcripts of finished tasks are imported once more (lines a CLI wrote late)."""
         await asyncio.gather(*self._starts, return_exceptions=True)
+        for session_id, task_id in sorted(self._imported):
+            state = self.runs.load(session_id)
+            if state is not None:
+                await self._import(session_id, task_id, state)
+        self._imported.clear()
         loops = list(self._loops.values())
         self._loops.clear()
         for loop in loops:
