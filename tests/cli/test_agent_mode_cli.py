@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shlex
 import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from opencrab.agentmode.tmux import TmuxServer
 from opencrab.cli import build_app
+from tests.agentmode.runner_support import make_repo, write_scripts
 from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.llm.providers.test_openai import completion
@@ -72,3 +78,51 @@ def test_status_of_an_unknown_session_is_an_error() -> None:
     result = runner.invoke(app, ["agent-mode", "plan", "/nonexistent/repo", "x"])
     assert result.exit_code == 1
     assert "not a directory" in result.stderr
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux socket for the runner the CLI opens; its server is ended after."""
+    socket = f"oc-cli-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", socket)
+    yield socket
+    asyncio.run(TmuxServer(socket).kill_server())
+
+
+def test_start_runs_the_plan_with_the_other_cli_then_status_and_cleanup(
+    openai_fake: FakeLlmServer, tmp_path: Path, tmux_socket: str
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    openai_fake.reply(CHAT, Reply(json=completion({"content": json.dumps(PLAN)})))
+    command = write_scripts(
+        tmp_path / "scripts",
+        {
+            "task-001": [{"write": "jwt.py", "content": "jwt"}],
+            "task-002": [{"write": "login.py", "content": "login"}],
+        },
+    )
+    started = ok("agent-mode", "start", str(repo), "認証機能を実装して", "--cli", "other",
+                 "--command", shlex.join(command), "--yes")  # fmt: skip
+    assert "task-002 Completed" in started
+    [row] = json.loads(ok("agent-mode", "status", "--json"))
+    assert row["status"] == "Completed"
+    shown = json.loads(ok("agent-mode", "status", row["id"], "--json"))
+    outcomes = shown["run"]["outcomes"]
+    assert outcomes["task-002"]["files_changed"] == 2  # its own file and task-001's, merged
+    assert [t["sub_agent"]["status"] for t in shown["tasks"]] == ["Completed", "Completed"]
+
+    kept = json.loads(ok("agent-mode", "cleanup", "--json"))
+    assert kept["removed"] == []
+    assert sorted(kept["refused"]) == sorted(o["branch"] for o in outcomes.values())
+    removed = json.loads(ok("agent-mode", "cleanup", "--force", "--json"))
+    assert sorted(removed["removed"]) == sorted(kept["refused"])
+    assert not (repo / ".worktrees").exists() or not list((repo / ".worktrees").iterdir())
+
+
+def test_answer_names_a_task_that_is_not_running() -> None:
+    result = runner.invoke(
+        app,
+        ["agent-mode", "answer", "task-001", "yes", "-s", "0b0d2e4c-1f0e-4a39-9a4e-1c2d3e4f5a6b"],
+    )
+    assert result.exit_code == 1
+    assert "0b0d2e4c-1f0e-4a39-9a4e-1c2d3e4f5a6b" in result.stderr

@@ -16,16 +16,23 @@ The script is a JSON list of steps run in order; each is an object with one acti
                                               (D levels deep) and sleep forever;
                                               "setsid": true puts each in its own session
     {"ignore_sigterm": true}                  ignore SIGTERM from here on (children too)
+    {"signal": {...}}                          report a status as a hook would: run
+                                              $OPENCRAB_SIGNAL_COMMAND with the object
+                                              as JSON on stdin (agent mode's runner)
+    {"time_to": "path"}                        write the unix time now (benchmarks)
     {"sleep": seconds}
     {"exit": code}                            stop here with that exit code
 
 After the last step it exits 0. Extra arguments after the script are only recorded.
+SCRIPT may be a directory: then `$OPENCRAB_TASK_ID.json` in it is the script (agent mode
+starts every task with the same command).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -97,6 +104,12 @@ def run(steps: list[dict[str, object]]) -> int:
             spawn(int(str(step["spawn"])), int(str(step.get("depth", 1))), bool(step.get("setsid")))
         elif "ignore_sigterm" in step:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif "signal" in step:
+            command = shlex.split(os.environ["OPENCRAB_SIGNAL_COMMAND"])
+            subprocess.run(command, input=json.dumps(step["signal"]), text=True, check=True)
+        elif "time_to" in step:
+            with open(str(step["time_to"]), "w", encoding="utf-8") as handle:
+                handle.write(repr(time.time()))
         elif "sleep" in step:
             time.sleep(float(str(step["sleep"])))
         elif "exit" in step:
@@ -111,7 +124,10 @@ def main() -> int:
     """Read the script named on the command line and run it."""
     if sys.argv[1] == "--tree":
         return tree(int(sys.argv[2]))
-    with open(sys.argv[1], encoding="utf-8") as handle:
+    script = sys.argv[1]
+    if os.path.isdir(script):
+        script = os.path.join(script, os.environ["OPENCRAB_TASK_ID"] + ".json")
+    with open(script, encoding="utf-8") as handle:
         steps = json.load(handle)
     return run(steps)
 

@@ -3,14 +3,20 @@ camelCase JSON over the seed's record; errors in the API's shape."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
 from fastapi.testclient import TestClient
 
+from opencrab.agentmode.tmux import TmuxServer
+from tests.agentmode.runner_support import make_repo, write_scripts
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of
 
@@ -111,3 +117,74 @@ def test_bad_plans_and_unknown_sessions_are_named(
     assert "not inside a git repository" in error_of(response, 400, "validation_error")
     response = client.post("/api/agent-mode/sessions", json={"repository": str(repo)})
     error_of(response, 400, "validation_error")
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The server runner's tmux socket, private to the test; its server ended after."""
+    socket = f"oc-api-{uuid4().hex[:8]}"
+    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", socket)
+    yield socket
+    asyncio.run(TmuxServer(socket).kill_server())
+
+
+def test_start_watch_output_answer_retry_and_cleanup_over_rest(
+    client: TestClient, scripted: ScriptedProvider, tmp_path: Path, tmux_socket: str
+) -> None:
+    repo = make_repo(tmp_path / "git")
+    session = create(client, scripted, repo)
+    base = f"/api/agent-mode/sessions/{session['id']}"
+    command = write_scripts(
+        tmp_path / "scripts",
+        {
+            "task-001": [{"print": "parsing 日本"}, {"write": "parser.py", "content": "p"}],
+            "task-002": [{"write": "test_parser.py", "content": "t"}],
+        },
+    )
+    started = client.post(f"{base}/start", json={"cli": "other", "command": command})
+    assert started.status_code == 200, started.text
+    assert started.json()["run"]["startBranch"] == "main"
+    error_of(client.post(f"{base}/start", json={"cli": "other", "command": command}), 409,
+             "conflict")  # fmt: skip
+
+    def finished() -> dict[str, Any] | None:
+        body: dict[str, Any] = client.get(f"{base}/run").json()
+        return body if body["status"] != "Active" else None
+
+    deadline = time.monotonic() + 60
+    done = finished()
+    while done is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        done = finished()
+    assert done is not None
+    assert done["status"] == "Completed"
+    assert [t["status"] for t in done["tasks"]] == ["Completed", "Completed"]
+    assert (
+        done["tasks"][1]["assignedWorktree"]["path"] == done["tasks"][0]["assignedWorktree"]["path"]
+    )  # Shared
+    assert done["run"]["outcomes"]["task-002"]["filesChanged"] == 2
+    output = client.get(f"{base}/tasks/task-001/output")
+    assert output.status_code == 200, output.text
+    assert "parsing 日本" in output.json()["text"]
+    error_of(client.post(f"{base}/tasks/task-001/answer", json={"text": "y"}), 409, "conflict")
+    error_of(client.post(f"{base}/tasks/task-001/retry"), 400, "invalid_transition")
+    error_of(client.post(f"{base}/tasks/task-009/retry"), 404, "not_found")
+    cleaned = client.post(f"{base}/cleanup", json={})
+    assert cleaned.status_code == 200, cleaned.text
+    assert cleaned.json()["removed"] == []
+    assert list(cleaned.json()["refused"]) == [done["tasks"][0]["assignedWorktree"]["branchName"]]
+
+
+def test_pause_resume_and_cancel_over_rest(
+    client: TestClient, scripted: ScriptedProvider, tmp_path: Path, tmux_socket: str
+) -> None:
+    repo = make_repo(tmp_path / "git")
+    session = create(client, scripted, repo)
+    base = f"/api/agent-mode/sessions/{session['id']}"
+    command = write_scripts(tmp_path / "scripts", {"task-001": [{"sleep": 600}]})
+    assert client.post(f"{base}/start", json={"cli": "other", "command": command}).is_success
+    assert client.post(f"{base}/pause").json()["status"] == "Paused"
+    assert client.post(f"{base}/resume").json()["status"] == "Active"
+    cancelled = client.post(f"{base}/cancel").json()
+    assert cancelled["status"] == "Failed"
+    assert {t["status"] for t in cancelled["tasks"]} == {"Cancelled"}

@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from opencrab import __version__
+from opencrab.agentmode.runner import open_runner
 from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.core.discussion import DiscussionRunner
@@ -85,6 +86,15 @@ def create_app(
                 )
             )
             discussions.resume()
+            agent_mode = app.state.agent_mode = open_runner(settings, db)
+            agent_mode.listeners.append(
+                lambda session_id, task_id: hub.announce(
+                    session_id,
+                    json.dumps({"kind": "agentMode", "sessionId": session_id, "taskId": task_id}),
+                )
+            )
+            if heartbeat:  # `opencrab up`: watch the sessions that were running again
+                await agent_mode.resume_started()
             watch = app.state.token_watch = TokenWatch(TokenStore(db)) if auth else None
             watching = asyncio.create_task(watch.run(), name="token-watch") if watch else None
             try:
@@ -96,6 +106,7 @@ def create_app(
                     watch.stop()
                     await watching
                 await discussions.close()
+                await agent_mode.close()
                 await stop_chat_gateways(chats)
                 await hub.stop()
                 await feed

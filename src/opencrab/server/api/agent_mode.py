@@ -6,6 +6,12 @@ running it is not part of this route. `PUT …/plan` replaces the tasks while no
 started (409 after). The session is the seed's record with camelCase keys (the file on
 disk keeps the seed's snake_case); enum values stay the seed's (`Active`, `New`, …).
 A plan that breaks a seed-004 rule is 400 `invalid_plan`, naming every problem.
+
+Running (`opencrab.agentmode.runner`, one runner in the server's runtime):
+`POST …/{id}/start|pause|resume|cancel|cleanup`, `POST …/{id}/tasks/{task}/answer|retry`,
+`GET …/{id}/tasks/{task}/output` (the pane's text) and `GET …/{id}/run` (questions,
+diffs, deliveries). Every change is announced on the live hub to WebSocket clients
+subscribed to the session id (`{"kind": "agentMode", "sessionId", "taskId"}`).
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Query
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from pydantic import Field
 from pydantic.alias_generators import to_camel
 
 from opencrab.agentmode.model import AgentSession, SessionStatus, WorktreeStrategy
+from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.validation import PlannedTask
 from opencrab.messages import MAX_MESSAGE_CHARS
@@ -176,6 +183,155 @@ async def edit_plan(
     ]
     session = await run_blocking(_service(runtime).edit_plan, str(session_id), planned)
     return session_json(session)
+
+
+TaskIdParam = Annotated[
+    str, PathParam(alias="task", pattern=r"^task-[0-9]+$", description="The task's id.")
+]
+
+
+class StartSession(ApiInput):
+    cli: Literal["claude", "codex", "gemini", "opencode", "other"] = "claude"
+    command: list[str] | None = Field(
+        default=None, max_length=100, description="The program (`other`) or CLI executable."
+    )
+    full_auto: bool = True
+
+
+class AnswerInput(ApiInput):
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class CleanupInput(ApiInput):
+    force: bool = False
+    orphans: bool = False
+
+
+def _runner(request: Request) -> AgentModeRunner:
+    runner: AgentModeRunner = request.app.state.agent_mode
+    return runner
+
+
+def _with_run(runner: AgentModeRunner, session: AgentSession) -> dict[str, Any]:
+    data = session_json(session)
+    state = runner.run_state(session.id)
+    data["run"] = None if state is None else camel_keys(state.as_json())
+    return data
+
+
+@router.post(
+    "/sessions/{id}/start",
+    operation_id="startAgentModeSession",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409),
+)
+async def start_session(
+    session_id: SessionIdParam, body: StartSession, request: Request
+) -> dict[str, Any]:
+    """Start running the session's tasks with a coding CLI (409 when already started)."""
+    runner = _runner(request)
+    session = await runner.start(str(session_id), body.cli, body.command, full_auto=body.full_auto)
+    return _with_run(runner, session)
+
+
+def _control(name: str, summary_text: str, operation: str) -> None:
+    async def control(session_id: SessionIdParam, request: Request) -> dict[str, Any]:
+        runner = _runner(request)
+        session: AgentSession = await getattr(runner, name)(str(session_id))
+        return _with_run(runner, session)
+
+    control.__doc__ = summary_text
+    router.post(
+        f"/sessions/{{id}}/{name}",
+        operation_id=operation,
+        response_model=dict[str, Any],
+        responses=error_responses(400, 404, 409),
+    )(control)
+
+
+_control("pause", "Start no more tasks (running sub-agents go on).", "pauseAgentModeSession")
+_control("resume", "Paused → Active; re-attach to live panes.", "resumeAgentModeSession")
+_control("cancel", "End every sub-agent's processes; tasks Cancelled.", "cancelAgentModeSession")
+
+
+@router.get(
+    "/sessions/{id}/run",
+    operation_id="getAgentModeRun",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404),
+)
+def get_run(session_id: SessionIdParam, request: Request) -> dict[str, Any]:
+    """The session with its run state: questions, diffs, deliveries."""
+    runner = _runner(request)
+    return _with_run(runner, runner.service.get(str(session_id)))
+
+
+@router.post(
+    "/sessions/{id}/cleanup",
+    operation_id="cleanupAgentModeSession",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409),
+)
+async def cleanup_session(
+    session_id: SessionIdParam, request: Request, body: CleanupInput | None = None
+) -> dict[str, Any]:
+    """Remove finished tasks' worktrees (refusals reported), find or remove orphans."""
+    options = body or CleanupInput()
+    report = await _runner(request).cleanup(
+        str(session_id), force=options.force, orphans=options.orphans
+    )
+    return report.as_json()
+
+
+@router.post(
+    "/sessions/{id}/tasks/{task}/answer",
+    operation_id="answerAgentModeTask",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409),
+)
+async def answer_task(
+    session_id: SessionIdParam, task_id: TaskIdParam, body: AnswerInput, request: Request
+) -> dict[str, Any]:
+    """Type the answer into the waiting sub-agent's pane."""
+    runner = _runner(request)
+    await runner.answer(str(session_id), task_id, body.text)
+    return _with_run(runner, runner.service.get(str(session_id)))
+
+
+@router.post(
+    "/sessions/{id}/tasks/{task}/retry",
+    operation_id="retryAgentModeTask",
+    response_model=dict[str, Any],
+    responses=error_responses(400, 404, 409),
+)
+async def retry_task(
+    session_id: SessionIdParam, task_id: TaskIdParam, request: Request
+) -> dict[str, Any]:
+    """Put a failed task back to Pending; the session goes on."""
+    runner = _runner(request)
+    return _with_run(runner, await runner.retry(str(session_id), task_id))
+
+
+class TaskOutput(ApiModel):
+    task_id: str
+    text: str = Field(description="The pane's last lines (capture-pane).")
+
+
+@router.get(
+    "/sessions/{id}/tasks/{task}/output",
+    operation_id="getAgentModeTaskOutput",
+    response_model=TaskOutput,
+    responses=error_responses(400, 404, 409),
+)
+async def task_output(
+    session_id: SessionIdParam,
+    task_id: TaskIdParam,
+    request: Request,
+    lines: Annotated[int, Query(ge=1, le=5000)] = 200,
+) -> TaskOutput:
+    """The task's pane output."""
+    text = await _runner(request).output(str(session_id), task_id, lines)
+    return TaskOutput(task_id=task_id, text=text)
 
 
 @hookimpl
