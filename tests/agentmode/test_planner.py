@@ -127,6 +127,7 @@ async def test_a_valid_plan_becomes_pending_tasks_saved_and_indexed(
     assert runtime.router.metrics is not None
     await runtime.router.metrics.flush()
     master = runtime.agents.get("master")
+    assert master.heartbeat.enabled is False  # created to plan, not to tick and spend
     with runtime.db.read() as conn:
         calls = metrics_repo.agent_calls(conn, master.id)
     assert [c.task_type for c in calls] == ["agent_mode_plan"]

@@ -19,9 +19,10 @@ watch loop for the session (one asyncio task). Every `poll_secs` (200 ms) the lo
    worktree on its planned branch (`validation.plan_branches`) from the start branch,
    with its dependencies' branches merged; a Shared task reuses its first dependency's
    worktree (never two tasks in one worktree at once). Starting (`launching.py`) runs
-   in the background too, so a slow `git worktree add` never delays watching. Each sub-agent has its own HOME
-   and signal dir under `{data_dir}/agent-mode/{session}/{task}`; its pane carries the
-   labels `session` and `task`, so a restarted runner finds it again.
+   in the background too, so a slow `git worktree add` never delays watching. Each
+   sub-agent has its own HOME and signal dir under
+   `{data_dir}/agent-mode/{session}/{task}`; its pane carries the labels `session` and
+   `task`, so a restarted runner finds it again.
 4. ends the session: Completed when every task completed; Failed when a task failed and
    nothing can run any more (the failed task's dependants stay Pending, so `retry` lets
    them go on).

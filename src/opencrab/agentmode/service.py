@@ -38,7 +38,7 @@ from opencrab.agentmode.model import (
 from opencrab.agentmode.planner import PlanOutcome, plan_request
 from opencrab.agentmode.validation import PlannedTask, check_plan
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentCreate, AgentStore
+from opencrab.core.agent import Agent, AgentCreate, AgentStore, HeartbeatConfig
 from opencrab.errors import ConflictError, NotFoundError, PlanError, ValidationError
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import check_message
@@ -218,14 +218,19 @@ class AgentModeService:
 
     def master_agent(self, agents: AgentStore, name: str | None = None) -> Agent:
         """The planning agent: `name`, else `[agent_mode] master_agent`, which is created
-        (default persona) on first use; a `name` given explicitly must exist."""
+        (default persona, heartbeat off) on first use; a `name` given explicitly must exist."""
         if name:
             return agents.get(name)
         wanted = self.settings.agent_mode.master_agent
         try:
             return agents.get(wanted)
         except NotFoundError:
-            spec = AgentCreate(name=wanted, description=MASTER_DESCRIPTION)
+            # it plans when asked; a heartbeat of its own would only spend (so it is off)
+            spec = AgentCreate(
+                name=wanted,
+                description=MASTER_DESCRIPTION,
+                heartbeat=HeartbeatConfig(enabled=False),
+            )
             return agents.create(spec)
 
     async def create_session(
