@@ -12,9 +12,15 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
+import pytest
+
+from opencrab.cli.common import settings_from
 from opencrab.config import Settings
+from opencrab.config.loader import load_settings
 from opencrab.core.runtime import Runtime
+from opencrab.errors import ConfigError
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.store import Database
@@ -114,3 +120,39 @@ async def test_a_call_in_flight_ends_on_the_provider_it_started_with(
         seen = [r.headers["authorization"] for r in fake_llm_server.requests_to(CHAT)]
         assert seen == [f"Bearer {KEY}", f"Bearer {NEW_KEY}"]
         assert not runtime.router.retiring  # the old one was closed once its call ended
+
+
+def write_config(tmp_path: Path, fake_llm_server: FakeLlmServer) -> Path:
+    """A config file that relies on OpenRouter (its key set nowhere but the dashboard)."""
+    config = tmp_path / "mine.toml"
+    config.write_text(
+        '[llm]\ndefault_provider = "openrouter"\ndefault_model = "m1"\n'
+        '[llm.fallback]\nchain = ["openrouter"]\n'
+        f'[llm.providers.openrouter]\nbase_url = "{fake_llm_server.url}/v1"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+async def test_a_provider_the_config_file_uses_may_take_its_key_from_the_dashboard(
+    settings: Settings, tmp_path: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    fake_llm_server.reply(CHAT, Reply(json=completion({"content": "pong"})))
+    config = write_config(tmp_path, fake_llm_server)
+    with pytest.raises(ConfigError, match="OPENROUTER_API_KEY is not set"):
+        load_settings(config)  # a library caller that reads no store: as before
+    mine = settings_from(config, None)  # what every command loads
+    with pytest.raises(ConfigError) as refused:
+        async with runtime_on(mine, mine.database_url):
+            pass
+    message = str(refused.value)
+    assert "llm.providers.openrouter.api_key: environment variable OPENROUTER_API_KEY" in message
+    assert "store a key for openrouter in the dashboard" in message
+
+    async with runtime_on(settings, settings.database_url) as runtime:  # no file: starts
+        await runtime.llm_settings.update_provider("openrouter", {"api_key": KEY}, actor="me")
+    async with runtime_on(mine, mine.database_url) as runtime:  # the stored key counts
+        assert runtime.router.default.provider == "openrouter"
+        request = ChatRequest(model="", messages=[Message.user("ping")], max_tokens=1)
+        assert (await runtime.router.chat(request)).text == "pong"
+    assert fake_llm_server.requests_to(CHAT)[-1].headers["authorization"] == f"Bearer {KEY}"

@@ -218,6 +218,20 @@ class LiveLlmSettings:
         self._version = version
         return problems
 
+    def require_keys(self, problems: list[str]) -> None:
+        """Raise ConfigError for each provider the user's settings use whose key is
+        neither in the environment nor stored here (`Settings.keys_needed`); `problems`
+        are those `apply_stored` returned (a stored key that cannot be read)."""
+        missing = []
+        for name, problem in self.settings.keys_needed.items():
+            config = self._applied.get(name)
+            if config is not None and config.api_key and config.api_key.get_secret_value():
+                continue
+            missing.append(problem)
+            missing += [p for p in problems if p.startswith(f"the stored API key of {name}:")]
+        if missing:
+            raise ConfigError("\n".join(missing))
+
     async def _apply_provider(self, name: str, config: ProviderConfig) -> bool:
         """Build the provider again when `config` differs from what was last built."""
         if self._applied.get(name) == config:
