@@ -67,13 +67,14 @@ def exits_on_error(func: Callable[P, R]) -> Callable[P, R]:
 def settings_from(
     config: Path | None, data_dir: Path | None, overrides: dict[str, Any] | None = None
 ) -> Settings:
-    """Load settings, with `--data-dir` and other flags as the top layer."""
+    """Load settings, with `--data-dir` and other flags as the top layer; a provider
+    key may be one stored in the dashboard (checked when the runtime opens)."""
     from opencrab.config import load_settings
 
     layer: dict[str, Any] = dict(overrides or {})
     if data_dir is not None:
         layer["data_dir"] = str(data_dir)
-    return load_settings(config, overrides=layer)
+    return load_settings(config, overrides=layer, stored_keys=True)
 
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Database:

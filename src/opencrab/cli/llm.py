@@ -57,7 +57,9 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
 
 @asynccontextmanager
 async def routed(config: Path | None, data_dir: Path | None) -> AsyncIterator[LlmRouter]:
-    """A started router whose metrics go to the store; flushed and closed on exit."""
+    """A started router with the dashboard's LLM settings, whose metrics go to the
+    store; flushed and closed on exit."""
+    from opencrab.llm.live_settings import LiveLlmSettings
     from opencrab.llm.metrics import MetricsRecorder
     from opencrab.llm.router import LlmRouter
 
@@ -67,6 +69,11 @@ async def routed(config: Path | None, data_dir: Path | None) -> AsyncIterator[Ll
     router = LlmRouter.from_settings(settings, metrics=recorder)
     try:
         await router.start()
+        live = LiveLlmSettings(settings, db, router)
+        stored = await live.apply_stored()
+        live.require_keys(stored)
+        for problem in stored:
+            err_console.print(f"[yellow]note:[/] {escape(problem)}", highlight=False)
         if router.notice:
             err_console.print(f"[yellow]note:[/] {escape(router.notice)}", highlight=False)
         yield router

@@ -13,7 +13,10 @@ the loaded Settings keep that record (`Settings.origin`, opencrab.config.provena
   `[llm.providers.*]` and `[gateway.*]`; for a gateway when it is enabled; for a
   provider when your own file, environment or flags use it (default_provider,
   llm.models, the fallback chain, or `enabled = true`). The packaged defaults alone
-  never demand a key.
+  never demand a key. With `stored_keys=True` (every command), a provider's API key
+  that only the packaged `${VAR}` would give may instead be stored in the dashboard:
+  the problem is kept in `Settings.keys_needed` and the runtime raises it after reading
+  the store only when no stored key stands in (opencrab.llm.live_settings.require_keys).
 """
 
 from __future__ import annotations
@@ -84,8 +87,11 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    stored_keys: bool = False,
 ) -> Settings:
-    """Build the effective Settings, raising ConfigError naming source, key and problem.
+    """Build the effective Settings, raising ConfigError naming source, key and problem;
+    with `stored_keys`, a missing provider key the dashboard may store is left to the
+    runtime to check (`Settings.keys_needed`).
 
     Example:
         settings = load_settings("my.toml", overrides={"gateway": {"rest": {"port": 9000}}})
@@ -116,7 +122,7 @@ def load_settings(
 
     missing = _expand_all(merged, env)
     settings = _validate(merged)
-    _check_missing(settings, merged, missing)
+    keys_needed = _check_missing(settings, merged, missing, stored_keys=stored_keys)
     problems = reference_problems(settings)
     if problems:
         raise ConfigError(
@@ -129,6 +135,7 @@ def load_settings(
         "{data_dir}", str(data_dir)
     )
     settings._origins = dict(merged.origins)
+    settings._keys_needed = keys_needed
     return settings
 
 
@@ -240,9 +247,14 @@ def _dotted(path: KeyPath) -> str:
     return out
 
 
-def _check_missing(settings: Settings, merged: _Merged, missing: dict[KeyPath, str]) -> None:
+def _check_missing(
+    settings: Settings, merged: _Merged, missing: dict[KeyPath, str], *, stored_keys: bool
+) -> dict[str, str]:
+    """Raise for every missing variable a used value needs; with `stored_keys`, return
+    instead the problems a key stored in the dashboard would solve, by provider."""
     used = _used_providers(settings, merged)
     problems = []
+    deferred: dict[str, str] = {}
     for path, var in missing.items():
         section = path[:3] if path[:2] == ("llm", "providers") else path[:2]
         if section[:2] == ("llm", "providers") and len(section) == 3:
@@ -257,12 +269,23 @@ def _check_missing(settings: Settings, merged: _Merged, missing: dict[KeyPath, s
             why = f"gateway {section[1]!r} is enabled"
         else:
             why = "this key is always used"
-        problems.append(
-            f"{merged.origin(path)}: {_dotted(path)}: environment variable {var} is not set "
-            f"and {why}; export {var} or change the setting"
+        where = f"{merged.origin(path)}: {_dotted(path)}: environment variable {var}"
+        dashboard = (
+            len(path) == 4
+            and path[:2] == ("llm", "providers")
+            and path[3] == "api_key"
+            and merged.origin(path) == DEFAULT_SOURCE  # the user's own layers win
         )
+        if dashboard and stored_keys:
+            deferred[str(path[2])] = (
+                f"{where} is not set and {why}; export {var}, store a key for {path[2]} "
+                "in the dashboard (LLM settings) or change the setting"
+            )
+            continue
+        problems.append(f"{where} is not set and {why}; export {var} or change the setting")
     if problems:
         raise ConfigError("\n".join(problems))
+    return deferred
 
 
 def _used_providers(settings: Settings, merged: _Merged) -> dict[str, str]:

@@ -274,6 +274,14 @@ class Settings(Section):
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
+    _keys_needed: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def keys_needed(self) -> dict[str, str]:
+        """Providers the user's settings use whose API key variable is unset, each with
+        the problem to report unless the dashboard stored a key (set by the loader with
+        `stored_keys`; checked by opencrab.llm.live_settings.require_keys)."""
+        return self._keys_needed
 
     @property
     def memo(self) -> dict[Any, Any]:

@@ -207,11 +207,13 @@ class Runtime:
         )
         runtime.leases.start()
         log_filter = redact_logs(router.redactor)
-        runtime.notices += await runtime.llm_settings.apply_stored()
-        if router.notice:
-            runtime.notices.append(router.notice)
-        runtime.notices += [f"skill file skipped: {p}" for p in problems]
         try:
+            stored = await runtime.llm_settings.apply_stored()
+            runtime.llm_settings.require_keys(stored)  # a key the config uses exists
+            runtime.notices += stored
+            if router.notice:
+                runtime.notices.append(router.notice)
+            runtime.notices += [f"skill file skipped: {p}" for p in problems]
             yield runtime
         finally:
             stop_redacting_logs(log_filter)

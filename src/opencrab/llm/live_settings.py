@@ -13,6 +13,14 @@ Precedence, for each value:
 2. the dashboard's stored value;
 3. the packaged `default.toml`.
 
+Other processes on the same database (`opencrab worker`, a second `opencrab up`) pick a
+change up before their next call: every change writes audit rows in its own
+transaction, so the audit table's row count and highest id are the settings' version;
+each process reads it (one query) at most every `check_secs` before a call
+(`LlmRouter.before_call`), and when it moved reads the settings again and builds again
+only the providers whose effective configuration changed. A provider replaced while
+calls run on it is closed when the last of them ends (LlmRouter.replace_provider).
+
 Example:
     live = LiveLlmSettings(settings, db, router)
     await live.apply_stored()
@@ -21,8 +29,10 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,6 +59,8 @@ SourceName = Literal["packaged", "file", "environment", "flag", "dashboard", "un
 _ALIAS = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 MAX_KEY_CHARS = 500
+CHECK_SECS = 2.0
+"""How often, at most, a process reads the settings' version before a call."""
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +96,12 @@ class LiveLlmSettings:
         self.db = db
         self.router = router
         self._box: SecretBox | None = None
+        self.check_secs = CHECK_SECS
+        self._version: repo.Version | None = None  # what `apply_stored` last read
+        self._checked_at = float("-inf")
+        self._checking = asyncio.Lock()
+        self._applied: dict[str, ProviderConfig] = {}  # provider -> config last built
+        router.before_call = self.check
 
     # ------------------------------------------------------------ provenance
     def source(self, path: KeyPath) -> Source:
@@ -172,10 +190,13 @@ class LiveLlmSettings:
         return stored
 
     async def apply_stored(self) -> list[str]:
-        """Apply what the dashboard stored to the router (at start-up); returns the
-        problems (a stored key the secret key cannot read stays stored, unused)."""
-        rows, alias_rows, stored_chain = await run_blocking(self._read_all)
+        """Apply what the dashboard stored to the router (at start-up, and when another
+        process changed it); returns the problems (a stored key the secret key cannot
+        read stays stored, unused). Only providers whose configuration changed are
+        built again."""
+        version, rows, alias_rows, stored_chain = await run_blocking(self._read_all)
         problems: list[str] = []
+        changed = False
         for name, row in rows.items():
             if name not in BUILTIN_PROVIDERS:
                 continue
@@ -185,20 +206,70 @@ class LiveLlmSettings:
                 problems.append(f"the stored API key of {name} is not used: {exc}")
                 log.error("%s", problems[-1])
                 config = self.provider_config(name, row._replace(api_key_encrypted=None))
-            await self.router.replace_provider(name, config)
+            changed |= await self._apply_provider(name, config)
         if alias_rows:
-            self.router.set_aliases(self.aliases(alias_rows))
+            aliases = self.aliases(alias_rows)
+            if aliases != self.router.aliases:
+                self.router.set_aliases(aliases)
         if stored_chain is not None:
             self.router.set_fallback_chain(self.chain(stored_chain))
-        if rows:
+        if changed:
             await self.router.refresh()
+        self._version = version
         return problems
+
+    def require_keys(self, problems: list[str]) -> None:
+        """Raise ConfigError for each provider the user's settings use whose key is
+        neither in the environment nor stored here (`Settings.keys_needed`); `problems`
+        are those `apply_stored` returned (a stored key that cannot be read)."""
+        missing = []
+        for name, problem in self.settings.keys_needed.items():
+            config = self._applied.get(name)
+            if config is not None and config.api_key and config.api_key.get_secret_value():
+                continue
+            missing.append(problem)
+            missing += [p for p in problems if p.startswith(f"the stored API key of {name}:")]
+        if missing:
+            raise ConfigError("\n".join(missing))
+
+    async def _apply_provider(self, name: str, config: ProviderConfig) -> bool:
+        """Build the provider again when `config` differs from what was last built."""
+        if self._applied.get(name) == config:
+            return False
+        await self.router.replace_provider(name, config)
+        self._applied[name] = config
+        return True
+
+    async def check(self) -> None:
+        """Pick up changes made by another process: at most every `check_secs`, read
+        the settings' version and, when it moved, apply the stored settings again."""
+        if time.monotonic() - self._checked_at < self.check_secs:
+            return
+        async with self._checking:
+            if time.monotonic() - self._checked_at < self.check_secs:
+                return  # checked while this call waited for the lock
+            self._checked_at = time.monotonic()
+            try:
+                version = await run_blocking(self._read_version)
+                if version != self._version:
+                    await self.apply_stored()
+            except Exception:
+                # the call goes ahead with the settings it has; the next check tries again
+                log.exception("reading the stored LLM settings failed")
+
+    def _read_version(self) -> repo.Version:
+        with self.db.read() as conn:
+            return repo.version(conn)
 
     def _read_all(
         self,
-    ) -> tuple[dict[str, repo.ProviderRow], dict[str, repo.AliasRow], list[str] | None]:
+    ) -> tuple[
+        repo.Version, dict[str, repo.ProviderRow], dict[str, repo.AliasRow], list[str] | None
+    ]:
         with self.db.read() as conn:
-            return repo.providers(conn), repo.aliases(conn), repo.chain(conn)
+            # the version first: what follows is at least that new, so nothing is missed
+            version = repo.version(conn)
+            return version, repo.providers(conn), repo.aliases(conn), repo.chain(conn)
 
     # ------------------------------------------------------------ views
     def provider_views(self) -> list[ProviderView]:
@@ -327,8 +398,8 @@ class LiveLlmSettings:
                 return repo.providers(conn)[name]
 
         row = await run_blocking(write)
-        await self.router.replace_provider(name, self.provider_config(name, row))
-        await self.router.refresh()
+        if await self._apply_provider(name, self.provider_config(name, row)):
+            await self.router.refresh()
 
     async def set_alias(
         self, alias: str, provider: str | None, model: str | None, *, actor: str

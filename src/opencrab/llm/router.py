@@ -30,7 +30,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from opencrab.config import Settings
@@ -120,6 +121,12 @@ class LlmRouter:
         self.usable: frozenset[str] | None = None  # known after start()
         self._prices = PriceBook.defaults() if metrics is None else None
         self.planner = FallbackPlanner(self.aliases, self._price_book, self.default_model_for)
+        self.before_call: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each call: settings changed elsewhere are picked up there
+        (opencrab.llm.live_settings checks the stored settings' version)."""
+        self._calls: dict[LlmProvider, int] = {}  # provider -> calls running on it
+        self.retiring: list[LlmProvider] = []
+        """Replaced providers with calls still running: closed when the last one ends."""
 
     # ------------------------------------------------------------ set-up
     @classmethod
@@ -161,7 +168,8 @@ class LlmRouter:
 
     async def replace_provider(self, name: str, config: ProviderConfig) -> None:
         """Build `name` again from `config` (a disabled one is dropped); the old
-        instance's connections are closed. Call `refresh` after the last change."""
+        instance's connections are closed, once the calls running on it have ended (new
+        calls go to the new instance). Call `refresh` after the last change."""
         old = self.providers.pop(name, None)
         self._cooling.pop(name, None)
         if config.enabled is not False:
@@ -173,7 +181,24 @@ class LlmRouter:
             except ProviderNotConfigured as exc:
                 log.info("provider %s unavailable: %s", name, exc)
         if old is not None:
-            await old.aclose()
+            if old in self._calls:
+                self.retiring.append(old)
+            else:
+                await old.aclose()
+
+    @asynccontextmanager
+    async def _using(self, provider: LlmProvider) -> AsyncIterator[None]:
+        """Count a call running on `provider`; a replaced one is closed after its last."""
+        self._calls[provider] = self._calls.get(provider, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._calls.pop(provider) - 1
+            if left:
+                self._calls[provider] = left
+            elif provider in self.retiring:
+                self.retiring.remove(provider)
+                await provider.aclose()
 
     async def refresh(self) -> None:
         """Work out again what can answer and the default (after providers changed)."""
@@ -239,8 +264,10 @@ class LlmRouter:
         return models[0].id if models else None
 
     async def aclose(self) -> None:
-        for provider in self.providers.values():
+        """Close every provider's connections (replaced ones still in use included)."""
+        for provider in [*self.providers.values(), *self.retiring]:
             await provider.aclose()
+        self.retiring.clear()
 
     # ------------------------------------------------------------ resolution
     def resolve(self, reference: str | None = None, purpose: str | None = None) -> Target:
@@ -336,6 +363,8 @@ class LlmRouter:
     async def chat(self, request: ChatRequest, info: CallInfo | None = None) -> ChatResponse:
         """Complete a chat; `request.model` may be an alias, provider/model or empty."""
         info = info or CallInfo()
+        if self.before_call is not None:
+            await self.before_call()
         first = self.resolve(request.model, info.purpose)
         return await self._run(self._attempts(first), request, info)
 
@@ -343,6 +372,8 @@ class LlmRouter:
         self, provider: str, request: ChatRequest, info: CallInfo | None = None
     ) -> ChatResponse:
         """Complete a chat on one provider, without fallback."""
+        if self.before_call is not None:
+            await self.before_call()
         model = request.model or self.default_model_for(provider) or ""
         return await self._run([Target(provider, model)], request, info or CallInfo())
 
@@ -362,9 +393,10 @@ class LlmRouter:
             tried.append(target)
             start = time.perf_counter()
             try:
-                reply = await provider.chat_completion(
-                    request.model_copy(update={"model": target.model})
-                )
+                async with self._using(provider):
+                    reply = await provider.chat_completion(
+                        request.model_copy(update={"model": target.model})
+                    )
             except LlmError as exc:
                 self._failed(record, exc, start)
                 last = exc
@@ -387,6 +419,8 @@ class LlmRouter:
     ) -> AsyncGenerator[ChatChunk, None]:
         """Stream a chat; falls back only until the first chunk has been passed on."""
         info = info or CallInfo()
+        if self.before_call is not None:
+            await self.before_call()
         request_id = str(uuid.uuid4())
         last: LlmError | None = None
         targets = self._attempts(self.resolve(request.model, info.purpose))
@@ -403,14 +437,15 @@ class LlmRouter:
             start = time.perf_counter()
             started = False
             try:
-                async for chunk in provider.chat_completion_stream(
-                    request.model_copy(update={"model": target.model})
-                ):
-                    if not started and (chunk.text or chunk.tool_calls or chunk.reasoning):
-                        record.time_to_first_token_ms = _ms(start)
-                        started = True
-                    acc.add(chunk)
-                    yield chunk
+                async with self._using(provider):
+                    async for chunk in provider.chat_completion_stream(
+                        request.model_copy(update={"model": target.model})
+                    ):
+                        if not started and (chunk.text or chunk.tool_calls or chunk.reasoning):
+                            record.time_to_first_token_ms = _ms(start)
+                            started = True
+                        acc.add(chunk)
+                        yield chunk
             except LlmError as exc:
                 self._failed(record, exc, start, acc)
                 last = exc

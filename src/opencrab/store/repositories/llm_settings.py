@@ -2,8 +2,10 @@
 `llm_alias_settings`, `llm_chain_settings` and `llm_settings_audit`.
 
 Every function runs on the caller's connection, inside the caller's transaction, so a
-change and its audit rows are written together. API keys arrive here encrypted
-(opencrab.config.secret_key); nothing here ever sees one in clear.
+change and its audit rows are written together; that makes the audit table's row count
+and highest id (`version`) the version of the settings, which every process checks.
+API keys arrive here encrypted (opencrab.config.secret_key); nothing here ever sees one
+in clear.
 
 Example:
     with db.write() as conn:
@@ -26,6 +28,8 @@ from opencrab.store.tables import (
     llm_settings_audit,
 )
 
+Version = tuple[int, int]
+"""(audit rows, highest audit id): moves with every change (see `version`)."""
 PROVIDER_FIELDS = ("enabled", "api_key_encrypted", "api_key_last4", "base_url")
 
 
@@ -52,6 +56,15 @@ class AuditEntry(NamedTuple):
     action: str  # set, clear, remove
     detail: str
     at: datetime | None = None  # filled in when read back
+
+
+def version(conn: Connection) -> Version:
+    """The settings' version: the audit rows' count and highest id (every change
+    writes audit rows in its transaction; the count catches a change whose lower id
+    commits after a higher one)."""
+    table = llm_settings_audit
+    count, top = conn.execute(sa.select(sa.func.count(), sa.func.max(table.c.id))).one()
+    return int(count), int(top or 0)
 
 
 def providers(conn: Connection) -> dict[str, ProviderRow]:
