@@ -345,12 +345,17 @@ class TmuxServer:
         return out[:-1] if out.endswith("\n") else out
 
     async def terminate(self, pane_id: str, *, grace: float = 3.0) -> Terminated:
-        """End the pane's whole process tree: SIGTERM, then SIGKILL after `grace`."""
+        """End the pane's program and its whole process tree: SIGTERM, then SIGKILL after
+        `grace`. The launcher (paneexec.py) is left to see its child end, write the exit
+        record and end the same way, so the pane's end is always known; before the
+        program's pid is recorded, the launcher's tree is ended instead."""
+        fmt = f"#{{pane_pid}}{FIELD_SEP}#{{{PID_OPTION}}}"
         try:
-            out = await self.run("display-message", "-p", "-t", pane_id, "#{pane_pid}")
+            out = await self.run("display-message", "-p", "-t", pane_id, fmt)
         except TmuxError:
             return Terminated(signalled=[], survivors=[])
-        return await asyncio.to_thread(kill_tree, int(out.strip()), grace)
+        launcher, program = out.rstrip("\n").split(FIELD_SEP)
+        return await asyncio.to_thread(kill_tree, int(program or launcher), grace)
 
     async def kill_pane(self, pane_id: str, *, grace: float = 3.0) -> Terminated:
         """Terminate the pane's process tree, then remove the pane and its run files."""

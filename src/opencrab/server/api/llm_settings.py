@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 from pydantic import Field
 
+from opencrab.core.runtime import Runtime
 from opencrab.errors import LlmError, NotFoundError, ValidationError
 from opencrab.llm.live_settings import ProviderView, Source
 from opencrab.llm.metrics import period_start
@@ -202,7 +203,8 @@ async def update_provider(
 )
 async def test_provider(name: Name, runtime: RuntimeDep) -> ConnectionTest:
     """One tiny real call to the provider (its default model): ok and latency, or the
-    error with every secret redacted."""
+    error with every secret redacted. The call's metrics row is stored before the answer,
+    so the monitoring figures read next include it."""
     router_ = runtime.router
     known = {v.name for v in await run_blocking(runtime.llm_settings.provider_views)}
     if name not in known:
@@ -219,9 +221,17 @@ async def test_provider(name: Name, runtime: RuntimeDep) -> ConnectionTest:
     except LlmError as exc:
         error = router_.redactor.redact(str(exc))
         latency = round((time.perf_counter() - started) * 1000)
+        await _stored(runtime)
         return ConnectionTest(provider=name, model=model, ok=False, latency_ms=latency, error=error)
     latency = round((time.perf_counter() - started) * 1000)
+    await _stored(runtime)
     return ConnectionTest(provider=name, model=model, ok=True, latency_ms=latency)
+
+
+async def _stored(runtime: Runtime) -> None:
+    """Wait until the router's queued metrics rows are stored."""
+    if runtime.router.metrics is not None:
+        await runtime.router.metrics.flush()
 
 
 @router.put(
