@@ -140,12 +140,14 @@ async def test_an_upload_in_flight_holds_its_reservation(
             )
         )
         await started.wait()
+        root = workspace_root(settings, url)
+        while not leftovers(root):  # the server has reserved the room and opened its file
+            await asyncio.sleep(0.01)
         # 6 MB are promised to the first upload: 5 more would go over 10 MB
         second = await client.put(f"{url}/second.bin", content=b"b" * (5 * MB))
         finish.set()
         assert (await first).status_code == 201
     assert "over its quota" in error_of(second, 413, "quota_exceeded")
-    root = workspace_root(settings, url)
     assert sorted(p.name for p in root.iterdir()) == ["first.bin"]
     assert leftovers(root) == []
 
