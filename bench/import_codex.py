@@ -15,8 +15,9 @@ alike. A second import of the same files (which must add nothing) is timed too. 
 seconds are printed beside the wall-clock ratio: on a machine busy with other work they
 move less than wall-clock time.
 
-The storage floor is what SQLite needs for the same rows: every row this import wrote,
-read back beforehand (untimed), then stored in a fresh migrated store (same tables, same
+The storage floor is what SQLite needs for the same rows: every row this import wrote
+(WRITTEN: every table it adds rows to, the searchable message texts and the metrics'
+daily rollup included), read back beforehand (untimed), then stored in a fresh migrated store (same tables, same
 indexes and triggers) by a bare `executemany` per table in one transaction, and
 committed — sqlite3 with no Python per row but the driver's own binding. An importer must
 parse every line once and store those rows; the ratio printed is
@@ -103,9 +104,11 @@ def fresh_store(data: Path) -> tuple[Database, str]:
 WRITTEN = (
     "import_sessions",
     "import_problems",
+    "import_texts",
     "events",
     "memory_sessions",
     "llm_usage_metrics",
+    "llm_usage_daily",
     "import_chunks",
 )
 
