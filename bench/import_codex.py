@@ -17,11 +17,11 @@ move less than wall-clock time.
 
 The storage floor is what SQLite needs for the same rows: every row this import wrote
 (WRITTEN: every table it adds rows to, the searchable message texts and the metrics'
-daily rollup included), read back beforehand (untimed), then stored in a fresh migrated store (same tables, same
-indexes and triggers) by a bare `executemany` per table in one transaction, and
-committed — sqlite3 with no Python per row but the driver's own binding. An importer must
-parse every line once and store those rows; the ratio printed is
-import / (parse + floor), and the target is at most 2.
+daily rollup included), read back beforehand (untimed), then stored in a fresh migrated
+store (same tables, same indexes and triggers, same pragmas) by a bare `executemany` per
+table in one transaction, and committed — sqlite3 with no Python per row but the
+driver's own binding. An importer must parse every line once and store those rows; the
+ratio printed is import / (parse + floor), and the target is at most 2.
 
     python bench/import_codex.py [--mb 100] [--rounds 2]
 """

@@ -490,12 +490,14 @@ class _Writer:
         stat: os.stat_result,
         digest: str,
     ) -> None:
-        events, logs, metrics, texts = self._rows()
+        # memory lines and texts carry their timestamps as the driver takes them (no
+        # bind processing per row): storage text on SQLite, the datetime elsewhere
+        events, logs, metrics, texts = self._rows(as_text=conn.dialect.name == "sqlite")
         self._session(conn, first_line, stat, digest)
-        imports_repo.add_texts(conn, texts)
+        imports_repo.add_texts(conn, texts, bound=True)
         events_repo.insert(conn, events)
         if logs:
-            append_log_rows(conn, logs)
+            append_log_rows(conn, logs, bound=True)
         if metrics:
             metrics_repo.insert(conn, metrics)
         if chunk:
@@ -511,8 +513,10 @@ class _Writer:
         self.result.events = len(events)
 
     def _rows(
-        self,
+        self, *, as_text: bool
     ) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow], list[tuple[Any, ...]]]:
+        """The events, memory lines, metrics rows and texts of the new lines; `as_text`:
+        the memory lines' and texts' timestamps in storage text (SQLite's bound form)."""
         importer = self.importer
         source = importer.source.name
         agent_id = importer.agent_id
@@ -525,6 +529,7 @@ class _Writer:
         result = self.result
         for entry in self.scanned.entries:
             moment, stamp = when(entry.timestamp)
+            at = stamp if as_text else moment
             kind = entry.kind
             if kind == "usage":
                 metric, usage_event = self._usage(entry, moment, stamp)
@@ -548,14 +553,14 @@ class _Writer:
             elif kind == "user":
                 content = _USER({"text": entry.text})
                 log = ("speech", entry.text, "user")
-                texts.append(text_row(session_id, entry, "user", moment))
+                texts.append(text_row(session_id, entry, "user", at))
             elif kind == "reasoning":
                 content = _REASONING({"text": entry.text})
                 log = ("inner_voice", entry.text, agent_id)
             else:
                 content = _MESSAGE({"text": entry.text})
                 log = ("speech", entry.text, agent_id)
-                texts.append(text_row(session_id, entry, "assistant", moment))
+                texts.append(text_row(session_id, entry, "assistant", at))
                 self.last_generation = eid
             parent = (
                 self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
@@ -564,7 +569,7 @@ class _Writer:
             events.append(event_row(eid, session_id, parent, stamp, content, meta))
             self.last_event = eid
             if agent_id is not None and log[1]:
-                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, moment))
+                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, at))
         result.calls = len(metrics)
         return events, logs, metrics, [t for t in texts if t[5]]
 
@@ -760,9 +765,10 @@ class _Clock:
         return self.last
 
 
-def text_row(session_id: str, entry: Entry, role: str, moment: datetime) -> tuple[Any, ...]:
+def text_row(session_id: str, entry: Entry, role: str, moment: datetime | str) -> tuple[Any, ...]:
     """An import_texts row (`imports_repo.TEXT_COLUMNS`): a user or assistant message's
-    text, which the transcript search looks in."""
+    text, which the transcript search looks in (`moment`: a datetime, or in the driver's
+    form for a `bound` insert)."""
     return (session_id, entry.line, entry.part, role, moment, entry.text)
 
 

@@ -29,8 +29,13 @@ def bulk_insert(
     rows: Sequence[Sequence[Any]],
     *,
     recoverable: bool = False,
+    bound: bool = False,
 ) -> None:
     """Insert `rows` (tuples in `columns` order) into `table` with one executemany.
+
+    `bound`: the rows hold what the driver takes (the caller did the columns' bind
+    processing: a UtcDateTime as `format_timestamp` text on SQLite, an aware datetime
+    on PostgreSQL), so no value is converted here.
 
     `recoverable`: a failing insert (IntegrityError, …) leaves `conn`'s transaction
     usable. SQLite undoes only the failed statement by itself; PostgreSQL aborts the
@@ -57,7 +62,7 @@ def bulk_insert(
             processors,
         )
     sql, positional, positiontup, processors = cached
-    if processors:
+    if processors and not bound:
         converted = []
         for row in rows:
             values = list(row)
