@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from opencrab.importers.common import (
     parse_time,
     read_lines,
 )
+from opencrab.importers.results import FileResult, ImportSummary
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -129,91 +130,6 @@ def event_id(session_id: str, line: int, part: int = 0) -> str:
     """The id of a line's event: the session id with the line and part in its last 48
     bits (version and variant stay those of the session id)."""
     return f"{session_id[:24]}{line * 256 + part:012x}"
-
-
-# ------------------------------------------------------------------ results
-@dataclass
-class Tokens:
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_output_tokens: int = 0
-    total_tokens: int = 0
-
-    def add(self, other: Any) -> None:
-        self.input_tokens += other.input_tokens
-        self.cached_input_tokens += other.cached_input_tokens
-        self.output_tokens += other.output_tokens
-        self.reasoning_output_tokens += other.reasoning_output_tokens
-        self.total_tokens += other.total_tokens
-
-    def as_json(self) -> dict[str, int]:
-        return dict(vars(self))
-
-
-@dataclass
-class FileResult:
-    """What importing one file did. status: new, appended, unchanged, changed."""
-
-    path: str
-    session_id: str
-    status: str
-    lines: int = 0  # new lines read
-    messages: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    calls: int = 0
-    tokens: Tokens = field(default_factory=Tokens)
-    cost_usd: float = 0.0
-    events: int = 0
-    unpriced: set[str] = field(default_factory=set)
-
-
-@dataclass
-class ImportSummary:
-    """The whole import, as `opencrab import … --json` prints it."""
-
-    source: str
-    agent_id: str | None
-    files: list[FileResult] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)  # paths that could not be read
-
-    def as_json(self) -> dict[str, Any]:
-        kinds: dict[str, int] = {}
-        tokens = Tokens()
-        problems = [p.as_json() for p in self.problems]
-        status: dict[str, int] = {}
-        for f in self.files:
-            for k, v in f.kinds.items():
-                kinds[k] = kinds.get(k, 0) + v
-            tokens.add(f.tokens)
-            problems += [p.as_json() for p in f.problems]
-            status[f.status] = status.get(f.status, 0) + 1
-        return {
-            "source": self.source,
-            "agent_id": self.agent_id,
-            "files": len(self.files),
-            "files_by_status": status,
-            "lines": sum(f.lines for f in self.files),
-            "messages": sum(f.messages for f in self.files),
-            "messages_by_source_type": dict(sorted(kinds.items())),
-            "events": sum(f.events for f in self.files),
-            "calls": sum(f.calls for f in self.files),
-            "tokens": tokens.as_json(),
-            "cost_usd": round(sum(f.cost_usd for f in self.files), 8),
-            "models_without_price": sorted({m for f in self.files for m in f.unpriced}),
-            "problems": problems,
-            "sessions": [
-                {
-                    "id": f.session_id,
-                    "file": f.path,
-                    "status": f.status,
-                    "lines": f.lines,
-                    "messages": f.messages,
-                }
-                for f in self.files
-            ],
-        }
 
 
 # ------------------------------------------------------------------ reading a file
