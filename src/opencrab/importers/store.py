@@ -29,6 +29,7 @@ new lines in one, BATCH_BYTES at a time; a file is never split):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -258,27 +259,31 @@ class Importer:
                 self._write(batch)
                 batch.clear()
                 pending_bytes = 0
+                gc.collect(0)  # what cycles the batch left (few): young objects only
             if progress is not None:
                 for done, where in told:
                     progress(done, file_size(where))
             told.clear()
 
-        for path in files:
-            session_id = session_id_for(self.source.name, path.expanduser().resolve())
-            if any(p.write.session_id == session_id for p in batch):
-                flush()  # the same file again (by another path): it reads what was stored
-            prepared = self._prepare(path)
-            if isinstance(prepared, _Pending):
-                batch.append(prepared)
-                pending_bytes += prepared.new_bytes
-                result = prepared.write.result
-            else:
-                result = prepared
-            summary.files.append(result)
-            told.append((result, path))
-            if pending_bytes >= BATCH_BYTES or not batch:
-                flush()
-        flush()
+        # the cyclic collector stays off: it would rescan the batch's many objects again
+        # and again; they are freed by reference counting when the batch is written
+        with paused_gc():
+            for path in files:
+                session_id = session_id_for(self.source.name, path.expanduser().resolve())
+                if any(p.write.session_id == session_id for p in batch):
+                    flush()  # the same file again (by another path): it reads what was stored
+                prepared = self._prepare(path)
+                if isinstance(prepared, _Pending):
+                    batch.append(prepared)
+                    pending_bytes += prepared.new_bytes
+                    result = prepared.write.result
+                else:
+                    result = prepared
+                summary.files.append(result)
+                told.append((result, path))
+                if pending_bytes >= BATCH_BYTES or not batch:
+                    flush()
+            flush()
         return summary
 
     def file(self, path: Path) -> FileResult:
