@@ -6,7 +6,8 @@ Target (issue 19): import time ≤ 2 × (parse + storage floor).
 
 Our path is what `opencrab import codex` does with an agent chosen: read every rollout,
 scan each line (JSON, seed 003 classification, tool joins, token counting), and in one
-transaction per file write the events (user, reasoning, tool calls and results,
+transaction per 16 MB of lines (importers.store.BATCH_BYTES; a file is never split) write
+the events (user, reasoning, tool calls and results,
 messages, token_usage sidecars), the agent's memory log lines, the LLM metrics rows,
 the lines themselves (zstd) and the session's bookkeeping — into a fresh, migrated
 SQLite database. The baseline reads the same files and `orjson.loads` every line. Both
