@@ -56,16 +56,17 @@ def bulk_insert(
             if (process := table.c[name].type._cached_bind_processor(dialect)) is not None
         )
         sql = str(compiled)
-        order = tuple(compiled.positiontup or ())
-        if compiled.positional and order != tuple(columns) and dialect.paramstyle == "qmark":
+        position = tuple(compiled.positiontup or ())
+        reordered = position != tuple(columns) and sorted(position) == sorted(columns)
+        if compiled.positional and reordered and dialect.paramstyle == "qmark":
             # the VALUES in the caller's column order, so rows go to the driver as given
             # (SQLAlchemy lists the table's order, which would mean rebuilding every row)
             quote = dialect.identifier_preparer
             names = ", ".join(quote.format_column(table.c[name]) for name in columns)
             marks = ", ".join("?" * len(columns))
             sql = f"INSERT INTO {quote.format_table(table)} ({names}) VALUES ({marks})"
-            order = tuple(columns)
-        cached = _COMPILED[key] = (sql, bool(compiled.positional), order, processors)
+            position = tuple(columns)
+        cached = _COMPILED[key] = (sql, bool(compiled.positional), position, processors)
     sql, positional, positiontup, processors = cached
     if processors and not bound:
         converted = []
