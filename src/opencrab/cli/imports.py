@@ -38,7 +38,8 @@ from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
     from opencrab.config import Settings
-    from opencrab.importers.store import FileResult, Importer, ImportSummary
+    from opencrab.importers.results import FileResult, ImportSummary
+    from opencrab.importers.store import Importer
     from opencrab.store import Database
 
 import_app = typer.Typer(

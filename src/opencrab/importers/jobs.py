@@ -24,7 +24,8 @@ from uuid import uuid4
 
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.importers.common import ReadLimits
-from opencrab.importers.store import SOURCES, FileResult, Importer
+from opencrab.importers.results import FileResult
+from opencrab.importers.store import SOURCES, Importer
 from opencrab.store import Database
 from opencrab.store.types import utcnow
 

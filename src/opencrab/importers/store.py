@@ -29,10 +29,11 @@ new lines in one, BATCH_BYTES at a time; a file is never split):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ from opencrab.importers.common import (
     parse_time,
     read_lines,
 )
+from opencrab.importers.results import FileResult, ImportSummary
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -129,91 +131,6 @@ def event_id(session_id: str, line: int, part: int = 0) -> str:
     """The id of a line's event: the session id with the line and part in its last 48
     bits (version and variant stay those of the session id)."""
     return f"{session_id[:24]}{line * 256 + part:012x}"
-
-
-# ------------------------------------------------------------------ results
-@dataclass
-class Tokens:
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_output_tokens: int = 0
-    total_tokens: int = 0
-
-    def add(self, other: Any) -> None:
-        self.input_tokens += other.input_tokens
-        self.cached_input_tokens += other.cached_input_tokens
-        self.output_tokens += other.output_tokens
-        self.reasoning_output_tokens += other.reasoning_output_tokens
-        self.total_tokens += other.total_tokens
-
-    def as_json(self) -> dict[str, int]:
-        return dict(vars(self))
-
-
-@dataclass
-class FileResult:
-    """What importing one file did. status: new, appended, unchanged, changed."""
-
-    path: str
-    session_id: str
-    status: str
-    lines: int = 0  # new lines read
-    messages: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    calls: int = 0
-    tokens: Tokens = field(default_factory=Tokens)
-    cost_usd: float = 0.0
-    events: int = 0
-    unpriced: set[str] = field(default_factory=set)
-
-
-@dataclass
-class ImportSummary:
-    """The whole import, as `opencrab import … --json` prints it."""
-
-    source: str
-    agent_id: str | None
-    files: list[FileResult] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)  # paths that could not be read
-
-    def as_json(self) -> dict[str, Any]:
-        kinds: dict[str, int] = {}
-        tokens = Tokens()
-        problems = [p.as_json() for p in self.problems]
-        status: dict[str, int] = {}
-        for f in self.files:
-            for k, v in f.kinds.items():
-                kinds[k] = kinds.get(k, 0) + v
-            tokens.add(f.tokens)
-            problems += [p.as_json() for p in f.problems]
-            status[f.status] = status.get(f.status, 0) + 1
-        return {
-            "source": self.source,
-            "agent_id": self.agent_id,
-            "files": len(self.files),
-            "files_by_status": status,
-            "lines": sum(f.lines for f in self.files),
-            "messages": sum(f.messages for f in self.files),
-            "messages_by_source_type": dict(sorted(kinds.items())),
-            "events": sum(f.events for f in self.files),
-            "calls": sum(f.calls for f in self.files),
-            "tokens": tokens.as_json(),
-            "cost_usd": round(sum(f.cost_usd for f in self.files), 8),
-            "models_without_price": sorted({m for f in self.files for m in f.unpriced}),
-            "problems": problems,
-            "sessions": [
-                {
-                    "id": f.session_id,
-                    "file": f.path,
-                    "status": f.status,
-                    "lines": f.lines,
-                    "messages": f.messages,
-                }
-                for f in self.files
-            ],
-        }
 
 
 # ------------------------------------------------------------------ reading a file
@@ -342,27 +259,31 @@ class Importer:
                 self._write(batch)
                 batch.clear()
                 pending_bytes = 0
+                gc.collect(0)  # what cycles the batch left (few): young objects only
             if progress is not None:
                 for done, where in told:
                     progress(done, file_size(where))
             told.clear()
 
-        for path in files:
-            session_id = session_id_for(self.source.name, path.expanduser().resolve())
-            if any(p.write.session_id == session_id for p in batch):
-                flush()  # the same file again (by another path): it reads what was stored
-            prepared = self._prepare(path)
-            if isinstance(prepared, _Pending):
-                batch.append(prepared)
-                pending_bytes += prepared.new_bytes
-                result = prepared.write.result
-            else:
-                result = prepared
-            summary.files.append(result)
-            told.append((result, path))
-            if pending_bytes >= BATCH_BYTES or not batch:
-                flush()
-        flush()
+        # the cyclic collector stays off: it would rescan the batch's many objects again
+        # and again; they are freed by reference counting when the batch is written
+        with paused_gc():
+            for path in files:
+                session_id = session_id_for(self.source.name, path.expanduser().resolve())
+                if any(p.write.session_id == session_id for p in batch):
+                    flush()  # the same file again (by another path): it reads what was stored
+                prepared = self._prepare(path)
+                if isinstance(prepared, _Pending):
+                    batch.append(prepared)
+                    pending_bytes += prepared.new_bytes
+                    result = prepared.write.result
+                else:
+                    result = prepared
+                summary.files.append(result)
+                told.append((result, path))
+                if pending_bytes >= BATCH_BYTES or not batch:
+                    flush()
+            flush()
         return summary
 
     def file(self, path: Path) -> FileResult:
@@ -490,12 +411,14 @@ class _Writer:
         stat: os.stat_result,
         digest: str,
     ) -> None:
-        events, logs, metrics, texts = self._rows()
+        # memory lines and texts carry their timestamps as the driver takes them (no
+        # bind processing per row): storage text on SQLite, the datetime elsewhere
+        events, logs, metrics, texts = self._rows(as_text=conn.dialect.name == "sqlite")
         self._session(conn, first_line, stat, digest)
-        imports_repo.add_texts(conn, texts)
+        imports_repo.add_texts(conn, texts, bound=True)
         events_repo.insert(conn, events)
         if logs:
-            append_log_rows(conn, logs)
+            append_log_rows(conn, logs, bound=True)
         if metrics:
             metrics_repo.insert(conn, metrics)
         if chunk:
@@ -511,8 +434,10 @@ class _Writer:
         self.result.events = len(events)
 
     def _rows(
-        self,
+        self, *, as_text: bool
     ) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow], list[tuple[Any, ...]]]:
+        """The events, memory lines, metrics rows and texts of the new lines; `as_text`:
+        the memory lines' and texts' timestamps in storage text (SQLite's bound form)."""
         importer = self.importer
         source = importer.source.name
         agent_id = importer.agent_id
@@ -525,6 +450,7 @@ class _Writer:
         result = self.result
         for entry in self.scanned.entries:
             moment, stamp = when(entry.timestamp)
+            at = stamp if as_text else moment
             kind = entry.kind
             if kind == "usage":
                 metric, usage_event = self._usage(entry, moment, stamp)
@@ -548,14 +474,14 @@ class _Writer:
             elif kind == "user":
                 content = _USER({"text": entry.text})
                 log = ("speech", entry.text, "user")
-                texts.append(text_row(session_id, entry, "user", moment))
+                texts.append(text_row(session_id, entry, "user", at))
             elif kind == "reasoning":
                 content = _REASONING({"text": entry.text})
                 log = ("inner_voice", entry.text, agent_id)
             else:
                 content = _MESSAGE({"text": entry.text})
                 log = ("speech", entry.text, agent_id)
-                texts.append(text_row(session_id, entry, "assistant", moment))
+                texts.append(text_row(session_id, entry, "assistant", at))
                 self.last_generation = eid
             parent = (
                 self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
@@ -564,7 +490,7 @@ class _Writer:
             events.append(event_row(eid, session_id, parent, stamp, content, meta))
             self.last_event = eid
             if agent_id is not None and log[1]:
-                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, moment))
+                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, at))
         result.calls = len(metrics)
         return events, logs, metrics, [t for t in texts if t[5]]
 
@@ -760,9 +686,10 @@ class _Clock:
         return self.last
 
 
-def text_row(session_id: str, entry: Entry, role: str, moment: datetime) -> tuple[Any, ...]:
+def text_row(session_id: str, entry: Entry, role: str, moment: datetime | str) -> tuple[Any, ...]:
     """An import_texts row (`imports_repo.TEXT_COLUMNS`): a user or assistant message's
-    text, which the transcript search looks in."""
+    text, which the transcript search looks in (`moment`: a datetime, or in the driver's
+    form for a `bound` insert)."""
     return (session_id, entry.line, entry.part, role, moment, entry.text)
 
 

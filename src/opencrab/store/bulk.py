@@ -29,8 +29,13 @@ def bulk_insert(
     rows: Sequence[Sequence[Any]],
     *,
     recoverable: bool = False,
+    bound: bool = False,
 ) -> None:
     """Insert `rows` (tuples in `columns` order) into `table` with one executemany.
+
+    `bound`: the rows hold what the driver takes (the caller did the columns' bind
+    processing: a UtcDateTime as `format_timestamp` text on SQLite, an aware datetime
+    on PostgreSQL), so no value is converted here.
 
     `recoverable`: a failing insert (IntegrityError, …) leaves `conn`'s transaction
     usable. SQLite undoes only the failed statement by itself; PostgreSQL aborts the
@@ -50,14 +55,20 @@ def bulk_insert(
             for i, name in enumerate(columns)
             if (process := table.c[name].type._cached_bind_processor(dialect)) is not None
         )
-        cached = _COMPILED[key] = (
-            str(compiled),
-            bool(compiled.positional),
-            tuple(compiled.positiontup or ()),
-            processors,
-        )
+        sql = str(compiled)
+        position = tuple(compiled.positiontup or ())
+        reordered = position != tuple(columns) and sorted(position) == sorted(columns)
+        if compiled.positional and reordered and dialect.paramstyle == "qmark":
+            # the VALUES in the caller's column order, so rows go to the driver as given
+            # (SQLAlchemy lists the table's order, which would mean rebuilding every row)
+            quote = dialect.identifier_preparer
+            names = ", ".join(quote.format_column(table.c[name]) for name in columns)
+            marks = ", ".join("?" * len(columns))
+            sql = f"INSERT INTO {quote.format_table(table)} ({names}) VALUES ({marks})"
+            position = tuple(columns)
+        cached = _COMPILED[key] = (sql, bool(compiled.positional), position, processors)
     sql, positional, positiontup, processors = cached
-    if processors:
+    if processors and not bound:
         converted = []
         for row in rows:
             values = list(row)

@@ -322,9 +322,10 @@ def refresh_costs(conn: Connection, provider: str, models: Iterable[str]) -> Non
 TEXT_COLUMNS = ("session_id", "line", "part", "role", "timestamp", "text")
 
 
-def add_texts(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+def add_texts(conn: Connection, rows: Sequence[tuple[Any, ...]], *, bound: bool = False) -> None:
     """Store message texts to search (TEXT_COLUMNS); a (session, line, part) stored
-    before is left as it is."""
+    before is left as it is. `bound`: the rows are in the driver's form already
+    (`bulk_insert`'s `bound`)."""
     if not rows:
         return
     x = import_texts.c
@@ -338,7 +339,7 @@ def add_texts(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     }
     fresh = [r for r in rows if (int(r[1]), int(r[2])) not in stored]
     if fresh:
-        bulk_insert(conn, import_texts, TEXT_COLUMNS, fresh)
+        bulk_insert(conn, import_texts, TEXT_COLUMNS, fresh, bound=bound)
 
 
 def set_texts_indexed(conn: Connection, session_id: str, lines: int) -> None:

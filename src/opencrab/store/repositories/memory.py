@@ -177,10 +177,13 @@ def append_logs(conn: Connection, agent_id: str, logs: Sequence[SessionLog]) -> 
     bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)
 
 
-def append_log_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
+def append_log_rows(
+    conn: Connection, rows: Sequence[Sequence[Any]], *, bound: bool = False
+) -> None:
     """Store prepared session log rows (LOG_COLUMNS order) in `conn`'s transaction, in one
-    executemany (bulk writers such as the transcript importer); the FTS index follows."""
-    bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows)
+    executemany (bulk writers such as the transcript importer); the FTS index follows.
+    `bound`: the rows are in the driver's form already (`bulk_insert`'s `bound`)."""
+    bulk_insert(conn, memory_sessions, LOG_COLUMNS, rows, bound=bound)
 
 
 def latest_logs(
