@@ -389,13 +389,16 @@ class _Turn:
     # ------------------------------------------------------------ context
     def _open(self, message: IncomingMessage) -> tuple[Prepared, list[SessionMessage] | None]:
         """The turn's context, and the user's message recorded when no compaction is due
-        (None: not recorded yet). Runs in a worker thread."""
-        prepared = self._prepare(message)
-        _, budget, system, user_text, summary, turns = prepared
-        fixed = message_tokens(system) + estimate_tokens(user_text) + 8
-        if plan_compaction(summary, turns, budget - fixed) is not None:
-            return prepared, None
-        return prepared, self.recorder.commit(*self._user_rows(message))
+        (None: not recorded yet). Runs in a worker thread, in one transaction whose reads
+        see one snapshot (the message's rows go with its COMMIT)."""
+        with self.engine.db.write(snapshot=True) as conn:
+            prepared = self._prepare(message)
+            _, budget, system, user_text, summary, turns = prepared
+            fixed = message_tokens(system) + estimate_tokens(user_text) + 8
+            if plan_compaction(summary, turns, budget - fixed) is not None:
+                return prepared, None
+            stored = self.recorder.write(conn, *self._user_rows(message))
+        return prepared, stored()
 
     def _user_rows(
         self, message: IncomingMessage

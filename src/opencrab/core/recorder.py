@@ -302,6 +302,22 @@ class TurnRecorder:
         """Events, memory logs, session messages and metrics rows of one step (and what
         was held), in one transaction; each cut to `[agent] max_event_bytes`. Returns the
         session messages as stored."""
+        with self.db.write() as conn:
+            stored = self.write(conn, batch, logs, chat, extra=extra)
+        return stored()
+
+    def write(
+        self,
+        conn: Connection,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: list[Said],
+        *,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> Callable[[], list[SessionMessage]]:
+        """`commit`'s writes in the caller's write transaction `conn`; call the result once
+        it has committed for the session messages as stored (on PostgreSQL their ids, and
+        `read_along`'s rows, come with the COMMIT)."""
         if self.held is not None:
             held_batch, held_logs = self.held
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
@@ -311,35 +327,38 @@ class TurnRecorder:
         logs = [cap_log(line, cap) for line in logs]
         chat = [cap_said(said, cap) for said in chat]
         calls = self._calls_named(batch)  # taken out: written here or never
-        with self.db.write() as conn:
-            if batch:
-                # fresh ids: a failure fails the step (no savepoint to recover in)
-                self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
-            if logs:
-                self.memory.append_session_logs(logs, conn=conn)
-            # their ids are read after the commit (on PostgreSQL they come with it)
-            written = queue_messages(conn, self.session_id, chat)
-            if calls:
-                insert_records(conn, calls)
-            if extra is not None:
-                extra(conn)
-            read = None if self.read_along is None else self.read_along(conn)
-        self.read_result = read
-        for event in batch:
-            self.known[str(event.id)] = (str(event.trace_id), event.type)
-        return [
-            SessionMessage(
-                id=message_id,
-                role=said.role,
-                content=said.content,
-                timestamp=at,
-                event_id=said.event_id,
-                speaker_id=said.speaker_id,
-                speaker_name=said.speaker_name,
-                interrupted=said.interrupted,
-            )
-            for said, (message_id, at) in zip(chat, written(), strict=True)
-        ]
+        if batch:
+            # fresh ids: a failure fails the step (no savepoint to recover in)
+            self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
+        if logs:
+            self.memory.append_session_logs(logs, conn=conn)
+        # their ids are read after the commit (on PostgreSQL they come with it)
+        written = queue_messages(conn, self.session_id, chat)
+        if calls:
+            insert_records(conn, calls)
+        if extra is not None:
+            extra(conn)
+        read = None if self.read_along is None else self.read_along(conn)
+
+        def stored() -> list[SessionMessage]:
+            self.read_result = read
+            for event in batch:
+                self.known[str(event.id)] = (str(event.trace_id), event.type)
+            return [
+                SessionMessage(
+                    id=message_id,
+                    role=said.role,
+                    content=said.content,
+                    timestamp=at,
+                    event_id=said.event_id,
+                    speaker_id=said.speaker_id,
+                    speaker_name=said.speaker_name,
+                    interrupted=said.interrupted,
+                )
+                for said, (message_id, at) in zip(chat, written(), strict=True)
+            ]
+
+        return stored
 
     def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
         """The turn's call records whose token_usage event is in `batch`."""
