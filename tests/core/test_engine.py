@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
+from opencrab.core.budgets import Budgets
 from opencrab.core.context import COMPACTION_KIND, estimate_tokens, message_tokens, tools_tokens
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig, session_overrides
@@ -269,6 +270,29 @@ async def test_budget_spent_refuses_the_next_call(
     assert second.error.error == "budget_exceeded"
     assert len(scripted.requests) == calls_made  # refused before calling
     assert runtime.agents.spent_today(agent.id) >= 0.0001
+
+
+async def test_a_fleet_cap_stored_during_a_call_refuses_the_turns_next_call(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    # the check before a call reads the fleet's caps with the turn's last step: a cap
+    # stored while the model answered the first call still stops the second
+    class CapsWhileAnswering(ScriptedProvider):
+        async def chat_completion(self, request: ChatRequest) -> Any:
+            if not self.requests:  # another process (the dashboard) caps the fleet now
+                Budgets(runtime.db, runtime.settings).set_fleet_caps(0.001, None)
+            return await super().chat_completion(request)
+
+    costly = CapsWhileAnswering("openai")
+    runtime.router.register_provider(costly)
+    costly.then(reply("", tool_calls=calls(("ws_list", {})).tool_calls, cost_usd=0.01))
+    costly.then(speak("never said"))
+    result = await turn(runtime, agent)
+    assert result.error is not None
+    assert result.error.error == "budget_exceeded"
+    assert "the fleet has spent" in result.error.message
+    assert len(costly.requests) == 1  # the second call was refused before it was made
+    assert [a.name for a in result.actions] == ["ws_list"]
 
 
 # ------------------------------------------------------------------ every action

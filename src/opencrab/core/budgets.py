@@ -215,12 +215,7 @@ class Budgets:
         """The fleet's (daily, monthly) caps: stored through the API, else `[budgets]`."""
         with self.db.read() as conn:
             stored = repo.fleet_caps(conn)
-        if stored is not None:
-            return stored
-        if self.settings is None:
-            return None, None
-        section = self.settings.budgets
-        return section.fleet_daily_usd, section.fleet_monthly_usd
+        return _fleet_caps(stored, self.settings)
 
     def fleet_caps_stored(self) -> bool:
         """True once the fleet's caps were set through the API (they override `[budgets]`)."""
@@ -461,6 +456,34 @@ async def enforce(
     notify(settings, verdict.alerts, {agent.id: agent.name}, outlets)
     if verdict.refusal is not None:
         raise BudgetExceeded(verdict.refusal)
+
+
+def no_cap_applies(
+    settings: Settings,
+    agent: Agent,
+    cap: CostCap | None,
+    stored_fleet_caps: tuple[float | None, float | None] | None,
+) -> bool:
+    """True when no cap could refuse or alert on the agent's next call: the agent has
+    none, the turn has none, nor has the fleet (`stored_fleet_caps` as read from the store
+    with the turn's last step, else `[budgets]`). Then the check needs no spend summed."""
+    config = agent.llm_config
+    if cap is not None or config.daily_budget_usd is not None:
+        return False
+    if config.monthly_budget_usd is not None:
+        return False
+    return all(limit is None for limit in _fleet_caps(stored_fleet_caps, settings))
+
+
+def _fleet_caps(
+    stored: tuple[float | None, float | None] | None, settings: Settings | None
+) -> tuple[float | None, float | None]:
+    """The fleet's caps: those stored through the API, else `[budgets]`'s."""
+    if stored is not None:
+        return stored
+    if settings is None:
+        return None, None
+    return settings.budgets.fleet_daily_usd, settings.budgets.fleet_monthly_usd
 
 
 def notify(

@@ -43,7 +43,7 @@ from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, T
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.approvals import ApprovalGate, hold_calls
-from opencrab.core.budgets import CostCap, enforce
+from opencrab.core.budgets import CostCap, enforce, no_cap_applies
 from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
@@ -64,7 +64,6 @@ from opencrab.core.permissions import callable_actions
 from opencrab.core.recorder import (
     TurnRecorder,
     defused,
-    jsonable_arguments,
     now,
     tool_message,
     usage_event,
@@ -91,10 +90,6 @@ from opencrab.errors import BudgetExceeded, EmptyReply, LlmError, OpenCrabError,
 from opencrab.event_log import EventLog
 from opencrab.events import (
     AgentEvent,
-    ReasoningEvent,
-    ReasoningPayload,
-    ToolCallEvent,
-    ToolCallPayload,
     ToolResultEvent,
     ToolResultPayload,
 )
@@ -104,6 +99,7 @@ from opencrab.messages import IncomingMessage, InternalSource, MessageOutlet
 from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
+from opencrab.store.repositories.budgets import fleet_caps_later
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +260,7 @@ class _Turn:
             agent,
             self.state,
         )
+        self.recorder.read_along = fleet_caps_later
         self._overrides: dict[str, str] | None = None
         self._call_events = []
         self._calls: list[ToolCall] = []  # the tool calls of the latest reply
@@ -392,13 +389,16 @@ class _Turn:
     # ------------------------------------------------------------ context
     def _open(self, message: IncomingMessage) -> tuple[Prepared, list[SessionMessage] | None]:
         """The turn's context, and the user's message recorded when no compaction is due
-        (None: not recorded yet). Runs in a worker thread."""
-        prepared = self._prepare(message)
-        _, budget, system, user_text, summary, turns = prepared
-        fixed = message_tokens(system) + estimate_tokens(user_text) + 8
-        if plan_compaction(summary, turns, budget - fixed) is not None:
-            return prepared, None
-        return prepared, self.recorder.commit(*self._user_rows(message))
+        (None: not recorded yet). Runs in a worker thread, in one transaction whose reads
+        see one snapshot (the message's rows go with its COMMIT)."""
+        with self.engine.db.write(snapshot=True) as conn:
+            prepared = self._prepare(message)
+            _, budget, system, user_text, summary, turns = prepared
+            fixed = message_tokens(system) + estimate_tokens(user_text) + 8
+            if plan_compaction(summary, turns, budget - fixed) is not None:
+                return prepared, None
+            stored = self.recorder.write(conn, *self._user_rows(message))
+        return prepared, stored()
 
     def _user_rows(
         self, message: IncomingMessage
@@ -528,13 +528,18 @@ class _Turn:
     # ------------------------------------------------------------ calls and actions
     async def _check_budget(self) -> None:
         """BudgetExceeded when a cap of the agent, the fleet or the turn's cost cap is
-        spent (queued metrics counted); alerts newly reached are delivered in the background."""
-        if self.engine.router.metrics is not None:
-            await self.engine.router.metrics.flush()
+        spent (queued metrics counted); alerts newly reached are delivered in the background.
+        When no cap applies (the fleet's read with the last step: recorder.read_along) there
+        is nothing to sum and no trip to the store."""
+        read, self.recorder.read_result = self.recorder.read_result, None
+        engine = self.engine
+        if read is not None and no_cap_applies(engine.settings, self.agent, self.cost_cap, read()):
+            return
+        if engine.router.metrics is not None:
+            await engine.router.metrics.flush()
         cap = self.cost_cap
         if cap is not None:  # the stretch's spend before this turn, and this turn's
             cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
-        engine = self.engine
         await enforce(engine.db, engine.settings, self.agent, cap, engine.outlets)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
@@ -579,38 +584,11 @@ class _Turn:
 
     async def _record_reply(self, reply: ChatResponse) -> LlmReplied:
         """Write the reply's reasoning, tool_call events and token usage in one transaction."""
-        batch: list[AgentEvent] = []
-        logs: list[SessionLog] = []
-        parent = self.last_event
-        self._call_events = []
         reply.tool_calls[:] = [defused(call) for call in reply.tool_calls]
         self._calls = list(reply.tool_calls)
         self._answered = set()
-        if reply.tool_calls and reply.text.strip():
-            thought = ReasoningEvent(
-                id=uuid4(),
-                trace_id=UUID(self.trace_id),
-                parent_id=parent,
-                timestamp=now(),
-                content=ReasoningPayload(text=reply.text),
-            )
-            batch.append(thought)
-            logs.append(self.recorder.log("inner_voice", reply.text, thought.id))
-            parent = thought.id
-        for index, call in enumerate(reply.tool_calls):
-            event = ToolCallEvent(
-                id=uuid4(),
-                trace_id=UUID(self.trace_id),
-                parent_id=parent,
-                timestamp=now(),
-                content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
-                metadata={"call_id": call.id},
-            )
-            batch.append(event)
-            if index == 0:
-                batch.append(usage_event(reply, event))
-            self._call_events.append(event.id)
-            parent = event.id
+        batch, logs, self._call_events = self.recorder.reply_rows(reply, parent=self.last_event)
+        parent = self._call_events[-1] if self._call_events else self.last_event
         if batch and self._store_only(reply.tool_calls):
             self.recorder.held = (batch, logs)  # committed with the first call's result
             self.last_event = parent

@@ -40,10 +40,13 @@ from opencrab.events import (
     AgentEvent,
     MessageEvent,
     MessagePayload,
+    ReasoningEvent,
+    ReasoningPayload,
     TokenUsageDetails,
     TokenUsageEvent,
     TokenUsagePayload,
     ToolCallEvent,
+    ToolCallPayload,
     ToolResultEvent,
     ToolResultPayload,
     UserEvent,
@@ -87,6 +90,11 @@ class TurnRecorder:
         self.pending_usage: ChatResponse | None = None
         # the metrics rows of the turn's calls, written with their token_usage events
         self.calls: list[CallRecord] = []
+        # a read each step's transaction makes too (the fleet's budget caps, for the check
+        # before the next call: core/engine.py), and the function giving the latest one's
+        # result (on PostgreSQL the read travels with the commit: no round trip of its own)
+        self.read_along: Callable[[Connection], Callable[[], Any]] | None = None
+        self.read_result: Callable[[], Any] | None = None
 
     def log(
         self,
@@ -132,6 +140,42 @@ class TurnRecorder:
         )
         said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
         return [event], [line], [] if internal else [said]
+
+    def reply_rows(
+        self, reply: ChatResponse, *, parent: UUID | None
+    ) -> tuple[list[AgentEvent], list[SessionLog], list[UUID]]:
+        """A reply with tool calls as a chain of events: its text as reasoning (with an
+        inner_voice line), then one tool_call event per call, the first with the reply's
+        token usage (a sidecar, outside the chain); and the tool_call events' ids."""
+        batch: list[AgentEvent] = []
+        logs: list[SessionLog] = []
+        call_events: list[UUID] = []
+        if reply.tool_calls and reply.text.strip():
+            thought = ReasoningEvent(
+                id=uuid4(),
+                trace_id=UUID(self.trace_id),
+                parent_id=parent,
+                timestamp=now(),
+                content=ReasoningPayload(text=reply.text),
+            )
+            batch.append(thought)
+            logs.append(self.log("inner_voice", reply.text, thought.id))
+            parent = thought.id
+        for index, call in enumerate(reply.tool_calls):
+            event = ToolCallEvent(
+                id=uuid4(),
+                trace_id=UUID(self.trace_id),
+                parent_id=parent,
+                timestamp=now(),
+                content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
+                metadata={"call_id": call.id},
+            )
+            batch.append(event)
+            if index == 0:
+                batch.append(usage_event(reply, event))
+            call_events.append(event.id)
+            parent = event.id
+        return batch, logs, call_events
 
     def error_rows(
         self, code: str, text: str, *, parent: UUID | None
@@ -258,6 +302,22 @@ class TurnRecorder:
         """Events, memory logs, session messages and metrics rows of one step (and what
         was held), in one transaction; each cut to `[agent] max_event_bytes`. Returns the
         session messages as stored."""
+        with self.db.write() as conn:
+            stored = self.write(conn, batch, logs, chat, extra=extra)
+        return stored()
+
+    def write(
+        self,
+        conn: Connection,
+        batch: Sequence[AgentEvent],
+        logs: Sequence[SessionLog],
+        chat: list[Said],
+        *,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> Callable[[], list[SessionMessage]]:
+        """`commit`'s writes in the caller's write transaction `conn`; call the result once
+        it has committed for the session messages as stored (on PostgreSQL their ids, and
+        `read_along`'s rows, come with the COMMIT)."""
         if self.held is not None:
             held_batch, held_logs = self.held
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
@@ -267,33 +327,38 @@ class TurnRecorder:
         logs = [cap_log(line, cap) for line in logs]
         chat = [cap_said(said, cap) for said in chat]
         calls = self._calls_named(batch)  # taken out: written here or never
-        with self.db.write() as conn:
-            if batch:
-                # fresh ids: a failure fails the step (no savepoint to recover in)
-                self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
-            if logs:
-                self.memory.append_session_logs(logs, conn=conn)
-            # their ids are read after the commit (on PostgreSQL they come with it)
-            written = queue_messages(conn, self.session_id, chat)
-            if calls:
-                insert_records(conn, calls)
-            if extra is not None:
-                extra(conn)
-        for event in batch:
-            self.known[str(event.id)] = (str(event.trace_id), event.type)
-        return [
-            SessionMessage(
-                id=message_id,
-                role=said.role,
-                content=said.content,
-                timestamp=at,
-                event_id=said.event_id,
-                speaker_id=said.speaker_id,
-                speaker_name=said.speaker_name,
-                interrupted=said.interrupted,
-            )
-            for said, (message_id, at) in zip(chat, written(), strict=True)
-        ]
+        if batch:
+            # fresh ids: a failure fails the step (no savepoint to recover in)
+            self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
+        if logs:
+            self.memory.append_session_logs(logs, conn=conn)
+        # their ids are read after the commit (on PostgreSQL they come with it)
+        written = queue_messages(conn, self.session_id, chat)
+        if calls:
+            insert_records(conn, calls)
+        if extra is not None:
+            extra(conn)
+        read = None if self.read_along is None else self.read_along(conn)
+
+        def stored() -> list[SessionMessage]:
+            self.read_result = read
+            for event in batch:
+                self.known[str(event.id)] = (str(event.trace_id), event.type)
+            return [
+                SessionMessage(
+                    id=message_id,
+                    role=said.role,
+                    content=said.content,
+                    timestamp=at,
+                    event_id=said.event_id,
+                    speaker_id=said.speaker_id,
+                    speaker_name=said.speaker_name,
+                    interrupted=said.interrupted,
+                )
+                for said, (message_id, at) in zip(chat, written(), strict=True)
+            ]
+
+        return stored
 
     def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
         """The turn's call records whose token_usage event is in `batch`."""

@@ -91,14 +91,28 @@ class Database:
         return self._reading.get() is not None
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A connection in a write transaction, committed on success, rolled back on error."""
+    def write(self, *, snapshot: bool = False) -> Iterator[Connection]:
+        """A connection in a write transaction, committed on success, rolled back on error.
+
+        `snapshot`: its reads, and those of every `read()` nested in it, see one snapshot
+        (PostgreSQL: REPEATABLE READ; SQLite's write transaction is one already), so work
+        that reads a lot and then writes (a turn's context and its first step) is one
+        transaction instead of two.
+        """
         if self.read_only:
             raise self.not_writable()
         with self._connect() as conn:
             conn = conn.execution_options(write=True)
-            with conn.begin(), self._pipelined(conn, WRITE_BEGIN):
-                yield conn
+            begin = READ_BEGIN if snapshot else WRITE_BEGIN
+            with conn.begin(), self._pipelined(conn, begin):
+                if not snapshot:
+                    yield conn
+                    return
+                token = self._reading.set(conn)
+                try:
+                    yield conn
+                finally:
+                    self._reading.reset(token)
 
     def _pipelined(self, conn: Connection, begin: str) -> AbstractContextManager[None]:
         """On PostgreSQL the transaction's statements go in pipeline mode (fewer round

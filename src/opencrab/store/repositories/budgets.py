@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,24 @@ def fleet_caps(conn: Connection) -> tuple[float | None, float | None] | None:
         None if daily is None else float(daily),
         None if monthly is None else float(monthly),
     )
+
+
+def fleet_caps_later(conn: Connection) -> Callable[[], tuple[float | None, float | None] | None]:
+    """`fleet_caps` read in the caller's transaction, given when the returned function is
+    called: after the commit on PostgreSQL, where it travels with it (Prepared.rows_later)."""
+    rows = _FLEET_CAPS.rows_later(conn, scope=FLEET)
+
+    def caps() -> tuple[float | None, float | None] | None:
+        found = rows()
+        if not found:
+            return None
+        daily, monthly = found[0]
+        return (
+            None if daily is None else float(daily),
+            None if monthly is None else float(monthly),
+        )
+
+    return caps
 
 
 def save_fleet_caps(
