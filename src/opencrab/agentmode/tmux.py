@@ -265,6 +265,11 @@ class TmuxServer:
         await asyncio.sleep(enter_delay)
         await self.run("send-keys", "-t", pane_id, "Enter")
 
+    async def press_keys(self, pane_id: str, keys: str) -> None:
+        """Type `keys` as key presses (not a paste, no Enter): a TUI's menu takes a
+        number key as its choice, where a paste of the same text is ignored."""
+        await self.run("send-keys", "-t", pane_id, "-l", keys)
+
     async def capture(self, pane_id: str, lines: int = 200) -> str:
         """The pane's last `lines` lines of output (wrapped lines joined, blank tail cut)."""
         out = await self.run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{lines}")
