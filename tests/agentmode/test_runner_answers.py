@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from opencrab.agentmode.clis import CLAUDE_CODE, match_screen
 from opencrab.agentmode.model import (
     CompletionSource,
@@ -54,17 +56,19 @@ class Asking:
         return await self.menu_question() is None
 
 
-async def at_permission_menu(
+@pytest.fixture
+async def asking(
     settings: Settings,
     db: Database,
     tmp_path: Path,
-    tmux: TmuxServer,
-    server: FakeLlmServer,
+    tmux_server: TmuxServer,
+    fake_llm_server: FakeLlmServer,
 ) -> Asking:
-    """Start a one-task session with Claude Code asking first; wait for its question."""
+    """A one-task session started with Claude Code asking first, at its question."""
     repo = make_repo(tmp_path / "repo")
     model = ScriptedModel([CLAUDE.run("printf 'approved\\n' > approved.txt"), Text("Finished.")])
-    runner = real_cli_runner(settings, db, tmp_path, tmux, CLAUDE, CLAUDE.serve(model, server))
+    endpoint = CLAUDE.serve(model, fake_llm_server)
+    runner = real_cli_runner(settings, db, tmp_path, tmux_server, CLAUDE, endpoint)
     plan = [PlannedTask(TASK, "approve", "Write approved.txt.")]
     session_id = make_session(runner.service, repo, plan)
     await runner.start(session_id, CLAUDE.cli, full_auto=False)
@@ -85,14 +89,9 @@ async def at_permission_menu(
     return asking
 
 
-async def test_a_permission_prompt_answered_yes_through_the_runner_lets_the_edit_happen(
-    settings: Settings,
-    db: Database,
-    tmp_path: Path,
-    tmux_server: TmuxServer,
-    fake_llm_server: FakeLlmServer,
+async def test_a_permission_answered_yes_through_the_runner_lets_the_edit_happen(
+    asking: Asking,
 ) -> None:
-    asking = await at_permission_menu(settings, db, tmp_path, tmux_server, fake_llm_server)
     assert asking.question == "Claude needs your permission"  # the Notification hook's
     assert asking.menu == "Do you want to proceed?"
     worktree = asking.repo / ".worktrees" / "agent-approve"
@@ -116,14 +115,9 @@ async def test_a_permission_prompt_answered_yes_through_the_runner_lets_the_edit
     assert "+approved" in Path(outcome.patch_file).read_text().splitlines()
 
 
-async def test_a_permission_prompt_answered_no_through_the_runner_refuses_the_edit(
-    settings: Settings,
-    db: Database,
-    tmp_path: Path,
-    tmux_server: TmuxServer,
-    fake_llm_server: FakeLlmServer,
+async def test_a_permission_answered_no_through_the_runner_refuses_the_edit(
+    asking: Asking,
 ) -> None:
-    asking = await at_permission_menu(settings, db, tmp_path, tmux_server, fake_llm_server)
 
     await asking.runner.answer(asking.session_id, TASK, "3")  # 3. No (a paste + Enter: Yes)
     await until(asking.menu_closed, "the menu to close", WAIT)
