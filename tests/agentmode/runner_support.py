@@ -1,17 +1,21 @@
 """Shared pieces of the runner tests: a git repository, a planned session, scripts for
-the scripted `other` sub-agent, a runner over real tmux, and waiting for a state."""
+the scripted `other` sub-agent, a runner over real tmux, waiting for a state, and the
+real coding CLIs (clis/node_modules) with the fake model server each one talks to."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opencrab.agentmode.clis import Endpoint
 from opencrab.agentmode.files import SessionFiles
 from opencrab.agentmode.model import (
     AgentSession,
@@ -27,8 +31,58 @@ from opencrab.agentmode.tmux import TmuxServer
 from opencrab.agentmode.validation import PlannedTask
 from opencrab.config import Settings
 from opencrab.store import Database
+from tests.fakes.coding_models import ScriptedModel, ToolCall
+from tests.fakes.llm_server import FakeLlmServer
 
 SCRIPTED = Path(__file__).parents[1] / "fakes" / "scripted_agent.py"
+CLIS_BIN = Path(__file__).resolve().parents[2] / "clis" / "node_modules" / ".bin"
+# Whatever a CLI might still try to reach beyond the fake model goes to a closed port.
+OFFLINE = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
+@dataclass(frozen=True)
+class RealCli:
+    """A real coding CLI as the runner tests drive it: its `--cli` name, the fake API it
+    talks to, and the tool call with which its model runs a shell command."""
+
+    cli: str  # the runner's name for it (claude, codex)
+    agent_type: str  # its SubAgentType / Endpoint key
+    importer: str  # the opencrab.importers source of its transcripts
+    api_path: str  # "" (Anthropic: the base URL) or "/v1" (Responses API)
+    api_key: str
+    model: str
+    shell_tool: str  # the tool that runs a command, and its argument name
+    shell_argument: str
+    priced: bool  # whether its imported usage gets a cost (see CODEX)
+
+    def run(self, command: str) -> ToolCall:
+        """The model's call of its shell tool with `command`."""
+        extra = {"description": "run it"} if self.agent_type == "ClaudeCode" else {}
+        return ToolCall(self.shell_tool, {self.shell_argument: command, **extra})
+
+    def serve(self, model: ScriptedModel, server: FakeLlmServer) -> Endpoint:
+        """Serve `model` in this CLI's wire format; the endpoint the CLI is given."""
+        if self.agent_type == "ClaudeCode":
+            model.serve_anthropic(server)
+        else:
+            model.serve_responses(server)
+        return Endpoint(f"{server.url}{self.api_path}", self.api_key, self.model)
+
+
+CLAUDE = RealCli(
+    "claude", "ClaudeCode", "claude", "", "sk-ant-opencrab-test-0123456789",
+    "claude-sonnet-4-5", "Bash", "command", True,
+)  # fmt: skip
+# Codex records the id of its model provider section, "opencrab" (clis.py), as the
+# provider of each call: model_pricing has no row for it, so the cost stays unknown.
+CODEX = RealCli(
+    "codex", "Codex", "codex", "/v1", "sk-opencrab-codex-test",
+    "gpt-5.2-codex", "exec_command", "cmd", False,
+)  # fmt: skip
 
 
 def sh(cwd: Path, *args: str) -> str:
@@ -86,14 +140,33 @@ def make_runner(
     )
 
 
+def real_cli_runner(
+    settings: Settings,
+    db: Database,
+    tmp_path: Path,
+    tmux: TmuxServer,
+    cli: RealCli,
+    endpoint: Endpoint,
+) -> AgentModeRunner:
+    """A runner that starts `cli` from clis/node_modules against `endpoint`, offline."""
+    runner = make_runner(
+        settings, db, tmp_path, tmux, endpoints={cli.agent_type: endpoint}, extra_env=OFFLINE
+    )
+    runner.search = [CLIS_BIN]
+    return runner
+
+
 async def until(
     probe: Callable[[], Any], what: str, timeout: float = 60.0, describe: Callable[[], str] = str
 ) -> Any:
-    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout`."""
+    """Poll `probe` (a function or coroutine function) until it returns something truthy;
+    fail naming `what` after `timeout`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         found = probe()
+        if inspect.isawaitable(found):
+            found = await found
         if found:
             return found
         await asyncio.sleep(0.05)

@@ -35,19 +35,12 @@ from opencrab.agentmode.tmux import Pane, TmuxServer
 from opencrab.importers.store import Importer
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
+from tests.agentmode.runner_support import CLIS_BIN, OFFLINE
 from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, Text, ToolCall
 from tests.fakes.llm_server import FakeLlmServer
 
-ROOT = Path(__file__).resolve().parents[2]
-CLIS_BIN = ROOT / "clis" / "node_modules" / ".bin"
 PROMPT = 'Create hello.txt — keep "quotes", $HOME, `backticks`; and 日本語 as they are.'
 WAIT = 180.0  # a guard against hanging forever, not a speed limit
-# Whatever a CLI might still try to reach beyond the fake model goes to a closed port.
-OFFLINE = {
-    "HTTPS_PROXY": "http://127.0.0.1:9",
-    "HTTP_PROXY": "http://127.0.0.1:9",
-    "NO_PROXY": "127.0.0.1,localhost",
-}
 
 T = TypeVar("T")
 

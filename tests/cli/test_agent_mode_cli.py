@@ -102,11 +102,12 @@ def test_start_runs_the_plan_with_the_other_cli_then_status_and_cleanup(
         },
     )
     started = ok("agent-mode", "start", str(repo), "認証機能を実装して", "--cli", "other",
-                 "--command", shlex.join(command), "--yes")  # fmt: skip
+                 "--command", shlex.join(command), "--yes", "--ask")  # fmt: skip
     assert "task-002 Completed" in started
     [row] = json.loads(ok("agent-mode", "status", "--json"))
     assert row["status"] == "Completed"
     shown = json.loads(ok("agent-mode", "status", row["id"], "--json"))
+    assert shown["run"]["full_auto"] is False  # --ask: the CLI asks before acting
     outcomes = shown["run"]["outcomes"]
     assert outcomes["task-002"]["files_changed"] == 2  # its own file and task-001's, merged
     assert [t["sub_agent"]["status"] for t in shown["tasks"]] == ["Completed", "Completed"]

@@ -51,6 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from opencrab.agentmode import clis, deliver, worktrees
+from opencrab.agentmode.answering import type_answer
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
 from opencrab.agentmode.clis import Endpoint, Observation
 from opencrab.agentmode.launching import (
@@ -613,7 +614,8 @@ class AgentModeRunner:
         return task
 
     async def answer(self, session_id: str, task_id: str, text: str) -> None:
-        """Type `text` into the task's pane (its question's answer) and mark it Running."""
+        """Type `text` into the task's pane (its question's answer; a menu's choice number
+        as its key, `answering.py`) and mark it Running."""
         if not text.strip():
             raise ValidationError("the answer is empty")
         async with self._lock(session_id):
@@ -621,10 +623,12 @@ class AgentModeRunner:
             task = self._task(session, task_id)
             if task.status is not TaskStatus.RUNNING or task.sub_agent is None:
                 raise ConflictError(f"{task_id} is {task.status.value}, not running")
-            await self.tmux.send_text(task.sub_agent.pane_id, text)
+            state = self._state(session_id)
+            profile = clis.profile_for(state.cli)
+            prompt = task_prompt(session, task)
+            await type_answer(self.tmux, task.sub_agent.pane_id, profile, text, prompt)
             signal_dir = self.runs.task_dir(session_id, task_id) / "signals"
             record(signal_dir, "opencrab", '{"hook_event_name": "UserPromptSubmit"}')
-            state = self._state(session_id)
             state.questions.pop(task_id, None)
             self.runs.save(session_id, state)
             task.sub_agent.status = SubAgentStatus.RUNNING

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,6 +265,11 @@ class TmuxServer:
         await asyncio.sleep(enter_delay)
         await self.run("send-keys", "-t", pane_id, "Enter")
 
+    async def press_keys(self, pane_id: str, keys: str) -> None:
+        """Type `keys` as key presses (not a paste, no Enter): a TUI's menu takes a
+        number key as its choice, where a paste of the same text is ignored."""
+        await self.run("send-keys", "-t", pane_id, "-l", keys)
+
     async def capture(self, pane_id: str, lines: int = 200) -> str:
         """The pane's last `lines` lines of output (wrapped lines joined, blank tail cut)."""
         out = await self.run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{lines}")
@@ -417,69 +422,125 @@ def _state(pane_id: str, pid: int, dead: bool, status: str, sig: str, run_dir: s
     return PaneState(pane_id, pid, dead=False)
 
 
-def _proc_table() -> dict[int, tuple[int, int, int]]:
-    """pid → (ppid, pgid, sid) for every live process (/proc)."""
-    table: dict[int, tuple[int, int, int]] = {}
+@dataclass(frozen=True)
+class ProcEntry:
+    """One live process as /proc shows it; `start` tells it from a later one with its pid."""
+
+    ppid: int
+    pgid: int
+    sid: int
+    start: int  # clock ticks after boot (/proc/PID/stat field 22)
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat from field 3 (state) on; the name before is cut at its last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When the process now holding `pid` started (clock ticks after boot); None if none."""
+    fields = _stat_fields(pid)
+    return None if fields is None or fields[0] == "Z" else int(fields[19])
+
+
+def _proc_table() -> dict[int, ProcEntry]:
+    """pid → its entry, for every live process (/proc; zombies hold nothing)."""
+    table: dict[int, ProcEntry] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                stat = handle.read().decode("utf-8", "replace")
-        except OSError:
+        fields = _stat_fields(entry.name)
+        if fields is None or fields[0] == "Z":  # a zombie's parent reaps it
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if fields[0] == "Z":  # a zombie holds nothing; its parent reaps it
-            continue
-        table[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+        table[int(entry.name)] = ProcEntry(
+            int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+        )
     return table
 
 
-def process_tree(root: int) -> set[int]:
-    """`root`, its descendants, and every process still in its session or process group."""
-    table = _proc_table()
-    found = {pid for pid, (_, pgid, sid) in table.items() if root in (pgid, sid)}
+def _tree_in(table: Mapping[int, ProcEntry], root: int) -> set[int]:
+    found = {pid for pid, e in table.items() if root in (e.pgid, e.sid)}
     if root in table:
         found.add(root)
     grew = True
     while grew:
-        children = {pid for pid, (ppid, _, _) in table.items() if ppid in found}
+        children = {pid for pid, e in table.items() if e.ppid in found}
         grew = not children <= found
         found |= children
     found.discard(os.getpid())
     return found
 
 
-def _signal_all(pids: Iterable[int], sig: signal.Signals) -> list[int]:
+def process_tree(root: int) -> set[int]:
+    """`root`, its descendants, and every process still in its session or process group."""
+    return _tree_in(_proc_table(), root)
+
+
+def tree_snapshot(root: int, known: Mapping[int, int] | None = None) -> dict[int, int]:
+    """`root`'s process tree as pid → start time, added to `known` (a pid already known
+    keeps its first start time). Once `root`'s pid holds another process than the known
+    root, only the known processes count (a reused pid does not bring its own tree)."""
+    table = _proc_table()
+    seen = dict(known or {})
+    root_start = seen.get(root)
+    entry = table.get(root)
+    if root_start is None or entry is None or entry.start == root_start:
+        for pid in _tree_in(table, root):
+            seen.setdefault(pid, table[pid].start)
+    return seen
+
+
+def signal_processes(processes: Mapping[int, int], sig: signal.Signals) -> list[int]:
+    """Send `sig` to each pid still held by the process it names (pid → start time as
+    first seen); a pid that died and was reused by another process is left alone. The
+    pid is pinned by a pidfd before its start time is checked, so it cannot be reused
+    between the check and the signal."""
     sent: list[int] = []
-    for pid in pids:
+    for pid, start in processes.items():
         try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # gone (ProcessLookupError) or not ours to open
             continue
-        except PermissionError:
+        try:
+            if start_time(pid) != start:
+                continue
+            signal.pidfd_send_signal(pidfd, sig)
+        except OSError:  # it ended meanwhile, or is not ours to signal
             continue
+        finally:
+            os.close(pidfd)
         sent.append(pid)
     return sent
 
 
+def _still_running(processes: Mapping[int, int]) -> dict[int, int]:
+    table = _proc_table()
+    return {p: s for p, s in processes.items() if p in table and table[p].start == s}
+
+
 def kill_tree(root: int, grace: float = 3.0) -> Terminated:
-    """SIGTERM `root`'s process tree, SIGKILL what is left after `grace`, report survivors."""
+    """SIGTERM `root`'s process tree, SIGKILL what is left after `grace`, report survivors.
+    Each process is known by its pid and start time, so a pid reused meanwhile is spared."""
     signalled: set[int] = set()
-    tree = process_tree(root)
-    signalled |= set(_signal_all(tree, signal.SIGTERM))
+    known = tree_snapshot(root)
+    signalled |= set(signal_processes(known, signal.SIGTERM))
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        left = process_tree(root) | (tree & set(_proc_table()))
-        if not left:
+        known = tree_snapshot(root, known)
+        if not _still_running(known):
             break
         time.sleep(0.05)
     for _ in range(20):
-        left = process_tree(root) | (tree & set(_proc_table()))
+        known = tree_snapshot(root, known)
+        left = _still_running(known)
         if not left:
             break
-        tree |= left
-        signalled |= set(_signal_all(left, signal.SIGKILL))
+        signalled |= set(signal_processes(left, signal.SIGKILL))
         time.sleep(0.05)
-    survivors = sorted(process_tree(root) | (tree & set(_proc_table())))
+    survivors = sorted(_still_running(tree_snapshot(root, known)))
     return Terminated(signalled=sorted(signalled), survivors=survivors)

@@ -266,6 +266,14 @@ def start(
     cli: CliOption = "claude",
     command: CommandOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without asking.")] = False,
+    ask: Annotated[
+        bool,
+        typer.Option(
+            "--ask",
+            help="Run the CLI without its full-auto flags: it asks before acting "
+            "(answer with `agent-mode answer TASK 1`).",
+        ),
+    ] = False,
     agent: Annotated[
         str | None, typer.Option("--agent", help="The planning agent (name or id).")
     ] = None,
@@ -299,7 +307,7 @@ def start(
         return
 
     async def go(runner: AgentModeRunner, session_id: str) -> None:
-        await runner.start(session_id, cli, command)
+        await runner.start(session_id, cli, command, full_auto=not ask)
 
     _show(_with_runner(config, data_dir, session.id, None, go, watch=True))
 
