@@ -78,10 +78,10 @@ CLAUDE = RealCli(
     "claude-sonnet-4-5", "Bash", "command", True,
 )  # fmt: skip
 # Codex records the id of its model provider section, "opencrab" (clis.py), as the
-# provider of each call: model_pricing has no row for it, so the cost stays unknown.
+# provider of each call: priced as the model itself (llm/pricing.py, rule 5).
 CODEX = RealCli(
     "codex", "Codex", "codex", "/v1", "sk-opencrab-codex-test",
-    "gpt-5.2-codex", "exec_command", "cmd", False,
+    "gpt-5.2-codex", "exec_command", "cmd", True,
 )  # fmt: skip
 
 

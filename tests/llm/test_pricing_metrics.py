@@ -130,6 +130,25 @@ def test_unknown_models_cost_nothing_but_say_so() -> None:
     )
 
 
+def test_a_provider_the_table_does_not_know_costs_what_the_model_costs() -> None:
+    book = PriceBook.defaults()
+    # Codex names the endpoint agent mode gives it after its config section, "opencrab"
+    assert book.cost("opencrab", "gpt-5.2-codex", MILLION) == (
+        pytest.approx(1.75 + 14.00),
+        "pricing",
+    )
+    assert book.cost("my-proxy", "claude-sonnet-4-5-20250929", MILLION)[1] == "pricing"
+    # a provider the table knows keeps its own rows: no borrowing from another
+    assert book.cost("ollama", "gpt-5.2", MILLION) == (0.0, "pricing")
+    assert book.cost("openai", "claude-opus-4.6", MILLION) == (0.0, "unknown")
+    assert book.cost("opencrab", "gpt-unknown", MILLION) == (0.0, "unknown")
+
+
+def test_a_model_two_providers_price_differently_stays_unknown() -> None:
+    book = PriceBook([*PriceBook.defaults().prices(), ModelPrice("azure", "gpt-5.2", 9.0, 9.0)])
+    assert book.cost("opencrab", "gpt-5.2", MILLION) == (0.0, "unknown")
+
+
 def record(**fields: object) -> CallRecord:
     base: dict[str, object] = {
         "id": str(uuid.uuid4()),

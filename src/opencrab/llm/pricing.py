@@ -9,7 +9,11 @@ Lookup order for (provider, model):
 4. the same model under the id the table uses: a dated snapshot costs what its model
    costs ("claude-sonnet-4-5-20250929" → "claude-sonnet-4.5", "gpt-5.2-2025-12-11" →
    "gpt-5.2"), and a `-codex` variant without a row of its own what its base model
-   costs ("gpt-5.2-codex" → "gpt-5.2"), as OpenAI prices them.
+   costs ("gpt-5.2-codex" → "gpt-5.2"), as OpenAI prices them;
+5. a provider the table has no row for at all — a coding CLI's own name for the endpoint
+   it was given, such as the "opencrab" section agent mode writes into Codex's
+   config.toml, or a user's proxy — costs what the providers pricing that model charge
+   (by rules 1 and 4) when they agree; a model priced differently by two stays unknown.
 A cost the provider reports itself (OpenRouter does) wins over the table.
 """
 
@@ -104,6 +108,15 @@ class ModelPrice:
         ) / 1_000_000
 
 
+def _rates(price: ModelPrice) -> tuple[float | None, ...]:
+    return (
+        price.input_price_per_1m,
+        price.output_price_per_1m,
+        price.cache_read_price_per_1m,
+        price.cache_write_price_per_1m,
+    )
+
+
 class PriceBook:
     """The model_pricing table in memory, with the lookup rules above.
 
@@ -122,6 +135,10 @@ class PriceBook:
                 self._exact[(price.provider, price.model)] = price
         for patterns in self._patterns.values():
             patterns.sort(key=lambda p: len(p.model.replace("*", "")), reverse=True)
+        self._providers = {p for p, _ in self._exact} | set(self._patterns)
+        self._by_model: dict[str, list[ModelPrice]] = {}
+        for price in self._exact.values():
+            self._by_model.setdefault(price.model, []).append(price)
 
     @classmethod
     def load(cls, conn: Connection) -> PriceBook:
@@ -138,6 +155,18 @@ class PriceBook:
 
     def find(self, provider: str, model: str) -> ModelPrice | None:
         """The price row for a model, by the lookup order in the module docstring."""
+        if provider not in self._providers:
+            return self._priced_elsewhere(model)
+        return self._find(provider, model)
+
+    def _priced_elsewhere(self, model: str) -> ModelPrice | None:
+        for name in dict.fromkeys((model, base_model(model))):
+            rows = self._by_model.get(name, [])
+            if len({_rates(r) for r in rows}) == 1:
+                return rows[0]
+        return None
+
+    def _find(self, provider: str, model: str) -> ModelPrice | None:
         found = self._exact.get((provider, model))
         if found is not None:
             return found
@@ -154,7 +183,7 @@ class PriceBook:
                 return pattern
         base = base_model(model)
         if base != model:
-            return self.find(provider, base)
+            return self._find(provider, base)
         return None
 
     def cost(
