@@ -30,9 +30,12 @@ from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import IncomingMessage, InternalSource
 from opencrab.store import Database
+from opencrab.store.repositories import budgets as budgets_repo
+from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.tables import budget_alerts, llm_usage_daily, llm_usage_metrics
 from tests.core.conftest import speak
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.metrics_rows import usage_rows
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.llm.providers.test_openai import completion
 
@@ -310,3 +313,36 @@ async def test_the_idle_cost_meter_reads_zero_for_an_idle_agent(
     assert meters["idle"] == (0.0, pytest.approx(0.5))
     assert meters["chatty"] == (pytest.approx(0.02), pytest.approx(0.02))
     assert len(scripted.requests) == 2  # the idle tick made no call
+
+
+def test_the_fleet_spend_is_one_sql_sum_over_the_daily_rollup(any_db: Database) -> None:
+    with any_db.write() as conn:  # the real write path: the calls and their rollup
+        metrics_repo.insert(conn, usage_rows(["a1", "a2", "a3"], days=40))
+    now = datetime.now(UTC)
+    day, month = day_start(now), month_start(now)
+    by_hand = sa.text(
+        "SELECT SUM(CASE WHEN day >= :day THEN cost_usd ELSE 0 END), SUM(cost_usd) "
+        "FROM llm_usage_daily WHERE day >= :month"
+    )
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    with any_db.read() as conn:
+        today_sql, month_sql = conn.execute(
+            by_hand, {"day": f"{day:%Y-%m-%d}", "month": f"{month:%Y-%m-%d}"}
+        ).one()
+        sa.event.listen(any_db.engine, "before_cursor_execute", seen)
+        try:
+            fleet = budgets_repo.spend(conn, None, day, month)
+        finally:
+            sa.event.remove(any_db.engine, "before_cursor_execute", seen)
+    assert month_sql > today_sql > 0
+    assert fleet == (float(today_sql), float(month_sql))
+    assert len(statements) == 1, statements  # one aggregate, not a sum of per-agent rows
+    assert "GROUP BY" not in statements[0].upper()
+    budgets = Budgets(any_db, None)
+    assert budgets.standing(now).fleet == fleet
+    overview = budgets.overview([], now).fleet
+    assert (overview.today_usd, overview.month_usd) == fleet

@@ -194,3 +194,31 @@ def test_long_variable_badges_wrap_between_the_names_parts(page: Watched) -> Non
     assert box is not None
     assert box["height"] > 30  # it does wrap in the card ...
     assert lines_of_parts == [1, 1, 1, 1]  # ... but never inside a part of the name
+
+
+def test_packaged_aliases_are_folded_below_the_users_own(page: Watched, api: httpx.Client) -> None:
+    fast = next(a for a in api.get("/api/llm/settings").json()["aliases"] if a["alias"] == "fast")
+    body = {"provider": fast["provider"], "model": fast["model"]}  # the same model: now its own
+    assert api.put("/api/llm/aliases/fast", json=body).status_code == 200
+    aliases = api.get("/api/llm/settings").json()["aliases"]
+    packaged = [a["alias"] for a in aliases if a["source"]["kind"] == "packaged"]
+    own = [a["alias"] for a in aliases if a["source"]["kind"] != "packaged"]
+    assert "fast" in own
+    assert "fast" not in packaged
+    assert packaged
+    p = page.page
+    p.goto("/settings/llm")
+    section = p.locator('section[aria-labelledby="aliases-h"]')
+    folded = section.locator("details.packaged-aliases")
+    expect(folded).not_to_have_attribute("open", "")
+    expect(folded.locator("summary")).to_contain_text(f"Packaged defaults {len(packaged)}")
+    expect(folded.locator("tr[data-alias]")).to_have_count(len(packaged))
+    expect(folded.locator(f'tr[data-alias="{packaged[0]}"]')).to_be_hidden()
+    mine = section.locator("table.aliases").first.locator("tr[data-alias]")
+    expect(mine).to_have_count(len(own))
+    expect(section.locator('tr[data-alias="fast"]')).to_be_visible()
+    expect(section.locator('tr[data-alias="fast"]')).to_contain_text("dashboard")
+    folded.locator("summary").click()
+    expect(folded.locator(f'tr[data-alias="{packaged[0]}"]')).to_be_visible()
+    expect(folded.locator(f'tr[data-alias="{packaged[0]}"]')).to_contain_text("packaged default")
+    shoot(p, "llm-settings-aliases")

@@ -442,3 +442,18 @@ def test_a_bad_path_shows_the_apis_error(
     api_error = api.get(f"/api/agents/{agent['id']}/workspace", params={"path": path})
     if status == 400:
         assert api_error.json()["message"] in p.get_by_role("alert").inner_text()
+
+
+def test_the_code_colours_follow_the_theme_button(page: Watched, api: httpx.Client) -> None:
+    agent = make_agent(api, "配色", language="ja")
+    put(api, agent, "code/hello.py", "print('こんにちは')\n")
+    p = page.page
+    p.emulate_media(color_scheme="light")
+    open_workspace(p, agent, "code/hello.py")
+    light = p.locator('link[data-hljs-theme="light"]')
+    dark = p.locator('link[data-hljs-theme="dark"]')
+    expect(light).to_have_attribute("media", "all")
+    expect(dark).to_have_attribute("media", "not all")
+    p.get_by_role("button", name="Switch between light and dark theme").click()
+    expect(dark).to_have_attribute("media", "all")
+    expect(light).to_have_attribute("media", "not all")

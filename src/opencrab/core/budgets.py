@@ -231,9 +231,10 @@ class Budgets:
         """Every agent's and the fleet's spend today and this month, and the fleet's caps."""
         now = now or datetime.now(UTC)
         caps = self.fleet_caps()
-        with self.db.read() as conn:
-            by_agent = repo.spend_by_agent(conn, day_start(now), month_start(now))
-        fleet = (sum(d for d, _ in by_agent.values()), sum(m for _, m in by_agent.values()))
+        day, month = day_start(now), month_start(now)
+        with self.db.read() as conn:  # one snapshot
+            by_agent = repo.spend_by_agent(conn, day, month)
+            fleet = repo.spend(conn, None, day, month)
         return Standing(by_agent, fleet, caps)
 
     # ------------------------------------------------------------ the check

@@ -19,7 +19,8 @@ from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
 from opencrab.server.api import analytics_charts as charts
-from opencrab.server.api.analytics import get_skill_analytics
+from opencrab.server.api.analytics import skill_analytics
+from opencrab.store import Database
 
 router = APIRouter()
 
@@ -32,7 +33,7 @@ PERIODS = (
 )
 
 
-def _figures(db: Any, agent_id: str | None, period: str) -> dict[str, Any]:
+def _figures(db: Database, agent_id: str | None, period: str) -> dict[str, Any]:
     return {
         "messages": charts.messages_series(db, agent_id, period),
         "heartbeats": charts.heartbeat_series(db, agent_id, period),
@@ -74,7 +75,7 @@ async def agent_analytics(
     """One agent's activity, learning, skills and relations."""
     runtime = request.app.state.runtime
     figures = await run_blocking(_figures, runtime.db, agent.id, period)
-    skills = await run_blocking(get_skill_analytics, agent, runtime.db, request, period)
+    skills = await run_blocking(skill_analytics, runtime, runtime.db, agent, period)
     return render(
         request,
         "agent_analytics.html",

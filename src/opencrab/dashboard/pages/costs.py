@@ -62,7 +62,7 @@ async def costs(request: Request, flt: UsageFilterDep) -> HTMLResponse:
         query=query,
         query_string=str(request.query_params),
         days=days,
-        day_choices=DAY_CHOICES,
+        day_choices=[(n, f"Last {n} days") for n in DAY_CHOICES],
         flt=flt,
         **data,
     )

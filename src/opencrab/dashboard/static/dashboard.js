@@ -1,6 +1,7 @@
 /* OpenCrab dashboard: the little script every page loads.
  *
- * - Theme: the button toggles html[data-theme] and remembers it (localStorage).
+ * - Theme: the button toggles html[data-theme] and remembers it (localStorage); the
+ *   highlight.js stylesheets of a page (<link data-hljs-theme="light|dark">) follow it.
  * - Times: <time datetime> elements are shown in the browser's time zone (data-style
  *   "age": how long ago, the date in the tooltip).
  * - API forms: <form data-api="PUT /api/agents/x/soul" data-then="reload"> sends its
@@ -73,6 +74,15 @@
     if (set) return set;
     return matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
   }
+  function codeTheme() {
+    const theme = currentTheme();
+    document.querySelectorAll("link[data-hljs-theme]").forEach((link) => {
+      link.media = link.dataset.hljsTheme === theme ? "all" : "not all";
+    });
+  }
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", codeTheme);
+  new MutationObserver(codeTheme).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  codeTheme();
   document.addEventListener("click", (event) => {
     const button = event.target.closest("[data-theme-toggle]");
     if (!button) return;

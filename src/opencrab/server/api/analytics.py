@@ -16,6 +16,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, FastAPI, Query, Request
 from sqlalchemy.engine import Connection
 
+from opencrab.core.agent import Agent
+from opencrab.core.runtime import Runtime
 from opencrab.core.workspace import Workspace
 from opencrab.llm.analysis import analyze_usage
 from opencrab.llm.metrics import period_start
@@ -23,6 +25,7 @@ from opencrab.plugins import hookimpl
 from opencrab.server.api import analytics_charts as charts
 from opencrab.server.deps import AgentDep, DatabaseDep, SettingsDep
 from opencrab.server.schemas import ApiModel, Period, error_responses
+from opencrab.store import Database
 from opencrab.store.repositories import activity
 from opencrab.store.repositories import metrics as metrics_repo
 
@@ -172,8 +175,14 @@ def get_skill_analytics(
     agent: AgentDep, db: DatabaseDep, request: Request, period: Period = "week"
 ) -> SkillAnalytics:
     """Each skill's use, most used first; `actionCalls` counts its actions in the period."""
+    return skill_analytics(request.app.state.runtime, db, agent, period)
+
+
+def skill_analytics(runtime: Runtime, db: Database, agent: Agent, period: str) -> SkillAnalytics:
+    """The agent's skills by use, most used first, with their actions' calls in `period`
+    (the route's answer and the dashboard's table)."""
     since = period_start(period)
-    skills = request.app.state.runtime.engine.skills_for(agent).list()
+    skills = runtime.engine.skills_for(agent).list()
     with db.read() as conn:
         calls = {a.name: a.calls for a in _action_counts(conn, agent.id, since)}
     rows = [

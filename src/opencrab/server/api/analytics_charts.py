@@ -1,13 +1,15 @@
 """Analytics charts' JSON (issue 21 point 1), for the fleet and for one agent.
 
 Fleet routes live under `/api/analytics/...`, one agent's under
-`/api/agents/{id}/analytics/...`; both answer with the same shapes:
+`/api/agents/{id}/analytics/...`; one builder and one `_chart` call serve both, with
+the same shapes:
 - messages: lines spoken per UTC day, one series per agent (memory `speech` logs);
 - heartbeats: heartbeat decisions (speak / learn / idle / skip) per day;
 - learning: skill versions written per day by kind (created, refined, ...) and the
   reflections run (`reflect_and_learn` actions);
-- skill-usage (fleet; one agent's is `/analytics/skills`): each skill's use and
-  effectiveness summed over the agents;
+- skills (fleet only, `/api/analytics/skills`; one agent's skill chart is
+  `/api/agents/{id}/analytics/skills` in opencrab.server.api.analytics): each skill's
+  use and effectiveness summed over the agents;
 - relationships: the graph of agents from their impressions (an edge per pair, with
   its affinity, agreement labels and the impressions themselves) and who answered whom
   in discussions.
@@ -18,6 +20,7 @@ the router is included by opencrab.server.api.analytics.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 from fastapi import APIRouter
@@ -304,76 +307,74 @@ def relationships(db: Database, agent_id: str | None, period: str) -> Relationsh
 
 
 # ------------------------------------------------------------------ routes
-@router.get(
-    "/analytics/messages",
-    operation_id="getFleetMessageAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400),
+def _chart(
+    name: str,
+    build: Callable[[Database, str | None, str], ApiModel],
+    model: type[ApiModel],
+    *,
+    operation: str,
+    fleet_doc: str,
+    agent_doc: str,
+    default: str = "month",
+) -> None:
+    """Serve one chart twice from its builder: the fleet's at `/api/analytics/<name>`
+    (operation id `getFleet<operation>`) and one agent's at
+    `/api/agents/{id}/analytics/<name>` (`get<operation>`)."""
+
+    async def for_fleet(db: DatabaseDep, period: Period = default) -> ApiModel:
+        return await run_blocking(build, db, None, period)
+
+    async def for_agent(agent: AgentDep, db: DatabaseDep, period: Period = default) -> ApiModel:
+        return await run_blocking(build, db, agent.id, period)
+
+    routes = (
+        ("fleet", f"/analytics/{name}", for_fleet, f"getFleet{operation}", fleet_doc, (400,)),
+        (
+            "agent",
+            f"/agents/{{id}}/analytics/{name}",
+            for_agent,
+            f"get{operation}",
+            agent_doc,
+            (400, 404),
+        ),
+    )
+    for whose, path, endpoint, op_id, doc, errors in routes:
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["GET"],
+            name=f"get_{whose}_{name}",  # the summary: "Get Fleet Messages", ...
+            operation_id=op_id,
+            response_model=model,
+            responses=error_responses(*errors),
+            description=doc,
+        )
+
+
+_chart(
+    "messages",
+    messages_series,
+    DailySeries,
+    operation="MessageAnalytics",
+    fleet_doc="Lines each agent spoke, per UTC day.",
+    agent_doc="Lines the agent spoke, per UTC day.",
 )
-async def get_fleet_messages(db: DatabaseDep, period: Period = "month") -> DailySeries:
-    """Lines each agent spoke, per UTC day."""
-    return await run_blocking(messages_series, db, None, period)
-
-
-@router.get(
-    "/agents/{id}/analytics/messages",
-    operation_id="getMessageAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400, 404),
+_chart(
+    "heartbeats",
+    heartbeat_series,
+    DailySeries,
+    operation="HeartbeatAnalytics",
+    fleet_doc="Heartbeat decisions of every agent (speak / learn / idle / skip), per UTC day.",
+    agent_doc="The agent's heartbeat decisions (speak / learn / idle / skip), per UTC day.",
 )
-async def get_agent_messages(
-    agent: AgentDep, db: DatabaseDep, period: Period = "month"
-) -> DailySeries:
-    """Lines the agent spoke, per UTC day."""
-    return await run_blocking(messages_series, db, agent.id, period)
-
-
-@router.get(
-    "/analytics/heartbeats",
-    operation_id="getFleetHeartbeatAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400),
+_chart(
+    "learning",
+    learning_series,
+    DailySeries,
+    operation="LearningAnalytics",
+    fleet_doc="Skills written per UTC day by kind of change, and reflections run.",
+    agent_doc="The agent's skills written per UTC day by kind of change, and reflections run.",
 )
-async def get_fleet_heartbeats(db: DatabaseDep, period: Period = "month") -> DailySeries:
-    """Heartbeat decisions of every agent (speak / learn / idle / skip), per UTC day."""
-    return await run_blocking(heartbeat_series, db, None, period)
-
-
-@router.get(
-    "/agents/{id}/analytics/heartbeats",
-    operation_id="getHeartbeatAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400, 404),
-)
-async def get_agent_heartbeats(
-    agent: AgentDep, db: DatabaseDep, period: Period = "month"
-) -> DailySeries:
-    """The agent's heartbeat decisions (speak / learn / idle / skip), per UTC day."""
-    return await run_blocking(heartbeat_series, db, agent.id, period)
-
-
-@router.get(
-    "/analytics/learning",
-    operation_id="getFleetLearningAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400),
-)
-async def get_fleet_learning(db: DatabaseDep, period: Period = "month") -> DailySeries:
-    """Skills written per UTC day by kind of change, and reflections run."""
-    return await run_blocking(learning_series, db, None, period)
-
-
-@router.get(
-    "/agents/{id}/analytics/learning",
-    operation_id="getLearningAnalytics",
-    response_model=DailySeries,
-    responses=error_responses(400, 404),
-)
-async def get_agent_learning(
-    agent: AgentDep, db: DatabaseDep, period: Period = "month"
-) -> DailySeries:
-    """The agent's skills written per UTC day by kind of change, and reflections run."""
-    return await run_blocking(learning_series, db, agent.id, period)
 
 
 @router.get(
@@ -387,25 +388,12 @@ async def get_fleet_skills(db: DatabaseDep, period: Period = "month") -> FleetSk
     return await run_blocking(fleet_skills, db, period)
 
 
-@router.get(
-    "/analytics/relationships",
-    operation_id="getFleetRelationships",
-    response_model=Relationships,
-    responses=error_responses(400),
+_chart(
+    "relationships",
+    relationships,
+    Relationships,
+    operation="Relationships",
+    fleet_doc="The agents' graph from their impressions, and who answered whom in discussions.",
+    agent_doc="The agent's relations from impressions either way, and its discussion exchanges.",
+    default="all",
 )
-async def get_fleet_relationships(db: DatabaseDep, period: Period = "all") -> Relationships:
-    """The agents' graph from their impressions, and who answered whom in discussions."""
-    return await run_blocking(relationships, db, None, period)
-
-
-@router.get(
-    "/agents/{id}/analytics/relationships",
-    operation_id="getRelationships",
-    response_model=Relationships,
-    responses=error_responses(400, 404),
-)
-async def get_agent_relationships(
-    agent: AgentDep, db: DatabaseDep, period: Period = "all"
-) -> Relationships:
-    """The agent's relations from impressions either way, and its discussion exchanges."""
-    return await run_blocking(relationships, db, agent.id, period)

@@ -18,6 +18,7 @@ from fastapi import APIRouter, FastAPI, Path, Query
 from pydantic import Field
 
 from opencrab.core.approval_decisions import MAX_DECIDER, MAX_REASON
+from opencrab.core.runtime import Runtime
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
@@ -103,7 +104,7 @@ def get(approval_id: ApprovalId, runtime: RuntimeDep) -> ApprovalResponse:
 
 
 async def _decide(
-    runtime: Any, approval_id: UUID, body: DecisionRequest | None, *, approve: bool
+    runtime: Runtime, approval_id: UUID, body: DecisionRequest | None, *, approve: bool
 ) -> ApprovalResponse:
     body = body or DecisionRequest()
     record = await runtime.approvals.decide(

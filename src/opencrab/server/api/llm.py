@@ -1,8 +1,8 @@
 """The LLM layer over HTTP (seed 001 `/api/llm/…` and `/api/agents/{id}/llm/…`).
 
 Providers and models as the running router sees them; an agent's LLM configuration
-(default model, per-purpose models, self-selection whitelist, daily budget); its call
-records (one per attempt, failures included) and their totals.
+(default model, per-purpose models, self-selection whitelist, daily and monthly
+budgets); its call records (one per attempt, failures included) and their totals.
 """
 
 from __future__ import annotations

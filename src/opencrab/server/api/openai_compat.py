@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from opencrab.core.agent import Agent
+from opencrab.core.runtime import Runtime
 from opencrab.core.steps import LlmReplied, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.errors import NotFoundError
 from opencrab.messages import RestSource, Sender, message_problem
@@ -218,7 +219,7 @@ async def chat_completions(
 
 
 async def _stream(
-    runtime: Any,
+    runtime: Runtime,
     agent: Agent,
     steps: AsyncIterator[Any],
     prior: list[ChatMessage],
@@ -300,7 +301,9 @@ class _Turn:
             "total_tokens": self.input_tokens + self.output_tokens,
         }
 
-    def finish(self, runtime: Any, agent: Agent, prior: list[ChatMessage], text: str) -> TurnResult:
+    def finish(
+        self, runtime: Runtime, agent: Agent, prior: list[ChatMessage], text: str
+    ) -> TurnResult:
         """Remember how the conversation continues, so the next request finds the session."""
         assert self.result is not None
         after = [*_pairs(prior), ("user", text), ("assistant", self.result.reply or "")]
@@ -324,7 +327,7 @@ def _digest(agent_id: str, messages: list[tuple[str, str]]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def _continued_session(runtime: Any, agent: Agent, prior: list[ChatMessage]) -> str | None:
+def _continued_session(runtime: Runtime, agent: Agent, prior: list[ChatMessage]) -> str | None:
     """The active chat session this conversation continues, if the agent has one."""
     if not prior:
         return None

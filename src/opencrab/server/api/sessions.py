@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
+from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import (
     end_session,
     ensure_chat_session,
@@ -153,7 +154,7 @@ def summary_of(row: Any) -> SessionSummary:
 
 
 def find_sessions(
-    runtime: Any,
+    runtime: Runtime,
     *,
     agent: str | None = None,
     ticket_id: UUID | None = None,
@@ -327,7 +328,9 @@ async def add_message(
     return _turn_response(result, user, reply)
 
 
-async def _answer_ticket(runtime: Any, session_id: str, body: AddMessageRequest) -> PostedMessage:
+async def _answer_ticket(
+    runtime: Runtime, session_id: str, body: AddMessageRequest
+) -> PostedMessage:
     async with hold_turn(runtime.leases, session_id):  # never inside one of its turns
         row = await run_blocking(
             answer_ticket_session,
@@ -368,7 +371,7 @@ def _turn_response(
     return PostedMessage(**message_response(user).model_dump(), turn=outcome)
 
 
-def _full(runtime: Any, session_id: str) -> SessionResponse:
+def _full(runtime: Runtime, session_id: str) -> SessionResponse:
     row = get_session(runtime.db, session_id)
     messages = [message_response(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
     return SessionResponse.model_validate(

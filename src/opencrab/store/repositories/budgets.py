@@ -150,23 +150,33 @@ def spend(
     conn: Connection, agent_id: str | None, day: datetime, month: datetime
 ) -> tuple[float, float]:
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
-    whole fleet (`agent_id` None): one query."""
-    found = spend_by_agent(conn, day, month, agent_id=agent_id)
+    whole fleet (`agent_id` None): one aggregate query, over the daily rollup when both
+    are UTC midnights."""
+    agent, _, query = _spend_query(day, month)
     if agent_id is not None:
-        return found.get(str(agent_id), (0.0, 0.0))
-    return sum(d for d, _ in found.values()), sum(t for _, t in found.values())
+        query = query.where(agent == str(agent_id))
+    since_day, since_month = conn.execute(query).one()
+    return float(since_day or 0.0), float(since_month or 0.0)
 
 
 def spend_by_agent(
-    conn: Connection,
-    day: datetime,
-    month: datetime,
-    task_type: str | None = None,
-    *,
-    agent_id: str | None = None,
+    conn: Connection, day: datetime, month: datetime, task_type: str | None = None
 ) -> dict[str, tuple[float, float]]:
-    """(since `day`, since `month`) USD by agent (or of one agent), optionally of one task
-    type only: one grouped query, over the daily rollup when both are UTC midnights."""
+    """(since `day`, since `month`) USD by agent, optionally of one task type only: one
+    grouped query, over the daily rollup when both are UTC midnights."""
+    agent, task, query = _spend_query(day, month)
+    query = query.add_columns(agent).group_by(agent)
+    if task_type is not None:
+        query = query.where(task == task_type)
+    return {str(a): (float(d or 0.0), float(t or 0.0)) for d, t, a in conn.execute(query)}
+
+
+def _spend_query(
+    day: datetime, month: datetime
+) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any], sa.Select[Any]]:
+    """The agent and task type columns, and SELECT (spend since `day`, since `month`)
+    over the rollup when both are UTC midnights (its rows change in the transaction of
+    each call's insert, so no raw calls are added), else over the calls."""
     day_key, month_key = midnight_key(day), midnight_key(month)
     if day_key is not None and month_key is not None:
         d = llm_usage_daily.c
@@ -177,13 +187,5 @@ def spend_by_agent(
         m = llm_usage_metrics.c
         agent, cost, task = m.agent_id, m.estimated_cost_usd, m.task_type
         today, period = m.timestamp >= day, m.timestamp >= month
-    query = (
-        sa.select(agent, sa.func.sum(sa.case((today, cost), else_=0.0)), sa.func.sum(cost))
-        .where(period)
-        .group_by(agent)
-    )
-    if task_type is not None:
-        query = query.where(task == task_type)
-    if agent_id is not None:
-        query = query.where(agent == str(agent_id))
-    return {str(a): (float(d or 0.0), float(t or 0.0)) for a, d, t in conn.execute(query)}
+    query = sa.select(sa.func.sum(sa.case((today, cost), else_=0.0)), sa.func.sum(cost))
+    return agent, task, query.where(period)

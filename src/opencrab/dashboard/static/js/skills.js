@@ -4,7 +4,7 @@
  *   and shows what the API answered (on an error the switch goes back).
  * - Highlighting: <pre class="code-view" data-highlight><code>skill file</code></pre> is
  *   shown with numbered lines, the frontmatter highlighted as YAML, the body as Markdown
- *   (highlight.js, vendored); the a11y light or dark theme follows the page's theme.
+ *   (highlight.js, vendored); dashboard.js gives it the page's light or dark theme.
  * - Editor: [data-editor] lays the highlighted lines under a transparent textarea (the
  *   textarea stays the control: typing, selection, Tab leaving it, screen readers).
  *   <form data-skill-form="POST /api/..."> sends the text as `markdown`; an error in it
@@ -12,21 +12,6 @@
  */
 (function () {
   "use strict";
-
-  /* ---- highlight.js theme: the stylesheet of the page's theme is the one applied ---- */
-  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
-  function pageTheme() {
-    return document.documentElement.dataset.theme || (darkQuery.matches ? "dark" : "light");
-  }
-  function applyTheme() {
-    const theme = pageTheme();
-    document.querySelectorAll("link[data-hljs-theme]").forEach((link) => {
-      link.media = link.dataset.hljsTheme === theme ? "all" : "not all";
-    });
-  }
-  darkQuery.addEventListener("change", applyTheme);
-  new MutationObserver(applyTheme).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
-  applyTheme();
 
   /* ---- highlighting into lines ---- */
   function escapeHtml(text) {

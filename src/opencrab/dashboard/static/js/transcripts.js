@@ -6,26 +6,13 @@
  * - Cost chart: [data-cost-chart] draws GET /api/imports/costs (cost per day, stacked by
  *   model) through OpenCrabCharts (js/charts.js); the table beside it has the same figures.
  * - JSON: <code data-highlight-json> is highlighted with highlight.js (vendored); the
- *   a11y light or dark theme follows the page's theme.
+ *   a11y light or dark stylesheet follows the page's theme (dashboard.js switches it).
  */
 (function () {
   "use strict";
   const POLL_MS = 400;
 
-  /* ---- highlight.js theme and JSON blocks ---- */
-  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
-  function pageTheme() {
-    return document.documentElement.dataset.theme || (darkQuery.matches ? "dark" : "light");
-  }
-  function applyTheme() {
-    const theme = pageTheme();
-    document.querySelectorAll("link[data-hljs-theme]").forEach((link) => {
-      link.media = link.dataset.hljsTheme === theme ? "all" : "not all";
-    });
-  }
-  darkQuery.addEventListener("change", applyTheme);
-  new MutationObserver(applyTheme).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
-  applyTheme();
+  /* ---- JSON blocks (dashboard.js gives highlight.js the page's theme) ---- */
   if (window.hljs) {
     document.querySelectorAll("code[data-highlight-json]").forEach((code) => window.hljs.highlightElement(code));
   }

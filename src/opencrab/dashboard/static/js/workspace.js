@@ -4,7 +4,7 @@
  *   /agents/{name}/workspace/tree?path=).
  * - Highlighting: elements with data-lang (a skill file's or a code file's text, code
  *   blocks of rendered Markdown) are highlighted with the vendored highlight.js, in
- *   the a11y-light or a11y-dark colours of the current theme.
+ *   the a11y-light or a11y-dark colours of the current theme (dashboard.js switches them).
  * - Line numbers: the switch shows or hides the gutter (hidden: long lines wrap); the
  *   choice is remembered.
  * - Editor: Save (or Ctrl+S) PUTs the text as the file's raw bytes (UTF-8) to the
@@ -37,19 +37,6 @@
   }
 
   /* ---- highlighting, in the theme's colours ---- */
-  function isDark() {
-    const set = document.documentElement.dataset.theme;
-    if (set) return set === "dark";
-    return matchMedia("(prefers-color-scheme: dark)").matches;
-  }
-
-  function hljsTheme() {
-    const dark = isDark();
-    document.querySelectorAll("link[data-hljs-theme]").forEach((link) => {
-      link.media = (link.dataset.hljsTheme === "dark") === dark ? "all" : "not all";
-    });
-  }
-
   function highlight(root) {
     root.querySelectorAll("[data-ws-markdown] pre > code[class^='language-']").forEach((code) => {
       code.dataset.lang = code.className.slice("language-".length);
@@ -314,9 +301,6 @@
     lineSwitches(root);
   }
 
-  hljsTheme();
-  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", hljsTheme);
-  new MutationObserver(hljsTheme).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
   const editor = document.querySelector("form[data-ws-editor]");
   if (editor) editor.dataset.saved = editor.elements.content.value;
   init(document);
