@@ -314,9 +314,11 @@ async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
     assert [(m.role, m.speaker_name, m.content) for m in said] == [
         ("assistant", "homey", "おはようございます。今日の予定を整理しましょうか？")
     ]
-    # not again within every_secs, also after a restart (the timer resumes from the log)
-    assert (await scheduler.tick_now(agent.id)).decision == "idle"
-    assert len(scripted.requests) == 1
+    # not again within every_secs, also after a restart (the timer resumes from the log);
+    # the next tick may reflect on the speech instead once the observer's facts refresh
+    # (at most once a second: a slow first tick under load sees them), never speak
+    assert (await scheduler.tick_now(agent.id)).decision != "speak"
+    assert len(session_messages(runtime.db, session_id)) == 1
     again = runtime.scheduler()
     again.add(runtime.pulse_for(agent, again))
     assert (await again.tick_now(agent.id)).decision != "speak"  # (it reflects instead)
