@@ -11,11 +11,12 @@ Running (`opencrab.agentmode.runner`, one runner in the server's runtime):
 `POST …/{id}/start|pause|resume|cancel|cleanup`, `POST …/{id}/tasks/{task}/answer|retry`,
 `GET …/{id}/tasks/{task}/output` (the pane's text) and `GET …/{id}/run` (questions,
 diffs, deliveries). Every change is announced on the live hub to WebSocket clients
-subscribed to the session id (`{"kind": "agentMode", "sessionId", "taskId"}`).
+subscribed to the session id (`agent_mode_notice`; server/api/ws.py describes it).
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -332,6 +333,23 @@ async def task_output(
     """The task's pane output."""
     text = await _runner(request).output(str(session_id), task_id, lines)
     return TaskOutput(task_id=task_id, text=text)
+
+
+def agent_mode_notice(runner: AgentModeRunner, session_id: str, task_id: str | None) -> str:
+    """The WebSocket notice of one runner change (server/api/ws.py describes it)."""
+    session = runner.current(session_id)
+    task = None if session is None or task_id is None else session.task(task_id)
+    agent = None if task is None else task.sub_agent
+    notice = {
+        "type": "agentMode",
+        "kind": "agentMode",
+        "sessionId": session_id,
+        "taskId": task_id,
+        "sessionStatus": None if session is None else session.status.value,
+        "taskStatus": None if task is None else task.status.value,
+        "subAgentStatus": None if agent is None else agent.status.value,
+    }
+    return json.dumps(notice)
 
 
 @hookimpl
