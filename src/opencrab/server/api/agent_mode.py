@@ -195,6 +195,10 @@ TaskIdParam = Annotated[
 ]
 
 
+CLI_CHOICES = ("claude", "codex", "gemini", "opencode", "other")
+"""The coding CLIs a session can be started with (`other`: any program, `command`)."""
+
+
 class StartSession(ApiInput):
     cli: Literal["claude", "codex", "gemini", "opencode", "other"] = "claude"
     command: list[str] | None = Field(
