@@ -119,6 +119,12 @@ def test_plan_start_watch_answer_and_clean_up_in_the_page(
     assert sorted(nodes["links"]) == [["task-001", "task-002"], ["task-001", "task-003"]]
     expect(p.locator('[data-task-row="task-002"]')).to_contain_text("登録画面を実装する")
     shoot(p, "agent-mode-review")
+    plan = p.get_by_role("textbox", name="Tasks")
+    assert "データモデルを設計する" in plan.input_value()  # readable, not \u escapes
+    plan.fill(plan.input_value().replace("テストする", "テストを書いて実行する"))
+    p.get_by_role("button", name="Save the plan").click()
+    described = p.locator('[data-task="task-003"] .am-description')
+    expect(described).to_have_text("テストを書いて実行する")
 
     p.get_by_label("Coding CLI").select_option("other")
     p.get_by_label("Command").fill("\n".join(command))

@@ -13,6 +13,7 @@ pause, resume, cancel, retry, cleanup) goes through the REST API.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -162,7 +163,7 @@ async def session_page(session_id: SessionId, request: Request) -> HTMLResponse:
         run=state,
         started=state is not None,
         tasks=tasks,
-        plan=plan,
+        plan=json.dumps(plan, ensure_ascii=False, indent=2),
         graph=graph,
         disk=disk,
         human_bytes=human_bytes,
