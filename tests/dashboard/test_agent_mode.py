@@ -167,16 +167,14 @@ def test_plan_start_watch_answer_and_clean_up_in_the_page(
     assert p.evaluate("window.__samePage") is True
 
     # clicking a node selects its task
-    box = p.locator("#am-dag").bounding_box()
-    assert box is not None
     x, y = p.evaluate(
         """() => {
           const chart = echarts.getInstanceByDom(document.getElementById('am-dag'));
           const node = chart.getOption().series[0].data.find((d) => d.id === 'task-003');
-          return chart.convertToPixel({seriesIndex: 0}, [node.x, node.y]);
+          return chart.convertToPixel({seriesIndex: 0}, node.value);
         }"""
     )
-    p.mouse.click(box["x"] + x, box["y"] + y)
+    p.locator("#am-dag").click(position={"x": x, "y": y})
     expect(p.locator('[data-task="task-003"]')).to_have_class("panel am-task selected")
     p.mouse.move(0, 0)  # (the hovered node would dim the others)
     p.evaluate("window.scrollTo(0, 0)")

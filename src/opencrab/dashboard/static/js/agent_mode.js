@@ -35,10 +35,16 @@
   }
 
   /* ---- the graph ---- */
+  /* Nodes on a hidden value grid (x: dependency depth, y: place in its layer), so each
+     node keeps its size in pixels whatever the box's shape. */
+  function layers() {
+    const count = new Map();
+    tasks.forEach((t) => { count.set(t.depth, (count.get(t.depth) || 0) + 1); });
+    return { count, depth: Math.max(0, ...count.keys()), rows: Math.max(1, ...count.values()) };
+  }
   function build(c) {
     if (!tasks.length) return null;
-    const layers = new Map();
-    tasks.forEach((t) => { layers.set(t.depth, (layers.get(t.depth) || 0) + 1); });
+    const { count, depth, rows } = layers();
     const placed = new Map();
     const data = tasks.map((t) => {
       const row = placed.get(t.depth) || 0;
@@ -46,9 +52,9 @@
       const state = shownState(t);
       const colour = state === "WaitingInput" ? c.warn : c[STATES[t.status] || "muted"];
       return {
-        id: t.id, name: t.id, x: t.depth * 260, y: (row - (layers.get(t.depth) - 1) / 2) * 110,
+        id: t.id, name: t.id, value: [t.depth, row + (rows - count.get(t.depth)) / 2],
         status: state,
-        symbolSize: [180, 56],
+        symbolSize: [184, 52],
         itemStyle: {
           color: c.surface, borderColor: colour, borderWidth: t.id === selected ? 4 : 2,
         },
@@ -64,16 +70,20 @@
     });
     const links = [];
     tasks.forEach((t) => t.dependencies.forEach((d) => links.push({ source: d, target: t.id })));
+    const hidden = { show: false, splitLine: { show: false } };
     return {
       tooltip: { formatter: (p) => p.dataType === "node" ? p.data.id + ": " + p.data.status : "" },
+      grid: { left: 100, right: 100, top: 36, bottom: 36 },
+      xAxis: Object.assign({ type: "value", min: depth ? 0 : -1, max: depth || 1 }, hidden),
+      yAxis: Object.assign({ type: "value", min: -0.5, max: rows - 0.5, inverse: true }, hidden),
       series: [{
-        type: "graph", layout: "none", roam: true, symbol: "roundRect",
-        left: 110, right: 110, top: 45, bottom: 45, nodeScaleRatio: 0,
+        type: "graph", coordinateSystem: "cartesian2d", symbol: "roundRect",
         data: data, links: links, edgeSymbol: ["none", "arrow"], edgeSymbolSize: 9,
         lineStyle: { color: c.muted, width: 1.5, opacity: 0.9 },
       }],
     };
   }
+  dagEl.style.height = Math.max(220, layers().rows * 80 + 72) + "px";
   dagEl.hidden = false;
   const chart = OpenCrabCharts.mount(dagEl, build);
   function redraw() {
