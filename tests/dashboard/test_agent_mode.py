@@ -186,6 +186,10 @@ def test_plan_start_watch_answer_and_clean_up_in_the_page(
     expect(report).to_contain_text("kept (unmerged, unpushed work)")
     expect(report).to_contain_text("agent/task-001")
 
+    p.set_viewport_size({"width": 1024, "height": 800})
+    wider = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    assert p.evaluate(wider) <= 0, "the session page is wider than a 1024 px window"
+
     p.goto("/agent-mode")
     listed = p.locator("table.am-sessions tbody tr")
     expect(listed).to_have_count(1)
