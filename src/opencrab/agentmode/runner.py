@@ -164,6 +164,10 @@ class AgentModeRunner:
             raise ConflictError(f"session {session_id} has not been started")
         return state
 
+    def current(self, session_id: str) -> AgentSession | None:
+        """The session as the runner last loaded or saved it (no file read), or None."""
+        return self._sessions.get(session_id)
+
     def run_state(self, session_id: str) -> RunState | None:
         """The session's run state (CLI, branches, questions, outcomes), None before start."""
         return self.runs.load(session_id)

@@ -38,6 +38,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.llm_settings",
     "opencrab.dashboard.pages.transcripts",
     "opencrab.dashboard.pages.traces",
+    "opencrab.dashboard.pages.agent_mode",
 )
 """Each module has a `router`; later areas add theirs here."""
 

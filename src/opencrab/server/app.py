@@ -21,6 +21,7 @@ from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
+from opencrab.server.api.agent_mode import agent_mode_notice
 from opencrab.server.auth import BearerAuth, TokenWatch, document_security
 from opencrab.server.docs import install_docs
 from opencrab.server.errors import (
@@ -89,8 +90,7 @@ def create_app(
             agent_mode = app.state.agent_mode = open_runner(settings, db)
             agent_mode.listeners.append(
                 lambda session_id, task_id: hub.announce(
-                    session_id,
-                    json.dumps({"kind": "agentMode", "sessionId": session_id, "taskId": task_id}),
+                    session_id, agent_mode_notice(agent_mode, session_id, task_id)
                 )
             )
             if heartbeat:  # `opencrab up`: watch the sessions that were running again

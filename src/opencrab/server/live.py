@@ -16,6 +16,9 @@ rows with higher seqs.
 Every client has a bounded outbox. Offering never waits: a client whose outbox is full
 is too slow and is dropped (closed with 4429), so one stalled browser tab cannot hold up
 an agent or the other clients. Unsubscribing and dropping remove every reference.
+
+A session with no events of its own (an agent-mode session) is `watch`ed instead: its
+followers get only what is `announce`d for it.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Client:
     close_reason: str = ""
     traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id
     speakers: dict[str, str] = field(default_factory=dict)  # trace id -> its agent's id
+    watching: set[str] = field(default_factory=set)  # sessions followed by notices only
 
     def offer(self, message: str) -> bool:
         """Queue a message without waiting; a full outbox drops the client."""
@@ -116,6 +120,7 @@ class EventHub:
         self.last_seq = 0
         self.gaps: dict[int, float] = {}  # seq below last_seq not seen yet -> noticed when
         self._by_trace: dict[str, set[Client]] = {}
+        self._watchers: dict[str, set[Client]] = {}  # session id -> clients (notices only)
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._notes: list[tuple[str, str]] = []  # (session, message) to send after events
@@ -155,6 +160,11 @@ class EventHub:
         for trace, agent_id in speakers.items():
             client.speakers[trace] = agent_id
 
+    def watch(self, client: Client, session_id: str) -> None:
+        """Send `client` what is announced for `session_id` (a session without events)."""
+        client.watching.add(session_id)
+        self._watchers.setdefault(session_id, set()).add(client)
+
     def follow(self, session_id: str, trace: str, agent_id: str) -> None:
         """Every client following `session_id` also gets `trace` (an agent that joined)."""
         for client in {c for listeners in self._by_trace.values() for c in listeners}:
@@ -171,13 +181,22 @@ class EventHub:
         notes, self._notes = self._notes, []
         clients = {c for listeners in self._by_trace.values() for c in listeners}
         for session_id, message in notes:
-            for client in clients:
-                if session_id in client.traces.values() and not client.offer(message):
+            following = {c for c in clients if session_id in c.traces.values()}
+            for client in following | self._watchers.get(session_id, set()):
+                if not client.offer(message):
                     self.dropped += 1
                     self.unsubscribe(client)
 
     def unsubscribe(self, client: Client, session_id: str | None = None) -> None:
         """Stop one session's events (all of them when `session_id` is None)."""
+        for watched in list(client.watching):
+            if session_id is None or watched == session_id:
+                client.watching.discard(watched)
+                watchers = self._watchers.get(watched)
+                if watchers is not None:
+                    watchers.discard(client)
+                    if not watchers:
+                        del self._watchers[watched]
         for trace, session in list(client.traces.items()):
             if session_id is not None and session != session_id:
                 continue
@@ -191,7 +210,8 @@ class EventHub:
 
     @property
     def client_count(self) -> int:
-        return len({c for listeners in self._by_trace.values() for c in listeners})
+        listening = [*self._by_trace.values(), *self._watchers.values()]
+        return len({c for listeners in listening for c in listeners})
 
     # ------------------------------------------------------------ the loop
     def nudge(self) -> None:
@@ -216,7 +236,7 @@ class EventHub:
                     await asyncio.wait_for(self._wake.wait(), self.poll_secs)
                 self._wake.clear()
                 if not self._by_trace:
-                    self._notes.clear()  # nobody follows anything
+                    self._send_notes()  # no events to read: only watchers' notices
                 else:
                     try:
                         await self.deliver_new()

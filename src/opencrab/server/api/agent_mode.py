@@ -9,13 +9,16 @@ A plan that breaks a seed-004 rule is 400 `invalid_plan`, naming every problem.
 
 Running (`opencrab.agentmode.runner`, one runner in the server's runtime):
 `POST …/{id}/start|pause|resume|cancel|cleanup`, `POST …/{id}/tasks/{task}/answer|retry`,
-`GET …/{id}/tasks/{task}/output` (the pane's text) and `GET …/{id}/run` (questions,
-diffs, deliveries). Every change is announced on the live hub to WebSocket clients
-subscribed to the session id (`{"kind": "agentMode", "sessionId", "taskId"}`).
+`GET …/{id}/tasks/{task}/output` (the pane's text), `GET …/{id}/tasks/{task}/diff` (a
+finished task's patch), `GET …/{id}/disk` (its worktrees' disk use) and `GET …/{id}/run`
+(questions, diffs, deliveries). Every change is announced on the live hub to WebSocket clients
+subscribed to the session id (`agent_mode_notice`; server/api/ws.py describes it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,10 +29,12 @@ from fastapi import Path as PathParam
 from pydantic import Field
 from pydantic.alias_generators import to_camel
 
+from opencrab.agentmode import worktrees
 from opencrab.agentmode.model import AgentSession, SessionStatus, WorktreeStrategy
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.validation import PlannedTask
+from opencrab.errors import NotFoundError
 from opencrab.messages import MAX_MESSAGE_CHARS
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
@@ -190,6 +195,10 @@ TaskIdParam = Annotated[
 ]
 
 
+CLI_CHOICES = ("claude", "codex", "gemini", "opencode", "other")
+"""The coding CLIs a session can be started with (`other`: any program, `command`)."""
+
+
 class StartSession(ApiInput):
     cli: Literal["claude", "codex", "gemini", "opencode", "other"] = "claude"
     command: list[str] | None = Field(
@@ -332,6 +341,124 @@ async def task_output(
     """The task's pane output."""
     text = await _runner(request).output(str(session_id), task_id, lines)
     return TaskOutput(task_id=task_id, text=text)
+
+
+class WorktreeDisk(ApiModel):
+    path: str
+    branch: str
+    bytes: int = Field(description="Bytes on disk (0 once the worktree is removed).")
+    exists: bool
+
+
+class DiskUse(ApiModel):
+    session_bytes: int = Field(description="Bytes used by this session's worktrees.")
+    repository_worktrees_bytes: int = Field(
+        description="Bytes used by every worktree under the repository's `.worktrees/`."
+    )
+    worktrees: list[WorktreeDisk]
+
+
+async def session_disk(session: AgentSession) -> DiskUse:
+    """Disk used by the session's worktrees and by all of its repository's worktrees."""
+
+    def measure() -> list[WorktreeDisk]:
+        rows = []
+        for ref in session.worktrees:
+            path = Path(ref.path)
+            there = path.is_dir()
+            size = worktrees.disk_usage(path) if there else 0
+            rows.append(
+                WorktreeDisk(path=str(path), branch=ref.branch_name, bytes=size, exists=there)
+            )
+        return rows
+
+    rows = await run_blocking(measure)
+    everything = await worktrees.worktrees_disk_usage(session.repository_path)
+    return DiskUse(
+        session_bytes=sum(r.bytes for r in rows),
+        repository_worktrees_bytes=sum(everything.values()),
+        worktrees=rows,
+    )
+
+
+@router.get(
+    "/sessions/{id}/disk",
+    operation_id="getAgentModeDiskUse",
+    response_model=DiskUse,
+    responses=error_responses(400, 404),
+)
+async def disk_use(session_id: SessionIdParam, runtime: RuntimeDep) -> DiskUse:
+    """Disk used by the session's worktrees (and all worktrees of its repository)."""
+    session = await run_blocking(_service(runtime).get, str(session_id))
+    return await session_disk(session)
+
+
+class TaskDiff(ApiModel):
+    task_id: str
+    branch: str
+    stat: str = Field(description="`git diff --stat` against the start branch.")
+    files_changed: int
+    insertions: int
+    deletions: int
+    patch: str = Field(description="The patch (cut at the runner's limit).")
+    delivery: str = Field(description="The pull request or the local branch.")
+    pull_request_url: str | None
+
+
+def task_diff(runner: AgentModeRunner, session_id: str, task_id: str) -> TaskDiff:
+    """A finished task's diff (NotFoundError before its work was delivered)."""
+    session = runner.service.get(session_id)
+    if session.task(task_id) is None:
+        raise NotFoundError(f"session {session_id} has no task {task_id}")
+    state = runner.run_state(session_id)
+    outcome = None if state is None else state.outcomes.get(task_id)
+    if outcome is None:
+        raise NotFoundError(f"{task_id} has no diff yet (it has not finished)")
+    patch = ""
+    if outcome.patch_file is not None:
+        with contextlib.suppress(FileNotFoundError):
+            patch = Path(outcome.patch_file).read_text(encoding="utf-8", errors="replace")
+    return TaskDiff(
+        task_id=task_id,
+        branch=outcome.branch,
+        stat=outcome.diff_stat,
+        files_changed=outcome.files_changed,
+        insertions=outcome.insertions,
+        deletions=outcome.deletions,
+        patch=patch,
+        delivery=outcome.delivery,
+        pull_request_url=outcome.pull_request_url,
+    )
+
+
+@router.get(
+    "/sessions/{id}/tasks/{task}/diff",
+    operation_id="getAgentModeTaskDiff",
+    response_model=TaskDiff,
+    responses=error_responses(400, 404),
+)
+async def get_task_diff(
+    session_id: SessionIdParam, task_id: TaskIdParam, request: Request
+) -> TaskDiff:
+    """A finished task's diff against the start branch, its patch and delivery."""
+    return await run_blocking(task_diff, _runner(request), str(session_id), task_id)
+
+
+def agent_mode_notice(runner: AgentModeRunner, session_id: str, task_id: str | None) -> str:
+    """The WebSocket notice of one runner change (server/api/ws.py describes it)."""
+    session = runner.current(session_id)
+    task = None if session is None or task_id is None else session.task(task_id)
+    agent = None if task is None else task.sub_agent
+    notice = {
+        "type": "agentMode",
+        "kind": "agentMode",
+        "sessionId": session_id,
+        "taskId": task_id,
+        "sessionStatus": None if session is None else session.status.value,
+        "taskStatus": None if task is None else task.status.value,
+        "subAgentStatus": None if agent is None else agent.status.value,
+    }
+    return json.dumps(notice)
 
 
 @hookimpl

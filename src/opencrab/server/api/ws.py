@@ -36,6 +36,18 @@ Discussions (seed 001; the same as `/api/discussions`):
 - `{"type": "discussion.join", "sessionId": S, "agent": ID_OR_NAME, "requestId"?}` adds
   an agent → `{"type": "discussion.joined", "sessionId": S, "agentId": A}`.
 
+Agent mode (seed 004; the same as `/api/agent-mode/…`): `subscribe` with an agent-mode
+session's id → `{"type": "subscribed", "sessionId": S, "kind": "agentMode", "status":
+SESSION_STATUS}`, then one notice per change the runner makes (a task started, waiting
+for input, answered, completed, failed, the session paused, …): `{"type": "agentMode",
+"kind": "agentMode", "sessionId": S, "taskId": T|null, "sessionStatus": …,
+"taskStatus": …|null, "subAgentStatus": …|null}` (the seed's enum values; a question
+waits while `subAgentStatus` is `WaitingInput`). Notices are not replayed (`afterSeq` is
+ignored): read `GET /api/agent-mode/sessions/{id}/run` after `subscribed` and on each
+notice for the rest (questions, diffs, deliveries). `unsubscribe` stops them; the
+subscription limit counts these sessions too. An id that is neither a session nor an
+agent-mode session is a `not_found` error.
+
 Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. A turn started here finishes and is
 stored even if the client goes away. A client that cannot keep up is closed with 4429
@@ -59,6 +71,7 @@ from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.auth import ApiToken
 from opencrab.core.discussion import (
     DEFAULT_MAX_TURNS,
@@ -68,8 +81,9 @@ from opencrab.core.discussion import (
 )
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import TurnResult, step_json
-from opencrab.errors import OpenCrabError
+from opencrab.errors import NotFoundError, OpenCrabError
 from opencrab.messages import MessageText, WebSocketSource
+from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.api.sessions import message_response
@@ -171,8 +185,10 @@ class Connection:
         runtime: Runtime,
         hub: EventHub,
         discussions: DiscussionRunner | None = None,
+        agent_mode: AgentModeRunner | None = None,
     ) -> None:
         self.websocket = websocket
+        self.agent_mode = agent_mode
         self.runtime = runtime
         self.hub = hub
         self.discussions = discussions or DiscussionRunner(runtime)
@@ -246,13 +262,32 @@ class Connection:
         except OpenCrabError as exc:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
 
-    async def subscribe(self, session_id: str, after_seq: int | None) -> None:
-        feed = session_feed(self.runtime, session_id)  # 404 → error message
-        sessions = set(self.client.traces.values())
+    def _room_for(self, session_id: str) -> bool:
+        """Whether one more session may be followed (refused with an error when not)."""
+        sessions = set(self.client.traces.values()) | self.client.watching
         if session_id not in sessions and len(sessions) >= MAX_SUBSCRIPTIONS:
             self.client.offer(
                 _error("too_many_subscriptions", f"at most {MAX_SUBSCRIPTIONS} sessions")
             )
+            return False
+        return True
+
+    async def subscribe(self, session_id: str, after_seq: int | None) -> None:
+        try:
+            feed = session_feed(self.runtime, session_id)
+        except NotFoundError as missing:  # perhaps an agent-mode session, else the error
+            if self.agent_mode is None:
+                raise
+            try:
+                agent_session = await run_blocking(self.agent_mode.service.get, session_id)
+            except NotFoundError:
+                raise missing from None
+            if self._room_for(session_id):
+                self.hub.watch(self.client, session_id)
+                watched = {"type": "subscribed", "sessionId": session_id, "kind": "agentMode"}
+                self.client.offer(_dump({**watched, "status": agent_session.status.value}))
+            return
+        if not self._room_for(session_id):
             return
         reply: dict[str, Any] = {"type": "subscribed", "sessionId": session_id}
         if feed.session.kind == "discussion":
@@ -358,7 +393,8 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     app = websocket.app
     await websocket.accept()
     runner = getattr(app.state, "discussions", None)
-    connection = Connection(websocket, app.state.runtime, app.state.hub, runner)
+    agent_mode = getattr(app.state, "agent_mode", None)
+    connection = Connection(websocket, app.state.runtime, app.state.hub, runner, agent_mode)
     token: ApiToken | None = websocket.scope.get("state", {}).get("api_token")
     watch: TokenWatch | None = getattr(app.state, "token_watch", None)
     if token is None or watch is None:
