@@ -47,6 +47,19 @@ def tour(api: httpx.Client, fake_llm_server: FakeLlmServer) -> dict[str, str]:
     return {"agent": agent["name"], "session": session}
 
 
+# the top bar's links and brand whose text breaks over more than one line
+WRAPPED_IN_TOPBAR = """
+[...document.querySelectorAll('.topbar a')].filter(a =>
+  [...a.childNodes].some(node => {
+    if (node.nodeType !== Node.TEXT_NODE || !node.textContent.trim()) return false;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1;
+  })
+).map(a => a.textContent.trim())
+"""
+
+
 def test_every_page_renders_cleanly_at_1024_px(page: Watched, tour: dict[str, str]) -> None:
     name = quote(tour["agent"])
     pages = {
@@ -84,6 +97,7 @@ def test_every_page_renders_cleanly_at_1024_px(page: Watched, tour: dict[str, st
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
         assert overflow <= 0, f"{path} is {overflow} px wider than a 1024 px window"
+        assert page.page.evaluate(WRAPPED_IN_TOPBAR) == [], f"{path}: the top bar wraps"
         if label in ("session", "chat"):  # the reply of the turn, read on the server
             expect(page.page.get_by_text("東京は晴れています。").first).to_be_visible()
         shoot(page.page, f"tour-{label}")
