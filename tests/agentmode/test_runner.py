@@ -152,6 +152,30 @@ async def test_no_more_than_parallelism_tasks_run_at_once(
     assert sorted(p.name for p in log.iterdir()) == [f"task-00{n}" for n in range(1, 5)]
 
 
+async def test_two_sessions_on_one_repository_never_share_a_branch(
+    settings: Settings, db: Database, tmp_path: Path, repo: Path, tmux_server: TmuxServer
+) -> None:
+    runner = make_runner(settings, db, tmp_path, tmux_server)
+    plan = [
+        PlannedTask("task-001", "first", ""),
+        PlannedTask("task-002", "second", "", ("task-001",)),
+    ]
+    sessions = [make_session(runner.service, repo, plan) for _ in range(2)]
+    command = write_scripts(
+        tmp_path / "scripts",
+        {"task-001": [{"sleep": 0.3}], "task-002": [{"write": "b.txt", "content": "b"}]},
+    )
+
+    # started together: the second is planned before the first made any branch
+    await asyncio.gather(*(runner.start(s, "other", command) for s in sessions))
+    done = [await runner.wait(s) for s in sessions]
+
+    assert [s.status for s in done] == [SessionStatus.COMPLETED] * 2
+    branches = [runner.run_state(s).branches for s in sessions]  # type: ignore[union-attr]
+    assert not set(branches[0].values()) & set(branches[1].values()), branches
+    assert len({b for named in branches for b in named.values()}) == 4
+
+
 async def test_a_failed_task_keeps_its_dependants_pending_until_it_is_retried(
     settings: Settings, db: Database, tmp_path: Path, repo: Path, tmux_server: TmuxServer
 ) -> None:

@@ -199,15 +199,15 @@ class AgentModeRunner:
                 raise ConflictError(f"session {session_id} has no tasks")
             repo = Path(session.repository_path)
             start_branch = await current_branch(repo)
-            taken = (await worktrees.git(repo, "branch", "--format=%(refname:short)")).split()
-            state = RunState(
-                cli=profile.agent_type,
-                command=argv or None,
-                start_branch=start_branch,
-                full_auto=full_auto,
-                branches=plan_branches(session.tasks, taken),
-            )
-            self.runs.save(session_id, state)
+            async with worktrees.repo_lock(repo):  # one session at a time claims branches
+                state = RunState(
+                    cli=profile.agent_type,
+                    command=argv or None,
+                    start_branch=start_branch,
+                    full_auto=full_auto,
+                    branches=plan_branches(session.tasks, await self._branches_taken(repo)),
+                )
+                self.runs.save(session_id, state)
             session.conversation.add(
                 MessageRole.SYSTEM,
                 f"Started with {profile.agent_type} from branch {start_branch}.",
@@ -215,6 +215,16 @@ class AgentModeRunner:
             self._save(session)
         self._ensure_loop(session_id)
         return session
+
+    async def _branches_taken(self, repo: Path) -> set[str]:
+        """The repository's branches, and those other started sessions on it will make
+        (a task waiting for its dependencies has no branch yet)."""
+        taken = set((await worktrees.git(repo, "branch", "--format=%(refname:short)")).split())
+        for row in self.service.list(repository=repo, limit=10_000):
+            state = self.runs.load(row.id)
+            if state is not None:
+                taken.update(state.branches.values())
+        return taken
 
     def _ensure_loop(self, session_id: str) -> None:
         loop = self._loops.get(session_id)
