@@ -1,0 +1,210 @@
+"""Where an agent turn's time goes: bench/engine_turn.py's OpenCrab turn, alone, measured.
+
+Three views of the same turn (user message → a tool call → its result → send_speech):
+
+- `--statements`: the SQL one turn sends, in order, with the transactions' BEGIN and
+  COMMIT (PostgreSQL: every statement handed to psycopg; SQLite: every statement SQLite
+  runs), and how many there are.
+- `--cpu N`: this process's CPU time per turn (p50 and mean of N turns, worker threads
+  included), beside what a bare empty write transaction and a hop to a worker thread
+  cost, so the turn's figure can be read as "transactions + statements + engine".
+- `--profile N`: cProfile of N turns counting CPU time (not waiting), with the database
+  work run on the event loop's thread so one profile holds all of it; the top functions
+  by own time.
+
+    python bench/turn_profile.py [--db sqlite|postgresql] [--statements | --cpu N | --profile N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import cProfile
+import os
+import pstats
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.engine_turn import opencrab_turns, script
+from sqlalchemy import event
+from tests.fakes.postgres import ENV_URL, postgres_server
+from tests.fakes.scripted_provider import ScriptedProvider
+
+from opencrab.config import load_settings
+from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session
+from opencrab.llm.router import LlmRouter
+from opencrab.messages import CliSource, IncomingMessage
+from opencrab.store.database import Database
+
+WARM_UP_TURNS = 30
+
+
+@contextmanager
+def database(kind: str) -> Iterator[Database]:
+    """A fresh, migrated store: a SQLite file, or a database of a PostgreSQL server."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind == "sqlite":
+            db = Database(f"sqlite:///{Path(tmp) / 'opencrab.db'}")
+            db.upgrade()
+            try:
+                yield db
+            finally:
+                db.close()
+            return
+        with postgres_server(os.environ.get(ENV_URL)) as server:
+            db = Database(server.create_database())
+            db.upgrade()
+            try:
+                yield db
+            finally:
+                db.close()
+
+
+@asynccontextmanager
+async def runtime_on(db: Database) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
+    """A runtime with the bench's agent and scripted model, warmed up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["OPENCRAB_HOME"] = str(Path(tmp) / "data")
+        settings = load_settings()
+        provider = ScriptedProvider("openai", "unused")
+        router = LlmRouter(settings)
+        router.register_provider(provider)
+        async with Runtime.open(settings, db=db, router=router) as runtime:
+            runtime.agents.create(AgentCreate(name="bench"))
+            await opencrab_turns(runtime, provider, WARM_UP_TURNS)
+            yield runtime, provider
+
+
+async def one_turn(
+    runtime: Runtime, provider: ScriptedProvider, agent: Agent, session: str
+) -> None:
+    """The bench's turn in a session made beforehand (its making is not measured)."""
+    provider.outcomes.clear()
+    provider.then(*script(), "unused")
+    message = IncomingMessage.text("Hello!", source=CliSource(session_id=session))
+    result = await runtime.engine.process(agent, message, session_id=session)
+    assert result.reply == "Hello there!", result
+
+
+@contextmanager
+def statements_sent(db: Database) -> Iterator[list[str]]:
+    """Every SQL statement sent to the database while the block runs."""
+    sent: list[str] = []
+    if db.dialect == "sqlite":  # new connections trace what SQLite runs
+
+        def on_connect(raw: sqlite3.Connection, _record: Any) -> None:
+            raw.set_trace_callback(lambda sql: sent.append(" ".join(sql.split())))
+
+        db.engine.dispose()
+        event.listen(db.engine, "connect", on_connect)
+        try:
+            yield sent
+        finally:
+            event.remove(db.engine, "connect", on_connect)
+            db.engine.dispose()
+        return
+    import psycopg
+
+    originals: list[tuple[Any, str, Callable[..., Any]]] = []
+    for cls in (psycopg.Cursor, psycopg.Connection):
+        original = cls.execute
+
+        def traced(self: Any, query: Any, *args: Any, _o: Any = original, **kw: Any) -> Any:
+            if isinstance(self, psycopg.Cursor):  # Connection.execute goes through one
+                sent.append(" ".join(str(query).split()))
+            return _o(self, query, *args, **kw)
+
+        originals.append((cls, "execute", original))
+        cls.execute = traced  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        for cls, name, original in originals:
+            setattr(cls, name, original)
+
+
+class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs submitted work at once on the caller's thread (for one profile of it all)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the awaiting caller, as a thread would
+            future.set_exception(exc)
+        return future
+
+
+async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
+    with database(kind) as db:
+        async with runtime_on(db) as (runtime, provider):
+            agent = runtime.agents.get("bench")
+            sessions = [ensure_chat_session(db, agent.id) for _ in range(max(cpu, profile, 1))]
+            if statements:
+                with statements_sent(db) as sent:
+                    await one_turn(runtime, provider, agent, sessions[0])
+                for sql in sent:
+                    print(sql[:160])
+                print(f"{len(sent)} statements in one turn ({kind})")
+            if cpu:
+                times = []
+                for session in sessions[:cpu]:
+                    start = time.process_time()
+                    await one_turn(runtime, provider, agent, session)
+                    times.append(time.process_time() - start)
+                print(
+                    f"{kind}: CPU per turn p50 {statistics.median(times) * 1000:.2f} ms, "
+                    f"mean {statistics.fmean(times) * 1000:.2f} ms ({cpu} turns)"
+                )
+                print(f"  an empty write transaction: {empty_write_us(db):.0f} µs CPU")
+                print(f"  a hop to a worker thread and back: {await hop_us():.0f} µs CPU")
+            if profile:
+                asyncio.get_running_loop().set_default_executor(InlineExecutor())
+                profiler = cProfile.Profile(time.process_time)
+                profiler.enable()
+                for session in sessions[:profile]:
+                    await one_turn(runtime, provider, agent, session)
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+
+
+def empty_write_us(db: Database, rounds: int = 2000) -> float:
+    """CPU microseconds of `db.write()` with nothing in it."""
+    start = time.process_time()
+    for _ in range(rounds):
+        with db.write():
+            pass
+    return (time.process_time() - start) / rounds * 1e6
+
+
+async def hop_us(rounds: int = 2000) -> float:
+    """CPU microseconds of a no-op run in the default executor and awaited."""
+    loop = asyncio.get_running_loop()
+    start = time.process_time()
+    for _ in range(rounds):
+        await loop.run_in_executor(None, lambda: None)
+    return (time.process_time() - start) / rounds * 1e6
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
+    parser.add_argument("--statements", action="store_true", help="print one turn's SQL")
+    parser.add_argument("--cpu", type=int, default=0, metavar="N", help="CPU per turn")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N turns")
+    args = parser.parse_args()
+    if not (args.statements or args.cpu or args.profile):
+        args.statements, args.cpu = True, 1000
+    asyncio.run(main(args.db, args.statements, args.cpu, args.profile))
