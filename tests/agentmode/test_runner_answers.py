@@ -23,8 +23,15 @@ from opencrab.agentmode.tmux import TmuxServer
 from opencrab.agentmode.validation import PlannedTask
 from opencrab.config import Settings
 from opencrab.store import Database
-from tests.agentmode.runner_support import CLAUDE, make_repo, make_session, real_cli_runner, until
-from tests.fakes.coding_models import ScriptedModel, Text
+from tests.agentmode.runner_support import (
+    CLAUDE,
+    CODEX,
+    make_repo,
+    make_session,
+    real_cli_runner,
+    until,
+)
+from tests.fakes.coding_models import ScriptedModel, Text, ToolCall
 from tests.fakes.llm_server import FakeLlmServer
 
 WAIT = 180.0  # a guard against hanging forever, not a speed limit
@@ -133,3 +140,51 @@ async def test_a_permission_answered_no_through_the_runner_refuses_the_edit(
     last = asking.model.requests[-1].json["messages"]
     assert "Leave it as it is." in str(last[-1]["content"])
     assert len(asking.model.requests) == 2  # the refusal did not run the tool: no result
+
+
+async def test_a_codex_approval_is_read_from_the_screen_and_answered_through_the_runner(
+    settings: Settings,
+    db: Database,
+    tmp_path: Path,
+    tmux_server: TmuxServer,
+    fake_llm_server: FakeLlmServer,
+) -> None:
+    """Codex's approvals send no signal (its notify knows only finished turns): the runner
+    reads the silent pane, shows the question, and the answer "1" approves the command."""
+    repo = make_repo(tmp_path / "repo")
+    escalate = {
+        "cmd": "printf 'approved\\n' > approved.txt",
+        "sandbox_permissions": "require_escalated",  # outside the read-only sandbox: asks
+        "justification": "Write approved.txt?",
+    }
+    model = ScriptedModel([ToolCall(CODEX.shell_tool, escalate), Text("Finished.")])
+    endpoint = CODEX.serve(model, fake_llm_server)
+    runner = real_cli_runner(settings, db, tmp_path, tmux_server, CODEX, endpoint)
+    session_id = make_session(runner.service, repo, [PlannedTask(TASK, "approve", "Write it.")])
+    await runner.start(session_id, CODEX.cli, full_auto=False)
+
+    def waiting() -> str | None:
+        agent = runner.service.get(session_id).tasks[0].sub_agent
+        state = runner.run_state(session_id)
+        if agent is None or agent.status is not SubAgentStatus.WAITING_INPUT or state is None:
+            return None
+        return state.questions.get(TASK)
+
+    question = await until(waiting, "the approval question", WAIT)
+    assert question == "Would you like to run the following command?"
+    worktree = repo / ".worktrees" / "agent-approve"
+    assert not (worktree / "approved.txt").exists()  # nothing ran before the answer
+
+    await runner.answer(session_id, TASK, "1")  # 1. Yes, proceed
+    session = await runner.wait(session_id)
+
+    assert session.status is SessionStatus.COMPLETED, session.tasks
+    task = session.tasks[0]
+    assert task.result is not None
+    assert task.result.summary == "Finished."
+    state = runner.run_state(session_id)
+    assert state is not None
+    assert TASK not in state.questions
+    patch = state.outcomes[TASK].patch_file
+    assert patch is not None
+    assert "+approved" in Path(patch).read_text().splitlines()

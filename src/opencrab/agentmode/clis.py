@@ -76,6 +76,7 @@ class Profile:
     transcripts: str | None = None  # its transcripts, relative to its HOME
     importer: str | None = None  # opencrab.importers source for them
     screen: tuple[ScreenPattern, ...] = ()
+    asks_by_hook: bool = False  # its hooks report each question (else: the screen does)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ CLAUDE_CODE = Profile(
     transcripts=".claude/projects",
     importer="claude",
     screen=(_pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),),
+    asks_by_hook=True,  # Notification permission_prompt / idle_prompt
 )
 CODEX = Profile(
     agent_type="Codex",

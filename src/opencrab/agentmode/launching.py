@@ -16,16 +16,25 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from opencrab.agentmode import clis, worktrees
-from opencrab.agentmode.clis import Endpoint, Launch, Profile
-from opencrab.agentmode.model import AgentSession, Task, WorktreeRef, WorktreeStrategy, utcnow
+from opencrab.agentmode.clis import Endpoint, Launch, Observation, Profile
+from opencrab.agentmode.model import (
+    AgentSession,
+    SubAgent,
+    SubAgentStatus,
+    Task,
+    WorktreeRef,
+    WorktreeStrategy,
+    utcnow,
+)
 from opencrab.agentmode.runstate import RunState
 from opencrab.agentmode.signals import Signal
-from opencrab.agentmode.tmux import Pane, TmuxServer
+from opencrab.agentmode.tmux import Pane, TmuxError, TmuxServer
 from opencrab.errors import ValidationError
 
 
@@ -43,6 +52,36 @@ class Watched:
     size: int = 0
     signals: list[Signal] = field(default_factory=list)
     exit_status: int | None = None
+    screen_at: float = 0.0  # when the watch loop last looked at (or heard from) it
+
+
+SCREEN_EVERY_SECS = 1.5  # how often a silent CLI's pane is read for a question
+SCREEN_LINES = 60
+
+
+async def screen_question(
+    tmux: TmuxServer, item: Watched, agent: SubAgent | None
+) -> Observation | None:
+    """The fallback for a CLI whose questions send no signal (Codex's approvals): while
+    it runs, at most every SCREEN_EVERY_SECS and not sooner after its last signal (an
+    answer's included), its pane matched against the profile's prompts
+    (`clis.match_screen`, never on text echoed from the task's prompt); the
+    WaitingInput observation, or None."""
+    profile = item.profile
+    if not profile.screen or profile.asks_by_hook or item.exit_status is not None:
+        return None
+    if agent is None or agent.status is not SubAgentStatus.RUNNING:
+        return None
+    now = time.monotonic()
+    if now - item.screen_at < SCREEN_EVERY_SECS:
+        return None
+    item.screen_at = now
+    try:
+        text = await tmux.capture(item.pane_id, SCREEN_LINES)
+    except TmuxError:
+        return None  # the pane's end is for the exit check
+    seen = clis.observe(item.signals, None, screen=text, profile=profile, prompt=item.prompt)
+    return seen if seen.status == "WaitingInput" else None
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ watch loop for the session (one asyncio task). Every `poll_secs` (200 ms) the lo
 2. checks each running sub-agent cheaply: its signals file's size (hooks / notify append
    there, `signals.py`) and whether the CLI's own pid is still alive (`/proc`); only on a
    change does it read the new signals or ask tmux for the pane's exit status, then maps
-   them with `clis.observe` (signals first, pane exit next, the screen pattern only as a
-   fallback) — WaitingInput keeps the question for the user (`answer` types the reply
+   them with `clis.observe` (signals first, pane exit next); a CLI whose questions send
+   no signal (Codex's approvals) has its pane read for one every SCREEN_EVERY_SECS
+   while it is silent (`launching.screen_question`, never on text echoed from the prompt) —
+   WaitingInput keeps the question for the user (`answer` types the reply
    into the pane); Completed shows the task Completed at once and delivers in the
    background (`deliver.py`: the CLI ended, its pane kept for `output`; commit, diff
    against the start branch, pull request or local branch, transcript import; again at
@@ -47,6 +49,7 @@ import contextlib
 import logging
 import os
 import shlex
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -61,6 +64,7 @@ from opencrab.agentmode.launching import (
     ensure_worktree,
     open_sub_agent,
     pid_alive,
+    screen_question,
     task_prompt,
 )
 from opencrab.agentmode.model import (
@@ -327,6 +331,7 @@ class AgentModeRunner:
             found, item.offset = read_signals(item.signal_dir, item.offset)
             item.signals += found
             item.size = size
+            item.screen_at = time.monotonic()  # it spoke: its screen can wait
             changed = True
         if item.exit_status is None and not pid_alive(item.pid):
             try:
@@ -341,6 +346,9 @@ class AgentModeRunner:
             )
             changed = True
         if not changed:
+            asked = await screen_question(self.tmux, item, task.sub_agent)
+            if asked is not None:
+                await self._apply(session, state, task, item, asked)
             return
         seen = clis.observe(item.signals, item.exit_status, prompt=item.prompt)
         await self._apply(session, state, task, item, seen)
