@@ -134,3 +134,18 @@ def fake_llm_server(_llm_server_session: Any) -> Any:
     """A scripted LLM wire-format server on loopback (see tests/fakes/llm_server.py)."""
     _llm_server_session.reset()
     return _llm_server_session
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux socket for the agent-mode runner a server or CLI opens
+    (`[agent_mode] tmux_socket` through the environment); its tmux server ended after."""
+    import asyncio
+    import uuid
+
+    from opencrab.agentmode.tmux import TmuxServer
+
+    name = f"oc-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", name)
+    yield name
+    asyncio.run(TmuxServer(name).kill_server())

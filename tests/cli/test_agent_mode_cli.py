@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from opencrab.agentmode.tmux import TmuxServer
 from opencrab.cli import build_app
 from tests.agentmode.runner_support import make_repo, write_scripts
 from tests.cli.test_llm_cli import closed_port
@@ -78,15 +74,6 @@ def test_status_of_an_unknown_session_is_an_error() -> None:
     result = runner.invoke(app, ["agent-mode", "plan", "/nonexistent/repo", "x"])
     assert result.exit_code == 1
     assert "not a directory" in result.stderr
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux socket for the runner the CLI opens; its server is ended after."""
-    socket = f"oc-cli-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", socket)
-    yield socket
-    asyncio.run(TmuxServer(socket).kill_server())
 
 
 def test_start_runs_the_plan_with_the_other_cli_then_status_and_cleanup(

@@ -3,11 +3,9 @@ camelCase JSON over the seed's record; errors in the API's shape."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -15,7 +13,6 @@ from uuid import uuid4
 import pytest
 from fastapi.testclient import TestClient
 
-from opencrab.agentmode.tmux import TmuxServer
 from tests.agentmode.runner_support import make_repo, write_scripts
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of
@@ -117,15 +114,6 @@ def test_bad_plans_and_unknown_sessions_are_named(
     assert "not inside a git repository" in error_of(response, 400, "validation_error")
     response = client.post("/api/agent-mode/sessions", json={"repository": str(repo)})
     error_of(response, 400, "validation_error")
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The server runner's tmux socket, private to the test; its server ended after."""
-    socket = f"oc-api-{uuid4().hex[:8]}"
-    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", socket)
-    yield socket
-    asyncio.run(TmuxServer(socket).kill_server())
 
 
 def test_start_watch_output_answer_retry_and_cleanup_over_rest(

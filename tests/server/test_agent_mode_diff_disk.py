@@ -3,10 +3,8 @@ worktrees' disk use), over a real run of the scripted `other` sub-agent in real 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -14,7 +12,6 @@ from uuid import uuid4
 import pytest
 from fastapi.testclient import TestClient
 
-from opencrab.agentmode.tmux import TmuxServer
 from tests.agentmode.runner_support import make_repo, write_scripts
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import error_of
@@ -23,15 +20,6 @@ from tests.server.conftest import error_of
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~/.gwt/sessions lands here
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The server runner's tmux socket, private to the test; its server ended after."""
-    socket = f"oc-diff-{uuid4().hex[:8]}"
-    monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", socket)
-    yield socket
-    asyncio.run(TmuxServer(socket).kill_server())
 
 
 def test_diff_and_disk_use_of_a_finished_task(
