@@ -202,7 +202,10 @@ CLI_CHOICES = ("claude", "codex", "gemini", "opencode", "other")
 class StartSession(ApiInput):
     cli: Literal["claude", "codex", "gemini", "opencode", "other"] = "claude"
     command: list[str] | None = Field(
-        default=None, max_length=100, description="The program (`other`) or CLI executable."
+        default=None,
+        max_length=100,
+        description="The program (`other`) or CLI executable with its arguments, as a list "
+        '(run without a shell), e.g. ["python", "agent.py", "--fast"].',
     )
     full_auto: bool = True
 
