@@ -26,6 +26,7 @@ from opencrab.store.dialects import postgresql, sqlite
 from opencrab.store.repositories import llm_analytics
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.tables import llm_usage_daily, llm_usage_metrics
+from opencrab.store.types import format_timestamp
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.importers.test_codex_parse import FILES
 
@@ -176,6 +177,34 @@ def test_the_importers_calls_add_up(any_db: Database, tmp_path: Path) -> None:
     want = assert_in_step(any_db)
     assert {k[4] for k in want} == {"import"}
     assert sum(v["calls"] for v in want.values()) > 10
+
+
+def test_rows_in_the_drivers_form_add_up_as_the_same_calls_do(any_db: Database) -> None:
+    """insert_bound (the importer's: timestamps already as the driver takes them, each
+    row's UTC day given) stores what insert stores and rolls it up alike."""
+    rows = [record.as_row() for record in mixed_calls()]
+    with any_db.write() as conn:
+        metrics_repo.insert(conn, rows)
+    stored = from_calls(any_db)
+    with any_db.write() as conn:
+        conn.execute(llm_usage_daily.delete())
+        conn.execute(llm_usage_metrics.delete())
+    sqlite_form = any_db.engine.dialect.name == "sqlite"
+    bound = [
+        tuple(
+            format_timestamp(v) if sqlite_form and isinstance(v, datetime) else v
+            for v in row._replace(id=str(uuid.uuid4()))
+        )
+        for row in rows
+    ]
+    days = [metrics_repo.utc_day_key(row.timestamp) for row in rows]
+    assert "2026-03-01" in days  # 08:30 in Tokyo on the 2nd
+    with any_db.write() as conn:
+        metrics_repo.insert_bound(conn, bound, days)
+    assert assert_in_step(any_db) == stored
+    with any_db.read() as conn:
+        have = conn.execute(sa.select(M.timestamp).order_by(M.timestamp)).scalars().all()
+    assert have == sorted(row.timestamp for row in rows)
 
 
 def test_repricing_and_ratings_change_the_rollup_too(any_db: Database) -> None:

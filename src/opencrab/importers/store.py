@@ -74,7 +74,6 @@ from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.imports import ImportSession
 from opencrab.store.repositories.memory import append_log_rows
-from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import format_timestamp, utcnow
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
@@ -88,6 +87,7 @@ BATCH_BYTES = 16 * 1024 * 1024
 """New lines written per transaction by `Importer.run` (a file is never split)."""
 
 Scan = Callable[..., Transcript]
+Row = tuple[Any, ...]
 
 # each line's payload is validated as its seed-000 type (pydantic-core's validator is
 # several times faster than model_construct) and encoded by event_log.event_row
@@ -413,14 +413,14 @@ class _Writer:
     ) -> None:
         # memory lines and texts carry their timestamps as the driver takes them (no
         # bind processing per row): storage text on SQLite, the datetime elsewhere
-        events, logs, metrics, texts = self._rows(as_text=conn.dialect.name == "sqlite")
+        events, logs, metrics, days, texts = self._rows(as_text=conn.dialect.name == "sqlite")
         self._session(conn, first_line, stat, digest)
         imports_repo.add_texts(conn, texts, bound=True)
         events_repo.insert(conn, events)
         if logs:
             append_log_rows(conn, logs, bound=True)
         if metrics:
-            metrics_repo.insert(conn, metrics)
+            metrics_repo.insert_bound(conn, metrics, days)
         if chunk:
             raw = b"".join(chunk)
             imports_repo.add_chunk(
@@ -435,16 +435,18 @@ class _Writer:
 
     def _rows(
         self, *, as_text: bool
-    ) -> tuple[list[EventRow], list[tuple[Any, ...]], list[MetricRow], list[tuple[Any, ...]]]:
-        """The events, memory lines, metrics rows and texts of the new lines; `as_text`:
-        the memory lines' and texts' timestamps in storage text (SQLite's bound form)."""
+    ) -> tuple[list[EventRow], list[Row], list[Row], list[str], list[Row]]:
+        """The events, memory lines, metrics rows (with each one's UTC day) and texts of
+        the new lines, timestamps in the driver's form: storage text when `as_text`
+        (SQLite), else the datetime."""
         importer = self.importer
         source = importer.source.name
         agent_id = importer.agent_id
         session_id = self.session_id
         events: list[EventRow] = []
         logs: list[tuple[Any, ...]] = []
-        metrics: list[MetricRow] = []
+        metrics: list[tuple[Any, ...]] = []
+        days: list[str] = []
         texts: list[tuple[Any, ...]] = []
         when = _Clock()
         result = self.result
@@ -453,8 +455,9 @@ class _Writer:
             at = stamp if as_text else moment
             kind = entry.kind
             if kind == "usage":
-                metric, usage_event = self._usage(entry, moment, stamp)
+                metric, usage_event = self._usage(entry, at, stamp)
                 metrics.append(metric)
+                days.append(stamp[:10])  # storage text is UTC: its date is the UTC day
                 if usage_event is not None:
                     events.append(usage_event)
                 continue
@@ -492,11 +495,13 @@ class _Writer:
             if agent_id is not None and log[1]:
                 logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, at))
         result.calls = len(metrics)
-        return events, logs, metrics, [t for t in texts if t[5]]
+        return events, logs, metrics, days, [t for t in texts if t[5]]
 
     def _usage(
-        self, entry: Entry, moment: datetime, stamp: str
-    ) -> tuple[MetricRow, EventRow | None]:
+        self, entry: Entry, at: datetime | str, stamp: str
+    ) -> tuple[tuple[Any, ...], EventRow | None]:
+        """A call's metrics row (timestamps `at`, in the driver's form) and its
+        token_usage event (stamped `stamp`), if a generation came before it."""
         call = entry.usage
         assert call is not None
         importer = self.importer
@@ -516,11 +521,11 @@ class _Writer:
             result.unpriced.add(f"{self.provider}/{model}")
         result.cost_usd += cost
         uid = event_id(self.session_id, entry.line, USAGE_PART)
-        metric = MetricRow(
+        metric = (  # a row of metrics_repo.COLUMNS
             uid,
             importer.agent_id or "system",
             self.session_id,
-            moment,
+            at,
             self.provider,
             model,
             "import",
@@ -548,7 +553,7 @@ class _Writer:
             None,  # task success
             None,  # would use again
             None,  # better model suggestion
-            moment,
+            at,
         )
         if self.last_generation is None:
             return metric, None

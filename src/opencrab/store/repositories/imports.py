@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import TextQuery, postgresql, search_import_texts, sqlite
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import import_chunks, import_problems, import_sessions, import_texts
 from opencrab.store.tables import llm_usage_metrics as metrics
 
@@ -105,8 +106,19 @@ _INSERT_CHUNK = import_chunks.insert()
 
 def get(conn: Connection, session_id: str) -> ImportSession | None:
     """An import session, or None."""
-    row = conn.execute(sa.select(*_SESSION).where(import_sessions.c.id == session_id)).first()
+    row = conn.execute(_GET, {"session_id": session_id}).first()
     return None if row is None else ImportSession(*row)
+
+
+# built once: an import looks up each file's session and stored texts (the texts' query
+# also compiled once; the session's has a Numeric column, which Prepared cannot read)
+_GET = sa.select(*_SESSION).where(import_sessions.c.id == sa.bindparam("session_id"))
+_STORED_TEXTS = Prepared(
+    sa.select(import_texts.c.line, import_texts.c.part).where(
+        import_texts.c.session_id == sa.bindparam("session_id"),
+        import_texts.c.line >= sa.bindparam("line"),
+    )
+)
 
 
 def _filters(
@@ -328,13 +340,10 @@ def add_texts(conn: Connection, rows: Sequence[tuple[Any, ...]], *, bound: bool 
     (`bulk_insert`'s `bound`)."""
     if not rows:
         return
-    x = import_texts.c
     stored = {
         (int(line), int(part))
-        for line, part in conn.execute(
-            sa.select(x.line, x.part).where(
-                x.session_id == rows[0][0], x.line >= min(int(r[1]) for r in rows)
-            )
+        for line, part in _STORED_TEXTS.rows(
+            conn, session_id=rows[0][0], line=min(int(r[1]) for r in rows)
         )
     }
     fresh = [r for r in rows if (int(r[1]), int(r[2])) not in stored]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -461,3 +462,49 @@ def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
         [{"row_id": row_id, "cost": cost} for row_id, cost in costs],
     )
     _accumulate(conn, change)
+
+
+def insert_bound(conn: Connection, rows: Sequence[Sequence[Any]], days: Sequence[str]) -> None:
+    """`insert` of rows (values in COLUMNS order) already in the driver's form
+    (`bulk_insert`'s `bound`: timestamps as storage text on SQLite), `days[i]` the UTC
+    day key of row i's timestamp (`utc_day_key`): an import's many calls are not
+    converted again value by value."""
+    bulk_insert(conn, metrics, COLUMNS, rows, bound=True)
+    keys = [_BOUND[n] for n in ("agent_id", "provider", "model", "purpose", "task_type")]
+    agent, provider, model, purpose, task_type = keys
+    status, quality_at, ttft_at = _BOUND["status"], _BOUND["quality_score"], _BOUND["ttft"]
+    latency = _BOUND["latency_ms"]
+    summed = itemgetter(*(_BOUND[n] for n in _BOUND_SUMS))
+    sums: dict[tuple[str, ...], list[Any]] = {}
+    for r, day in zip(rows, days, strict=True):
+        key = (day, str(r[agent]), r[provider], r[model], r[purpose], r[task_type] or "", r[status])
+        quality, ttft = r[quality_at], r[ttft_at]
+        _add(
+            sums,
+            key,
+            (
+                1,
+                *summed(r),
+                0.0 if quality is None else quality,
+                0 if quality is None else 1,
+                r[latency],
+                0 if ttft is None else ttft,
+                0 if ttft is None else 1,
+            ),
+        )
+    _accumulate(conn, sums)
+
+
+_BOUND = {name: COLUMNS.index(name) for name in COLUMNS} | {
+    "ttft": COLUMNS.index("time_to_first_token_ms")
+}
+_BOUND_SUMS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "estimated_cost_usd",
+)
+"""The columns `insert_bound` sums as they are, in DAILY_SUMS order after `calls`."""
