@@ -17,9 +17,9 @@ from opencrab.agentmode.service import AgentModeService
 from opencrab.config import load_settings
 from opencrab.core.runtime import Runtime
 from opencrab.store.repositories import metrics as metrics_repo
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
+from tests.fakes.ports import closed_port
 
 CHAT = "/v1/chat/completions"
 

@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import chunk, completion
+from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.ports import closed_port
 
 CHAT = "/v1/chat/completions"
 runner = CliRunner()

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from opencrab.cli import build_app
 from tests.agentmode.runner_support import make_repo, write_scripts
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
+from tests.fakes.ports import closed_port
 
 CHAT = "/v1/chat/completions"
 runner = CliRunner()

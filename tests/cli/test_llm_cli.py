@@ -4,7 +4,6 @@ the embedded model."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,9 @@ from opencrab.llm.router import OFFLINE_HINT
 from opencrab.store import Database
 from opencrab.store.tables import import_sessions, llm_usage_metrics
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.ports import closed_port
 from tests.importers.test_codex_parse import CORPUS
-from tests.llm.providers.test_openai import chunk, completion
 
 CHAT = "/v1/chat/completions"
 runner = CliRunner()
@@ -28,13 +28,6 @@ app = build_app()
 def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
     result = runner.invoke(app, list(args), input=input)
     return result.exit_code, result.stdout, result.stderr
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port  # nothing listens once the probe is closed
 
 
 @pytest.fixture(autouse=True)

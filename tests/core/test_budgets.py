@@ -36,8 +36,8 @@ from opencrab.store.tables import budget_alerts, llm_usage_daily, llm_usage_metr
 from tests.core.conftest import speak
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.metrics_rows import usage_rows
+from tests.fakes.openai_bodies import completion
 from tests.fakes.scripted_provider import ScriptedProvider, reply
-from tests.llm.providers.test_openai import completion
 
 CHAT = "/v1/chat/completions"
 USAGE = {"prompt_tokens": 20_000, "completion_tokens": 4_000, "total_tokens": 24_000}

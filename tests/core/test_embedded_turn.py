@@ -20,7 +20,7 @@ from opencrab.llm.providers.embedded import EmbeddedProvider
 from opencrab.llm.types import ChatChunk, ChatRequest
 from opencrab.messages import CliSource, IncomingMessage
 from opencrab.store import Database
-from tests.cli.test_llm_cli import closed_port
+from tests.fakes.ports import closed_port
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,8 @@ from playwright.sync_api import Browser, sync_playwright
 
 from tests.fakes.browser import Watched, launch
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
-from tests.llm.providers.test_openai import completion
 
 CHAT = "/v1/chat/completions"
 DEFAULT_REPLY = "Hello from the fake model."

@@ -23,8 +23,8 @@ from tests.agentmode.runner_support import SCRIPTED, make_repo
 from tests.dashboard.conftest import CHAT
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
-from tests.llm.providers.test_openai import completion
 
 ROOT = Path(__file__).parents[2]
 PLAN = {

@@ -21,8 +21,8 @@ from tests.dashboard.test_home import BIG_USAGE, QUIET, chat_once
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.metrics_rows import usage_rows
+from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
-from tests.llm.providers.test_openai import completion
 from tests.tickets.conftest import wait_for
 
 

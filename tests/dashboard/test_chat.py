@@ -13,7 +13,7 @@ from playwright.sync_api import WebSocket, expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import chunk, completion, tool_delta
+from tests.fakes.openai_bodies import chunk, completion, tool_delta
 
 QUIET = {"enabled": False}  # no heartbeat turn takes a scripted reply meant for the chat
 USAGE = {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}

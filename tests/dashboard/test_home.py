@@ -13,7 +13,7 @@ from playwright.sync_api import Locator, expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 QUIET = {"enabled": False}  # no heartbeat reflection spends or answers behind the test's back
 BIG_USAGE = {"prompt_tokens": 100_000, "completion_tokens": 10_000, "total_tokens": 110_000}

@@ -18,8 +18,8 @@ from playwright.sync_api import Browser, Page, expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
-from tests.llm.providers.test_openai import completion
 
 
 def said(text: str) -> Reply:

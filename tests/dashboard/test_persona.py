@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 PERSONA: dict[str, Any] = {
     "language": "ja",

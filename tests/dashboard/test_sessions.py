@@ -16,7 +16,7 @@ from playwright.sync_api import Locator, Page, expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 THINKING = "ファイルを確認してから答えよう。"
 ANSWER = "ワークスペースはまだ空っぽです。何か書きましょうか？"

@@ -15,7 +15,8 @@ from opencrab.store import Database
 from tests.dashboard.conftest import make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer
-from tests.fakes.served import ServedOpenCrab, free_port
+from tests.fakes.ports import free_port
+from tests.fakes.served import ServedOpenCrab
 
 
 def test_home_is_a_page_not_json(page: Watched, api: httpx.Client) -> None:

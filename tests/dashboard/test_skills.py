@@ -16,7 +16,7 @@ from opencrab.prompts import LANGUAGES
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 SKILL = """---
 name: 議事録の要約

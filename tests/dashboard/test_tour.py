@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from tests.dashboard.conftest import CHAT, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 UNLABELLED = """() => [...document.querySelectorAll(
     'input:not([type=hidden]), select, textarea, button')]

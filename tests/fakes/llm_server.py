@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -33,6 +32,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.ports import free_port
 
 SseEvent = dict[str, Any] | str | tuple[str, dict[str, Any] | str]
 """A dict or str is sent as `data: …`; (name, data) adds an `event: name` line."""
@@ -88,7 +89,7 @@ class FakeLlmServer:
         self._responders: dict[str, Callable[[Recorded], Reply]] = {}
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = Starlette(
             routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "PUT", "DELETE"])]
@@ -199,12 +200,6 @@ class FakeLlmServer:
             media_type=reply.content_type or media_type,
             headers=reply.headers,
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def running_server() -> Iterator[FakeLlmServer]:

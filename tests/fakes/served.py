@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,12 +24,33 @@ from typing import IO
 import httpx
 
 from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.ports import free_port
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def start_up(args: list[str], env: dict[str, str], base: str) -> subprocess.Popen[str]:
+    """Start `opencrab up ARGS` with `env`; return once `base` answers /api/health."""
+    exe = str(Path(sys.executable).parent / "opencrab")
+    server = subprocess.Popen(
+        [exe, "up", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        assert server.poll() is None, server.stdout.read() if server.stdout else ""
+        assert time.monotonic() < deadline, "server did not start in 30 s"
+        time.sleep(0.1)
+
+
+def stop_up(server: subprocess.Popen[str]) -> str:
+    """SIGTERM the server; its output once it ended cleanly."""
+    server.send_signal(signal.SIGTERM)
+    output, _ = server.communicate(timeout=30)
+    assert server.returncode in (0, -signal.SIGTERM), output
+    return output
 
 
 class ServedOpenCrab:

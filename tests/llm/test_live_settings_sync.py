@@ -25,7 +25,7 @@ from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.store import Database
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 
 CHAT = "/v1/chat/completions"
 KEY = "sk-or-v1-first-secret-AB12"

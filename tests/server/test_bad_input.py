@@ -15,8 +15,8 @@ from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.core.conftest import speak
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import CHAT, completion
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.llm.providers.test_openai import CHAT, completion
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import LocalClient
 

@@ -25,11 +25,11 @@ from opencrab.errors import ConfigError
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
-from tests.cli.test_llm_cli import closed_port
+from tests.fakes.ports import closed_port, free_port
 from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.served import start_up, stop_up
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import ORIGIN, LocalClient
-from tests.server.test_up_socket import _start, _stop, free_port
 
 EVIL = "http://evil.example"
 
@@ -226,7 +226,7 @@ def test_opencrab_up_on_loopback_refuses_a_rebound_page_and_a_cross_site_post(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     args = ["--port", str(port), "--data-dir", str(tmp_path / "served")]
-    server = _start(args, env, base)  # the default: loopback, no token
+    server = start_up(args, env, base)  # the default: loopback, no token
     try:
         api = httpx.Client(base_url=base)
         agent = api.post("/api/agents", json={"name": "aki", "prompt": "Be brief."}).json()
@@ -254,4 +254,4 @@ def test_opencrab_up_on_loopback_refuses_a_rebound_page_and_a_cross_site_post(
             ws.send('{"type": "ping"}')
             assert ws.recv(10) == '{"type":"pong"}'
     finally:
-        _stop(server)
+        stop_up(server)

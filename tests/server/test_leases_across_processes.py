@@ -16,8 +16,8 @@ from opencrab.store import Database
 from opencrab.store.leases import LeaseStore, turn_key
 from opencrab.store.tables import heartbeat_log
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
-from tests.llm.providers.test_openai import completion
 
 CHAT = "/v1/chat/completions"
 FAST_LEASES = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "5"}  # a crash is noticed in seconds;

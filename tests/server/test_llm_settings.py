@@ -22,7 +22,7 @@ from opencrab.config.secret_key import FILE_NAME
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 from tests.server.conftest import error_of
 from tests.server.local import LocalClient
 

@@ -15,7 +15,7 @@ from opencrab.server.app import create_app
 from opencrab.store import Database
 from opencrab.store.repositories import llm_settings as repo
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import completion
+from tests.fakes.openai_bodies import completion
 from tests.server.local import LocalClient
 
 CHAT = "/v1/chat/completions"

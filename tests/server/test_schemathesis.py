@@ -25,8 +25,8 @@ from opencrab.core.sessions import ensure_chat_session
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.ports import free_port
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.server.test_up_socket import free_port
 
 KNOWN: dict[str, str] = {}
 # 400 is how the API refuses input that is well-formed but wrong (seed 002): a path that

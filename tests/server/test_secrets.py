@@ -17,8 +17,8 @@ import pytest
 from opencrab.config import load_settings
 from opencrab.server.app import create_app
 from opencrab.store import Database
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.ports import closed_port
 from tests.server.conftest import new_agent
 from tests.server.local import LocalClient
 

@@ -25,11 +25,11 @@ from opencrab.llm.types import ChatRequest, Message
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics, sessions
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.ports import closed_port, free_port
+from tests.fakes.served import start_up, stop_up
 from tests.fakes.threaded_server import serve_in_thread
-from tests.llm.providers.test_openai import chunk, completion
-from tests.server.test_up_socket import _start, _stop, free_port
 
 CHAT = "/v1/chat/completions"
 
@@ -156,7 +156,7 @@ def test_llm_health_reports_a_running_opencrab_as_not_a_model_server(tmp_path: P
     data = tmp_path / "served"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
     args = ["--port", str(port), "--data-dir", str(data), "--config", str(config)]
-    server = _start(args, env, base)
+    server = start_up(args, env, base)
     try:
         mark = httpx.get(f"{base}/api/health").headers[INSTANCE_HEADER]
         assert mark != INSTANCE_ID  # another process, another mark
@@ -172,4 +172,4 @@ def test_llm_health_reports_a_running_opencrab_as_not_a_model_server(tmp_path: P
             "set [llm.providers.llamacpp] base_url"
         )
     finally:
-        _stop(server)
+        stop_up(server)

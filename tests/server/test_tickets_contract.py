@@ -27,8 +27,8 @@ from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from opencrab.tickets import service
+from tests.fakes.ports import free_port
 from tests.fakes.seed_openapi import SeedContract
-from tests.fakes.served import free_port
 
 OPERATIONS = (
     "listTickets",

@@ -29,16 +29,11 @@ from websockets.sync.client import connect
 
 from opencrab.events import event_json
 from tests.cli.test_agent_cli import CHAT, call, tool_reply
-from tests.cli.test_llm_cli import closed_port
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.llm.providers.test_openai import chunk, completion
+from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.ports import closed_port, free_port
+from tests.fakes.served import start_up, stop_up
 from tests.test_event_log import chain
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> tuple[int, object]:
@@ -96,28 +91,6 @@ def test_up_serves_health_and_traces_then_stops_cleanly(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ the whole server
-def _start(args: list[str], env: dict[str, str], base: str) -> subprocess.Popen[str]:
-    exe = str(Path(sys.executable).parent / "opencrab")
-    server = subprocess.Popen(
-        [exe, "up", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        assert server.poll() is None, server.stdout.read() if server.stdout else ""
-        assert time.monotonic() < deadline, "server did not start in 30 s"
-        time.sleep(0.1)
-
-
-def _stop(server: subprocess.Popen[str]) -> str:
-    server.send_signal(signal.SIGTERM)
-    output, _ = server.communicate(timeout=30)
-    assert server.returncode in (0, -signal.SIGTERM), output
-    return output
 
 
 def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
@@ -153,7 +126,9 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
     )
     secret = json.loads(made.stdout)["token"]
     base = f"http://127.0.0.1:{port}"
-    server = _start(["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)], env, base)
+    server = start_up(
+        ["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)], env, base
+    )
     try:
         assert httpx.get(f"{base}/api/agents").status_code == 401
         api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"})
@@ -217,7 +192,7 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"{base}/v1", api_key="ocb_wrong", max_retries=0).models.list()
     finally:
-        output = _stop(server)
+        output = stop_up(server)
     assert "bearer token required" in " ".join(output.split())
 
 

@@ -14,8 +14,8 @@ from opencrab.config import Settings
 from opencrab.core.workspace import Workspace
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.ports import free_port
 from tests.fakes.threaded_server import serve_in_thread
-from tests.server.test_up_socket import free_port
 
 UPLOADS = 300
 

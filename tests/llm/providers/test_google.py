@@ -32,7 +32,8 @@ from opencrab.llm.types import (
     ToolCall,
     ToolDefinition,
 )
-from tests.fakes.llm_server import FakeLlmServer, Reply, _free_port
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.ports import free_port
 from tests.llm.providers.streams import collect, collect_texts
 
 MODEL = "gemini-2.5-flash"
@@ -597,9 +598,7 @@ async def test_error_event_in_stream(
 
 
 async def test_unreachable_server() -> None:
-    config = ProviderConfig(
-        api_key=SecretStr("g-test"), base_url=f"http://127.0.0.1:{_free_port()}"
-    )
+    config = ProviderConfig(api_key=SecretStr("g-test"), base_url=f"http://127.0.0.1:{free_port()}")
     provider = GoogleProvider(config)
     try:
         with pytest.raises(ProviderUnreachable) as caught:

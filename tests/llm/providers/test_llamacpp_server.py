@@ -7,7 +7,6 @@ segfault on the first request (llama.cpp issue #20824; see opencrab.llm.provider
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from opencrab.llm.providers.embedded import smollm2_path
 from opencrab.llm.registry import build_provider
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message
+from tests.fakes.ports import free_port
 
 ALIAS = "smollm2-135m-instruct"
 BOOTSTRAP = (
@@ -32,13 +32,6 @@ BOOTSTRAP = (
     "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
 )
 START_SECS = 60
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path) -> None:

@@ -23,7 +23,8 @@ from opencrab.errors import (
 from opencrab.llm.providers.ollama import OllamaProvider
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message, ModelInfo, ToolCall, ToolDefinition
-from tests.fakes.llm_server import FakeLlmServer, Reply, _free_port
+from tests.fakes.llm_server import FakeLlmServer, Reply
+from tests.fakes.ports import free_port
 from tests.llm.providers.streams import collect, collect_texts
 
 MODEL = "llama3.2"
@@ -417,7 +418,7 @@ async def test_error_line_in_stream(
 
 
 async def test_unreachable_server() -> None:
-    provider = OllamaProvider(ProviderConfig(base_url=f"http://127.0.0.1:{_free_port()}"))
+    provider = OllamaProvider(ProviderConfig(base_url=f"http://127.0.0.1:{free_port()}"))
     try:
         assert provider.is_configured() is True
         with pytest.raises(ProviderUnreachable) as caught:
