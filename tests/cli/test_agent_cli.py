@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.ports import closed_port
 
-CHAT = "/v1/chat/completions"
 runner = CliRunner()
 app = build_app()
 
@@ -33,17 +31,6 @@ def ok(*args: str, input: str | None = None) -> str:
     code, out, err = run(*args, input=input)
     assert code == 0, f"exit {code}: {err}{out}"
     return out
-
-
-def call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-
-
-def tool_reply(*calls: dict[str, Any], content: str | None = None) -> Reply:
-    return Reply(
-        json=completion({"content": content, "tool_calls": list(calls)}, finish="tool_calls")
-    )
 
 
 @pytest.fixture(autouse=True)

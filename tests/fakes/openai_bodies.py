@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from tests.fakes.llm_server import Reply
 
 CHAT = "/v1/chat/completions"
 
@@ -62,3 +65,16 @@ def tool_delta(
         call |= {"id": call_id, "type": "function"}
         call["function"]["name"] = name
     return {"tool_calls": [call]}
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    """One tool call in an assistant message (arguments as JSON text)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def tool_reply(*calls: dict[str, Any], content: str | None = None) -> Reply:
+    """A completion that calls `calls` (finish_reason tool_calls), as a fake reply."""
+    return Reply(
+        json=completion({"content": content, "tool_calls": list(calls)}, finish="tool_calls")
+    )

@@ -28,9 +28,8 @@ import pytest
 from websockets.sync.client import connect
 
 from opencrab.events import event_json
-from tests.cli.test_agent_cli import CHAT, call, tool_reply
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import chunk, completion
+from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.ports import closed_port, free_port
 from tests.fakes.served import start_up, stop_up
 from tests.test_event_log import chain
