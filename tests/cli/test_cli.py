@@ -18,7 +18,7 @@ from opencrab.cli import build_app
 from opencrab.event_log import EventLog
 from opencrab.events import event_json
 from opencrab.store import Database, migrate
-from tests.test_event_log import chain
+from tests.fakes.event_chain import chain
 
 runner = CliRunner()
 app = build_app()

@@ -14,8 +14,8 @@ from opencrab.event_log import EventLog
 from opencrab.events import event_dict
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.event_chain import chain
 from tests.server.local import LocalClient
-from tests.test_event_log import chain
 
 
 @pytest.fixture

@@ -28,11 +28,11 @@ import pytest
 from websockets.sync.client import connect
 
 from opencrab.events import event_json
+from tests.fakes.event_chain import chain
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.ports import closed_port, free_port
 from tests.fakes.served import start_up, stop_up
-from tests.test_event_log import chain
 
 
 def get(url: str) -> tuple[int, object]:

@@ -25,10 +25,10 @@ from opencrab.server.app import create_app
 from opencrab.server.live import Client, EventHub
 from opencrab.store import Database
 from tests.core.conftest import calls, speak
+from tests.fakes.event_chain import chain
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.server.conftest import new_agent
 from tests.server.local import LocalClient
-from tests.test_event_log import chain
 
 
 class GatedProvider(ScriptedProvider):
