@@ -28,7 +28,7 @@ from opencrab.llm.types import ChatRequest
 from opencrab.store import Database
 from opencrab.store.tables import agent_sessions, llm_usage_metrics, sessions
 from tests.core.conftest import calls, speak
-from tests.fakes.scripted_provider import ScriptedProvider, reply
+from tests.fakes.scripted_provider import ScriptedProvider, SmallWindow, reply
 
 
 async def turn(runtime: Runtime, agent: Agent, text: str = "hi", **kw: Any) -> TurnResult:
@@ -557,11 +557,6 @@ async def test_switched_off_skill_takes_its_actions_away(
 
 
 # ------------------------------------------------------------------ context window
-class SmallWindow(ScriptedProvider):
-    def context_window(self, model: str) -> int:
-        return 9000
-
-
 async def test_old_turns_are_summarised_when_the_window_fills(
     runtime: Runtime, agent: Agent
 ) -> None:

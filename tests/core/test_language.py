@@ -25,7 +25,7 @@ from opencrab.store import Database
 from opencrab.store.tables import agents as agents_table
 from opencrab.store.tables import skills as skills_table
 from tests.core.conftest import calls, speak
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, SmallWindow
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
 
@@ -225,11 +225,6 @@ async def test_learning_results_and_reflection_prompts_use_the_language(
     assert str(reflection.messages[1].content).startswith(
         "Focus: what worked, what did not, what to do differently\n\nLog:\n"
     )
-
-
-class SmallWindow(ScriptedProvider):
-    def context_window(self, model: str) -> int:
-        return 9000
 
 
 async def test_compaction_summarises_in_the_agents_language(runtime: Runtime) -> None:

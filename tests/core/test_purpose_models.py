@@ -19,8 +19,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.steps import Compacted, TurnResult
 from opencrab.store.tables import llm_usage_metrics
 from tests.core.conftest import calls, speak
-from tests.core.test_engine import SmallWindow
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, SmallWindow
 
 HAIKU = ModelRef(provider="anthropic", model="claude-haiku-4.5")
 LESSON = json.dumps({"skill_name": None})

@@ -80,3 +80,17 @@ def make_agent(api: httpx.Client, name: str, **fields: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+QUIET = {"enabled": False}  # no heartbeat reflection spends or answers behind the test's back
+BIG_USAGE = {"prompt_tokens": 100_000, "completion_tokens": 10_000, "total_tokens": 110_000}
+"""gpt-5.2 (the default tool_calling model) at $1.75 / $14.00 per million tokens: $0.315."""
+
+
+def chat_once(api: httpx.Client, agent: str, text: str) -> dict[str, Any]:
+    """One turn in a new session of `agent` over REST; the turn's JSON."""
+    session = api.post("/api/sessions", json={"agentId": agent}).json()["id"]
+    posted = api.post(f"/api/sessions/{session}/messages", json={"content": text})
+    assert posted.status_code == 201, posted.text
+    result: dict[str, Any] = posted.json()
+    return result

@@ -16,8 +16,7 @@ from playwright.sync_api import expect
 from opencrab.config import load_settings
 from opencrab.store import Database
 from opencrab.store.repositories import metrics as metrics_repo
-from tests.dashboard.conftest import CHAT, make_agent
-from tests.dashboard.test_home import BIG_USAGE, QUIET, chat_once
+from tests.dashboard.conftest import BIG_USAGE, CHAT, QUIET, chat_once, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.metrics_rows import usage_rows

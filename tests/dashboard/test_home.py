@@ -10,14 +10,10 @@ from uuid import uuid4
 import httpx
 from playwright.sync_api import Locator, expect
 
-from tests.dashboard.conftest import CHAT, make_agent
+from tests.dashboard.conftest import BIG_USAGE, CHAT, QUIET, chat_once, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import completion
-
-QUIET = {"enabled": False}  # no heartbeat reflection spends or answers behind the test's back
-BIG_USAGE = {"prompt_tokens": 100_000, "completion_tokens": 10_000, "total_tokens": 110_000}
-"""gpt-5.2 (the default tool_calling model) at $1.75 / $14.00 per million tokens: $0.315."""
 
 
 def card(page: Watched, name: str) -> Locator:
@@ -26,14 +22,6 @@ def card(page: Watched, name: str) -> Locator:
 
 def count_in(card: Locator, label: str) -> Locator:
     return card.locator(".agent-counts div").filter(has_text=label).locator("dd")
-
-
-def chat_once(api: httpx.Client, agent: str, text: str) -> dict[str, Any]:
-    session = api.post("/api/sessions", json={"agentId": agent}).json()["id"]
-    posted = api.post(f"/api/sessions/{session}/messages", json={"content": text})
-    assert posted.status_code == 201, posted.text
-    result: dict[str, Any] = posted.json()
-    return result
 
 
 def test_cards_show_role_persona_status_spend_and_counts(

@@ -131,3 +131,10 @@ class ScriptedProvider(LlmProvider):
 
 def kwargs_of(request: ChatRequest) -> dict[str, Any]:
     return request.model_dump(exclude_defaults=True)
+
+
+class SmallWindow(ScriptedProvider):
+    """A scripted provider whose models have a 9,000-token window (compaction comes soon)."""
+
+    def context_window(self, model: str) -> int:
+        return 9000

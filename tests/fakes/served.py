@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -51,6 +52,25 @@ def stop_up(server: subprocess.Popen[str]) -> str:
     output, _ = server.communicate(timeout=30)
     assert server.returncode in (0, -signal.SIGTERM), output
     return output
+
+
+def wait_for(what: str, done: Callable[[], bool], secs: float = 90) -> None:
+    """Wait (generously) until `done()`; fail naming `what` if it never happens."""
+    deadline = time.monotonic() + secs
+    while not done():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.2)
+
+
+def make_agents(url: str, names: list[str], interval: int) -> list[str]:
+    """Create `names` over REST with heartbeats every `interval` s; their ids."""
+    made = []
+    for name in names:
+        body = {"name": name, "prompt": "You are terse.", "heartbeat": {"intervalSecs": interval}}
+        response = httpx.post(url + "/api/agents", json=body, timeout=30)
+        assert response.status_code == 201, response.text
+        made.append(str(response.json()["id"]))
+    return made
 
 
 class ServedOpenCrab:

@@ -5,8 +5,6 @@ the other once its leases expire, and one session never runs two turns at once."
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -16,20 +14,11 @@ from opencrab.store import Database
 from opencrab.store.leases import LeaseStore, turn_key
 from opencrab.store.tables import heartbeat_log
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import completion
-from tests.fakes.served import ServedOpenCrab
+from tests.fakes.openai_bodies import CHAT, completion
+from tests.fakes.served import ServedOpenCrab, make_agents, wait_for
 
-CHAT = "/v1/chat/completions"
 FAST_LEASES = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "5"}  # a crash is noticed in seconds;
 # renewals every ttl/3 keep a lease through a loaded machine's stalls
-
-
-def wait_for(what: str, done: Callable[[], bool], secs: float = 90) -> None:
-    """Wait (generously) until `done()`; fail naming `what` if it never happens."""
-    deadline = time.monotonic() + secs
-    while not done():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.2)
 
 
 def ticks(db: Database) -> dict[str, list[str]]:
@@ -44,16 +33,6 @@ def ticks(db: Database) -> dict[str, list[str]]:
     for r in rows:
         out.setdefault(str(r.agent_id), []).append(str((r.result_json or {}).get("process")))
     return out
-
-
-def make_agents(url: str, names: list[str], interval: int) -> list[str]:
-    made = []
-    for name in names:
-        body = {"name": name, "prompt": "You are terse.", "heartbeat": {"intervalSecs": interval}}
-        response = httpx.post(url + "/api/agents", json=body, timeout=30)
-        assert response.status_code == 201, response.text
-        made.append(str(response.json()["id"]))
-    return made
 
 
 def owner_of(served: ServedOpenCrab, processes: set[str]) -> str:

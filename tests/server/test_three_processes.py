@@ -22,9 +22,8 @@ from opencrab.store import Database
 from opencrab.store.leases import LeaseStore
 from opencrab.store.tables import heartbeat_log
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import completion
-from tests.fakes.served import ServedOpenCrab
-from tests.server.test_leases_across_processes import CHAT, make_agents, wait_for
+from tests.fakes.openai_bodies import CHAT, completion
+from tests.fakes.served import ServedOpenCrab, make_agents, wait_for
 
 INTERVALS = (2, 3, 5)  # short primes
 
