@@ -15,7 +15,7 @@ import pytest
 
 from opencrab.event_log import EventLog
 from opencrab.importers import claude, codex, codex_scan
-from opencrab.importers.common import MAX_DEPTH, UNREADABLE, Transcript
+from opencrab.importers.common import DEEP_LINE_BYTES, MAX_DEPTH, UNREADABLE, Transcript, json_lines
 from opencrab.importers.sessions import normalized_messages
 from opencrab.importers.store import Importer, session_id_for
 from opencrab.store import Database
@@ -160,6 +160,21 @@ def test_json_nested_too_deeply_is_reported_or_kept_as_text(
     summary = Importer(db, "codex", agent_id=agent_id).run([path])
     assert summary.files[0].events == 3  # the call, its result and the fine call
     assert summary.files[0].session_id == session_id_for("codex", path.resolve())
+
+
+def test_the_shortest_lines_past_the_depth_limit_are_reported() -> None:
+    def nested(levels: int) -> bytes:  # an object holding `levels` lists, the last a number's
+        return b'{"a":' + b"[" * levels + b"0" + b"]" * levels + b"}\n"
+
+    at_limit, past = nested(MAX_DEPTH - 1), nested(MAX_DEPTH)
+    assert len(past) < DEEP_LINE_BYTES + 10  # as short as such a line can be, near enough
+    result = Transcript("f.jsonl")
+    brackets = b'{"a":"' + b"[{" * MAX_DEPTH + b'"}\n'  # a string of brackets: no nesting
+    kept = [index for index, _ in json_lines([at_limit, past, brackets], result, 0)]
+    assert kept == [0, 2]
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (2, f"JSON nested deeper than {MAX_DEPTH} levels")
+    ]
 
 
 # ------------------------------------------------------------------ mutated real lines

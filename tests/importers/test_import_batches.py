@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from opencrab.importers.store import FileResult, Importer
+from opencrab.importers.store import LOOKUP_FILES, FileResult, Importer
 from opencrab.store import Database
 from opencrab.store.tables import events, import_sessions
 
@@ -72,6 +72,49 @@ def test_a_file_reached_by_two_paths_is_imported_once(
     with db.read() as conn:
         sessions = conn.execute(sa.select(sa.func.count()).select_from(import_sessions))
         assert sessions.scalar_one() == len(files)
+
+
+def test_stored_sessions_are_looked_up_a_window_of_files_at_a_time(
+    db: Database, tmp_path: Path
+) -> None:
+    def user_line(text: str) -> str:
+        payload = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        }
+        line = {
+            "timestamp": "2026-02-23T03:40:23.123Z",
+            "type": "response_item",
+            "payload": payload,
+        }
+        return json.dumps(line) + "\n"
+
+    count = LOOKUP_FILES + 6
+    paths = [tmp_path / f"rollout-2026-02-23T03-40-23-{n:03}.jsonl" for n in range(count)]
+    for path in paths[: count - 3]:
+        path.write_text(user_line(f"hello {path.name}"))
+    Importer(db, "codex").run([tmp_path])
+    for path in paths[:2]:  # two grow, three are new, the rest are as they were
+        with path.open("a") as out:
+            out.write(user_line("again"))
+    for path in paths[count - 3 :]:
+        path.write_text(user_line("new"))
+    lookups: list[str] = []
+
+    def executed(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM import_sessions" in statement:
+            lookups.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", executed)
+    try:
+        summary = Importer(db, "codex").run([tmp_path])
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", executed)
+    statuses = [f.status for f in summary.files]
+    assert statuses == ["appended"] * 2 + ["unchanged"] * (count - 5) + ["new"] * 3
+    assert summary.as_json()["events"] == 5
+    assert len(lookups) == 2  # one query per LOOKUP_FILES files, not one per file
 
 
 @pytest.mark.parametrize(

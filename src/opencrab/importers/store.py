@@ -85,6 +85,8 @@ PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep i
 _ZSTD_LEVEL = 3
 BATCH_BYTES = 16 * 1024 * 1024
 """New lines written per transaction by `Importer.run` (a file is never split)."""
+LOOKUP_FILES = 64
+"""Files whose stored sessions `Importer.run` looks up in one query, just before reading them."""
 
 Scan = Callable[..., Transcript]
 Row = tuple[Any, ...]
@@ -265,14 +267,28 @@ class Importer:
                     progress(done, file_size(where))
             told.clear()
 
+        ids = [session_id_for(self.source.name, path.expanduser().resolve()) for path in files]
+        stored: dict[str, ImportSession | None] = {}  # looked up, not yet prepared
+
+        def look_up(start: int) -> None:
+            """The stored sessions of the next LOOKUP_FILES files not looked up (one query)."""
+            wanted = list(dict.fromkeys(i for i in ids[start:] if i not in stored))
+            wanted = wanted[:LOOKUP_FILES]
+            with self.db.read() as conn:
+                found = imports_repo.get_many(conn, wanted)
+            stored.update((i, found.get(i)) for i in wanted)
+
         # the cyclic collector stays off: it would rescan the batch's many objects again
         # and again; they are freed by reference counting when the batch is written
         with paused_gc():
-            for path in files:
-                session_id = session_id_for(self.source.name, path.expanduser().resolve())
+            for index, path in enumerate(files):
+                session_id = ids[index]
                 if any(p.write.session_id == session_id for p in batch):
                     flush()  # the same file again (by another path): it reads what was stored
-                prepared = self._prepare(path)
+                if session_id not in stored:
+                    look_up(index)
+                # a session looked up is used once: the same file again reads it anew
+                prepared = self._prepare(path, stored.pop(session_id))
                 if isinstance(prepared, _Pending):
                     batch.append(prepared)
                     pending_bytes += prepared.new_bytes
@@ -288,7 +304,11 @@ class Importer:
 
     def file(self, path: Path) -> FileResult:
         """Import one file's new lines."""
-        prepared = self._prepare(path)
+        with self.db.read() as conn:
+            row = imports_repo.get(
+                conn, session_id_for(self.source.name, path.expanduser().resolve())
+            )
+        prepared = self._prepare(path, row)
         if isinstance(prepared, FileResult):
             return prepared
         self._write([prepared])
@@ -300,9 +320,10 @@ class Importer:
             for pending in batch:
                 pending.write(conn, **pending.where)
 
-    def _prepare(self, path: Path) -> FileResult | _Pending:
-        """Read a file's new lines: what storing them takes, or the result when there is
-        nothing to store (unchanged, changed, unreadable)."""
+    def _prepare(self, path: Path, row: ImportSession | None) -> FileResult | _Pending:
+        """Read a file's new lines given its stored session `row` (None when new): what
+        storing them takes, or the result when there is nothing to store (unchanged,
+        changed, unreadable)."""
         path = path.expanduser().resolve()
         session_id = session_id_for(self.source.name, path)
         try:
@@ -314,8 +335,6 @@ class Importer:
                 "failed",
                 problems=[Problem(str(path), 0, f"cannot read: {exc.strerror or exc}")],
             )
-        with self.db.read() as conn:
-            row = imports_repo.get(conn, session_id)
         if row is not None and row.file_size == stat.st_size and row.file_mtime == stat.st_mtime:
             return FileResult(str(path), session_id, "unchanged")
         skip = row.lines if row is not None else 0

@@ -110,9 +110,18 @@ def get(conn: Connection, session_id: str) -> ImportSession | None:
     return None if row is None else ImportSession(*row)
 
 
+def get_many(conn: Connection, session_ids: Sequence[str]) -> dict[str, ImportSession]:
+    """The import sessions of those ids that have one, by id (one query)."""
+    rows = conn.execute(_GET_MANY, {"session_ids": list(session_ids)})
+    return {row[0]: ImportSession(*row) for row in rows}
+
+
 # built once: an import looks up each file's session and stored texts (the texts' query
 # also compiled once; the session's has a Numeric column, which Prepared cannot read)
 _GET = sa.select(*_SESSION).where(import_sessions.c.id == sa.bindparam("session_id"))
+_GET_MANY = sa.select(*_SESSION).where(
+    import_sessions.c.id.in_(sa.bindparam("session_ids", expanding=True))
+)
 _STORED_TEXTS = Prepared(
     sa.select(import_texts.c.line, import_texts.c.part).where(
         import_texts.c.session_id == sa.bindparam("session_id"),
