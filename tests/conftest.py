@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,10 +138,11 @@ def fake_llm_server(_llm_server_session: Any) -> Any:
     return _llm_server_session
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux socket for the agent-mode runner a server or CLI opens
-    (`[agent_mode] tmux_socket` through the environment); its tmux server ended after."""
+    """Every test's own tmux socket for the agent-mode runner a server or CLI opens
+    (`[agent_mode] tmux_socket` through the environment), so no test reaches the
+    user's `tmux -L opencrab`; the tmux server, if one was started, is ended after."""
     import asyncio
     import uuid
 
@@ -148,4 +151,29 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"oc-test-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("OPENCRAB_AGENT_MODE__TMUX_SOCKET", name)
     yield name
-    asyncio.run(TmuxServer(name).kill_server())
+    socket_file = _tmux_folder() / name
+    if socket_file.exists():
+        asyncio.run(TmuxServer(name).kill_server())
+        socket_file.unlink(missing_ok=True)
+
+
+def _tmux_folder() -> Path:
+    return Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+
+
+def _default_tmux_running() -> bool:
+    done = subprocess.run(["tmux", "-L", "opencrab", "list-sessions"], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_tmux_untouched() -> Iterator[None]:
+    """No test starts the user's `tmux -L opencrab` (each test has its own socket)."""
+    if shutil.which("tmux") is None or _default_tmux_running():
+        yield  # (nothing to tell apart when the user's own runs already)
+        return
+    yield
+    started = _default_tmux_running()
+    if started:
+        subprocess.run(["tmux", "-L", "opencrab", "kill-server"], capture_output=True)
+    assert not started, "a test started the default agent-mode tmux server (tmux -L opencrab)"
