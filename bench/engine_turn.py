@@ -43,8 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -210,8 +210,9 @@ class Leg:
         return statistics.median(self.theirs) / statistics.median(self.ours)
 
 
-async def run_leg(database: str, db: Database, app: Any, turns: int, setting: str) -> Leg:
-    """Alternate OpenCrab and LangGraph turns (after a warm-up of each) on one database."""
+@asynccontextmanager
+async def runtime_on(db: Database) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
+    """A runtime with the bench's agent and scripted model, warmed up."""
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["OPENCRAB_HOME"] = str(Path(tmp) / "data")
         settings = load_settings()
@@ -221,21 +222,27 @@ async def run_leg(database: str, db: Database, app: Any, turns: int, setting: st
         async with Runtime.open(settings, db=db, router=router) as runtime:
             runtime.agents.create(AgentCreate(name="bench"))
             await opencrab_turns(runtime, provider, WARM_UP_TURNS)
-            for n in range(WARM_UP_TURNS):
-                langgraph_turn(app, -n - 1)
-            ours: list[float] = []
-            theirs: list[float] = []
-            ours_cpu: list[float] = []
-            theirs_cpu: list[float] = []
-            for n in range(turns):
-                if n % 2 == 0:
-                    ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
-                    theirs.append(langgraph_turn(app, n, theirs_cpu))
-                else:
-                    theirs.append(langgraph_turn(app, n, theirs_cpu))
-                    ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
-            with runtime.db.read() as c:
-                events = int(c.execute(text("SELECT count(*) FROM events")).scalar_one())
+            yield runtime, provider
+
+
+async def run_leg(database: str, db: Database, app: Any, turns: int, setting: str) -> Leg:
+    """Alternate OpenCrab and LangGraph turns (after a warm-up of each) on one database."""
+    async with runtime_on(db) as (runtime, provider):
+        for n in range(WARM_UP_TURNS):
+            langgraph_turn(app, -n - 1)
+        ours: list[float] = []
+        theirs: list[float] = []
+        ours_cpu: list[float] = []
+        theirs_cpu: list[float] = []
+        for n in range(turns):
+            if n % 2 == 0:
+                ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
+                theirs.append(langgraph_turn(app, n, theirs_cpu))
+            else:
+                theirs.append(langgraph_turn(app, n, theirs_cpu))
+                ours += await opencrab_turns(runtime, provider, 1, ours_cpu)
+        with runtime.db.read() as c:
+            events = int(c.execute(text("SELECT count(*) FROM events")).scalar_one())
     return Leg(database, ours, theirs, ours_cpu, theirs_cpu, events, setting)
 
 

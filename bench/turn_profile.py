@@ -28,23 +28,21 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.engine_turn import opencrab_turns, script
+from bench.engine_turn import runtime_on, script
 from sqlalchemy import event
 from tests.fakes.postgres import ENV_URL, postgres_server
 from tests.fakes.scripted_provider import ScriptedProvider
 
-from opencrab.config import load_settings
-from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
-from opencrab.llm.router import LlmRouter
 from opencrab.messages import CliSource, IncomingMessage
 from opencrab.store.database import Database
 
@@ -70,21 +68,6 @@ def database(kind: str) -> Iterator[Database]:
                 yield db
             finally:
                 db.close()
-
-
-@asynccontextmanager
-async def runtime_on(db: Database) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
-    """A runtime with the bench's agent and scripted model, warmed up."""
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["OPENCRAB_HOME"] = str(Path(tmp) / "data")
-        settings = load_settings()
-        provider = ScriptedProvider("openai", "unused")
-        router = LlmRouter(settings)
-        router.register_provider(provider)
-        async with Runtime.open(settings, db=db, router=router) as runtime:
-            runtime.agents.create(AgentCreate(name="bench"))
-            await opencrab_turns(runtime, provider, WARM_UP_TURNS)
-            yield runtime, provider
 
 
 async def one_turn(
