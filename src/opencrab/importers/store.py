@@ -99,6 +99,12 @@ _MESSAGE = MessagePayload.__pydantic_validator__.validate_python
 _TOOL_CALL = ToolCallPayload.__pydantic_validator__.validate_python
 _TOOL_RESULT = ToolResultPayload.__pydantic_validator__.validate_python
 _TOKEN_USAGE = TokenUsagePayload.__pydantic_validator__.validate_python
+# …and serialised by its own serializer, as event_row does (`_Writer._rows`)
+_USER_JSON = UserPayload.__pydantic_serializer__.to_json
+_REASONING_JSON = ReasoningPayload.__pydantic_serializer__.to_json
+_MESSAGE_JSON = MessagePayload.__pydantic_serializer__.to_json
+_TOOL_CALL_JSON = ToolCallPayload.__pydantic_serializer__.to_json
+_TOOL_RESULT_JSON = ToolResultPayload.__pydantic_serializer__.to_json
 
 
 @dataclass(frozen=True)
@@ -457,18 +463,26 @@ class _Writer:
     ) -> tuple[list[EventRow], list[Row], list[Row], list[str], list[Row]]:
         """The events, memory lines, metrics rows (with each one's UTC day) and texts of
         the new lines, timestamps in the driver's form: storage text when `as_text`
-        (SQLite), else the datetime."""
+        (SQLite), else the datetime.
+
+        Each event row is what `event_log.event_row` gives for it (its payload validated
+        as its seed-000 type and serialised by that type's serializer), built inline:
+        this loop runs for every event of an import (tests/importers/test_one_encoding
+        compares every stored row with event_row's)."""
         importer = self.importer
-        source = importer.source.name
         agent_id = importer.agent_id
         session_id = self.session_id
+        id_head = session_id[:24]  # event_id(session_id, line, part), inline
+        # orjson.dumps({"import": source, "line": line}), formatted
+        meta_head = '{"import":' + orjson.dumps(importer.source.name).decode() + ',"line":'
+        new_row = tuple.__new__
         events: list[EventRow] = []
         logs: list[tuple[Any, ...]] = []
         metrics: list[tuple[Any, ...]] = []
         days: list[str] = []
         texts: list[tuple[Any, ...]] = []
         when = _Clock()
-        result = self.result
+        last_event = self.last_event
         for entry in self.scanned.entries:
             moment, stamp = when(entry.timestamp)
             at = stamp if as_text else moment
@@ -480,41 +494,72 @@ class _Writer:
                 if usage_event is not None:
                     events.append(usage_event)
                 continue
-            eid = event_id(session_id, entry.line, entry.part)
-            content: Any
+            line, part, text = entry.line, entry.part, entry.text
+            eid = f"{id_head}{line * 256 + part:012x}"
+            parent = (
+                last_event
+                if entry.parent is None
+                else event_id(session_id, entry.parent[0], entry.parent[1])
+            )
+            call_id = None
             if kind == "tool_call":
-                content = _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
-                log = ("action", _clip(f"{entry.name} {_compact(entry.arguments)}"), agent_id)
+                type_ = "tool_call"
+                content = _TOOL_CALL_JSON(
+                    _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
+                )
+                log_type, log_text = "action", _clip(f"{entry.name} {_compact(entry.arguments)}")
+                speaker: str | None = agent_id
                 self.last_generation = eid
             elif kind == "tool_result":
                 assert entry.call_line is not None
-                call = event_id(session_id, entry.call_line, entry.call_part)
-                content = _TOOL_RESULT(
-                    {"output": entry.text, "tool_call_id": UUID(call), "is_error": entry.is_error}
+                type_ = "tool_result"
+                call_id = f"{id_head}{entry.call_line * 256 + entry.call_part:012x}"
+                content = _TOOL_RESULT_JSON(
+                    _TOOL_RESULT(
+                        {"output": text, "tool_call_id": UUID(call_id), "is_error": entry.is_error}
+                    )
                 )
-                log = ("action", _clip(entry.text), agent_id)
+                log_type, log_text, speaker = "action", _clip(text), agent_id
             elif kind == "user":
-                content = _USER({"text": entry.text})
-                log = ("speech", entry.text, "user")
-                texts.append(text_row(session_id, entry, "user", at))
+                type_ = "user"
+                content = _USER_JSON(_USER({"text": text}))
+                log_type, log_text, speaker = "speech", text, "user"
+                if text:
+                    texts.append((session_id, line, part, "user", at, text))
             elif kind == "reasoning":
-                content = _REASONING({"text": entry.text})
-                log = ("inner_voice", entry.text, agent_id)
+                type_ = "reasoning"
+                content = _REASONING_JSON(_REASONING({"text": text}))
+                log_type, log_text, speaker = "inner_voice", text, agent_id
             else:
-                content = _MESSAGE({"text": entry.text})
-                log = ("speech", entry.text, agent_id)
-                texts.append(text_row(session_id, entry, "assistant", at))
+                type_ = "message"
+                content = _MESSAGE_JSON(_MESSAGE({"text": text}))
+                log_type, log_text, speaker = "speech", text, agent_id
+                if text:
+                    texts.append((session_id, line, part, "assistant", at, text))
                 self.last_generation = eid
-            parent = (
-                self.last_event if entry.parent is None else event_id(session_id, *entry.parent)
+            events.append(
+                new_row(
+                    EventRow,
+                    (
+                        eid,
+                        session_id,
+                        parent,
+                        type_,
+                        stamp,
+                        content.decode(),
+                        f"{meta_head}{line}}}",
+                        call_id,
+                    ),
+                )
             )
-            meta = {"import": source, "line": entry.line}
-            events.append(event_row(eid, session_id, parent, stamp, content, meta))
-            self.last_event = eid
-            if agent_id is not None and log[1]:
-                logs.append((agent_id, session_id, log[0], log[1], log[2], None, None, eid, at))
-        result.calls = len(metrics)
-        return events, logs, metrics, days, [t for t in texts if t[5]]
+            last_event = eid
+            if agent_id is not None and log_text:
+                logs.append(
+                    (agent_id, session_id, log_type, log_text, speaker, None, None, eid, at)
+                )
+        self.last_event = last_event
+        self.result.calls = len(metrics)
+        return events, logs, metrics, days, texts
 
     def _usage(
         self, entry: Entry, at: datetime | str, stamp: str
