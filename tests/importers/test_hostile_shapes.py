@@ -15,7 +15,14 @@ import pytest
 
 from opencrab.event_log import EventLog
 from opencrab.importers import claude, codex, codex_scan
-from opencrab.importers.common import DEEP_LINE_BYTES, MAX_DEPTH, UNREADABLE, Transcript, json_lines
+from opencrab.importers.common import (
+    DEEP_LINE_BYTES,
+    MAX_DEPTH,
+    UNREADABLE,
+    Transcript,
+    json_lines,
+    json_of,
+)
 from opencrab.importers.sessions import normalized_messages
 from opencrab.importers.store import Importer, session_id_for
 from opencrab.store import Database
@@ -276,3 +283,30 @@ def test_real_lines_with_random_fields_replaced_import_and_read_back(
         assert len(again.messages) == len(parsed.messages), case
         # every stored event is a valid seed-000 AgentEvent (token counts 0..2**31-1)
         assert len(EventLog(db).trace(summary["sessions"][0]["id"])) == summary["events"], case
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[REDACTED_ARGUMENTS len=456 sha=df6be51a]", None),  # a redacted corpus' arguments
+        ("[x]", None),
+        ("{x: 1}", None),
+        ("{'a': 1}", None),
+        ("[", None),
+        ("{", None),
+        ("  [ 1, 2 ]", [1, 2]),
+        ('{ "a": [true, null] }', {"a": [True, None]}),
+        ("[]", []),
+        ("{}", {}),
+        ("[-1]", [-1]),
+        ('["a"]', ["a"]),
+        ("[[{}]]", [[{}]]),
+        ("[" + " " * 40 + "1]", [1]),  # past the look-ahead: orjson decides
+        ("[" + " " * 40 + "x]", None),
+        ("plain text", None),
+    ],
+)
+def test_json_of_tells_json_text_from_text_that_only_starts_like_it(
+    text: str, expected: object
+) -> None:
+    assert json_of(text) == expected

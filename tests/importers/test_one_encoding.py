@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from opencrab.event_log import event_row, row_json
 from opencrab.events import parse_event
@@ -45,6 +46,10 @@ def test_imported_events_are_encoded_as_the_event_log_encodes_them(
     summary = Importer(db, source, agent_id=agent_id).run(files)
     checked = 0
     with db.read() as conn:
+        # the column trace_rows does not read: a tool_result's call, as text
+        call_of = dict(
+            conn.execute(sa.text("SELECT id, tool_call_id FROM events")).tuples().all()
+        )
         for result in summary.files:
             for stored in events_repo.trace_rows(conn, result.session_id):
                 event = parse_event(row_json(stored))  # a valid seed-000 AgentEvent
@@ -64,7 +69,7 @@ def test_imported_events_are_encoded_as_the_event_log_encodes_them(
                     stored.timestamp,
                     stored.content,
                     stored.metadata,
-                    again.tool_call_id,
+                    call_of[stored.id],
                 )
                 checked += 1
     assert checked == summary.as_json()["events"] > 0
