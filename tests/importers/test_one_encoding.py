@@ -47,7 +47,8 @@ def test_imported_events_are_encoded_as_the_event_log_encodes_them(
     checked = 0
     with db.read() as conn:
         # the column trace_rows does not read: a tool_result's call, as text
-        call_of = dict(conn.execute(sa.text("SELECT id, tool_call_id FROM events")).tuples().all())
+        rows = conn.execute(sa.text("SELECT id, tool_call_id FROM events"))
+        call_of = dict(rows.all())
         for result in summary.files:
             for stored in events_repo.trace_rows(conn, result.session_id):
                 event = parse_event(row_json(stored))  # a valid seed-000 AgentEvent
