@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import sqlalchemy as sa
 
+from opencrab.config import Settings
 from opencrab.store import Database
 from opencrab.store import tables as t
 from opencrab.store.types import utcnow
@@ -65,3 +69,108 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_unseen(pg_url: str) 
     finally:
         db.close()
         admin.close()
+
+
+def _backend_alive(admin: Database, pid: int) -> bool:
+    with admin.read() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).scalar_one()
+    return bool(found)
+
+
+def test_a_connection_the_server_drops_mid_transaction_is_not_kept(pg_url: str) -> None:
+    db = Database(pg_url)
+    admin = Database(pg_url)
+    try:
+        with db.write() as conn:
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+
+        def killed_mid_write() -> None:
+            with db.write() as conn:
+                with admin.write() as killer:
+                    killer.exec_driver_sql("SELECT pg_terminate_backend(%s)", (pid,))
+                for _ in range(200):  # terminating is asynchronous: until it fails
+                    conn.exec_driver_sql("SELECT 1").scalar_one()
+                    time.sleep(0.01)
+
+        with pytest.raises(sa.exc.DBAPIError):
+            killed_mid_write()
+        with db.write() as conn:  # a new connection, without an error
+            assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() != pid
+    finally:
+        db.close()
+        admin.close()
+
+
+def test_close_ends_the_connections_kept_between_transactions(pg_url: str) -> None:
+    db = Database(pg_url)
+    admin = Database(pg_url)
+    try:
+        with db.read() as conn:
+            reader = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        with db.write() as conn:
+            writer = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        db.close()
+        for _ in range(200):  # a backend ends asynchronously after its client left
+            if not (_backend_alive(admin, reader) or _backend_alive(admin, writer)):
+                break
+            time.sleep(0.01)
+        assert not _backend_alive(admin, reader)
+        assert not _backend_alive(admin, writer)
+    finally:
+        admin.close()
+
+
+def test_a_write_after_a_read_takes_the_write_lock_at_begin(settings: Settings) -> None:
+    other = Database(settings.database_url, busy_timeout_ms=50)
+    other.upgrade()
+    db = Database(settings.database_url)
+    try:
+        with db.read() as conn:  # leaves a read connection for the next transaction
+            _count(conn)
+        with db.write():  # BEGIN IMMEDIATE: the lock is held before any statement
+            locked = (sa.exc.OperationalError, sqlite3.OperationalError)  # raised at BEGIN
+            with pytest.raises(locked, match="locked"), other.write():
+                pass
+    finally:
+        db.close()
+        other.close()
+
+
+def test_a_disposed_engine_hands_out_new_connections(settings: Settings) -> None:
+    db = Database(settings.database_url)
+    opened: list[object] = []
+    try:
+        with db.write() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        db.engine.dispose()
+        sa.event.listen(db.engine, "connect", lambda raw, _record: opened.append(raw))
+        with db.write() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        assert len(opened) == 1
+    finally:
+        db.close()
+
+
+def test_threads_share_the_kept_connections_and_every_write_commits(any_db: Database) -> None:
+    now = utcnow()
+
+    def add(n: int) -> None:
+        for i in range(20):
+            with any_db.write() as conn:
+                conn.execute(
+                    t.agents.insert(),
+                    {
+                        "id": f"a{n}-{i}",
+                        "name": f"agent {n} {i}",
+                        "prompt": "",
+                        "created_at": now,
+                        "updated_at": now,
+                    },
+                )
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(add, range(4)))
+    with any_db.read() as conn:
+        assert _count(conn) == 80

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+import weakref
+from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from pathlib import Path
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import Pool
 
 from opencrab.errors import ConfigError, StoreError
 from opencrab.store.dialects import postgresql as postgresql_dialect
@@ -41,6 +46,10 @@ class Database:
         self._reading: ContextVar[Connection | None] = ContextVar(
             f"opencrab-read-{id(self)}", default=None
         )
+        # connections idle between transactions, for reads and for writes: taken and
+        # given back without SQLAlchemy's pool checkout/checkin (see `_transaction`)
+        self._idle: dict[bool, deque[_Idle]] = {False: deque(), True: deque()}
+        weakref.finalize(self, _close_idle, self._idle)
         self.read_only = False
         self.folder: Path | None = None  # the SQLite file's folder
         if self.url.get_backend_name() == "sqlite":
@@ -79,7 +88,7 @@ class Database:
         if outer is not None:
             yield outer
             return
-        with self._connect() as conn, conn.begin(), self._pipelined(conn, READ_BEGIN):
+        with self._transaction(write=False, begin=READ_BEGIN) as conn:
             token = self._reading.set(conn)
             try:
                 yield conn
@@ -101,18 +110,66 @@ class Database:
         """
         if self.read_only:
             raise self.not_writable()
-        with self._connect() as conn:
-            conn = conn.execution_options(write=True)
-            begin = READ_BEGIN if snapshot else WRITE_BEGIN
+        begin = READ_BEGIN if snapshot else WRITE_BEGIN
+        with self._transaction(write=True, begin=begin) as conn:
+            if not snapshot:
+                yield conn
+                return
+            token = self._reading.set(conn)
+            try:
+                yield conn
+            finally:
+                self._reading.reset(token)
+
+    @contextmanager
+    def _transaction(self, *, write: bool, begin: str) -> Iterator[Connection]:
+        """A transaction on a connection that is kept for the next one when it commits.
+
+        Checking a connection out of SQLAlchemy's pool, wrapping it in a `Connection` and
+        checking it back in costs more than an empty transaction; so a connection whose
+        transaction committed waits in `_idle` (one list for reads, one for writes, which
+        carry the execution option `write=True`) for the next transaction of any thread.
+        As many are kept as ran at once, as the pool would hold. One whose transaction
+        failed goes back to the pool (which rolls it back, or discards it when it is
+        broken). On PostgreSQL one is taken only when it passes the checks the pool
+        makes on checkout (dialects.postgresql.check_alive: not closed by the server,
+        pinged after PING_AFTER_IDLE_SECS idle); one idle past REUSE_SECS, or from before
+        `close()` or a disposal of the engine, goes back to the pool and another is
+        checked out (so the pool's recycling still applies).
+        """
+        conn = self._reused(write)
+        pool = self.engine.pool
+        try:
             with conn.begin(), self._pipelined(conn, begin):
-                if not snapshot:
-                    yield conn
-                    return
-                token = self._reading.set(conn)
-                try:
-                    yield conn
-                finally:
-                    self._reading.reset(token)
+                yield conn
+        except BaseException:
+            conn.close()
+            raise
+        if pool is self.engine.pool and not conn.invalidated:
+            self._idle[write].append(_Idle(conn, pool, time.monotonic()))
+        else:
+            conn.close()
+
+    def _reused(self, write: bool) -> Connection:
+        """An idle connection still fit for use, else one checked out of the pool."""
+        idle = self._idle[write]
+        while idle:
+            try:
+                found = idle.pop()
+            except IndexError:  # another thread took the last one
+                break
+            conn = found.conn
+            idle_secs = time.monotonic() - found.since
+            if self.dialect != "sqlite" and not postgresql_dialect.check_alive(conn, idle_secs):
+                continue  # invalidated: the pool opens a new one
+            if found.pool is not self.engine.pool or idle_secs > REUSE_SECS:
+                conn.close()
+                continue
+            return conn
+        conn = self._connect()
+        if write:
+            conn.execution_options(write=True)
+        return conn
 
     def _pipelined(self, conn: Connection, begin: str) -> AbstractContextManager[None]:
         """On PostgreSQL the transaction's statements go in pipeline mode (fewer round
@@ -161,7 +218,28 @@ class Database:
 
     def close(self) -> None:
         """Release every pooled connection."""
+        _close_idle(self._idle)
         self.engine.dispose()
+
+
+REUSE_SECS = 5.0
+"""A connection idle longer than this between transactions goes back to the pool."""
+
+
+class _Idle(NamedTuple):
+    conn: Connection
+    pool: Pool  # the engine's pool it came from (a disposed engine gets a new one)
+    since: float  # when its last transaction ended (monotonic seconds)
+
+
+def _close_idle(idle: dict[bool, deque[_Idle]]) -> None:
+    """Hand every idle connection back to its pool."""
+    for waiting in idle.values():
+        while waiting:
+            try:
+                waiting.pop().conn.close()
+            except IndexError:
+                break
 
 
 def _checked_url(url: str) -> sa.URL:

@@ -95,12 +95,9 @@ def configure(engine: Engine) -> None:
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
         idle = time.monotonic() - record.info.get(_USED, 0.0)
-        if idle <= PING_AFTER_IDLE_SECS and _quiet(dbapi_connection):
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except dialect.loaded_dbapi.Error as exc:
-            raise DisconnectionError(f"pooled connection is gone: {exc}") from exc
+        gone = _gone(dialect, dbapi_connection, idle)
+        if gone is not None:
+            raise DisconnectionError(f"pooled connection is gone: {gone}") from gone
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
@@ -112,6 +109,30 @@ def configure(engine: Engine) -> None:
     @event.listens_for(engine, "after_cursor_execute")
     def _on_executed(conn: Any, *_args: Any) -> None:
         settle(conn)  # SQLAlchemy reads the result (rows, rowcount) right after this
+
+
+def _gone(dialect: Any, dbapi_connection: Any, idle_secs: float) -> Exception | None:
+    """The failed ping's error when the server has closed the connection, else None: a
+    connection idle up to PING_AFTER_IDLE_SECS is pinged only when not `_quiet`."""
+    if idle_secs <= PING_AFTER_IDLE_SECS and _quiet(dbapi_connection):
+        return None
+    try:
+        dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as exc:
+        failed: Exception = exc
+        return failed
+    return None
+
+
+def check_alive(conn: Connection, idle_secs: float) -> bool:
+    """The pool's checkout check (`configure`) for a connection kept out of the pool
+    between transactions (store/database.py), idle `idle_secs`; one that fails is
+    invalidated (the pool discards it) and False is returned."""
+    if _gone(conn.dialect, conn.connection.dbapi_connection, idle_secs) is None:
+        return True
+    conn.invalidate()
+    conn.close()
+    return False
 
 
 _USED = "opencrab_last_used"
