@@ -116,10 +116,13 @@ def purpose_model(settings: Settings, purpose: str) -> ModelRef | None:
         return None
     # remembered per settings object, keyed by everything the answer reads (a turn asks
     # about twenty times; settings changed in code give a new key)
-    llm, origins = settings.llm, settings.origins
+    # the private dict read directly: the `origins` and `memo` properties go through
+    # BaseModel.__getattr__, which cost more than the rest of this function
+    private = settings.__pydantic_private__
+    assert private is not None
+    llm, origins, memo = settings.llm, private["_origins"], private["_memo"]
     key: tuple[Any, ...] = (purpose, ref.provider, ref.model, llm.default_provider)
     key += (llm.default_model, id(origins), len(origins))
-    memo = settings.memo
     applies = memo.get(key)
     if applies is None:
         applies = (

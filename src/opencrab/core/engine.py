@@ -624,17 +624,17 @@ class _Turn:
         finally:
             pending, self.ctx.pending = self.ctx.pending, None
             own_logs, self.ctx.pending_logs = self.ctx.pending_logs, None
+        summary = result.output()
         event = ToolResultEvent(
             id=uuid4(),
-            trace_id=UUID(self.trace_id),
+            trace_id=self.recorder.trace_uuid,
             parent_id=self.last_event,
             timestamp=now(),
             content=ToolResultPayload(
-                output=result.output(), tool_call_id=call_event_id, is_error=not result.success
+                output=summary, tool_call_id=call_event_id, is_error=not result.success
             ),
             metadata={"call_id": call.id, "name": call.name},
         )
-        summary = result.output()
         line = self.recorder.log(
             "action",
             f"{call.name}: {summary[:500]}",

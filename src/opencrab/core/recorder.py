@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -96,6 +97,11 @@ class TurnRecorder:
         self.read_along: Callable[[Connection], Callable[[], Any]] | None = None
         self.read_result: Callable[[], Any] | None = None
 
+    @cached_property
+    def trace_uuid(self) -> UUID:
+        """The turn's trace id as a UUID (parsed once: every event of the turn names it)."""
+        return UUID(self.trace_id)
+
     def log(
         self,
         log_type: str,
@@ -122,7 +128,7 @@ class TurnRecorder:
         prompt OpenCrab wrote itself) and its chat message (none for such a prompt)."""
         event = UserEvent(
             id=uuid4(),
-            trace_id=UUID(self.trace_id),
+            trace_id=self.trace_uuid,
             parent_id=parent,
             timestamp=now(),
             content=UserPayload(text=message.content.text),
@@ -153,7 +159,7 @@ class TurnRecorder:
         if reply.tool_calls and reply.text.strip():
             thought = ReasoningEvent(
                 id=uuid4(),
-                trace_id=UUID(self.trace_id),
+                trace_id=self.trace_uuid,
                 parent_id=parent,
                 timestamp=now(),
                 content=ReasoningPayload(text=reply.text),
@@ -164,7 +170,7 @@ class TurnRecorder:
         for index, call in enumerate(reply.tool_calls):
             event = ToolCallEvent(
                 id=uuid4(),
-                trace_id=UUID(self.trace_id),
+                trace_id=self.trace_uuid,
                 parent_id=parent,
                 timestamp=now(),
                 content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
@@ -184,7 +190,7 @@ class TurnRecorder:
         of a reply it refuses: an empty reply's call still counts) and its system line."""
         event = MessageEvent(
             id=uuid4(),
-            trace_id=UUID(self.trace_id),
+            trace_id=self.trace_uuid,
             parent_id=parent,
             timestamp=now(),
             content=MessagePayload(text=text),
@@ -214,7 +220,7 @@ class TurnRecorder:
             meta["interrupted"] = True
         event = MessageEvent(
             id=uuid4(),
-            trace_id=UUID(self.trace_id),
+            trace_id=self.trace_uuid,
             parent_id=parent,
             timestamp=now(),
             content=MessagePayload(text=text),
@@ -271,7 +277,7 @@ class TurnRecorder:
         """The result of a tool call, answering its call event."""
         return ToolResultEvent(
             id=uuid4(),
-            trace_id=UUID(self.trace_id),
+            trace_id=self.trace_uuid,
             parent_id=parent,
             timestamp=now(),
             content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
