@@ -19,6 +19,7 @@ from opencrab.store.repositories.sessions import (
     Said,
     SessionRow,
     insert_messages,
+    list_sessions,
     queue_messages,
 )
 
@@ -66,34 +67,6 @@ def touch_session(db: Database, session_id: str) -> None:
 
 
 # ------------------------------------------------------------------ reading and ending
-def list_sessions(
-    db: Database,
-    *,
-    agent_id: str | None = None,
-    ticket_id: str | None = None,
-    status: str | None = None,
-    kind: str | None = None,
-    text: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> list[SessionRow]:
-    """Sessions, most recently updated first, with their message counts and titles.
-
-    `agent_id`: the agent's own sessions and those it takes part in (discussions);
-    `text`: found in the title (case-insensitive).
-    """
-    return repo.list_sessions(
-        db,
-        agent_id=agent_id,
-        ticket_id=ticket_id,
-        status=status,
-        kind=kind,
-        text=text,
-        limit=limit,
-        offset=offset,
-    )
-
-
 def get_session(db: Database, session_id: str) -> SessionRow:
     """One session with its message count and title; NotFoundError if there is none."""
     row = repo.get_session(db, str(session_id))
