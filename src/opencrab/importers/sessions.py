@@ -4,6 +4,8 @@ source file; see `opencrab.importers.store` for what an import writes)."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import zstandard
 
 from opencrab.errors import NotFoundError
@@ -11,7 +13,7 @@ from opencrab.importers.common import Transcript
 from opencrab.importers.store import SOURCES
 from opencrab.store import Database
 from opencrab.store.repositories import imports as imports_repo
-from opencrab.store.repositories.imports import DayCost, ImportSession
+from opencrab.store.repositories.imports import DayCost, ImportSession, SessionQuery
 
 
 def import_session(db: Database, session_id: str) -> ImportSession:
@@ -24,32 +26,11 @@ def import_session(db: Database, session_id: str) -> ImportSession:
 
 
 def import_sessions_page(
-    db: Database,
-    *,
-    source: str | None = None,
-    agent_id: str | None = None,
-    day: str | None = None,
-    project: str | None = None,
-    model: str | None = None,
-    min_cost: float | None = None,
-    sort: str = "newest",
-    limit: int = 100,
-    offset: int = 0,
+    db: Database, **query: Unpack[SessionQuery]
 ) -> tuple[list[ImportSession], int]:
     """Import sessions in `sort` order (newest, cost_desc, cost_asc), and how many match."""
     with db.read() as conn:
-        return imports_repo.page(
-            conn,
-            source=source,
-            agent_id=agent_id,
-            day=day,
-            project=project,
-            model=model,
-            min_cost=min_cost,
-            sort=sort,
-            limit=limit,
-            offset=offset,
-        )
+        return imports_repo.page(conn, **query)
 
 
 def import_facets(db: Database) -> dict[str, list[str]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -130,28 +130,22 @@ _STORED_TEXTS = Prepared(
 )
 
 
-def _filters(
-    conn: Connection,
-    *,
-    source: str | None,
-    agent_id: str | None,
-    day: str | None,
-    project: str | None,
-    model: str | None,
-) -> list[sa.ColumnElement[bool]]:
-    t = import_sessions.c
-    where: list[sa.ColumnElement[bool]] = []
-    if source is not None:
-        where.append(t.source == source)
-    if agent_id is not None:
-        where.append(t.agent_id == agent_id)
-    if day is not None:
-        where.append(_utc_day(conn, sa.func.coalesce(t.started_at, t.created_at)) == day)
-    if project is not None:
-        where.append(t.project == project)
-    if model is not None:
-        where.append(t.model == model)
-    return where
+class SessionQuery(TypedDict, total=False):
+    """Which import sessions `page` finds (each key optional; None: any)."""
+
+    source: str | None
+    agent_id: str | None
+    day: str | None
+    """The UTC day, YYYY-MM-DD, the session started."""
+    project: str | None
+    model: str | None
+    min_cost: float | None
+    """Sessions costing at least that many USD."""
+    sort: str
+    """One of SESSION_ORDERS; "newest" unless given."""
+    limit: int
+    """100 unless given."""
+    offset: int
 
 
 def _utc_day(conn: Connection, column: Any) -> Any:
@@ -159,31 +153,30 @@ def _utc_day(conn: Connection, column: Any) -> Any:
     return dialect.utc_day(column)
 
 
-def page(
-    conn: Connection,
-    *,
-    source: str | None = None,
-    agent_id: str | None = None,
-    day: str | None = None,
-    project: str | None = None,
-    model: str | None = None,
-    min_cost: float | None = None,
-    sort: str = "newest",
-    limit: int = 100,
-    offset: int = 0,
-) -> tuple[list[ImportSession], int]:
+def page(conn: Connection, **query: Unpack[SessionQuery]) -> tuple[list[ImportSession], int]:
     """Import sessions in `sort` order (one of SESSION_ORDERS: the most recent first, or by
-    cost), and how many match in all (`day`: the UTC day, YYYY-MM-DD, the session started;
-    `min_cost`: sessions costing at least that many USD)."""
+    cost), and how many match in all."""
     t = import_sessions.c
-    where = _filters(conn, source=source, agent_id=agent_id, day=day, project=project, model=model)
-    if min_cost is not None:
+    where: list[sa.ColumnElement[bool]] = []
+    if (source := query.get("source")) is not None:
+        where.append(t.source == source)
+    if (agent_id := query.get("agent_id")) is not None:
+        where.append(t.agent_id == agent_id)
+    if (day := query.get("day")) is not None:
+        where.append(_utc_day(conn, sa.func.coalesce(t.started_at, t.created_at)) == day)
+    if (project := query.get("project")) is not None:
+        where.append(t.project == project)
+    if (model := query.get("model")) is not None:
+        where.append(t.model == model)
+    if (min_cost := query.get("min_cost")) is not None:
         where.append(t.cost_usd >= min_cost)
     total = conn.execute(
         sa.select(sa.func.count()).select_from(import_sessions).where(*where)
     ).scalar_one()
+    order = _order(query.get("sort", "newest"))
+    limit, offset = query.get("limit", 100), query.get("offset", 0)
     rows = conn.execute(
-        sa.select(*_SESSION).where(*where).order_by(*_order(sort)).limit(limit).offset(offset)
+        sa.select(*_SESSION).where(*where).order_by(*order).limit(limit).offset(offset)
     )
     return [ImportSession(*row) for row in rows], int(total)
 
