@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
+from opencrab.actions.workspace import object_schema
 from opencrab.core.memory import SessionLog
 from opencrab.plugins import hookimpl
 from opencrab.store.repositories import sessions as repo
@@ -26,12 +27,7 @@ def _text(description: str, *, max_length: int = MAX_SPEECH_CHARS) -> dict[str, 
 class SendSpeech(Action):
     name = "send_speech"
     description = "Say something to the conversation (ends your turn). 発言する"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["content"],
-        "properties": {"content": _text("What to say.")},
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(["content"], content=_text("What to say."))
     ends_turn = True
 
     store_only = True
@@ -40,13 +36,7 @@ class SendSpeech(Action):
         content = args["content"].strip()
         if not content:
             return ActionResult.fail("content is empty: say something or call send_noreact")
-        ctx.turn.speeches.append(content)
-        _mark_speech(ctx)
-        channel = ctx.session_id or "direct"
-        return ActionResult.ok(
-            {"sent": True, "characters": len(content)},
-            SideEffect(type="message_sent", channel=channel, content=content),
-        )
+        return ActionResult.ok({"sent": True, "characters": len(content)}, _speak(ctx, content))
 
 
 class BroadcastGuidance(Action):
@@ -54,15 +44,11 @@ class BroadcastGuidance(Action):
     description = (
         "Facilitators only: guide every participant, e.g. open a new phase (ends your turn)."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["content"],
-        "properties": {
-            "content": _text("The guidance for all participants."),
-            "phase": {"type": "string", "maxLength": 32, "description": "The phase it opens."},
-        },
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["content"],
+        content=_text("The guidance for all participants."),
+        phase={"type": "string", "maxLength": 32, "description": "The phase it opens."},
+    )
     ends_turn = True
 
     store_only = True
@@ -71,16 +57,11 @@ class BroadcastGuidance(Action):
         content = args["content"].strip()
         if not content:
             return ActionResult.fail("content is empty")
-        ctx.turn.speeches.append(content)
         phase = args.get("phase")
         if phase and ctx.session_id:
             session_id = ctx.session_id
             ctx.write(lambda conn: repo.set_phase(conn, session_id, phase))
-        _mark_speech(ctx)
-        return ActionResult.ok(
-            {"sent": True, "phase": phase},
-            SideEffect(type="message_sent", channel=ctx.session_id or "direct", content=content),
-        )
+        return ActionResult.ok({"sent": True, "phase": phase}, _speak(ctx, content))
 
 
 class SendNoreact(Action):
@@ -127,24 +108,20 @@ class DeclareDone(Action):
 class UpdateImpression(Action):
     name = "update_impression"
     description = "Record your impression of another participant (kept per session)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["target_id", "target_name"],
-        "properties": {
-            "target_id": {"type": "string", "minLength": 1, "maxLength": 64},
-            "target_name": {"type": "string", "minLength": 1, "maxLength": 200},
-            "personality": {"type": "string", "maxLength": 2000},
-            "communication_style": {"type": "string", "maxLength": 2000},
-            "recent_behavior": {"type": "string", "maxLength": 2000},
-            "agreement": {
-                "type": "string",
-                "maxLength": 200,
-                "description": "How far you agree: 賛成, 中立, 反対, …",
-            },
-            "notes": {"type": "string", "maxLength": 4000},
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["target_id", "target_name"],
+        target_id={"type": "string", "minLength": 1, "maxLength": 64},
+        target_name={"type": "string", "minLength": 1, "maxLength": 200},
+        personality={"type": "string", "maxLength": 2000},
+        communication_style={"type": "string", "maxLength": 2000},
+        recent_behavior={"type": "string", "maxLength": 2000},
+        agreement={
+            "type": "string",
+            "maxLength": 200,
+            "description": "How far you agree: 賛成, 中立, 反対, …",
         },
-        "additionalProperties": False,
-    }
+        notes={"type": "string", "maxLength": 4000},
+    )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         if not ctx.session_id:
@@ -166,12 +143,7 @@ class UpdateImpression(Action):
 class GenerateInnerVoice(Action):
     name = "generate_inner_voice"
     description = "Think to yourself; the thought is logged as inner voice, nobody hears it."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["content"],
-        "properties": {"content": _text("The thought.")},
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(["content"], content=_text("The thought."))
 
     store_only = True
 
@@ -190,14 +162,15 @@ class GenerateInnerVoice(Action):
         return ActionResult.ok({"recorded": True})
 
 
-def _mark_speech(ctx: ActionContext) -> None:
-    """Remember when the agent last spoke in the session (for the heartbeat's checks)."""
-    if not ctx.session_id:
-        return
-    now = datetime.now(UTC)
-
-    agent_id, session_id = ctx.agent_id, ctx.session_id
-    ctx.write(lambda conn: repo.mark_speech(conn, agent_id, session_id, now))
+def _speak(ctx: ActionContext, content: str) -> SideEffect:
+    """Put `content` in the turn's speech and remember when the agent last spoke in the
+    session (for the heartbeat's checks); the side effect saying it was sent."""
+    ctx.turn.speeches.append(content)
+    if ctx.session_id:
+        now = datetime.now(UTC)
+        agent_id, session_id = ctx.agent_id, ctx.session_id
+        ctx.write(lambda conn: repo.mark_speech(conn, agent_id, session_id, now))
+    return SideEffect(type="message_sent", channel=ctx.session_id or "direct", content=content)
 
 
 def _declare_done(ctx: ActionContext) -> int:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
+from opencrab.actions.workspace import object_schema
 from opencrab.errors import ValidationError
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
@@ -75,15 +76,11 @@ class AddStep(TicketAction):
         "Add a step to the ticket's plan (after its last one); returns its index. Record "
         "each piece of work as a step and update it with update_step as it goes."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["title"],
-        "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": MAX_STEP_TITLE},
-            "status": {"type": "string", "enum": STEP_STATUSES, "default": "pending"},
-        },
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["title"],
+        title={"type": "string", "minLength": 1, "maxLength": MAX_STEP_TITLE},
+        status={"type": "string", "enum": STEP_STATUSES, "default": "pending"},
+    )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         found = await self.ticket_of(ctx)
@@ -109,16 +106,12 @@ class UpdateStep(TicketAction):
         "Change a step of the ticket: its status (pending, running, completed, failed) "
         "and/or its result (a JSON object)."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["index"],
-        "properties": {
-            "index": {"type": "integer", "minimum": 0},
-            "status": {"type": "string", "enum": STEP_STATUSES},
-            "result": {"type": "object"},
-        },
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["index"],
+        index={"type": "integer", "minimum": 0},
+        status={"type": "string", "enum": STEP_STATUSES},
+        result={"type": "object"},
+    )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
         found = await self.ticket_of(ctx)
@@ -146,12 +139,9 @@ class AskHuman(TicketAction):
         "Ask a person a question and wait: the ticket is suspended until they answer; "
         "their answer comes as the next message."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["question"],
-        "properties": {"question": _text("What you need to know or have decided.")},
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["question"], question=_text("What you need to know or have decided.")
+    )
     ends_turn = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
@@ -171,15 +161,11 @@ class AskHuman(TicketAction):
 class CompleteTicket(TicketAction):
     name = "complete_ticket"
     description = "The ticket is done: say what was achieved (and give a result object)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["summary"],
-        "properties": {
-            "summary": _text("What was done, for the person who filed the ticket."),
-            "result": {"type": "object"},
-        },
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["summary"],
+        summary=_text("What was done, for the person who filed the ticket."),
+        result={"type": "object"},
+    )
     ends_turn = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
@@ -204,12 +190,9 @@ class CompleteTicket(TicketAction):
 class FailTicket(TicketAction):
     name = "fail_ticket"
     description = "The ticket cannot be done: give the reason (kept as its error message)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["reason"],
-        "properties": {"reason": _text("Why the ticket cannot be done.")},
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = object_schema(
+        ["reason"], reason=_text("Why the ticket cannot be done.")
+    )
     ends_turn = True
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
