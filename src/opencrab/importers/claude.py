@@ -47,10 +47,12 @@ from opencrab.importers.common import (
     described,
     find_files,
     image_segment,
+    injected_kind,
     json_lines,
     json_of,
     millis_between,
     name_of,
+    normalized_message,
     parse_path,
     text_segments,
     unreadable,
@@ -653,16 +655,7 @@ def _injected(event: dict[str, Any], blocks: list[Any]) -> str | None:
     if event.get("isCompactSummary") is True:
         return "compact_summary"
     texts = [b["text"] for b in blocks if type(b) is dict and isinstance(b.get("text"), str)]
-    if not texts:
-        return None
-    kinds = set()
-    for text in texts:
-        head = text.lstrip()[:64].lower()
-        kind = next((k for prefix, k in INJECTED_PREFIXES if head.startswith(prefix)), None)
-        if kind is None:
-            return None
-        kinds.add(kind)
-    return ",".join(sorted(kinds))
+    return injected_kind(texts, INJECTED_PREFIXES)
 
 
 def _result_text(output: Any) -> str:
@@ -700,45 +693,15 @@ def _image(block: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _emit(
-    state: _State,
-    timestamp: str,
-    index: int,
-    part: int,
-    *,
-    role: str,
-    source_type: str,
-    event_type: str,
-    payload_type: str | None = None,
-    segments: list[dict[str, Any]] | None = None,
-    tool_call: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    raw_extra: dict[str, Any] | None = None,
+    state: _State, timestamp: str, index: int, part: int, *, source_type: str, **fields: Any
 ) -> None:
+    """Count a NormalizedMessage; build and keep it unless scanning (`fields` are
+    `normalized_message`'s)."""
     result = state.result
     result.count(source_type)
-    if state.scan:
-        return
-    raw: dict[str, Any] = {
-        "event_type": event_type,
-        "payload_type": payload_type,
-        "file_path": result.file_path,
-        "line_index": index,
-    }
-    if part:
-        raw["part"] = part
-    if raw_extra:
-        raw.update(raw_extra)
-    number = f"{index + 1}" if part == 0 else f"{index + 1}.{part}"
-    message: dict[str, Any] = {
-        "id": f"{timestamp}#{number}",
-        "timestamp": timestamp,
-        "role": role,
-        "source_type": source_type,
-        "segments": segments or [],
-        "raw": raw,
-    }
-    if tool_call is not None:
-        message["tool_call"] = tool_call
-    if metadata:
-        message["metadata"] = metadata
-    result.messages.append(message)
+    if not state.scan:
+        result.messages.append(
+            normalized_message(
+                result.file_path, timestamp, index, part, source_type=source_type, **fields
+            )
+        )

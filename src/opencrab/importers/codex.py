@@ -49,10 +49,12 @@ from opencrab.importers.common import (
     described,
     find_files,
     image_segment,
+    injected_kind,
     json_lines,
     json_of,
     millis_between,
     name_of,
+    normalized_message,
     parse_path,
     parse_time,
     sanitize,
@@ -193,8 +195,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
             return _event_msg(state, payload, timestamp, index)
         if kind == "session_meta":
             _session_meta(state, payload, timestamp)
-            return _message(
-                state,
+            return normalized_message(
+                state.result.file_path,
                 timestamp,
                 index,
                 role="meta",
@@ -205,8 +207,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
             )
         if kind == "turn_context":
             _turn_context(state, payload)
-            return _message(
-                state,
+            return normalized_message(
+                state.result.file_path,
                 timestamp,
                 index,
                 role="meta",
@@ -216,8 +218,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
             )
         # compacted: the history was summarised
         history = payload.get("replacement_history")
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             timestamp,
             index,
             role="meta",
@@ -232,8 +234,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
     # the legacy format
     if number == 1 and "id" in event and "type" not in event and "record_type" not in event:
         _legacy_header(state, event)
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             _timestamp(state, event, index),
             index,
             role="meta",
@@ -247,8 +249,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
         record = legacy_record(state, event, index)
         if record is not None:
             return _response_item(state, record, _timestamp(state, event, index), index, "legacy")
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             _timestamp(state, event, index),
             index,
             role="meta",
@@ -269,8 +271,8 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
 
 def _kept(state: State, event: dict[str, Any], index: int, event_type: str) -> dict[str, Any]:
     """A line no rule reads, as a meta message with the whole line in `raw.payload`."""
-    return _message(
-        state,
+    return normalized_message(
+        state.result.file_path,
         _timestamp(state, event, index),
         index,
         role="meta",
@@ -301,8 +303,8 @@ def _response_item(
                 state.result.title = _title(segments)
         elif role == "assistant":
             _output(state)
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             timestamp,
             index,
             role="system" if injected else _role(role),
@@ -324,8 +326,8 @@ def _response_item(
         if isinstance(encrypted, str):
             raw_extra["encrypted_content"] = encrypted
             raw_extra["encrypted_sha256"] = hashlib.sha256(encrypted.encode()).hexdigest()
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             timestamp,
             index,
             role="assistant",
@@ -349,8 +351,8 @@ def _response_item(
         else:
             tool["arguments"] = payload.get("arguments", payload.get("action"))
             tool["arguments_json"] = json_of(tool["arguments"])
-        message = _message(
-            state,
+        message = normalized_message(
+            state.result.file_path,
             timestamp,
             index,
             role="tool",
@@ -385,8 +387,8 @@ def _response_item(
             call["tool_call"]["output"] = output
             call["tool_call"]["output_json"] = tool["output_json"]
         _input(state, timestamp)
-        return _message(
-            state,
+        return normalized_message(
+            state.result.file_path,
             timestamp,
             index,
             role="tool",
@@ -403,8 +405,8 @@ def _response_item(
             f"unknown {event_type} type {described(payload.get('type'))}; kept as meta",
         )
     )
-    return _message(
-        state,
+    return normalized_message(
+        state.result.file_path,
         timestamp,
         index,
         role="meta",
@@ -432,8 +434,8 @@ def _event_msg(state: State, payload: dict[str, Any], timestamp: str, index: int
         segments = text_segments(payload.get("text"), "system", kind)
     else:
         metadata.update({k: v for k, v in payload.items() if k != "type"})
-    return _message(
-        state,
+    return normalized_message(
+        state.result.file_path,
         timestamp,
         index,
         role="meta",
@@ -599,43 +601,6 @@ def _timestamp(state: State, event: dict[str, Any], index: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _message(
-    state: State,
-    timestamp: str,
-    index: int,
-    *,
-    role: str,
-    source_type: str,
-    event_type: str,
-    payload_type: str | None = None,
-    segments: list[dict[str, Any]] | None = None,
-    tool_call: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    raw_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "event_type": event_type,
-        "payload_type": payload_type,
-        "file_path": state.result.file_path,
-        "line_index": index,
-    }
-    if raw_extra:
-        raw.update(raw_extra)
-    message: dict[str, Any] = {
-        "id": f"{timestamp}#{index + 1}",
-        "timestamp": timestamp,
-        "role": role,
-        "source_type": source_type,
-        "segments": segments or [],
-        "raw": raw,
-    }
-    if tool_call is not None:
-        message["tool_call"] = tool_call
-    if metadata:
-        message["metadata"] = metadata
-    return message
-
-
 def unknown_event(event: dict[str, Any]) -> str:
     """What is wrong with a line no rule reads, for its problem report."""
     kind = event.get("type")
@@ -705,13 +670,4 @@ def _injected(role: Any, content: Any) -> str | None:
         content = [{"type": "input_text", "text": content}]
     parts = content if isinstance(content, list) else []
     texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
-    if not texts:
-        return None
-    kinds = set()
-    for text in texts:
-        head = text.lstrip()[:64].lower()
-        kind = next((k for prefix, k in INJECTED_PREFIXES if head.startswith(prefix)), None)
-        if kind is None:
-            return None
-        kinds.add(kind)
-    return ",".join(sorted(kinds))
+    return injected_kind(texts, INJECTED_PREFIXES)

@@ -394,6 +394,64 @@ def millis_between(start: str | None, end: str | None) -> int | None:
 
 
 # ------------------------------------------------------------------ message pieces
+def normalized_message(
+    file_path: str,
+    timestamp: str,
+    index: int,
+    part: int = 0,
+    *,
+    role: str,
+    source_type: str,
+    event_type: str,
+    payload_type: str | None = None,
+    segments: list[dict[str, Any]] | None = None,
+    tool_call: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    raw_extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Line `index`'s NormalizedMessage (block `part` of it) as its JSON form: id
+    `timestamp#line` (`timestamp#line.part` for part > 0), where it came from in `raw`."""
+    raw: dict[str, Any] = {
+        "event_type": event_type,
+        "payload_type": payload_type,
+        "file_path": file_path,
+        "line_index": index,
+    }
+    if part:
+        raw["part"] = part
+    if raw_extra:
+        raw.update(raw_extra)
+    number = f"{index + 1}" if part == 0 else f"{index + 1}.{part}"
+    message: dict[str, Any] = {
+        "id": f"{timestamp}#{number}",
+        "timestamp": timestamp,
+        "role": role,
+        "source_type": source_type,
+        "segments": segments or [],
+        "raw": raw,
+    }
+    if tool_call is not None:
+        message["tool_call"] = tool_call
+    if metadata:
+        message["metadata"] = metadata
+    return message
+
+
+def injected_kind(texts: list[str], prefixes: Iterable[tuple[str, str]]) -> str | None:
+    """The kinds (comma-joined) of context a coding agent put on the user's side, when
+    every text starts with one of its `(prefix, kind)` markers; None when one does not."""
+    if not texts:
+        return None
+    kinds = set()
+    for text in texts:
+        head = text.lstrip()[:64].lower()
+        kind = next((k for prefix, k in prefixes if head.startswith(prefix)), None)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return ",".join(sorted(kinds))
+
+
 def text_segments(text: Any, channel: str, fmt: str) -> list[dict[str, Any]]:
     """One sanitised text segment, or none for empty text."""
     if not isinstance(text, str) or not text:

@@ -143,6 +143,18 @@ class ChatRequest(_Model):
     timeout: float | None = None  # seconds for the whole call; provider default if None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    def sampling(self, max_tokens: str = "max_tokens", stop: str = "stop") -> dict[str, Any]:
+        """The temperature, reply length and stop sequences that are set, under a vendor's
+        field names, e.g. `request.sampling("maxOutputTokens", "stopSequences")`."""
+        options: dict[str, Any] = {}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            options[max_tokens] = self.max_tokens
+        if self.stop:
+            options[stop] = self.stop
+        return options
+
 
 # ------------------------------------------------------------------ replies
 class Usage(_Model):

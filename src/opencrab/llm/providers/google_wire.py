@@ -85,13 +85,7 @@ def wire_request(request: ChatRequest, signatures: SignatureMemory) -> dict[str,
         body["tools"] = [{"functionDeclarations": [wire_tool(t) for t in request.tools]}]
         if request.tool_choice is not None:
             body["toolConfig"] = {"functionCallingConfig": wire_tool_choice(request.tool_choice)}
-    config: dict[str, Any] = {}
-    if request.temperature is not None:
-        config["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        config["maxOutputTokens"] = request.max_tokens
-    if request.stop:
-        config["stopSequences"] = request.stop
+    config = request.sampling("maxOutputTokens", "stopSequences")
     if config:
         body["generationConfig"] = config
     return body

@@ -91,13 +91,7 @@ def wire_request(request: ChatRequest, *, stream: bool) -> dict[str, Any]:
             }
             for t in request.tools
         ]
-    options: dict[str, Any] = {}
-    if request.temperature is not None:
-        options["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        options["num_predict"] = request.max_tokens
-    if request.stop:
-        options["stop"] = request.stop
+    options = request.sampling("num_predict")
     if options:
         body["options"] = options
     return body

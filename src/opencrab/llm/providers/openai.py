@@ -173,12 +173,7 @@ class OpenAIProvider(LlmProvider):
             params["tools"] = wire_tools(request.tools)
             if request.tool_choice is not None:
                 params["tool_choice"] = wire_tool_choice(request.tool_choice)
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            params[self.max_tokens_param] = request.max_tokens
-        if request.stop:
-            params["stop"] = request.stop
+        params.update(request.sampling(self.max_tokens_param))
         extra = self.extra_body(request)
         if extra:
             params["extra_body"] = extra
