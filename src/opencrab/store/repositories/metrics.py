@@ -245,16 +245,9 @@ _KEY_AND_AVERAGED = (
     "time_to_first_token_ms",
     "latency_ms",
 )
-_SUMMED = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "estimated_cost_usd",
-)
-"""The columns `_daily_sums` sums as they are, in DAILY_SUMS order after `calls`."""
+_SUMMED = (*DAILY_SUMS[1:_COST], "estimated_cost_usd")
+"""The columns `_daily_sums` sums as they are, in DAILY_SUMS order after `calls` (the
+token sums share their column's name; cost_usd sums estimated_cost_usd)."""
 
 
 def _upsert(count: int) -> Prepared:
