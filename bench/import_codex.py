@@ -38,7 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import orjson
+from tests.fakes.corpora import CODEX_FILES
 
 from opencrab.config import load_settings
 from opencrab.core.agent import AgentCreate, AgentStore
@@ -48,12 +51,11 @@ from opencrab.store import Database
 
 TARGET = 2.0
 """import time / (parse + storage floor) must not exceed this."""
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "codex"
 
 
 def build_tree(folder: Path, megabytes: float) -> tuple[list[Path], int]:
     """Copies of the corpus files, each its own session, until `megabytes` is reached."""
-    sources = sorted(CORPUS.rglob("rollout-*.jsonl"))
+    sources = CODEX_FILES
     files: list[Path] = []
     size = 0
     copy = 0

@@ -13,8 +13,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
-from tests.importers.test_claude import FOLDER as CLAUDE
-from tests.importers.test_codex_parse import CORPUS, FILES, last_total
+from tests.fakes.corpora import CLAUDE_CORPUS as CLAUDE
+from tests.fakes.corpora import CODEX_CORPUS as CORPUS
+from tests.fakes.corpora import CODEX_FILES as FILES
+from tests.fakes.corpora import last_total
 
 runner = CliRunner()
 app = build_app()

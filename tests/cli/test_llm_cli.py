@@ -15,10 +15,10 @@ from opencrab.cli import build_app
 from opencrab.llm.router import OFFLINE_HINT
 from opencrab.store import Database
 from opencrab.store.tables import import_sessions, llm_usage_metrics
+from tests.fakes.corpora import CODEX_CORPUS as CORPUS
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import chunk, completion
 from tests.fakes.ports import closed_port
-from tests.importers.test_codex_parse import CORPUS
 
 CHAT = "/v1/chat/completions"
 runner = CliRunner()

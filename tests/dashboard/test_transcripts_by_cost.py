@@ -15,9 +15,9 @@ from playwright.sync_api import Page, expect
 from opencrab.config import load_settings
 from opencrab.store import Database
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.corpora import CODEX_CORPUS as CORPUS
 from tests.fakes.served import ServedOpenCrab
 from tests.fakes.transcripts import japanese_rollout, price_corpus_model
-from tests.importers.test_codex_parse import CORPUS
 
 
 def import_path(api: httpx.Client, path: Path) -> None:

@@ -11,11 +11,10 @@ from pathlib import Path
 from opencrab.store import Database
 from opencrab.store.tables import model_pricing
 from opencrab.store.types import utcnow
+from tests.fakes.corpora import CODEX_CORPUS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROLLOUT = (
-    FIXTURES
-    / "codex"
+    CODEX_CORPUS
     / "localpush-2026-02-23"
     / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
 )

@@ -24,14 +24,12 @@ from opencrab.importers.sessions import normalized_messages
 from opencrab.importers.store import Importer, event_id
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
-
-FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "claude"
-FILE = FOLDER / "-home-dev-crab" / "4f35e220-c435-4cf7-b9b9-f40426042847.jsonl"
+from tests.fakes.corpora import CLAUDE_CORPUS, CLAUDE_FILE
 
 
 def raw_lines() -> list[dict[str, Any] | None]:
     out: list[dict[str, Any] | None] = []
-    for line in FILE.read_text().splitlines():
+    for line in CLAUDE_FILE.read_text().splitlines():
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
@@ -40,8 +38,8 @@ def raw_lines() -> list[dict[str, Any] | None]:
 
 
 def test_every_line_is_normalized_or_reported() -> None:
-    parsed = parse_file(FILE)
-    assert find_sessions([FOLDER]) == ([FILE], [])
+    parsed = parse_file(CLAUDE_FILE)
+    assert find_sessions([CLAUDE_CORPUS]) == ([CLAUDE_FILE], [])
     assert parsed.session_id == "4f35e220-c435-4cf7-b9b9-f40426042847"
     assert parsed.title == "Add a config file to the crab project"  # the summary line
     assert parsed.header["cwd"] == "/home/dev/crab"
@@ -67,7 +65,7 @@ def test_every_line_is_normalized_or_reported() -> None:
 
 
 def test_blocks_roles_and_joins() -> None:
-    messages = parse_file(FILE).messages
+    messages = parse_file(CLAUDE_FILE).messages
     at = {m["id"].split("#")[1]: m for m in messages}
     first = at["2"]
     assert (first["role"], first["source_type"]) == ("user", "message")
@@ -118,7 +116,7 @@ def test_blocks_roles_and_joins() -> None:
 
 
 def test_usage_is_counted_once_per_message() -> None:
-    parsed = parse_file(FILE)
+    parsed = parse_file(CLAUDE_FILE)
     assistant: dict[str, dict[str, int]] = {}
     for line in raw_lines():
         if line and line.get("type") == "assistant" and line["message"]["model"] != "<synthetic>":
@@ -140,9 +138,9 @@ def test_usage_is_counted_once_per_message() -> None:
 
 
 def test_the_scan_agrees_with_the_parser() -> None:
-    parsed = parse_file(FILE)
-    with FILE.open("rb") as handle:
-        scanned = scan_lines(handle, str(FILE))
+    parsed = parse_file(CLAUDE_FILE)
+    with CLAUDE_FILE.open("rb") as handle:
+        scanned = scan_lines(handle, str(CLAUDE_FILE))
     assert scanned.kinds == parsed.kinds
     assert scanned.problems == parsed.problems
     assert scanned.usage == parsed.usage
@@ -152,11 +150,11 @@ def test_the_scan_agrees_with_the_parser() -> None:
 def test_a_session_becomes_a_tree_of_events(db: Database, tmp_path: Path) -> None:
     settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
     agent = AgentStore(db, settings).create(AgentCreate(name="claude-fan", prompt="Hi."))
-    summary = Importer(db, "claude", agent_id=agent.id).run([FOLDER])
+    summary = Importer(db, "claude", agent_id=agent.id).run([CLAUDE_CORPUS])
     data = summary.as_json()
     assert data["files_by_status"] == {"new": 1}
     assert data["calls"] == 6
-    assert data["messages_by_source_type"] == parse_file(FILE).kinds
+    assert data["messages_by_source_type"] == parse_file(CLAUDE_FILE).kinds
     session = summary.files[0].session_id
     log = EventLog(db)
     trace = log.trace(session)
@@ -176,7 +174,7 @@ def test_a_session_becomes_a_tree_of_events(db: Database, tmp_path: Path) -> Non
     usage = [e for e in trace if e.type == "token_usage"]
     assert len(usage) == 6
     assert log.token_totals(session).total_tokens == sum(
-        c.total_tokens for c in parse_file(FILE).usage
+        c.total_tokens for c in parse_file(CLAUDE_FILE).usage
     )
     # the synthetic error message has no usage hanging off it
     synthetic = event_id(session, 15)
@@ -218,10 +216,10 @@ def test_a_session_becomes_a_tree_of_events(db: Database, tmp_path: Path) -> Non
     assert any(row.cache_read_tokens for row in rows)
     assert rows[4][1:3] == ("claude-opus-4-6", "pricing")  # priced as claude-opus-4.6
     # again: nothing new; appended: only the new lines
-    assert Importer(db, "claude", agent_id=agent.id).run([FOLDER]).as_json()["events"] == 0
-    copy = tmp_path / "copy" / FILE.name
+    assert Importer(db, "claude", agent_id=agent.id).run([CLAUDE_CORPUS]).as_json()["events"] == 0
+    copy = tmp_path / "copy" / CLAUDE_FILE.name
     copy.parent.mkdir()
-    shutil.copy(FILE, copy)
+    shutil.copy(CLAUDE_FILE, copy)
     lines = copy.read_bytes().splitlines(keepends=True)
     copy.write_bytes(b"".join(lines[:12]))
     first = Importer(db, "claude").run([copy]).files[0]

@@ -8,17 +8,13 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 import zstandard
 
 from opencrab.importers import common
 from opencrab.importers.codex import find_rollouts, parse_file, parse_lines
-
-# a copy of ../shared/corpora/codex (see its SOURCE.md), so a clone alone runs the tests
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
-FILES = sorted(CORPUS.rglob("rollout-*.jsonl"))
+from tests.fakes.corpora import CODEX_CORPUS, CODEX_FILES, jsonl_lines, last_total, response_item
 
 
 def expected_kinds(path: Path) -> Counter[str]:
@@ -40,23 +36,14 @@ def expected_kinds(path: Path) -> Counter[str]:
     return kinds
 
 
-def last_total(path: Path) -> int:
-    total = 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        payload = json.loads(line)["payload"]
-        if payload.get("type") == "token_count" and payload.get("info"):
-            total = payload["info"]["total_token_usage"]["total_tokens"]
-    return total
-
-
 def test_the_corpus_has_six_files() -> None:
-    assert len(FILES) == 6
-    found, problems = find_rollouts([CORPUS])
-    assert found == FILES
+    assert len(CODEX_FILES) == 6
+    found, problems = find_rollouts([CODEX_CORPUS])
+    assert found == CODEX_FILES
     assert problems == []
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[8:27])
+@pytest.mark.parametrize("path", CODEX_FILES, ids=lambda p: p.name[8:27])
 def test_every_line_of_a_real_rollout_is_normalized(path: Path) -> None:
     parsed = parse_file(path)
     assert parsed.problems == []
@@ -86,7 +73,7 @@ def test_every_line_of_a_real_rollout_is_normalized(path: Path) -> None:
 
 
 def test_token_counts_skip_repeats_and_nulls_across_the_corpus() -> None:
-    parsed = [parse_file(p) for p in FILES]
+    parsed = [parse_file(p) for p in CODEX_FILES]
     snapshots = sum(
         1
         for r in parsed
@@ -104,7 +91,7 @@ def test_token_counts_skip_repeats_and_nulls_across_the_corpus() -> None:
 
 
 def test_reasoning_is_kept_encrypted_and_shown_as_a_hash() -> None:
-    parsed = parse_file(FILES[0])
+    parsed = parse_file(CODEX_FILES[0])
     reasoning = [m for m in parsed.messages if m["raw"]["payload_type"] == "reasoning"]
     assert reasoning
     for message in reasoning:
@@ -114,19 +101,10 @@ def test_reasoning_is_kept_encrypted_and_shown_as_a_hash() -> None:
 
 
 # ------------------------------------------------------------------ hand-made input
-def lines(*events: Any, end: bytes = b"\n") -> list[bytes]:
-    raw = [e if isinstance(e, bytes) else json.dumps(e).encode() for e in events]
-    return [line + b"\n" for line in raw[:-1]] + [raw[-1] + end]
-
-
-def item(payload: dict[str, Any], ts: str = "2026-02-23T10:00:00.000Z") -> dict[str, Any]:
-    return {"timestamp": ts, "type": "response_item", "payload": payload}
-
-
 def test_hostile_lines_are_reported_and_the_rest_imported() -> None:
     parsed = parse_lines(
-        lines(
-            item(
+        jsonl_lines(
+            response_item(
                 {
                     "type": "message",
                     "role": "user",
@@ -137,8 +115,8 @@ def test_hostile_lines_are_reported_and_the_rest_imported() -> None:
             b"[1, 2]",
             b"",
             {"timestamp": "2026-02-23T10:00:01Z", "type": "hologram", "payload": {"x": 1}},
-            item({"type": "teleport", "to": "mars"}),
-            item({"type": "function_call_output", "call_id": "nobody", "output": "?"}),
+            response_item({"type": "teleport", "to": "mars"}),
+            response_item({"type": "function_call_output", "call_id": "nobody", "output": "?"}),
             b'{"timestamp": "2026-02-23T10:00:02Z", "type": "event_msg", "payl',
             end=b"",
         ),
@@ -167,11 +145,12 @@ def test_hostile_lines_are_reported_and_the_rest_imported() -> None:
 
 def test_a_huge_line_is_reported_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(common, "MAX_LINE_BYTES", 1000)
-    big = item(
+    big = response_item(
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 5000}]}
     )
     parsed = parse_lines(
-        lines(big, item({"type": "message", "role": "assistant", "content": []})), "f"
+        jsonl_lines(big, response_item({"type": "message", "role": "assistant", "content": []})),
+        "f",
     )
     assert "too long" in parsed.problems[0].reason
     assert len(parsed.messages) == 1
@@ -179,8 +158,8 @@ def test_a_huge_line_is_reported_not_parsed(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_injected_context_is_not_a_user_message_and_html_is_sanitised() -> None:
     parsed = parse_lines(
-        lines(
-            item(
+        jsonl_lines(
+            response_item(
                 {
                     "type": "message",
                     "role": "user",
@@ -189,14 +168,14 @@ def test_injected_context_is_not_a_user_message_and_html_is_sanitised() -> None:
                     ],
                 }
             ),
-            item(
+            response_item(
                 {
                     "type": "message",
                     "role": "user",
                     "content": [{"type": "input_text", "text": "# AGENTS.md instructions for /x"}],
                 }
             ),
-            item(
+            response_item(
                 {
                     "type": "message",
                     "role": "assistant",
@@ -206,7 +185,7 @@ def test_injected_context_is_not_a_user_message_and_html_is_sanitised() -> None:
                     ],
                 }
             ),
-            item(
+            response_item(
                 {
                     "type": "message",
                     "role": "developer",
@@ -233,8 +212,8 @@ def test_injected_context_is_not_a_user_message_and_html_is_sanitised() -> None:
 
 def test_tool_arguments_are_parsed_when_they_parse() -> None:
     parsed = parse_lines(
-        lines(
-            item(
+        jsonl_lines(
+            response_item(
                 {
                     "type": "function_call",
                     "name": "shell",
@@ -242,7 +221,7 @@ def test_tool_arguments_are_parsed_when_they_parse() -> None:
                     "call_id": "c1",
                 }
             ),
-            item(
+            response_item(
                 {
                     "type": "custom_tool_call",
                     "name": "apply_patch",
@@ -251,8 +230,10 @@ def test_tool_arguments_are_parsed_when_they_parse() -> None:
                     "status": "completed",
                 }
             ),
-            item({"type": "function_call_output", "call_id": "c1", "output": '{"output": "a\\n"}'}),
-            item({"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}),
+            response_item(
+                {"type": "function_call_output", "call_id": "c1", "output": '{"output": "a\\n"}'}
+            ),
+            response_item({"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}),
         ),
         "f",
     )
@@ -280,7 +261,7 @@ def test_legacy_rollouts_get_timestamps_by_the_seed_rules(tmp_path: Path) -> Non
             "content": [{"type": "output_text", "text": "yo"}],
         },
     ]
-    parsed = parse_lines(lines(*legacy), "old.jsonl")
+    parsed = parse_lines(jsonl_lines(*legacy), "old.jsonl")
     assert parsed.legacy
     assert parsed.session_id == "legacy-1"
     assert parsed.problems == []
@@ -294,16 +275,16 @@ def test_legacy_rollouts_get_timestamps_by_the_seed_rules(tmp_path: Path) -> Non
     assert output["tool_call"]["name"] == "shell"
 
     no_time = tmp_path / "rollout-old.jsonl"
-    no_time.write_bytes(b"".join(lines({"id": "legacy-2", "instructions": ""}, legacy[2])))
+    no_time.write_bytes(b"".join(jsonl_lines({"id": "legacy-2", "instructions": ""}, legacy[2])))
     os.utime(no_time, (1_700_000_000, 1_700_000_000))
     fallback = parse_file(no_time)
     assert fallback.messages[1]["timestamp"] == "2023-11-14T22:13:21.000Z"  # mtime + 1 s
 
 
 def test_zstd_files_read_like_plain_ones(tmp_path: Path) -> None:
-    packed = tmp_path / (FILES[-1].name + ".zst")
-    packed.write_bytes(zstandard.ZstdCompressor().compress(FILES[-1].read_bytes()))
-    plain, zipped = parse_file(FILES[-1]), parse_file(packed)
+    packed = tmp_path / (CODEX_FILES[-1].name + ".zst")
+    packed.write_bytes(zstandard.ZstdCompressor().compress(CODEX_FILES[-1].read_bytes()))
+    plain, zipped = parse_file(CODEX_FILES[-1]), parse_file(packed)
     assert [m["id"] for m in zipped.messages] == [m["id"] for m in plain.messages]
     assert zipped.total_usage == plain.total_usage
     found, _ = find_rollouts([tmp_path])
@@ -311,9 +292,9 @@ def test_zstd_files_read_like_plain_ones(tmp_path: Path) -> None:
 
 
 def test_new_lines_of_an_appended_file_parse_alone(tmp_path: Path) -> None:
-    whole = parse_file(FILES[0])
+    whole = parse_file(CODEX_FILES[0])
     half = whole.lines // 2
-    rest = parse_file(FILES[0], skip_lines=half)
+    rest = parse_file(CODEX_FILES[0], skip_lines=half)
     assert [m["id"] for m in rest.messages] == [m["id"] for m in whole.messages[half:]]
     assert rest.model == whole.model
     assert rest.total_usage == whole.total_usage
@@ -334,7 +315,7 @@ def test_missing_paths_are_reported(tmp_path: Path) -> None:
 def test_legacy_message_records_become_legacy_messages_with_role_and_text() -> None:
     from opencrab.importers.codex_scan import scan_lines
 
-    raw = lines(
+    raw = jsonl_lines(
         {"id": "legacy-3", "timestamp": "2025-08-01T09:00:00Z", "instructions": ""},
         {"record_type": "message", "role": "user", "text": "fix the bug"},
         {"record_type": "message", "role": "assistant", "text": "done"},
@@ -378,8 +359,8 @@ def test_legacy_message_records_become_legacy_messages_with_role_and_text() -> N
 def test_custom_tool_calls_keep_status_and_input_under_tool_call() -> None:
     from opencrab.importers.codex_scan import scan_lines
 
-    raw = lines(
-        item(
+    raw = jsonl_lines(
+        response_item(
             {
                 "type": "custom_tool_call",
                 "name": "apply_patch",
@@ -388,7 +369,7 @@ def test_custom_tool_calls_keep_status_and_input_under_tool_call() -> None:
                 "status": "completed",
             }
         ),
-        item({"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}),
+        response_item({"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}),
     )
     call, _ = parse_lines(raw, "f").messages
     assert call["tool_call"] == {

@@ -20,12 +20,14 @@ from opencrab.importers.sessions import normalized_messages, session_problems
 from opencrab.importers.store import FileResult, Importer
 from opencrab.store import Database
 from opencrab.store.tables import events, import_chunks, import_sessions
-from tests.importers.test_codex_parse import item, lines
+from tests.fakes.corpora import jsonl_lines, response_item
 
 MiB = 1024 * 1024
 SMALL = ReadLimits(max_bytes=64 * MiB, max_lines=100_000, max_line_bytes=MiB)
 BOUNDED = 16 * MiB  # far below the hundreds of MiB the files below expand to
-USER = item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]})
+USER = response_item(
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+)
 
 
 def zst_of(path: Path, unit: bytes, size: int, *, head: bytes = b"", tail: bytes = b"") -> Path:
@@ -84,7 +86,7 @@ def test_a_file_of_newlines_is_refused_at_the_line_limit(db: Database, tmp_path:
 
 
 def test_an_over_long_line_is_skipped_without_holding_it(db: Database, tmp_path: Path) -> None:
-    head, tail = b"".join(lines(USER)), b"\n" + b"".join(lines(USER))
+    head, tail = b"".join(jsonl_lines(USER)), b"\n" + b"".join(jsonl_lines(USER))
     path = zst_of(tmp_path / "rollout-long.jsonl.zst", b"x", 40 * MiB, head=head, tail=tail)
     importer = Importer(db, "codex", limits=SMALL)
     result, peak = peak_of(lambda: importer.file(path))
@@ -103,7 +105,7 @@ def test_an_over_long_line_is_skipped_without_holding_it(db: Database, tmp_path:
     assert session_problems(db, result.session_id) == [(2, transcript.problems[0].reason)]
     assert importer.file(path).status == "unchanged"
     # an appended line imports alone: the skipped line counts the same each time
-    zst_of(path, b"x", 40 * MiB, head=head, tail=tail + b"".join(lines(USER)))
+    zst_of(path, b"x", 40 * MiB, head=head, tail=tail + b"".join(jsonl_lines(USER)))
     appended = importer.file(path)
     assert (appended.status, appended.lines, appended.problems) == ("appended", 1, [])
 

@@ -26,11 +26,8 @@ from opencrab.importers.common import (
 from opencrab.importers.sessions import normalized_messages
 from opencrab.importers.store import Importer, session_id_for
 from opencrab.store import Database
-from tests.importers.test_codex_parse import FILES, item, lines
+from tests.fakes.corpora import CLAUDE_FILES, CODEX_FILES, jsonl_lines, response_item
 
-CLAUDE_FIXTURES = sorted(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "claude").rglob("*.jsonl")
-)
 TS = "2026-02-23T10:00:00.000Z"
 
 
@@ -60,16 +57,18 @@ def write(tmp_path: Path, name: str, raw: list[bytes]) -> Path:
 def test_codex_fields_of_the_wrong_type_are_reported_and_the_file_imports(
     db: Database, agent_id: str, tmp_path: Path
 ) -> None:
-    raw = lines(
+    raw = jsonl_lines(
         {"timestamp": TS, "type": "session_meta", "payload": {"id": "s", "model_provider": {}}},
         {"timestamp": TS, "type": {"nested": "object"}, "payload": {}},
         {"timestamp": TS, "type": ["response_item"], "payload": {}},
         {"timestamp": TS, "type": 7},
-        item({"type": ["message"], "role": "user"}),
-        item({"type": "reasoning", "summary": 5}),
-        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": {"x": 1}}),
-        item({"type": "function_call_output", "call_id": ["c"], "output": "ok"}),
-        item(
+        response_item({"type": ["message"], "role": "user"}),
+        response_item({"type": "reasoning", "summary": 5}),
+        response_item(
+            {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": {"x": 1}}
+        ),
+        response_item({"type": "function_call_output", "call_id": ["c"], "output": "ok"}),
+        response_item(
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
         ),
     )
@@ -102,7 +101,7 @@ def test_claude_fields_of_the_wrong_type_are_reported_and_the_file_imports(
     def line(**fields: Any) -> dict[str, Any]:
         return {"timestamp": TS, "sessionId": "s", **fields}
 
-    raw = lines(
+    raw = jsonl_lines(
         line(type={"user": 1}, uuid="u0"),
         line(type=["assistant"], uuid="u1"),
         line(
@@ -147,11 +146,15 @@ def test_json_nested_too_deeply_is_reported_or_kept_as_text(
     db: Database, agent_id: str, tmp_path: Path
 ) -> None:
     deep_text = "[" * (MAX_DEPTH + 50) + "]" * (MAX_DEPTH + 50)
-    raw = lines(
-        item({"type": "function_call", "name": "shell", "arguments": deep_text, "call_id": "c"}),
-        item({"type": "function_call_output", "call_id": "c", "output": deep_text}),
-        item({"type": "custom_tool_call", "name": "x", "input": json.loads(deep_text)}),
-        item({"type": "function_call", "name": "ok", "arguments": '[[["fine"]]]', "call_id": "d"}),
+    raw = jsonl_lines(
+        response_item(
+            {"type": "function_call", "name": "shell", "arguments": deep_text, "call_id": "c"}
+        ),
+        response_item({"type": "function_call_output", "call_id": "c", "output": deep_text}),
+        response_item({"type": "custom_tool_call", "name": "x", "input": json.loads(deep_text)}),
+        response_item(
+            {"type": "function_call", "name": "ok", "arguments": '[[["fine"]]]', "call_id": "d"}
+        ),
     )
     parsed, scanned = both("codex", raw)
     agree(parsed, scanned)
@@ -263,7 +266,7 @@ def mutated_files(sources: list[Path], seed: int, cases: int) -> list[list[bytes
 
 @pytest.mark.parametrize(
     ("source", "sources", "name"),
-    [("codex", FILES, "rollout-m.jsonl"), ("claude", CLAUDE_FIXTURES, "m.jsonl")],
+    [("codex", CODEX_FILES, "rollout-m.jsonl"), ("claude", CLAUDE_FILES, "m.jsonl")],
 )
 def test_real_lines_with_random_fields_replaced_import_and_read_back(
     source: str, sources: list[Path], name: str, db: Database, agent_id: str, tmp_path: Path

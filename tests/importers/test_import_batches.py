@@ -14,13 +14,12 @@ import sqlalchemy as sa
 from opencrab.importers.store import LOOKUP_FILES, FileResult, Importer
 from opencrab.store import Database
 from opencrab.store.tables import events, import_sessions
-
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
+from tests.fakes.corpora import CODEX_CORPUS
 
 
 def copied(tmp_path: Path) -> list[Path]:
     folder = tmp_path / "sessions"
-    shutil.copytree(CORPUS, folder)
+    shutil.copytree(CODEX_CORPUS, folder)
     return sorted(folder.rglob("rollout-*.jsonl"))
 
 

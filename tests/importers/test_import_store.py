@@ -33,7 +33,7 @@ from opencrab.store.tables import (
     model_pricing,
 )
 from opencrab.store.types import utcnow
-from tests.importers.test_codex_parse import FILES, last_total
+from tests.fakes.corpora import CODEX_FILES, last_total
 
 COUNTED = (events, memory_sessions, llm_usage_metrics, import_chunks, import_sessions)
 
@@ -74,24 +74,24 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
                 updated_at=utcnow(),
             )
         )
-    summary = Importer(db, "codex", agent_id=agent_id).run([FILES[0].parent])
+    summary = Importer(db, "codex", agent_id=agent_id).run([CODEX_FILES[0].parent])
     data = summary.as_json()
     assert data["files"] == 6
     assert data["files_by_status"] == {"new": 6}
     assert data["problems"] == []
-    assert data["lines"] == sum(len(p.read_bytes().splitlines()) for p in FILES)
-    parsed = [parse_file(p) for p in FILES]
+    assert data["lines"] == sum(len(p.read_bytes().splitlines()) for p in CODEX_FILES)
+    parsed = [parse_file(p) for p in CODEX_FILES]
     expected: dict[str, int] = {}
     for p in parsed:
         for kind, n in p.kinds.items():
             expected[kind] = expected.get(kind, 0) + n
     assert data["messages_by_source_type"] == dict(sorted(expected.items()))
-    assert data["tokens"]["total_tokens"] == sum(last_total(p) for p in FILES)
+    assert data["tokens"]["total_tokens"] == sum(last_total(p) for p in CODEX_FILES)
     assert data["models_without_price"] == []
     log = EventLog(db)
     types: set[str] = set()
     joined = 0
-    for path, result in zip(FILES, summary.files, strict=True):
+    for path, result in zip(CODEX_FILES, summary.files, strict=True):
         row = session_row(db, result.session_id)
         assert row.total_tokens == last_total(path)  # per-session totals
         assert row.model == "gpt-5.3-codex"
@@ -136,7 +136,7 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
 
 
 def test_importing_again_adds_nothing(db: Database, agent_id: str, tmp_path: Path) -> None:
-    paths = [rollout(tmp_path, p) for p in FILES]
+    paths = [rollout(tmp_path, p) for p in CODEX_FILES]
     Importer(db, "codex", agent_id=agent_id).run([tmp_path / "sessions"])
     before = counts(db)
     again = Importer(db, "codex", agent_id=agent_id).run([tmp_path / "sessions"]).as_json()
@@ -153,7 +153,7 @@ def test_importing_again_adds_nothing(db: Database, agent_id: str, tmp_path: Pat
 def test_an_appended_file_imports_only_its_new_lines(
     db: Database, agent_id: str, tmp_path: Path
 ) -> None:
-    source = FILES[0]
+    source = CODEX_FILES[0]
     whole = source.read_bytes().splitlines(keepends=True)
     path = rollout(tmp_path, source, keep=len(whole) // 2)
     first = Importer(db, "codex", agent_id=agent_id).run([path]).files[0]
@@ -187,8 +187,8 @@ def test_an_appended_file_imports_only_its_new_lines(
 def test_a_cut_off_last_line_is_read_again_once_complete(
     db: Database, agent_id: str, tmp_path: Path
 ) -> None:
-    lines = FILES[4].read_bytes().splitlines(keepends=True)
-    path = rollout(tmp_path, FILES[4])
+    lines = CODEX_FILES[4].read_bytes().splitlines(keepends=True)
+    path = rollout(tmp_path, CODEX_FILES[4])
     path.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # Codex is mid-write
     first = Importer(db, "codex", agent_id=agent_id).run([path]).files[0]
     assert [p.reason for p in first.problems] == [
@@ -209,7 +209,7 @@ def test_a_cut_off_last_line_is_read_again_once_complete(
 def test_a_rewritten_file_is_reported_and_left_alone(
     db: Database, agent_id: str, tmp_path: Path
 ) -> None:
-    path = rollout(tmp_path, FILES[5])
+    path = rollout(tmp_path, CODEX_FILES[5])
     Importer(db, "codex", agent_id=agent_id).run([path])
     before = counts(db)
     data = path.read_bytes()
@@ -223,7 +223,7 @@ def test_a_rewritten_file_is_reported_and_left_alone(
 def test_zstd_and_hostile_files(db: Database, tmp_path: Path) -> None:
     folder = tmp_path / "sessions"
     folder.mkdir()
-    raw = FILES[5].read_bytes()
+    raw = CODEX_FILES[5].read_bytes()
     (folder / "rollout-a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
     hostile = [
         b'{"timestamp":"2026-02-23T10:00:00Z","type":"session_meta","payload":{"id":"s"}}\n',
@@ -293,7 +293,7 @@ def test_an_unknown_agent_or_source_is_refused(db: Database) -> None:
 
 
 def test_deleting_the_agent_keeps_the_import(db: Database, agent_id: str, tmp_path: Path) -> None:
-    path = rollout(tmp_path, FILES[5])
+    path = rollout(tmp_path, CODEX_FILES[5])
     result = Importer(db, "codex", agent_id=agent_id).run([path]).files[0]
     settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
     AgentStore(db, settings).delete(agent_id)

@@ -18,15 +18,12 @@ from opencrab.server.api import imports as api
 from opencrab.store import Database
 from opencrab.store.repositories import events as events_repo
 from opencrab.store.types import format_timestamp
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CODEX = sorted((FIXTURES / "codex").rglob("rollout-*.jsonl"))
-CLAUDE = sorted((FIXTURES / "claude").rglob("*.jsonl"))
+from tests.fakes.corpora import CLAUDE_FILES, CODEX_FILES
 
 
-@pytest.mark.parametrize("path", [*CODEX, *CLAUDE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*CODEX_FILES, *CLAUDE_FILES], ids=lambda p: p.name)
 def test_every_parsed_line_is_a_normalized_message(path: Path) -> None:
-    parse = codex.parse_file if path in CODEX else claude.parse_file
+    parse = codex.parse_file if path in CODEX_FILES else claude.parse_file
     messages = parse(path).messages
     assert messages
     typed = NORMALIZED_ADAPTER.validate_python(messages)
@@ -39,7 +36,7 @@ def test_the_api_documents_the_importers_type() -> None:
     assert route.response_model == list[NormalizedMessage]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("source", "files"), [("codex", CODEX), ("claude", CLAUDE)])
+@pytest.mark.parametrize(("source", "files"), [("codex", CODEX_FILES), ("claude", CLAUDE_FILES)])
 def test_imported_events_are_encoded_as_the_event_log_encodes_them(
     db: Database, agent_id: str, source: str, files: list[Path]
 ) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from opencrab.importers.common import FileTooLarge, ReadLimits, read_lines
+from tests.fakes.corpora import CODEX_FILES
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 # a file at least this long is read line by line (no line can be over max_line_bytes)
 STREAMED = ReadLimits(max_line_bytes=16)
 AWKWARD = (
@@ -41,7 +41,7 @@ def test_an_empty_file_has_no_lines(tmp_path: Path) -> None:
 
 
 def test_the_corpus_reads_the_same_either_way() -> None:
-    for path in sorted(CORPUS.rglob("rollout-*.jsonl")):
+    for path in CODEX_FILES:
         whole = list(read_lines(path))
         streamed = list(read_lines(path, STREAMED))
         # streamed with 16-byte lines: the long ones become stand-ins, the rest agree

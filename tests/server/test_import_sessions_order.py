@@ -13,10 +13,10 @@ from opencrab.importers.store import Importer
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.corpora import CLAUDE_FILE
+from tests.fakes.corpora import CODEX_FILES as FILES
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.fakes.transcripts import price_corpus_model
-from tests.importers.test_claude import FILE as CLAUDE_FILE
-from tests.importers.test_codex_parse import FILES
 from tests.server.conftest import error_of
 from tests.server.local import LocalClient
 

@@ -11,8 +11,8 @@ from opencrab.importers.codex import parse_file
 from opencrab.importers.store import Importer
 from opencrab.server.api.imports import NormalizedMessage
 from opencrab.store import Database
-from tests.importers.test_claude import FILE as CLAUDE_FILE
-from tests.importers.test_codex_parse import FILES, last_total
+from tests.fakes.corpora import CLAUDE_FILE, last_total
+from tests.fakes.corpora import CODEX_FILES as FILES
 from tests.server.conftest import error_of, new_agent
 
 

@@ -27,8 +27,8 @@ from opencrab.store.repositories import llm_analytics
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.tables import llm_usage_daily, llm_usage_metrics
 from opencrab.store.types import format_timestamp
+from tests.fakes.corpora import CODEX_FILES
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.importers.test_codex_parse import FILES
 
 M = llm_usage_metrics.c
 SUMS = metrics_repo.DAILY_SUMS
@@ -173,7 +173,7 @@ async def test_the_routers_failed_attempts_add_up(any_db: Database, settings: Se
 def test_the_importers_calls_add_up(any_db: Database, tmp_path: Path) -> None:
     settings = load_settings(None, overrides={"data_dir": str(tmp_path)})
     agent = AgentStore(any_db, settings).create(AgentCreate(name="coder", prompt="You code."))
-    Importer(any_db, "codex", agent_id=agent.id).run([FILES[0].parent])
+    Importer(any_db, "codex", agent_id=agent.id).run([CODEX_FILES[0].parent])
     want = assert_in_step(any_db)
     assert {k[4] for k in want} == {"import"}
     assert sum(v["calls"] for v in want.values()) > 10

@@ -131,32 +131,16 @@ class CostInputs(NamedTuple):
 def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
     """Store call rows with one executemany, and add them to the daily rollup."""
     bulk_insert(conn, metrics, COLUMNS, rows)
-    sums: dict[tuple[str, ...], list[Any]] = {}
-    for r in rows:
-        key = daily_key(
-            r.timestamp, r.agent_id, r.provider, r.model, r.purpose, r.task_type, r.status
-        )
-        quality, ttft = r.quality_score, r.time_to_first_token_ms
-        _add(
-            sums,
-            key,
-            (
-                1,
-                r.input_tokens,
-                r.output_tokens,
-                r.total_tokens,
-                r.cache_read_tokens,
-                r.cache_write_tokens,
-                r.reasoning_tokens,
-                r.estimated_cost_usd,
-                0.0 if quality is None else quality,
-                0 if quality is None else 1,
-                r.latency_ms,
-                0 if ttft is None else ttft,
-                0 if ttft is None else 1,
-            ),
-        )
-    _accumulate(conn, sums)
+    _accumulate(conn, _daily_sums(rows, [utc_day_key(r.timestamp) for r in rows]))
+
+
+def insert_bound(conn: Connection, rows: Sequence[Sequence[Any]], days: Sequence[str]) -> None:
+    """`insert` of rows (values in COLUMNS order) already in the driver's form
+    (`bulk_insert`'s `bound`: timestamps as storage text on SQLite), `days[i]` the UTC
+    day key of row i's timestamp (`utc_day_key`): an import's many calls are not
+    converted again value by value."""
+    bulk_insert(conn, metrics, COLUMNS, rows, bound=True)
+    _accumulate(conn, _daily_sums(rows, days))
 
 
 # ------------------------------------------------------------------ the daily rollup
@@ -218,6 +202,52 @@ def _add(
     else:
         for i, v in enumerate(values):
             had[i] += v
+
+
+def _daily_sums(
+    rows: Sequence[Sequence[Any]], days: Sequence[str]
+) -> dict[tuple[str, ...], list[Any]]:
+    """What rows (values in COLUMNS order, as stored or as bound) add to the rollup,
+    `days[i]` the UTC day key of row i: DAILY_SUMS by rollup key (`daily_key`)."""
+    agent, provider, model, purpose, task_type, status, quality_at, ttft_at, latency = (
+        _AT[n] for n in _KEY_AND_AVERAGED
+    )
+    summed = itemgetter(*(_AT[n] for n in _SUMMED))
+    sums: dict[tuple[str, ...], list[Any]] = {}
+    for r, day in zip(rows, days, strict=True):
+        key = (day, str(r[agent]), r[provider], r[model], r[purpose], r[task_type] or "", r[status])
+        quality, ttft = r[quality_at], r[ttft_at]
+        _add(
+            sums,
+            key,
+            (
+                1,
+                *summed(r),
+                0.0 if quality is None else quality,
+                0 if quality is None else 1,
+                r[latency],
+                0 if ttft is None else ttft,
+                0 if ttft is None else 1,
+            ),
+        )
+    return sums
+
+
+_AT = {name: COLUMNS.index(name) for name in COLUMNS}
+_KEY_AND_AVERAGED = (
+    "agent_id",
+    "provider",
+    "model",
+    "purpose",
+    "task_type",
+    "status",
+    "quality_score",
+    "time_to_first_token_ms",
+    "latency_ms",
+)
+_SUMMED = (*DAILY_SUMS[1:_COST], "estimated_cost_usd")
+"""The columns `_daily_sums` sums as they are, in DAILY_SUMS order after `calls` (the
+token sums share their column's name; cost_usd sums estimated_cost_usd)."""
 
 
 def _upsert(count: int) -> Prepared:
@@ -462,49 +492,3 @@ def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
         [{"row_id": row_id, "cost": cost} for row_id, cost in costs],
     )
     _accumulate(conn, change)
-
-
-def insert_bound(conn: Connection, rows: Sequence[Sequence[Any]], days: Sequence[str]) -> None:
-    """`insert` of rows (values in COLUMNS order) already in the driver's form
-    (`bulk_insert`'s `bound`: timestamps as storage text on SQLite), `days[i]` the UTC
-    day key of row i's timestamp (`utc_day_key`): an import's many calls are not
-    converted again value by value."""
-    bulk_insert(conn, metrics, COLUMNS, rows, bound=True)
-    keys = [_BOUND[n] for n in ("agent_id", "provider", "model", "purpose", "task_type")]
-    agent, provider, model, purpose, task_type = keys
-    status, quality_at, ttft_at = _BOUND["status"], _BOUND["quality_score"], _BOUND["ttft"]
-    latency = _BOUND["latency_ms"]
-    summed = itemgetter(*(_BOUND[n] for n in _BOUND_SUMS))
-    sums: dict[tuple[str, ...], list[Any]] = {}
-    for r, day in zip(rows, days, strict=True):
-        key = (day, str(r[agent]), r[provider], r[model], r[purpose], r[task_type] or "", r[status])
-        quality, ttft = r[quality_at], r[ttft_at]
-        _add(
-            sums,
-            key,
-            (
-                1,
-                *summed(r),
-                0.0 if quality is None else quality,
-                0 if quality is None else 1,
-                r[latency],
-                0 if ttft is None else ttft,
-                0 if ttft is None else 1,
-            ),
-        )
-    _accumulate(conn, sums)
-
-
-_BOUND = {name: COLUMNS.index(name) for name in COLUMNS} | {
-    "ttft": COLUMNS.index("time_to_first_token_ms")
-}
-_BOUND_SUMS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "estimated_cost_usd",
-)
-"""The columns `insert_bound` sums as they are, in DAILY_SUMS order after `calls`."""
