@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store.dialects import upsert
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_tools, tools
 
@@ -64,9 +65,13 @@ def tool_texts(conn: Connection) -> dict[str, tuple[str | None, Any]]:
 
 
 def insert_tool(conn: Connection, row: ToolRow) -> None:
-    """Store a new tool row."""
+    """Store a new tool row; one another process stored meanwhile (two servers starting
+    on one PostgreSQL at once) is refreshed instead."""
     conn.execute(
-        tools.insert().values(
+        upsert(
+            conn.dialect,
+            tools,
+            ["id"],
             id=row.id,
             name=row.name,
             description=row.description,
