@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from datetime import UTC, datetime
+from itertools import pairwise
 from uuid import UUID, uuid4
 
 import pytest
@@ -29,6 +30,8 @@ from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.gateway.discord import DiscordGateway
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import LeaseStore, heartbeat_key
 from opencrab.store.tables import agents, heartbeat_log
 from tests.core.conftest import speak
 from tests.fakes.discord_client import CHANNEL, GUILD, FakeDiscord
@@ -251,7 +254,9 @@ async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
 # ------------------------------------------------------------------ spread, primes, home
 def test_first_ticks_are_spread_over_each_agents_interval(db: Database) -> None:
     clock = Clock()
-    scheduler = HeartbeatScheduler(db, clock=clock)
+    wall = Clock()
+    wall.now = 1_800_000_000.0
+    scheduler = HeartbeatScheduler(db, clock=clock, wall=wall)
     ids = [str(UUID(int=n)) for n in range(1, 41)]  # fixed ids: the same phases every run
     for agent_id in ids:
         scheduler.add(AgentPulse(agent_id, 29.0))
@@ -263,8 +268,25 @@ def test_first_ticks_are_spread_over_each_agents_interval(db: Database) -> None:
     assert len(set(offsets)) == len(ids)  # no two agents in the same phase
     assert min(offsets) < 29.0 / 4  # spread over the whole interval
     assert max(offsets) > 29.0 * 3 / 4
-    assert offsets == pytest.approx([first_tick_in(a, 29.0) for a in ids])  # same every start
+    assert offsets == pytest.approx([first_tick_in(a, 29.0, wall.now) for a in ids])
     assert 0.0 < due["slow"] - clock.now <= 97.0
+
+
+def test_every_process_puts_an_agent_on_the_same_slots(db: Database) -> None:
+    """Slots are counted from the epoch, not from when a process started: a process that
+    takes an agent over ticks it on the slots its previous holder used."""
+    firsts = []
+    for started, monotonic in ((1_800_000_000.0, 1000.0), (1_800_000_123.4, 5.0)):
+        clock, wall = Clock(), Clock()
+        clock.now, wall.now = monotonic, started
+        scheduler = HeartbeatScheduler(db, clock=clock, wall=wall)
+        scheduler.add(AgentPulse("a", 29.0))
+        ((due, _, _),) = scheduler._heap
+        firsts.append(wall.now + (due - clock.now))  # the first slot, on the wall clock
+    apart = (firsts[1] - firsts[0]) / 29.0
+    assert apart == pytest.approx(round(apart), abs=1e-6)
+    assert round(apart) in (4, 5)  # started 123.4 s later: four or five intervals on
+    assert first_tick_in("a", 29.0, firsts[0] + 0.5) == pytest.approx(28.5)  # just past one
 
 
 def test_a_non_prime_interval_is_warned_about_with_the_nearest_primes() -> None:
@@ -355,3 +377,100 @@ async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
     ]
     stored = session_messages(runtime.db, home.session_for(agent.id))
     assert [m.content for m in stored] == ["今日も水やりを忘れずに。"] * 2
+
+
+# ------------------------------------------------------------------ shared by lease
+async def test_two_schedulers_share_the_agents_and_a_handover_never_ticks_a_slot_twice(
+    any_db: Database,
+) -> None:
+    """Two processes' schedulers on one database: the second one joining takes over half
+    the agents, the first closing hands its half back; every slot of every agent is
+    ticked at most once, whichever scheduler held the agent."""
+    now = datetime.now(UTC)
+    ids = [str(uuid4()) for _ in range(12)]
+    with any_db.write() as conn:
+        conn.execute(
+            agents.insert(),
+            [
+                {"id": i, "name": f"a{n}", "prompt": "", "created_at": now, "updated_at": now}
+                for n, i in enumerate(ids)
+            ],
+        )
+    interval = 0.3
+    store = LeaseStore(any_db)
+
+    def scheduler(owner: str) -> HeartbeatScheduler:
+        keeper = LeaseKeeper(store, owner=owner, ttl_secs=0.6)  # a pass every 0.2 s
+        made = HeartbeatScheduler(any_db, leases=keeper)
+        for agent_id in ids:
+            made.add(AgentPulse(agent_id, interval))
+        keeper.start()
+        return made
+
+    async def run_for(schedulers: list[HeartbeatScheduler], secs: float) -> None:
+        stop = asyncio.Event()
+        runners = [asyncio.create_task(s.run(stop)) for s in schedulers]
+        await asyncio.sleep(secs)
+        stop.set()
+        await asyncio.gather(*runners)
+
+    first = scheduler("first")
+    await run_for([first], 1.0)
+    second = scheduler("second")
+    await run_for([first, second], 2.0)  # the second joins: the agents are split
+    assert first.leases is not None
+    assert second.leases is not None
+    shares = [sum(s.leases.holds(heartbeat_key(a)) for a in ids) for s in (first, second)]
+    assert shares == [6, 6]
+    await first.leases.close()  # a clean shutdown: the second takes all of them over
+    await run_for([second], 1.5)
+    assert sum(second.leases.holds(heartbeat_key(a)) for a in ids) == 12
+    await second.leases.close()
+
+    with any_db.read() as conn:
+        rows = conn.execute(
+            sa.select(
+                heartbeat_log.c.agent_id, heartbeat_log.c.result_json, heartbeat_log.c.created_at
+            )
+        ).all()
+    slots: dict[str, list[tuple[float, str]]] = {}
+    for r in rows:
+        late = r.result_json.get("late_ms", 0) / 1000
+        at = r.created_at.replace(tzinfo=UTC) if r.created_at.tzinfo is None else r.created_at
+        slots.setdefault(str(r.agent_id), []).append(
+            (at.timestamp() - late, r.result_json["process"])
+        )
+    assert set(slots) == set(ids)
+    moved = 0
+    for agent_id, ticked in slots.items():
+        ticked.sort()
+        owners = [owner for _, owner in ticked]
+        moved += len(set(owners)) > 1
+        for (t1, _), (t2, _) in pairwise(ticked):
+            # one tick per slot, on the slots every process shares (whole intervals apart)
+            assert t2 - t1 > interval * 0.9, (agent_id, ticked)
+    assert moved == 12  # each agent ticked first in the first, then in the second
+
+
+async def test_a_slot_due_before_the_lease_was_taken_is_left_to_the_previous_holder(
+    db: Database,
+) -> None:
+    """The previous holder ticked that slot (or let go of the agent first, and then nobody
+    may): a slot due before the taking, or within the slack after it, is not ticked, even
+    when this scheduler comes to it late."""
+    clock = Clock()
+    keeper = LeaseKeeper(LeaseStore(db), owner="heir", ttl_secs=60, clock=clock)
+    scheduler = HeartbeatScheduler(db, clock=clock, leases=keeper)
+    scheduler.add(AgentPulse("a", 10.0), first_in=0.05)  # due within the slack of the taking
+    scheduler.add(AgentPulse("b", 10.0), first_in=1.0)
+    await keeper.run_pass()  # taken at 1000.0
+    clock.now += 0.05
+    scheduler.tick_due()
+    assert (scheduler.ticks, scheduler.elsewhere) == (0, 1)  # "a" at 1000.05: not its slot
+    clock.now += 2.0  # "b" was due at 1001.0, after the taking: ticked, if late
+    scheduler.tick_due()
+    assert (scheduler.ticks, scheduler.elsewhere) == (1, 1)
+    clock.now = 1010.05  # "a"'s next slot: held for 10 s by now
+    scheduler.tick_due()
+    assert (scheduler.ticks, scheduler.elsewhere) == (2, 1)
+    await keeper.close()

@@ -3,10 +3,13 @@ a turn of the same session, nor ticks the same agent, at the same time."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import sqlalchemy as sa
 
 from opencrab.core.agent import AgentCreate, HeartbeatConfig
+from opencrab.core.heartbeat import TICK_SLACK_SECS
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.errors import SessionBusy
@@ -64,11 +67,14 @@ async def test_the_scheduler_ticks_only_the_agents_whose_lease_it_holds(
     await other.run_pass()
     scheduler = runtime.scheduler()
     for agent in (mine, theirs):
-        scheduler.add(runtime.pulse_for(agent, scheduler), first_in=0)
+        scheduler.add(runtime.pulse_for(agent, scheduler), first_in=60)
     await runtime.leases.run_pass()
     assert runtime.leases.holds(heartbeat_key(mine.id))
     assert not runtime.leases.holds(heartbeat_key(theirs.id))
 
+    for agent in (mine, theirs):  # due now, more than the slack after the lease was taken
+        scheduler.add(runtime.pulse_for(agent, scheduler), first_in=2 * TICK_SLACK_SECS)
+    await asyncio.sleep(2 * TICK_SLACK_SECS)
     scheduler.tick_due()
     scheduler.flush()
     with db.read() as conn:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from opencrab.errors import ConflictError
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
-from opencrab.store.leases import PROCESS_OWNER, LeaseStore, heartbeat_key, turn_key
+from opencrab.store.leases import PROCESS_OWNER, LeaseStore, heartbeat_key, member_key, turn_key
 from opencrab.store.tables import leases
 
 
@@ -262,7 +262,7 @@ async def test_unwanted_leases_are_let_go_of_and_close_lets_go_of_all(any_db: Da
     keeper.unwant("heartbeat:a")
     assert not keeper.holds("heartbeat:a")  # at once, before its row is gone
     await keeper.run_pass()
-    assert store.held_by("me") == ["heartbeat:b"]
+    assert store.held_by("me") == ["heartbeat:b", member_key("me")]
     keeper.unwant("heartbeat:b")
     keeper.want("heartbeat:b")  # wanted again before the pass: still held
     assert keeper.holds("heartbeat:b")
@@ -304,7 +304,7 @@ async def test_passes_asked_for_at_once_run_one_after_another(any_db: Database) 
     assert keeper.holds("heartbeat:b")
     keeper.unwant("heartbeat:a")
     await asyncio.gather(*(keeper.run_pass() for _ in range(4)))
-    assert store.held_by("me") == ["heartbeat:b"]
+    assert store.held_by("me") == ["heartbeat:b", member_key("me")]
     await keeper.close()
     assert store.held_by("me") == []
 
@@ -377,3 +377,100 @@ def test_letting_go_is_tried_again_when_postgresql_breaks_a_deadlock(pg_url: str
     finally:
         db.close()
         other.close()
+
+
+# ------------------------------------------------------------------ fair shares
+def held_counts(keepers: list[LeaseKeeper], keys: list[str]) -> list[int]:
+    return [sum(k.holds(key) for key in keys) for k in keepers]
+
+
+async def passes(keepers: list[LeaseKeeper], rounds: int = 3) -> None:
+    for _ in range(rounds):  # each keeper's pass in turn, as their timers would run them
+        for keeper in keepers:
+            await keeper.run_pass()
+
+
+async def test_keepers_share_the_wanted_leases_fairly_and_hand_over_on_joining_and_closing(
+    any_db: Database,
+) -> None:
+    store = LeaseStore(any_db)
+    keys = [heartbeat_key(str(n)) for n in range(30)]
+    first, second, third = (LeaseKeeper(store, owner=name, ttl_secs=60) for name in "abc")
+    for keeper in (first, second):
+        for key in keys:
+            keeper.want(key)
+    await passes([first, second])
+    assert held_counts([first, second], keys) == [15, 15]
+
+    for key in keys:  # a third process joins: the other two let go of a third each
+        third.want(key)
+    await passes([third, first, second])
+    assert held_counts([first, second, third], keys) == [10, 10, 10]
+    for key in keys:  # each lease in exactly one keeper, and the store agrees
+        holders = [k.owner for k in (first, second, third) if k.holds(key)]
+        assert len(holders) == 1
+        lease = store.get(key)
+        assert lease is not None
+        assert lease.owner == holders[0]
+
+    await second.close()  # a clean shutdown: the two left take its ten over
+    await passes([first, third])
+    assert held_counts([first, third], keys) == [15, 15]
+    assert store.held_by("b") == []
+    await first.close()
+    await third.close()
+
+
+async def test_a_member_that_takes_nothing_does_not_leave_leases_unheld(any_db: Database) -> None:
+    """A live member lease of a process that wants none of these leases (or has stalled)
+    lowers the share of the others; a lease free at two passes in a row is taken anyway."""
+    store = LeaseStore(any_db)
+    assert store.try_acquire(member_key("idle"), "idle", ttl_secs=60)
+    keys = [heartbeat_key(str(n)) for n in range(10)]
+    keeper = LeaseKeeper(store, owner="busy", ttl_secs=60)
+    for key in keys:
+        keeper.want(key)
+    await keeper.run_pass()
+    assert held_counts([keeper], keys) == [5]  # its share of two members
+    await keeper.run_pass()  # the other five were free at both passes
+    assert held_counts([keeper], keys) == [10]
+    await keeper.close()
+
+
+async def test_a_lease_let_go_of_in_a_handover_counts_as_held_only_from_its_taking(
+    any_db: Database,
+) -> None:
+    store = LeaseStore(any_db)
+    clock = Clock()
+    first = LeaseKeeper(store, owner="first", ttl_secs=60, clock=clock)
+    second = LeaseKeeper(store, owner="second", ttl_secs=60, clock=clock)
+    keys = [heartbeat_key(str(n)) for n in range(4)]
+    for key in keys:
+        first.want(key)
+    await first.run_pass()
+    clock.now += 10
+    assert [first.held_for(key) for key in keys] == [10.0] * 4
+    for key in keys:
+        second.want(key)
+    await passes([second, first])
+    moved = [key for key in keys if second.holds(key)]
+    assert len(moved) == 2
+    assert all(not first.holds(key) and first.held_for(key) == 0.0 for key in moved)
+    clock.now += 1
+    assert [second.held_for(key) for key in moved] == [1.0, 1.0]
+    assert all(first.held_for(key) == 11.0 for key in keys if key not in moved)
+    await first.close()
+    await second.close()
+
+
+async def test_a_keeper_that_does_not_share_takes_every_free_lease(any_db: Database) -> None:
+    store = LeaseStore(any_db)
+    assert store.try_acquire(member_key("other"), "other", ttl_secs=60)
+    keeper = LeaseKeeper(store, owner="greedy", ttl_secs=60, share=False)
+    keys = [heartbeat_key(str(n)) for n in range(6)]
+    for key in keys:
+        keeper.want(key)
+    await keeper.run_pass()
+    assert held_counts([keeper], keys) == [6]
+    assert store.held_by("greedy") == sorted(keys)  # no member lease
+    await keeper.close()

@@ -2,10 +2,11 @@
 
 One scheduler runs every agent on one event loop. Ticks follow an absolute schedule
 (next = previous due time + interval), so they never drift however long a tick takes;
-a tick that is late by more than an interval is skipped, not queued. An agent's first
-tick comes at its own phase within its interval (from a hash of its id), so agents with
-the same interval do not tick in step. The seed recommends prime intervals; any other
-gets a warning naming the nearest primes (`prime_warning`).
+a tick that is late by more than an interval is skipped, not queued. An agent's ticks
+fall on its own slots: its phase within its interval (from a hash of its id) counted
+from the Unix epoch, so agents with the same interval do not tick in step, and every
+process (every restart) puts an agent on the same slots. The seed recommends prime
+intervals; any other gets a warning naming the nearest primes (`prime_warning`).
 
 A tick makes the cheap checks first, with no LLM call: is the heartbeat on, is there
 budget left (no cap that would refuse its call is spent: the agent's daily and monthly,
@@ -25,8 +26,12 @@ Every tick is one `heartbeat_log` row; rows are written in batches.
 
 Given a LeaseKeeper, the scheduler ticks an agent only while this process holds the
 agent's heartbeat lease (`heartbeat:<agent id>`): with several processes on one database
-each agent ticks in exactly one of them, and when that process dies its lease expires
-and another takes the agent over. Its log rows then name the process (`process`).
+each agent ticks in exactly one of them, the agents are shared fairly among them (the
+keeper's fair share: a process that joins takes over its part), and when a process dies
+its leases expire and the others take its agents over. A process that took an agent's
+lease leaves a slot due before (or within TICK_SLACK_SECS after) it took it to the
+previous holder, so a handover never ticks one slot twice. Log rows name the process
+(`process`).
 """
 
 from __future__ import annotations
@@ -86,7 +91,9 @@ class Tick:
     checks: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     process: str | None = None  # the lease owner that ticked (None: no leases in use)
-    late_secs: float = 0.0  # how long after its scheduled time it ran (a loaded machine)
+    # how long after its slot it ran (a loaded machine); negative: early, within the
+    # TICK_SLACK_SECS that lets ticks due close together run in one wake-up
+    late_secs: float = 0.0
     at: datetime = field(default_factory=lambda: datetime.now(UTC))  # when it ticked
 
     def row(self) -> dict[str, Any]:
@@ -98,7 +105,7 @@ class Tick:
         }
         if self.process is not None:
             result["process"] = self.process
-        if self.late_secs > 0:
+        if self.late_secs:
             result["late_ms"] = round(self.late_secs * 1000)
         return {
             "agent_id": self.agent_id,
@@ -209,6 +216,7 @@ class HeartbeatScheduler:
         *,
         act: Act | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         observer: Observer | None = None,
         leases: LeaseKeeper | None = None,
     ) -> None:
@@ -216,6 +224,7 @@ class HeartbeatScheduler:
         self.act = act
         self.leases = leases
         self.clock = clock
+        self.wall = wall  # the clock slots are counted on (seconds since the epoch)
         self.observer = observer or Observer(db)
         self.pulses: dict[str, AgentPulse] = {}
         # (due, entry, agent): an agent's live entry number is in _entries, so a removed
@@ -231,11 +240,11 @@ class HeartbeatScheduler:
         self.max_lateness = 0.0
 
     def add(self, pulse: AgentPulse, *, first_in: float | None = None) -> None:
-        """Register an agent; its first tick comes at its phase within its interval
-        (`first_tick_in`), or after `first_in` seconds when given."""
+        """Register an agent; its first tick comes at its next slot (`first_tick_in`), or
+        after `first_in` seconds when given."""
         self.pulses[pulse.agent_id] = pulse
         if first_in is None:
-            first_in = first_tick_in(pulse.agent_id, pulse.interval_secs)
+            first_in = first_tick_in(pulse.agent_id, pulse.interval_secs, self.wall())
         due = self.clock() + first_in
         self._next_entry += 1
         self._entries[pulse.agent_id] = self._next_entry
@@ -308,6 +317,7 @@ class HeartbeatScheduler:
         if pulse is None:
             return
         now = self.clock()
+        at = self.wall()  # read with `now`: `at` less the lateness is the slot, exactly
         lateness = now - due
         self.max_lateness = max(self.max_lateness, lateness)
         next_due = due + pulse.interval_secs
@@ -315,12 +325,17 @@ class HeartbeatScheduler:
             next_due += pulse.interval_secs
             self.late_skips += 1
         heapq.heappush(self._heap, (next_due, entry, agent_id))
-        if self.leases is not None and not self.leases.holds(heartbeat_key(agent_id)):
+        # held since before the slot's earliest wake-up: a slot due before a handover is
+        # the previous holder's (it ticked it, or let go first and nobody does)
+        if self.leases is not None and (
+            self.leases.held_for(heartbeat_key(agent_id)) <= lateness + TICK_SLACK_SECS
+        ):
             self.elsewhere += 1  # another process ticks it (or nobody may, for now)
             return
         self.observer.refresh(now)
         tick = decide(pulse, self.observer, now)
-        tick.late_secs = max(0.0, lateness)
+        tick.at = datetime.fromtimestamp(at, UTC)
+        tick.late_secs = lateness
         if self.leases is not None:
             tick.process = self.leases.owner
         self.ticks += 1
@@ -358,11 +373,13 @@ def reflect_due(pulse: AgentPulse, now: float) -> timedelta:
     return timedelta(seconds=max(0.0, REFLECT_EVERY_SECS - (now - pulse.last_reflection)))
 
 
-def first_tick_in(agent_id: str, interval_secs: float) -> float:
-    """Seconds until an agent's first tick: its own phase in (0, interval], from its id."""
+def first_tick_in(agent_id: str, interval_secs: float, now: float) -> float:
+    """Seconds, in (0, interval], from `now` (seconds since the epoch) until the agent's
+    next slot: its slots are its phase within its interval (from a hash of its id) plus
+    whole intervals since the epoch, the same in every process."""
     digest = hashlib.sha256(agent_id.encode()).digest()
-    fraction = (int.from_bytes(digest[:8], "big") + 1) / 2**64
-    return interval_secs * fraction
+    phase = interval_secs * (int.from_bytes(digest[:8], "big") / 2**64)
+    return interval_secs - (now - phase) % interval_secs
 
 
 def is_prime(n: int) -> bool:

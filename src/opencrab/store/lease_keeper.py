@@ -9,6 +9,17 @@ Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews e
 held lease, tries to take the wanted ones it does not hold (another process's are taken
 once theirs expires) and lets go of the unwanted (store.leases: a pass of a process
 holding nothing is one read while nothing is free; a holder's renewals are one UPDATE).
+
+The wanted work is shared fairly: a keeper that wants leases holds a member lease
+(`member:<owner>`), and the live member leases say among how many processes the work is
+shared. A keeper holds at most its fair share, ceil(wanted / members): over it (a process
+joined), it lets go of the excess at once, and the newcomer takes it at its next pass;
+under it, it takes free leases up to its share. A lease found free at two passes in a
+row is taken whatever the share (so nothing stays unheld because a member died or wants
+other work); a process that closes lets go of all, and the others' shares grow.
+`held_for(key)` says how long this process has held a lease without a break, so work on
+a schedule (heartbeat slots) can leave a slot due before the handover to the previous
+holder.
 A lease counts as held only until the ttl since the start of its last successful
 renewal runs out, measured on this process's monotonic clock: a process whose renewals
 stall stops working before another process may take over. `close()` lets go of all of
@@ -29,12 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from opencrab.offload import run_blocking
-from opencrab.store.leases import PROCESS_OWNER, LeaseStore
+from opencrab.store.leases import PROCESS_OWNER, LeaseStore, member_key
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +62,17 @@ class LeaseKeeper:
         owner: str = PROCESS_OWNER,
         ttl_secs: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        share: bool = True,
     ) -> None:
         self.store = store
         self.owner = owner
         self.ttl_secs = ttl_secs
         self.clock = clock
+        self.share = share  # False: take every wanted lease that is free (no member lease)
+        self.member = member_key(owner)
         self._held: dict[str, float] = {}  # key -> until when it counts as held (clock)
+        self._since: dict[str, float] = {}  # key -> since when it is held without a break
+        self._free_before: set[str] = set()  # wanted keys found free at the last pass
         self._wanted: set[str] = set()
         self._unwanted: set[str] = set()  # to let go of at the next pass
         self._wake = asyncio.Event()
@@ -70,18 +88,32 @@ class LeaseKeeper:
         until = self._held.get(key)
         return until is not None and key not in self._unwanted and self.clock() < until
 
+    def held_for(self, key: str) -> float:
+        """Seconds this process has held `key`'s lease without a break (0 when not held)."""
+        if not self.holds(key):
+            return 0.0
+        return self.clock() - self._since[key]
+
+    def _hold(self, key: str, until: float) -> None:
+        self._held[key] = until
+        self._since.setdefault(key, self.clock())
+
+    def _drop(self, key: str) -> None:
+        self._held.pop(key, None)
+        self._since.pop(key, None)
+
     async def acquire(self, key: str) -> bool:
         """Take `key`'s lease now (renewed from then on); False when another process has it."""
         started = self.clock()
         self._taking = True
         taken = await run_blocking(self.store.try_acquire, key, self.owner, self.ttl_secs)
         if taken:
-            self._held[key] = started + self.ttl_secs
+            self._hold(key, started + self.ttl_secs)
         return taken
 
     async def release(self, key: str) -> None:
         """Let go of `key`'s lease now."""
-        self._held.pop(key, None)
+        self._drop(key)
         self._wanted.discard(key)
         await run_blocking(self.store.release, [key], self.owner)
 
@@ -130,19 +162,52 @@ class LeaseKeeper:
         held = set(self._held) - drop
         wanted = set(self._wanted) - held  # the held ones are renewed, not taken again
         self._taking = self._taking or bool(self._wanted)
+        if self.share and self._wanted:
+            if self.member not in held:
+                wanted.add(self.member)
+            await self._fair_share(held, wanted, drop)
+        elif self.member in held:  # nothing wanted any more: no longer a member
+            held.discard(self.member)
+            drop.add(self.member)
         # a turn's lease is only renewed, never taken: its turn may let go of it meanwhile
         got = await run_blocking(
             self.store.exchange, self.owner, self.ttl_secs, take=wanted, renew=held, release=drop
         )
         self.passes += 1
         for key in drop:  # its row is gone; wanted again meanwhile, the next pass takes it
-            self._held.pop(key, None)
+            self._drop(key)
             self._unwanted.discard(key)
         for key in wanted | held:
             if key not in got:
-                self._held.pop(key, None)  # another process holds it
-            elif key in self._held or key in self._wanted:  # (not let go of meanwhile)
-                self._held[key] = started + self.ttl_secs
+                self._drop(key)  # another process holds it
+            elif key in self._held or key in self._wanted or key == self.member:
+                self._hold(key, started + self.ttl_secs)  # (not let go of meanwhile)
+
+    async def _fair_share(self, held: set[str], wanted: set[str], drop: set[str]) -> None:
+        """Narrow this pass to this process's fair share of the wanted leases: `wanted`
+        (to take) keeps the free ones up to the share, and the ones free at two passes in
+        a row; over the share, the excess moves from `held` to `drop` and is no longer
+        held from now on (before its release is written: the next holder may start)."""
+        mine = held & self._wanted
+        members, free = await run_blocking(
+            self.store.share_view, self.owner, wanted - {self.member}
+        )
+        members += self.member in wanted  # this process, before its member lease is written
+        share = math.ceil(len(self._wanted) / max(members, 1))
+        if len(mine) > share:
+            excess = random.sample(sorted(mine), len(mine) - share)
+            for key in excess:
+                self._drop(key)
+            held.difference_update(excess)
+            drop.update(excess)
+            chosen: set[str] = set()
+        else:
+            orphans = free & self._free_before
+            rest = sorted(free - orphans)
+            room = max(share - len(mine) - len(orphans), 0)
+            chosen = orphans | set(random.sample(rest, min(room, len(rest))))
+        self._free_before = free - chosen
+        wanted.intersection_update(chosen | {self.member})
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -171,6 +236,7 @@ class LeaseKeeper:
             await self._task
             self._task = None
         self._held.clear()
+        self._since.clear()
         self._wanted.clear()
         self._unwanted.clear()
         if self._taking:  # (a process that never leased anything needs no write)

@@ -86,6 +86,15 @@ def ticket_key(ticket_id: str) -> str:
     return f"ticket:{ticket_id}"
 
 
+MEMBER_PREFIX = "member:"
+
+
+def member_key(owner: str) -> str:
+    """The lease a process holds while it shares wanted work (heartbeats) with the others:
+    the live ones say how many processes the work is shared among (LeaseKeeper)."""
+    return MEMBER_PREFIX + owner
+
+
 class LeaseStore:
     """The repository of the `leases` table (its only writer)."""
 
@@ -136,6 +145,12 @@ class LeaseStore:
                 conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
             now = _now(conn)
             expires = now + timedelta(seconds=ttl_secs)
+            if member_key(owner) in renewing:  # a member's pass: the dead members' rows go
+                conn.execute(
+                    leases.delete().where(
+                        _members(), leases.c.expires_at < now - timedelta(seconds=ttl_secs)
+                    )
+                )
             held = _renew(conn, sorted(renewing | taking), owner, now, expires)
             tried = sorted(taking - held)
             if tried:
@@ -145,19 +160,33 @@ class LeaseStore:
     def _open(self, owner: str, keys: set[str]) -> set[str]:
         """The keys among `keys` no other owner holds a valid lease on (free, expired or
         `owner`'s), read without locking anything; the write transaction checks again."""
+        with self.db.read() as conn:
+            return self._open_in(conn, owner, keys)
+
+    @staticmethod
+    def _open_in(conn: Connection, owner: str, keys: set[str]) -> set[str]:
+        c = leases.c
+        listed = _key_rows(conn, sorted(keys))
+        now = (
+            sa.func.clock_timestamp()
+            if _postgres(conn)
+            else sa.literal(utcnow(), c.expires_at.type)
+        )
+        blocked = sa.exists().where(c.key == listed.c.value, c.owner != owner, c.expires_at > now)
+        rows = conn.execute(sa.select(listed.c.value).where(~blocked))
+        return {str(k) for k in rows.scalars()}
+
+    def share_view(self, owner: str, keys: Iterable[str]) -> tuple[int, set[str]]:
+        """In one read: how many processes hold a live member lease, and which of `keys`
+        are open to `owner` (free, expired or its own; see `exchange`)."""
+        keys = set(keys)
         c = leases.c
         with self.db.read() as conn:
-            listed = _key_rows(conn, sorted(keys))
-            now = (
-                sa.func.clock_timestamp()
-                if _postgres(conn)
-                else sa.literal(utcnow(), c.expires_at.type)
-            )
-            blocked = sa.exists().where(
-                c.key == listed.c.value, c.owner != owner, c.expires_at > now
-            )
-            rows = conn.execute(sa.select(listed.c.value).where(~blocked))
-            return {str(k) for k in rows.scalars()}
+            now = _now(conn)
+            members = conn.execute(
+                sa.select(sa.func.count()).select_from(leases).where(_members(), c.expires_at > now)
+            ).scalar_one()
+            return int(members), (self._open_in(conn, owner, keys) if keys else set())
 
     def release(self, keys: Iterable[str], owner: str) -> None:
         """Let go of `owner`'s leases among `keys` (others' are left alone)."""
@@ -232,6 +261,12 @@ def _retried(write: Callable[[], T]) -> T:
             if code not in ("40P01", "55P03") or attempt == WRITE_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def _members() -> Any:
+    """The member leases' rows: a range on the primary key (its index serves; LIKE's may not)."""
+    after = MEMBER_PREFIX[:-1] + chr(ord(MEMBER_PREFIX[-1]) + 1)
+    return sa.and_(leases.c.key >= MEMBER_PREFIX, leases.c.key < after)
 
 
 def _postgres(conn: Connection) -> bool:
