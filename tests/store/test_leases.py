@@ -474,3 +474,17 @@ async def test_a_keeper_that_does_not_share_takes_every_free_lease(any_db: Datab
     assert held_counts([keeper], keys) == [6]
     assert store.held_by("greedy") == sorted(keys)  # no member lease
     await keeper.close()
+
+
+async def test_a_dead_members_row_is_removed_by_a_living_members_pass(any_db: Database) -> None:
+    store = LeaseStore(any_db)
+    assert store.try_acquire(member_key("dead"), "dead", ttl_secs=-120)  # long expired
+    assert store.try_acquire(member_key("late"), "late", ttl_secs=-1)  # may still renew
+    keeper = LeaseKeeper(store, owner="alive", ttl_secs=60)
+    keeper.want(heartbeat_key("a"))
+    await keeper.run_pass()  # becomes a member
+    await keeper.run_pass()  # renews: the rows expired for longer than a ttl go
+    assert store.get(member_key("dead")) is None
+    assert store.get(member_key("late")) is not None
+    assert store.share_view("alive", [])[0] == 1  # only the living count
+    await keeper.close()

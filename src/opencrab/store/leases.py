@@ -1,10 +1,11 @@
 """Leases: work that must run once across processes is claimed through a `leases` row.
 
 A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
-`ticket:<ticket id>`), the process that holds it (`owner`, unique per process: `PROCESS_OWNER`)
-and when it expires. A lease is taken when it is free, expired or already the taker's;
-taking one's own lease again renews it. A process that dies stops renewing, so its
-leases expire and another process may take the work.
+`ticket:<ticket id>`, or `member:<owner>`: a process sharing the heartbeats, see
+store.lease_keeper), the process that holds it (`owner`, unique per process:
+`PROCESS_OWNER`) and when it expires. A lease is taken when it is free, expired or
+already the taker's; taking one's own lease again renews it. A process that dies stops
+renewing, so its leases expire and another process may take the work.
 
 Idle passes are cheap: the keys to take are first looked up in one read that locks
 nothing (another owner's lease still valid: not tried), renewals are one UPDATE by owner
