@@ -3,12 +3,13 @@ tickets (the ticket scheduler, `[tickets] enabled`) by lease.
 
 Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
 more than one machine): each agent's heartbeat ticks in the one process holding its
-lease (store.lease_keeper), and a dead process's agents move to another once its leases
-expire; tickets are shared the same way (tickets/scheduler.py). The worker reads the
-agents again every `--refresh-secs` (the heartbeat service's `watch`, as `opencrab up`
-does), so agents created, changed or deleted through any server are followed.
-SIGINT/SIGTERM stop it cleanly: the
-heartbeat log is flushed and every lease it holds is let go of at once.
+lease (store.lease_keeper), each process holding its fair share of the agents (a worker
+that starts takes over its part), and a dead process's agents move to the others once
+its leases expire; tickets are shared the same way (tickets/scheduler.py). The worker
+reads the agents again every `--refresh-secs` (the heartbeat service's `watch`, as
+`opencrab up` does), so agents created, changed or deleted through any server are
+followed. SIGINT/SIGTERM stop it cleanly: the heartbeat log is flushed and every lease it
+holds is let go of at once (the others take its agents over at their next pass).
 """
 
 from __future__ import annotations
