@@ -1,10 +1,13 @@
 """Two real `opencrab up` processes on one data directory share the work by lease: each
-agent's heartbeat ticks in exactly one of them, a `kill -9`'d process's agents tick on in
-the other once its leases expire, and one session never runs two turns at once."""
+agent's heartbeat ticks in exactly one of them (the agents shared fairly, each slot ticked
+once), a `kill -9`'d process's agents tick on in the other once its leases expire, and
+one session never runs two turns at once."""
 
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -21,17 +24,20 @@ FAST_LEASES = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "5"}  # a crash is noticed i
 # renewals every ttl/3 keep a lease through a loaded machine's stalls
 
 
-def ticks(db: Database) -> dict[str, list[str]]:
-    """Each agent's logged ticks in order, as the process (lease owner) that ticked."""
+def ticks(db: Database) -> dict[str, list[tuple[str, datetime]]]:
+    """Each agent's logged ticks in order: (the process (lease owner) that ticked, the
+    slot it ticked: when, less how late)."""
     with db.read() as conn:
         rows = conn.execute(
-            sa.select(heartbeat_log.c.agent_id, heartbeat_log.c.result_json).order_by(
-                heartbeat_log.c.id
-            )
+            sa.select(
+                heartbeat_log.c.agent_id, heartbeat_log.c.result_json, heartbeat_log.c.created_at
+            ).order_by(heartbeat_log.c.id)
         ).all()
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[tuple[str, datetime]]] = {}
     for r in rows:
-        out.setdefault(str(r.agent_id), []).append(str((r.result_json or {}).get("process")))
+        result = r.result_json or {}
+        slot = r.created_at - timedelta(milliseconds=int(result.get("late_ms", 0)))
+        out.setdefault(str(r.agent_id), []).append((str(result.get("process")), slot))
     return out
 
 
@@ -42,50 +48,59 @@ def owner_of(served: ServedOpenCrab, processes: set[str]) -> str:
     return found[0]
 
 
+def agents_held(store: LeaseStore, owner: str) -> list[str]:
+    return [k for k in store.held_by(owner) if k.startswith("heartbeat:")]
+
+
 def test_each_agent_ticks_in_one_process_and_moves_on_after_kill_9(
     data_dir: Path, fake_llm_server: FakeLlmServer
 ) -> None:
     data = data_dir / "shared"
     db = Database(f"sqlite:///{data / 'opencrab.db'}")
+    store = LeaseStore(db)
     first = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES).start()
     second: ServedOpenCrab | None = None
     try:
         older = make_agents(first.url, ["ann", "ben", "cy"], interval=2)
         second = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES).start()
-        newer = make_agents(second.url, ["dee", "eve"], interval=3)  # only the second knows
+        newer = make_agents(second.url, ["dee", "eve"], interval=3)
         everyone = older + newer
+        interval = dict.fromkeys(older, 2) | dict.fromkeys(newer, 3)
 
         wait_for(
             "every agent to tick three times",
             lambda: all(len(ticks(db).get(a, [])) >= 3 for a in everyone),
         )
         seen = ticks(db)
-        processes = {p for a in everyone for p in seen[a]}
+        processes = {p for a in everyone for p, _ in seen[a]}
         a_owner, b_owner = owner_of(first, processes), owner_of(second, processes)
         assert processes == {a_owner, b_owner}
-        # both up: the first holds the agents it had, the second those it made, and
-        # nobody ticks an agent the other one holds
-        for agent in older:
-            assert set(seen[agent]) == {a_owner}, seen[agent]
-        for agent in newer:
-            assert set(seen[agent]) == {b_owner}, seen[agent]
+        # both up: the five agents are shared, at most three (5 / 2, rounded up) each
+        wait_for(
+            "the two to share the agents",
+            lambda: sorted(map(len, (agents_held(store, o) for o in (a_owner, b_owner)))) == [2, 3],
+        )
+        on_the_first = [a.removeprefix("heartbeat:") for a in agents_held(store, a_owner)]
 
         first.kill()  # no shutdown: its leases stay until they expire
+        killed = datetime.now(UTC)
         wait_for(
             "the second process to tick the first one's agents",
-            lambda: all(ticks(db)[a].count(b_owner) >= 2 for a in older),
+            lambda: all(
+                sum(p == b_owner and t > killed for p, t in ticks(db)[a]) >= 2 for a in on_the_first
+            ),
         )
         after = ticks(db)
-        for agent in older:  # the first's ticks, then the second's: never both in turn
-            ticked = after[agent]
-            handover = ticked.index(b_owner)
-            assert set(ticked[:handover]) == {a_owner}
-            assert set(ticked[handover:]) == {b_owner}, ticked
-        for agent in newer:
-            assert set(after[agent]) == {b_owner}
-        store = LeaseStore(db)
-        assert store.held_by(a_owner) == []  # every lease of the dead one was taken over
-        assert len(store.held_by(b_owner)) == len(everyone)
+        for agent in everyone:
+            assert {p for p, _ in after[agent]} <= {a_owner, b_owner}
+            assert all(p == b_owner for p, t in after[agent] if t > killed)
+            # one tick per slot, whichever process held the agent: both put an agent on
+            # the same slots, and a slot due before a handover is the previous holder's
+            slots = sorted(t for _, t in after[agent])
+            for t1, t2 in pairwise(slots):
+                assert (t2 - t1).total_seconds() > interval[agent] * 0.9, after[agent]
+        assert agents_held(store, a_owner) == []  # every lease of the dead one was taken over
+        assert len(agents_held(store, b_owner)) == len(everyone)
 
         second.stop()  # a clean shutdown lets go of every lease at once
         assert store.held_by(b_owner) == []
@@ -160,14 +175,14 @@ def test_an_agent_made_through_one_up_ticks_in_the_other_after_kill_9(
         servers = {first.pid: first, second.pid: second}
         (made,) = make_agents(first.url, ["fay"], interval=2)  # after both are up
         wait_for("the new agent to tick twice", lambda: len(ticks(db).get(made, [])) >= 2)
-        (holding,) = set(ticks(db)[made])  # one process ticks it (the first, as a rule)
+        (holding,) = {p for p, _ in ticks(db)[made]}  # one process ticks it (the first, as a rule)
         holder = servers[int(holding.split(":")[1])]
         holder.kill()
         wait_for(
             "the other process to tick the agent",
-            lambda: any(p != holding for p in ticks(db)[made]),
+            lambda: any(p != holding for p, _ in ticks(db)[made]),
         )
-        ticked = ticks(db)[made]
+        ticked = [p for p, _ in ticks(db)[made]]
         handover = next(n for n, p in enumerate(ticked) if p != holding)
         assert set(ticked[:handover]) == {holding}
         heir = ticked[handover]
