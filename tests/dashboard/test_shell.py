@@ -106,7 +106,7 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
         page.get_by_role("button", name="Sign out").click()
         expect(page).to_have_url(re.compile(r"/login"))
         assert not [c for c in context.cookies() if c["name"] == "opencrab_session"]
-        api = httpx.get(server.url + "/api/agents")
+        api = httpx.get(server.url + "/api/agents", timeout=60)
         assert api.status_code == 401  # the API still answers JSON without a token
         shoot(page, "shell-login")
         watched.check()
@@ -115,6 +115,7 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
             server.url + "/login",
             data={"token": secret},
             headers={"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+            timeout=60,
         )
         assert cross.status_code == 403
 
@@ -122,10 +123,10 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
 def test_dashboard_off_serves_the_api_alone(tmp_path: Path, fake_llm_server: FakeLlmServer) -> None:
     env = {"OPENCRAB_DASHBOARD__ENABLED": "false"}
     with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-        home = httpx.get(server.url + "/")
+        home = httpx.get(server.url + "/", timeout=60)
         assert home.status_code == 404
         assert home.json()["error"] == "not_found"
-        assert httpx.get(server.url + "/api/agents").json() == []
+        assert httpx.get(server.url + "/api/agents", timeout=60).json() == []
         assert "Dashboard:" not in server.output()
 
 
@@ -135,8 +136,8 @@ def test_a_second_dashboard_port_serves_the_same_pages(
     extra = free_port()
     env = {"OPENCRAB_DASHBOARD__PORT": str(extra)}
     with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-        first = httpx.get(server.url + "/")
-        second = httpx.get(f"http://127.0.0.1:{extra}/")
+        first = httpx.get(server.url + "/", timeout=60)
+        second = httpx.get(f"http://127.0.0.1:{extra}/", timeout=60)
         assert first.status_code == second.status_code == 200
         assert "<title>Agents · OpenCrab</title>" in second.text
         output = server.output()
@@ -155,5 +156,5 @@ def test_a_taken_dashboard_port_is_a_note_not_a_failure(
         port = taken.getsockname()[1]
         env = {"OPENCRAB_DASHBOARD__PORT": str(port)}
         with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-            assert httpx.get(server.url + "/").status_code == 200
+            assert httpx.get(server.url + "/", timeout=60).status_code == 200
             assert f"not also on port {port}" in server.output()

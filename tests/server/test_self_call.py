@@ -158,7 +158,7 @@ def test_llm_health_reports_a_running_opencrab_as_not_a_model_server(tmp_path: P
     args = ["--port", str(port), "--data-dir", str(data), "--config", str(config)]
     server = start_up(args, env, base)
     try:
-        mark = httpx.get(f"{base}/api/health").headers[INSTANCE_HEADER]
+        mark = httpx.get(f"{base}/api/health", timeout=60).headers[INSTANCE_HEADER]
         assert mark != INSTANCE_ID  # another process, another mark
         result = CliRunner().invoke(
             build_app(),

@@ -129,7 +129,7 @@ def test_up_off_loopback_with_a_token_serves_rest_websocket_and_v1(
         ["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)], env, base
     )
     try:
-        assert httpx.get(f"{base}/api/agents").status_code == 401
+        assert httpx.get(f"{base}/api/agents", timeout=60).status_code == 401
         api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"})
         agent = api.post("/api/agents", json={"name": "aki", "prompt": "Be brief."}).json()
         session = api.post("/api/sessions", json={"agentId": agent["id"]}).json()["id"]

@@ -30,7 +30,7 @@ def served(settings: Settings, db: Database) -> Iterator[tuple[str, str]]:
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai"))
     with SocketServer(create_app(settings, db, router=router)) as base:
-        agent = httpx.post(f"{base}/api/agents", json={"name": "aki", "prompt": "Hi."})
+        agent = httpx.post(f"{base}/api/agents", json={"name": "aki", "prompt": "Hi."}, timeout=60)
         assert agent.status_code == 201, agent.text
         yield base, f"{base}/api/agents/{agent.json()['id']}/workspace"
 
@@ -201,11 +201,12 @@ def test_the_file_count_cap_refuses_new_files_with_a_clear_error(
     _, url = served
     settings.agent.max_workspace_files = 3
     for n in range(3):
-        assert httpx.put(f"{url}/f{n}.txt", content=b"x").status_code == 201
-    refused = httpx.put(f"{url}/f3.txt", content=b"x")
+        assert httpx.put(f"{url}/f{n}.txt", content=b"x", timeout=60).status_code == 201
+    refused = httpx.put(f"{url}/f3.txt", content=b"x", timeout=60)
     message = error_of(refused, 413, "quota_exceeded")
     assert "3 files" in message
     assert "[agent] max_workspace_files" in message
-    assert httpx.put(f"{url}/f0.txt", content=b"replaced").status_code == 200  # not a new file
-    assert httpx.delete(f"{url}/f1.txt").status_code == 204
-    assert httpx.put(f"{url}/f3.txt", content=b"x").status_code == 201
+    replaced = httpx.put(f"{url}/f0.txt", content=b"replaced", timeout=60)
+    assert replaced.status_code == 200  # not a new file
+    assert httpx.delete(f"{url}/f1.txt", timeout=60).status_code == 204
+    assert httpx.put(f"{url}/f3.txt", content=b"x", timeout=60).status_code == 201
