@@ -488,3 +488,35 @@ async def test_a_dead_members_row_is_removed_by_a_living_members_pass(any_db: Da
     assert store.get(member_key("late")) is not None
     assert store.share_view("alive", [])[0] == 1  # only the living count
     await keeper.close()
+
+
+async def test_passes_come_every_second_while_the_shares_settle(any_db: Database) -> None:
+    """A lease let go of for a newcomer is taken again at the newcomer's next pass: while
+    the shares move, a keeper with room passes every settle_secs, not every ttl/3."""
+    store = LeaseStore(any_db)
+    clock = Clock()
+    keys = [heartbeat_key(str(n)) for n in range(20)]
+    old, new = (LeaseKeeper(store, owner=o, ttl_secs=30, clock=clock) for o in ("old", "new"))
+    for key in keys:
+        old.want(key)
+    await old.run_pass()  # alone: takes all twenty, a member from now on
+    clock.now += 30  # a ttl without anything moving
+    await old.run_pass()
+    assert old.next_pass_in() == 10.0
+    for key in keys:
+        new.want(key)
+    await new.run_pass()  # joins: two members now, nothing free yet, room for ten
+    assert new.next_pass_in() == 1.0
+    await old.run_pass()  # sees two members: lets go of ten, no room for more
+    assert old.next_pass_in() == 10.0
+    clock.now += 1.0
+    await new.run_pass()  # its next pass, a second later: takes them
+    assert held_counts([old, new], keys) == [10, 10]
+    clock.now += 30.5  # a ttl with nothing moving: back to ttl/3
+    await old.run_pass()
+    await new.run_pass()
+    await old.run_pass()
+    await new.run_pass()
+    assert (old.next_pass_in(), new.next_pass_in()) == (10.0, 10.0)
+    await old.close()
+    await new.close()

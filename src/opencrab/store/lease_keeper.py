@@ -16,11 +16,15 @@ shared. A keeper holds at most its fair share, ceil(wanted / members): over it (
 joined), it lets go of the excess at once, and the newcomer takes it at its next pass;
 under it, it takes free leases up to its share. A lease found free at two passes in a
 row is taken whatever the share (so nothing stays unheld because a member died or wants
-other work); a process that closes lets go of all, and the others' shares grow.
+other work); a process that closes lets go of all, and the others' shares grow. While
+the shares settle (for ttl/3 and two settle passes after the number of members changed:
+the others let go of their excess at their next pass), a keeper with room in its share
+passes every `settle_secs` (1 s) instead of every ttl/3, so a lease let go of is taken
+again within about a second, not ten.
+
 `held_for(key)` says how long this process has held a lease without a break, so work on
 a schedule (heartbeat slots) can leave a slot due before the handover to the previous
-holder.
-A lease counts as held only until the ttl since the start of its last successful
+holder. A lease counts as held only until the ttl since the start of its last successful
 renewal runs out, measured on this process's monotonic clock: a process whose renewals
 stall stops working before another process may take over. `close()` lets go of all of
 them (a clean shutdown).
@@ -63,6 +67,7 @@ class LeaseKeeper:
         ttl_secs: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         share: bool = True,
+        settle_secs: float = 1.0,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -73,6 +78,10 @@ class LeaseKeeper:
         self._held: dict[str, float] = {}  # key -> until when it counts as held (clock)
         self._since: dict[str, float] = {}  # key -> since when it is held without a break
         self._free_before: set[str] = set()  # wanted keys found free at the last pass
+        self.settle_secs = settle_secs
+        self._members = 0  # the live members the last pass counted
+        self._settling_until = float("-inf")  # (clock) passes every settle_secs until then
+        self._share = 0  # how many of the wanted leases it may hold (at the last pass)
         self._wanted: set[str] = set()
         self._unwanted: set[str] = set()  # to let go of at the next pass
         self._wake = asyncio.Event()
@@ -194,6 +203,10 @@ class LeaseKeeper:
         )
         members += self.member in wanted  # this process, before its member lease is written
         share = math.ceil(len(self._wanted) / max(members, 1))
+        if members != self._members:  # the others let go at their next pass (ttl/3 at most)
+            self._settling_until = self.clock() + self.ttl_secs / 3 + 2 * self.settle_secs
+        self._members = members
+        self._share = share
         if len(mine) > share:
             excess = random.sample(sorted(mine), len(mine) - share)
             for key in excess:
@@ -209,6 +222,14 @@ class LeaseKeeper:
         self._free_before = free - chosen
         wanted.intersection_update(chosen | {self.member})
 
+    def next_pass_in(self) -> float:
+        """Seconds from the end of a pass to the next: ttl/3, or settle_secs while the
+        shares settle and this keeper has room in its share."""
+        room = self._share > sum(self.holds(key) for key in self._wanted)
+        if room and self.clock() < self._settling_until:
+            return min(self.settle_secs, self.ttl_secs / 3)
+        return self.ttl_secs / 3
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -221,7 +242,7 @@ class LeaseKeeper:
                 return
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that comes as the
             # wait ends, and a task that was cancelled would then run on for ever
-            alarm = loop.call_later(self.ttl_secs / 3, self._wake.set)
+            alarm = loop.call_later(self.next_pass_in(), self._wake.set)
             try:
                 await self._wake.wait()
             finally:
