@@ -46,6 +46,21 @@ class Clock:
         return self.now
 
 
+def stored_agents(db: Database, count: int) -> list[str]:
+    """`count` bare agents stored straight in the table; their ids."""
+    now = datetime.now(UTC)
+    ids = [str(uuid4()) for _ in range(count)]
+    with db.write() as conn:
+        conn.execute(
+            agents.insert(),
+            [
+                {"id": i, "name": f"a{n}", "prompt": "", "created_at": now, "updated_at": now}
+                for n, i in enumerate(ids)
+            ],
+        )
+    return ids
+
+
 def logged(db: Database) -> list[tuple[str, str]]:
     with db.read() as conn:
         rows = conn.execute(
@@ -222,16 +237,7 @@ def test_next_ticks_count_down_and_follow_the_schedule(db: Database) -> None:
 
 
 async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
-    now = datetime.now(UTC)
-    ids = [str(uuid4()) for _ in range(1000)]
-    with db.write() as conn:
-        conn.execute(
-            agents.insert(),
-            [
-                {"id": i, "name": f"a{n}", "prompt": "", "created_at": now, "updated_at": now}
-                for n, i in enumerate(ids)
-            ],
-        )
+    ids = stored_agents(db, 1000)
     acted: list[object] = []
 
     async def act(tick: object) -> None:
@@ -386,16 +392,7 @@ async def test_two_schedulers_share_the_agents_and_a_handover_never_ticks_a_slot
     """Two processes' schedulers on one database: the second one joining takes over half
     the agents, the first closing hands its half back; every slot of every agent is
     ticked at most once, whichever scheduler held the agent."""
-    now = datetime.now(UTC)
-    ids = [str(uuid4()) for _ in range(12)]
-    with any_db.write() as conn:
-        conn.execute(
-            agents.insert(),
-            [
-                {"id": i, "name": f"a{n}", "prompt": "", "created_at": now, "updated_at": now}
-                for n, i in enumerate(ids)
-            ],
-        )
+    ids = stored_agents(any_db, 12)
     interval = 0.3
     store = LeaseStore(any_db)
 

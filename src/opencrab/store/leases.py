@@ -168,12 +168,9 @@ class LeaseStore:
     def _open_in(conn: Connection, owner: str, keys: set[str]) -> set[str]:
         c = leases.c
         listed = _key_rows(conn, sorted(keys))
-        now = (
-            sa.func.clock_timestamp()
-            if _postgres(conn)
-            else sa.literal(utcnow(), c.expires_at.type)
+        blocked = sa.exists().where(
+            c.key == listed.c.value, c.owner != owner, c.expires_at > _now_in_sql(conn)
         )
-        blocked = sa.exists().where(c.key == listed.c.value, c.owner != owner, c.expires_at > now)
         rows = conn.execute(sa.select(listed.c.value).where(~blocked))
         return {str(k) for k in rows.scalars()}
 
@@ -181,13 +178,10 @@ class LeaseStore:
         """In one read: how many processes hold a live member lease, and which of `keys`
         are open to `owner` (free, expired or its own; see `exchange`)."""
         keys = set(keys)
-        c = leases.c
         with self.db.read() as conn:
-            now = _now(conn)
-            members = conn.execute(
-                sa.select(sa.func.count()).select_from(leases).where(_members(), c.expires_at > now)
-            ).scalar_one()
-            return int(members), (self._open_in(conn, owner, keys) if keys else set())
+            live = sa.and_(_members(), leases.c.expires_at > _now_in_sql(conn))
+            members = conn.execute(sa.select(sa.func.count()).select_from(leases).where(live))
+            return int(members.scalar_one()), (self._open_in(conn, owner, keys) if keys else set())
 
     def release(self, keys: Iterable[str], owner: str) -> None:
         """Let go of `owner`'s leases among `keys` (others' are left alone)."""
@@ -225,7 +219,7 @@ class LeaseStore:
             return set()
         held: set[str] = set()
         with self.db.read() as conn:
-            now = _now(conn)
+            now = _now_in_sql(conn)
             for chunk in _chunks(wanted):
                 query = sa.select(leases.c.key).where(
                     leases.c.key.in_(chunk), leases.c.expires_at > now
@@ -249,6 +243,13 @@ def _now(conn: Connection) -> datetime:
         assert isinstance(value, datetime)
         return value
     return utcnow()
+
+
+def _now_in_sql(conn: Connection) -> Any:
+    """`_now` as an expression of the statement that uses it (no trip of its own)."""
+    if _postgres(conn):
+        return sa.func.clock_timestamp()
+    return sa.literal(utcnow(), leases.c.expires_at.type)
 
 
 def _retried(write: Callable[[], T]) -> T:
