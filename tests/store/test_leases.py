@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
@@ -520,3 +521,62 @@ async def test_passes_come_every_second_while_the_shares_settle(any_db: Database
     assert (old.next_pass_in(), new.next_pass_in()) == (10.0, 10.0)
     await old.close()
     await new.close()
+
+
+async def test_processes_started_together_share_within_seconds(any_db: Database) -> None:
+    """Two processes starting at once: the first to write sees itself alone and takes
+    everything; having just joined, it passes again a second later, sees the other and
+    lets go of its share (not ttl/3 later)."""
+    store = LeaseStore(any_db)
+    clock = Clock()
+    keys = [heartbeat_key(str(n)) for n in range(20)]
+    first, second = (LeaseKeeper(store, owner=o, ttl_secs=30, clock=clock) for o in "ab")
+    for keeper in (first, second):
+        for key in keys:
+            keeper.want(key)
+    await first.run_pass()  # alone yet: takes all twenty
+    await second.run_pass()  # two members, nothing free
+    assert held_counts([first, second], keys) == [20, 0]
+    assert (first.next_pass_in(), second.next_pass_in()) == (1.0, 1.0)
+    clock.now += 1.0
+    await first.run_pass()  # sees the other: lets go of ten
+    clock.now += 0.5
+    await second.run_pass()  # takes them
+    assert held_counts([first, second], keys) == [10, 10]
+    clock.now += 12.0  # the window of joining is over: every ttl/3 again
+    await first.run_pass()
+    await second.run_pass()
+    assert (first.next_pass_in(), second.next_pass_in()) == (10.0, 10.0)
+    await first.close()
+    await second.close()
+
+
+async def test_a_pass_sooner_than_ttl_over_3_renews_only_the_member_lease(
+    any_db: Database,
+) -> None:
+    """Settle passes come every second; renewing every held lease each time would cost a
+    write of thousands of rows a second. A lease renewed less than ttl/3 ago is left be."""
+    store = LeaseStore(any_db)
+    clock = Clock()
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=30, clock=clock)
+    keys = [heartbeat_key(str(n)) for n in range(3)]
+    for key in keys:
+        keeper.want(key)
+    await keeper.run_pass()
+
+    def expiries() -> list[datetime]:
+        found = [store.get(key) for key in [*keys, member_key("me")]]
+        return [lease.expires_at for lease in found if lease is not None]
+
+    before = expiries()
+    clock.now += 1.0
+    await keeper.run_pass()
+    after = expiries()
+    assert after[:3] == before[:3]
+    assert after[3] > before[3]  # the member lease: renewed at every pass
+    assert all(keeper.holds(key) for key in keys)
+    clock.now += 9.0  # ttl/3 since their renewal
+    await keeper.run_pass()
+    assert all(renewed > old for renewed, old in zip(expiries()[:3], before[:3], strict=True))
+    assert all(keeper.held_for(key) == 10.0 for key in keys)
+    await keeper.close()

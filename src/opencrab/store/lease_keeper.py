@@ -6,9 +6,10 @@ A LeaseKeeper serves two kinds of work:
 - Wanted for as long as the process runs (an agent's heartbeat): `want(key)` and the
   keeper keeps trying to take it; `holds(key)` says whether the work may run now.
 Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
-held lease, tries to take the wanted ones it does not hold (another process's are taken
-once theirs expires) and lets go of the unwanted (store.leases: a pass of a process
-holding nothing is one read while nothing is free; a holder's renewals are one UPDATE).
+held lease (a pass that comes sooner renews only those renewed ttl/3 ago or longer),
+tries to take the wanted ones it does not hold (another process's are taken once theirs
+expires) and lets go of the unwanted (store.leases: a pass of a process holding nothing
+is one read while nothing is free; a holder's renewals are one UPDATE).
 
 The wanted work is shared fairly: a keeper that wants leases holds a member lease
 (`member:<owner>`), and the live member leases say among how many processes the work is
@@ -20,7 +21,10 @@ other work); a process that closes lets go of all, and the others' shares grow. 
 the shares settle (for ttl/3 and two settle passes after the number of members changed:
 the others let go of their excess at their next pass), a keeper with room in its share
 passes every `settle_secs` (1 s) instead of every ttl/3, so a lease let go of is taken
-again within about a second, not ten.
+again within about a second, not ten. So does a keeper that has just joined, room or
+not: processes started at the same moment each see themselves alone at their first pass
+and the first to write takes everything; its next pass, a second later, sees the others
+and lets go of their shares.
 
 `held_for(key)` says how long this process has held a lease without a break, so work on
 a schedule (heartbeat slots) can leave a slot due before the handover to the previous
@@ -81,6 +85,7 @@ class LeaseKeeper:
         self.settle_secs = settle_secs
         self._members = 0  # the live members the last pass counted
         self._settling_until = float("-inf")  # (clock) passes every settle_secs until then
+        self._joined_until = float("-inf")  # (clock) … even with no room, having just joined
         self._share = 0  # how many of the wanted leases it may hold (at the last pass)
         self._wanted: set[str] = set()
         self._unwanted: set[str] = set()  # to let go of at the next pass
@@ -179,18 +184,32 @@ class LeaseKeeper:
             held.discard(self.member)
             drop.add(self.member)
         # a turn's lease is only renewed, never taken: its turn may let go of it meanwhile
+        renew = self._due(held, started)
         got = await run_blocking(
-            self.store.exchange, self.owner, self.ttl_secs, take=wanted, renew=held, release=drop
+            self.store.exchange, self.owner, self.ttl_secs, take=wanted, renew=renew, release=drop
         )
         self.passes += 1
         for key in drop:  # its row is gone; wanted again meanwhile, the next pass takes it
             self._drop(key)
             self._unwanted.discard(key)
-        for key in wanted | held:
+        for key in wanted | renew:
             if key not in got:
                 self._drop(key)  # another process holds it
             elif key in self._held or key in self._wanted or key == self.member:
                 self._hold(key, started + self.ttl_secs)  # (not let go of meanwhile)
+
+    def _due(self, held: set[str], started: float) -> set[str]:
+        """The held leases to renew at a pass starting at `started`: those renewed ttl/3
+        ago or longer, and the member lease (its renewal also clears dead members' rows).
+        A pass that comes sooner (a settle pass, one woken by `want`) leaves the others be:
+        the passes after it come at most ttl/3 apart, so each is renewed well within its
+        ttl."""
+        renewed_by = started - self.ttl_secs / 3  # renewed before then: due
+        return {
+            key
+            for key in held
+            if key == self.member or self._held[key] - self.ttl_secs <= renewed_by
+        }
 
     async def _fair_share(self, held: set[str], wanted: set[str], drop: set[str]) -> None:
         """Narrow this pass to this process's fair share of the wanted leases: `wanted`
@@ -201,10 +220,13 @@ class LeaseKeeper:
         members, free = await run_blocking(
             self.store.share_view, self.owner, wanted - {self.member}
         )
-        members += self.member in wanted  # this process, before its member lease is written
+        joining = self.member in wanted  # its member lease is not written yet
+        members += joining
         share = math.ceil(len(self._wanted) / max(members, 1))
         if members != self._members:  # the others let go at their next pass (ttl/3 at most)
             self._settling_until = self.clock() + self.ttl_secs / 3 + 2 * self.settle_secs
+        if joining:  # others starting now may not be counted yet
+            self._joined_until = self._settling_until
         self._members = members
         self._share = share
         if len(mine) > share:
@@ -224,9 +246,11 @@ class LeaseKeeper:
 
     def next_pass_in(self) -> float:
         """Seconds from the end of a pass to the next: ttl/3, or settle_secs while the
-        shares settle and this keeper has room in its share."""
-        room = self._share > sum(self.holds(key) for key in self._wanted)
-        if room and self.clock() < self._settling_until:
+        shares settle and this keeper has room in its share or has just joined."""
+        now = self.clock()
+        if now < self._settling_until and (
+            now < self._joined_until or self._share > sum(self.holds(k) for k in self._wanted)
+        ):
             return min(self.settle_secs, self.ttl_secs / 3)
         return self.ttl_secs / 3
 
