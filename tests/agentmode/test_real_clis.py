@@ -158,8 +158,9 @@ async def the_cli_runs_in_the_pane(tmux: TmuxServer, pane: Pane, executable: str
     cmdline = Path(f"/proc/{pane.pid}/cmdline")
 
     async def program() -> str | None:  # the launcher's forked child until it has exec'd
+        # (read while the exec swaps the process's memory, cmdline is empty)
         name = Path(cmdline.read_bytes().split(b"\0")[0].decode()).name
-        return None if name.startswith("python") else name
+        return None if not name or name.startswith("python") else name
 
     name = await wait_for(program, "exec of the CLI", screen(tmux, pane))
     assert name in {Path(executable).name, "node"}  # node: codex.js on Node < 22 (no execve)
