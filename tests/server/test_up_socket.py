@@ -37,7 +37,7 @@ from tests.fakes.served import start_up, stop_up
 
 def get(url: str) -> tuple[int, object]:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
