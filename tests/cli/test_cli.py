@@ -217,6 +217,37 @@ def test_unknown_fields_are_ignored_with_a_warning_and_nanoseconds_kept(
     assert json.loads(out) == [first]
 
 
+MARKUP = "see [/oops] and [bold]x[/bold] [link=http://evil.test]click[/link]"
+
+
+def test_events_show_prints_stored_text_as_it_is(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text from a model or a file is shown literally, never read as Rich markup (a
+    stray closing tag crashed the command; a link tag hid its target)."""
+    monkeypatch.setenv("COLUMNS", "240")  # one line per row
+    events = chain(uuid4())
+    for n, event in enumerate(events):
+        if event.type == "message":
+            text = event.content.model_copy(update={"text": MARKUP})
+            events[n] = event.model_copy(update={"content": text})
+        if event.type == "tool_result":
+            failed = event.content.model_copy(update={"is_error": True})
+            events[n] = event.model_copy(update={"content": failed})
+    code, out, _ = run("events", "import", str(jsonl(tmp_path, [event_json(e) for e in events])))
+    assert code == 0, out
+    code, out, err = run("events", "show", str(events[0].trace_id))
+    assert code == 0, err
+    assert MARKUP in out
+    assert "[error]: 2" in out
+
+
+def test_an_error_naming_bracketed_input_shows_it(data_dir: Path) -> None:
+    code, _, err = run("agent", "show", "[/x] [bold]y")
+    assert code == 1
+    assert "error: no agent '[/x] [bold]y'" in err
+
+
 def test_missing_file_and_unknown_trace(tmp_path: Path) -> None:
     code, _, err = run("events", "import", str(tmp_path / "nope.jsonl"))
     assert code == 1
@@ -285,6 +316,18 @@ def test_token_create_list_revoke(data_dir: Path) -> None:
     code, _, err = run("token", "revoke", "dashboard")
     assert code == 1
     assert "no active token 'dashboard'" in err
+
+
+def test_a_token_name_with_brackets_is_shown_as_it_is(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "240")
+    code, _, err = run("token", "create", "ci [/x]")
+    assert code == 0, err
+    assert "token 'ci [/x]' created" in " ".join(err.split())
+    code, out, err = run("token", "list")
+    assert code == 0, err
+    assert "ci [/x]" in out
 
 
 def test_event_log_reads_what_the_cli_wrote(tmp_path: Path, data_dir: Path) -> None:

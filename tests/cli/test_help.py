@@ -95,6 +95,20 @@ def test_help_has_no_jargon_and_shows_defaults(path: str, command: Any) -> None:
         assert f"[default: {shown}]" in text, f"`opencrab {path}`: {param.opts[0]} hides {shown}"
 
 
+# `[database]`; not `[/]`, nor one escaped with a backslash
+BRACKETED = re.compile(r"(?<!\\)\[[a-z][^\[\]\s]*\]")
+
+
+@pytest.mark.parametrize(("path", "command"), COMMANDS, ids=[p or "opencrab" for p, _ in COMMANDS])
+def test_help_loses_no_bracketed_words_to_rich_markup(path: str, command: Any) -> None:
+    """A config section named in a help (`[database] url`) is shown, not taken for a
+    Rich style tag and dropped."""
+    texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    wanted = {word for text in texts for word in BRACKETED.findall(text)}
+    shown = help_text(path)
+    assert {word for word in wanted if word not in shown} == set(), f"`opencrab {path} --help`"
+
+
 def test_options_read_from_the_config_say_so() -> None:
     text = help_text("up")
     words = " ".join(text.replace("│", " ").split())  # the option table wraps inside its box

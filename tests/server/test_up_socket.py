@@ -230,8 +230,29 @@ def test_up_without_rest_serves_no_http_but_runs_the_heartbeat(tmp_path: Path) -
         server.send_signal(signal.SIGTERM)
         output, _ = server.communicate(timeout=30)
     assert server.returncode == 0, output
-    assert "without HTTP" in output
+    said = " ".join(output.split())  # as printed, wrapped at the terminal's width
+    assert "without HTTP ([gateway.rest] enabled = false)" in said
     assert "stopped" in output
+
+
+def test_up_names_the_setting_of_a_dashboard_port_in_use(tmp_path: Path) -> None:
+    """The note for a second dashboard port that is taken names its setting (a Rich
+    console once took `[dashboard]` for a style tag and printed "( port)")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env["OPENCRAB_DASHBOARD__PORT"] = str(taken.getsockname()[1])
+        port = free_port()
+        server = start_up(
+            ["--port", str(port), "--data-dir", str(tmp_path / "data")],
+            env,
+            f"http://127.0.0.1:{port}",
+        )
+        output = stop_up(server)
+    said = " ".join(output.split())
+    assert f"the dashboard is not also on port {env['OPENCRAB_DASHBOARD__PORT']}" in said
+    assert "([dashboard] port):" in said
 
 
 def _heartbeat_rows(db_file: Path) -> int:

@@ -76,10 +76,10 @@ def _show(session: AgentSession, run: RunState | None = None) -> None:
     for task in session.tasks:
         agent = task.sub_agent
         table.add_row(
-            task.id,
+            escape(task.id),
             task.status.value,
             task.worktree_strategy.value,
-            ", ".join(task.dependencies) or "—",
+            escape(", ".join(task.dependencies) or "—"),
             escape(task.name),
             "—" if agent is None else f"{agent.agent_type.value} {agent.status.value}",
         )
@@ -87,10 +87,10 @@ def _show(session: AgentSession, run: RunState | None = None) -> None:
     if run is None:
         return
     for task_id, question in run.questions.items():
-        console.print(f"[yellow]{task_id} asks:[/] {escape(question)}", highlight=False)
+        console.print(f"[yellow]{escape(task_id)} asks:[/] {escape(question)}", highlight=False)
     for task_id, outcome in run.outcomes.items():
         stat = outcome.diff_stat.strip().splitlines()[-1:] or ["no changes"]
-        line = f"{task_id}: {escape(outcome.delivery)} · {escape(stat[0].strip())}"
+        line = f"{escape(task_id)}: {escape(outcome.delivery)} · {escape(stat[0].strip())}"
         console.print(line, highlight=False)
 
 
@@ -253,7 +253,7 @@ def _progress(runner: AgentModeRunner) -> Any:
         if task is None:
             return
         agent = "" if task.sub_agent is None else f" ({task.sub_agent.status.value})"
-        console.print(f"{task_id} {task.status.value}{agent}", highlight=False)
+        console.print(f"{escape(task_id)} {task.status.value}{agent}", highlight=False)
 
     return changed
 
@@ -327,7 +327,7 @@ def answer(
         await runner.answer(session_id, task, text)
 
     _with_runner(config, data_dir, session, task, go)
-    console.print(f"answered {task}")
+    console.print(f"answered {escape(task)}", highlight=False)
 
 
 @agent_mode_app.command()

@@ -128,7 +128,7 @@ def create(
             "--language",
             "-l",
             help="Language of its prompts and standard skills: en, ja or zh "
-            "(default: [agent] language).",
+            "(default: \\[agent] language).",
             show_default=False,
         ),
     ] = None,
@@ -175,8 +175,8 @@ def create(
         print_json(_agent_json(agent, settings))
         return
     console.print(
-        f"created agent [bold]{escape(agent.name)}[/] ({agent.id}), role {agent.role}, "
-        f"language {agent.language}",
+        f"created agent [bold]{escape(agent.name)}[/] ({agent.id}), "
+        f"role {escape(str(agent.role))}, language {agent.language}",
         highlight=False,
     )
 

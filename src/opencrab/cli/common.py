@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from opencrab.errors import ConfigError, OpenCrabError
 
@@ -55,10 +56,10 @@ def exits_on_error(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except ConfigError as exc:
-            err_console.print(f"[bold red]config error:[/] {exc}", markup=True, highlight=False)
+            err_console.print(f"[bold red]config error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
         except OpenCrabError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(1) from None
 
     return wrapper

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from opencrab.cli.common import (
@@ -149,7 +150,7 @@ def show(
             event.type,
             str(event.id)[:8],
             str(event.parent_id)[:8] if event.parent_id else "—",
-            _summary(event),
+            escape(_summary(event)),
         )
     console.print(table)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -182,7 +183,7 @@ def _print(data: dict[str, Any]) -> None:
         table.add_column("source_type")
         table.add_column("messages", justify="right")
         for kind, count in data["messages_by_source_type"].items():
-            table.add_row(kind, str(count))
+            table.add_row(escape(kind), str(count))
         console.print(table)
     tokens = data["tokens"]
     if tokens["total_tokens"]:

@@ -100,12 +100,12 @@ def models(
         table.add_column(column)
     for row in rows:
         table.add_row(
-            row["provider"],
-            row.get("id") or "",
+            escape(row["provider"]),
+            escape(row.get("id") or ""),
             str(row.get("contextWindow") or ""),
             _yes(row.get("vision")),
             _yes(row.get("functions")),
-            row.get("error") or "",
+            escape(row.get("error") or ""),
         )
     console.print(table)
 
@@ -155,7 +155,7 @@ def health(
         table.add_column(column)
     for row in rows:
         table.add_row(
-            row["provider"],
+            escape(row["provider"]),
             _yes(row["configured"]),
             _yes(row["healthy"]),
             str(row["latencyMs"] or ""),
@@ -304,7 +304,7 @@ def metrics(
         table.add_column(column, justify="left" if column == group_by else "right")
     for g in groups:
         table.add_row(
-            g.key or "—",
+            escape(g.key or "—"),
             str(g.calls),
             str(g.errors),
             str(g.input_tokens),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from opencrab.cli.common import (
@@ -85,7 +86,7 @@ def list_tokens(
         table.add_column(column)
     for t in tokens:
         table.add_row(
-            t.name,
+            escape(t.name),
             t.prefix + "…",
             t.id,
             f"{t.created_at:%Y-%m-%d %H:%M}",

@@ -14,6 +14,7 @@ import socket
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from opencrab import __version__
 from opencrab.cli.common import (
@@ -100,8 +101,8 @@ def up(
     db = open_store(settings)
     if not bind.enabled:
         console.print(
-            f"[bold]OpenCrab {__version__}[/] without HTTP ([gateway.rest] enabled = false): "
-            f"heartbeats and chat gateways only (data: {settings.data_dir})",
+            f"[bold]OpenCrab {__version__}[/] without HTTP (\\[gateway.rest] enabled = false): "
+            f"heartbeats and chat gateways only (data: {escape(str(settings.data_dir))})",
             highlight=False,
         )
         asyncio.run(serve_without_http(settings, db, refresh_secs=refresh_secs))
@@ -137,7 +138,8 @@ def up(
     base = f"http://{url_host(bind.host)}"
     console.print(
         f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
-        f"(data: {settings.data_dir}; bearer token {'required' if auth else 'not required'})",
+        f"(data: {escape(str(settings.data_dir))}; "
+        f"bearer token {'required' if auth else 'not required'})",
         highlight=False,
     )
     board = settings.dashboard
@@ -148,7 +150,7 @@ def up(
             if isinstance(extra, str):
                 err_console.print(
                     f"[yellow]note:[/] the dashboard is not also on port {board.port} "
-                    f"([dashboard] port): {extra}",
+                    f"(\\[dashboard] port): {escape(extra)}",
                     highlight=False,
                 )
             else:
@@ -190,7 +192,6 @@ async def serve_without_http(
 ) -> None:
     """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`) and the
     registered, enabled chat gateways till SIGINT/SIGTERM."""
-    from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
     from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways

@@ -19,6 +19,7 @@ import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from opencrab import __version__
 from opencrab.cli.common import (
@@ -51,7 +52,7 @@ def worker(
     """Run every agent's heartbeat and the tickets without an HTTP server, sharing the work
     by lease.
 
-    Start as many as you like beside `opencrab up` on one database ([database] url):
+    Start as many as you like beside `opencrab up` on one database (\\[database] url):
     each agent ticks in exactly one process. The database is migrated first.
 
     Example: opencrab worker --data-dir ./data
@@ -60,7 +61,7 @@ def worker(
     db = open_store(settings)
     console.print(
         f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, tickets by lease, no HTTP "
-        f"(database: {db.url.render_as_string(hide_password=True)})",
+        f"(database: {escape(db.url.render_as_string(hide_password=True))})",
         highlight=False,
     )
     try:
@@ -80,7 +81,6 @@ async def run_worker(
     """Tick every agent whose heartbeat lease this process holds and run the tickets it
     claims until `stop` is set (SIGINT/SIGTERM set it), following agents as they come,
     change and go."""
-    from rich.markup import escape
 
     from opencrab.core.runtime import Runtime
     from opencrab.tickets.scheduler import start_tickets
