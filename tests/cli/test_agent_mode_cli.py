@@ -114,3 +114,22 @@ def test_answer_names_a_task_that_is_not_running() -> None:
     )
     assert result.exit_code == 1
     assert "0b0d2e4c-1f0e-4a39-9a4e-1c2d3e4f5a6b" in result.stderr
+
+
+def test_a_cli_that_cannot_be_started_is_refused_before_planning(
+    openai_fake: FakeLlmServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning costs a model call and stores a session: `other` without --command, or a
+    CLI that is not installed, is refused first."""
+    repo = make_repo(tmp_path / "repo")
+    openai_fake.reply(CHAT, Reply(json=completion({"content": json.dumps(PLAN)})))
+    result = runner.invoke(app, ["agent-mode", "start", str(repo), "x", "--cli", "other", "--yes"])
+    assert result.exit_code == 1
+    assert "the `other` CLI needs --command" in result.stderr
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no gemini anywhere
+    monkeypatch.setattr("opencrab.agentmode.runner.CLIS_BIN", tmp_path / "none")
+    result = runner.invoke(app, ["agent-mode", "start", str(repo), "x", "--cli", "gemini", "-y"])
+    assert result.exit_code == 1
+    assert "'gemini' is not installed" in result.stderr
+    assert openai_fake.requests == []  # no plan asked for
+    assert json.loads(ok("agent-mode", "status", "--json")) == []  # no session stored

@@ -248,6 +248,27 @@ def test_an_error_naming_bracketed_input_shows_it(data_dir: Path) -> None:
     assert "error: no agent '[/x] [bold]y'" in err
 
 
+def test_events_import_names_a_folder_and_a_file_it_cannot_read(tmp_path: Path) -> None:
+    code, _, err = run("events", "import", str(tmp_path))
+    assert code == 1
+    assert f"{tmp_path} is a directory" in err
+    code, _, err = run("events", "import", "/proc/self/mem")  # a file; reading it fails
+    assert code == 1
+    assert "cannot read /proc/self/mem: Input/output error" in " ".join(err.split())
+    assert "Traceback" not in err
+
+
+def test_db_commands_name_a_file_that_is_no_database(data_dir: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "opencrab.db").write_bytes(b"garbage, not SQLite" * 100)
+    for command in ("current", "upgrade"):
+        code, _, err = run("db", command)
+        assert code == 1
+        assert "cannot read the database" in err
+        assert "file is not a database" in " ".join(err.split())
+    assert (data_dir / "opencrab.db").read_bytes() == b"garbage, not SQLite" * 100
+
+
 def test_missing_file_and_unknown_trace(tmp_path: Path) -> None:
     code, _, err = run("events", "import", str(tmp_path / "nope.jsonl"))
     assert code == 1

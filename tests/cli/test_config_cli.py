@@ -88,3 +88,26 @@ def test_show_reports_a_bad_config(tmp_path: Path) -> None:
     result = runner.invoke(build_app(), ["config", "show", "-c", str(bad)])
     assert result.exit_code == 2
     assert f"{bad}: gateway.rest.port" in result.stderr
+
+
+def test_show_names_a_file_with_spaces_and_keys_with_brackets_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "240")
+    folder = tmp_path / "my configs"
+    folder.mkdir()
+    file = folder / "c.toml"
+    file.write_text('[llm.aliases]\n"[red]al" = { provider = "openai", model = "m" }\n')
+    result = runner.invoke(build_app(), ["config", "show", "-c", str(file)])
+    assert result.exit_code == 0, result.output
+    [row] = [line for line in result.stdout.splitlines() if "openai/m" in line]
+    assert "llm.aliases.[red]al" in row
+    assert f"file: {file}" in row
+
+
+def test_a_heartbeat_interval_over_a_day_is_a_config_error(tmp_path: Path) -> None:
+    file = tmp_path / "c.toml"
+    file.write_text("[agent]\nheartbeat_interval_secs = 86401\n", encoding="utf-8")
+    result = runner.invoke(build_app(), ["config", "show", "-c", str(file)])
+    assert result.exit_code == 2
+    assert "agent.heartbeat_interval_secs" in result.stderr

@@ -173,6 +173,22 @@ def profile_for(name: str) -> Profile:
     return PROFILES[agent_type]
 
 
+def launch_command(
+    profile: Profile,
+    command: Sequence[str] | str | None,
+    search: Sequence[str | os.PathLike[str]] = (),
+) -> list[str]:
+    """`command` as an argv (a string is split as a shell would); ValidationError when the
+    CLI cannot be started this way: `other` with no command, or the CLI not installed
+    (so a caller can refuse before planning or storing anything)."""
+    argv = shlex.split(command) if isinstance(command, str) else list(command or [])
+    if profile.agent_type == "Other" and not argv:
+        raise ValidationError("the `other` CLI needs --command (the program to run)")
+    if not argv and profile.executable:
+        find_executable(profile, search)
+    return argv
+
+
 def find_executable(profile: Profile, search: Sequence[str | os.PathLike[str]] = ()) -> str:
     """The CLI's executable: first in `search` dirs (e.g. clis/node_modules/.bin), then PATH."""
     if not profile.executable:

@@ -48,7 +48,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -188,11 +187,7 @@ class AgentModeRunner:
         """Start running the session's tasks with the coding CLI `cli` (`command` is the
         program for `other`, or replaces the CLI's executable)."""
         profile = clis.profile_for(cli)
-        argv = shlex.split(command) if isinstance(command, str) else list(command or [])
-        if profile.agent_type == "Other" and not argv:
-            raise ValidationError("the `other` CLI needs --command (the program to run)")
-        if argv == [] and profile.executable:
-            clis.find_executable(profile, self.search)  # refuse early when not installed
+        argv = clis.launch_command(profile, command, self.search)  # refused early
         async with self._lock(session_id):
             session = self._load(session_id)
             if self.runs.load(session_id) is not None:

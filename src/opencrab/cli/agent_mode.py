@@ -286,11 +286,13 @@ def start(
     """
     import asyncio
 
-    from opencrab.agentmode.clis import profile_for
+    from opencrab.agentmode.clis import launch_command, profile_for
+    from opencrab.agentmode.runner import CLIS_BIN
     from opencrab.agentmode.service import AgentModeService
     from opencrab.core.runtime import Runtime
 
-    profile_for(cli)  # an unknown CLI is refused before planning
+    # an unknown CLI, `other` without --command, a CLI not installed: refused before planning
+    launch_command(profile_for(cli), command, (CLIS_BIN,))
     settings = settings_from(config, data_dir)
 
     async def plan_it() -> AgentSession:

@@ -62,8 +62,10 @@ def show(
             shown = f"{value['provider']}/{value['model']}"
         elif isinstance(value, list):
             shown = ", ".join(str(v) for v in value)
-        where = kind if kind in ("packaged", "flag") else f"{kind}: {label.split(' ', 1)[-1]}"
-        table.add_row(key, escape("" if shown is None else str(shown)), escape(where))
+        # a file's label is its path (spaces and all), the environment's "environment NAME"
+        origin = label.removeprefix("environment ")
+        where = kind if kind in ("packaged", "flag") else f"{kind}: {origin}"
+        table.add_row(escape(key), escape("" if shown is None else str(shown)), escape(where))
     console.print(table)
     purposes = Table(title="model per purpose")
     for column in ("purpose", "model", "chosen by"):

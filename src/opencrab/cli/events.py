@@ -24,7 +24,7 @@ from opencrab.cli.common import (
     settings_from,
     store_from,
 )
-from opencrab.errors import EventValidationError, NotFoundError
+from opencrab.errors import EventValidationError, NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
@@ -102,9 +102,14 @@ def _read_input(file: str) -> bytes:
     if file == "-":
         return sys.stdin.buffer.read()
     path = Path(file)
+    if path.is_dir():
+        raise ValidationError(f"{file} is a directory, not a file of events")
     if not path.is_file():
         raise NotFoundError(f"{file}: no such file")
-    return path.read_bytes()
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ValidationError(f"cannot read {file}: {exc.strerror or exc}") from None
 
 
 def _fail(file: str, problems: list[tuple[int, str]]) -> None:

@@ -56,7 +56,7 @@ class AgentSection(Section):
     # the language of prompts and standard skills: en, ja (seed 001's text) or zh;
     # an agent may set its own
     language: Language = DEFAULT_LANGUAGE
-    heartbeat_interval_secs: int = Field(default=29, ge=1)
+    heartbeat_interval_secs: int = Field(default=29, ge=1, le=86_400)  # as a persona's
     workspace_path: str = "{data_dir}/agents/{agent_id}/workspace"
     max_workspace_size_mb: int = Field(default=100, ge=1)
     # tool calls run from one model reply; the rest get an error result the model sees

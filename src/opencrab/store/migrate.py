@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -50,6 +51,11 @@ def downgrade(db: Database, revision: str) -> None:
 
 
 def current(db: Database) -> str | None:
-    """The revision the database is at; None when it was never migrated."""
-    with db.read() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    """The revision the database is at; None when it was never migrated. StoreError
+    when the database cannot be read (a file that is no SQLite database, …)."""
+    try:
+        with db.read() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except sa.exc.DatabaseError as exc:
+        where = db.url.render_as_string(hide_password=True)
+        raise StoreError(f"cannot read the database {where}: {exc.orig}") from None
