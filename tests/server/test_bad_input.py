@@ -175,3 +175,36 @@ def test_a_path_over_the_os_limit_once_encoded_is_a_400(
         assert "UTF-8" in message
         assert str(settings.data_dir) not in message
     assert client.get("/api/agents/aki/workspace").json()["entries"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ('{"personaName": "x", "customTraits": {"s": "\\ud800"}}', "not valid JSON"),
+        ('{"personaName": "x", "customTraits": {"n": NaN}}', "not valid JSON"),
+        (
+            '{"personaName": "x", "customTraits": {"a": ' + "[" * 256 + "]" * 256 + "}}",
+            "JSON nested deeper than 64 levels",
+        ),
+    ],
+    ids=["lone surrogate", "NaN", "256 levels"],
+)
+def test_json_that_could_not_be_stored_and_read_back_is_refused(
+    client: TestClient, body: str, problem: str
+) -> None:
+    """Python's parser lets these through; stored, the soul could never be read again
+    (500 on every GET, the agent's turns failing) — now nothing is stored."""
+    new_agent(client)
+    before = client.get("/api/agents/aki/soul").json()
+    headers = {"content-type": "application/json"}
+    sent = client.put("/api/agents/aki/soul", content=body.encode(), headers=headers)
+    assert problem in error_of(sent, 400, "validation_error")
+    assert client.get("/api/agents/aki/soul").json() == before
+
+
+def test_a_ticket_with_a_lone_surrogate_is_refused_and_not_created(client: TestClient) -> None:
+    new_agent(client)
+    body = b'{"agentId": "aki", "params": {"a": "\\ud800"}}'
+    sent = client.post("/api/tickets", content=body, headers={"content-type": "application/json"})
+    assert "not valid JSON" in error_of(sent, 400, "validation_error")
+    assert client.get("/api/tickets").json() == []

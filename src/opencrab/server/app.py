@@ -28,6 +28,7 @@ from opencrab.server.errors import (
     document_validation_errors,
     install_error_handlers,
     refuse_unknown_query,
+    refuse_unreadable_json,
 )
 from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
@@ -115,7 +116,7 @@ def create_app(
         db.close()
 
     app = MarkedFastAPI(
-        dependencies=[Depends(refuse_unknown_query)],
+        dependencies=[Depends(refuse_unknown_query), Depends(refuse_unreadable_json)],
         title="OpenCrab",
         version=__version__,
         description="Self-hosted autonomous LLM agents: REST API.",

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -78,6 +79,51 @@ async def refuse_unknown_query(request: HTTPConnection) -> None:
                 for name in unknown
             ]
         )
+
+
+MAX_JSON_DEPTH = 64
+"""How deeply a request body's JSON may nest (what it stores must serialise back)."""
+
+
+async def refuse_unreadable_json(request: HTTPConnection) -> None:
+    """A JSON body that is no strict JSON (a lone surrogate such as "\\ud800", NaN) or
+    nests deeper than MAX_JSON_DEPTH is refused (400) before the route runs: Python's
+    parser lets them through, and what was stored could then never be read back (500s)
+    or sent to a model. The WebSocket reads its messages the same strict way."""
+    if request.scope["type"] != "http" or request.scope["method"] not in ("POST", "PUT", "PATCH"):
+        return
+    if "json" not in request.headers.get("content-type", ""):
+        return
+    assert isinstance(request, Request)
+    body = await request.body()  # read already by the route's body parsing (cached)
+    if not body:
+        return
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _body_error(f"not valid JSON: {exc}") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise _body_error(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+
+
+def _body_error(message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body",), "msg": message, "type": "json_invalid"}])
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects in `value` nest more than `limit` deep."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 def _query_params(dependant: Any) -> list[Any]:
