@@ -197,6 +197,12 @@ class ToolsSection(Section):
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     command_timeout_secs: float = Field(default=60.0, gt=0, le=3600)
     command_max_output_bytes: int = Field(default=64 * 1024, ge=256)
+    # the size of a command's private /tmp in bubblewrap
+    command_tmp_size_mb: int = Field(default=64, ge=1)
+    # when the server runs as root, commands run as this unprivileged uid and gid
+    # (65534, "nobody", by default) with no capabilities; never 0
+    command_uid: int = Field(default=65534, ge=1, le=2**32 - 2)
+    command_gid: int = Field(default=65534, ge=1, le=2**32 - 2)
     # http_request / fetch_webpage: addresses a private/loopback/link-local/metadata
     # refusal lets through (CIDR networks, e.g. "10.1.2.0/24")
     http_allow_networks: list[Annotated[str, AfterValidator(_network)]] = Field(
