@@ -13,6 +13,10 @@ quoting work as in a terminal). What keeps that safe:
 - stdout and stderr are each kept up to `[tools] command_max_output_bytes`;
 - when the server runs as root it runs as an unprivileged uid (`[tools] command_uid`)
   with no capabilities, boxed or not (opencrab.actions.sandbox);
+- it runs under limits on processes, memory, CPU time and file size
+  (opencrab.actions.command_limits), and what it adds over the workspace's quota or
+  file cap is removed when it ends and the call fails, naming the limit
+  (opencrab.actions.command_files);
 - with `[tools] sandbox = "auto"` (default) it runs inside bubblewrap when `bwrap` is
   installed: no network, its own process, IPC and UTS namespaces, the system's /usr and
   a few files of /etc read-only, a private size-limited /tmp, and only the workspace (as
@@ -33,7 +37,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
-from opencrab.actions.command_files import prepare
+from opencrab.actions.command_files import Before, Settled, prepare, settle
+from opencrab.actions.command_limits import Rlimits, command_rlimits
 from opencrab.actions.sandbox import SANDBOX_ROOT, CommandUser, bwrap_argv, command_user, write_etc
 from opencrab.actions.tool_settings import require_enabled
 from opencrab.actions.workspace import object_schema
@@ -99,13 +104,22 @@ async def run_command(
     user = command_user(limits)
     etc = Path(await run_blocking(tempfile.mkdtemp, prefix="opencrab-etc-"))
     try:
-        argv, home, sandbox = await run_blocking(_prepare, limits, workspace, user, etc, command)
+        before, rlimits, (argv, home, sandbox) = await run_blocking(
+            _prepare, limits, workspace, user, etc, command
+        )
         run_as = user if user.switched and sandbox == "none" else None  # boxed: setpriv's
-        result = await _run(limits, argv, home, workspace.root, run_as, timeout)
+        result = await _run(limits, argv, home, workspace.root, run_as, rlimits, timeout)
     finally:
         await run_blocking(shutil.rmtree, etc, ignore_errors=True)
+    settled = await run_blocking(
+        settle, workspace.root, before, workspace.max_size_bytes, workspace.max_files
+    )
     workspace.usage_tracker.forget()  # it may have written anything: count again
     result = {"command": command, **result, "sandbox": sandbox}
+    if settled.over is not None:
+        result["quota_exceeded"] = True
+        result["removed"] = settled.removed
+        result["error"] = "; ".join(filter(None, [_over_quota(settled), result.get("error")]))
     if sandbox == "none":
         result["warning"] = UNBOXED_WARNING
         log.warning("execute_command ran without a sandbox: bubblewrap is not installed")
@@ -114,13 +128,29 @@ async def run_command(
 
 def _prepare(
     limits: ToolsSection, workspace: Workspace, user: CommandUser, etc: Path, command: str
-) -> tuple[list[str], str, str]:
+) -> tuple[Before, Rlimits, tuple[list[str], str, str]]:
     """The blocking part before a run: its command line (refused first if there is none),
-    the workspace handed to `user`, the box's passwd and group."""
+    the workspace counted and handed to `user`, its limits, the box's passwd and group."""
     planned = plan(limits, user, workspace.root, etc, command)
-    prepare(workspace.root, (user.uid, user.gid) if user.switched else None)
+    before = prepare(workspace.root, (user.uid, user.gid) if user.switched else None)
+    left = workspace.max_size_bytes - before.usage.bytes - workspace.usage_tracker.reserved.bytes
+    rlimits = command_rlimits(limits, file_bytes=left, uid=user.uid)
     write_etc(user, etc)
-    return planned
+    return before, rlimits, planned
+
+
+def _over_quota(settled: Settled) -> str:
+    """What the model reads when the run went over the quota or file cap."""
+    removed = settled.removed
+    shown = ", ".join(removed[:10])
+    if len(removed) > 10:
+        shown += f" and {len(removed) - 10} more"
+    if removed:
+        done = f"the {len(removed)} files it added last were removed, newest first: {shown}"
+    else:
+        done = "it added no file that could be removed"
+    now = f"your workspace now holds {settled.usage.bytes} bytes in {settled.usage.files} files"
+    return f"{settled.over}; {done}; {now}"
 
 
 async def _run(
@@ -129,10 +159,11 @@ async def _run(
     home: str,
     cwd: Path,
     run_as: CommandUser | None,
+    rlimits: Rlimits,
     timeout: float,
 ) -> dict[str, Any]:
-    """Start `argv` (as `run_as` when given), wait up to `timeout`, kill its process
-    group; exit code, output and whether it timed out."""
+    """Start `argv` under `rlimits` (as `run_as` when given), wait up to `timeout`, kill
+    its process group; exit code, output and whether it timed out."""
     switch: dict[str, Any] = {}
     if run_as is not None:  # setgroups, setregid, setreuid in the child, before exec
         switch = {"user": run_as.uid, "group": run_as.gid, "extra_groups": []}
@@ -144,6 +175,7 @@ async def _run(
         cwd=cwd,
         env=command_env(home),
         start_new_session=True,  # its own process group, killed as one
+        preexec_fn=rlimits.apply,  # setrlimit only, before exec
         **switch,
     )
     assert process.stdout is not None
@@ -212,6 +244,8 @@ class ExecuteCommand(Action):
             limits.command_timeout_secs,
         )
         result = await run_command(limits, ctx.workspace, args["command"], timeout)
+        if result.get("quota_exceeded"):
+            return ActionResult(success=False, data=result, error=result["error"])
         return ActionResult.ok(result)
 
 

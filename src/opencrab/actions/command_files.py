@@ -1,14 +1,19 @@
-"""The workspace before an execute_command run, handed to the command's user.
+"""The workspace around one execute_command run: before, handed to the command's user and
+counted; after, counted again and brought back within its quota.
 
-The tree is walked through directory file descriptors (each folder opened with
+Every step walks the tree through directory file descriptors (each folder opened with
 O_NOFOLLOW below its parent's descriptor, entries changed with `dir_fd` and no link
 followed), so a command that swaps a folder for a symlink meanwhile cannot make the
-server (root, perhaps) chown anything outside the workspace.
+server (root, perhaps) chown, count or delete anything outside the workspace.
 
-`prepare` counts what the workspace holds and, when the command runs as another user
-(a root server), gives every entry to that user: files the server wrote (0600, root's)
-stay readable and writable for the command. The server, root, keeps reading and
-deleting what the command writes whatever its mode.
+- `prepare` counts what the workspace holds and, when the command runs as another user
+  (a root server), gives every entry to that user: files the server wrote (0600, root's)
+  stay readable and writable for the command. The server, root, keeps reading and
+  deleting what the command writes whatever its mode.
+- `settle` counts again. When the run took the workspace over `[agent]
+  max_workspace_size_mb` or `max_workspace_files`, the regular files the run added
+  (paths that were no regular file before) are removed, newest first, until both hold
+  again; files that were there before are never removed.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opencrab.core.workspace import Usage
@@ -32,6 +37,15 @@ class Before:
 
     files: frozenset[str]
     usage: Usage
+
+
+@dataclass
+class Settled:
+    """A workspace after a run: its Usage, what was removed, the limit it went over."""
+
+    usage: Usage
+    removed: list[str] = field(default_factory=list)
+    over: str | None = None  # the message naming the limit, when it went over
 
 
 def prepare(root: Path, owner: tuple[int, int] | None) -> Before:
@@ -53,6 +67,69 @@ def prepare(root: Path, owner: tuple[int, int] | None) -> Before:
     finally:
         os.close(top)
     return Before(frozenset(files), Usage(size, len(files)))
+
+
+def settle(root: Path, before: Before, max_bytes: int, max_files: int) -> Settled:
+    """Count the workspace after a run; remove what the run added over its limits."""
+    added: list[tuple[int, str, int]] = []  # (modified ns, path, size)
+    size = files = 0
+    with _opened(root) as top:
+        for _, _, path, info in _walk(top):
+            if stat.S_ISREG(info.st_mode):
+                size += info.st_size
+                files += 1
+                if path not in before.files:
+                    added.append((info.st_mtime_ns, path, info.st_size))
+    settled = Settled(Usage(size, files))
+    if size <= max_bytes and files <= max_files:
+        return settled
+    settled.over = _over_message(settled.usage, max_bytes, max_files)
+    doomed: dict[str, int] = {}
+    for _, path, file_size in sorted(added, reverse=True):  # newest first
+        if size <= max_bytes and files <= max_files:
+            break
+        doomed[path] = file_size
+        size -= file_size
+        files -= 1
+    settled.removed = _remove(root, doomed)
+    gone = sum(doomed[path] for path in settled.removed)
+    settled.usage = Usage(settled.usage.bytes - gone, settled.usage.files - len(settled.removed))
+    return settled
+
+
+def _over_message(usage: Usage, max_bytes: int, max_files: int) -> str:
+    if usage.bytes > max_bytes:
+        return (
+            f"the command took your workspace to {usage.bytes} bytes, over its quota of "
+            f"{max_bytes} bytes ([agent] max_workspace_size_mb)"
+        )
+    return (
+        f"the command took your workspace to {usage.files} files, over its limit of "
+        f"{max_files} files ([agent] max_workspace_files)"
+    )
+
+
+def _remove(root: Path, doomed: dict[str, int]) -> list[str]:
+    """Unlink the regular files at these relative paths; the paths that were removed."""
+    removed: list[str] = []
+    if not doomed:
+        return removed
+    with _opened(root) as top:
+        for folder, name, path, info in _walk(top):
+            if path in doomed and stat.S_ISREG(info.st_mode):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=folder)
+                    removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def _opened(root: Path) -> Iterator[int]:
+    top = os.open(root, _DIR_FLAGS)
+    try:
+        yield top
+    finally:
+        os.close(top)
 
 
 def _walk(top: int) -> Iterator[tuple[int, str, str, os.stat_result]]:
