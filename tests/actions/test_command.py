@@ -123,7 +123,10 @@ async def test_bubblewrap_is_used_when_installed(
     assert "warning" not in result.data
     assert result.data["stdout"] == "boxed\n"
     argv = record.read_text().splitlines()
-    assert "--unshare-all" in argv  # no network, own pid/ipc namespaces
+    assert {"--unshare-net", "--unshare-pid", "--unshare-ipc"} <= set(argv) or (
+        "--unshare-all" in argv and os.geteuid() != 0  # root: no user namespace (sandbox.py)
+    )
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert "--die-with-parent" in argv
     bind = argv.index("--bind")
     assert argv[bind + 1 : bind + 3] == [str(ctx.workspace.root), "/workspace"]
@@ -155,3 +158,18 @@ def _gone(pid: int) -> bool:
         time.sleep(0.05)
     os.kill(pid, 9)
     return False
+
+
+async def test_unboxed_it_runs_as_an_unprivileged_user_when_the_server_is_root(
+    call: Call, ctx: ActionContext, enable: Callable[..., None]
+) -> None:
+    enable(execute_command=True)
+    result = await call("execute_command", command="id -u; id -G; grep CapEff /proc/self/status")
+    assert result.success, result.error
+    uid, groups, caps = result.data["stdout"].splitlines()
+    tools = ctx.settings.tools
+    if os.geteuid() == 0:
+        assert (uid, groups) == (str(tools.command_uid), str(tools.command_gid))
+        assert int(caps.split()[1], 16) == 0
+    else:
+        assert uid == str(os.getuid())

@@ -11,10 +11,17 @@ quoting work as in a terminal). What keeps that safe:
   asks) by killing its whole process group, and anything it left running is killed
   when it ends;
 - stdout and stderr are each kept up to `[tools] command_max_output_bytes`;
+- when the server runs as root it runs as an unprivileged uid (`[tools] command_uid`)
+  with no capabilities, boxed or not (opencrab.actions.sandbox);
+- it runs under limits on processes, memory, CPU time and file size
+  (opencrab.actions.command_limits), and what it adds over the workspace's quota or
+  file cap is removed when it ends and the call fails, naming the limit
+  (opencrab.actions.command_files);
 - with `[tools] sandbox = "auto"` (default) it runs inside bubblewrap when `bwrap` is
-  installed: no network, its own process and IPC namespaces, the system's /usr and /etc
-  read-only, a private /tmp, and only the workspace (as /workspace) writable. Without
-  bubblewrap it runs unboxed and the result says so (`sandbox: "none"`, `warning`).
+  installed: no network, its own process, IPC and UTS namespaces, the system's /usr and
+  a few files of /etc read-only, a private size-limited /tmp, and only the workspace (as
+  /workspace) writable. Without bubblewrap it runs unboxed and the result says so
+  (`sandbox: "none"`, `warning`).
 """
 
 from __future__ import annotations
@@ -25,13 +32,18 @@ import logging
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
+from opencrab.actions.command_files import Before, Settled, prepare, settle
+from opencrab.actions.command_limits import Rlimits, command_rlimits
+from opencrab.actions.sandbox import SANDBOX_ROOT, CommandUser, bwrap_argv, command_user, write_etc
 from opencrab.actions.tool_settings import require_enabled
 from opencrab.actions.workspace import object_schema
 from opencrab.config.models import ToolsSection
+from opencrab.core.workspace import Workspace
 from opencrab.errors import ValidationError
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
@@ -39,7 +51,6 @@ from opencrab.plugins import hookimpl
 log = logging.getLogger(__name__)
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
-SANDBOX_ROOT = "/workspace"
 UNBOXED_WARNING = (
     "bubblewrap (bwrap) is not installed, so the command ran without a sandbox: it could "
     "reach the network and read the server's files; install bubblewrap to box it"
@@ -53,26 +64,14 @@ def command_env(home: str) -> dict[str, str]:
     return {"PATH": SAFE_PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}  # noqa: S108
 
 
-def bwrap_argv(bwrap: str, workspace: Path, command: str) -> list[str]:
-    """bubblewrap's command line for `command`: no network, only `workspace` writable."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
-    argv += ["--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc", "/etc"]
-    for top in ("bin", "sbin", "lib", "lib32", "lib64"):
-        path = Path("/") / top
-        if path.is_symlink():  # merged /usr: /bin -> usr/bin
-            argv += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
-    argv += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
-    return [*argv, "/bin/sh", "-c", command]
-
-
-def plan(limits: ToolsSection, workspace: Path, command: str) -> tuple[list[str], str, str]:
+def plan(
+    limits: ToolsSection, user: CommandUser, workspace: Path, etc: Path, command: str
+) -> tuple[list[str], str, str]:
     """(argv, the command's HOME, "bwrap" or "none") under the configured sandbox mode."""
     bwrap = shutil.which("bwrap") if limits.sandbox != "none" else None
     if bwrap is not None:
-        return bwrap_argv(bwrap, workspace, command), SANDBOX_ROOT, "bwrap"
+        argv = bwrap_argv(bwrap, limits, user, workspace, etc, command)
+        return argv, SANDBOX_ROOT, "bwrap"
     if limits.sandbox == "bwrap":
         raise ValidationError(
             'execute_command is configured to run only in a sandbox ([tools] sandbox = "bwrap")'
@@ -99,18 +98,85 @@ def _kill_group(pid: int) -> None:
 
 
 async def run_command(
-    limits: ToolsSection, workspace: Path, command: str, timeout: float
+    limits: ToolsSection, workspace: Workspace, command: str, timeout: float
 ) -> dict[str, Any]:
     """Run `command` as the module docstring says; the result the model sees."""
-    argv, home, sandbox = plan(limits, workspace, command)
+    user = command_user(limits)
+    etc = Path(await run_blocking(tempfile.mkdtemp, prefix="opencrab-etc-"))
+    try:
+        before, rlimits, (argv, home, sandbox) = await run_blocking(
+            _prepare, limits, workspace, user, etc, command
+        )
+        run_as = user if user.switched and sandbox == "none" else None  # boxed: setpriv's
+        result = await _run(limits, argv, home, workspace.root, run_as, rlimits, timeout)
+    finally:
+        await run_blocking(shutil.rmtree, etc, ignore_errors=True)
+    settled = await run_blocking(
+        settle, workspace.root, before, workspace.max_size_bytes, workspace.max_files
+    )
+    workspace.usage_tracker.forget()  # it may have written anything: count again
+    result = {"command": command, **result, "sandbox": sandbox}
+    if settled.over is not None:
+        result["quota_exceeded"] = True
+        result["removed"] = settled.removed
+        result["error"] = "; ".join(filter(None, [_over_quota(settled), result.get("error")]))
+    if sandbox == "none":
+        result["warning"] = UNBOXED_WARNING
+        log.warning("execute_command ran without a sandbox: bubblewrap is not installed")
+    return result
+
+
+def _prepare(
+    limits: ToolsSection, workspace: Workspace, user: CommandUser, etc: Path, command: str
+) -> tuple[Before, Rlimits, tuple[list[str], str, str]]:
+    """The blocking part before a run: its command line (refused first if there is none),
+    the workspace counted and handed to `user`, its limits, the box's passwd and group."""
+    planned = plan(limits, user, workspace.root, etc, command)
+    before = prepare(workspace.root, (user.uid, user.gid) if user.switched else None)
+    left = workspace.max_size_bytes - before.usage.bytes - workspace.usage_tracker.reserved.bytes
+    rlimits = command_rlimits(limits, file_bytes=left, uid=user.uid)
+    write_etc(user, etc)
+    return before, rlimits, planned
+
+
+def _over_quota(settled: Settled) -> str:
+    """What the model reads when the run went over the quota or file cap."""
+    removed = settled.removed
+    shown = ", ".join(removed[:10])
+    if len(removed) > 10:
+        shown += f" and {len(removed) - 10} more"
+    if removed:
+        done = f"the {len(removed)} files it added last were removed, newest first: {shown}"
+    else:
+        done = "it added no file that could be removed"
+    now = f"your workspace now holds {settled.usage.bytes} bytes in {settled.usage.files} files"
+    return f"{settled.over}; {done}; {now}"
+
+
+async def _run(
+    limits: ToolsSection,
+    argv: list[str],
+    home: str,
+    cwd: Path,
+    run_as: CommandUser | None,
+    rlimits: Rlimits,
+    timeout: float,
+) -> dict[str, Any]:
+    """Start `argv` under `rlimits` (as `run_as` when given), wait up to `timeout`, kill
+    its process group; exit code, output and whether it timed out."""
+    switch: dict[str, Any] = {}
+    if run_as is not None:  # setgroups, setregid, setreuid in the child, before exec
+        switch = {"user": run_as.uid, "group": run_as.gid, "extra_groups": []}
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=workspace,
+        cwd=cwd,
         env=command_env(home),
         start_new_session=True,  # its own process group, killed as one
+        preexec_fn=rlimits.apply,  # setrlimit only, before exec
+        **switch,
     )
     assert process.stdout is not None
     assert process.stderr is not None
@@ -136,23 +202,18 @@ async def run_command(
         r.result() if r in done and not r.cancelled() else (b"", True) for r in readers
     )
     result: dict[str, Any] = {
-        "command": command,
         "exit_code": None if timed_out else process.returncode,
         "timed_out": timed_out,
         "stdout": out.decode("utf-8", "replace"),
         "stderr": err.decode("utf-8", "replace"),
         "stdout_truncated": out_cut,
         "stderr_truncated": err_cut,
-        "sandbox": sandbox,
     }
     if timed_out:
         result["error"] = (
             f"the command ran past its {timeout:g} s timeout and was killed, with every "
             "process it started"
         )
-    if sandbox == "none":
-        result["warning"] = UNBOXED_WARNING
-        log.warning("execute_command ran without a sandbox: bubblewrap is not installed")
     return result
 
 
@@ -182,10 +243,9 @@ class ExecuteCommand(Action):
             float(args.get("timeout_secs", limits.command_timeout_secs)),
             limits.command_timeout_secs,
         )
-        root = ctx.workspace.root
-        await run_blocking(root.mkdir, parents=True, exist_ok=True)
-        result = await run_command(limits, root, args["command"], timeout)
-        ctx.workspace.usage_tracker.forget()  # it may have written anything: count again
+        result = await run_command(limits, ctx.workspace, args["command"], timeout)
+        if result.get("quota_exceeded"):
+            return ActionResult(success=False, data=result, error=result["error"])
         return ActionResult.ok(result)
 
 

@@ -197,6 +197,20 @@ class ToolsSection(Section):
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     command_timeout_secs: float = Field(default=60.0, gt=0, le=3600)
     command_max_output_bytes: int = Field(default=64 * 1024, ge=256)
+    # what one command may use (each process it starts inherits the limits): processes
+    # and threads on top of those its user already runs (RLIMIT_NPROC), address space
+    # per process (RLIMIT_AS), CPU seconds per process (RLIMIT_CPU), and the size of its
+    # private /tmp in bubblewrap; a file it writes cannot grow past what is left of the
+    # workspace quota (RLIMIT_FSIZE), and what it adds over [agent] max_workspace_size_mb
+    # or max_workspace_files is removed when it ends
+    command_max_processes: int = Field(default=256, ge=1, le=1_000_000)
+    command_max_memory_mb: int = Field(default=1024, ge=64)
+    command_max_cpu_secs: int = Field(default=60, ge=1, le=86_400)
+    command_tmp_size_mb: int = Field(default=64, ge=1)
+    # when the server runs as root, commands run as this unprivileged uid and gid
+    # (65534, "nobody", by default) with no capabilities; never 0
+    command_uid: int = Field(default=65534, ge=1, le=2**32 - 2)
+    command_gid: int = Field(default=65534, ge=1, le=2**32 - 2)
     # http_request / fetch_webpage: addresses a private/loopback/link-local/metadata
     # refusal lets through (CIDR networks, e.g. "10.1.2.0/24")
     http_allow_networks: list[Annotated[str, AfterValidator(_network)]] = Field(
