@@ -266,9 +266,14 @@ def _refusal(
     cap = budget.cost_cap
     if cap is not None:
         spent = cap.spent_usd
-        if spent >= cap.limit_usd or spent + figures.ticket_reserved + estimate > cap.limit_usd:
+        if spent >= cap.limit_usd:
             return (
-                f"ticket cost limit reached: ${spent:.4f} spent, "
+                f"ticket cost limit reached: ${spent:.4f} ({cap.label} {cap.limit_usd:g}); "
+                "no further LLM calls in this stretch"
+            )
+        if spent + figures.ticket_reserved + estimate > cap.limit_usd:
+            return (
+                f"ticket cost limit would be passed: ${spent:.4f} spent, "
                 f"${figures.ticket_reserved:.4f} held, this call may cost up to "
                 f"${estimate:.4f} ({cap.label} {cap.limit_usd:g}); "
                 "no further LLM calls in this stretch"
