@@ -173,13 +173,15 @@ async def test_a_ticket_cap_stops_a_turn_between_its_calls(
     fake_llm_server.reset()
     tool_loop(fake_llm_server)  # without the cap the turn would call the model 30 times
     session_id = "00000000-0000-4000-8000-000000000001"
-    cap = CostCap(cost * 1.5, spent_usd=cost * 0.25)  # the stretch's earlier turns
+    # the stretch's earlier turns spent 0.25c; each call's estimate (about 0.26c: the
+    # fake's usage is far above the prompt's) must fit under 1.6c before it runs
+    cap = CostCap(cost * 1.6, spent_usd=cost * 0.25)
     message = IncomingMessage.text("go", source=InternalSource(origin="ticket"))
     result = await live.turns.run(agent, message, session_id=session_id, cost_cap=cap)
     assert result.error is not None
     assert result.error.error == "budget_exceeded"
     assert "maxCostUsd" in result.error.message
-    assert len(fake_llm_server.requests_to(CHAT)) == 2  # 2 calls cross 1.5; the 3rd refused
+    assert len(fake_llm_server.requests_to(CHAT)) == 2  # 2 calls cross 1.6; the 3rd refused
     total, _ = spent(live.db, agent.id)
     assert cap.limit_usd <= cap.spent_usd + total <= cap.limit_usd + cost
 
@@ -225,11 +227,12 @@ async def test_alerts_at_80_and_100_percent_are_recorded_once_and_posted(
         settings, db=db, router=LlmRouter.from_settings(settings, metrics=recorder)
     ) as rt:
         cost = await one_call_cost(rt, fake_llm_server)
-        agent = make(rt, "yui", daily_budget_usd=cost * 1.2)  # one call: 83 %, two: 167 %
+        # one call: 53 %; two: 105 % (each estimate, about 0.26 of a call, fit before it)
+        agent = make(rt, "yui", daily_budget_usd=cost * 1.9)
         answer(fake_llm_server)
         assert (await chat(rt, agent)).error is None
-        assert (await chat(rt, agent)).error is None  # the check before it saw 83 %
-        refused = await chat(rt, agent)  # the check saw 167 %: refused, alert at 100 %
+        assert (await chat(rt, agent)).error is None
+        refused = await chat(rt, agent)  # the check saw 105 %: refused, alerts at 80 and 100 %
         assert refused.error is not None
         assert (await chat(rt, agent)).error is not None  # no second alert
         for _ in range(200):

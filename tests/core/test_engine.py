@@ -256,10 +256,11 @@ async def test_llm_failure_is_a_recorded_error_not_a_crash(
 async def test_budget_spent_refuses_the_next_call(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider
 ) -> None:
-    config = AgentLlmConfig(daily_budget_usd=0.0001)
+    config = AgentLlmConfig(daily_budget_usd=1.0)
     agent = runtime.agents.update(agent.id, AgentUpdate(llm=config))
-    # a call of gpt-5.2 at 10 in / 5 out tokens costs 0.0000875 USD: under, then over
-    big = reply("costly", usage=None, cost_usd=0.01)
+    # each call's estimate (its prompt and 1,024 output tokens of gpt-5.2, about $0.03)
+    # fits under $1; the reply costing $1 spends the budget: the next call is refused
+    big = reply("costly", usage=None, cost_usd=1.0)
     queue(scripted, calls(("ws_list", {})), big)
     queue(scripted, big)
     first = await turn(runtime, agent)
@@ -269,7 +270,7 @@ async def test_budget_spent_refuses_the_next_call(
     assert second.error is not None
     assert second.error.error == "budget_exceeded"
     assert len(scripted.requests) == calls_made  # refused before calling
-    assert runtime.agents.spent_today(agent.id) >= 0.0001
+    assert runtime.agents.spent_today(agent.id) >= 1.0
 
 
 async def test_a_fleet_cap_stored_during_a_call_refuses_the_turns_next_call(

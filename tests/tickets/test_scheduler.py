@@ -103,14 +103,15 @@ def test_max_cost_is_checked_before_each_call_within_a_turn(
 ) -> None:
     def costly(title: str) -> Any:
         answer = calls(("add_step", {"title": title}))
-        return answer.model_copy(update={"cost_usd": 0.01})
+        return answer.model_copy(update={"cost_usd": 1.0})
 
-    # one turn: two steps, then complete — but two calls (0.02) already reach 0.015
+    # one turn: two steps, then complete — but two calls ($2) already reach $1.5 (each
+    # call's estimate, about $0.03, fits before it)
     scripted.then(costly("read"), costly("write"), calls(("complete_ticket", {"summary": "x"})))
-    ticket_id = create(api, agent["id"], params={"maxCostUsd": 0.015})
+    ticket_id = create(api, agent["id"], params={"maxCostUsd": 1.5})
     waiting = settled(api, ticket_id, "suspended")
     assert waiting["errorMessage"].startswith(
-        "budget_exceeded: ticket cost limit reached: $0.0200 (maxCostUsd 0.015)"
+        "budget_exceeded: ticket cost limit reached: $2.0000 (maxCostUsd 1.5)"
     )
     assert len(scripted.requests) == 2  # exceeded by one call, never more
 
@@ -120,18 +121,19 @@ def test_max_cost_alerts_at_80_and_100_percent_once_per_ticket(
 ) -> None:
     def costly(title: str) -> Any:
         answer = calls(("add_step", {"title": title}))
-        return answer.model_copy(update={"cost_usd": 0.01})
+        return answer.model_copy(update={"cost_usd": 1.0})
 
-    # before the 2nd call 0.01 of 0.012 (83 %), before the 3rd 0.02 (167 %): refused
+    # before the 2nd call $1 of $1.2 (83 %; its estimate fits), before the 3rd $2
+    # (167 %): refused
     scripted.then(costly("read"), costly("write"), calls(("complete_ticket", {"summary": "x"})))
-    ticket_id = create(api, agent["id"], params={"maxCostUsd": 0.012})
+    ticket_id = create(api, agent["id"], params={"maxCostUsd": 1.2})
     settled(api, ticket_id, "suspended")
     listed = api.get("/api/budgets/alerts").json()
     assert [(a["scope"], a["ticketId"], a["cap"], a["thresholdPercent"]) for a in listed] == [
         ("ticket", ticket_id, "ticket", 100),
         ("ticket", ticket_id, "ticket", 80),
     ]
-    assert (listed[1]["spentUsd"], listed[1]["capUsd"]) == (0.01, 0.012)
+    assert (listed[1]["spentUsd"], listed[1]["capUsd"]) == (1.0, 1.2)
     assert [a["ticketId"] for a in api.get("/api/budgets").json()["alerts"]] == [ticket_id] * 2
 
 

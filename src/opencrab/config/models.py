@@ -251,6 +251,11 @@ class BudgetsSection(Section):
     webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
     # the Discord channel alerts are also written to, through the running Discord gateway
     discord_channel_id: int | None = Field(default=None, ge=1)
+    # reservations (core/reservations.py): the output tokens a call without max_tokens is
+    # assumed to produce, and how long a reservation lives when its process dies (None:
+    # [agent] turn_timeout_secs + 120 s)
+    reserve_output_tokens: int = Field(default=1024, ge=1, le=1_000_000)
+    reservation_ttl_secs: float | None = Field(default=None, gt=0, le=86_400)
 
 
 class AgentModeSection(Section):

@@ -1,8 +1,9 @@
 """Budgets and alerts (issue 21 §3): caps checked before every LLM call, spend and its
 forecast, alerts at 80 % and 100 % of a cap.
 
-Caps, each checked before a call (`Budgets.check`), so none is exceeded by more than
-the one call that crossed it:
+Caps, each held before every LLM call by a reservation of the call's estimated cost
+(core/reservations.py, the router's guard: atomic in the store, so they hold under
+concurrency and across processes); `Budgets.check` tells whether one is spent already:
 - an agent's daily and monthly budget (`llm.dailyBudgetUsd`, `llm.monthlyBudgetUsd`);
 - the fleet's daily and monthly cap (`PUT /api/budgets` once set, else `[budgets]`);
 - a ticket's cost limit for a stretch of running (`maxCostUsd`, tickets/scheduler.py),
@@ -189,7 +190,7 @@ def _period(cap: str, now: datetime) -> str:
     return now.strftime("%Y-%m-%d") if cap == "daily" else now.strftime("%Y-%m")
 
 
-def _reached(
+def thresholds_reached(
     scope: str, caps: tuple[float | None, float | None], spent: tuple[float, float], now: datetime
 ) -> list[AlertRow]:
     """The thresholds of these caps that the spend has reached."""
@@ -215,7 +216,7 @@ class Budgets:
         """The fleet's (daily, monthly) caps: stored through the API, else `[budgets]`."""
         with self.db.read() as conn:
             stored = repo.fleet_caps(conn)
-        return _fleet_caps(stored, self.settings)
+        return fleet_caps_of(stored, self.settings)
 
     def fleet_caps_stored(self) -> bool:
         """True once the fleet's caps were set through the API (they override `[budgets]`)."""
@@ -262,14 +263,14 @@ class Budgets:
             capped = any(c is not None for c in agent_caps)
             mine = repo.spend(conn, agent.id, day, month) if capped else (0.0, 0.0)
             fleet = repo.spend(conn, None, day, month) if any(fleet_caps) else (0.0, 0.0)
-        reached = _reached(agent.id, agent_caps, mine, now) + _reached(
+        reached = thresholds_reached(agent.id, agent_caps, mine, now) + thresholds_reached(
             FLEET, fleet_caps, fleet, now
         )
-        ticket = [] if cap is None or cap.ticket_id is None else _ticket_reached(cap)
-        new = self._record(reached + ticket, now)
+        ticket = [] if cap is None or cap.ticket_id is None else ticket_thresholds(cap)
+        new = self.record(reached + ticket, now)
         for row in reached:
             if row.threshold == 100:
-                return Verdict(new, _exceeded(agent.name, row))
+                return Verdict(new, exceeded_text(agent.name, row))
         if cap is not None and cap.spent_usd >= cap.limit_usd:
             return Verdict(
                 new,
@@ -278,7 +279,8 @@ class Budgets:
             )
         return Verdict(new, None)
 
-    def _record(self, reached: list[AlertRow], now: datetime) -> list[AlertRow]:
+    def record(self, reached: list[AlertRow], now: datetime) -> list[AlertRow]:
+        """Record the reached thresholds not recorded yet; returns the new ones."""
         if not reached:
             return []
         with self.db.read() as conn:
@@ -308,7 +310,7 @@ class Budgets:
             fleet = repo.spend(conn, None, day, month)
             spent = repo.spend_by_agent(conn, day, month)
             idle = repo.spend_by_agent(conn, day, month, HEARTBEAT_TASK)
-        reached = _reached(FLEET, fleet_caps, fleet, now)
+        reached = thresholds_reached(FLEET, fleet_caps, fleet, now)
 
         def figures(caps: tuple[float | None, float | None], used: tuple[float, float]) -> Spend:
             return Spend(
@@ -324,10 +326,10 @@ class Budgets:
         for agent in agents:
             caps = (agent.llm_config.daily_budget_usd, agent.llm_config.monthly_budget_usd)
             used = spent.get(agent.id, (0.0, 0.0))
-            reached += _reached(agent.id, caps, used, now)
+            reached += thresholds_reached(agent.id, caps, used, now)
             beat = idle.get(agent.id, (0.0, 0.0))
             rows.append(AgentSpend(agent.id, agent.name, figures(caps, used), *beat))
-        self._record(reached, now)
+        self.record(reached, now)
         since = month_start(month - timedelta(days=1))  # this month's and the last's
         return Overview(figures(fleet_caps, fleet), rows, self.alerts(since))
 
@@ -337,7 +339,7 @@ class Budgets:
             return repo.alerts(conn, since, limit)
 
 
-def _ticket_reached(cap: CostCap) -> list[AlertRow]:
+def ticket_thresholds(cap: CostCap) -> list[AlertRow]:
     """The thresholds of a ticket's cap its stretch has reached."""
     assert cap.ticket_id is not None
     scope = ticket_scope(cap.ticket_id)
@@ -348,7 +350,7 @@ def _ticket_reached(cap: CostCap) -> list[AlertRow]:
     ]
 
 
-def _exceeded(name: str, row: AlertRow) -> str:
+def exceeded_text(name: str, row: AlertRow) -> str:
     whose = "the fleet" if row.scope == FLEET else f"agent {name}"
     field_ = {
         (True, "daily"): "[budgets] fleet_daily_usd",
@@ -459,24 +461,7 @@ async def enforce(
         raise BudgetExceeded(verdict.refusal)
 
 
-def no_cap_applies(
-    settings: Settings,
-    agent: Agent,
-    cap: CostCap | None,
-    stored_fleet_caps: tuple[float | None, float | None] | None,
-) -> bool:
-    """True when no cap could refuse or alert on the agent's next call: the agent has
-    none, the turn has none, nor has the fleet (`stored_fleet_caps` as read from the store
-    with the turn's last step, else `[budgets]`). Then the check needs no spend summed."""
-    config = agent.llm_config
-    if cap is not None or config.daily_budget_usd is not None:
-        return False
-    if config.monthly_budget_usd is not None:
-        return False
-    return all(limit is None for limit in _fleet_caps(stored_fleet_caps, settings))
-
-
-def _fleet_caps(
+def fleet_caps_of(
     stored: tuple[float | None, float | None] | None, settings: Settings | None
 ) -> tuple[float | None, float | None]:
     """The fleet's caps: those stored through the API, else `[budgets]`'s."""

@@ -7,7 +7,7 @@ messages and its model call's metrics row are written in one transaction (core/r
 
     user message ─► [compaction] ─► user event
         loop ≤ max_iterations:
-            budget check ─► LLM call (tools = allowed actions) ─► reasoning / tool_call
+            budget reservation ─► LLM call (tools = allowed actions) ─► reasoning / tool_call
             events + token_usage sidecar ─► for each call: validate, run, tool_result
         stop on a turn-ending action (send_speech, broadcast_guidance, send_noreact,
         declare_done), a plain-text answer, or a call held for a person (core/approvals.py).
@@ -43,7 +43,7 @@ from opencrab.actions.base import ActionContext, ActionRegistry, ActionResult, T
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.approvals import ApprovalGate, hold_calls
-from opencrab.core.budgets import CostCap, enforce, no_cap_applies
+from opencrab.core.budgets import CostCap, fleet_caps_of
 from opencrab.core.compaction import compaction_records, plan_compaction, summary_request
 from opencrab.core.context import (
     ContextSections,
@@ -68,6 +68,7 @@ from opencrab.core.recorder import (
     tool_message,
     usage_event,
 )
+from opencrab.core.reservations import CallBudget
 from opencrab.core.running import RunningTurns
 from opencrab.core.sessions import Said
 from opencrab.core.skill_files import SkillDoc
@@ -311,7 +312,7 @@ class _Turn:
             self.result.iterations = iteration
             try:
                 self.deadline.check()
-                await self._check_budget()
+                self._hold_to_caps()
                 reply = None
                 self._partial = ""
                 async for item in self._call(history, tools, stream):
@@ -511,7 +512,7 @@ class _Turn:
             previous, dropped, model=model, language=language, texts=self.texts
         )
         try:
-            await self._check_budget()
+            self._hold_to_caps()
             reply = await self.deadline.bound(
                 self.engine.router.chat(request, self._info("analysis", "compaction"))
             )
@@ -526,21 +527,19 @@ class _Turn:
         return text, reply
 
     # ------------------------------------------------------------ calls and actions
-    async def _check_budget(self) -> None:
-        """BudgetExceeded when a cap of the agent, the fleet or the turn's cost cap is
-        spent (queued metrics counted); alerts newly reached are delivered in the background.
-        When no cap applies (the fleet's read with the last step: recorder.read_along) there
-        is nothing to sum and no trip to the store."""
+    def _hold_to_caps(self) -> None:
+        """The caps the turn's next call is held to (its CallInfo.budget): the router's
+        guard reserves the call's estimated cost under them before it runs, or refuses it
+        with BudgetExceeded (core/reservations.py), so nothing is read here. The fleet's
+        caps come with the last step when it read them (recorder.read_along; else the
+        guard reads them, and when no cap applies nothing is reserved); the turn's cost
+        cap counts this turn's calls so far."""
         read, self.recorder.read_result = self.recorder.read_result, None
-        engine = self.engine
-        if read is not None and no_cap_applies(engine.settings, self.agent, self.cost_cap, read()):
-            return
-        if engine.router.metrics is not None:
-            await engine.router.metrics.flush()
+        fleet = None if read is None else fleet_caps_of(read(), self.engine.settings)
         cap = self.cost_cap
         if cap is not None:  # the stretch's spend before this turn, and this turn's
             cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
-        await enforce(engine.db, engine.settings, self.agent, cap, engine.outlets)
+        self._budget = CallBudget.of(self.agent, cap, fleet)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction
@@ -551,6 +550,7 @@ class _Turn:
             agent_id=self.agent.id,
             session_id=self.session_id,
             records=self.recorder.calls,
+            budget=self._budget,
         )
 
     def _request(self, history: list[Message], tools: list[ToolDefinition]) -> ChatRequest:
@@ -759,6 +759,7 @@ class _Turn:
     extra_actions: frozenset[str] = frozenset()  # callable this turn besides the agent's own
     cost_cap: CostCap | None = None  # a ticket's maxCostUsd for this stretch
     cost_usd = 0.0  # what this turn's calls cost so far
+    _budget: CallBudget | None = None  # the caps of the next call (_hold_to_caps)
     _call_events: list[UUID]
     active: list[Skill]
 

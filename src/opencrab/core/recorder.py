@@ -91,7 +91,7 @@ class TurnRecorder:
         self.pending_usage: ChatResponse | None = None
         # the metrics rows of the turn's calls, written with their token_usage events
         self.calls: list[CallRecord] = []
-        # a read each step's transaction makes too (the fleet's budget caps, for the check
+        # a read each step's transaction makes too (the fleet's budget caps, for the guard
         # before the next call: core/engine.py), and the function giving the latest one's
         # result (on PostgreSQL the read travels with the commit: no round trip of its own)
         self.read_along: Callable[[Connection], Callable[[], Any]] | None = None

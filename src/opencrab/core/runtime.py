@@ -30,6 +30,7 @@ from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Observer, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
+from opencrab.core.reservations import BudgetGuard
 from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
 from opencrab.core.skills import standard_skill_dirs
 from opencrab.core.steps import TurnResult
@@ -164,6 +165,10 @@ class Runtime:
         self.engine.outlets = self.outlets  # the same dict: gateways started later count
         self.approvals = ApprovalService(self)
         self.llm_settings = LiveLlmSettings(self.settings, self.db, self.router)
+        # every call of every caller reserves its estimate under the caps first
+        self.router.guard = BudgetGuard(
+            self.db, self.settings, self.router.price_book, self.outlets
+        )
 
     @classmethod
     @asynccontextmanager

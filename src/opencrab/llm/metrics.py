@@ -24,6 +24,7 @@ from opencrab.llm.pricing import CostSource, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
 from opencrab.store.repositories import metrics as metrics_repo
+from opencrab.store.repositories import reservations
 from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import utcnow
 
@@ -72,6 +73,9 @@ class CallRecord:
     task_success: bool | None = None
     would_use_again: bool | None = None
     better_model_suggestion: str | None = None
+    # a budget reservation under this id holds the call's estimate until this row is
+    # stored (core/reservations.py); the insert settles it in the same transaction
+    reserved: bool = False
 
     def set_usage(self, usage: Usage) -> None:
         self.input_tokens = usage.input_tokens
@@ -180,8 +184,10 @@ class MetricsRecorder:
 
 def insert_records(conn: Connection, records: list[CallRecord]) -> None:
     """Store call rows inside the caller's transaction (the turn recorder writes a turn's
-    calls with their token_usage events)."""
+    calls with their token_usage events); the budget reservations of reserved calls are
+    settled in it (the row's cost takes the estimate's place)."""
     metrics_repo.insert(conn, [r.as_row() for r in records])
+    reservations.settle(conn, [r.id for r in records if r.reserved])
 
 
 # ------------------------------------------------------------------ summaries

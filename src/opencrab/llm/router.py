@@ -18,6 +18,10 @@ raised (a provider may echo the API key). Each attempt writes one `llm_usage_met
 row, numbered (`attempt`) and naming the model it falls back from (`fallback_from`); a
 caller that passes `CallInfo.records` (the engine's turns) gets the successful attempt's
 row there and writes it itself, with the call's token_usage event.
+Before each attempt the router's `guard` (core/reservations.BudgetGuard, installed by the
+Runtime) reserves the attempt's estimated cost under the caps that apply, or refuses it
+with BudgetExceeded; the attempt's metrics row settles the reservation when stored, and
+an attempt that ends without one (cancelled) releases it.
 When no provider has credentials and no local server answers, the embedded model is
 used and the user is told once how to configure a real provider; when the configured
 default provider cannot answer but another can (a key for another cloud, a running
@@ -33,6 +37,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
@@ -84,6 +89,33 @@ class CallInfo:
     # caller writes it with its own records (the turn recorder, with the call's
     # token_usage event, in one transaction); failed attempts are queued as always
     records: list[CallRecord] | None = None
+    # what the router's guard needs to know of the call beyond the agent id (the
+    # agent's caps, a ticket's cost cap: core/reservations.CallBudget); None: it looks
+    budget: object | None = None
+
+
+class CallGuard(Protocol):
+    """Asked before every attempt (LlmRouter.guard): core/reservations.BudgetGuard
+    reserves the attempt's estimated cost under the caps that apply, or refuses it.
+
+    Example:
+        class Guard:
+            async def reserve(self, target, request, info, call_id):
+                return False  # True: a reservation under `call_id` holds until the
+                              # attempt's metrics row is stored (or `release`)
+            def release(self, call_id): ...
+        router.guard = Guard()
+    """
+
+    async def reserve(
+        self, target: Target, request: ChatRequest, info: CallInfo, call_id: str
+    ) -> bool:
+        """True when a reservation was taken under `call_id`; BudgetExceeded refuses."""
+        ...
+
+    def release(self, call_id: str) -> None:
+        """Let go of `call_id`'s reservation: the attempt ended without a metrics row."""
+        ...
 
 
 class LlmRouter:
@@ -120,10 +152,12 @@ class LlmRouter:
         self.notice: str | None = None
         self.usable: frozenset[str] | None = None  # known after start()
         self._prices = PriceBook.defaults() if metrics is None else None
-        self.planner = FallbackPlanner(self.aliases, self._price_book, self.default_model_for)
+        self.planner = FallbackPlanner(self.aliases, self.price_book, self.default_model_for)
         self.before_call: Callable[[], Awaitable[None]] | None = None
         """Awaited before each call: settings changed elsewhere are picked up there
         (opencrab.llm.live_settings checks the stored settings' version)."""
+        self.guard: CallGuard | None = None
+        """Asked before each attempt: budget reservations (core/reservations.py)."""
         self._calls: dict[LlmProvider, int] = {}  # provider -> calls running on it
         self.retiring: list[LlmProvider] = []
         """Replaced providers with calls still running: closed when the last one ends."""
@@ -307,7 +341,8 @@ class LlmRouter:
                 return target.model
         return None
 
-    def _price_book(self) -> PriceBook | None:
+    def price_book(self) -> PriceBook | None:
+        """The price table calls are costed with (the metrics recorder's, else the defaults)."""
         return self.metrics.prices if self.metrics is not None else self._prices
 
     def context_window(self, target: Target) -> int:
@@ -390,6 +425,7 @@ class LlmRouter:
                 last = last or _unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request, request_id, tried, stream=False)
+            await self._reserve(record, target, request, info)
             tried.append(target)
             start = time.perf_counter()
             try:
@@ -403,6 +439,9 @@ class LlmRouter:
                 if self._gives_up(exc):
                     raise
                 continue
+            except BaseException:  # cancelled: no metrics row will settle the reservation
+                self._let_go(record)
+                raise
             record.latency_ms = _ms(start)
             self._finish(record, reply, info)
             reply.metrics_id = record.id
@@ -432,6 +471,7 @@ class LlmRouter:
                 last = last or _unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request, request_id, tried, stream=True)
+            await self._reserve(record, target, request, info)
             tried.append(target)
             acc = StreamAccumulator(provider=target.provider, model=target.model)
             start = time.perf_counter()
@@ -452,6 +492,9 @@ class LlmRouter:
                 if started or self._gives_up(exc):
                     raise
                 continue
+            except BaseException:  # cancelled or closed early: no metrics row settles it
+                self._let_go(record)
+                raise
             record.latency_ms = _ms(start)
             reply = acc.response()
             self._finish(record, reply, info)
@@ -463,6 +506,17 @@ class LlmRouter:
         raise last
 
     # ------------------------------------------------------------ bookkeeping
+    async def _reserve(
+        self, record: CallRecord, target: Target, request: ChatRequest, info: CallInfo
+    ) -> None:
+        """Ask the guard before an attempt (BudgetExceeded refuses it, with no row)."""
+        if self.guard is not None:
+            record.reserved = await self.guard.reserve(target, request, info, record.id)
+
+    def _let_go(self, record: CallRecord) -> None:
+        if record.reserved and self.guard is not None:
+            self.guard.release(record.id)
+
     def _gives_up(self, exc: LlmError) -> bool:
         if exc.retryable:
             if exc.provider:
@@ -503,7 +557,8 @@ class LlmRouter:
         cost, source = prices.cost(record.provider, record.model, reply.usage, reply.cost_usd)
         record.estimated_cost_usd, record.cost_source = cost, source
         reply.cost_usd = cost
-        if self.metrics is None:
+        if self.metrics is None:  # no row will settle a reservation
+            self._let_go(record)
             return
         if info.records is not None:
             info.records.append(record)
@@ -526,6 +581,8 @@ class LlmRouter:
             record.set_usage(acc.usage)
         if self.metrics is not None:
             self.metrics.record(record)
+        else:
+            self._let_go(record)
 
 
 def _ms(start: float) -> int:

@@ -554,6 +554,19 @@ budget_alerts = sa.Table(
     sa.UniqueConstraint("scope", "cap", "period", "threshold"),
 )
 
+budget_reservations = sa.Table(
+    "budget_reservations",
+    metadata,
+    # the call attempt's llm_usage_metrics id: the row that settles it replaces it
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),  # the process (leases.PROCESS_OWNER)
+    sa.Column("agent_id", sa.String(64), nullable=False, index=True),  # or "system"
+    sa.Column("ticket_id", sa.String(64), index=True),  # a ticket's maxCostUsd, if any
+    sa.Column("cost_usd", sa.Float, nullable=False),  # the call's estimated cost
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False, index=True),  # lapses then
+)
+
 # ---------------------------------------------------------------- seed 004: agent mode
 AGENT_MODE_SESSION_STATUSES = ("Active", "Paused", "Completed", "Failed")
 
