@@ -75,6 +75,14 @@ class SecretBox:
         """`secret` as a Fernet token (text)."""
         return self._fernet.encrypt(secret.encode("utf-8")).decode("ascii")
 
+    def decrypts(self, token: str) -> bool:
+        """Whether this key decrypts `token`."""
+        try:
+            self.decrypt(token)
+        except ConfigError:
+            return False
+        return True
+
     def decrypt(self, token: str) -> str:
         """The secret in `token`; ConfigError when this key did not encrypt it."""
         try:
