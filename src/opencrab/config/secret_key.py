@@ -38,7 +38,8 @@ class SecretBox:
         except (ValueError, TypeError):
             raise ConfigError(
                 "is not a Fernet key (32 url-safe base64-encoded bytes); restore the "
-                "original key — stored API keys cannot be read without it",
+                f"original key (the file, or {ENV_VAR}) — stored API keys cannot be read "
+                "without it",
                 source=source,
             ) from None
 

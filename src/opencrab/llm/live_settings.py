@@ -230,10 +230,9 @@ class LiveLlmSettings:
         try:
             key = self.box(create=False).decrypt(row.api_key_encrypted)
         except ConfigError as exc:
-            return None, (
-                f"the stored API key of {name} cannot be decrypted ({exc}); set "
-                f"{SECRET_KEY_VAR} to the key it was stored with (or restore the key "
-                "file), or enter the key again"
+            return (
+                None,
+                f"the stored API key of {name} cannot be decrypted: {exc}; or enter the key again",
             )
         self.router.redactor.add(key)
         return key, None
