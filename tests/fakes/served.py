@@ -114,7 +114,7 @@ class ServedOpenCrab:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # imports alone took 13 s at load 10 on 2 cores
         while True:
             if self.worker and "worker: heartbeats by lease" in self.output():
                 return self

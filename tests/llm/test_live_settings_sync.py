@@ -151,6 +151,16 @@ async def test_a_provider_the_config_file_uses_may_take_its_key_from_the_dashboa
 
     async with runtime_on(settings, settings.database_url) as runtime:  # no file: starts
         await runtime.llm_settings.update_provider("openrouter", {"api_key": KEY}, actor="me")
+    with pytest.raises(ConfigError) as refused:  # entered for openrouter.ai, not for the file's
+        async with runtime_on(mine, mine.database_url):
+            pass
+    assert "was entered for https://openrouter.ai" in str(refused.value)
+    assert fake_llm_server.requests_to(CHAT) == []
+
+    async with runtime_on(settings, settings.database_url) as runtime:  # for the file's origin
+        await runtime.llm_settings.update_provider(
+            "openrouter", {"api_key": KEY, "base_url": fake_llm_server.url + "/v1"}, actor="me"
+        )
     async with runtime_on(mine, mine.database_url) as runtime:  # the stored key counts
         assert runtime.router.default.provider == "openrouter"
         request = ChatRequest(model="", messages=[Message.user("ping")], max_tokens=1)

@@ -233,7 +233,7 @@ def test_an_unreadable_secret_key_is_a_clear_error_and_keeps_the_rows(
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
         assert any("key file is missing" in n for n in runtime.notices)
         failed = client.patch("/api/llm/providers/anthropic", json={"apiKey": "sk-ant-12345678"})
-        assert "key file is missing" in error_of(failed, 500, "config_error")
+        assert "key file is missing" in error_of(failed, 409, "conflict")
     assert not (data_dir / FILE_NAME).exists()
 
 

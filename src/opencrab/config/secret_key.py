@@ -38,7 +38,8 @@ class SecretBox:
         except (ValueError, TypeError):
             raise ConfigError(
                 "is not a Fernet key (32 url-safe base64-encoded bytes); restore the "
-                "original key — stored API keys cannot be read without it",
+                f"original key (the file, or {ENV_VAR}) — stored API keys cannot be read "
+                "without it",
                 source=source,
             ) from None
 
@@ -74,6 +75,14 @@ class SecretBox:
     def encrypt(self, secret: str) -> str:
         """`secret` as a Fernet token (text)."""
         return self._fernet.encrypt(secret.encode("utf-8")).decode("ascii")
+
+    def decrypts(self, token: str) -> bool:
+        """Whether this key decrypts `token`."""
+        try:
+            self.decrypt(token)
+        except ConfigError:
+            return False
+        return True
 
     def decrypt(self, token: str) -> str:
         """The secret in `token`; ConfigError when this key did not encrypt it."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import ProviderNotConfigured
@@ -36,6 +36,9 @@ class LlmProvider(ABC):
     """
 
     name: str
+    vendor_url: ClassVar[str | None] = None
+    """The vendor's API when no base URL is configured (None: none, or a local server);
+    a key from the config is sent only to its origin (opencrab.llm.key_origin)."""
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     """Bytes read from one reply before it is refused; the router sets `[llm] max_reply_bytes`."""
 

@@ -6,6 +6,15 @@ model aliases; the fallback chain. Every change is written with an audit row (wh
 when — never the secret) and applied to the running router at once: the provider is
 built again and the router works out anew what can answer.
 
+A key is tied to its origin (opencrab.llm.key_origin): a base URL on another origin
+clears the stored key (audited as such) unless a key is given in the same change, and is
+refused (409) while the key comes from the environment or the config file, whose base
+URL is set there. A stored key that cannot be used — the secret key cannot decrypt it,
+or its origin is no longer the one in effect — is not sent: the settings view says why
+(`ProviderView.key_problem`) and a call to the provider fails with that reason
+(`LlmRouter.key_problems`). A key is stored only with a secret key that decrypts every
+other stored key (opencrab.config.secret_key), else 409 says what to do.
+
 Precedence, for each value:
 1. the command line, the environment (`OPENCRAB_…`, or a `${VAR}` the value reads) and
    the user's config file — the dashboard cannot change these: an edit is refused with
@@ -41,9 +50,11 @@ from pydantic import SecretStr
 from opencrab.config import Settings
 from opencrab.config.models import BUILTIN_PROVIDERS, ProviderConfig
 from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, packaged_value, source_kind
+from opencrab.config.secret_key import ENV_VAR as SECRET_KEY_VAR
 from opencrab.config.secret_key import SecretBox
 from opencrab.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from opencrab.llm.fallback import Target
+from opencrab.llm.key_origin import origin_in_effect, origin_of
 from opencrab.llm.router import LlmRouter
 from opencrab.offload import run_blocking
 from opencrab.store import Database
@@ -86,6 +97,8 @@ class ProviderView:
     base_url_source: Source
     takes_key: bool
     takes_base_url: bool
+    key_problem: str | None = None
+    """Why a key stored or configured is not used (never sent), else None."""
 
 
 class LiveLlmSettings:
@@ -144,32 +157,92 @@ class LiveLlmSettings:
             self._box = SecretBox.load(self.settings.data_dir, create=create)
         return self._box
 
-    def _box_for_writing(self) -> SecretBox:
-        """The key to encrypt with: a new key file only while no encrypted key is
-        stored (a new key would leave the stored ones unreadable for good)."""
-        if self._box is None:
-            with self.db.read() as conn:
-                stored = repo.encrypted_keys(conn)
-            return self.box(create=stored == 0)
-        return self._box
+    def _box_for_writing(self, name: str) -> SecretBox:
+        """The key to encrypt `name`'s new API key with: one that decrypts every other
+        stored key (two secret keys would leave some stored keys unreadable whichever
+        is kept), and a new key file only while no other key is stored. ConflictError
+        says what to do otherwise; nothing is written."""
+        with self.db.read() as conn:
+            others = {
+                n: r.api_key_encrypted
+                for n, r in repo.providers(conn).items()
+                if n != name and r.api_key_encrypted
+            }
+        try:
+            box = self.box(create=not others)
+        except ConfigError as exc:
+            if not others:  # nothing else is stored, but the key file is unusable
+                raise ConflictError(
+                    f"the API key is not stored: {exc}; replace or remove the key file, "
+                    f"or set {SECRET_KEY_VAR}"
+                ) from None
+            raise _unreadable(sorted(others), str(exc)) from None
+        unreadable = [n for n, token in sorted(others.items()) if not box.decrypts(token)]
+        if unreadable:
+            raise _unreadable(unreadable, f"{box.source}: this key does not decrypt them")
+        return box
 
     # ------------------------------------------------------------ effective values
-    def provider_config(self, name: str, row: repo.ProviderRow | None) -> ProviderConfig:
-        """The provider's configuration with the dashboard's values where allowed."""
+    def provider_config(
+        self, name: str, row: repo.ProviderRow | None
+    ) -> tuple[ProviderConfig, str | None]:
+        """The provider's configuration with the dashboard's values where allowed, and
+        why a key is left out of it (None when none is): a key is sent only to the
+        origin it belongs to, and a stored one only when it can be decrypted."""
         config = self.settings.llm.providers.get(name, ProviderConfig())
         if row is None:
-            return config
+            return config, None
         update: dict[str, Any] = {}
         path = ("llm", "providers", name)
         if row.enabled is not None and not self.source((*path, "enabled")).locked:
             update["enabled"] = row.enabled
+        url = config.base_url
         if row.base_url and not self.source((*path, "base_url")).locked:
-            update["base_url"] = row.base_url
-        if row.api_key_encrypted and not self.source((*path, "api_key")).locked:
+            update["base_url"] = url = row.base_url
+        problem = None
+        key_source = self.source((*path, "api_key"))
+        if row.api_key_encrypted and not key_source.locked:
+            key, problem = self._stored_key(name, row, url)
+            update["api_key"] = None if key is None else SecretStr(key)
+        elif "base_url" in update and config.api_key and config.api_key.get_secret_value():
+            home = origin_in_effect(name, config.base_url)
+            there = origin_of(url)
+            if there != home:
+                update["api_key"] = None
+                problem = (
+                    f"the API key of {name} from {key_source.label} is not sent to {there}: "
+                    f"it is configured for {home}; set the base URL where the key is set "
+                    f"({self._url_variable(name)}), or clear the dashboard's base URL"
+                )
+        return config.model_copy(update=update), problem
+
+    def _stored_key(
+        self, name: str, row: repo.ProviderRow, url: str | None
+    ) -> tuple[str | None, str | None]:
+        """(the stored key, None), or (None, why it is not used)."""
+        there = origin_in_effect(name, url)
+        if row.api_key_origin is not None and row.api_key_origin != there:
+            return None, (
+                f"the stored API key of {name} was entered for {row.api_key_origin} and is "
+                f"not sent to {there}: enter the key again for the base URL in use"
+            )
+        assert row.api_key_encrypted is not None
+        try:
             key = self.box(create=False).decrypt(row.api_key_encrypted)
-            self.router.redactor.add(key)
-            update["api_key"] = SecretStr(key)
-        return config.model_copy(update=update)
+        except ConfigError as exc:
+            return (
+                None,
+                f"the stored API key of {name} cannot be decrypted: {exc}; or enter the key again",
+            )
+        self.router.redactor.add(key)
+        return key, None
+
+    @staticmethod
+    def _url_variable(name: str) -> str:
+        return (
+            f"OPENCRAB_LLM__PROVIDERS__{name.upper()}__BASE_URL or "
+            f"llm.providers.{name}.base_url in the config file"
+        )
 
     def aliases(self, rows: dict[str, repo.AliasRow]) -> dict[str, Target]:
         """The aliases: configured ones with the dashboard's edits where allowed."""
@@ -200,13 +273,11 @@ class LiveLlmSettings:
         for name, row in rows.items():
             if name not in BUILTIN_PROVIDERS:
                 continue
-            try:
-                config = self.provider_config(name, row)
-            except ConfigError as exc:
-                problems.append(f"the stored API key of {name} is not used: {exc}")
-                log.error("%s", problems[-1])
-                config = self.provider_config(name, row._replace(api_key_encrypted=None))
-            changed |= await self._apply_provider(name, config)
+            config, problem = await run_blocking(self.provider_config, name, row)
+            if problem is not None:
+                problems.append(problem)
+                log.error("%s", problem)
+            changed |= await self._apply_provider(name, config, problem)
         if alias_rows:
             aliases = self.aliases(alias_rows)
             if aliases != self.router.aliases:
@@ -221,19 +292,27 @@ class LiveLlmSettings:
     def require_keys(self, problems: list[str]) -> None:
         """Raise ConfigError for each provider the user's settings use whose key is
         neither in the environment nor stored here (`Settings.keys_needed`); `problems`
-        are those `apply_stored` returned (a stored key that cannot be read)."""
+        are those `apply_stored` returned (a stored key that cannot be used), each
+        named after its provider's."""
         missing = []
         for name, problem in self.settings.keys_needed.items():
             config = self._applied.get(name)
             if config is not None and config.api_key and config.api_key.get_secret_value():
                 continue
             missing.append(problem)
-            missing += [p for p in problems if p.startswith(f"the stored API key of {name}:")]
+            missing += [p for p in problems if p == self.router.key_problems.get(name)]
         if missing:
             raise ConfigError("\n".join(missing))
 
-    async def _apply_provider(self, name: str, config: ProviderConfig) -> bool:
-        """Build the provider again when `config` differs from what was last built."""
+    async def _apply_provider(
+        self, name: str, config: ProviderConfig, key_problem: str | None
+    ) -> bool:
+        """Build the provider again when `config` differs from what was last built;
+        `key_problem` is what a call to it is told when it has no key for that reason."""
+        if key_problem is None:
+            self.router.key_problems.pop(name, None)
+        else:
+            self.router.key_problems[name] = key_problem
         if self._applied.get(name) == config:
             return False
         await self.router.replace_provider(name, config)
@@ -290,11 +369,12 @@ class LiveLlmSettings:
         enabled = config.enabled is not False
         if row is not None and row.enabled is not None and not sources["enabled"].locked:
             enabled, sources["enabled"] = row.enabled, dashboard
-        key = config.api_key.get_secret_value() if config.api_key else ""
+        effective, key_problem = self.provider_config(name, row)
+        key = effective.api_key.get_secret_value() if effective.api_key else ""
         last4: str | None = key[-4:] if len(key) >= 8 else None
         has_key = bool(key)
         if row is not None and row.api_key_encrypted and not sources["api_key"].locked:
-            has_key, last4, sources["api_key"] = True, row.api_key_last4, dashboard
+            last4, sources["api_key"] = row.api_key_last4, dashboard
         base_url = config.base_url
         if row is not None and row.base_url and not sources["base_url"].locked:
             base_url, sources["base_url"] = row.base_url, dashboard
@@ -309,6 +389,7 @@ class LiveLlmSettings:
             base_url_source=sources["base_url"],
             takes_key=name in KEY_PROVIDERS,
             takes_base_url=name in URL_PROVIDERS,
+            key_problem=key_problem,
         )
 
     def alias_views(self) -> list[tuple[str, Target, Source]]:
@@ -338,14 +419,20 @@ class LiveLlmSettings:
             return repo.audit_log(conn, limit=limit, offset=offset)
 
     # ------------------------------------------------------------ changes
-    async def update_provider(self, name: str, changes: dict[str, Any], *, actor: str) -> None:
-        """Set `enabled`, `api_key` ("" or None clears) and/or `base_url` of a provider."""
+    async def update_provider(
+        self, name: str, changes: dict[str, Any], *, actor: str
+    ) -> str | None:
+        """Set `enabled`, `api_key` ("" or None clears) and/or `base_url` of a provider;
+        returns why the stored key was cleared (its base URL moved to another origin
+        without a key given again), else None."""
         if name not in BUILTIN_PROVIDERS:
             raise NotFoundError(f"no provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
         path = ("llm", "providers", name)
         if not changes:
             raise ValidationError("nothing to change: give enabled, apiKey or baseUrl")
-        now = await run_blocking(lambda: self._view(name, self._row(name)))
+        before = await run_blocking(self._row, name)
+        now = await run_blocking(self._view, name, before)
+        config = self.settings.llm.providers.get(name, ProviderConfig())
         if changes.get("enabled") == now.enabled:
             changes.pop("enabled")  # a form sends its switch as it is: nothing changed
         if "base_url" in changes and ((changes["base_url"] or "").strip() or None) == now.base_url:
@@ -368,6 +455,23 @@ class LiveLlmSettings:
             audit.append(
                 AuditEntry(actor, f"{target}.base_url", "set" if url else "clear", url or "")
             )
+        if "base_url" in changes:
+            there = origin_in_effect(name, columns["base_url"] or config.base_url)
+            self._refuse_config_key_elsewhere(name, there)
+        else:
+            there = origin_in_effect(name, now.base_url)
+        key_cleared = None
+        if "base_url" in changes and "api_key" not in changes and before is not None:
+            was = before.api_key_origin or origin_in_effect(name, now.base_url)
+            if before.api_key_encrypted and was != there:
+                key_cleared = (
+                    f"the stored API key of {name} was cleared: it was entered for {was}, "
+                    f"and {there} is another origin; enter the key again to use it there"
+                )
+                for column in ("api_key_encrypted", "api_key_last4", "api_key_origin"):
+                    columns[column] = None
+                detail = f"the base URL moved to another origin: {was} -> {there}"
+                audit.append(AuditEntry(actor, f"{target}.api_key", "clear", detail))
         if "api_key" in changes:
             if name not in KEY_PROVIDERS:
                 raise ValidationError(f"provider {name!r} takes no API key")
@@ -381,15 +485,17 @@ class LiveLlmSettings:
                 raise ValidationError("an API key has at least 8 characters")
             if key:
                 self.router.redactor.add(key)
-                box = await run_blocking(self._box_for_writing)
+                box = await run_blocking(self._box_for_writing, name)
                 columns["api_key_encrypted"] = box.encrypt(key)
                 columns["api_key_last4"] = key[-4:]
+                columns["api_key_origin"] = there
                 audit.append(AuditEntry(actor, f"{target}.api_key", "set", f"…{key[-4:]}"))
             else:
-                columns["api_key_encrypted"] = columns["api_key_last4"] = None
+                for column in ("api_key_encrypted", "api_key_last4", "api_key_origin"):
+                    columns[column] = None
                 audit.append(AuditEntry(actor, f"{target}.api_key", "clear", ""))
         if not columns:
-            return
+            return None
 
         def write() -> repo.ProviderRow:
             with self.db.write() as conn:
@@ -398,8 +504,26 @@ class LiveLlmSettings:
                 return repo.providers(conn)[name]
 
         row = await run_blocking(write)
-        if await self._apply_provider(name, self.provider_config(name, row)):
+        config, problem = await run_blocking(self.provider_config, name, row)
+        if await self._apply_provider(name, config, problem):
             await self.router.refresh()
+        return key_cleared
+
+    def _refuse_config_key_elsewhere(self, name: str, there: str | None) -> None:
+        """ConflictError when the provider's key comes from the environment or the
+        config file and `there` is not the origin configured with it: the dashboard
+        moves no key it cannot change (both are set in the same place)."""
+        config = self.settings.llm.providers.get(name, ProviderConfig())
+        source = self.source(("llm", "providers", name, "api_key"))
+        if not (source.locked and config.api_key and config.api_key.get_secret_value()):
+            return
+        home = origin_in_effect(name, config.base_url)
+        if there != home:
+            raise ConflictError(
+                f"the API key of {name} is set by {source.label} for {home}; a base URL "
+                f"on another origin ({there}) would take the key there: set the base URL "
+                f"where the key is set ({self._url_variable(name)})"
+            )
 
     async def set_alias(
         self, alias: str, provider: str | None, model: str | None, *, actor: str
@@ -454,3 +578,12 @@ class LiveLlmSettings:
 
         await run_blocking(write)
         self.router.set_fallback_chain(clean)
+
+
+def _unreadable(providers: list[str], reason: str) -> ConflictError:
+    """Why a key is not stored while other stored keys cannot be decrypted."""
+    return ConflictError(
+        f"the API key is not stored: the stored keys of {', '.join(providers)} cannot be "
+        f"decrypted ({reason}); set {SECRET_KEY_VAR} to the key they were stored with "
+        "(or restore the key file), or remove those stored keys first"
+    )

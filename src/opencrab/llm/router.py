@@ -151,6 +151,9 @@ class LlmRouter:
         self.offline = False
         self.notice: str | None = None
         self.usable: frozenset[str] | None = None  # known after start()
+        self.key_problems: dict[str, str] = {}
+        """Why a provider has no key although one is stored or configured (set by
+        opencrab.llm.live_settings): a call to it fails with this reason."""
         self._prices = PriceBook.defaults() if metrics is None else None
         self.planner = FallbackPlanner(self.aliases, self.price_book, self.default_model_for)
         self.before_call: Callable[[], Awaitable[None]] | None = None
@@ -422,7 +425,7 @@ class LlmRouter:
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or _unusable(target.provider, provider)
+                last = last or self._unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request, request_id, tried, stream=False)
             await self._reserve(record, target, request, info)
@@ -468,7 +471,7 @@ class LlmRouter:
             provider = self.providers.get(target.provider)
             if provider is None or not provider.is_configured() or provider.refused:
                 # a real failure of an earlier target says more than "not configured"
-                last = last or _unusable(target.provider, provider)
+                last = last or self._unusable(target.provider, provider)
                 continue
             record = self._record(target, info, request, request_id, tried, stream=True)
             await self._reserve(record, target, request, info)
@@ -516,6 +519,16 @@ class LlmRouter:
     def _let_go(self, record: CallRecord) -> None:
         if record.reserved and self.guard is not None:
             self.guard.release(record.id)
+
+    def _unusable(self, name: str, provider: LlmProvider | None) -> ProviderNotConfigured:
+        """Why a target's provider is skipped without a call."""
+        if provider is None:
+            return ProviderNotConfigured("not registered", provider=name)
+        if provider.refused:
+            return ProviderNotConfigured(provider.refused)
+        if name in self.key_problems:
+            return ProviderNotConfigured(self.key_problems[name], provider=name)
+        return ProviderNotConfigured("not configured (no key or model)", provider=name)
 
     def _gives_up(self, exc: LlmError) -> bool:
         if exc.retryable:
@@ -587,12 +600,3 @@ class LlmRouter:
 
 def _ms(start: float) -> int:
     return round((time.perf_counter() - start) * 1000)
-
-
-def _unusable(name: str, provider: LlmProvider | None) -> ProviderNotConfigured:
-    """Why a target's provider is skipped without a call."""
-    if provider is None:
-        return ProviderNotConfigured("not registered", provider=name)
-    if provider.refused:
-        return ProviderNotConfigured(provider.refused)
-    return ProviderNotConfigured("not configured (no key or model)", provider=name)

@@ -606,6 +606,8 @@ llm_provider_settings = sa.Table(
     sa.Column("api_key_last4", sa.String(4)),
     sa.Column("base_url", sa.String(2000)),
     _updated(),
+    # revision 0026: scheme://host[:port] the key was entered for; it is sent only there
+    sa.Column("api_key_origin", sa.String(300)),
 )
 
 llm_alias_settings = sa.Table(

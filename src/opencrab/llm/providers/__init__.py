@@ -26,22 +26,35 @@ BUILTINS = {
 }
 
 
-def _lazy(module: str, attr: str, extra: str | None) -> Callable[..., LlmProvider]:
-    def factory(config: ProviderConfig, *, name: str) -> LlmProvider:
+class _Lazy:
+    """A provider class imported when first needed; a missing SDK is ProviderNotConfigured."""
+
+    def __init__(self, module: str, attr: str, extra: str | None) -> None:
+        self.module, self.attr, self.extra = module, attr, extra
+
+    def load(self, name: str) -> type[LlmProvider]:
         try:
-            cls = getattr(importlib.import_module(module), attr)
+            cls: type[LlmProvider] = getattr(importlib.import_module(self.module), self.attr)
         except ImportError as exc:
-            hint = f" (pip install 'opencrab[{extra}]')" if extra else ""
+            hint = f" (pip install 'opencrab[{self.extra}]')" if self.extra else ""
             raise ProviderNotConfigured(
                 f"its library is not installed: {exc.name or exc}{hint}", provider=name
             ) from exc
-        provider: LlmProvider = cls(config, name=name)
-        return provider
+        return cls
 
-    return factory
+    def __call__(self, config: ProviderConfig, *, name: str) -> LlmProvider:
+        return self.load(name)(config, name=name)
+
+    @property
+    def vendor_url(self) -> str | None:
+        """The class's `vendor_url` (None when its library is not installed)."""
+        try:
+            return self.load(self.attr).vendor_url
+        except ProviderNotConfigured:
+            return None
 
 
 @hookimpl
 def register_providers(register: Callable[[str, Callable[..., Any]], None]) -> None:
     for name, (module, attr, extra) in BUILTINS.items():
-        register(name, _lazy(module, attr, extra))
+        register(name, _Lazy(module, attr, extra))

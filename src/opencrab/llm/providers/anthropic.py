@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import ClassVar
 
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
@@ -77,6 +78,7 @@ class AnthropicProvider(LlmProvider):
     """
 
     name = "anthropic"
+    vendor_url: ClassVar[str | None] = "https://api.anthropic.com"  # the SDK's default
     health_timeout_secs: float = 5.0
 
     def __init__(self, config: ProviderConfig | None = None, *, name: str | None = None) -> None:

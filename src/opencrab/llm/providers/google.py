@@ -74,6 +74,7 @@ class GoogleProvider(HttpxProvider):
 
     name = "google"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    vendor_url: ClassVar[str | None] = default_base_url
 
     def __init__(self, config: ProviderConfig | None = None, *, name: str | None = None) -> None:
         super().__init__(config, name=name)

@@ -71,6 +71,7 @@ class OpenAIProvider(LlmProvider):
 
     name = "openai"
     default_base_url: ClassVar[str | None] = None  # None: the SDK's (api.openai.com)
+    vendor_url: ClassVar[str | None] = "https://api.openai.com/v1"
     max_tokens_param: ClassVar[str] = "max_completion_tokens"
     azure_capable: ClassVar[bool] = True
     health_timeout_secs: float = 5.0  # instances may lower it

@@ -25,6 +25,7 @@ class OpenRouterProvider(OpenAIProvider):
 
     name = "openrouter"
     default_base_url: ClassVar[str | None] = "https://openrouter.ai/api/v1"
+    vendor_url: ClassVar[str | None] = default_base_url
     max_tokens_param: ClassVar[str] = "max_tokens"
     azure_capable: ClassVar[bool] = False
 

@@ -51,8 +51,12 @@ class ProviderSettings(ApiModel):
     enabled: bool
     enabled_source: ValueSource
     has_key: bool
+    """Whether calls to the provider carry a key (false when the one stored cannot be used)."""
     key_last4: str | None = None
     key_source: ValueSource
+    key_problem: str | None = None
+    """Why a stored or configured key is not used: it cannot be decrypted, or it belongs
+    to another origin than the base URL's. Null when there is none."""
     base_url: str | None = None
     base_url_source: ValueSource
     takes_key: bool
@@ -67,11 +71,18 @@ class ProviderSettings(ApiModel):
             has_key=view.has_key,
             key_last4=view.key_last4,
             key_source=ValueSource.of(view.key_source),
+            key_problem=view.key_problem,
             base_url=view.base_url,
             base_url_source=ValueSource.of(view.base_url_source),
             takes_key=view.takes_key,
             takes_base_url=view.takes_base_url,
         )
+
+
+class ProviderChanged(ProviderSettings):
+    key_cleared: str | None = None
+    """Why this change cleared the stored key (its base URL moved to another origin
+    and no key was given with it); null when it did not."""
 
 
 class AliasSetting(ApiModel):
@@ -179,20 +190,28 @@ async def get_settings(runtime: RuntimeDep) -> LlmSettingsView:
 @router.patch(
     "/providers/{name}",
     operation_id="updateProviderSettings",
-    response_model=ProviderSettings,
+    response_model=ProviderChanged,
     responses=error_responses(400, 404, 409),
 )
 async def update_provider(
     name: Name, body: ProviderUpdate, request: Request, runtime: RuntimeDep
-) -> ProviderSettings:
+) -> ProviderChanged:
     """Switch a provider, set or clear its API key or base URL; applied at once.
 
-    409: the value is set by the command line, the environment or the config file.
+    A stored key belongs to the origin (scheme, host, port) it was entered for: a base
+    URL on another origin clears it (`keyCleared` says so) unless `apiKey` is given in
+    the same request.
+
+    409: the value is set by the command line, the environment or the config file; a
+    base URL would take a key set there to another origin; or the secret key cannot
+    decrypt the keys already stored (the message says what to do).
     """
     changes = body.model_dump(exclude_unset=True)
-    await runtime.llm_settings.update_provider(name, changes, actor=actor_of(request))
-    views = await run_blocking(runtime.llm_settings.provider_views)
-    return ProviderSettings.of(next(v for v in views if v.name == name))
+    live = runtime.llm_settings
+    cleared = await live.update_provider(name, changes, actor=actor_of(request))
+    views = await run_blocking(live.provider_views)
+    view = ProviderSettings.of(next(v for v in views if v.name == name))
+    return ProviderChanged(**view.model_dump(), key_cleared=cleared)
 
 
 @router.post(

@@ -30,7 +30,7 @@ from opencrab.store.tables import (
 
 Version = tuple[int, int]
 """(audit rows, highest audit id): moves with every change (see `version`)."""
-PROVIDER_FIELDS = ("enabled", "api_key_encrypted", "api_key_last4", "base_url")
+PROVIDER_FIELDS = ("enabled", "api_key_encrypted", "api_key_last4", "base_url", "api_key_origin")
 
 
 class ProviderRow(NamedTuple):
@@ -40,6 +40,7 @@ class ProviderRow(NamedTuple):
     api_key_last4: str | None
     base_url: str | None
     updated_at: datetime
+    api_key_origin: str | None = None  # scheme://host[:port] the key was entered for
 
 
 class AliasRow(NamedTuple):
