@@ -52,10 +52,10 @@ Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. A turn started here finishes and is
 stored even if the client goes away. A client that cannot keep up is closed with 4429
 (see server/live.py), and one opened with a bearer token is closed with 4401 once
-that token is revoked (server/auth.py). A browser page from another origin is refused
-(4403) unless its origin is in `[gateway.rest] cors_origins`, and a Host that is not one
-of the server's names (DNS rebinding) is refused with 4421, before the socket is
-accepted (opencrab.server.guard).
+that token is revoked, or the dashboard sign-in it was opened with ends (server/auth.py).
+A browser page from another origin is refused (4403) unless its origin is in
+`[gateway.rest] cors_origins`, and a Host that is not one of the server's names (DNS
+rebinding) is refused with 4421, before the socket is accepted (opencrab.server.guard).
 """
 
 from __future__ import annotations
@@ -395,24 +395,26 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     runner = getattr(app.state, "discussions", None)
     agent_mode = getattr(app.state, "agent_mode", None)
     connection = Connection(websocket, app.state.runtime, app.state.hub, runner, agent_mode)
-    token: ApiToken | None = websocket.scope.get("state", {}).get("api_token")
+    state = websocket.scope.get("state", {})
+    token: ApiToken | None = state.get("api_token")
+    login_id: str | None = state.get("login_id")
     watch: TokenWatch | None = getattr(app.state, "token_watch", None)
     if token is None or watch is None:
         await connection.serve()
         return
-    revoked = watch.watch(token.id)
+    revoked = watch.watch(token.id, login_id)
     closer = asyncio.create_task(_close_when_revoked(revoked, connection.client))
     try:
         await connection.serve()
     finally:
         closer.cancel()
-        watch.forget(token.id, revoked)
+        watch.forget(token.id, revoked, login_id)
 
 
 async def _close_when_revoked(revoked: asyncio.Event, client: Client) -> None:
-    """Drop the connection (4401) once the token it was opened with is revoked."""
+    """Drop the connection (4401) once its token is revoked or its sign-in ended."""
     await revoked.wait()
-    client.drop(UNAUTHORIZED, "bearer token revoked")
+    client.drop(UNAUTHORIZED, "bearer token revoked or signed out")
 
 
 @hookimpl
