@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from opencrab.auth import TokenStore, hash_token
+from opencrab.auth import Scope, TokenStore, hash_token
 from opencrab.config import Settings
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
@@ -125,3 +125,20 @@ def test_signing_out_closes_the_websockets_of_that_sign_in(
         assert closed.code == 4401
         kept.send_json({"type": "ping"})
         assert kept.receive_json() == {"type": "pong"}
+
+
+def test_a_sign_in_keeps_its_tokens_scope(settings: Settings, db: Database) -> None:
+    settings.dashboard.enabled = True
+    _, secret = TokenStore(db).create("viewer", Scope.read)
+    router = LlmRouter(settings)
+    router.register_provider(ScriptedProvider("openai"))
+    with LocalClient(create_app(settings, db, router=router, auth=True)) as client:
+        cookie = sign_in(client, secret)
+        assert client.get("/api/agents", headers=with_cookie(cookie)).status_code == 200
+        made = client.post(
+            "/api/agents",
+            json={"name": "a", "prompt": "p"},
+            headers={**SAME_ORIGIN, **with_cookie(cookie)},
+        )
+        assert made.status_code == 403
+        assert "this token's scope is 'read'" in made.json()["message"]
