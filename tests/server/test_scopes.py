@@ -250,6 +250,38 @@ def test_a_read_token_follows_the_websocket_but_cannot_chat_there(
         assert message["reply"] == "hello"
 
 
+def test_the_decider_is_the_tokens_name_not_the_bodys(
+    scoped: tuple[TestClient, dict[Scope, dict[str, str]]], scripted: ScriptedProvider
+) -> None:
+    client, tokens = scoped
+    turn = _held(client, scripted)
+    denied = client.post(
+        f"/api/approvals/{turn['approvalId']}/deny",
+        json={"reason": "not here", "decidedBy": "mallory"},
+        headers=tokens[Scope.operate],
+    )
+    assert denied.status_code == 200, denied.text
+    assert denied.json()["decidedBy"] == "ops"
+    assert client.get(f"/api/approvals/{turn['approvalId']}").json()["decidedBy"] == "ops"
+
+    changed = client.patch(
+        "/api/llm/providers/openai", json={"enabled": False}, headers=tokens[Scope.operate]
+    )
+    assert changed.status_code == 200, changed.text
+    assert {e["actor"] for e in client.get("/api/llm/settings/audit").json()} == {"ops"}
+
+
+def test_open_loopback_mode_may_do_everything_and_decides_as_local(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    turn = _held(client, scripted)
+    approved = client.post(
+        f"/api/approvals/{turn['approvalId']}/approve", json={"decidedBy": "mallory"}
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["decidedBy"] == "local"
+
+
 def test_the_spec_names_each_operations_scope(
     scoped: tuple[TestClient, dict[Scope, dict[str, str]]],
 ) -> None:
