@@ -12,6 +12,7 @@
     │   ├── PlanError             an agent-mode session or plan that breaks a seed-004 rule
     │   └── TransitionError       a task or session state change seed 004 does not allow
     ├── NotFoundError             a referenced record does not exist
+    ├── ForbiddenError            the API token's scope does not cover the request
     ├── ConflictError             the request clashes with stored state (a duplicate name)
     │   └── SessionBusy           another process is running a turn in the session (a lease)
     ├── TurnTimeout               a turn ran past its deadline ([agent] turn_timeout_secs)
@@ -132,6 +133,12 @@ class NotFoundError(OpenCrabError):
     """A referenced record does not exist."""
 
     code = "not_found"
+
+
+class ForbiddenError(OpenCrabError):
+    """The API token's scope does not cover what was asked (the message names both)."""
+
+    code = "forbidden"
 
 
 class ConflictError(OpenCrabError):

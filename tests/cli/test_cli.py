@@ -321,6 +321,7 @@ def test_token_create_list_revoke(data_dir: Path) -> None:
     created = json.loads(out)
     assert created["token"].startswith("ocb_")
     assert created["token"].startswith(created["prefix"])
+    assert created["scope"] == "admin"  # what every token could do before scopes
     code, out, _ = run("token", "list", "--json")
     listed = json.loads(out)
     assert [t["name"] for t in listed] == ["dashboard"]
@@ -337,6 +338,22 @@ def test_token_create_list_revoke(data_dir: Path) -> None:
     code, _, err = run("token", "revoke", "dashboard")
     assert code == 1
     assert "no active token 'dashboard'" in err
+
+
+def test_a_token_is_created_with_a_scope(data_dir: Path) -> None:
+    code, out, _ = run("token", "create", "grafana", "--scope", "read", "--json")
+    assert code == 0, out
+    assert json.loads(out)["scope"] == "read"
+    code, out, err = run("token", "create", "ci", "--scope", "operate")
+    assert code == 0
+    assert "'ci' (operate) created" in err
+    assert [(t["name"], t["scope"]) for t in json.loads(run("token", "list", "--json")[1])] == [
+        ("grafana", "read"),
+        ("ci", "operate"),
+    ]
+    code, _, err = run("token", "create", "x", "--scope", "root")
+    assert code == 2
+    assert "'root' is not one of" in err
 
 
 def test_a_token_name_with_brackets_is_shown_as_it_is(

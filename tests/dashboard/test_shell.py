@@ -99,6 +99,8 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
         cookie = next(c for c in context.cookies() if c["name"] == "opencrab_session")
         assert cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict"
+        assert cookie["value"] != secret  # a sign-in's id, not the token
+        assert secret not in cookie["value"]
         # the page's own API calls carry the cookie
         listed = page.evaluate("OpenCrab.api('GET', '/api/agents')")
         assert listed == []
@@ -108,6 +110,10 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
         assert not [c for c in context.cookies() if c["name"] == "opencrab_session"]
         api = httpx.get(server.url + "/api/agents", timeout=60)
         assert api.status_code == 401  # the API still answers JSON without a token
+        old = {"Cookie": f"opencrab_session={cookie['value']}"}  # a copy kept of the cookie
+        assert httpx.get(server.url + "/api/agents", headers=old, timeout=60).status_code == 401
+        home = httpx.get(server.url + "/", headers=old, timeout=60)
+        assert home.status_code == 303  # to the sign-in form
         shoot(page, "shell-login")
         watched.check()
         context.close()

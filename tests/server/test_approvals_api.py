@@ -48,7 +48,7 @@ def test_a_held_call_is_listed_and_approved_once(
     approved = client.post(f"/api/approvals/{turn['approvalId']}/approve")
     assert approved.status_code == 200, approved.text
     body = approved.json()
-    assert (body["status"], body["decidedBy"]) == ("approved", "person")
+    assert (body["status"], body["decidedBy"]) == ("approved", "local")  # loopback, no token
     assert body["resultEventId"]
     assert [p.read_text() for p in data_dir.glob("agents/*/workspace/out.txt")] == ["made"]
 
@@ -69,7 +69,7 @@ def test_a_denial_keeps_its_reason_and_runs_nothing(
     )
     assert denied.status_code == 200, denied.text
     assert (denied.json()["status"], denied.json()["reason"]) == ("denied", "not here")
-    assert denied.json()["decidedBy"] == "ops"
+    assert denied.json()["decidedBy"] == "local"  # never the body's name
     assert not list(data_dir.glob("agents/*/workspace/out.txt"))
 
 

@@ -27,6 +27,7 @@ from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.event_chain import chain
 from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.sockets import ping_until_closed
 from tests.server.conftest import new_agent
 from tests.server.local import LocalClient
 
@@ -230,18 +231,6 @@ def test_websockets_need_the_token_when_auth_is_on(secured: tuple[TestClient, st
     with client.websocket_connect("/api/ws", headers=headers) as ws:
         ws.send_json({"type": "ping"})
         assert ws.receive_json()["type"] == "pong"
-
-
-def ping_until_closed(ws: Any, tries: int = 300) -> WebSocketDisconnect:
-    """Ping until the server closes the socket (it looks every second; ~30 s at most)."""
-    for _ in range(tries):
-        try:
-            ws.send_json({"type": "ping"})
-            assert ws.receive_json() == {"type": "pong"}
-        except WebSocketDisconnect as closed:
-            return closed
-        threading.Event().wait(0.1)
-    raise AssertionError(f"the socket stayed open for {tries} pings")
 
 
 def test_revoking_a_token_closes_the_websockets_opened_with_it(

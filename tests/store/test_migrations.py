@@ -12,13 +12,14 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from opencrab.auth import Scope, TokenStore, hash_token
 from opencrab.core.memory import index_pending
 from opencrab.errors import ConfigError
 from opencrab.store import Database, migrate
 from opencrab.store import tables as t
 from opencrab.store.dialects.postgresql import SEARCH_INDEX, is_search_object
 from opencrab.store.dialects.sqlite import is_fts_object
-from opencrab.store.types import utcnow
+from opencrab.store.types import UtcDateTime, utcnow
 
 
 def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
@@ -405,3 +406,28 @@ def test_other_databases_are_refused_by_name(url: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem) as caught:
         Database(url)
     assert "secret" not in str(caught.value)
+
+
+def test_0026_keeps_the_tokens_made_before_it_working_as_admin(store_url: str) -> None:
+    db = Database(store_url)
+    migrate.upgrade(db, "0025")
+    before = sa.table(  # api_tokens as revision 0025 made it
+        "api_tokens",
+        *(sa.column(name) for name in ("id", "name", "token_hash", "prefix")),
+        sa.column("created_at", UtcDateTime),
+    )
+    with db.write() as conn:
+        conn.execute(
+            before.insert().values(
+                id="6f0c1d2e-0000-4000-8000-000000000001",
+                name="old",
+                token_hash=hash_token("ocb_old-secret"),
+                prefix="ocb_old-",
+                created_at=utcnow(),
+            )
+        )
+    db.upgrade()
+    token = TokenStore(db).verify("ocb_old-secret")
+    assert token is not None
+    assert (token.name, token.scope) == ("old", Scope.admin)
+    db.close()

@@ -1,7 +1,14 @@
-"""`opencrab token create|list|revoke`: bearer tokens for the server's API."""
+"""`opencrab token create|list|revoke`: bearer tokens for the server's API, with scopes.
+
+A token's scope is what it may do: `read` (every GET, the dashboard's pages), `chat`
+(+ talking to agents), `operate` (+ every other change: approvals, settings, imports,
+agent mode, deletions) or `admin` (+ what changes security: tool settings); each
+includes the ones before it. `create` makes `admin` tokens unless `--scope` says less.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -23,6 +30,14 @@ from opencrab.plugins import hookimpl
 if TYPE_CHECKING:  # loaded when a command runs, not for `--help`
     from opencrab.auth import ApiToken
 
+
+class ScopeChoice(StrEnum):  # opencrab.auth.Scope, without importing the store for --help
+    read = "read"
+    chat = "chat"
+    operate = "operate"
+    admin = "admin"
+
+
 token_app = typer.Typer(help="Bearer tokens for the server's API.", no_args_is_help=True)
 
 
@@ -31,6 +46,7 @@ def _json(token: ApiToken) -> dict[str, object]:
         "id": token.id,
         "name": token.name,
         "prefix": token.prefix,
+        "scope": token.scope.value,
         "createdAt": token.created_at.isoformat(),
         "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
         "revokedAt": token.revoked_at.isoformat() if token.revoked_at else None,
@@ -41,24 +57,31 @@ def _json(token: ApiToken) -> dict[str, object]:
 @exits_on_error
 def create(
     name: Annotated[str, typer.Argument(help="What the token is for, e.g. dashboard.")],
+    scope: Annotated[
+        ScopeChoice,
+        typer.Option(
+            help="What it may do: read, chat (+ talk to agents), operate (+ change "
+            "anything: approvals, settings, imports, agent mode) or admin (+ tool settings)."
+        ),
+    ] = ScopeChoice.admin,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a token; it is printed once and only its hash is kept.
 
-    Example: opencrab token create dashboard
+    Example: opencrab token create grafana --scope read
     """
-    from opencrab.auth import TokenStore
+    from opencrab.auth import Scope, TokenStore
 
     with store_from(config, data_dir) as db:
-        token, secret = TokenStore(db).create(name)
+        token, secret = TokenStore(db).create(name, Scope(scope.value))
     if as_json:
         print_json({**_json(token), "token": secret})
         return
     typer.echo(secret)
     err_console.print(
-        f"token {token.name!r} created: copy it now, it is not shown again "
+        f"token {token.name!r} ({token.scope}) created: copy it now, it is not shown again "
         "(send it as `Authorization: Bearer <token>`)",
         highlight=False,
         markup=False,
@@ -82,11 +105,12 @@ def list_tokens(
         print_json([_json(t) for t in tokens])
         return
     table = Table(title="API tokens")
-    for column in ("name", "prefix", "id", "created", "last used", "revoked"):
+    for column in ("name", "scope", "prefix", "id", "created", "last used", "revoked"):
         table.add_column(column)
     for t in tokens:
         table.add_row(
             escape(t.name),
+            t.scope.value,
             t.prefix + "…",
             t.id,
             f"{t.created_at:%Y-%m-%d %H:%M}",
@@ -103,7 +127,8 @@ def revoke(
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Revoke a token: requests carrying it are refused from now on."""
+    """Revoke a token: requests carrying it, and the dashboard sign-ins made with it, are
+    refused from now on."""
     from opencrab.auth import TokenStore
 
     with store_from(config, data_dir) as db:

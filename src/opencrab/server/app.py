@@ -33,6 +33,7 @@ from opencrab.server.errors import (
 from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.live import EventHub
+from opencrab.server.scopes import document_scopes, require_scope
 from opencrab.store import Database
 from opencrab.tickets.scheduler import start_tickets
 
@@ -58,7 +59,9 @@ def create_app(
     again every `refresh_secs` for agents changed by another process, and `tickets` the
     ticket scheduler when `[tickets] enabled`. Every response carries
     this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
-    first passes the Host check and the cross-site guard (opencrab.server.guard).
+    first passes the Host check and the cross-site guard (opencrab.server.guard), then
+    with `auth` the bearer check (opencrab.server.auth) and its token's scope
+    (opencrab.server.scopes).
 
     Example:
         app = create_app(load_settings(), db)
@@ -116,7 +119,11 @@ def create_app(
         db.close()
 
     app = MarkedFastAPI(
-        dependencies=[Depends(refuse_unknown_query), Depends(refuse_unreadable_json)],
+        dependencies=[
+            Depends(require_scope),
+            Depends(refuse_unknown_query),
+            Depends(refuse_unreadable_json),
+        ],
         title="OpenCrab",
         version=__version__,
         description="Self-hosted autonomous LLM agents: REST API.",
@@ -133,6 +140,7 @@ def create_app(
     server_plugin_manager().hook.register_routes(app=app)
     document_validation_errors(app)
     document_security(app, required=auth)
+    document_scopes(app, required=auth)
     if auth:
         pages = getattr(app.state, "dashboard_paths", None)  # set by the dashboard plugin
         app.add_middleware(BearerAuth, tokens=TokenStore(db), pages=pages)

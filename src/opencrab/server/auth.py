@@ -3,14 +3,18 @@
 Every request except `OPEN_PATHS` and static assets (`OPEN_PREFIXES`) must carry
 `Authorization: Bearer ocb_…` naming an active token (opencrab.auth.TokenStore).
 Browsers cannot set headers on a WebSocket, so a WebSocket may pass the token as
-`?access_token=…` instead. The dashboard's login page (opencrab.dashboard.login) keeps
-the token in an HttpOnly, SameSite=Strict cookie (`SESSION_COOKIE`), which counts as the
-bearer when there is no Authorization header; the cross-site guard still applies to it.
+`?access_token=…` instead. The dashboard's login page (opencrab.dashboard.login)
+exchanges the token for a sign-in whose id (`ocs_…`, never the token) is kept in an
+HttpOnly, SameSite=Strict cookie (`SESSION_COOKIE`); it counts as the bearer when there
+is no Authorization header, until it is signed out, expires or its token is revoked; the
+cross-site guard still applies to it. The token goes to `scope["state"]["api_token"]`
+(its scope is checked per route by opencrab.server.scopes), a sign-in's id to
+`scope["state"]["login_id"]`.
 Failures get 401 with `WWW-Authenticate: Bearer` and the usual error body (OpenAI's under
 `/v1`); a page of the dashboard (`DashboardPaths`) is sent to the login page instead. A
 refused WebSocket is closed with code 4401 before it is accepted. A WebSocket stays open past
-the check, so `TokenWatch` closes it (4401) once its token is revoked, whichever process
-revoked it (`opencrab token revoke`).
+the check, so `TokenWatch` closes it (4401) once its token is revoked or its sign-in ended,
+whichever process did it (`opencrab token revoke`, signing out).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from opencrab.auth import TokenStore
+from opencrab.auth import LOGIN_PREFIX, ApiToken, TokenStore
 from opencrab.server.docs import DOC_PATHS
 from opencrab.server.errors import error_body, is_openai_path, openai_error_body
 
@@ -35,7 +39,7 @@ OPEN_PATHS = frozenset({"/api/health", "/openapi.json", *DOC_PATHS})
 OPEN_PREFIXES = ("/static/",)
 """Static assets (the docs' and the dashboard's scripts and styles): no secrets in them."""
 SESSION_COOKIE = "opencrab_session"
-"""The dashboard's login cookie: the token itself, HttpOnly and SameSite=Strict."""
+"""The dashboard's login cookie: a sign-in's id (not the token), HttpOnly, SameSite=Strict."""
 SCHEME = "bearerAuth"
 UNAUTHORIZED = 4401  # WebSocket close code: no, a wrong or a revoked token
 
@@ -46,7 +50,8 @@ def is_open(path: str, open_paths: frozenset[str] = OPEN_PATHS) -> bool:
 
 
 def bearer_of(scope: Scope) -> str | None:
-    """The token a request carries, if any: the header, else the dashboard's cookie."""
+    """The secret a request carries, if any: the header's token, else the dashboard's
+    cookie (a sign-in's id)."""
     cookie: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
@@ -94,7 +99,7 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         secret = bearer_of(scope)
-        token = self.tokens.verify(secret) if secret else None
+        token, login_id = self.identify(secret) if secret else (None, None)
         if token is None:
             reason = "invalid or revoked bearer token" if secret else "missing bearer token"
             if scope["type"] == "websocket":
@@ -105,51 +110,73 @@ class BearerAuth:
                 return
             await _unauthorized(send, reason, openai=is_openai_path(scope["path"]))
             return
-        scope.setdefault("state", {})["api_token"] = token
+        state = scope.setdefault("state", {})
+        state["api_token"] = token
+        if login_id is not None:
+            state["login_id"] = login_id
         await self.app(scope, receive, send)
+
+    def identify(self, secret: str) -> tuple[ApiToken | None, str | None]:
+        """(the token, the sign-in's id) a secret stands for: a token or a live sign-in."""
+        if secret.startswith(LOGIN_PREFIX):
+            found = self.tokens.signed_in(secret)
+            return (None, None) if found is None else (found[1], found[0])
+        return self.tokens.verify(secret), None
 
 
 class TokenWatch:
-    """Tells long-lived connections that their token was revoked.
+    """Tells long-lived connections that their token was revoked or their sign-in ended.
 
-    One query per look covers every watched token; it looks every `poll_secs` while
-    anything is watched, so a revocation made by another process (the CLI) is seen too.
+    One query per look covers every watched token, one every watched sign-in; it looks
+    every `poll_secs` while anything is watched, so a revocation made by another process
+    (the CLI) or a sign-out served by another process is seen too.
 
     Example:
-        revoked = watch.watch(token.id)   # an asyncio.Event, set on revocation
+        revoked = watch.watch(token.id, login_id)   # an asyncio.Event, set when either ends
         ...
-        watch.forget(token.id, revoked)
+        watch.forget(token.id, revoked, login_id)
     """
 
     def __init__(self, tokens: TokenStore, *, poll_secs: float = 1.0) -> None:
         self.tokens = tokens
         self.poll_secs = poll_secs
-        self._watched: dict[str, set[asyncio.Event]] = {}
+        self._watched: dict[str, set[asyncio.Event]] = {}  # token id -> its connections'
+        self._logins: dict[str, set[asyncio.Event]] = {}  # sign-in id -> its connections'
         self._stopping = asyncio.Event()
 
-    def watch(self, token_id: str) -> asyncio.Event:
-        """An event set once `token_id` is revoked."""
+    def watch(self, token_id: str, login_id: str | None = None) -> asyncio.Event:
+        """An event set once `token_id` is revoked or the sign-in `login_id` ends."""
         revoked = asyncio.Event()
         self._watched.setdefault(token_id, set()).add(revoked)
+        if login_id is not None:
+            self._logins.setdefault(login_id, set()).add(revoked)
         return revoked
 
-    def forget(self, token_id: str, revoked: asyncio.Event) -> None:
+    def forget(self, token_id: str, revoked: asyncio.Event, login_id: str | None = None) -> None:
         """Stop watching for one connection."""
-        events = self._watched.get(token_id)
-        if events is not None:
-            events.discard(revoked)
-            if not events:
-                del self._watched[token_id]
+        for watched, key in ((self._watched, token_id), (self._logins, login_id)):
+            if key is None or key not in watched:
+                continue
+            watched[key].discard(revoked)
+            if not watched[key]:
+                del watched[key]
 
     async def look(self) -> int:
-        """Set the events of every revoked token now; returns how many tokens were revoked."""
-        if not self._watched:
-            return 0
-        gone = await asyncio.to_thread(self.tokens.revoked_among, list(self._watched))
-        for token_id in gone:
-            for revoked in self._watched.pop(token_id, ()):
-                revoked.set()
-        return len(gone)
+        """Set the events of every revoked token and ended sign-in now; returns how many
+        tokens and sign-ins were found gone."""
+        gone = 0
+        for watched, ended_among in (
+            (self._watched, self.tokens.revoked_among),
+            (self._logins, self.tokens.ended_logins_among),
+        ):
+            if not watched:
+                continue
+            ended = await asyncio.to_thread(ended_among, list(watched))
+            gone += len(ended)
+            for key in ended:
+                for revoked in watched.pop(key, ()):
+                    revoked.set()
+        return gone
 
     async def run(self) -> None:
         """Look every `poll_secs` until `stop()`."""

@@ -38,6 +38,15 @@ async def get_agents(request: Request) -> AgentStore:
     return runtime.agents
 
 
+def actor_of(request: Request) -> str:
+    """Who makes a change: the API token's name, or "local" (loopback without tokens).
+
+    Deciders and audit actors come from here, never from a request body.
+    """
+    token = getattr(request.state, "api_token", None)
+    return str(token.name) if token is not None else "local"
+
+
 AGENT_REF = "The agent's id or its name (a name is never UUID-shaped, so they never clash)."
 """How the API describes an agent reference, in a path, a query or a body."""
 

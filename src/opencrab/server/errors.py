@@ -25,6 +25,7 @@ from opencrab.errors import (
     BudgetExceeded,
     ConfigError,
     ConflictError,
+    ForbiddenError,
     LlmError,
     NotFoundError,
     OpenCrabError,
@@ -51,6 +52,7 @@ STATUS_CODES = {
 
 ERROR_STATUS: dict[type[OpenCrabError], int] = {
     NotFoundError: 404,
+    ForbiddenError: 403,
     QuotaExceeded: 413,  # before ValidationError, its base class
     ValidationError: 400,
     ConflictError: 409,

@@ -444,6 +444,8 @@ events = sa.Table(
 )
 
 # ------------------------------------------------------------- server: API bearer tokens
+TOKEN_SCOPES = ("read", "chat", "operate", "admin")  # each includes the ones before it
+
 api_tokens = sa.Table(
     "api_tokens",
     metadata,
@@ -454,6 +456,25 @@ api_tokens = sa.Table(
     _created(),
     sa.Column("last_used_at", UtcDateTime),
     sa.Column("revoked_at", UtcDateTime),
+    sa.Column("scope", sa.String(16), nullable=False, server_default="admin"),
+    sa.CheckConstraint(_in("scope", TOKEN_SCOPES), name="scope"),
+)
+
+login_sessions = sa.Table(  # the dashboard's sign-ins: the cookie holds the secret
+    "login_sessions",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column(
+        "token_id",
+        Uuid,
+        sa.ForeignKey("api_tokens.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("session_hash", sa.String(64), nullable=False, unique=True),  # SHA-256, hex
+    _created(),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Column("ended_at", UtcDateTime),  # signed out, or its token revoked
 )
 
 # ------------------------------------------- seed 003: imported coding-agent transcripts

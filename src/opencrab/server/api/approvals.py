@@ -4,8 +4,9 @@ A call an agent's approval policy holds back (opencrab.core.approvals; set per t
 `PUT /api/agents/{id}/tool-settings {"approvals": {"execute_command": "always"}}`) waits
 here. Approve runs it once and records its result as the tool result; deny records
 "denied by a person: <reason>" as an error result the agent sees. On a ticket's session
-the ticket resumes (running, the same session active). Deciding one twice is 409
-`already_decided`; an unknown id 404; a malformed one 400.
+the ticket resumes (running, the same session active). The decider stored is the API
+token's name ("local" on loopback without tokens); a `decidedBy` in the body is ignored.
+Deciding one twice is 409 `already_decided`; an unknown id 404; a malformed one 400.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Path, Query
+from fastapi import APIRouter, FastAPI, Path, Query, Request
 from pydantic import Field
 
 from opencrab.core.approval_decisions import MAX_DECIDER, MAX_REASON
 from opencrab.core.runtime import Runtime
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import RuntimeDep
+from opencrab.server.deps import RuntimeDep, actor_of
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
 from opencrab.store.repositories.approvals import ApprovalRecord, ApprovalStatus
 
@@ -48,7 +49,10 @@ class ApprovalResponse(ApiModel):
 class DecisionRequest(ApiInput):
     reason: str | None = Field(default=None, max_length=MAX_REASON)
     decided_by: str | None = Field(
-        default=None, max_length=MAX_DECIDER, description='Who decides (default "person").'
+        default=None,
+        max_length=MAX_DECIDER,
+        deprecated=True,
+        description='Ignored: the decider is the API token\'s name ("local" without tokens).',
     )
 
 
@@ -104,11 +108,11 @@ def get(approval_id: ApprovalId, runtime: RuntimeDep) -> ApprovalResponse:
 
 
 async def _decide(
-    runtime: Runtime, approval_id: UUID, body: DecisionRequest | None, *, approve: bool
+    runtime: Runtime, approval_id: UUID, body: DecisionRequest | None, *, approve: bool, by: str
 ) -> ApprovalResponse:
     body = body or DecisionRequest()
     record = await runtime.approvals.decide(
-        str(approval_id), approve=approve, by=body.decided_by or "person", reason=body.reason
+        str(approval_id), approve=approve, by=by, reason=body.reason
     )
     return approval_response(record)
 
@@ -120,11 +124,14 @@ async def _decide(
     responses=error_responses(400, 404, 409),
 )
 async def approve(
-    approval_id: ApprovalId, runtime: RuntimeDep, body: DecisionRequest | None = None
+    approval_id: ApprovalId,
+    runtime: RuntimeDep,
+    request: Request,
+    body: DecisionRequest | None = None,
 ) -> ApprovalResponse:
     """Run the held call once; its result becomes the call's tool result (409 when it
     was decided already, or a turn runs in its session in another process)."""
-    return await _decide(runtime, approval_id, body, approve=True)
+    return await _decide(runtime, approval_id, body, approve=True, by=actor_of(request))
 
 
 @router.post(
@@ -134,10 +141,13 @@ async def approve(
     responses=error_responses(400, 404, 409),
 )
 async def deny(
-    approval_id: ApprovalId, runtime: RuntimeDep, body: DecisionRequest | None = None
+    approval_id: ApprovalId,
+    runtime: RuntimeDep,
+    request: Request,
+    body: DecisionRequest | None = None,
 ) -> ApprovalResponse:
     """Answer the held call with an error the agent sees: "denied by a person: <reason>"."""
-    return await _decide(runtime, approval_id, body, approve=False)
+    return await _decide(runtime, approval_id, body, approve=False, by=actor_of(request))
 
 
 @hookimpl

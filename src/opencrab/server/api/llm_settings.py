@@ -25,7 +25,7 @@ from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import DatabaseDep, RuntimeDep
+from opencrab.server.deps import DatabaseDep, RuntimeDep, actor_of
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, Period, error_responses
 from opencrab.store.repositories import llm_monitoring
 from opencrab.store.repositories import metrics as metrics_repo
@@ -156,12 +156,6 @@ class Monitoring(ApiModel):
     errors: int
     error_rate: float
     cost_usd: float
-
-
-def actor_of(request: Request) -> str:
-    """Who makes a change: the API token's name, or "local" (loopback without tokens)."""
-    token = getattr(request.state, "api_token", None)
-    return str(token.name) if token is not None else "local"
 
 
 def settings_view(runtime: RuntimeDep) -> LlmSettingsView:

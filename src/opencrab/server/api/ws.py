@@ -49,10 +49,13 @@ subscription limit counts these sessions too. An id that is neither a session no
 agent-mode session is a `not_found` error.
 
 Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
-"requestId": R?}` and the connection stays open. A turn started here finishes and is
-stored even if the client goes away. A client that cannot keep up is closed with 4429
-(see server/live.py), and one opened with a bearer token is closed with 4401 once
-that token is revoked (server/auth.py). A browser page from another origin is refused
+"requestId": R?}` and the connection stays open. Any token may open the socket and
+follow sessions (`read`); `chat` and the `discussion.*` messages need a token whose
+scope covers `chat` (else a `forbidden` error; opencrab.server.scopes). A turn started
+here finishes and is stored even if the client goes away. A client that cannot keep up
+is closed with 4429 (see server/live.py), and one opened with a bearer token is closed
+with 4401 once that token is revoked, or the dashboard sign-in it was opened with ends
+(server/auth.py). A browser page from another origin is refused
 (4403) unless its origin is in `[gateway.rest] cors_origins`, and a Host that is not one
 of the server's names (DNS rebinding) is refused with 4421, before the socket is
 accepted (opencrab.server.guard).
@@ -72,7 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from opencrab.agentmode.runner import AgentModeRunner
-from opencrab.auth import ApiToken
+from opencrab.auth import ApiToken, Scope
 from opencrab.core.discussion import (
     DEFAULT_MAX_TURNS,
     MAX_PARTICIPANTS,
@@ -81,7 +84,7 @@ from opencrab.core.discussion import (
 )
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import TurnResult, step_json
-from opencrab.errors import NotFoundError, OpenCrabError
+from opencrab.errors import ForbiddenError, NotFoundError, OpenCrabError
 from opencrab.messages import MessageText, WebSocketSource
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
@@ -90,6 +93,7 @@ from opencrab.server.api.sessions import message_response
 from opencrab.server.auth import UNAUTHORIZED, TokenWatch
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
+from opencrab.server.scopes import refusal
 from opencrab.server.session_feed import session_feed
 
 log = logging.getLogger(__name__)
@@ -177,7 +181,11 @@ def _problem(exc: PydanticValidationError) -> str:
 
 
 class Connection:
-    """One WebSocket client: its outbox, subscriptions and running chats."""
+    """One WebSocket client: its outbox, subscriptions and running chats.
+
+    `token` is the API token it was opened with (None: the open loopback mode, where
+    everything is allowed); its scope decides which messages it may send.
+    """
 
     def __init__(
         self,
@@ -186,8 +194,10 @@ class Connection:
         hub: EventHub,
         discussions: DiscussionRunner | None = None,
         agent_mode: AgentModeRunner | None = None,
+        token: ApiToken | None = None,
     ) -> None:
         self.websocket = websocket
+        self.token = token
         self.agent_mode = agent_mode
         self.runtime = runtime
         self.hub = hub
@@ -256,11 +266,18 @@ class Connection:
                     _dump({"type": "unsubscribed", "sessionId": str(message.session_id)})
                 )
             elif isinstance(message, DiscussionStart | DiscussionPost | DiscussionJoin):
+                self.may(Scope.chat, f"a {message.type!r} message")
                 await self.discussion(message)
             else:
+                self.may(Scope.chat, "a 'chat' message")
                 self.start_chat(message)
         except OpenCrabError as exc:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
+
+    def may(self, needed: Scope, doing: str) -> None:
+        """ForbiddenError unless the connection's token covers `needed`."""
+        if self.token is not None and not self.token.scope.covers(needed):
+            raise ForbiddenError(refusal(self.token, needed, doing))
 
     def _room_for(self, session_id: str) -> bool:
         """Whether one more session may be followed (refused with an error when not)."""
@@ -394,25 +411,29 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     await websocket.accept()
     runner = getattr(app.state, "discussions", None)
     agent_mode = getattr(app.state, "agent_mode", None)
-    connection = Connection(websocket, app.state.runtime, app.state.hub, runner, agent_mode)
-    token: ApiToken | None = websocket.scope.get("state", {}).get("api_token")
+    state = websocket.scope.get("state", {})
+    token: ApiToken | None = state.get("api_token")
+    login_id: str | None = state.get("login_id")
+    connection = Connection(
+        websocket, app.state.runtime, app.state.hub, runner, agent_mode, token=token
+    )
     watch: TokenWatch | None = getattr(app.state, "token_watch", None)
     if token is None or watch is None:
         await connection.serve()
         return
-    revoked = watch.watch(token.id)
+    revoked = watch.watch(token.id, login_id)
     closer = asyncio.create_task(_close_when_revoked(revoked, connection.client))
     try:
         await connection.serve()
     finally:
         closer.cancel()
-        watch.forget(token.id, revoked)
+        watch.forget(token.id, revoked, login_id)
 
 
 async def _close_when_revoked(revoked: asyncio.Event, client: Client) -> None:
-    """Drop the connection (4401) once the token it was opened with is revoked."""
+    """Drop the connection (4401) once its token is revoked or its sign-in ended."""
     await revoked.wait()
-    client.drop(UNAUTHORIZED, "bearer token revoked")
+    client.drop(UNAUTHORIZED, "bearer token revoked or signed out")
 
 
 @hookimpl

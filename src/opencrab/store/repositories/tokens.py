@@ -1,7 +1,8 @@
-"""The `api_tokens` rows: the server's bearer tokens, stored by the SHA-256 of the secret.
+"""The `api_tokens` rows (the server's bearer tokens, stored by the SHA-256 of the secret)
+and the `login_sessions` rows (the dashboard's sign-ins, stored the same way).
 
 Every function runs inside the caller's transaction; `opencrab.auth.TokenStore` is the
-service over them (secrets, names, revocation rules).
+service over them (secrets, names, scopes, revocation rules).
 
 Example:
     with db.write() as conn:
@@ -15,12 +16,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from opencrab.store.tables import api_tokens
+from opencrab.store.tables import TOKEN_SCOPES, api_tokens, login_sessions
+
+
+class Scope(StrEnum):
+    """What a token may do; each scope includes the ones before it."""
+
+    read = "read"  # every GET, the dashboard's pages, following sessions live
+    chat = "chat"  # + sending messages: chat, the WebSocket's chat, /v1 chat completions
+    operate = "operate"  # + changing state: approvals, agents, settings, imports, agent mode
+    admin = "admin"  # + what changes security (tool approval policies)
+
+    def covers(self, needed: Scope) -> bool:
+        """Whether a token of this scope may do what needs `needed`."""
+        return TOKEN_SCOPES.index(self.value) >= TOKEN_SCOPES.index(needed.value)
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,7 @@ class ApiToken:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    scope: Scope = Scope.admin
 
     @property
     def active(self) -> bool:
@@ -48,6 +64,7 @@ def _token(row: Any) -> ApiToken:
         created_at=row.created_at,
         last_used_at=row.last_used_at,
         revoked_at=row.revoked_at,
+        scope=Scope(row.scope),
     )
 
 
@@ -60,6 +77,7 @@ def insert_token(conn: Connection, token: ApiToken, *, token_hash: str) -> None:
             token_hash=token_hash,
             prefix=token.prefix,
             created_at=token.created_at,
+            scope=token.scope.value,
         )
     )
 
@@ -81,8 +99,14 @@ def any_active(conn: Connection) -> bool:
 
 
 def revoke_token(conn: Connection, token_id: str, now: datetime) -> None:
-    """Mark the token revoked at `now`."""
+    """Mark the token revoked at `now`, and end its sign-ins."""
     conn.execute(api_tokens.update().where(api_tokens.c.id == token_id).values(revoked_at=now))
+    s = login_sessions.c
+    conn.execute(
+        login_sessions.update()
+        .where(s.token_id == token_id, s.ended_at.is_(None))
+        .values(ended_at=now)
+    )
 
 
 def active_among(conn: Connection, ids: Iterable[str]) -> set[str]:
@@ -106,3 +130,78 @@ def active_token_with_hash(conn: Connection, token_hash: str) -> ApiToken | None
 def touch_token(conn: Connection, token_id: str, now: datetime) -> None:
     """Note that the token was used at `now`."""
     conn.execute(api_tokens.update().where(api_tokens.c.id == token_id).values(last_used_at=now))
+
+
+def insert_login(
+    conn: Connection,
+    *,
+    login_id: str,
+    token_id: str,
+    session_hash: str,
+    now: datetime,
+    expires_at: datetime,
+) -> None:
+    """Store a sign-in of `token_id` by the hash of its session secret."""
+    conn.execute(
+        login_sessions.insert().values(
+            id=login_id,
+            token_id=token_id,
+            session_hash=session_hash,
+            created_at=now,
+            expires_at=expires_at,
+        )
+    )
+
+
+def login_with_hash(
+    conn: Connection, session_hash: str, now: datetime
+) -> tuple[str, ApiToken] | None:
+    """(the sign-in's id, its token) for a live sign-in of an active token, or None."""
+    s, t = login_sessions.c, api_tokens.c
+    row = conn.execute(
+        sa.select(s.id.label("login_id"), api_tokens)
+        .join(api_tokens, t.id == s.token_id)
+        .where(
+            s.session_hash == session_hash,
+            s.ended_at.is_(None),
+            s.expires_at > now,
+            t.revoked_at.is_(None),
+        )
+    ).first()
+    return None if row is None else (str(row.login_id), _token(row))
+
+
+def end_login(conn: Connection, session_hash: str, now: datetime) -> bool:
+    """End the sign-in with this hash (signed out); whether one was still live."""
+    s = login_sessions.c
+    done = conn.execute(
+        login_sessions.update()
+        .where(s.session_hash == session_hash, s.ended_at.is_(None))
+        .values(ended_at=now)
+    )
+    return bool(done.rowcount)
+
+
+def live_logins_among(conn: Connection, ids: Iterable[str], now: datetime) -> set[str]:
+    """Which of these sign-in ids are live: not ended, not expired, their token active."""
+    s, t = login_sessions.c, api_tokens.c
+    found = conn.execute(
+        sa.select(s.id)
+        .join(api_tokens, t.id == s.token_id)
+        .where(
+            s.id.in_(list(ids)),
+            s.ended_at.is_(None),
+            s.expires_at > now,
+            t.revoked_at.is_(None),
+        )
+    ).scalars()
+    return {str(i) for i in found}
+
+
+def forget_old_logins(conn: Connection, before: datetime) -> int:
+    """Delete sign-ins that ended or expired before `before`; how many."""
+    s = login_sessions.c
+    done = conn.execute(
+        login_sessions.delete().where(sa.or_(s.expires_at < before, s.ended_at < before))
+    )
+    return int(done.rowcount or 0)
