@@ -1,7 +1,7 @@
 """Token scopes and the dashboard's sign-in sessions (issue 31).
 
-Revision ID: 0026
-Revises: 0025
+Revision ID: 0028
+Revises: 0027
 Create Date: 2026-11-25
 
 `api_tokens` gains `scope` (read, chat, operate or admin, each including the ones before
@@ -17,8 +17,8 @@ from alembic import op
 
 from opencrab.store.types import UtcDateTime
 
-revision = "0026"
-down_revision = "0025"
+revision = "0028"
+down_revision = "0027"
 branch_labels = None
 depends_on = None
 
