@@ -4,7 +4,8 @@ Python's `re` holds the GIL while it backtracks, so a hostile pattern in a threa
 stall the whole server. The search therefore runs in a child interpreter
 (opencrab.actions.search_worker) that is killed at `[tools] search_timeout_secs`; the
 files it searches are listed here through the Workspace jail (no symlinks followed, only
-regular files, none over `search_max_file_bytes`), and the matches it returns are capped
+regular files), the child opens each one beneath the workspace root through no symlink
+(skipping those over `search_max_file_bytes`), and the matches it returns are capped
 in number and bytes.
 
 Example:
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -58,19 +60,16 @@ def check_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> None:
 
 def list_files(workspace: Workspace, path: str) -> list[str]:
     """The workspace-relative files below `path` (a folder or one file), by name."""
-    location = workspace.resolve(path, allow_root=True)
-    if not location.exists():
-        if not path.strip("/."):
-            return []  # a new agent's empty workspace
-        raise NotFoundError(f"no file or folder {path!r} in your workspace")
-    if location.is_file():
-        return [workspace.relative(location)]
-    files: list[str] = []
-    for entry in workspace.walk(location):
-        files.append(entry.path)
-        if len(files) >= MAX_FILES:
-            break
-    return sorted(files)
+    if not workspace.check(path, allow_root=True):
+        found = workspace.walk()  # the root (none yet in a new agent's workspace)
+    else:
+        entry = workspace.entry(path)
+        if entry is None:
+            raise NotFoundError(f"no file or folder {path!r} in your workspace")
+        if not entry.is_dir:
+            return [entry.path]
+        found = workspace.walk(entry.path)
+    return sorted(e.path for e in itertools.islice(found, MAX_FILES))
 
 
 async def search_workspace(
