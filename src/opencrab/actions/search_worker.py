@@ -1,8 +1,9 @@
 """The child process of search_code: searches the files it is given, nothing else.
 
 It is run as `python -I -c <this file's text>` (only the standard library), reads one
-JSON request on stdin and writes one JSON answer on stdout. A pattern that backtracks
-without end only ever stalls this process, which the parent kills at its deadline
+JSON request on stdin and writes one JSON answer on stdout. The pattern is compiled
+here, not in the server: a pattern that takes long to compile, or backtracks without
+end, only ever stalls this process, which the parent kills at its deadline
 (opencrab.actions.code_search).
 
 Each file is opened beneath the root's descriptor, every folder on the way with
@@ -13,7 +14,8 @@ cannot lead the search outside (the open fails and the file is skipped).
 Request: {"root", "files": [relative paths], "pattern", "literal", "ignore_case",
 "max_matches", "max_output_bytes", "max_file_bytes", "max_line_chars"}.
 Answer: {"matches": [{"file", "line", "text"}], "truncated", "files_searched",
-"files_skipped"}.
+"files_skipped"}, or {"invalid": the compiler's message, or null when the pattern is
+nested too deeply} for a pattern that does not compile.
 """
 
 from __future__ import annotations
@@ -68,7 +70,12 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     pattern = request["pattern"]
     if request.get("literal"):
         pattern = re.escape(pattern)
-    compiled = re.compile(pattern, re.IGNORECASE if request.get("ignore_case") else 0)
+    try:
+        compiled = re.compile(pattern, re.IGNORECASE if request.get("ignore_case") else 0)
+    except re.error as exc:
+        return {"invalid": str(exc)}
+    except RecursionError:
+        return {"invalid": None}
     if not request["files"]:
         return _search(compiled, request, -1)  # nothing to open (a new, empty workspace)
     root_fd = os.open(request["root"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
