@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from opencrab.config import Settings, load_settings
+from opencrab.core import jail
 from opencrab.event_log import EventLog
 from opencrab.store import Database
 from tests.fakes.postgres import ENV_URL, PostgresServer, postgres_server
@@ -177,3 +178,14 @@ def _default_tmux_untouched() -> Iterator[None]:
     if started:
         subprocess.run(["tmux", "-L", "opencrab", "kill-server"], capture_output=True)
     assert not started, "a test started the default agent-mode tmux server (tmux -L opencrab)"
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def jail_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each way the workspace jail resolves a path: openat2 (this kernel has it), then the
+    O_NOFOLLOW walk of descriptors used where it has not (opencrab.core.jail)."""
+    if request.param == "walk":
+        monkeypatch.setattr(jail, "HAS_OPENAT2", False)
+    else:
+        assert jail.HAS_OPENAT2, "a kernel of 5.6 or later has openat2"
+    return str(request.param)

@@ -342,7 +342,7 @@ def test_space_freed_by_hand_is_found_before_a_write_is_refused(
     assert scans == []
     now[0] += RECONCILE_SECS  # a while later, a refusal is checked against a fresh count
     ws.write("b.txt", "b" * 500)
-    assert scans == [str(ws.root)]
+    assert len(scans) == 1  # the root (its one folder), scanned by its descriptor
     assert ws.usage() == Usage(bytes=500, files=1)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
-from opencrab.actions.code_search import search_workspace
+from opencrab.actions.code_search import MAX_PATTERN_CHARS, search_workspace
 from opencrab.actions.workspace import PATH, WsRead, WsWrite, object_schema
 from opencrab.plugins import hookimpl
 
@@ -43,7 +43,7 @@ class SearchCode(Action):
     )
     parameters: ClassVar[dict[str, Any]] = object_schema(
         ["pattern"],
-        pattern={"type": "string", "minLength": 1, "maxLength": 1000},
+        pattern={"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
         path={
             **PATH,
             "minLength": 0,

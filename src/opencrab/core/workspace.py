@@ -8,9 +8,13 @@ checked before the filesystem is touched (DESIGN.md "Security defaults"):
   `..` components, a component over 255 bytes, a path over 1,024 characters, a path
   that with the workspace's own location is over the system's limit once UTF-8 encoded
   (errors name the path as the agent gave it, never the server's absolute location);
-- then every existing component below the root is checked with lstat: a symlink
-  anywhere in the path is refused (and files are opened with O_NOFOLLOW), so a link
-  planted by some other means still cannot lead outside;
+- then the path is opened relative to the root's file descriptor by the jail
+  (core/jail.py: openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or an O_NOFOLLOW walk
+  of descriptors), never checked and then reopened by name: a symlink anywhere in the
+  path is refused in the same call that opens it, so a link planted by a command, even
+  a folder swapped for one while the call runs, cannot lead outside. Listing, stat,
+  delete, mkdir and the write's rename go by name relative to a folder's descriptor
+  opened that way;
 - writes are atomic (temp file + rename in the same folder) and refused with
   QuotaExceeded when the workspace would go over its quota (100 MB by default) or a
   new file would go over its file count (`[agent] max_workspace_files`, 10,000).
@@ -41,22 +45,21 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
 from opencrab.config import Settings
+from opencrab.core import jail
 from opencrab.errors import NotFoundError, QuotaExceeded, WorkspaceError
 
 MB = 1024 * 1024
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 RECONCILE_SECS = 30.0  # a refusal recounts the tree when the last count is older
 # room kept below the system's limit for the temp file a write puts beside its target
 _TEMP_NAME_ROOM = 32
@@ -215,39 +218,88 @@ class Workspace:
     def resolve(self, path: str, *, allow_root: bool = False, final_link: bool = False) -> Path:
         """The absolute location of `path`, refused if it or any parent is a symlink.
 
+        For naming the place only: nothing is ever opened by this name (a folder on the
+        way may be swapped for a link right after), every opening goes through the jail.
         `final_link` lets the last component be a link (to delete the link itself).
         """
         parts = self.check(path, allow_root=allow_root)
-        current = self.root
-        for index, part in enumerate(parts):
-            current = current / part
-            if final_link and index == len(parts) - 1:
-                break
-            try:
-                mode = os.lstat(current).st_mode
-            except FileNotFoundError:
-                break  # nothing further exists, so nothing further can be a link
-            except OSError as exc:
-                raise WorkspaceError(f"path {path!r}: {exc.strerror}") from exc
-            if stat.S_ISLNK(mode):
-                raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused")
+        if not parts:
+            return self.root
+        try:
+            if final_link:
+                with self._folder(path, parts[:-1]):
+                    pass
+            else:
+                self.entry(path)
+        except (FileNotFoundError, NotFoundError):
+            pass  # nothing further exists, so nothing further can be a link
+        except OSError as exc:
+            raise WorkspaceError(f"path {path!r}: {exc.strerror}") from exc
         return self.root.joinpath(*parts)
 
     def relative(self, location: Path) -> str:
         return location.relative_to(self.root).as_posix()
 
+    @contextlib.contextmanager
+    def _folder(self, path: str, parts: Sequence[str], *, create: bool = False) -> Iterator[int]:
+        """A descriptor of the folder `parts` below the root, through no symlink (the
+        root and the missing folders on the way made when `create`); OSError as the
+        kernel gives it (FileNotFoundError, NotADirectoryError), WorkspaceError for a link."""
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
+        root = os.open(self.root, _ROOT_FLAGS)
+        try:
+            folder = jail.open_folder(root, parts, create=create)
+        except OSError as exc:
+            _raise_for_link(path, exc)
+            raise
+        finally:
+            os.close(root)
+        try:
+            yield folder
+        finally:
+            os.close(folder)
+
+    def _open(self, path: str, parts: Sequence[str], flags: int) -> int:
+        """A descriptor of `parts` below the root opened with `flags`, through no symlink."""
+        root = os.open(self.root, _ROOT_FLAGS)
+        try:
+            return jail.open_beneath(root, parts, flags)
+        except OSError as exc:
+            _raise_for_link(path, exc)
+            raise
+        finally:
+            os.close(root)
+
     # ------------------------------------------------------------ reading
     def exists(self, path: str) -> bool:
-        return os.path.lexists(self.resolve(path, allow_root=True))
+        parts = self.check(path, allow_root=True)
+        try:
+            with self._folder(path, parts[:-1]) as folder:
+                if parts:
+                    os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
+
+    def entry(self, path: str) -> FileEntry | None:
+        """The file or folder at `path` (not the root), None when there is none."""
+        parts = self.check(path)
+        try:
+            with self._folder(path, parts[:-1]) as folder:
+                info = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused")
+        return _entry(parts[-1], "/".join(parts), info)
 
     def read_bytes(self, path: str) -> bytes:
-        location = self.resolve(path)
+        parts = self.check(path)
         try:
-            fd = os.open(location, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+            fd = self._open(path, parts, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise NotFoundError(f"no file {path!r} in your workspace") from None
-        except IsADirectoryError:
-            raise WorkspaceError(f"{path!r} is a folder; use ws_list") from None
         except OSError as exc:
             raise WorkspaceError(f"cannot read {path!r}: {exc.strerror}") from exc
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -266,64 +318,53 @@ class Workspace:
 
     def list(self, path: str = "") -> list[FileEntry]:
         """A folder's entries, folders first, then by name."""
-        location = self.resolve(path, allow_root=True)
-        if not location.exists():
-            if not path.strip("/."):
+        parts = self.check(path, allow_root=True)
+        try:
+            fd = self._open(path, parts, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            if not parts:
                 return []  # a new agent's workspace before its first write
-            raise NotFoundError(f"no folder {path!r} in your workspace")
-        if not location.is_dir():
-            raise WorkspaceError(f"{path!r} is a file, not a folder")
-        entries = []
-        with os.scandir(location) as scan:
-            for item in scan:
-                try:
-                    info = item.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # removed since the scan listed it (another write's temp file)
-                is_dir = stat.S_ISDIR(info.st_mode)
-                entries.append(
-                    FileEntry(
-                        name=item.name,
-                        path=self.relative(Path(item.path)),
-                        is_dir=is_dir,
-                        size=0 if is_dir else info.st_size,
-                        modified=datetime.fromtimestamp(info.st_mtime, UTC),
-                    )
-                )
+            raise NotFoundError(f"no folder {path!r} in your workspace") from None
+        except OSError as exc:
+            raise WorkspaceError(f"path {path!r}: {exc.strerror}") from exc
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise WorkspaceError(f"{path!r} is a file, not a folder")
+            entries = [entry for entry, _ in _scan(fd, parts)]
+        finally:
+            os.close(fd)
         entries.sort(key=lambda e: (not e.is_dir, e.name))
         return entries
 
-    def walk(self, below: Path | None = None) -> Iterator[FileEntry]:
+    def walk(self, below: str = "") -> Iterator[FileEntry]:
         """Every file below the root, or below its folder `below` (no symlinks followed).
 
-        A folder removed while it is walked is skipped (another writer's delete).
+        Each folder is opened beneath the root through no symlink; one removed or
+        swapped for a link while it is walked is skipped (another writer's delete).
         """
-        top = self.root if below is None else below
-        if not top.is_dir():
+        parts = self.check(below, allow_root=True)
+        try:
+            root = os.open(self.root, _ROOT_FLAGS)
+        except FileNotFoundError:
             return
-        stack = [top]
-        while stack:
-            folder = stack.pop()
-            try:
-                scan = os.scandir(folder)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with scan:
-                for item in scan:
-                    try:
-                        info = item.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # deleted since the folder was read
-                    if stat.S_ISDIR(info.st_mode):
-                        stack.append(Path(item.path))
-                    elif stat.S_ISREG(info.st_mode):
-                        yield FileEntry(
-                            name=item.name,
-                            path=self.relative(Path(item.path)),
-                            is_dir=False,
-                            size=info.st_size,
-                            modified=datetime.fromtimestamp(info.st_mtime, UTC),
-                        )
+        try:
+            stack = [parts]
+            while stack:
+                folder = stack.pop()
+                try:
+                    fd = jail.open_folder(root, folder)
+                except OSError:
+                    continue
+                try:
+                    for entry, mode in _scan(fd, folder):
+                        if stat.S_ISDIR(mode):
+                            stack.append((*folder, entry.name))
+                        elif stat.S_ISREG(mode):
+                            yield entry
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(root)
 
     def usage(self) -> Usage:
         """The workspace's running Usage (the tree is counted only when first needed)."""
@@ -337,7 +378,7 @@ class Workspace:
         """Count the tree again (changes made by hand are then known) and return it."""
         return self.usage_tracker.reconcile(self._count)
 
-    def _count(self, below: Path | None = None) -> Usage:
+    def _count(self, below: str = "") -> Usage:
         size = files = 0
         for entry in self.walk(below):
             size += entry.size
@@ -346,29 +387,49 @@ class Workspace:
 
     # ------------------------------------------------------------ writing
     def write(self, path: str, content: str | bytes) -> int:
-        """Create or replace a file atomically; returns the bytes written."""
+        """Create or replace a file atomically; returns the bytes written.
+
+        The bytes go to a temp file in the target's folder, renamed over the target,
+        both by name relative to that folder's descriptor (never through a link)."""
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        location = self.resolve(path)
         tracker = self.usage_tracker
         with tracker.lock:
-            if location.is_dir():
-                raise WorkspaceError(f"{path!r} is a folder; choose a file name")
-            old_size, existed = _file_size(location)
+            old_size, existed = self.file_size(path)
             self.admit(path, len(data) - old_size, 0 if existed else 1)
-            self._make_parents(path, location)
-            fd, temp = tempfile.mkstemp(dir=location.parent, prefix=".tmp-", suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, location)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp)
-                raise
+            with self.parent_folder(path, create=True) as (folder, name):
+                try:
+                    jail.replace_file(folder, name, data)
+                except IsADirectoryError:
+                    raise WorkspaceError(f"{path!r} is a folder; choose a file name") from None
             tracker.change(len(data) - old_size, 0 if existed else 1)
         return len(data)
+
+    @contextlib.contextmanager
+    def parent_folder(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+        """(a descriptor of the folder holding the file `path`, the file's name), opened
+        beneath the root through no symlink; `create` makes the missing folders."""
+        parts = self.check(path)
+        try:
+            with self._folder(path, parts[:-1], create=create) as folder:
+                yield folder, parts[-1]
+        except NotADirectoryError:
+            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
+
+    def file_size(self, path: str) -> tuple[int, bool]:
+        """(size, True) for a regular file at `path`, (0, False) when there is none or it
+        is no regular file; a folder or a link there is refused."""
+        try:
+            with self.parent_folder(path) as (folder, name):
+                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return 0, False
+        if stat.S_ISDIR(info.st_mode):
+            raise WorkspaceError(f"{path!r} is a folder; choose a file name")
+        if stat.S_ISLNK(info.st_mode):
+            raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused")
+        if not stat.S_ISREG(info.st_mode):
+            return 0, False
+        return info.st_size, True
 
     def admit(self, path: str, size: int, files: int) -> None:
         """QuotaExceeded unless `size` more bytes and `files` more files fit, counting
@@ -417,55 +478,69 @@ class Workspace:
 
     def mkdir(self, path: str) -> None:
         """Create a folder and its parents; an existing folder is fine."""
-        location = self.resolve(path)
-        if location.exists() and not location.is_dir():
+        with self.parent_folder(path, create=True) as (folder, name):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=folder)
+            mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused")
+        if not stat.S_ISDIR(mode):
             raise WorkspaceError(f"{path!r} is a file, not a folder")
-        self._make_parents(path, location / "_")
-        location.mkdir(exist_ok=True)
 
     def delete(self, path: str) -> None:
-        """Delete a file, or a folder with everything in it; the root cannot be deleted."""
-        location = self.resolve(path, final_link=True)
+        """Delete a file, or a folder with everything in it; the root cannot be deleted.
+
+        A link is removed itself, never what it points to; a folder is removed by
+        shutil.rmtree relative to its parent's descriptor (which follows no link)."""
+        missing = NotFoundError(f"no file or folder {path!r} in your workspace")
         tracker = self.usage_tracker
         with tracker.lock:
-            if not os.path.lexists(location):
-                raise NotFoundError(f"no file or folder {path!r} in your workspace")
-            if location.is_symlink():
-                location.unlink()  # the link itself, never what it points to
-            elif location.is_dir():
-                held = self._count(location)
-                try:
-                    shutil.rmtree(location)
-                except BaseException:
-                    tracker.forget()  # some of it may be gone: count again when needed
-                    raise
-                tracker.change(-held.bytes, -held.files)
-            else:
-                size, regular = _file_size(location)
-                location.unlink()
-                tracker.change(-size, -1 if regular else 0)
-
-    def _make_parents(self, path: str, location: Path) -> None:
-        parent = location.parent
-        if parent.exists() and not parent.is_dir():
-            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder")
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
-        except NotADirectoryError:
-            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
-        # a link created between resolve() and here would still be caught on use, but
-        # check again so the write below cannot land outside
-        self.resolve(self.relative(parent), allow_root=True)
+            try:
+                with self.parent_folder(path) as (folder, name):
+                    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                    if stat.S_ISDIR(info.st_mode):
+                        held = self._count(path)
+                        try:
+                            shutil.rmtree(name, dir_fd=folder)
+                        except BaseException:
+                            tracker.forget()  # some of it may be gone: count again when needed
+                            raise
+                        tracker.change(-held.bytes, -held.files)
+                        return
+                    os.unlink(name, dir_fd=folder)
+            except FileNotFoundError:
+                raise missing from None
+            regular = stat.S_ISREG(info.st_mode)
+            tracker.change(-info.st_size if regular else 0, -1 if regular else 0)
 
 
-def _file_size(location: Path) -> tuple[int, bool]:
-    """(size, True) for a regular file at `location`, else (0, False); no link followed."""
-    try:
-        info = os.lstat(location)
-    except (FileNotFoundError, NotADirectoryError):
-        return 0, False
-    if not stat.S_ISREG(info.st_mode):
-        return 0, False
-    return info.st_size, True
+_ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _raise_for_link(path: str, exc: OSError) -> None:
+    """WorkspaceError when the jail refused `path` for a symlink on the way."""
+    if exc.errno in jail.SYMLINK_ERRNOS:
+        raise WorkspaceError(f"path {path!r} goes through a symbolic link; refused") from exc
+
+
+def _entry(name: str, path: str, info: os.stat_result) -> FileEntry:
+    is_dir = stat.S_ISDIR(info.st_mode)
+    return FileEntry(
+        name=name,
+        path=path,
+        is_dir=is_dir,
+        size=0 if is_dir else info.st_size,
+        modified=datetime.fromtimestamp(info.st_mtime, UTC),
+    )
+
+
+def _scan(fd: int, parts: Sequence[str]) -> Iterator[tuple[FileEntry, int]]:
+    """The entries of the open folder `fd` (at `parts`) with their modes; no link followed,
+    an entry removed since the folder was read is left out."""
+    with os.scandir(fd) as scan:
+        for item in scan:
+            try:
+                info = item.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed since the scan listed it (another write's temp file)
+            yield _entry(item.name, "/".join((*parts, item.name)), info), info.st_mode

@@ -10,10 +10,12 @@ new file's place is reserved the same way against `[agent] max_workspace_files`.
 Temp files live in a hidden folder beside the workspace (`.<name>.uploads`, the same
 filesystem, so the final rename is atomic): they are never listed nor counted in the
 tree, their bytes are counted by the reservation alone. `commit` renames the file into
-place and moves its size from the reservation to the running figure in one step under
-the lock; `close` without a commit deletes the temp file and frees the reservation, so
-a refused or broken upload leaves nothing behind. Temp files of a crashed process are
-removed when the next upload starts and no other is in flight.
+place, by name relative to its folder's descriptor opened through the jail (a folder
+swapped for a link meanwhile cannot take it outside), and moves its size from the
+reservation to the running figure in one step under the lock; `close` without a commit
+deletes the temp file and frees the reservation, so a refused or broken upload leaves
+nothing behind. Temp files of a crashed process are removed when the next upload starts
+and no other is in flight.
 
 Example:
     with Upload(ws, "data/big.csv", expected=len(body)) as upload:
@@ -30,7 +32,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from opencrab.core.workspace import Usage, Workspace, _file_size
+from opencrab.core.workspace import Usage, Workspace
 from opencrab.errors import WorkspaceError
 
 
@@ -40,15 +42,13 @@ class Upload:
     def __init__(self, ws: Workspace, path: str, *, expected: int | None = None) -> None:
         self.ws = ws
         self.path = path
-        self.location = ws.resolve(path)
         self.tracker = ws.usage_tracker
         self.written = 0
         self.granted = Usage(0, 0)  # what this upload holds of tracker.reserved
         self._done = False
         with self.tracker.lock:
-            if self.location.is_dir():
-                raise WorkspaceError(f"{path!r} is a folder; choose a file name")
-            self.credit, existed = _file_size(self.location)  # the file it replaces
+            # the file it replaces (a folder or a link there is refused)
+            self.credit, existed = ws.file_size(path)
             self._reserve(expected or 0, 0 if existed else 1)
             folder = self.temp_folder(ws)
             try:
@@ -83,13 +83,14 @@ class Upload:
         os.fsync(self._file.fileno())
         self._file.close()
         with self.tracker.lock:
-            if self.location.is_dir():
-                raise WorkspaceError(f"{self.path!r} is a folder; choose a file name")
-            old_size, existed = _file_size(self.location)
+            old_size, existed = self.ws.file_size(self.path)
             self._release()  # checked again, exactly, without this upload's own share
             self.ws.admit(self.path, self.written - old_size, 0 if existed else 1)
-            self.ws._make_parents(self.path, self.location)
-            os.replace(self.temp, self.location)
+            with self.ws.parent_folder(self.path, create=True) as (folder, name):
+                try:  # by name relative to its folder's descriptor, through no link
+                    os.replace(self.temp, name, dst_dir_fd=folder)
+                except IsADirectoryError:
+                    raise WorkspaceError(f"{self.path!r} is a folder; choose a file name") from None
             self._done = True
             self.tracker.change(self.written - old_size, 0 if existed else 1)
         return not existed
