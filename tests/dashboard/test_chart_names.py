@@ -113,11 +113,12 @@ def test_names_in_every_chart_are_text(page: Watched, hostile: dict[str, str]) -
         (f"/agents/{hostile['meta']}/analytics?period=all", 3),
         ("/costs", 5),
         ("/settings/llm", 1),
+        ("/transcripts", 1),  # the imported calls' cost, stacked by model
     ]:
         said += "\n".join(_every_tip(tab, path, charts))
     for name in (IMG, META, MODEL, TASK, SKILL):
         assert name in said, name  # shown, literally
-    _nothing_injected(tab, "/settings/llm")
+    _nothing_injected(tab, "/transcripts")
 
 
 def _hover(page: Page, chart_id: str, pixel_of: str) -> None:
