@@ -8,6 +8,7 @@ browser context (1280x900, Tokyo time, light theme) whose problems fail the test
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from tests.fakes.browser import Watched, launch
+from tests.fakes.corpora import FIXTURES
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
@@ -28,8 +30,12 @@ DEFAULT_REPLY = "Hello from the fake model."
 def served(
     tmp_path_factory: pytest.TempPathFactory, _llm_server_session: FakeLlmServer
 ) -> Iterator[ServedOpenCrab]:
+    # imports read the tests' own folders and the corpus, never ~/.codex or ~/.claude
+    roots = json.dumps([str(tmp_path_factory.getbasetemp()), str(FIXTURES)])
     with ServedOpenCrab(
-        tmp_path_factory.mktemp("served") / "data", llm=_llm_server_session
+        tmp_path_factory.mktemp("served") / "data",
+        llm=_llm_server_session,
+        env={"OPENCRAB_IMPORTS__ROOTS": roots},
     ) as server:
         yield server
 

@@ -56,8 +56,8 @@ def test_import_from_the_form_then_read_search_and_trace(
     page.allow("/api/imports")  # the 400 this test provokes
     p.get_by_label("File or directory on the server").fill(str(folder / "missing"))
     p.get_by_role("button", name="Import").click()
-    expect(p.locator("#import-form .form-error")).to_have_text(
-        f"{folder / 'missing'} does not exist on the server"
+    expect(p.locator("#import-form .form-error")).to_contain_text(
+        f"{folder / 'missing'} is not a file or folder under the import roots"
     )
 
     # the corpus folder: progress until every file is done

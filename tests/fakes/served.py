@@ -4,7 +4,8 @@
         httpx.get(served.url + "/api/health")
 
 The server thinks through the fake OpenAI server (`llm`), never through a local model
-(the Ollama and llama.cpp URLs point at a closed port). It is stopped with SIGTERM, and
+(the Ollama and llama.cpp URLs point at a closed port); its import roots are the data
+directory's parent folder. It is stopped with SIGTERM, and
 whatever it printed is in `served.output()` (shown when it fails to start); `kill()`
 ends it with SIGKILL instead, as a crash would. `worker=True` runs `opencrab worker`
 instead (no HTTP: it counts as started once it says so).
@@ -12,6 +13,7 @@ instead (no HTTP: it counts as started once it says so).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -97,6 +99,8 @@ class ServedOpenCrab:
             OPENCRAB_LLM__PROVIDERS__OLLAMA__BASE_URL=closed,
             OPENCRAB_LLM__PROVIDERS__LLAMACPP__BASE_URL=closed,
             OPENCRAB_DASHBOARD__PORT=str(self.port),  # no second port unless a test asks
+            # imports over the API read the test's folders, never ~/.codex or ~/.claude
+            OPENCRAB_IMPORTS__ROOTS=json.dumps([str(data_dir.parent)]),
         )
         self.env.update(env or {})
         self.args = args

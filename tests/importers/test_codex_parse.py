@@ -131,10 +131,11 @@ def test_hostile_lines_are_reported_and_the_rest_imported() -> None:
     assert "truncated last line" in problems[8]
     assert parsed.blank_lines == 1
     kept = {m["raw"]["line_index"] + 1 for m in parsed.messages}
-    assert kept == {1, 5, 6, 7}  # unknown types are kept as meta, with their payload
+    assert kept == {1, 5, 6, 7}  # unknown types are kept as meta…
     hologram = next(m for m in parsed.messages if m["raw"]["line_index"] == 4)
     assert hologram["role"] == "meta"
-    assert hologram["raw"]["payload"]["payload"] == {"x": 1}
+    assert "payload" not in hologram["raw"]  # …with the SHA-256 of the line, not its text
+    assert len(hologram["raw"]["payload_sha256"]) == 64
     accounted = (
         len(parsed.messages)
         + len([p for p in parsed.problems if p.line not in kept])

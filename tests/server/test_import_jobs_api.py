@@ -11,16 +11,23 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from opencrab.config import Settings
 from opencrab.store import Database
 from tests.fakes.transcripts import JA_USER, copy_rollout, japanese_rollout, price_corpus_model
 from tests.server.conftest import error_of, new_agent
+
+
+@pytest.fixture(autouse=True)
+def _roots(settings: Settings, tmp_path: Path) -> None:
+    """Imports over the API may read the test's own folder ([imports] roots)."""
+    settings.imports.roots = [str(tmp_path)]
 
 
 def finished(client: TestClient, job_id: str) -> dict[str, Any]:
     """The job once it is no longer running (the import runs in a thread)."""
     while True:
         job: dict[str, Any] = client.get(f"/api/imports/jobs/{job_id}").json()
-        if job["status"] != "running":
+        if job["status"] not in ("running", "cancelling"):
             return job
         time.sleep(0.05)
 
@@ -81,7 +88,9 @@ def test_a_path_that_cannot_be_imported_is_a_clear_400(
         400,
         "validation_error",
     )
-    assert message == f"{missing} does not exist on the server"
+    assert message == (
+        f"{missing} is not a file or folder under the import roots ([imports] roots: {tmp_path})"
+    )
     relative = error_of(
         client.post("/api/imports", json={"path": "sessions", "source": "codex"}),
         400,

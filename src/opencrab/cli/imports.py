@@ -3,7 +3,9 @@
 Each file becomes an import session: its lines are kept (so the API can show them as
 seed 003 NormalizedMessages), its turns go into the event log and the chosen agent's
 memory, and its model calls into the LLM metrics. Running it again imports only what
-was appended since; see `opencrab.importers.store`.
+was appended since; see `opencrab.importers.store`. The command reads whatever its
+user names (it runs with that user's own rights): `[imports] roots` limits only imports
+started over the API and the dashboard (`opencrab.importers.roots`).
 """
 
 from __future__ import annotations

@@ -178,6 +178,12 @@ class ImportsSection(Section):
     # a file over either is reported as a problem and not imported
     max_decompressed_mb: int = Field(default=512, ge=1)
     max_lines: int = Field(default=1_000_000, ge=1)
+    # the folders POST /api/imports (and the dashboard) may import from (`~` expanded,
+    # symlinks resolved; anything else is refused as if it did not exist); the CLI's
+    # `opencrab import` reads what its user names and is not limited by them
+    roots: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=lambda: ["~/.codex/sessions", "~/.claude/projects"]
+    )
 
 
 def _network(value: str) -> str:

@@ -10,7 +10,9 @@ Every line is a JSON object with a `type`:
   its usage;
 - `summary` (a title for the conversation, with the `leafUuid` it summarises),
   `system` (notes such as compaction boundaries), `file-history-snapshot`,
-  `queue-operation`, `progress` and `custom-title`: kept as meta.
+  `queue-operation`, `progress` and `custom-title`: kept as meta. A line of any other
+  type is reported and kept as meta with only its SHA-256 (`raw.payload_sha256`), not
+  its text (it need not be a transcript's).
 
 Normalization (seed 003, as for Codex): a line becomes one NormalizedMessage per content
 block, ids `timestamp#line` for its first block and `timestamp#line.N` for block N > 0;
@@ -55,6 +57,8 @@ from opencrab.importers.common import (
     normalized_message,
     parse_path,
     text_segments,
+    unread,
+    unread_payload,
     unreadable,
 )
 
@@ -166,7 +170,7 @@ def _read(
                     source_type="meta",
                     event_type="unreadable",
                     metadata={"event_kind": "unknown"},
-                    raw_extra={"payload": event},
+                    raw_extra=unread_payload(event),
                 )
     _flush_usage(state, replay=False)
     result.ended_at = state.last_timestamp
@@ -238,6 +242,7 @@ def _line(state: _State, event: dict[str, Any], index: int, *, replay: bool) -> 
         what = f"{kind} without a message object"
     problem = f"unknown line ({what}); kept as meta"
     result.problems.append(Problem(result.file_path, number, problem))
+    unread(result, index, event)  # stored as its SHA-256, not its text
     _emit(
         state,
         timestamp,
@@ -247,7 +252,7 @@ def _line(state: _State, event: dict[str, Any], index: int, *, replay: bool) -> 
         source_type="meta",
         event_type=str(kind) if kind is not None else "unknown",
         metadata={"event_kind": "unknown"},
-        raw_extra={"payload": event},
+        raw_extra=unread_payload(event),
     )
 
 

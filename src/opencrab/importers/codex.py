@@ -12,8 +12,9 @@ A rollout is JSON Lines. Two formats exist:
 
 `parse_lines` turns each line into exactly one NormalizedMessage, or reports it as a
 problem (file, line, reason): a line that is not JSON, not an object, or cut off at the
-end of the file. A type nobody has seen is kept as a `meta` message with its payload in
-`raw.payload` and reported too, so every input line is accounted for. Blank lines are
+end of the file. A type nobody has seen is kept as a `meta` message with the SHA-256 of
+the line in `raw.payload_sha256` (not its text: the line need not be a transcript's) and
+reported too, so every input line is accounted for. Blank lines are
 counted, nothing else is skipped.
 
 Field rules (seed 003): `id` is `timestamp#line` (1-based line number); roles user,
@@ -59,6 +60,7 @@ from opencrab.importers.common import (
     parse_time,
     sanitize,
     text_segments,
+    unread_payload,
     unreadable,
 )
 
@@ -270,7 +272,7 @@ def _normalize(state: State, event: dict[str, Any], index: int) -> dict[str, Any
 
 
 def _kept(state: State, event: dict[str, Any], index: int, event_type: str) -> dict[str, Any]:
-    """A line no rule reads, as a meta message with the whole line in `raw.payload`."""
+    """A line no rule reads, as a meta message with its SHA-256 in `raw.payload_sha256`."""
     return normalized_message(
         state.result.file_path,
         _timestamp(state, event, index),
@@ -279,7 +281,7 @@ def _kept(state: State, event: dict[str, Any], index: int, event_type: str) -> d
         source_type="meta",
         event_type=event_type,
         metadata={"event_kind": "unknown"},
-        raw_extra={"payload": event},
+        raw_extra=unread_payload(event),
     )
 
 

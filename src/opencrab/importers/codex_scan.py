@@ -41,6 +41,7 @@ from opencrab.importers.common import (
     described,
     json_of,
     name_of,
+    unread,
     unreadable,
 )
 
@@ -109,6 +110,7 @@ def _scan(state: State, event: dict[str, Any], index: int) -> str:
         return _scan_item(state, event, _timestamp(state, event, index), index, legacy=True)
     problem = f"unknown event ({unknown_event(event)}); kept as meta"
     state.result.problems.append(Problem(state.result.file_path, index + 1, problem))
+    unread(state.result, index, event)  # stored as its SHA-256, not its text
     return "meta"
 
 

@@ -29,6 +29,11 @@ MAX_LINE_BYTES = 64 * MB  # longer lines are reported, not parsed (nor held whol
 OVERLONG_MARK = b"\x00opencrab: over-long line "
 """How a line over the limit is stood in for by read_lines: the mark, its size in bytes and
 the SHA-256 of its bytes (so an appended file still proves its start unchanged)."""
+UNREAD_MARK = b"\x00opencrab: no transcript line "
+"""How a line that is not JSON, not an object or nested too deep is stored (`unread`):
+the mark and the SHA-256 of its bytes, never its text."""
+UNREAD_KEY = "\x00opencrab_sha256"
+"""The key of a stored JSON-object line no rule reads (`unread_stand_in`): its SHA-256."""
 MAX_DEPTH = 200
 """Deepest nesting of arrays and objects taken from a file (orjson parses 1024 levels but
 writes 254 at most, and a message wraps what it keeps in a few levels of its own)."""
@@ -128,6 +133,9 @@ class Transcript:
     legacy: bool = False
     kinds: dict[str, int] = field(default_factory=dict)  # messages by source_type
     entries: list[Entry] = field(default_factory=list)  # filled by the import scan only
+    # lines that are no transcript's, by 0-based index: what is stored in their place
+    # (their SHA-256 and what reading them again needs, never their text); see `unread`
+    unread: dict[int, bytes] = field(default_factory=dict)
 
     def count(self, source_type: str, n: int = 1) -> None:
         self.kinds[source_type] = self.kinds.get(source_type, 0) + n
@@ -137,6 +145,32 @@ def name_of(value: Any) -> str | None:
     """`value` when it is a string, else None: for the types, ids and names read from a
     file, which a hostile or damaged line may give as an object, a list or a number."""
     return value if type(value) is str else None
+
+
+def _object_digest(event: dict[str, Any]) -> str:
+    stored = event.get(UNREAD_KEY)
+    if type(stored) is str:  # a stand-in (`unread_stand_in`): the digest of the line it was
+        return stored
+    try:
+        text = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a value orjson does not write: its repr is as stable
+        text = repr(sorted(event.items(), key=lambda kv: kv[0])).encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def unread_payload(event: dict[str, Any]) -> dict[str, str]:
+    """What a NormalizedMessage keeps in `raw` of a line no rule reads: the SHA-256 of
+    the line's object (keys sorted), never its text, which need not be a transcript's."""
+    return {"payload_sha256": _object_digest(event)}
+
+
+def unread(result: Transcript, index: int, event: dict[str, Any]) -> None:
+    """Note a JSON-object line no rule reads: an import stores, instead of its text, the
+    few keys its meta message is made of (`type` and `timestamp`, when strings) and its
+    SHA-256, which read again give the same message."""
+    kept: dict[str, Any] = {k: event[k] for k in ("type", "timestamp") if type(event.get(k)) is str}
+    kept[UNREAD_KEY] = _object_digest(event)
+    result.unread[index] = orjson.dumps(kept)
 
 
 def described(value: Any) -> str:
@@ -158,6 +192,7 @@ def json_lines(
     """
     file_path = result.file_path
     problems = result.problems
+    unread_line = result.unread
     loads = orjson.loads
     number = read = cut_lines = cut_bytes = 0  # cut: lines cut off mid-write (not consumed)
     try:
@@ -175,7 +210,9 @@ def json_lines(
                     if index >= skip_lines:
                         result.blank_lines += 1
                     continue
-                if raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
+                if raw.startswith(UNREAD_MARK):  # stored in place of a line (`unread`)
+                    reason = "not a transcript line (stored as its SHA-256 only)"
+                elif raw.startswith(OVERLONG_MARK):  # read_lines' stand-in: "size sha256"
                     length = raw[len(OVERLONG_MARK) :].split(b" ", 1)[0].decode(errors="replace")
                     reason = f"line of {length} bytes is too long"
                 elif len(stripped) > MAX_LINE_BYTES:
@@ -186,6 +223,8 @@ def json_lines(
                     reason = "truncated last line (no newline, not complete JSON)"
                 else:
                     reason = f"not valid JSON: {exc}"
+                    if index >= skip_lines:
+                        unread_line[index] = _unread_mark(raw)
                 if index >= skip_lines:
                     problems.append(Problem(file_path, number, reason))
                 continue
@@ -194,6 +233,7 @@ def json_lines(
                     problems.append(
                         Problem(file_path, number, f"a JSON {type(event).__name__}, not an object")
                     )
+                    unread_line[index] = _unread_mark(raw)
                 continue
             # walked only when the line has that many opening brackets (see too_deep)
             if size >= DEEP_LINE_BYTES and too_deep(raw, event):
@@ -201,12 +241,18 @@ def json_lines(
                     problems.append(
                         Problem(file_path, number, f"JSON nested deeper than {MAX_DEPTH} levels")
                     )
+                    unread_line[index] = _unread_mark(raw)
                 continue
             yield index, event
     finally:
         result.lines = number
         result.consumed_lines = number - cut_lines
         result.consumed_bytes += read - cut_bytes
+
+
+def _unread_mark(raw: bytes) -> bytes:
+    """What is stored in place of a line that is no JSON object (see UNREAD_MARK)."""
+    return UNREAD_MARK + hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest().encode()
 
 
 UNREADABLE = "could not be read"

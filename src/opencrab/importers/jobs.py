@@ -2,20 +2,23 @@
 
 A job imports every file under one path on the server with the existing `Importer`,
 and tells how far it got (files done of the total, messages, problems) while it runs;
-`GET /api/imports/jobs/{id}` reads that. The request only checks the path; looking for
-the files under it (which may take a while) is the job's first step, and a path with
-none fails the job. One job runs at a time per server. Jobs live in the server process
-(the last `KEEP` are remembered); the import itself is stored as any `opencrab import` is.
+`GET /api/imports/jobs/{id}` reads that. The path must lie under the import roots
+(`opencrab.importers.roots`; each file found is checked again when it is read). The
+request only checks the path; looking for the files under it (which may take a while)
+is the job's first step, and a path with none fails the job. One job runs at a time per
+server. `cancel` stops a job between files: it is `cancelling` while it stores the files
+read so far, then `cancelled`. Jobs live in the server process (the last `KEEP` are
+remembered); the import itself is stored as any `opencrab import` is.
 
 Example:
-    job = jobs.start(db, "codex", "/home/me/.codex/sessions", limits=limits)
+    job = jobs.start(db, "codex", "/home/me/.codex/sessions", roots=roots, limits=limits)
     jobs.get(job.id).files_done
+    jobs.cancel(job.id)
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -25,6 +28,7 @@ from uuid import uuid4
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.importers.common import ReadLimits
 from opencrab.importers.results import FileResult
+from opencrab.importers.roots import ImportRoots
 from opencrab.importers.store import SOURCES, Importer
 from opencrab.store import Database
 from opencrab.store.types import utcnow
@@ -39,7 +43,8 @@ MAX_PROBLEMS = 100
 
 @dataclass(frozen=True)
 class ImportJob:
-    """A snapshot of one import job. status: running, done or failed."""
+    """A snapshot of one import job. status: running, cancelling (asked to stop; storing
+    what it read), cancelled, done or failed."""
 
     id: str
     source: str
@@ -59,20 +64,8 @@ class ImportJob:
     finished_at: datetime | None = None
 
 
-def checked_path(path: str) -> Path:
-    """The path to import from, resolved, or a ValidationError naming what is wrong."""
-    if not path.strip():
-        raise ValidationError("give the path of a file or directory on the server")
-    where = Path(path).expanduser()
-    if not where.is_absolute():
-        raise ValidationError(f"{path!r} is not an absolute path on the server")
-    if not where.exists():
-        raise ValidationError(f"{where} does not exist on the server")
-    if not (where.is_file() or where.is_dir()):
-        raise ValidationError(f"{where} is neither a file nor a directory")
-    if not os.access(where, os.R_OK | (os.X_OK if where.is_dir() else 0)):
-        raise ValidationError(f"{where} is not readable by the server")
-    return where.resolve()
+ACTIVE = ("running", "cancelling")
+"""The statuses of a job that has not stopped."""
 
 
 class ImportJobs:
@@ -81,6 +74,7 @@ class ImportJobs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, ImportJob] = {}
+        self._stops: dict[str, threading.Event] = {}  # a running job's stop request
 
     def start(
         self,
@@ -88,24 +82,26 @@ class ImportJobs:
         source: str,
         path: str,
         *,
+        roots: ImportRoots,
         agent_id: str | None = None,
         limits: ReadLimits | None = None,
     ) -> ImportJob:
-        """Check the path and start finding and importing its files in a thread (raises
-        ConflictError while another job runs)."""
+        """Check the path (under `roots`) and start finding and importing its files in a
+        thread (raises ConflictError while another job runs)."""
         if source not in SOURCES:
             raise ValidationError(f"unknown transcript source {source!r}: use codex or claude")
-        where = checked_path(path)
-        importer = Importer(db, source, agent_id=agent_id, limits=limits)
+        where = roots.check(path)
+        importer = Importer(db, source, agent_id=agent_id, limits=limits, roots=roots)
         job = ImportJob(str(uuid4()), source, str(where), agent_id, "running", 0)
         with self._lock:
-            running = [j.id for j in self._jobs.values() if j.status == "running"]
+            running = [j.id for j in self._jobs.values() if j.status in ACTIVE]
             if running:
                 raise ConflictError(
                     f"import job {running[0]} is still running; start another when it is done"
                 )
             self._jobs[job.id] = job
-            for old in [j.id for j in self._jobs.values() if j.status != "running"][:-KEEP]:
+            self._stops[job.id] = threading.Event()
+            for old in [j.id for j in self._jobs.values() if j.status not in ACTIVE][:-KEEP]:
                 del self._jobs[old]
         worker = threading.Thread(
             target=self._run, args=(job.id, importer, where), name=f"import-{job.id[:8]}"
@@ -122,7 +118,26 @@ class ImportJobs:
             raise NotFoundError(f"no import job {job_id}")
         return job
 
+    def cancel(self, job_id: str) -> ImportJob:
+        """Ask a job to stop after the file in hand: it is `cancelling` until the files
+        read so far are stored, then `cancelled`. A job already cancelled is returned as
+        it is; one that is done or failed is a ConflictError (raises NotFoundError)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise NotFoundError(f"no import job {job_id}")
+            if job.status == "running":
+                self._stops[job_id].set()
+                job = self._jobs[job_id] = replace(job, status="cancelling")
+            elif job.status not in ("cancelling", "cancelled"):
+                raise ConflictError(
+                    f"import job {job_id} has ended ({job.status}); nothing to stop"
+                )
+        return job
+
     def _run(self, job_id: str, importer: Importer, where: Path) -> None:
+        stop = self._stops[job_id]
+
         def progress(result: FileResult, _size: int) -> None:
             problems = [(p.file, p.line, p.reason) for p in result.problems]
             with self._lock:
@@ -147,17 +162,19 @@ class ImportJobs:
                 name = importer.source.name
                 self._finish(job_id, "failed", f"no {name} transcripts found under {where}")
                 return
-            importer.run(files, progress=progress)
+            summary = importer.run(files, progress=progress, stop=stop.is_set)
         except Exception as exc:  # the job reports it; the server goes on
             log.exception("import job %s failed", job_id)
             self._finish(job_id, "failed", f"{type(exc).__name__}: {exc}")
         else:
-            self._finish(job_id, "done", None)
+            stopped = stop.is_set() and len(summary.files) < len(files)
+            self._finish(job_id, "cancelled" if stopped else "done", None)
 
     def _finish(self, job_id: str, status: str, error: str | None) -> None:
         with self._lock:
             job = self._jobs[job_id]
             self._jobs[job_id] = replace(job, status=status, error=error, finished_at=utcnow())
+            self._stops.pop(job_id, None)
 
     @staticmethod
     def _add_problems(job: ImportJob, problems: list[tuple[str, int, str]]) -> ImportJob:

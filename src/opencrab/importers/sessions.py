@@ -52,7 +52,8 @@ def session_problems(db: Database, session_id: str) -> list[tuple[int, str]]:
 
 
 def session_lines(db: Database, session_id: str) -> list[bytes]:
-    """An import session's lines exactly as they were read."""
+    """An import session's lines as stored (as read, but those that are no transcript's as
+    their SHA-256: see `opencrab.importers.store`)."""
     with db.read() as conn:
         chunks = imports_repo.chunks(conn, session_id)
     out = zstandard.ZstdDecompressor()

@@ -13,8 +13,10 @@ trace id of its AgentEvents. An import reads only what is new:
 What one file's new lines write, in one transaction (`Importer.run` writes several files'
 new lines in one, BATCH_BYTES at a time; a file is never split):
 
-- `import_chunks`: the lines exactly as read (zstd), so `GET …/messages` can normalize
-  them again whenever asked, with every field of seed 003, even after the file is gone;
+- `import_chunks`: the lines as read (zstd), so `GET …/messages` can normalize them
+  again whenever asked, with every field of seed 003, even after the file is gone; a
+  line that is no transcript's (not JSON, not an object, a type no rule reads) is stored
+  as its SHA-256 and what its meta message needs, never its text (`common.unread`);
 - `import_problems`: each line that could not be normalized as it is, and why;
 - the event log: user, reasoning, tool_call, tool_result (naming its call), message and
   token_usage sidecars, chained by parent_id; ids are derived from the session and line,
@@ -65,6 +67,7 @@ from opencrab.importers.common import (
     read_lines,
 )
 from opencrab.importers.results import FileResult, ImportSummary
+from opencrab.importers.roots import ImportRoots
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -217,6 +220,7 @@ class Importer:
         agent_id: str | None = None,
         prices: PriceBook | None = None,
         limits: ReadLimits | None = None,
+        roots: ImportRoots | None = None,
     ) -> None:
         known = SOURCES
         if source not in known:
@@ -229,6 +233,7 @@ class Importer:
                 prices = PriceBook.load(conn)
         self.prices = prices
         self.limits = limits or ReadLimits()  # what one file may give ([imports])
+        self.roots = roots  # where files may be read from (the API's [imports] roots)
         self._compress = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
         self._prices: dict[tuple[str, str], ModelPrice | None] = {}
 
@@ -251,10 +256,13 @@ class Importer:
         paths: Iterable[str | os.PathLike[str]],
         *,
         progress: Callable[[FileResult, int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> ImportSummary:
         """Import every file under `paths`; `progress(result, file size)` after each is
         stored. Files are written BATCH_BYTES of new lines per transaction (each file
-        whole in one), so many small files cost few commits."""
+        whole in one), so many small files cost few commits. When `stop()` turns true
+        the files read so far are stored and the rest are left (`summary.files` holds
+        those done)."""
         files, problems = self.find(paths)
         summary = ImportSummary(self.source.name, self.agent_id, problems=problems)
         batch: list[_Pending] = []
@@ -288,6 +296,8 @@ class Importer:
         # and again; they are freed by reference counting when the batch is written
         with paused_gc():
             for index, path in enumerate(files):
+                if stop is not None and stop():
+                    break
                 session_id = ids[index]
                 if any(p.write.session_id == session_id for p in batch):
                     flush()  # the same file again (by another path): it reads what was stored
@@ -330,8 +340,15 @@ class Importer:
         """Read a file's new lines given its stored session `row` (None when new): what
         storing them takes, or the result when there is nothing to store (unchanged,
         changed, unreadable)."""
+        given = path
         path = path.expanduser().resolve()
         session_id = session_id_for(self.source.name, path)
+        if self.roots is not None and not self.roots.holds(path):
+            # named as found (where it leads is not told): a symlink out of the roots
+            reason = f"leads outside the import roots ({self.roots.described()}); not imported"
+            return FileResult(
+                str(given), session_id, "failed", problems=[Problem(str(given), 0, reason)]
+            )
         try:
             stat = path.stat()
         except OSError as exc:
@@ -383,6 +400,10 @@ class Importer:
         result.problems = scanned.problems
         write = _Writer(self, session_id, scanned, row, result)
         chunk = reader.new[: max(new_lines, 0)]
+        for index, stand_in in scanned.unread.items():  # no transcript's: not kept as read
+            at = index - skip
+            if 0 <= at < len(chunk):
+                chunk[at] = stand_in + chunk[at][len(chunk[at].rstrip(b"\r\n")) :]
         return _Pending(
             write,
             {

@@ -11,7 +11,10 @@ trace `/api/traces/{id}/events` (the session id is the trace id).
 `GET /api/imports/search` searches the imported messages' text
 (`opencrab.importers.search`), `GET /api/imports/costs` sums imported model calls' cost
 per day and model, and `POST /api/imports` starts an import of a path on the server in
-the background (202 with a job; `GET /api/imports/jobs/{id}` tells its progress).
+the background (202 with a job; `GET /api/imports/jobs/{id}` tells its progress,
+`POST /api/imports/jobs/{id}/cancel` stops it between files). The path must lie under
+`[imports] roots` (`opencrab.importers.roots`): one missing and one outside the roots get
+the same 400.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from opencrab.core.agent import MAX_NAME
 from opencrab.importers.common import ReadLimits
 from opencrab.importers.jobs import ImportJob, ImportJobs
 from opencrab.importers.normalized import NormalizedMessage, SourceType
+from opencrab.importers.roots import ImportRoots
 from opencrab.importers.search import search
 from opencrab.importers.sessions import (
     import_cost_by_day,
@@ -299,7 +303,9 @@ class ImportJobResponse(ApiModel):
     source: Literal["codex", "claude"]
     path: str
     agent_id: str | None
-    status: Literal["running", "done", "failed"]
+    status: Literal["running", "cancelling", "cancelled", "done", "failed"] = Field(
+        description="cancelling: asked to stop, storing the files read so far."
+    )
     files_total: int = Field(description="Files found (0 while they are looked for).")
     files_done: int
     lines: int
@@ -344,12 +350,19 @@ async def start_import(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     """Import the transcripts under a path on the server, in the background (400 when
-    the path does not exist or is not readable; 409 while another import runs; a path
-    holding no transcripts fails the job)."""
+    the path is not under `[imports] roots`, does not exist or is not readable, the same
+    answer for the first two; 409 while another import runs; a path holding no
+    transcripts fails the job)."""
     agent_id = None if body.agent_id is None else agents.get(body.agent_id).id
     limits = ReadLimits.of(settings.imports.max_decompressed_mb, settings.imports.max_lines)
     job = await run_blocking(
-        _jobs(request).start, db, body.source, body.path, agent_id=agent_id, limits=limits
+        _jobs(request).start,
+        db,
+        body.source,
+        body.path,
+        roots=ImportRoots.of(settings.imports.roots),
+        agent_id=agent_id,
+        limits=limits,
     )
     return _job(job)
 
@@ -363,6 +376,18 @@ async def start_import(
 async def get_import_job(job_id: JobId, request: Request) -> dict[str, Any]:
     """An import job's progress: files done of the total, messages, problems."""
     return _job(_jobs(request).get(str(job_id)))
+
+
+@router.post(
+    "/jobs/{id}/cancel",
+    operation_id="cancelImportJob",
+    response_model=ImportJobResponse,
+    responses=error_responses(400, 404, 409),
+)
+async def cancel_import_job(job_id: JobId, request: Request) -> dict[str, Any]:
+    """Stop an import job after the file in hand (`cancelling`, then `cancelled`); the
+    files imported so far stay imported (409 when it is already done or failed)."""
+    return _job(_jobs(request).cancel(str(job_id)))
 
 
 @hookimpl

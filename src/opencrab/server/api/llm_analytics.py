@@ -48,15 +48,24 @@ class Filter(ApiModel):
 
 
 DAY = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+FIRST_DAY = date(1970, 1, 1)
+LAST_DAY = date(2999, 12, 31)
+"""The days `from` and `to` may name (a day past LAST_DAY would have no end in a
+datetime; nothing OpenCrab records lies outside them)."""
 
 
 def _date(name: str, value: str | None) -> date | None:
     if value is None:
         return None
     try:
-        return date.fromisoformat(value)
+        day = date.fromisoformat(value)
     except ValueError:
         raise ValidationError(f"{name}: {value!r} is not a day (YYYY-MM-DD)") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise ValidationError(
+            f"{name}: {value} is out of range (a day from {FIRST_DAY} to {LAST_DAY})"
+        )
+    return day
 
 
 def _day(value: date) -> datetime:
@@ -67,10 +76,18 @@ async def usage_filter(
     request: Request,
     from_: Annotated[
         str | None,
-        Query(alias="from", pattern=DAY, description="First UTC day included (YYYY-MM-DD)."),
+        Query(
+            alias="from",
+            pattern=DAY,
+            description=f"First UTC day included (YYYY-MM-DD, {FIRST_DAY} to {LAST_DAY}).",
+        ),
     ] = None,
     to: Annotated[
-        str | None, Query(pattern=DAY, description="Last UTC day included (YYYY-MM-DD).")
+        str | None,
+        Query(
+            pattern=DAY,
+            description=f"Last UTC day included (YYYY-MM-DD, {FIRST_DAY} to {LAST_DAY}).",
+        ),
     ] = None,
     days: Annotated[
         int | None,

@@ -72,7 +72,7 @@
     tasks.forEach((t) => t.dependencies.forEach((d) => links.push({ source: d, target: t.id })));
     const hidden = { show: false, splitLine: { show: false } };
     return {
-      tooltip: { formatter: (p) => p.dataType === "node" ? p.data.id + ": " + p.data.status : "" },
+      tooltip: { formatter: (p) => p.dataType === "node" ? OpenCrabCharts.text(p.data.id + ": " + p.data.status) : "" },
       grid: { left: 100, right: 100, top: 36, bottom: 36 },
       xAxis: Object.assign({ type: "value", min: depth ? 0 : -1, max: depth || 1 }, hidden),
       yAxis: Object.assign({ type: "value", min: -0.5, max: rows - 0.5, inverse: true }, hidden),

@@ -69,7 +69,7 @@
     const most = Math.max(1, ...data.nodes.map((n) => n.spoken));
     return (c) => ({
       tooltip: {
-        formatter: (p) => (p.dataType === "edge"
+        formatter: (p) => C.text(p.dataType === "edge"  // names are text, never HTML
           ? `${p.data.names} · ${p.data.count} impression(s) · affinity ${p.data.affinityText}`
           : `${p.data.name} · ${p.data.spoken} lines spoken`),
       },

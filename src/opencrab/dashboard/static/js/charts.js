@@ -11,7 +11,12 @@
  *   OpenCrabCharts.base(c)    // the options every chart shares (pages that draw by themselves)
  *   OpenCrabCharts.onTheme(f) // call f() when the theme changes (pages that draw by themselves)
  *   OpenCrabCharts.axisMoney(v) // dollars for axis ticks and colour scales
+ *   OpenCrabCharts.text(v)    // a value as text inside a tooltip formatter's HTML
  *
+ * A tooltip `formatter` returns HTML, which ECharts puts into the page as it is: every
+ * value from the API (agent, model, skill and task names, labels) goes through text()
+ * there, or an agent named `<meta http-equiv=refresh …>` would redirect the browser on
+ * hover. ECharts' own tooltips (no formatter) escape what they show.
  * Colours come from the page's CSS custom properties (--text, --muted, --border,
  * --surface, --accent, --ok, --warn, --danger, --link, --inner; the series palette
  * --chart-1..8 and the heat-map ends --heat-low/--heat-high, all in dashboard.css),
@@ -64,6 +69,11 @@
     if (!value) return "$0";
     if (Math.abs(value) >= 1) return OpenCrab.money(value);
     return "$" + (Math.abs(value) < 1e-6 ? value.toExponential(1) : String(Number(value.toPrecision(3))));
+  }
+
+  /* `value` as HTML text: <, >, &, " and ' escaped (for tooltip formatters). */
+  function htmlText(value) {
+    return echarts.format.encodeHTML(String(value));
   }
 
   function showEmpty(el, text) {
@@ -121,5 +131,5 @@
     return body;
   }
 
-  window.OpenCrabCharts = { colours, axis, axisMoney, base, mount, load, showEmpty, onTheme };
+  window.OpenCrabCharts = { colours, axis, axisMoney, base, mount, load, showEmpty, onTheme, text: htmlText };
 })();

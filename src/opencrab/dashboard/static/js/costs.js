@@ -110,7 +110,7 @@
       const high = Math.max(0, ...data.cells.map((c) => c.costPerCall));
       const o = base(t);
       o.tooltip = { trigger: "item", backgroundColor: t.surface, borderColor: t.border, textStyle: { color: t.text },
-        formatter: (p) => models[p.value[1]] + " × " + tasks[p.value[0]] + "<br>" + money(p.value[2]) +
+        formatter: (p) => shared.text(models[p.value[1]] + " × " + tasks[p.value[0]]) + "<br>" + money(p.value[2]) +
           " per call · " + count(p.value[4]) + " calls<br>quality " + (p.value[3] === null ? "unrated" : p.value[3].toFixed(2)) };
       o.grid = { left: 24, right: 16, top: 8, bottom: 56, containLabel: true };
       o.xAxis = axis(t, { type: "category", data: tasks, splitArea: { show: false } });

@@ -52,7 +52,7 @@
     for (;;) {
       const job = await OpenCrab.api("GET", "/api/imports/jobs/" + encodeURIComponent(id));
       show(job);
-      if (job.status !== "running") return job;
+      if (job.status !== "running" && job.status !== "cancelling") return job;
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
   }
