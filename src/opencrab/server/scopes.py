@@ -84,6 +84,7 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     "PATCH /api/tickets/{id}/resume": OPERATE,
     "PATCH /api/tickets/{id}/reset": OPERATE,
     "POST /api/imports": OPERATE,
+    "POST /api/imports/jobs/{id}/cancel": OPERATE,
     "POST /api/agent-mode/sessions": OPERATE,
     "PUT /api/agent-mode/sessions/{id}/plan": OPERATE,
     "POST /api/agent-mode/sessions/{id}/start": OPERATE,
