@@ -52,7 +52,9 @@ Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. A turn started here finishes and is
 stored even if the client goes away. A client that cannot keep up is closed with 4429
 (see server/live.py), and one opened with a bearer token is closed with 4401 once
-that token is revoked (server/auth.py). A browser page from another origin is refused
+that token is revoked (server/auth.py). A client that cannot send headers offers the token
+as the subprotocol `opencrab.bearer.<token>` beside `opencrab`; the socket is accepted
+with `opencrab`, never with the token. A browser page from another origin is refused
 (4403) unless its origin is in `[gateway.rest] cors_origins`, and a Host that is not one
 of the server's names (DNS rebinding) is refused with 4421, before the socket is
 accepted (opencrab.server.guard).
@@ -87,7 +89,7 @@ from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.api.sessions import message_response
-from opencrab.server.auth import UNAUTHORIZED, TokenWatch
+from opencrab.server.auth import UNAUTHORIZED, TokenWatch, ws_subprotocol
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
 from opencrab.server.session_feed import session_feed
@@ -391,7 +393,7 @@ def _camel(state: dict[str, Any]) -> dict[str, Any]:
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     app = websocket.app
-    await websocket.accept()
+    await websocket.accept(subprotocol=ws_subprotocol(websocket.scope))
     runner = getattr(app.state, "discussions", None)
     agent_mode = getattr(app.state, "agent_mode", None)
     connection = Connection(websocket, app.state.runtime, app.state.hub, runner, agent_mode)
