@@ -32,7 +32,7 @@ from tests.fakes.event_chain import chain
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.ports import closed_port, free_port
-from tests.fakes.served import create_token, start_up, stop_up
+from tests.fakes.served import START_SECS, create_token, start_up, stop_up
 
 
 def get(url: str, token: str = "") -> tuple[int, object]:
@@ -65,14 +65,14 @@ def test_up_serves_health_and_traces_then_stops_cleanly(tmp_path: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_SECS
         while True:
             try:
                 status, body = get(f"{base}/api/health")
                 break
             except OSError:
                 assert server.poll() is None, server.stdout.read() if server.stdout else ""
-                assert time.monotonic() < deadline, "server did not start in 30 s"
+                assert time.monotonic() < deadline, f"server did not start in {START_SECS} s"
                 time.sleep(0.1)
         assert status == 200
         assert isinstance(body, dict)

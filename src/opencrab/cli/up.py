@@ -87,7 +87,7 @@ def up(
         str | None,
         typer.Option(
             help="Address to bind (config: gateway.rest.host; default 127.0.0.1). "
-            "Any other than loopback needs a bearer token.",
+            "Any other than loopback, or any as root, needs a bearer token.",
             show_default=False,
         ),
     ] = None,
