@@ -2,8 +2,9 @@
 
 Each test module gets its own server (`served`, a fresh data directory) thinking
 through the session's fake OpenAI server, and its own browser. `page` is a fresh
-browser context (1280x900, Tokyo time, light theme) whose problems fail the test
-(tests/fakes/browser.py); `api` is an httpx client on the same server.
+browser context (1280x900, Tokyo time, light theme), signed in with the server's token,
+whose problems fail the test (tests/fakes/browser.py); `api` is an httpx client on the
+same server, sending the token.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def llm(fake_llm_server: FakeLlmServer) -> FakeLlmServer:
 
 @pytest.fixture
 def api(served: ServedOpenCrab) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.url, timeout=30) as client:
+    with served.client(timeout=30) as client:
         yield client
 
 
@@ -71,6 +72,7 @@ def page(browser: Browser, served: ServedOpenCrab) -> Iterator[Watched]:
         color_scheme="light",
         accept_downloads=True,
     )
+    served.sign_in(context)
     watched = Watched(context.new_page(), served.url)
     try:
         yield watched

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page
 
@@ -21,7 +20,7 @@ QUIET = {"enabled": False}  # no heartbeat turn adds lines while the test counts
 
 @pytest.fixture(scope="module")
 def seeded(served: ServedOpenCrab) -> Seeded:
-    with httpx.Client(base_url=served.url, timeout=30) as api:
+    with served.client(timeout=30) as api:
         ids = {
             name: make_agent(api, name, language="ja", heartbeat=QUIET)["id"]
             for name in (SAKURA, TARO, LONELY)
@@ -122,6 +121,7 @@ def test_the_figures_read_without_javascript(
     browser: Any, served: ServedOpenCrab, seeded: Seeded
 ) -> None:
     context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    served.sign_in(context)
     try:
         page = context.new_page()
         page.goto(f"/agents/{SAKURA}/analytics")

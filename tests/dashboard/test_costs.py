@@ -32,7 +32,7 @@ CHARTS = ("cost", "share", "quality", "efficiency", "speed", "errors", "cache")
 @pytest.fixture(scope="module")
 def fleet(served: ServedOpenCrab) -> Iterator[tuple[Database, dict[str, str]]]:
     """Three agents with Japanese names and 30 days of their calls in the served store."""
-    with httpx.Client(base_url=served.url, timeout=30) as api:
+    with served.client(timeout=30) as api:
         ids = {name: make_agent(api, name, language="ja")["id"] for name in NAMES}
     db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
     with db.write() as conn:
@@ -172,6 +172,7 @@ def test_the_totals_read_without_javascript(
 ) -> None:
     db, ids = fleet
     context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    served.sign_in(context)
     try:
         page = context.new_page()
         page.goto("/costs?days=30&source=imported")

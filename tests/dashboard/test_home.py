@@ -103,6 +103,7 @@ def test_cards_show_role_persona_status_spend_and_counts(
 def test_the_cards_read_without_javascript(browser: Any, api: httpx.Client, served: Any) -> None:
     make_agent(api, "ミナ", description="JavaScript なしでも読めるカード", heartbeat=QUIET)
     context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    served.sign_in(context)
     try:
         page = context.new_page()
         page.goto("/")

@@ -111,6 +111,7 @@ def test_search_works_without_javascript(
     make_agent(api, "ジロウ", language="ja")
     session_id = chat(api, fake_llm_server, "ジロウ", ("東京は雨です", [said("傘を持って。")]))
     context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    served.sign_in(context)
     watched = Watched(context.new_page(), served.url)
     p = watched.page
     p.goto(memory_url("ジロウ"))

@@ -118,6 +118,7 @@ def test_pages_read_without_javascript(
         said = api.post(f"/api/sessions/{session_id}/messages", json={"content": f"質問 {n}"})
         assert said.status_code == 201, said.text
     context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    served.sign_in(context)
     watched = Watched(context.new_page(), served.url)
     p = watched.page
     try:

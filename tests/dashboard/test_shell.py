@@ -129,10 +129,12 @@ def test_with_tokens_required_a_browser_signs_in_and_out(
 def test_dashboard_off_serves_the_api_alone(tmp_path: Path, fake_llm_server: FakeLlmServer) -> None:
     env = {"OPENCRAB_DASHBOARD__ENABLED": "false"}
     with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-        home = httpx.get(server.url + "/", timeout=60)
+        home = httpx.get(server.url + "/", headers=server.headers, timeout=60)
         assert home.status_code == 404
         assert home.json()["error"] == "not_found"
-        assert httpx.get(server.url + "/api/agents", timeout=60).json() == []
+        assert (
+            httpx.get(server.url + "/api/agents", headers=server.headers, timeout=60).json() == []
+        )
         assert "Dashboard:" not in server.output()
 
 
@@ -142,8 +144,8 @@ def test_a_second_dashboard_port_serves_the_same_pages(
     extra = free_port()
     env = {"OPENCRAB_DASHBOARD__PORT": str(extra)}
     with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-        first = httpx.get(server.url + "/", timeout=60)
-        second = httpx.get(f"http://127.0.0.1:{extra}/", timeout=60)
+        first = httpx.get(server.url + "/", headers=server.headers, timeout=60)
+        second = httpx.get(f"http://127.0.0.1:{extra}/", headers=server.headers, timeout=60)
         assert first.status_code == second.status_code == 200
         assert "<title>Agents · OpenCrab</title>" in second.text
         output = server.output()
@@ -162,5 +164,7 @@ def test_a_taken_dashboard_port_is_a_note_not_a_failure(
         port = taken.getsockname()[1]
         env = {"OPENCRAB_DASHBOARD__PORT": str(port)}
         with ServedOpenCrab(tmp_path / "d", llm=fake_llm_server, env=env) as server:
-            assert httpx.get(server.url + "/", timeout=60).status_code == 200
+            assert (
+                httpx.get(server.url + "/", headers=server.headers, timeout=60).status_code == 200
+            )
             assert f"not also on port {port}" in server.output()

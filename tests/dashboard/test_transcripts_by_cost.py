@@ -40,7 +40,7 @@ def imported(served: ServedOpenCrab, tmp_path_factory: pytest.TempPathFactory) -
         price_corpus_model(db)
     finally:
         db.close()
-    with httpx.Client(base_url=served.url, timeout=30) as api:
+    with served.client(timeout=30) as api:
         import_path(api, CORPUS)
         import_path(api, japanese_rollout(tmp_path_factory.mktemp("ja") / "ja").path.parent)
 

@@ -75,7 +75,7 @@ def small(
 
 @pytest.fixture
 def small_api(small: ServedOpenCrab) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=small.url, timeout=30) as client:
+    with small.client(timeout=30) as client:
         yield client
 
 
@@ -84,6 +84,7 @@ def small_page(browser: Browser, small: ServedOpenCrab) -> Iterator[Watched]:
     context = browser.new_context(
         base_url=small.url, viewport={"width": 1280, "height": 900}, timezone_id="Asia/Tokyo"
     )
+    small.sign_in(context)
     watched = Watched(context.new_page(), small.url)
     try:
         yield watched

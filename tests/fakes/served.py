@@ -5,7 +5,10 @@
 
 The server thinks through the fake OpenAI server (`llm`), never through a local model
 (the Ollama and llama.cpp URLs point at a closed port); its import roots are the data
-directory's parent folder. It is stopped with SIGTERM, and
+directory's parent folder. The tests run as root, where `up` requires a bearer token:
+`start()` creates one the way a user does (`opencrab token create`), and
+`served.headers` / `served.client()` send it; `served.sign_in(context)` signs a browser
+context in through the login form. It is stopped with SIGTERM, and
 whatever it printed is in `served.output()` (shown when it fails to start); `kill()`
 ends it with SIGKILL instead, as a crash would. `worker=True` runs `opencrab worker`
 instead (no HTTP: it counts as started once it says so).
@@ -22,21 +25,41 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
 from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.ports import free_port
 
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext
 
-def start_up(args: list[str], env: dict[str, str], base: str) -> subprocess.Popen[str]:
-    """Start `opencrab up ARGS` with `env`; return once `base` answers /api/health."""
+START_SECS = 180
+"""How long a server may take to start: minutes on a loaded machine (8 suites on 2 cores)."""
+
+
+def as_root(command: list[str]) -> list[str]:
+    """`command` run with euid 0: as is when the tests run as root (here and in CI), else
+    in a user namespace where this user is root (what `os.geteuid()` then reports)."""
+    return command if os.geteuid() == 0 else ["unshare", "--map-root-user", *command]
+
+
+def start_up(
+    args: list[str], env: dict[str, str], base: str, *, root: bool = False
+) -> subprocess.Popen[str]:
+    """Start `opencrab up ARGS` with `env` (as root with `root`); return once `base`
+    answers /api/health."""
     exe = str(Path(sys.executable).parent / "opencrab")
+    command = [exe, "up", *args]
     server = subprocess.Popen(
-        [exe, "up", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        as_root(command) if root else command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_SECS
     while True:
         try:
             if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
@@ -44,7 +67,7 @@ def start_up(args: list[str], env: dict[str, str], base: str) -> subprocess.Pope
         except httpx.HTTPError:
             pass
         assert server.poll() is None, server.stdout.read() if server.stdout else ""
-        assert time.monotonic() < deadline, "server did not start in 30 s"
+        assert time.monotonic() < deadline, f"server did not start in {START_SECS} s"
         time.sleep(0.1)
 
 
@@ -64,12 +87,28 @@ def wait_for(what: str, done: Callable[[], bool], secs: float = 90) -> None:
         time.sleep(0.2)
 
 
-def make_agents(url: str, names: list[str], interval: int) -> list[str]:
+def create_token(data_dir: Path, env: dict[str, str], name: str) -> str:
+    """A new bearer token for the server on `data_dir`, made as a user makes one."""
+    exe = str(Path(sys.executable).parent / "opencrab")
+    made = subprocess.run(
+        [exe, "token", "create", name, "--json", "--data-dir", str(data_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    return str(json.loads(made.stdout)["token"])
+
+
+def make_agents(served: ServedOpenCrab, names: list[str], interval: int) -> list[str]:
     """Create `names` over REST with heartbeats every `interval` s; their ids."""
     made = []
     for name in names:
         body = {"name": name, "prompt": "You are terse.", "heartbeat": {"intervalSecs": interval}}
-        response = httpx.post(url + "/api/agents", json=body, timeout=30)
+        response = httpx.post(
+            served.url + "/api/agents", json=body, headers=served.headers, timeout=30
+        )
         assert response.status_code == 201, response.text
         made.append(str(response.json()["id"]))
     return made
@@ -104,11 +143,30 @@ class ServedOpenCrab:
         )
         self.env.update(env or {})
         self.args = args
+        self.token = ""
+        """The bearer token `start()` created (none for a worker)."""
         self._log: IO[str] | None = None
         self._process: subprocess.Popen[str] | None = None
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header with this server's token."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def client(self, **options: Any) -> httpx.Client:
+        """An httpx client on this server that sends its token."""
+        options.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.url, headers=self.headers, **options)
+
+    def sign_in(self, context: BrowserContext) -> None:
+        """Sign a browser context in through the login form, as a user does."""
+        signed = context.request.post(self.url + "/login", form={"token": self.token})
+        assert signed.ok, signed.status
+
     def start(self) -> ServedOpenCrab:
         exe = str(Path(sys.executable).parent / "opencrab")
+        if not self.worker:
+            self.token = create_token(self.data_dir, self.env, f"tests-{self.port}")
         self._log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed in stop
         command = ["worker"] if self.worker else ["up", "--port", str(self.port)]
         self._process = subprocess.Popen(
@@ -118,7 +176,7 @@ class ServedOpenCrab:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        deadline = time.monotonic() + 180  # imports alone took 13 s at load 10 on 2 cores
+        deadline = time.monotonic() + START_SECS
         while True:
             if self.worker and "worker: heartbeats by lease" in self.output():
                 return self

@@ -27,7 +27,7 @@ from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes.ports import closed_port, free_port
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.fakes.served import start_up, stop_up
+from tests.fakes.served import create_token, start_up, stop_up
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import ORIGIN, LocalClient
 
@@ -226,9 +226,11 @@ def test_opencrab_up_on_loopback_refuses_a_rebound_page_and_a_cross_site_post(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     args = ["--port", str(port), "--data-dir", str(tmp_path / "served")]
-    server = start_up(args, env, base)  # the default: loopback, no token
+    token = create_token(tmp_path / "served", env, "guard")  # root needs one even on loopback
+    bearer = {"Authorization": f"Bearer {token}"}
+    server = start_up(args, env, base)  # loopback
     try:
-        api = httpx.Client(base_url=base)
+        api = httpx.Client(base_url=base, headers=bearer)
         agent = api.post("/api/agents", json={"name": "aki", "prompt": "Be brief."}).json()
         # the rebound page is "same-origin" to the browser: only its Host gives it away
         rebound = {
@@ -248,9 +250,12 @@ def test_opencrab_up_on_loopback_refuses_a_rebound_page_and_a_cross_site_post(
         assert posted.json()["error"] == "cross_site_request"
         after = api.get(f"/api/agents/{agent['id']}/skills").json()
         assert after[0]["isActive"] == skills[0]["isActive"]
-        with pytest.raises(InvalidStatus), connect(f"ws://127.0.0.1:{port}/api/ws", origin=EVIL):
+        with (
+            pytest.raises(InvalidStatus),
+            connect(f"ws://127.0.0.1:{port}/api/ws", origin=EVIL, additional_headers=bearer),
+        ):
             pass
-        with connect(f"ws://127.0.0.1:{port}/api/ws", origin=base) as ws:
+        with connect(f"ws://127.0.0.1:{port}/api/ws", origin=base, additional_headers=bearer) as ws:
             ws.send('{"type": "ping"}')
             assert ws.recv(10) == '{"type":"pong"}'
     finally:

@@ -61,9 +61,9 @@ def test_each_agent_ticks_in_one_process_and_moves_on_after_kill_9(
     first = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES).start()
     second: ServedOpenCrab | None = None
     try:
-        older = make_agents(first.url, ["ann", "ben", "cy"], interval=2)
+        older = make_agents(first, ["ann", "ben", "cy"], interval=2)
         second = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES).start()
-        newer = make_agents(second.url, ["dee", "eve"], interval=3)
+        newer = make_agents(second, ["dee", "eve"], interval=3)
         everyone = older + newer
         interval = dict.fromkeys(older, 2) | dict.fromkeys(newer, 3)
 
@@ -121,7 +121,7 @@ def test_a_session_runs_one_turn_at_a_time_across_processes(
     with (
         ServedOpenCrab(data, llm=fake_llm_server) as first,
         ServedOpenCrab(data, llm=fake_llm_server) as second,
-        httpx.Client(timeout=60) as client,
+        httpx.Client(timeout=60, headers=first.headers) as client,  # one database: one token
     ):
         body = {"name": "solo", "prompt": "You are terse.", "heartbeat": {"enabled": False}}
         agent = client.post(first.url + "/api/agents", json=body).json()
@@ -173,7 +173,7 @@ def test_an_agent_made_through_one_up_ticks_in_the_other_after_kill_9(
     try:
         second = ServedOpenCrab(data, llm=fake_llm_server, env=FAST_LEASES, args=refresh).start()
         servers = {first.pid: first, second.pid: second}
-        (made,) = make_agents(first.url, ["fay"], interval=2)  # after both are up
+        (made,) = make_agents(first, ["fay"], interval=2)  # after both are up
         wait_for("the new agent to tick twice", lambda: len(ticks(db).get(made, [])) >= 2)
         (holding,) = {p for p, _ in ticks(db)[made]}  # one process ticks it (the first, as a rule)
         holder = servers[int(holding.split(":")[1])]

@@ -28,7 +28,7 @@ from opencrab.store.tables import llm_usage_metrics, sessions
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import chunk, completion
 from tests.fakes.ports import closed_port, free_port
-from tests.fakes.served import start_up, stop_up
+from tests.fakes.served import create_token, start_up, stop_up
 from tests.fakes.threaded_server import serve_in_thread
 
 CHAT = "/v1/chat/completions"
@@ -156,6 +156,7 @@ def test_llm_health_reports_a_running_opencrab_as_not_a_model_server(tmp_path: P
     data = tmp_path / "served"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCRAB_")}
     args = ["--port", str(port), "--data-dir", str(data), "--config", str(config)]
+    create_token(data, env, "tests")  # as root, `up` needs one even on loopback
     server = start_up(args, env, base)
     try:
         mark = httpx.get(f"{base}/api/health", timeout=60).headers[INSTANCE_HEADER]

@@ -101,7 +101,7 @@ def test_three_processes_share_a_hundred_agents_and_live_events(
         # follows all of them (within a second)
         with ThreadPoolExecutor(6) as pool:
             made = pool.map(
-                lambda job: make_agents(job[0].url, [job[1]], job[2]),
+                lambda job: make_agents(job[0], [job[1]], job[2]),
                 [
                     (server, f"{server.port}-{n}", INTERVALS[n % len(INTERVALS)])
                     for server in (first, second)
@@ -121,14 +121,20 @@ def test_three_processes_share_a_hundred_agents_and_live_events(
         # a turn posted to the first server shows up on a WebSocket of the second
         fake_llm_server.reply(CHAT, Reply(json=completion({"content": "answered by the first"})))
         session = httpx.post(
-            first.url + "/api/sessions", json={"agentId": on_first[0]}, timeout=30
+            first.url + "/api/sessions",
+            json={"agentId": on_first[0]},
+            headers=first.headers,
+            timeout=30,
         ).json()["id"]
         ws_url = second.url.replace("http://", "ws://") + "/api/ws"
-        with connect(ws_url) as ws:
+        with connect(ws_url, additional_headers=second.headers) as ws:
             ws.send(json.dumps({"type": "subscribe", "sessionId": session}))
             assert json.loads(ws.recv(30))["type"] == "subscribed"
             posted = httpx.post(
-                f"{first.url}/api/sessions/{session}/messages", json={"content": "hi"}, timeout=60
+                f"{first.url}/api/sessions/{session}/messages",
+                json={"content": "hi"},
+                headers=first.headers,
+                timeout=60,
             )
             assert posted.status_code == 201, posted.text
             seen: list[dict[str, object]] = []

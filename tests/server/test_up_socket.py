@@ -32,12 +32,13 @@ from tests.fakes.event_chain import chain
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.ports import closed_port, free_port
-from tests.fakes.served import start_up, stop_up
+from tests.fakes.served import START_SECS, create_token, start_up, stop_up
 
 
-def get(url: str) -> tuple[int, object]:
+def get(url: str, token: str = "") -> tuple[int, object]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
@@ -53,6 +54,7 @@ def test_up_serves_health_and_traces_then_stops_cleanly(tmp_path: Path) -> None:
     subprocess.run(
         [exe, "events", "import", str(file), "--data-dir", str(data)], check=True, env=env
     )
+    token = create_token(data, env, "tests")  # as root, `up` needs one even on loopback
     port = free_port()
     server = subprocess.Popen(
         [exe, "up", "--port", str(port), "--data-dir", str(data)],
@@ -63,23 +65,23 @@ def test_up_serves_health_and_traces_then_stops_cleanly(tmp_path: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_SECS
         while True:
             try:
                 status, body = get(f"{base}/api/health")
                 break
             except OSError:
                 assert server.poll() is None, server.stdout.read() if server.stdout else ""
-                assert time.monotonic() < deadline, "server did not start in 30 s"
+                assert time.monotonic() < deadline, f"server did not start in {START_SECS} s"
                 time.sleep(0.1)
         assert status == 200
         assert isinstance(body, dict)
         assert body["status"] == "ok"
-        status, body = get(f"{base}/api/traces/{events[0].trace_id}/events")
+        status, body = get(f"{base}/api/traces/{events[0].trace_id}/events", token)
         assert status == 200
         assert isinstance(body, list)
         assert [e["id"] for e in body] == [str(e.id) for e in events]
-        status, body = get(f"{base}/api/traces/{uuid4()}/events")
+        status, body = get(f"{base}/api/traces/{uuid4()}/events", token)
         assert status == 404
     finally:
         server.send_signal(signal.SIGTERM)
@@ -243,6 +245,7 @@ def test_up_names_the_setting_of_a_dashboard_port_in_use(tmp_path: Path) -> None
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         env["OPENCRAB_DASHBOARD__PORT"] = str(taken.getsockname()[1])
+        create_token(tmp_path / "data", env, "tests")  # as root, `up` needs one
         port = free_port()
         server = start_up(
             ["--port", str(port), "--data-dir", str(tmp_path / "data")],

@@ -79,9 +79,12 @@ def settings_from(
 
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Database:
-    """Open the configured database, migrated to the newest schema unless told not to."""
+    """Open the configured database, migrated to the newest schema unless told not to; the
+    data directory and the database files are made (or tightened to) owner-only first."""
     from opencrab.store import Database
+    from opencrab.store.file_modes import secure_data_dir, sqlite_file
 
+    secure_data_dir(Path(settings.data_dir), sqlite_file(settings.database_url))
     db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
     if migrate:
         db.upgrade()

@@ -8,9 +8,14 @@ HTTP at all: the heartbeats and those gateways run until SIGINT or SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import os
+import shlex
 import signal
 import socket
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -44,9 +49,36 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def needs_token(host: str, require_token: bool) -> bool:
-    """Tokens are required off loopback, and on loopback when the config asks for them."""
-    return require_token or not is_loopback(host)
+def token_required_because(host: str, require_token: bool, *, root: bool) -> str | None:
+    """Why a TCP server must require bearer tokens, or None when loopback may stay open.
+
+    Off loopback anyone on the network could call the API; as root (euid 0) any local
+    user could, and the API reaches as far as its process (imports, agent mode's CLIs).
+    """
+    if not is_loopback(host):
+        return f"binding {host} (not a loopback address)"
+    if root:
+        return "running as root"
+    if require_token:
+        return "gateway.rest.require_token is set"
+    return None
+
+
+def no_token_message(reason: str, login_url: str, flags: list[str], *, tcp: bool) -> str:
+    """What to do when tokens are required and none exists: the exact command to run."""
+    program = sys.argv[0] if Path(sys.argv[0]).name == "opencrab" else "opencrab"
+    tail = "".join(f" {shlex.quote(f)}" for f in flags)
+    text = (
+        f"refusing to start: {reason} needs bearer tokens and there are none. Create one "
+        f"with `{shlex.quote(program)} token create admin{tail}` (it is printed once, only "
+        f"its hash is kept), start again and sign in at {login_url} with it"
+    )
+    if tcp:
+        text += (
+            f"; or serve on a Unix socket only this user can open, with no token: "
+            f"`{shlex.quote(program)} up --socket PATH{tail}`"
+        )
+    return text
 
 
 @exits_on_error
@@ -55,7 +87,7 @@ def up(
         str | None,
         typer.Option(
             help="Address to bind (config: gateway.rest.host; default 127.0.0.1). "
-            "Any other than loopback needs a bearer token.",
+            "Any other than loopback, or any as root, needs a bearer token.",
             show_default=False,
         ),
     ] = None,
@@ -79,10 +111,21 @@ def up(
             "process on the same database.",
         ),
     ] = 5.0,
+    socket_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Serve on this Unix socket instead of a TCP port. It is created with "
+            "mode 0600, so only this user can connect, and needs no token (even as root).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the OpenCrab server: REST API, web dashboard, gateways and every agent's heartbeat.
 
-    The database is migrated to the newest schema first.
+    The database is migrated to the newest schema first. Bearer tokens are required off
+    loopback and when running as root (it refuses to start until one exists); a Unix
+    socket (--socket, mode 0600) needs none.
 
     Example: opencrab up --port 8080 --data-dir ./data
     """
@@ -90,6 +133,7 @@ def up(
 
     from opencrab.auth import TokenStore
     from opencrab.server.app import create_app
+    from opencrab.server.log_masking import log_config
 
     rest: dict[str, Any] = {}
     if host is not None:
@@ -109,18 +153,24 @@ def up(
         db.close()
         console.print("stopped", highlight=False)
         return
-    auth = needs_token(bind.host, bind.require_token)
-    if auth and not TokenStore(db).has_active():
+    if socket_path is not None:
+        reason = "gateway.rest.require_token is set" if bind.require_token else None
+    else:
+        reason = token_required_because(bind.host, bind.require_token, root=os.geteuid() == 0)
+    auth = reason is not None
+    base = f"http://{url_host(bind.host)}"
+    if reason is not None and not TokenStore(db).has_active():
         db.close()
-        why = (
-            f"binding {bind.host} (not a loopback address)"
-            if not is_loopback(bind.host)
-            else "gateway.rest.require_token is set"
-        )
+        flags = [
+            f
+            for flag, value in (("--data-dir", data_dir), ("--config", config))
+            if value is not None
+            for f in (flag, str(value))
+        ]
+        login = "the dashboard's /login" if socket_path else f"{base}:{bind.port}/login"
         raise ConfigError(
-            f"refusing to start: {why} needs bearer tokens and there are none; "
-            "create one with `opencrab token create NAME`",
-            key="gateway.rest.host",
+            no_token_message(reason, login, flags, tcp=socket_path is None),
+            key=None if is_loopback(bind.host) else "gateway.rest.host",
         )
     app = create_app(
         settings,
@@ -131,11 +181,15 @@ def up(
         gateways=True,
         refresh_secs=refresh_secs,
     )
+    if socket_path is not None:
+        serve_on_socket(app, socket_path, settings, log_level=log_level, auth=auth)
+        return
     server = uvicorn.Server(
-        uvicorn.Config(app, host=bind.host, port=bind.port, log_level=log_level)
+        uvicorn.Config(
+            app, host=bind.host, port=bind.port, log_level=log_level, log_config=log_config()
+        )
     )
     sockets = [server.config.bind_socket()]
-    base = f"http://{url_host(bind.host)}"
     console.print(
         f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
         f"(data: {escape(str(settings.data_dir))}; "
@@ -158,6 +212,71 @@ def up(
                 console.print(f"Dashboard also on {base}:{board.port}/", highlight=False)
     console.print(f"API docs: {base}:{bind.port}/docs", highlight=False)
     server.run(sockets=sockets)
+
+
+def serve_on_socket(
+    app: Any, path: Path, settings: Settings, *, log_level: str, auth: bool
+) -> None:
+    """Serve `app` on the Unix socket `path` (mode 0600) until SIGINT/SIGTERM; the socket
+    file is removed at shutdown."""
+    import uvicorn
+
+    from opencrab.server.log_masking import log_config
+
+    class SocketServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets)
+            # here, not after run(): uvicorn re-raises SIGTERM once run() ends
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    listener = unix_listener(path)
+    server = SocketServer(
+        uvicorn.Config(app, uds=str(path), log_level=log_level, log_config=log_config())
+    )
+    console.print(
+        f"[bold]OpenCrab {__version__}[/] on the Unix socket {escape(str(path))} "
+        f"(mode 0600: this user only; data: {escape(str(settings.data_dir))}; "
+        f"bearer token {'required' if auth else 'not required'})",
+        highlight=False,
+    )
+    console.print(
+        f"Try: curl --unix-socket {escape(shlex.quote(str(path)))} http://localhost/api/health",
+        highlight=False,
+    )
+    try:
+        server.run(sockets=[listener])
+    finally:
+        listener.close()
+
+
+def unix_listener(path: Path) -> socket.socket:
+    """A listening Unix socket at `path` created with mode 0600 (umask 0177 while it is
+    bound, so no other user can ever open it); a stale socket file is replaced, anything
+    else at `path` (a file, a live server's socket) is a ConfigError."""
+    if path.is_socket():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                path.unlink()  # nobody listens: left by a server that was killed
+            else:
+                raise ConfigError(f"{path}: a server is already listening on this socket")
+    elif path.exists() or path.is_symlink():
+        raise ConfigError(f"{path}: exists and is not a socket; choose another --socket path")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"{path}: cannot listen here: {exc.strerror or exc}") from None
+    finally:
+        os.umask(umask)
+    os.chmod(path, 0o600)
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 def url_host(host: str) -> str:

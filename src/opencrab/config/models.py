@@ -131,7 +131,7 @@ class RestGateway(Section):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Port = 8080
-    require_token: bool = False  # always required off loopback
+    require_token: bool = False  # always required off loopback and as root (cli/up.py)
     cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
     # names the server answers to besides localhost, its loopback and bind addresses
     allowed_hosts: list[AllowedHost] = Field(default_factory=list)

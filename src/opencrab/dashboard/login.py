@@ -1,7 +1,8 @@
 """Signing in to the dashboard with a token, and out again.
 
-When the server requires tokens (off loopback, or `[gateway.rest] require_token`), a
-page asked for without one redirects to `/login` (opencrab.server.auth.BearerAuth).
+When the server requires tokens (off loopback, as root, or `[gateway.rest]
+require_token`), a page asked for without one redirects to `/login`
+(opencrab.server.auth.BearerAuth).
 The form takes a token from `opencrab token create NAME`; a valid one is exchanged for a
 sign-in (opencrab.auth.TokenStore.sign_in) whose id, never the token, is kept in an
 HttpOnly, SameSite=Strict cookie that the API accepts in place of the Authorization

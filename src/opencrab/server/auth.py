@@ -2,8 +2,11 @@
 
 Every request except `OPEN_PATHS` and static assets (`OPEN_PREFIXES`) must carry
 `Authorization: Bearer ocb_…` naming an active token (opencrab.auth.TokenStore).
-Browsers cannot set headers on a WebSocket, so a WebSocket may pass the token as
-`?access_token=…` instead. The dashboard's login page (opencrab.dashboard.login)
+Browsers cannot set headers on a WebSocket, so a WebSocket may offer the token as a
+subprotocol, `opencrab.bearer.<token>` beside `opencrab` (`WS_SUBPROTOCOL`, the one the
+server answers with: the token is never echoed), or pass it as `?access_token=…` (kept
+working, but a URL travels further: the server's own log lines mask it,
+opencrab.server.log_masking). The dashboard's login page (opencrab.dashboard.login)
 exchanges the token for a sign-in whose id (`ocs_…`, never the token) is kept in an
 HttpOnly, SameSite=Strict cookie (`SESSION_COOKIE`); it counts as the bearer when there
 is no Authorization header, until it is signed out, expires or its token is revoked; the
@@ -40,6 +43,10 @@ OPEN_PREFIXES = ("/static/",)
 """Static assets (the docs' and the dashboard's scripts and styles): no secrets in them."""
 SESSION_COOKIE = "opencrab_session"
 """The dashboard's login cookie: a sign-in's id (not the token), HttpOnly, SameSite=Strict."""
+WS_SUBPROTOCOL = "opencrab"
+"""The WebSocket subprotocol of `/api/ws`, answered when the client offers it."""
+BEARER_SUBPROTOCOL = "opencrab.bearer."
+"""A WebSocket subprotocol offered as `opencrab.bearer.<token>` carries the token."""
 SCHEME = "bearerAuth"
 UNAUTHORIZED = 4401  # WebSocket close code: no, a wrong or a revoked token
 
@@ -50,8 +57,9 @@ def is_open(path: str, open_paths: frozenset[str] = OPEN_PATHS) -> bool:
 
 
 def bearer_of(scope: Scope) -> str | None:
-    """The secret a request carries, if any: the header's token, else the dashboard's
-    cookie (a sign-in's id)."""
+    """The secret a request carries, if any: the header's token, else (a WebSocket) a
+    bearer subprotocol, else the dashboard's cookie (a sign-in's id), else (a WebSocket)
+    `?access_token=`."""
     cookie: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
@@ -61,6 +69,10 @@ def bearer_of(scope: Scope) -> str | None:
             return None
         if name == b"cookie" and cookie is None:
             cookie = _cookie(bytes(value).decode("latin-1"), SESSION_COOKIE)
+    if scope["type"] == "websocket":
+        for offered in scope.get("subprotocols", ()):
+            if offered.startswith(BEARER_SUBPROTOCOL) and len(offered) > len(BEARER_SUBPROTOCOL):
+                return str(offered[len(BEARER_SUBPROTOCOL) :])
     if cookie:
         return cookie
     if scope["type"] == "websocket":
@@ -69,6 +81,12 @@ def bearer_of(scope: Scope) -> str | None:
         if found:
             return str(found[0])
     return None
+
+
+def ws_subprotocol(scope: Scope) -> str | None:
+    """The subprotocol to accept a WebSocket with: `WS_SUBPROTOCOL` when offered, else
+    none (never the `opencrab.bearer.` one, which would echo the token)."""
+    return WS_SUBPROTOCOL if WS_SUBPROTOCOL in scope.get("subprotocols", ()) else None
 
 
 def _cookie(header: str, wanted: str) -> str | None:

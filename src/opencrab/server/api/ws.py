@@ -55,7 +55,9 @@ scope covers `chat` (else a `forbidden` error; opencrab.server.scopes). A turn s
 here finishes and is stored even if the client goes away. A client that cannot keep up
 is closed with 4429 (see server/live.py), and one opened with a bearer token is closed
 with 4401 once that token is revoked, or the dashboard sign-in it was opened with ends
-(server/auth.py). A browser page from another origin is refused
+(server/auth.py). A client that cannot send headers offers the token as the subprotocol
+`opencrab.bearer.<token>` beside `opencrab`; the socket is accepted with `opencrab`,
+never with the token. A browser page from another origin is refused
 (4403) unless its origin is in `[gateway.rest] cors_origins`, and a Host that is not one
 of the server's names (DNS rebinding) is refused with 4421, before the socket is
 accepted (opencrab.server.guard).
@@ -90,7 +92,7 @@ from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.api.sessions import message_response
-from opencrab.server.auth import UNAUTHORIZED, TokenWatch
+from opencrab.server.auth import UNAUTHORIZED, TokenWatch, ws_subprotocol
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
 from opencrab.server.scopes import refusal
@@ -408,7 +410,7 @@ def _camel(state: dict[str, Any]) -> dict[str, Any]:
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     app = websocket.app
-    await websocket.accept()
+    await websocket.accept(subprotocol=ws_subprotocol(websocket.scope))
     runner = getattr(app.state, "discussions", None)
     agent_mode = getattr(app.state, "agent_mode", None)
     state = websocket.scope.get("state", {})
