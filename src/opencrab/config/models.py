@@ -169,7 +169,8 @@ class DatabaseSection(Section):
     url: str | None = None  # a full SQLAlchemy URL; overrides `path` (e.g. PostgreSQL)
     busy_timeout_ms: int = Field(default=5000, ge=0)
     # how long a process's lease (a turn, an agent's heartbeat) lasts unless renewed:
-    # after a crash, another process takes the work over within about this long
+    # after a crash, another process takes the work over within about this long (at once
+    # when the crashed process was on this machine: store/lease_owners.py)
     lease_ttl_secs: float = Field(default=30.0, ge=1.0, le=3600.0)
 
 
