@@ -10,7 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from opencrab.agentmode.tmux import Pane, TmuxServer, process_tree
+import pytest
+
+from opencrab.agentmode.tmux import Pane, TmuxError, TmuxServer, process_tree
 from tests.fakes.private_tmux import alive
 
 AGENT = str(Path(__file__).resolve().parents[1] / "fakes" / "scripted_agent.py")
@@ -197,3 +199,17 @@ async def test_the_server_starts_on_demand_once(tmux_server: TmuxServer, tmp_pat
     assert await tmux_server.server_pid() == pid
     out = await tmux_server.run("show-options", "-g", "-v", "remain-on-exit")
     assert out.strip() == "on"
+
+
+async def test_a_gone_pane_is_a_tmux_error_and_ending_it_again_is_a_no_op(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    pane = await start(tmux_server, tmp_path, [{"sleep": 600}])
+    await tmux_server.kill_pane(pane.pane_id)
+    assert not alive(pane.pid)
+    # tmux answers `display-message -t` for a pane that is gone with empty fields
+    with pytest.raises(TmuxError, match=f"pane {pane.pane_id} is gone"):
+        await tmux_server.pane_state(pane.pane_id)
+    again = await tmux_server.kill_pane(pane.pane_id)
+    assert again.signalled == []
+    assert again.survivors == []

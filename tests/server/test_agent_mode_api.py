@@ -176,3 +176,34 @@ def test_pause_resume_and_cancel_over_rest(
     cancelled = client.post(f"{base}/cancel").json()
     assert cancelled["status"] == "Failed"
     assert {t["status"] for t in cancelled["tasks"]} == {"Cancelled"}
+
+
+def test_answering_a_task_whose_pane_is_gone_says_it_ended(
+    client: TestClient, scripted: ScriptedProvider, tmp_path: Path, tmux_socket: str
+) -> None:
+    repo = make_repo(tmp_path / "git")
+    session = create(client, scripted, repo)
+    base = f"/api/agent-mode/sessions/{session['id']}"
+    command = write_scripts(tmp_path / "scripts", {"task-001": [{"sleep": 600}]})
+    assert client.post(f"{base}/start", json={"cli": "other", "command": command}).is_success
+    deadline = time.monotonic() + 60
+    task = client.get(f"{base}/run").json()["tasks"][0]
+    while task["subAgent"] is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        task = client.get(f"{base}/run").json()["tasks"][0]
+    assert task["status"] == "Running"
+    pane = task["subAgent"]["paneId"]
+    subprocess.run(["tmux", "-L", tmux_socket, "kill-pane", "-t", pane], check=True)  # ours
+
+    answered = client.post(f"{base}/tasks/task-001/answer", json={"text": "yes"})
+
+    message = error_of(answered, 409, "pane_ended")
+    assert message == f"task-001 has ended: its tmux pane {pane} is gone (nothing was typed)"
+    error_of(client.get(f"{base}/tasks/task-001/output"), 404, "not_found")
+    deadline = time.monotonic() + 60
+    run = client.get(f"{base}/run").json()
+    while run["tasks"][0]["status"] == "Running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run = client.get(f"{base}/run").json()
+    assert run["tasks"][0]["status"] == "Failed"
+    assert "pane is gone" in run["tasks"][0]["result"]["error"]

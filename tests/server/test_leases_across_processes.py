@@ -194,3 +194,51 @@ def test_an_agent_made_through_one_up_ticks_in_the_other_after_kill_9(
         if second is not None:
             second.stop()
         db.close()
+
+
+def test_a_turn_killed_with_its_process_does_not_hold_the_session(
+    data_dir: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    """`kill -9` mid-turn: the session's lease would last its ttl (600 s here), but its
+    owner's process is gone, so a new process's turn in the session gets in at once."""
+    data = data_dir / "shared"
+    never = threading.Event()  # the model never answers the first turn
+    fake_llm_server.reply(CHAT, Reply(gate=never, json=completion({"content": "too late"})))
+    fake_llm_server.reply(CHAT, Reply(json=completion({"content": "after the crash"})))
+    long_leases = {"OPENCRAB_DATABASE__LEASE_TTL_SECS": "600"}
+    db = Database(f"sqlite:///{data / 'opencrab.db'}")
+    first = ServedOpenCrab(data, llm=fake_llm_server, env=long_leases).start()
+    try:
+        with httpx.Client(timeout=60, headers=first.headers) as client:  # one database: one token
+            body = {"name": "solo", "prompt": "You are terse.", "heartbeat": {"enabled": False}}
+            agent = client.post(first.url + "/api/agents", json=body).json()
+            session = client.post(first.url + "/api/sessions", json={"agentId": agent["id"]})
+            messages = f"/api/sessions/{session.json()['id']}/messages"
+            cut: list[BaseException] = []
+
+            def first_turn() -> None:
+                try:
+                    client.post(first.url + messages, json={"content": "1"})
+                except httpx.TransportError as error:
+                    cut.append(error)  # its server was killed mid-turn
+
+            turn = threading.Thread(target=first_turn)
+            turn.start()
+            wait_for("the first turn to reach the model", lambda: len(fake_llm_server.requests) > 0)
+            lease = LeaseStore(db).get(turn_key(session.json()["id"]))
+            assert lease is not None
+            assert lease.owner.split(":")[1] == str(first.pid)
+            assert lease.expires_at - lease.acquired_at == timedelta(seconds=600)
+            first.kill()
+            turn.join(60)
+            assert len(cut) == 1
+
+            with ServedOpenCrab(data, llm=fake_llm_server, env=long_leases) as second:
+                after = client.post(second.url + messages, json={"content": "2"})
+                assert after.status_code == 201, after.text
+                assert after.json()["turn"]["reply"]["content"] == "after the crash"
+                assert LeaseStore(db).get(turn_key(session.json()["id"])) is None
+    finally:
+        never.set()
+        first.stop()
+        db.close()

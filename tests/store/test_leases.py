@@ -580,3 +580,48 @@ async def test_a_pass_sooner_than_ttl_over_3_renews_only_the_member_lease(
     assert all(renewed > old for renewed, old in zip(expiries()[:3], before[:3], strict=True))
     assert all(keeper.held_for(key) == 10.0 for key in keys)
     await keeper.close()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    from opencrab.store import Database
+    from opencrab.store.leases import PROCESS_OWNER, LeaseStore
+    assert LeaseStore(Database(sys.argv[1])).try_acquire(sys.argv[2], PROCESS_OWNER, 600)
+    print(PROCESS_OWNER, flush=True)
+    os._exit(0)  # as if killed: nothing is let go of
+    """
+)
+
+
+def test_a_gone_processs_lease_is_taken_at_once_a_living_ones_is_not(
+    store_url: str, any_db: Database
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", HOLDER, store_url, turn_key("s1")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = done.stdout.strip()
+    store = LeaseStore(any_db)
+    lease = store.get(turn_key("s1"))
+    assert lease is not None
+    assert lease.owner == dead  # unexpired for ten minutes, but its process is gone
+    assert store.live([turn_key("s1")]) == set()
+
+    assert store.try_acquire(turn_key("s1"), "taker", ttl_secs=60)
+    taken = store.get(turn_key("s1"))
+    assert taken is not None
+    assert taken.owner == "taker"
+
+    # a living process of this machine, and owners this process cannot judge, keep theirs
+    living = PROCESS_OWNER
+    host, _, rest = living.split(":")
+    elsewhere = f"{host}-other:999999:{rest}"  # another machine (or container)
+    other_boot = f"{host}:999999:00000000.{rest.partition('.')[2]}"
+    for holder in (living, elsewhere, other_boot, "a"):
+        key = turn_key(f"held-by-{holder}")
+        assert store.try_acquire(key, holder, ttl_secs=600)
+        assert not store.try_acquire(key, "taker", ttl_secs=60), holder
+        assert store.live([key]) == {key}

@@ -4,8 +4,10 @@ A worktree is removed (with its branch and its tasks' panes) only when every tas
 works in it is finished and its work is merged into the start branch or pushed; otherwise
 the refusal and its reason are reported (`force` removes it anyway). Orphans are panes
 of OpenCrab's tmux server whose labels name an unknown session or a task that is not
-running, and worktrees under `.worktrees/` that no session knows (`worktrees.find_orphans`);
-they are only reported unless removal is asked for. Disk use per worktree is reported.
+running, and worktrees OpenCrab made under `.worktrees/` (marked when made, or on a branch
+a session's task recorded) that no session knows (`worktrees.find_orphans`): a worktree the
+user made there is never one, even with `force`. Orphans are only reported unless removal
+is asked for. Disk use per worktree is reported.
 """
 
 from __future__ import annotations
@@ -90,12 +92,18 @@ async def find_orphans(
     repo = Path(session.repository_path)
     sessions: dict[str, AgentSession] = {}
     known_branches: set[str] = set()
+    recorded: set[str] = set()  # branches OpenCrab made worktrees on for this repository
     for row in service.list(limit=10000):
         with contextlib.suppress(OpenCrabError):
             other = service.get(row.id)
             sessions[row.id] = other
             if Path(other.repository_path) == repo:
                 known_branches |= {w.branch_name for w in other.worktrees}
+                recorded |= {
+                    t.assigned_worktree.branch_name
+                    for t in other.tasks
+                    if t.assigned_worktree is not None
+                }
     for pane in await tmux.list_panes():
         owner = sessions.get(pane.labels.get("session", ""))
         task = owner.task(pane.labels.get("task", "")) if owner is not None else None
@@ -103,7 +111,7 @@ async def find_orphans(
             report.orphan_panes.append(pane.pane_id)
             if remove:
                 await tmux.kill_pane(pane.pane_id)
-    found = await worktrees.find_orphans(repo, known_branches)
+    found = await worktrees.find_orphans(repo, known_branches, recorded)
     report.orphan_worktrees = [str(e.path) for e in found.worktrees]
     report.orphan_worktrees += [str(p) for p in found.stray_dirs]
     if not remove:

@@ -85,7 +85,7 @@ from opencrab.agentmode.runstate import RunFiles, RunState, TaskOutcome
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.signals import read_signals, record, signals_path
 from opencrab.agentmode.states import move_session, move_task
-from opencrab.agentmode.tmux import TmuxError, TmuxServer
+from opencrab.agentmode.tmux import PaneEnded, TmuxError, TmuxServer
 from opencrab.agentmode.validation import plan_branches
 from opencrab.config import Settings
 from opencrab.core.agent import AgentStore
@@ -632,7 +632,8 @@ class AgentModeRunner:
 
     async def answer(self, session_id: str, task_id: str, text: str) -> None:
         """Type `text` into the task's pane (its question's answer; a menu's choice number
-        as its key, `answering.py`) and mark it Running."""
+        as its key, `answering.py`) and mark it Running; PaneEnded (409) when the pane is
+        gone or its program ended (the watch then ends the task)."""
         if not text.strip():
             raise ValidationError("the answer is empty")
         async with self._lock(session_id):
@@ -643,7 +644,18 @@ class AgentModeRunner:
             state = self._state(session_id)
             profile = clis.profile_for(state.cli)
             prompt = task_prompt(session, task)
-            await type_answer(self.tmux, task.sub_agent.pane_id, profile, text, prompt)
+            pane_id = task.sub_agent.pane_id
+            try:
+                if (await self.tmux.pane_state(pane_id)).dead:
+                    raise PaneEnded(
+                        f"{task_id} has ended: the program in its tmux pane {pane_id} exited "
+                        "(nothing was typed)"
+                    )
+                await type_answer(self.tmux, pane_id, profile, text, prompt)
+            except TmuxError as error:
+                raise PaneEnded(
+                    f"{task_id} has ended: its tmux pane {pane_id} is gone (nothing was typed)"
+                ) from error
             signal_dir = self.runs.task_dir(session_id, task_id) / "signals"
             record(signal_dir, "opencrab", '{"hook_event_name": "UserPromptSubmit"}')
             state.questions.pop(task_id, None)

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opencrab.errors import OpenCrabError
+from opencrab.errors import ConflictError, OpenCrabError
 
 SESSION = "opencrab"
 """The tmux session holding every sub-agent window."""
@@ -52,6 +52,12 @@ class TmuxError(OpenCrabError):
     """A tmux command failed; the message has the command and tmux's own words."""
 
     code = "tmux_error"
+
+
+class PaneEnded(ConflictError):
+    """A task's pane is gone or its program has ended: nothing can be typed into it."""
+
+    code = "pane_ended"
 
 
 @dataclass(frozen=True)
@@ -290,9 +296,17 @@ class TmuxServer:
                 f"#{{{RUN_DIR_OPTION}}}",
             ]
         )
-        out = await self.run("display-message", "-p", "-t", pane_id, fmt)
-        pane_pid, dead, status, sig, pid, run_dir = out.rstrip("\n").split(FIELD_SEP)
+        out = await self._display(pane_id, fmt)
+        pane_pid, dead, status, sig, pid, run_dir = out.split(FIELD_SEP)
         return _state(pane_id, int(pid or pane_pid), dead == "1", status, sig, run_dir)
+
+    async def _display(self, pane_id: str, fmt: str) -> str:
+        """`fmt` (starting with #{pane_pid}) expanded for the pane; TmuxError when the pane is
+        gone (tmux then expands it to empty fields and still succeeds)."""
+        out = (await self.run("display-message", "-p", "-t", pane_id, fmt)).rstrip("\n")
+        if not out.partition(FIELD_SEP)[0]:
+            raise TmuxError(f"tmux -L {self.socket}: pane {pane_id} is gone")
+        return out
 
     async def list_panes(self) -> list[PaneInfo]:
         """Every sub-agent pane of this server with its labels (empty when it is down)."""
@@ -356,10 +370,10 @@ class TmuxServer:
         program's pid is recorded, the launcher's tree is ended instead."""
         fmt = f"#{{pane_pid}}{FIELD_SEP}#{{{PID_OPTION}}}"
         try:
-            out = await self.run("display-message", "-p", "-t", pane_id, fmt)
+            out = await self._display(pane_id, fmt)
         except TmuxError:
             return Terminated(signalled=[], survivors=[])
-        launcher, program = out.rstrip("\n").split(FIELD_SEP)
+        launcher, program = out.split(FIELD_SEP)
         return await asyncio.to_thread(kill_tree, int(program or launcher), grace)
 
     async def kill_pane(self, pane_id: str, *, grace: float = 3.0) -> Terminated:

@@ -7,7 +7,11 @@ an `flock` on `<git common dir>/opencrab-worktrees.lock` (several processes).
 A worktree lives at `{repo}/.worktrees/{branch with "/" as "-"}` (seed 004's example:
 `agent/jwt-auth` → `.worktrees/agent-jwt-auth`) and `.worktrees/` is listed once in
 `.git/info/exclude`. Cleanup never deletes work that is neither merged into the start
-branch nor pushed to its upstream unless forced.
+branch nor pushed to its upstream unless forced. A worktree OpenCrab makes is marked by a
+file in its git admin dir (`<git common dir>/worktrees/<name>/opencrab-worktree`, out of
+the work tree, so it is never committed); only marked worktrees, or those on a branch
+OpenCrab recorded in its session files, are ever orphans: a worktree the user made under
+`.worktrees/` is never listed nor removed.
 
     wt = await create_worktree(repo, "agent/jwt-auth", "main", merge=["agent/db"])
     diff = await worktree_diff(wt.path, "main")
@@ -30,6 +34,8 @@ from opencrab.errors import ConflictError, OpenCrabError
 
 WORKTREES_DIR = ".worktrees"
 EXCLUDE_LINE = ".worktrees/"
+MARKER = "opencrab-worktree"
+"""The file in a worktree's git admin dir that says OpenCrab made it (it holds the branch)."""
 DEFAULT_DIFF_BYTES = 512_000
 IDENTITY = ("-c", "user.name=OpenCrab", "-c", "user.email=opencrab@localhost")
 """Used for merge commits only when the repository has no identity of its own."""
@@ -178,6 +184,7 @@ async def create_worktree(
         if path.exists():
             raise GitError(f"worktree path {path} already exists (branch {branch})")
         await git(real, "worktree", "add", "-q", "-b", branch, str(path), start_branch)
+        await _mark(path, branch)
         identity = await _identity(real) if merge else ()
         for dependency in merge:
             message = f"Merge {dependency} into {branch}"
@@ -188,6 +195,33 @@ async def create_worktree(
                 await git(path, "merge", "--abort", check=False)
                 raise MergeConflict(branch, dependency, files)
         return Worktree(branch=branch, path=path)
+
+
+async def _mark(path: Path, branch: str) -> None:
+    """Write MARKER into the new worktree's git admin dir (never into its work tree)."""
+    admin = Path((await git(path, "rev-parse", "--absolute-git-dir")).strip())
+    (admin / MARKER).write_text(f"{branch}\n", "utf-8")
+
+
+async def marked_worktrees(repo: str | os.PathLike[str]) -> set[Path]:
+    """The work trees (real paths) whose git admin dir holds MARKER: those OpenCrab made."""
+    admin_root = await _common_dir(Path(repo)) / "worktrees"
+
+    def scan() -> set[Path]:
+        found: set[Path] = set()
+        if not admin_root.is_dir():
+            return found
+        for admin in admin_root.iterdir():
+            try:
+                if not (admin / MARKER).is_file():
+                    continue
+                dot_git = (admin / "gitdir").read_text("utf-8").strip()
+            except OSError:
+                continue
+            found.add(Path(os.path.realpath(Path(dot_git).parent)))
+        return found
+
+    return await asyncio.to_thread(scan)
 
 
 async def _merge(path: Path, identity: tuple[str, ...], dependency: str, message: str) -> bool:
@@ -383,19 +417,28 @@ async def remove_worktree(
         await git(real, "branch", "-D", branch)
 
 
-async def find_orphans(repo: str | os.PathLike[str], known_branches: Iterable[str]) -> Orphans:
-    """Worktrees under `.worktrees/` whose branch is not known, stray dirs, stale entries."""
+async def find_orphans(
+    repo: str | os.PathLike[str], known_branches: Iterable[str], recorded: Iterable[str] = ()
+) -> Orphans:
+    """Worktrees OpenCrab made under `.worktrees/` (marked, or on a branch in `recorded`)
+    whose branch is not known, stray dirs, stale entries. Any other worktree is the
+    user's: never an orphan, whatever its branch."""
     real = Path(os.path.realpath(repo))
     known = set(known_branches)
+    ours = set(recorded)
     root = real / WORKTREES_DIR
     entries = await list_worktrees(real)
+    marked = await marked_worktrees(real)
     registered = {Path(os.path.realpath(e.path)) for e in entries}
     orphans = Orphans()
     for entry in entries:
         if entry.prunable is not None:
             orphans.prunable.append(entry)
         elif entry.path.parent == root and entry.branch not in known:
-            orphans.worktrees.append(entry)
+            at = Path(os.path.realpath(entry.path))
+            made = at in marked or entry.branch in ours
+            if made and entry.branch is not None and at == worktree_path(real, entry.branch):
+                orphans.worktrees.append(entry)
     if root.is_dir():
         for child in sorted(root.iterdir()):
             if child.is_dir() and Path(os.path.realpath(child)) not in registered:

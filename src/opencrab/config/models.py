@@ -137,6 +137,11 @@ class RestGateway(Section):
     allowed_hosts: list[AllowedHost] = Field(default_factory=list)
     # chat turns one WebSocket connection may run at once; more are refused
     ws_max_turns_per_connection: int = Field(default=4, ge=1)
+    # WebSockets one client (token, else address) keeps open at once (server/limits.py)
+    ws_max_per_client: int = Field(default=16, ge=1)
+    # a request body over this (KiB) is refused (413) before it is read; an upload to a
+    # workspace has its quota as its limit instead
+    max_body_kb: int = Field(default=1024, ge=1)
 
 
 class DiscordGateway(Section):
@@ -169,7 +174,8 @@ class DatabaseSection(Section):
     url: str | None = None  # a full SQLAlchemy URL; overrides `path` (e.g. PostgreSQL)
     busy_timeout_ms: int = Field(default=5000, ge=0)
     # how long a process's lease (a turn, an agent's heartbeat) lasts unless renewed:
-    # after a crash, another process takes the work over within about this long
+    # after a crash, another process takes the work over within about this long (at once
+    # when the crashed process was on this machine: store/lease_owners.py)
     lease_ttl_secs: float = Field(default=30.0, ge=1.0, le=3600.0)
 
 

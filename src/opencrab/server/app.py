@@ -32,6 +32,7 @@ from opencrab.server.errors import (
 )
 from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
+from opencrab.server.limits import RequestLimits
 from opencrab.server.live import EventHub
 from opencrab.server.scopes import document_scopes, require_scope
 from opencrab.store import Database
@@ -61,7 +62,7 @@ def create_app(
     this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
     first passes the Host check and the cross-site guard (opencrab.server.guard), then
     with `auth` the bearer check (opencrab.server.auth) and its token's scope
-    (opencrab.server.scopes).
+    (opencrab.server.scopes), then the body and WebSocket limits (opencrab.server.limits).
 
     Example:
         app = create_app(load_settings(), db)
@@ -141,6 +142,7 @@ def create_app(
     document_validation_errors(app)
     document_security(app, required=auth)
     document_scopes(app, required=auth)
+    app.add_middleware(RequestLimits, rest=settings.gateway.rest)  # inside auth: knows tokens
     if auth:
         pages = getattr(app.state, "dashboard_paths", None)  # set by the dashboard plugin
         app.add_middleware(BearerAuth, tokens=TokenStore(db), pages=pages)

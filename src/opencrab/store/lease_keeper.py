@@ -8,8 +8,9 @@ A LeaseKeeper serves two kinds of work:
 Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
 held lease (a pass that comes sooner renews only those renewed ttl/3 ago or longer),
 tries to take the wanted ones it does not hold (another process's are taken once theirs
-expires) and lets go of the unwanted (store.leases: a pass of a process holding nothing
-is one read while nothing is free; a holder's renewals are one UPDATE).
+expires, or at once when that process is gone) and lets go of the unwanted (store.leases:
+a pass of a process holding nothing is one read while nothing is free; a holder's
+renewals are one UPDATE).
 
 The wanted work is shared fairly: a keeper that wants leases holds a member lease
 (`member:<owner>`), and the live member leases say among how many processes the work is

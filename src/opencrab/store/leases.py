@@ -5,7 +5,10 @@ A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`
 store.lease_keeper), the process that holds it (`owner`, unique per process:
 `PROCESS_OWNER`) and when it expires. A lease is taken when it is free, expired or
 already the taker's; taking one's own lease again renews it. A process that dies stops
-renewing, so its leases expire and another process may take the work.
+renewing, so its leases expire and another process may take the work. One on this
+machine whose process is gone (`kill -9`: store.lease_owners tells from the owner's name)
+need not wait for that: its leases are taken at once, as if expired, so a session whose
+turn died with its process is free for the next turn in seconds, not after the ttl.
 
 Idle passes are cheap: the keys to take are first looked up in one read that locks
 nothing (another owner's lease still valid: not tried), renewals are one UPDATE by owner
@@ -31,9 +34,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
-import socket
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -44,11 +44,13 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from opencrab.store.database import Database
+from opencrab.store.lease_owners import owner_gone, process_owner
 from opencrab.store.tables import leases
 from opencrab.store.types import utcnow
 
-PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-"""This process's name as a lease owner: host, pid and a random part (pids are reused)."""
+PROCESS_OWNER = process_owner()
+"""This process's name as a lease owner: host, pid, where it runs and a random part (pids
+are reused); see store.lease_owners."""
 
 CHUNK = 500  # keys per statement on SQLite, well under its parameter limit
 
@@ -131,14 +133,22 @@ class LeaseStore:
         dropped = sorted(set(release))
         renewing = set(renew)
         taking = set(take)
+        gone: set[str] = set()
         if taking:
-            taking = self._open(owner, taking)
+            with self.db.read() as conn:
+                taking, gone = self._open_in(conn, owner, taking)
         if not dropped and not renewing and not taking:
             return set()  # no write: a read-only store is fine while nothing is leased
-        return _retried(lambda: self._write(owner, ttl_secs, dropped, renewing, taking))
+        return _retried(lambda: self._write(owner, ttl_secs, dropped, renewing, taking, gone))
 
     def _write(
-        self, owner: str, ttl_secs: float, dropped: list[str], renewing: set[str], taking: set[str]
+        self,
+        owner: str,
+        ttl_secs: float,
+        dropped: list[str],
+        renewing: set[str],
+        taking: set[str],
+        gone: set[str],
     ) -> set[str]:
         with self.db.write() as conn:
             _bounded_lock_waits(conn)
@@ -155,24 +165,31 @@ class LeaseStore:
             held = _renew(conn, sorted(renewing | taking), owner, now, expires)
             tried = sorted(taking - held)
             if tried:
-                held |= _take(conn, tried, owner, now, expires)
+                held |= _take(conn, tried, owner, now, expires, gone)
             return held
 
-    def _open(self, owner: str, keys: set[str]) -> set[str]:
-        """The keys among `keys` no other owner holds a valid lease on (free, expired or
-        `owner`'s), read without locking anything; the write transaction checks again."""
-        with self.db.read() as conn:
-            return self._open_in(conn, owner, keys)
-
     @staticmethod
-    def _open_in(conn: Connection, owner: str, keys: set[str]) -> set[str]:
+    def _open_in(conn: Connection, owner: str, keys: set[str]) -> tuple[set[str], set[str]]:
+        """The keys among `keys` no other living owner holds a valid lease on (free,
+        expired, `owner`'s or a gone process's), read without locking anything (the write
+        transaction checks again); and the gone owners found holding some of them."""
         c = leases.c
         listed = _key_rows(conn, sorted(keys))
-        blocked = sa.exists().where(
-            c.key == listed.c.value, c.owner != owner, c.expires_at > _now_in_sql(conn)
-        )
-        rows = conn.execute(sa.select(listed.c.value).where(~blocked))
-        return {str(k) for k in rows.scalars()}
+        held = conn.execute(
+            sa.select(c.key, c.owner).where(
+                c.key.in_(sa.select(listed.c.value)),
+                c.owner != owner,
+                c.expires_at > _now_in_sql(conn),
+            )
+        ).all()
+        verdicts: dict[str, bool] = {}
+        blocked: set[str] = set()
+        for key, holder in held:
+            if holder not in verdicts:
+                verdicts[holder] = owner_gone(holder)
+            if not verdicts[holder]:
+                blocked.add(str(key))
+        return keys - blocked, {o for o, dead in verdicts.items() if dead}
 
     def share_view(self, owner: str, keys: Iterable[str]) -> tuple[int, set[str]]:
         """In one read: how many processes hold a live member lease, and which of `keys`
@@ -181,7 +198,8 @@ class LeaseStore:
         with self.db.read() as conn:
             live = sa.and_(_members(), leases.c.expires_at > _now_in_sql(conn))
             members = conn.execute(sa.select(sa.func.count()).select_from(leases).where(live))
-            return int(members.scalar_one()), (self._open_in(conn, owner, keys) if keys else set())
+            open_keys = self._open_in(conn, owner, keys)[0] if keys else set()
+            return int(members.scalar_one()), open_keys
 
     def release(self, keys: Iterable[str], owner: str) -> None:
         """Let go of `owner`'s leases among `keys` (others' are left alone)."""
@@ -213,7 +231,8 @@ class LeaseStore:
         return None if row is None else Lease(**row._asdict())
 
     def live(self, keys: Iterable[str]) -> set[str]:
-        """The keys among `keys` whose lease some process holds now (not expired)."""
+        """The keys among `keys` whose lease some process holds now (not expired, and its
+        owner not a gone process of this machine)."""
         wanted = sorted(set(keys))
         if not wanted:
             return set()
@@ -221,10 +240,10 @@ class LeaseStore:
         with self.db.read() as conn:
             now = _now_in_sql(conn)
             for chunk in _chunks(wanted):
-                query = sa.select(leases.c.key).where(
+                query = sa.select(leases.c.key, leases.c.owner).where(
                     leases.c.key.in_(chunk), leases.c.expires_at > now
                 )
-                held |= {str(key) for key in conn.execute(query).scalars()}
+                held |= {str(key) for key, owner in conn.execute(query) if not owner_gone(owner)}
         return held
 
     def held_by(self, owner: str) -> list[str]:
@@ -318,20 +337,26 @@ def _renew(
 
 
 def _take(
-    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
+    conn: Connection,
+    keys: list[str],
+    owner: str,
+    now: datetime,
+    expires: datetime,
+    gone: set[str],
 ) -> set[str]:
-    """Take the free or expired leases among `keys` (none is `owner`'s: those were just
-    renewed) inside a write transaction; returns the keys taken."""
+    """Take the free or expired leases among `keys`, and those of the `gone` owners (none
+    is `owner`'s: those were just renewed) inside a write transaction; returns the keys
+    taken."""
     if _postgres(conn):
-        return _take_postgresql(conn, keys, owner, now, expires)
+        return _take_postgresql(conn, keys, owner, now, expires, gone)
     c = leases.c
     taken: set[str] = set()
     for chunk in _chunks(keys):  # BEGIN IMMEDIATE: no other writer until the commit
         rows = {
             str(r.key): r
-            for r in conn.execute(sa.select(c.key, c.expires_at).where(c.key.in_(chunk)))
+            for r in conn.execute(sa.select(c.key, c.owner, c.expires_at).where(c.key.in_(chunk)))
         }
-        free = [k for k, r in rows.items() if r.expires_at <= now]
+        free = [k for k, r in rows.items() if r.expires_at <= now or r.owner in gone]
         if free:
             conn.execute(
                 leases.update()
@@ -350,17 +375,25 @@ def _take(
 
 
 def _take_postgresql(
-    conn: Connection, keys: list[str], owner: str, now: datetime, expires: datetime
+    conn: Connection,
+    keys: list[str],
+    owner: str,
+    now: datetime,
+    expires: datetime,
+    gone: set[str],
 ) -> set[str]:
-    """`_take` in two statements, however many keys: the expired rows another transaction
-    is not deciding on (`FOR UPDATE SKIP LOCKED`) change owner, the missing ones are
-    inserted (`ON CONFLICT DO NOTHING`: a row that exists, or is being inserted and then
-    commits, is someone else's)."""
+    """`_take` in two statements, however many keys: the expired rows (or the `gone`
+    owners') another transaction is not deciding on (`FOR UPDATE SKIP LOCKED`) change
+    owner, the missing ones are inserted (`ON CONFLICT DO NOTHING`: a row that exists, or
+    is being inserted and then commits, is someone else's)."""
     c = leases.c
     lease = {"owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
+    free = c.expires_at <= now
+    if gone:
+        free = sa.or_(free, c.owner.in_(sorted(gone)))
     expired = (
         sa.select(c.key)
-        .where(_among(conn, keys), c.expires_at <= now, c.owner != owner)
+        .where(_among(conn, keys), free, c.owner != owner)
         .with_for_update(skip_locked=True)
     )
     updated = conn.execute(

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -48,6 +49,10 @@ from opencrab.store.types import utcnow
 from opencrab.tickets.states import MoveName, StepStatus, TicketStatus, check_move
 
 MAX_STEP_TITLE = 200  # seed 002: steps.title VARCHAR(200)
+MAX_INPUT_BYTES = 64 * 1024
+"""How big a ticket's `params` (and its `context`) may be, as compact JSON in UTF-8."""
+MAX_INPUT_DEPTH = 16
+"""How deeply a ticket's `params` (and its `context`) may nest objects and lists."""
 
 
 def _uuid(value: str, what: str) -> str:
@@ -64,13 +69,36 @@ def create_ticket(
     params: dict[str, Any] | None = None,
     context: dict[str, Any] | None = None,
 ) -> TicketRecord:
-    """A new `pending` ticket for the agent (by id); NotFoundError when there is no such agent."""
+    """A new `pending` ticket for the agent (by id); NotFoundError when there is no such
+    agent, ValidationError naming `params` or `context` when one is over MAX_INPUT_BYTES
+    or nests deeper than MAX_INPUT_DEPTH (they go into the agent's first prompt)."""
     agent_id = _uuid(agent_id, "agent")
+    _check_input("params", params or {})
+    _check_input("context", context or {})
     with db.write() as conn:
         if repo.agent_id_of(conn, agent_id) is None:
             raise NotFoundError(f"no agent {agent_id}")
         ticket_id = repo.insert_ticket(conn, agent_id, params or {}, context or {})
         return repo.ticket(conn, ticket_id)
+
+
+def _check_input(name: str, value: dict[str, Any]) -> None:
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_INPUT_BYTES:
+        raise ValidationError(
+            f"{name} is {size} bytes as JSON, over the limit of {MAX_INPUT_BYTES} bytes"
+        )
+    level: list[Any] = [value]  # the objects and lists one level down, each round
+    for _ in range(MAX_INPUT_DEPTH):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise ValidationError(f"{name} nests deeper than {MAX_INPUT_DEPTH} levels of objects and lists")
 
 
 def get_ticket(db: Database, ticket_id: str) -> TicketRecord:

@@ -167,7 +167,8 @@ def list_all(
     responses=error_responses(400, 404),
 )
 def create(body: CreateTicketRequest, runtime: RuntimeDep) -> TicketResponse:
-    """Create a `pending` ticket for an agent (by id or name; unknown: 404)."""
+    """Create a `pending` ticket for an agent (by id or name; unknown: 404). `params` or
+    `context` over 64 KiB as JSON, or nesting deeper than 16 levels, is refused (400)."""
     agent = runtime.agents.get(body.agent_id)
     ticket = service.create_ticket(runtime.db, agent.id, params=body.params, context=body.context)
     return ticket_response(ticket)

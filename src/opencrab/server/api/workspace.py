@@ -4,7 +4,9 @@ The same jail as the agent's own ws_* actions (core/workspace.py): every path is
 before the filesystem is touched, so `..`, absolute paths, backslashes, control
 characters and symlinks are refused with 400. Files go up as the raw request body of a
 PUT (any content type), streamed to disk and reserved against the workspace's quota and
-file cap as they arrive (core/workspace_upload.py): over either, 413 and nothing kept.
+file cap as they arrive (core/workspace_upload.py): over either, 413 and nothing kept. So
+an upload is not held to `[gateway.rest] max_body_kb` as other bodies are (server/limits.py):
+its quota is its limit.
 They come down as raw bytes. Downloads
 are served with `nosniff` and a sandboxing Content-Security-Policy: a page an agent wrote
 cannot run script in the dashboard's origin; `?download=true` names the file with an ASCII
@@ -29,6 +31,7 @@ from opencrab.core.workspace_upload import Upload
 from opencrab.errors import QuotaExceeded
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep
+from opencrab.server.limits import takes_upload
 from opencrab.server.schemas import ApiModel, error_responses
 
 router = APIRouter(prefix="/api", tags=["Workspace"])
@@ -140,6 +143,7 @@ def read_workspace_file(
         }
     },
 )
+@takes_upload  # not held to [gateway.rest] max_body_kb: the quota is its limit
 async def write_workspace_file(
     agent: AgentDep, path: FilePath, request: Request, response: Response
 ) -> dict[str, Any]:
