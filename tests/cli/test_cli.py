@@ -362,7 +362,7 @@ def test_a_token_name_with_brackets_is_shown_as_it_is(
     monkeypatch.setenv("COLUMNS", "240")
     code, _, err = run("token", "create", "ci [/x]")
     assert code == 0, err
-    assert "token 'ci [/x]' created" in " ".join(err.split())
+    assert "token 'ci [/x]' (admin) created" in " ".join(err.split())
     code, out, err = run("token", "list")
     assert code == 0, err
     assert "ci [/x]" in out

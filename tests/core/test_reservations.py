@@ -169,6 +169,8 @@ def test_twenty_turns_on_two_processes_on_postgresql_make_at_most_three_calls(
         go.set()
         for _, _, thread in sides:
             thread.join(180)
+    for out, _, _ in sides:
+        assert "error" not in out, out.get("error")
     held = sum(int(out["held"]) for out, _, _ in sides)  # type: ignore[call-overload]
     results = [r for out, _, _ in sides for r in out["results"]]  # type: ignore[attr-defined]
     assert held <= 3

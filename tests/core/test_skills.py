@@ -4,6 +4,7 @@ per-agent SkillManager on a real database."""
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -670,3 +671,40 @@ def test_action_names_and_definitions(skills: SkillManager) -> None:
     fewer = {d.name for d in skills.build_action_definitions(skills.get_active_skills(), registry)}
     assert "ws_write" not in fewer
     assert "ws_read" in fewer  # still offered by the acquired "extra" skill
+
+
+def test_two_processes_copying_in_the_standard_skills_at_once_both_succeed(
+    pg_url: str, settings: Settings, docs: list[SkillDoc]
+) -> None:
+    """Two runtimes starting at once on PostgreSQL both found a standard skill missing and
+    both inserted it: a unique violation stopped one (seen in the two-process budget
+    test). Eight agents, each copied in by two Databases released together."""
+    setup = Database(pg_url)
+    setup.upgrade()
+    agents = [AgentStore(setup, settings).create(AgentCreate(name=f"a{i}")).id for i in range(8)]
+    setup.close()
+    sides = [Database(pg_url), Database(pg_url)]
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def copy_in(db: Database) -> None:
+        for agent in agents:
+            start.wait(30)
+            try:
+                SkillManager(db, agent, docs).ensure_default_skills()
+            except BaseException as exc:  # shown below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=copy_in, args=(db,)) for db in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    try:
+        assert errors == []
+        for agent in agents:
+            names = [s.name for s in SkillManager(sides[0], agent, docs).list()]
+            assert sorted(names) == sorted(doc.name for doc in docs)
+    finally:
+        for db in sides:
+            db.close()

@@ -124,6 +124,7 @@ class SkillManager:
         or in another language (the agent's language changed)."""
         now = datetime.now(UTC)
         with self.db.write() as conn:
+            repo.lock_standard_skills(conn, self.agent_id)
             have = repo.skill_heads(conn, self.agent_id)
             for doc in self.docs:
                 row = have.get(doc.name)

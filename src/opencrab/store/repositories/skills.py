@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -163,6 +164,17 @@ def find_skill(conn: Connection, agent_id: str, name_or_id: str) -> SkillRow | N
 def skill_by_id(conn: Connection, skill_id: str) -> SkillRow:
     """The skill with this id (it must exist)."""
     return _skill(conn.execute(sa.select(skills).where(skills.c.id == skill_id)).one())
+
+
+def lock_standard_skills(conn: Connection, agent_id: str) -> None:
+    """Serialise copying in an agent's standard skills until the transaction ends: two
+    processes starting at once on PostgreSQL both found a skill missing and both inserted
+    it (a unique violation stopped one). SQLite's write transaction is such a lock already."""
+    if conn.dialect.name == "sqlite":
+        return
+    digest = hashlib.blake2b(f"opencrab-skills:{agent_id}".encode(), digest_size=8).digest()
+    key = int.from_bytes(digest, "big", signed=True)
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def skill_heads(conn: Connection, agent_id: str) -> dict[str, SkillHead]:
