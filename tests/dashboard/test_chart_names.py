@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -63,7 +62,7 @@ INJECTED = """() => ({
 def hostile(served: ServedOpenCrab) -> dict[str, str]:
     """Agents named with HTML, with activity, relations, a skill and model calls whose
     model and task type are HTML too."""
-    with httpx.Client(base_url=served.url, timeout=30) as api:
+    with served.client(timeout=30) as api:
         ids = {
             SAKURA: make_agent(api, IMG, language="ja")["id"],
             TARO: make_agent(api, META, language="ja")["id"],

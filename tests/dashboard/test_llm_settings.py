@@ -49,7 +49,7 @@ def test_a_key_typed_into_the_page_is_encrypted_applied_and_never_shown(
         assert KEY not in api.get(path).text
     assert api.get("/api/llm/settings").json()["providers"][3]["keyLast4"] == "Zq9X"
     audit = api.get("/api/llm/settings/audit").json()
-    assert ("local", "providers.openrouter.api_key", "…Zq9X") in [
+    assert (f"tests-{served.port}", "providers.openrouter.api_key", "…Zq9X") in [
         (a["actor"], a["target"], a["detail"]) for a in audit
     ]
     raw = b"".join(f.read_bytes() for f in served.data_dir.glob("opencrab.db*"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import httpx
 from cryptography.fernet import Fernet
 from playwright.sync_api import Browser, expect
 
@@ -28,13 +27,15 @@ def test_a_replaced_secret_key_is_said_on_the_page(
     data = tmp_path / "data"
     with ServedOpenCrab(data, llm=llm) as served:
         body = {"baseUrl": llm.url + "/v1", "apiKey": KEY}
-        stored = httpx.patch(served.url + "/api/llm/providers/openrouter", json=body, timeout=60)
+        with served.client(timeout=60) as api:
+            stored = api.patch("/api/llm/providers/openrouter", json=body)
         assert stored.status_code == 200, stored.text
     (data / FILE_NAME).write_bytes(Fernet.generate_key())
     with ServedOpenCrab(data, llm=llm) as served:
         context = browser.new_context(
             base_url=served.url, viewport={"width": 1280, "height": 900}, locale="en-US"
         )
+        served.sign_in(context)
         page = Watched(context.new_page(), served.url)
         try:
             p = page.page
