@@ -246,11 +246,15 @@ VALIDATION_ERROR_400 = {
 }
 
 
+BODY_TOO_LARGE = "The request body is over `[gateway.rest] max_body_kb`"
+
+
 def document_validation_errors(app: FastAPI) -> None:
     """Make the OpenAPI document say 400 with ErrorResponse where FastAPI would say 422.
 
     Every operation that takes parameters or a body documents 400 (unless it documents
-    its own 400, as `/v1` does with OpenAI's error shape); FastAPI's 422 entries and its
+    its own 400, as `/v1` does with OpenAI's error shape), and one that takes a body 413
+    in the same shape (a body over the limit); FastAPI's 422 entries and its
     HTTPValidationError schemas are removed, since the server never answers 422.
     """
     build = app.openapi
@@ -263,6 +267,9 @@ def document_validation_errors(app: FastAPI) -> None:
                 responses.pop("422", None)
                 if operation.get("parameters") or operation.get("requestBody"):
                     responses.setdefault("400", VALIDATION_ERROR_400)
+                if operation.get("requestBody"):  # opencrab.server.limits, in the 400's shape
+                    shape = responses["400"].get("content", VALIDATION_ERROR_400["content"])
+                    responses.setdefault("413", {"description": BODY_TOO_LARGE, "content": shape})
         schemas = schema.get("components", {}).get("schemas", {})
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
