@@ -367,8 +367,13 @@ def test_letting_go_is_tried_again_when_postgresql_breaks_a_deadlock(pg_url: str
             while not taking.execute(waiting).scalar():  # its DELETE waits for y
                 worker.join(0.05)
             # x, which that DELETE holds: each waits for the other; PostgreSQL aborts
-            # the one that waited first (the letting go)
-            taking.execute(leases.delete().where(leases.c.key == "heartbeat:x"))
+            # the one whose deadlock check runs first: mostly the letting go (it waited
+            # first), on a loaded machine sometimes this one; either way letting go ends
+            try:
+                taking.execute(leases.delete().where(leases.c.key == "heartbeat:x"))
+            except sa.exc.OperationalError as exc:
+                if "deadlock detected" not in str(exc):
+                    raise
             taking.rollback()  # the other process gives up; the retry goes through
             worker.join(60)
         assert not worker.is_alive()
