@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store import advisory
 from opencrab.store.repositories.metrics import utc_day_key
 from opencrab.store.tables import budget_reservations, llm_usage_daily
 
@@ -60,21 +60,10 @@ class Figures:
     ticket_reserved: float
 
 
-def lock_key(scope: str) -> int:
-    """The PostgreSQL advisory lock key of a scope ("fleet", "agent:<id>", "ticket:<id>"):
-    a signed 64-bit hash, the same in every process."""
-    digest = hashlib.blake2b(f"opencrab-budget:{scope}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
 def lock(conn: Connection, scopes: Sequence[str]) -> None:
-    """Serialise reservations of `scopes` until the transaction ends. SQLite's write
-    transaction holds the database's write lock already; PostgreSQL takes one advisory
-    transaction lock per scope, in key order."""
-    if conn.dialect.name == "sqlite":
-        return
-    for key in sorted({lock_key(scope) for scope in scopes}):
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    """Serialise reservations of `scopes` ("fleet", "agent:<id>", "ticket:<id>") until
+    the transaction ends (opencrab.store.advisory)."""
+    advisory.hold(conn, (f"opencrab-budget:{scope}" for scope in scopes))
 
 
 def standing(

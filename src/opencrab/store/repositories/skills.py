@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +22,7 @@ from typing import Any, TypedDict
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store import advisory
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import skill_versions, skills
 
@@ -169,12 +169,8 @@ def skill_by_id(conn: Connection, skill_id: str) -> SkillRow:
 def lock_standard_skills(conn: Connection, agent_id: str) -> None:
     """Serialise copying in an agent's standard skills until the transaction ends: two
     processes starting at once on PostgreSQL both found a skill missing and both inserted
-    it (a unique violation stopped one). SQLite's write transaction is such a lock already."""
-    if conn.dialect.name == "sqlite":
-        return
-    digest = hashlib.blake2b(f"opencrab-skills:{agent_id}".encode(), digest_size=8).digest()
-    key = int.from_bytes(digest, "big", signed=True)
-    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    it (a unique violation stopped one). See opencrab.store.advisory."""
+    advisory.hold(conn, [f"opencrab-skills:{agent_id}"])
 
 
 def skill_heads(conn: Connection, agent_id: str) -> dict[str, SkillHead]:
