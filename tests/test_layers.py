@@ -1,6 +1,6 @@
-"""The layer picture of DESIGN.md holds: no module of opencrab imports one above its layer.
+"""The layer picture holds: no module of opencrab imports one above its layer.
 
-"Layers (import direction: downward only)" in DESIGN.md, top to bottom:
+"Layers" in docs/architecture.md, top to bottom:
 
     4  cli/  server/  dashboard/  gateway/
     3  tickets/  agentmode/  importers/

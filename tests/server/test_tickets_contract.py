@@ -164,7 +164,7 @@ def test_the_api_keeps_seed_002s_contract(api: Any, operation_id: str) -> None:
 
 def _exercise(operation: Any, mode: schemathesis.GenerationMode) -> None:
     """EXAMPLES generated requests to one operation, each response checked."""
-    # invalid input is refused with 400 (DESIGN.md "REST conventions"), which the seed
+    # invalid input is refused with 400 (as the contract's own examples do), which the seed
     # lists only on some operations; negative_data_rejection still demands a 4xx
     negative = mode == schemathesis.GenerationMode.NEGATIVE
     excluded = [schemathesis.checks.status_code_conformance] if negative else []

@@ -58,7 +58,7 @@ def test_the_table_definitions_are_imported_by_the_repositories() -> None:
 
 
 TABLE_OWNERS = ("store/repositories/", "store/dialects/", "store/migrations/")
-"""Where the table definitions may be imported (DESIGN.md "Storage seam"), besides
+"""Where the table definitions may be imported (docs/architecture.md, "Storage seam"), besides
 store/tables.py itself and store/leases.py, the lease table's repository."""
 
 

@@ -1,6 +1,6 @@
 """Where the HTTP tools may connect: public addresses only, checked at every connection.
 
-DESIGN.md "Security defaults": http_request and fetch_webpage refuse private, loopback
+docs/architecture.md, "Security defaults": http_request and fetch_webpage refuse private, loopback
 and link-local addresses unless allowed. Here a host name is resolved once per
 connection, every address it resolves to is checked, and the connection is made to a
 checked address, never by resolving again (so DNS rebinding between check and connect

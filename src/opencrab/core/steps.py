@@ -1,4 +1,4 @@
-"""The steps of an engine turn (STYLE.md 5): what `SkillEngine.run` yields, in order.
+"""The steps of an engine turn: what `SkillEngine.run` yields, in order.
 
     [Compacted] → TurnStarted
     → ( TextDelta* → LlmReplied → ActionDone* )*          one round per model call

@@ -1,4 +1,6 @@
-"""The `tools` table mirrors the action registry (DESIGN.md "Tools are actions").
+"""The `tools` table mirrors the action registry.
+
+See docs/architecture.md, "One model for every specification".
 
 Every registered action has one row (name, description, JSON Schema) with a stable id,
 so seed 002's `toolIds` can grant an agent actions beyond its skills. The rows are read

@@ -1,4 +1,6 @@
-"""The turn service: the only way an agent's turn runs (DESIGN.md "Runtime").
+"""The turn service: the only way an agent's turn runs.
+
+See docs/architecture.md, "Runtime and the turn service".
 
 Every gateway (REST, WebSocket, `/v1`, the CLI, Discord and other plugins), discussions,
 the heartbeat and the ticket scheduler start turns here; agent mode will too. For each turn the

@@ -1,7 +1,7 @@
 """Workspace (seed 001 "Workspace"): an agent's private folder, jailed and size-capped.
 
 Every path an agent (or a model's tool call) names is relative to the agent's root and
-checked before the filesystem is touched (DESIGN.md "Security defaults"):
+checked before the filesystem is touched (docs/architecture.md, "Security defaults"):
 
 - refused outright: empty names where a file is needed, NUL and other control
   characters, absolute paths, Windows drive letters and UNC prefixes, backslashes,

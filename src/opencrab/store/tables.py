@@ -1,4 +1,6 @@
-"""Every table, declared once with SQLAlchemy Core (DESIGN.md "One model, not five").
+"""Every table, declared once with SQLAlchemy Core.
+
+See docs/architecture.md, "One model for every specification".
 
 Seed 001's persona/memory/skills/metrics tables and seed 002's agents/tools/tickets/
 steps/sessions/messages share one schema: `agents` is 002's row and 001's soul,

@@ -1,4 +1,4 @@
-"""The ticket scheduler (seed 002, DESIGN.md "Tickets"): runs tickets by lease.
+"""The ticket scheduler (docs/architecture.md, "Leases"): runs tickets by lease.
 
 `opencrab up` and `opencrab worker` each run one (`[tickets] enabled`). Every
 `[tickets] poll_secs` (and whenever one of its runs ends) it looks for `pending` tickets
