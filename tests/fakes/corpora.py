@@ -10,7 +10,8 @@ from typing import Any
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 CODEX_CORPUS = FIXTURES / "codex"
-"""A copy of ../shared/corpora/codex (see its SOURCE.md), so a clone alone runs the tests."""
+"""Six real, redacted Codex rollouts (where they come from: its SOURCE.md), kept in the
+repository so a clone alone runs the tests."""
 CODEX_FILES = sorted(CODEX_CORPUS.rglob("rollout-*.jsonl"))
 """The corpus's six rollouts, in path order."""
 
