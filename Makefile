@@ -134,7 +134,7 @@ test: $(VENV)/.dev-installed browser postgres sandbox agentmode clis
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 bench: $(VENV)/.dev-installed
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
