@@ -61,11 +61,16 @@ class Reindexed:
 
 
 def repository_root(path: Path) -> Path:
-    """The top directory of the git work tree holding `path`; ValidationError otherwise."""
+    """The top directory of the git work tree holding `path`; ValidationError otherwise
+    (a path the OS cannot even look up, such as one over its length limits, included)."""
     git = shutil.which("git")
     if git is None:
         raise ValidationError("git is not installed; agent mode needs it")
-    if not path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as error:  # ENAMETOOLONG: a name or the path over the OS's limit
+        raise ValidationError(f"repository path {str(path)[:80]}…: {error.strerror}") from None
+    if not is_dir:
         raise ValidationError(f"repository {path} is not a directory")
     done = subprocess.run(  # noqa: S603 - fixed argv, no shell
         [git, "-C", str(path), "rev-parse", "--show-toplevel"],
