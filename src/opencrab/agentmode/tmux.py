@@ -334,6 +334,10 @@ class TmuxServer:
             if index == "0":  # the session's own keeper window
                 continue
             state = _state(pane_id, int(pid or pane_pid), dead == "1", status, sig, run_dir)
+            try:
+                labels = await self._labels(pane_id)
+            except TmuxError:
+                continue  # removed since the listing (a cleanup or cancel elsewhere)
             panes.append(
                 PaneInfo(
                     pane_id=pane_id,
@@ -342,7 +346,7 @@ class TmuxServer:
                     exit_status=state.exit_status,
                     exit_signal=state.exit_signal,
                     window_name=window,
-                    labels=await self._labels(pane_id),
+                    labels=labels,
                 )
             )
         return panes
