@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from opencrab.agentmode import clis, deliver, idle, worktrees
+from opencrab.agentmode import clis, deliver, idle, instance, worktrees
 from opencrab.agentmode.answering import type_answer
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
 from opencrab.agentmode.clis import Endpoint, Observation
@@ -802,9 +802,9 @@ PASSED_ENV = (
 def open_runner(
     settings: Settings, db: Database, *, agent_id: str | None = None
 ) -> AgentModeRunner:
-    """A runner over `[agent_mode]` (sessions dir, tmux socket) and the data dir; the
+    """A runner over `[agent_mode]` (sessions dir), the data dir and its tmux socket; the
     sub-agents get OpenCrab's provider keys and locale from its environment."""
     service = AgentModeService.open(settings, db)
     extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
-    tmux = TmuxServer(settings.agent_mode.tmux_socket)
+    tmux = TmuxServer(instance.tmux_socket(settings))
     return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra)

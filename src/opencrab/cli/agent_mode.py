@@ -352,6 +352,7 @@ def attach(
     import os
     import shutil
 
+    from opencrab.agentmode.instance import tmux_socket
     from opencrab.agentmode.service import AgentModeService
     from opencrab.errors import ConflictError, ValidationError
 
@@ -364,7 +365,7 @@ def attach(
     tmux = shutil.which("tmux")
     if tmux is None:
         raise ValidationError("tmux is not installed")
-    socket = settings.agent_mode.tmux_socket
+    socket = tmux_socket(settings)
     pane = found.sub_agent.pane_id
     argv = [tmux, "-L", socket, "select-window", "-t", pane, ";", "attach", "-t", pane]
     os.execv(tmux, argv)  # noqa: S606 - replaces this process with tmux, no shell
