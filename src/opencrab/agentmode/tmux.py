@@ -1,12 +1,12 @@
 """OpenCrab's own tmux server: one pane per sub-agent, its input, output, exit and end.
 
 The server is private (`tmux -L <socket>`, one per OpenCrab instance: see
-`instance.tmux_socket`; no user configuration read), started on demand with `remain-on-
-exit on`, so a pane whose program ended stays with its exit status and last screen until
-OpenCrab removes it. A pane runs its argv through `paneexec` (no shell: quotes,
-`$(...)`, newlines reach the program as they are), so the pane's pid is the program's
-own pid. Each pane carries user options `@opencrab_<label>` (task, session, ...) so
-panes left by a crashed run are found again.
+`instance.tmux_socket`; no user configuration read), started on demand with
+`remain-on-exit on`, so a pane whose program ended stays with its exit status and last
+screen until OpenCrab removes it. A pane runs its argv through `paneexec` (no shell:
+quotes, `$(...)`, newlines reach the program as they are), so the pane's pid is the
+program's own pid. Each pane carries user options `@opencrab_<label>` (task, session,
+...) so panes left by a crashed run are found again.
 
     server = TmuxServer("opencrab")
     pane = await server.open_pane(["claude", "--yes"], cwd=worktree, env=env,
