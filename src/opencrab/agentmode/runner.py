@@ -702,7 +702,8 @@ class AgentModeRunner:
         return session
 
     async def cancel(self, session_id: str) -> AgentSession:
-        """End every running sub-agent's process tree; unfinished tasks become Cancelled."""
+        """End every running sub-agent's process tree; unfinished tasks become Cancelled
+        and their questions are dropped."""
         async with self._lock(session_id):
             session = self._load(session_id)
             for task in session.tasks:
@@ -712,6 +713,10 @@ class AgentModeRunner:
                     task.sub_agent.completed_at = utcnow()
                 if task.status in (TaskStatus.PENDING, TaskStatus.READY, TaskStatus.RUNNING):
                     move_task(task, TaskStatus.CANCELLED)
+            state = self.runs.load(session_id)
+            if state is not None and state.questions:  # nobody is asking any more
+                state.questions.clear()
+                self.runs.save(session_id, state)
             self._watched.pop(session_id, None)
             if session.status in (SessionStatus.ACTIVE, SessionStatus.PAUSED):
                 if session.status is SessionStatus.PAUSED:
