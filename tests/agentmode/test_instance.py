@@ -58,3 +58,42 @@ async def test_two_data_dirs_have_two_tmux_servers(
         await second.tmux.kill_server()
         db1.close()
         db2.close()
+
+
+def test_an_instance_only_touches_its_own_session_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both instances keep their sessions in the seed's `~/.gwt/sessions`; each file is
+    marked with its instance, and the other instance neither reads, indexes nor writes it."""
+    from opencrab.agentmode.files import SessionFiles
+    from opencrab.agentmode.model import dump_session
+    from opencrab.agentmode.service import AgentModeService
+    from opencrab.agentmode.validation import PlannedTask
+    from opencrab.errors import NotFoundError
+    from tests.agentmode.runner_support import make_repo, make_session
+
+    shared = SessionFiles(tmp_path / "home" / ".gwt" / "sessions")
+    services = []
+    for name in ("one", "two"):
+        settings = load_settings(overrides={"data_dir": str(tmp_path / name)})
+        db = Database(settings.database_url)
+        db.upgrade()
+        services.append(AgentModeService(settings, db, shared))
+    one, two = services
+    repo = make_repo(tmp_path / "repo")
+    session_id = make_session(one, repo, [PlannedTask("task-001", "a", "")])
+    path = shared.path_for(session_id)
+    text = path.read_bytes()
+    assert one.get(session_id).opencrab_instance == one.instance != two.instance
+
+    with pytest.raises(NotFoundError, match="another OpenCrab instance"):
+        two.get(session_id)
+    assert two.reindex().sessions == 0
+    assert two.list() == []
+    assert path.read_bytes() == text  # untouched
+    assert one.reindex().sessions == 1
+    assert [row.id for row in one.list()] == [session_id]
+    unmarked = one.get(session_id).model_copy(update={"opencrab_instance": None})
+    assert "opencrab_instance" not in dump_session(unmarked)  # the seed's format exactly
+    for service in services:
+        service.db.close()
