@@ -295,3 +295,6 @@ def test_cancel_shows_cancelled_without_the_answer_box_and_cleanup_refreshes_dis
     expect(root.locator("[data-session-status]")).to_have_text("Cancelled")
     expect(task.locator("[data-question]")).to_be_hidden()
     expect(p.locator("[data-disk] .empty")).to_be_visible()
+    p.goto("/agent-mode")
+    listed = p.locator("table.am-sessions tbody tr", has_text="質問してから作業する")
+    expect(listed.locator(".am-status")).to_have_text("Cancelled")

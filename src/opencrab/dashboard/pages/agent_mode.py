@@ -100,6 +100,14 @@ def shown_status(session: AgentSession) -> str:
     return session.status.value
 
 
+def listed_status(row: SessionSummary) -> str:
+    """`shown_status` of a listed session, from its task counts."""
+    counts = row.task_counts
+    if row.status is SessionStatus.FAILED and counts.get("cancelled") and not counts.get("failed"):
+        return "Cancelled"
+    return row.status.value
+
+
 @router.get("/agent-mode", response_class=HTMLResponse)
 async def sessions_page(request: Request) -> HTMLResponse:
     """Every agent-mode session, newest change first, and the form that plans one."""
@@ -107,7 +115,12 @@ async def sessions_page(request: Request) -> HTMLResponse:
     rows = await run_blocking(runner.service.list, limit=200)
     sessions: list[SessionSummary] = [summary(row) for row in rows]
     return render(
-        request, "agent_mode.html", title="Agent mode", sessions=sessions, text_lang=text_lang
+        request,
+        "agent_mode.html",
+        title="Agent mode",
+        sessions=sessions,
+        text_lang=text_lang,
+        listed_status=listed_status,
     )
 
 
