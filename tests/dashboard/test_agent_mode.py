@@ -298,3 +298,4 @@ def test_cancel_shows_cancelled_without_the_answer_box_and_cleanup_refreshes_dis
     p.goto("/agent-mode")
     listed = p.locator("table.am-sessions tbody tr", has_text="質問してから作業する")
     expect(listed.locator(".am-status")).to_have_text("Cancelled")
+    shoot(p, "agent-mode-list-cancelled")
