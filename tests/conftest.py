@@ -159,25 +159,49 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def _tmux_folder() -> Path:
+    """Where tmux puts the sockets of this run (its TMUX_TMPDIR, private to the run)."""
     return Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
 
 
-def _default_tmux_running() -> bool:
-    done = subprocess.run(["tmux", "-L", "opencrab", "list-sessions"], capture_output=True)
-    return done.returncode == 0
+def _sockets(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir() if p.is_socket()}
+    except OSError:
+        return set()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _default_tmux_untouched() -> Iterator[None]:
-    """No test starts the user's `tmux -L opencrab` (each test has its own socket)."""
-    if shutil.which("tmux") is None or _default_tmux_running():
-        yield  # (nothing to tell apart when the user's own runs already)
-        return
-    yield
-    started = _default_tmux_running()
-    if started:
-        subprocess.run(["tmux", "-L", "opencrab", "kill-server"], capture_output=True)
-    assert not started, "a test started the default agent-mode tmux server (tmux -L opencrab)"
+def _private_tmux_folder(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """The whole run's tmux servers live in a TMUX_TMPDIR of its own, so no test (nor a
+    server or CLI a test starts) can reach, start or end the user's own tmux servers and
+    their agent-mode panes. What the user has running is reported, never touched."""
+    import tempfile
+
+    users = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+    before = _sockets(users)
+    private = Path(tempfile.mkdtemp(prefix="oc-tmux-", dir="/tmp"))  # short: socket paths
+    saved = os.environ.get("TMUX_TMPDIR")
+    os.environ["TMUX_TMPDIR"] = str(private)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if before and reporter is not None:
+        reporter.write_line(
+            f"tests leave alone the user's tmux sockets in {users}: {sorted(before)}"
+        )
+    try:
+        yield private
+    finally:
+        if saved is None:
+            os.environ.pop("TMUX_TMPDIR", None)
+        else:
+            os.environ["TMUX_TMPDIR"] = saved
+        for name in sorted(_sockets(private / f"tmux-{os.getuid()}")):  # ours: end them
+            subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True,
+                           env=os.environ | {"TMUX_TMPDIR": str(private)})  # fmt: skip
+        shutil.rmtree(private, ignore_errors=True)
+        appeared = _sockets(users) - before
+        if appeared and reporter is not None:  # the user's own, started meanwhile
+            reporter.write_line(f"tmux sockets appeared in {users} during the run (left alone): "
+                                f"{sorted(appeared)}")  # fmt: skip
 
 
 @pytest.fixture(params=["openat2", "walk"])

@@ -133,3 +133,21 @@ def test_a_cli_that_cannot_be_started_is_refused_before_planning(
     assert "'gemini' is not installed" in result.stderr
     assert openai_fake.requests == []  # no plan asked for
     assert json.loads(ok("agent-mode", "status", "--json")) == []  # no session stored
+
+
+def test_start_without_a_terminal_and_without_yes_says_to_use_yes(
+    openai_fake: FakeLlmServer, tmp_path: Path
+) -> None:
+    """Nobody can answer "Start these tasks?" without a terminal: the command says to use
+    --yes (not a bare "Aborted."), before a plan is paid for or a session stored."""
+    repo = make_repo(tmp_path / "repo")
+    openai_fake.reply(CHAT, Reply(json=completion({"content": json.dumps(PLAN)})))
+    command = shlex.join(write_scripts(tmp_path / "scripts", {"task-001": []}))
+    result = runner.invoke(
+        app, ["agent-mode", "start", str(repo), "x", "--cli", "other", "--command", command]
+    )
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "Aborted" not in result.stdout + result.stderr
+    assert "--yes" in result.stderr
+    assert openai_fake.requests == []  # no plan asked for
+    assert json.loads(ok("agent-mode", "status", "--json")) == []  # no session stored

@@ -239,3 +239,63 @@ def test_pause_resume_and_cancel_from_the_page(
     expect(root).to_have_attribute("data-status", "Failed")
     expect(p.locator('[data-task-row="task-001"] [data-cell="status"]')).to_have_text("Cancelled")
     expect(p.get_by_role("button", name="Cancel")).to_be_hidden()
+
+
+def test_cancel_shows_cancelled_without_the_answer_box_and_cleanup_refreshes_disk_use(
+    page: Watched, fake_llm_server: FakeLlmServer, tmp_path: Path
+) -> None:
+    """Cancel while a task waits for an answer: the session reads Cancelled (not Failed),
+    the question and its answer box go; Clean up then empties the disk list in place."""
+    one = {"tasks": [{"id": "task-001", "name": "質問する作業", "description": "聞く"}]}
+    fake_llm_server.reply(
+        CHAT, Reply(json=completion({"content": json.dumps(one, ensure_ascii=False)}))
+    )
+    repo = make_repo(tmp_path / "repo")
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    asking = {"hook_event_name": "Notification", "notification_type": "permission_prompt",
+              "message": QUESTION}  # fmt: skip
+    steps = [{"print": "作業中"}, {"signal": asking}, {"sleep": 600}]
+    (folder / "task-001.json").write_text(json.dumps(steps), encoding="utf-8")
+    p = page.page
+    p.goto("/agent-mode")
+    p.locator("details.am-new").evaluate("d => { d.open = true; }")  # open, sessions or not
+    p.get_by_label("Repository").fill(str(repo))
+    p.get_by_label("Request").fill("質問してから作業する")
+    p.get_by_role("button", name="Plan").click()
+    p.wait_for_url("**/agent-mode/*-*")
+    p.get_by_label("Coding CLI").select_option("other")
+    p.get_by_label("Command").fill("\n".join([sys.executable, str(SCRIPTED), str(folder)]))
+    p.get_by_role("button", name="Start").click()
+    task = p.locator('[data-task="task-001"]')
+    expect(task.locator("[data-question-text]")).to_have_text(QUESTION, timeout=60_000)
+    expect(p.locator("[data-disk-list] li")).to_have_count(1, timeout=30_000)
+    p.evaluate("window.__samePage = true")
+
+    root = p.locator("[data-am-session]")
+    p.once("dialog", lambda dialog: dialog.accept())
+    p.get_by_role("button", name="Cancel").click()
+    expect(root.locator("[data-session-status]")).to_have_text("Cancelled")
+    expect(p.locator('[data-task-row="task-001"] [data-cell="status"]')).to_have_text("Cancelled")
+    expect(task.locator("[data-question]")).to_be_hidden()
+    expect(p.get_by_label("Answer for task-001")).to_be_hidden()
+    expect(p.get_by_role("button", name="Resume")).to_be_hidden()  # nothing left to run
+    shoot(p, "agent-mode-cancelled")
+
+    p.once("dialog", lambda dialog: dialog.accept())
+    p.get_by_role("button", name="Clean up").click()
+    expect(p.locator("[data-cleanup-report]")).to_contain_text("1 worktree(s) removed")
+    expect(p.locator("[data-disk-list] li")).to_have_count(0)
+    expect(p.locator("[data-disk] .empty")).to_be_visible()
+    expect(p.locator("[data-disk-session]")).to_have_text("0 B")
+    assert p.evaluate("window.__samePage") is True
+    shoot(p, "agent-mode-cleaned")
+
+    p.reload()  # rendered by the server: the same
+    expect(root.locator("[data-session-status]")).to_have_text("Cancelled")
+    expect(task.locator("[data-question]")).to_be_hidden()
+    expect(p.locator("[data-disk] .empty")).to_be_visible()
+    p.goto("/agent-mode")
+    listed = p.locator("table.am-sessions tbody tr", has_text="質問してから作業する")
+    expect(listed.locator(".am-status")).to_have_text("Cancelled")
+    shoot(p, "agent-mode-list-cancelled")

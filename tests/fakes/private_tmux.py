@@ -50,6 +50,7 @@ async def private_tmux() -> AsyncIterator[TmuxServer]:
         under = process_tree(server_pid) if server_pid else set()
         await server.kill_server(grace=2.0)
         assert not await server.is_running(), f"tmux server {server.socket} still running"
-        assert not list(Path(f"/tmp/tmux-{os.getuid()}").glob(server.socket))
+        folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+        assert not list(folder.glob(server.socket))
         left = wait_gone(under)
         assert not left, f"processes left behind by tmux server {server.socket}: {left}"

@@ -207,3 +207,16 @@ def test_answering_a_task_whose_pane_is_gone_says_it_ended(
         run = client.get(f"{base}/run").json()
     assert run["tasks"][0]["status"] == "Failed"
     assert "pane is gone" in run["tasks"][0]["result"]["error"]
+
+
+def test_a_repository_path_over_the_os_limits_is_a_400(client: TestClient, tmp_path: Path) -> None:
+    """A name longer than the file system allows (255 bytes), or a whole path longer than
+    the OS's (4095 bytes): the request is bad, not the server (ENAMETOOLONG)."""
+    long_name = tmp_path / ("a" * 300)
+    deep = ("/" + "b" * 200) * 21
+    for repository in (str(long_name), deep[:4096]):  # 4096 bytes: the request's own limit
+        response = client.post(
+            "/api/agent-mode/sessions", json={"repository": repository, "request": "x"}
+        )
+        message = error_of(response, 400, "validation_error")
+        assert "too long" in message

@@ -1,13 +1,14 @@
-"""Agent-mode cleanup: finished tasks' worktrees and branches, orphaned panes and worktrees.
-
-A worktree is removed (with its branch and its tasks' panes) only when every task that
-works in it is finished and its work is merged into the start branch or pushed; otherwise
-the refusal and its reason are reported (`force` removes it anyway). Orphans are panes
-of OpenCrab's tmux server whose labels name an unknown session or a task that is not
-running, and worktrees OpenCrab made under `.worktrees/` (marked when made, or on a branch
-a session's task recorded) that no session knows (`worktrees.find_orphans`): a worktree the
-user made there is never one, even with `force`. Orphans are only reported unless removal
-is asked for. Disk use per worktree is reported.
+"""Agent-mode cleanup: finished tasks' worktrees and branches, orphaned panes and
+worktrees. A worktree is removed (with its branch and its tasks' panes) only when every
+task that works in it is finished (a task that failed before its worktree was recorded
+on the session, as when merging its dependencies conflicted, still counts as the
+session's) and its work is merged into the start branch or pushed; otherwise the refusal
+and its reason are reported (`force` removes it anyway). Orphans are panes of OpenCrab's
+tmux server whose labels name an unknown session or a task that is not running, and
+worktrees OpenCrab made under `.worktrees/` (marked when made, or on a branch a
+session's task recorded) that no session knows (`worktrees.find_orphans`): a worktree
+the user made there is never one, even with `force`. Orphans are only reported unless
+removal is asked for. Disk use per worktree is reported.
 """
 
 from __future__ import annotations
@@ -51,30 +52,46 @@ class CleanupReport:
 async def clean_session(
     session: AgentSession, state: RunState, tmux: TmuxServer, *, force: bool
 ) -> CleanupReport:
-    """Remove the worktrees of `session` whose tasks are all finished (edits `session`)."""
+    """Remove the worktrees of `session` whose tasks are all finished (edits `session`),
+    those of tasks that failed before their worktree was recorded included."""
     report = CleanupReport()
     repo = Path(session.repository_path)
     usage = await worktrees.worktrees_disk_usage(repo)
     report.disk_bytes = {str(p): n for p, n in usage.items()}
-    for ref in list(session.worktrees):
-        users = [t for t in session.tasks if state.branches.get(t.id) == ref.branch_name]
+    for branch in [w.branch_name for w in session.worktrees] + await _unrecorded(session, state):
+        users = [t for t in session.tasks if state.branches.get(t.id) == branch]
         if any(t.status not in TASK_FINAL for t in users):
             continue  # still to run, or running in it
         try:
-            await worktrees.remove_worktree(repo, ref.branch_name, state.start_branch, force=force)
+            await worktrees.remove_worktree(repo, branch, state.start_branch, force=force)
         except ConflictError as refused:
-            report.refused[ref.branch_name] = str(refused)
+            report.refused[branch] = str(refused)
             continue
         for task in users:
             if task.sub_agent is not None:
                 with contextlib.suppress(TmuxError):
                     await tmux.kill_pane(task.sub_agent.pane_id)
-        session.worktrees.remove(ref)
-        report.removed.append(ref.branch_name)
+        session.worktrees = [w for w in session.worktrees if w.branch_name != branch]
+        report.removed.append(branch)
     if report.removed:
         note = f"Cleaned up: {', '.join(report.removed)}."
         session.conversation.add(MessageRole.SYSTEM, note)
     return report
+
+
+async def _unrecorded(session: AgentSession, state: RunState) -> list[str]:
+    """Branches of the session's finished tasks whose worktree was made but never
+    recorded on the session: the task failed before its sub-agent started (a merge of
+    its dependencies conflicted, the CLI could not be opened)."""
+    recorded = {w.branch_name for w in session.worktrees}
+    found: list[str] = []
+    for task in session.tasks:
+        branch = state.branches.get(task.id)
+        if not branch or branch in recorded or branch in found or task.status not in TASK_FINAL:
+            continue
+        if await worktrees.worktree_missing(session.repository_path, branch) is None:
+            found.append(branch)
+    return found
 
 
 async def find_orphans(

@@ -27,7 +27,7 @@ from opencrab.errors import ValidationError
 
 AgentType = Literal["ClaudeCode", "Codex", "Gemini", "OpenCode", "Other"]
 Status = Literal["Running", "WaitingInput", "Completed", "Error"]
-Source = Literal["Hook", "ProcessExit", "OutputPattern"]
+Source = Literal["Hook", "ProcessExit", "OutputPattern", "IdleTimeout"]
 
 QUIET_ENV = {
     # Claude Code: no auto-update, telemetry, error reports or other non-essential calls.

@@ -53,6 +53,9 @@ class Watched:
     signals: list[Signal] = field(default_factory=list)
     exit_status: int | None = None
     screen_at: float = 0.0  # when the watch loop last looked at (or heard from) it
+    looked_at: float = 0.0  # when idle.look last read its screen
+    screen_digest: str = ""  # that screen's hash, and since when it has not changed
+    quiet_since: float = field(default_factory=time.monotonic)
 
 
 SCREEN_EVERY_SECS = 1.5  # how often a silent CLI's pane is read for a question

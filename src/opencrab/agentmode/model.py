@@ -213,6 +213,10 @@ class AgentSession(_Record):
     conversation: Conversation
     tasks: list[Task]
     worktrees: list[WorktreeRef]
+    # Not the seed's: the OpenCrab instance (`instance.instance_id`) whose session this is,
+    # written last and only when set, so two instances sharing `~/.gwt/sessions` (and
+    # other tools' files there) leave each other's sessions alone.
+    opencrab_instance: str | None = None
 
     def task(self, task_id: str) -> Task | None:
         """The task with this id, or None."""
@@ -232,8 +236,12 @@ class AgentSession(_Record):
 
 
 def dump_session(session: AgentSession) -> str:
-    """The session as the seed's JSON file text (2-space indent, UTF-8 characters kept)."""
-    return json.dumps(session.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\n"
+    """The session as the seed's JSON file text (2-space indent, UTF-8 characters kept),
+    with the owning instance's mark last when it has one."""
+    data = session.model_dump(mode="json")
+    if data.get("opencrab_instance") is None:
+        data.pop("opencrab_instance", None)
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
 def load_session_json(text: str | bytes) -> AgentSession:

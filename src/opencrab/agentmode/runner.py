@@ -10,7 +10,10 @@ watch loop for the session (one asyncio task). Every `poll_secs` (200 ms) the lo
    change does it read the new signals or ask tmux for the pane's exit status, then maps
    them with `clis.observe` (signals first, pane exit next); a CLI whose questions send
    no signal (Codex's approvals) has its pane read for one every SCREEN_EVERY_SECS
-   while it is silent (`launching.screen_question`, never on text echoed from the prompt) —
+   while it is silent (`launching.screen_question`, never on text echoed from the prompt);
+   a sub-agent is Starting until its first signal or screen text, and one whose CLI sends
+   no signal at all completes by IdleTimeout after `[agent_mode] idle_timeout_secs` of an
+   unchanged screen without a question (`idle.py`) —
    WaitingInput keeps the question for the user (`answer` types the reply
    into the pane); Completed shows the task Completed at once and delivers in the
    background (`deliver.py`: the CLI ended, its pane kept for `output`; commit, diff
@@ -52,7 +55,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from opencrab.agentmode import clis, deliver, worktrees
+from opencrab.agentmode import clis, deliver, idle, instance, worktrees
 from opencrab.agentmode.answering import type_answer
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
 from opencrab.agentmode.clis import Endpoint, Observation
@@ -342,6 +345,9 @@ class AgentModeRunner:
             changed = True
         if not changed:
             asked = await screen_question(self.tmux, item, task.sub_agent)
+            if asked is None:
+                idle_secs = self.service.settings.agent_mode.idle_timeout_secs
+                asked = await idle.look(self.tmux, item, task.sub_agent, idle_secs=idle_secs)
             if asked is not None:
                 await self._apply(session, state, task, item, asked)
             return
@@ -596,7 +602,7 @@ class AgentModeRunner:
                 agent_type=SubAgentType(opened.profile.agent_type),
                 pane_id=opened.pane.pane_id,
                 pid=opened.pane.pid,
-                status=SubAgentStatus.RUNNING,
+                status=SubAgentStatus.STARTING,  # Running once it shows it is up (idle.py)
                 started_at=now,
                 completed_at=None,
                 completion_source=None,
@@ -696,7 +702,8 @@ class AgentModeRunner:
         return session
 
     async def cancel(self, session_id: str) -> AgentSession:
-        """End every running sub-agent's process tree; unfinished tasks become Cancelled."""
+        """End every running sub-agent's process tree; unfinished tasks become Cancelled
+        and their questions are dropped."""
         async with self._lock(session_id):
             session = self._load(session_id)
             for task in session.tasks:
@@ -706,6 +713,10 @@ class AgentModeRunner:
                     task.sub_agent.completed_at = utcnow()
                 if task.status in (TaskStatus.PENDING, TaskStatus.READY, TaskStatus.RUNNING):
                     move_task(task, TaskStatus.CANCELLED)
+            state = self.runs.load(session_id)
+            if state is not None and state.questions:  # nobody is asking any more
+                state.questions.clear()
+                self.runs.save(session_id, state)
             self._watched.pop(session_id, None)
             if session.status in (SessionStatus.ACTIVE, SessionStatus.PAUSED):
                 if session.status is SessionStatus.PAUSED:
@@ -796,9 +807,9 @@ PASSED_ENV = (
 def open_runner(
     settings: Settings, db: Database, *, agent_id: str | None = None
 ) -> AgentModeRunner:
-    """A runner over `[agent_mode]` (sessions dir, tmux socket) and the data dir; the
+    """A runner over `[agent_mode]` (sessions dir), the data dir and its tmux socket; the
     sub-agents get OpenCrab's provider keys and locale from its environment."""
     service = AgentModeService.open(settings, db)
     extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
-    tmux = TmuxServer(settings.agent_mode.tmux_socket)
+    tmux = TmuxServer(instance.tmux_socket(settings))
     return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra)

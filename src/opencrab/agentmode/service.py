@@ -3,9 +3,12 @@ get, list, edit the plan, reindex.
 
 The session file is the source of truth (`files.SessionFiles`); every save rewrites the
 session's row in the database index in the same call (`agent_mode` repository), and
-`reindex` rebuilds the whole index from the files. A new session is the seed's initial
-state: `Active`, every task `Pending`, nothing started; the plan may be edited until a
-task leaves `Pending` (running tasks is the runner's job, not this module's).
+`reindex` rebuilds the whole index from the files. Each file is marked with the instance
+that saved it (`instance.instance_id`, from the data directory): another instance's
+sessions in the same directory are neither read, indexed nor written here. A new session
+is the seed's initial state: `Active`, every task `Pending`, nothing started; the plan may
+be edited until a task leaves `Pending` (running tasks is the runner's job, not this
+module's).
 
 Example:
     service = AgentModeService.open(settings, db)
@@ -24,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from opencrab.agentmode.files import CorruptSessionFile, SessionFiles
+from opencrab.agentmode.instance import instance_id
 from opencrab.agentmode.model import (
     AgentSession,
     Conversation,
@@ -61,11 +65,16 @@ class Reindexed:
 
 
 def repository_root(path: Path) -> Path:
-    """The top directory of the git work tree holding `path`; ValidationError otherwise."""
+    """The top directory of the git work tree holding `path`; ValidationError otherwise
+    (a path the OS cannot even look up, such as one over its length limits, included)."""
     git = shutil.which("git")
     if git is None:
         raise ValidationError("git is not installed; agent mode needs it")
-    if not path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as error:  # ENAMETOOLONG: a name or the path over the OS's limit
+        raise ValidationError(f"repository path {str(path)[:80]}…: {error.strerror}") from None
+    if not is_dir:
         raise ValidationError(f"repository {path} is not a directory")
     done = subprocess.run(  # noqa: S603 - fixed argv, no shell
         [git, "-C", str(path), "rev-parse", "--show-toplevel"],
@@ -147,6 +156,7 @@ class AgentModeService:
         self.settings = settings
         self.db = db
         self.files = files
+        self.instance = instance_id(settings)  # the mark on this instance's session files
 
     @classmethod
     def open(cls, settings: Settings, db: Database) -> AgentModeService:
@@ -155,15 +165,28 @@ class AgentModeService:
 
     # ------------------------------------------------------------ files + index
     def save(self, session: AgentSession) -> Path:
-        """Write the session's file (checked, atomic) and refresh its index row."""
+        """Write the session's file (checked, atomic, marked as this instance's) and
+        refresh its index row."""
+        session.opencrab_instance = self.instance
         path = self.files.save(session)
         with self.db.write() as conn:
             index.put(conn, index_row(session, path))
         return path
 
     def get(self, session_id: str) -> AgentSession:
-        """The session from its file (NotFoundError, SessionFileCorrupt)."""
-        return self.files.load(session_id)
+        """The session from its file (NotFoundError, SessionFileCorrupt); a session
+        another OpenCrab instance marked as its own is not found here."""
+        session = self.files.load(session_id)
+        if not self._ours(session):
+            raise NotFoundError(
+                f"agent-mode session {session_id} belongs to another OpenCrab instance "
+                "(another data directory); this one leaves it alone"
+            )
+        return session
+
+    def _ours(self, session: AgentSession) -> bool:
+        """Marked by this instance, or not marked (a session saved before marks)."""
+        return session.opencrab_instance in (None, self.instance)
 
     def list(
         self,
@@ -184,10 +207,11 @@ class AgentModeService:
             )
 
     def reindex(self) -> Reindexed:
-        """Rebuild the index from the session files; corrupt files are moved aside and
-        returned, rows of sessions whose file is gone are dropped."""
+        """Rebuild the index from this instance's session files (another instance's are
+        left out); corrupt files are moved aside and returned, rows of sessions whose file
+        is gone are dropped."""
         sessions, corrupt = self.files.scan()
-        rows = [index_row(s, self.files.path_for(s.id)) for s in sessions]
+        rows = [index_row(s, self.files.path_for(s.id)) for s in sessions if self._ours(s)]
         with self.db.write() as conn:
             count = index.replace_all(conn, rows)
         return Reindexed(count, corrupt)

@@ -1,11 +1,12 @@
 """OpenCrab's own tmux server: one pane per sub-agent, its input, output, exit and end.
 
-The server is private (`tmux -L <socket>`, default "opencrab", no user configuration
-read), started on demand with `remain-on-exit on`, so a pane whose program ended stays
-with its exit status and last screen until OpenCrab removes it. A pane runs its argv
-through `paneexec` (no shell: quotes, `$(...)`, newlines reach the program as they are),
-so the pane's pid is the program's own pid. Each pane carries user options
-`@opencrab_<label>` (task, session, ...) so panes left by a crashed run are found again.
+The server is private (`tmux -L <socket>`, one per OpenCrab instance: see
+`instance.tmux_socket`; no user configuration read), started on demand with
+`remain-on-exit on`, so a pane whose program ended stays with its exit status and last
+screen until OpenCrab removes it. A pane runs its argv through `paneexec` (no shell:
+quotes, `$(...)`, newlines reach the program as they are), so the pane's pid is the
+program's own pid. Each pane carries user options `@opencrab_<label>` (task, session,
+...) so panes left by a crashed run are found again.
 
     server = TmuxServer("opencrab")
     pane = await server.open_pane(["claude", "--yes"], cwd=worktree, env=env,
@@ -334,6 +335,10 @@ class TmuxServer:
             if index == "0":  # the session's own keeper window
                 continue
             state = _state(pane_id, int(pid or pane_pid), dead == "1", status, sig, run_dir)
+            try:
+                labels = await self._labels(pane_id)
+            except TmuxError:
+                continue  # removed since the listing (a cleanup or cancel elsewhere)
             panes.append(
                 PaneInfo(
                     pane_id=pane_id,
@@ -342,7 +347,7 @@ class TmuxServer:
                     exit_status=state.exit_status,
                     exit_signal=state.exit_signal,
                     window_name=window,
-                    labels=await self._labels(pane_id),
+                    labels=labels,
                 )
             )
         return panes

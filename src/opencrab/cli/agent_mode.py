@@ -2,7 +2,8 @@
 
 `plan REPO "request"` asks the master agent (`[agent_mode] master_agent`, or `--agent`)
 for a plan and stores the session (Active, every task Pending; it is not started).
-`start REPO "request" --cli claude` plans, shows the plan, asks (unless `--yes`) and runs
+`start REPO "request" --cli claude` plans, shows the plan, asks (unless `--yes`; without a
+terminal `--yes` is required) and runs
 it in this process until it ends (Ctrl-C stops watching; the sub-agents go on in their
 tmux panes and `resume` watches them again). `status` lists the sessions; `status
 SESSION` shows one with its tasks, sub-agents and waiting questions. `answer TASK
@@ -285,14 +286,21 @@ def start(
     Example: opencrab agent-mode start . "認証機能を実装して" --cli claude
     """
     import asyncio
+    import sys
 
     from opencrab.agentmode.clis import launch_command, profile_for
     from opencrab.agentmode.runner import CLIS_BIN
     from opencrab.agentmode.service import AgentModeService
     from opencrab.core.runtime import Runtime
+    from opencrab.errors import ValidationError
 
     # an unknown CLI, `other` without --command, a CLI not installed: refused before planning
     launch_command(profile_for(cli), command, (CLIS_BIN,))
+    if not yes and not sys.stdin.isatty():  # nobody to answer "Start these tasks?"
+        raise ValidationError(
+            "there is no terminal to confirm the plan: run again with --yes to start "
+            "without asking (or `agent-mode plan`, then `agent-mode resume -s ID`)"
+        )
     settings = settings_from(config, data_dir)
 
     async def plan_it() -> AgentSession:
@@ -344,6 +352,7 @@ def attach(
     import os
     import shutil
 
+    from opencrab.agentmode.instance import tmux_socket
     from opencrab.agentmode.service import AgentModeService
     from opencrab.errors import ConflictError, ValidationError
 
@@ -356,7 +365,7 @@ def attach(
     tmux = shutil.which("tmux")
     if tmux is None:
         raise ValidationError("tmux is not installed")
-    socket = settings.agent_mode.tmux_socket
+    socket = tmux_socket(settings)
     pane = found.sub_agent.pane_id
     argv = [tmux, "-L", socket, "select-window", "-t", pane, ";", "attach", "-t", pane]
     os.execv(tmux, argv)  # noqa: S606 - replaces this process with tmux, no shell

@@ -281,7 +281,12 @@ class AgentModeSection(Section):
     plan_retries: int = Field(default=2, ge=0, le=10)
     max_tasks: int = Field(default=50, ge=1, le=1000)  # tasks one plan may have
     parallelism: int = Field(default=3, ge=1, le=64)  # tasks of a session run at once
-    tmux_socket: str = Field(default="opencrab", pattern=r"^[A-Za-z0-9_.-]+$")  # tmux -L
+    # the tmux server of the sub-agents' panes (`tmux -L`); empty: one per data directory,
+    # `opencrab-<hash of its path>`, so two instances never share panes
+    tmux_socket: str = Field(default="", pattern=r"^[A-Za-z0-9_.-]*$")
+    # a sub-agent whose CLI sends no signal (no hooks, no notify) completes by IdleTimeout
+    # once its screen has not changed for this long and shows no question; 0: never
+    idle_timeout_secs: float = Field(default=600.0, ge=0, le=86_400)
 
     @property
     def sessions_path(self) -> Path:

@@ -22,7 +22,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse
 
-from opencrab.agentmode.model import AgentSession, Task
+from opencrab.agentmode.model import AgentSession, SessionStatus, Task, TaskStatus
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.dashboard.render import render, text_lang
 from opencrab.errors import OpenCrabError
@@ -87,6 +87,27 @@ def depths(session: AgentSession) -> dict[str, int]:
     return found
 
 
+def shown_status(session: AgentSession) -> str:
+    """The session's state as a person reads it: the seed has no cancelled session, so a
+    cancelled one is Failed in its file; it shows as Cancelled when no task failed."""
+    statuses = {t.status for t in session.tasks}
+    if (
+        session.status is SessionStatus.FAILED
+        and TaskStatus.CANCELLED in statuses
+        and TaskStatus.FAILED not in statuses
+    ):
+        return "Cancelled"
+    return session.status.value
+
+
+def listed_status(row: SessionSummary) -> str:
+    """`shown_status` of a listed session, from its task counts."""
+    counts = row.task_counts
+    if row.status is SessionStatus.FAILED and counts.get("cancelled") and not counts.get("failed"):
+        return "Cancelled"
+    return row.status.value
+
+
 @router.get("/agent-mode", response_class=HTMLResponse)
 async def sessions_page(request: Request) -> HTMLResponse:
     """Every agent-mode session, newest change first, and the form that plans one."""
@@ -94,7 +115,12 @@ async def sessions_page(request: Request) -> HTMLResponse:
     rows = await run_blocking(runner.service.list, limit=200)
     sessions: list[SessionSummary] = [summary(row) for row in rows]
     return render(
-        request, "agent_mode.html", title="Agent mode", sessions=sessions, text_lang=text_lang
+        request,
+        "agent_mode.html",
+        title="Agent mode",
+        sessions=sessions,
+        text_lang=text_lang,
+        listed_status=listed_status,
     )
 
 
@@ -116,6 +142,8 @@ async def _task_views(runner: AgentModeRunner, session: AgentSession) -> list[Ta
         if not branch and state is not None:
             branch = state.branches.get(task.id, "")
         question = None if state is None else state.questions.get(task.id)
+        if task.status is not TaskStatus.RUNNING:
+            question = None  # an ended task asks nothing (cancelled while it waited)
         views.append(TaskView(task, layers[task.id], branch, question, output, diff))
     return views
 
@@ -158,6 +186,7 @@ async def session_page(session_id: SessionId, request: Request) -> HTMLResponse:
         "agent_mode_session.html",
         title=title,
         session=session,
+        shown_status=shown_status(session),
         request_text=request_text,
         lang=text_lang(request_text),
         run=state,

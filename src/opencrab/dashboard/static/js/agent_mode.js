@@ -120,13 +120,22 @@
     return i === 0 ? v + " B" : v.toFixed(1) + " " + units[i];
   }
 
+  /* The seed has no cancelled session (its file says Failed): shown as Cancelled when
+     tasks were cancelled and none failed (as the server renders it). */
+  function shownStatus(s) {
+    const statuses = s.tasks.map((t) => t.status);
+    return s.status === "Failed" && statuses.includes("Cancelled") && !statuses.includes("Failed")
+      ? "Cancelled" : s.status;
+  }
+
   function applySession(s) {
     root.dataset.status = s.status;
-    badge(root.querySelector("[data-session-status]"), s.status);
+    const shown = shownStatus(s);
+    badge(root.querySelector("[data-session-status]"), shown);
     const show = { pause: ["Active"], resume: ["Paused", "Failed"], cancel: ["Active", "Paused"] };
     root.querySelectorAll("[data-control]").forEach((b) => {
       const allowed = show[b.dataset.control];
-      if (allowed) b.hidden = !allowed.includes(s.status);
+      if (allowed) b.hidden = !allowed.includes(shown);
     });
     const run = s.run || { questions: {}, outcomes: {} };
     tasks = s.tasks.map((t) => ({
@@ -151,7 +160,7 @@
     setText(section.querySelector('[data-field="agent"]'),
       t.subAgent ? t.subAgent.agentType + " · " + t.subAgent.status : "");
     section.querySelector("[data-retry]").hidden = t.status !== "Failed";
-    const question = run.questions[t.id];
+    const question = t.status === "Running" ? run.questions[t.id] : null;  // ended: none
     const box = section.querySelector("[data-question]");
     box.hidden = !question;
     if (question) setText(box.querySelector("[data-question-text]"), question);
@@ -196,7 +205,19 @@
     setText(document.querySelector("[data-disk-session]"), humanBytes(d.sessionBytes));
     setText(document.querySelector("[data-disk-repo]"), humanBytes(d.repositoryWorktreesBytes));
     const list = document.querySelector("[data-disk-list]");
-    if (!d.worktrees.length) return;
+    let empty = list.parentElement.querySelector(".empty");
+    if (!d.worktrees.length) {  // none yet, or all cleaned up
+      list.replaceChildren();
+      list.hidden = true;
+      if (!empty) {
+        empty = document.createElement("p");
+        empty.className = "empty";
+        empty.textContent = "No worktree.";
+        list.after(empty);
+      }
+      empty.hidden = false;
+      return;
+    }
     list.replaceChildren(...d.worktrees.map((w) => {
       const li = document.createElement("li");
       const code = document.createElement("code");
@@ -205,7 +226,6 @@
       return li;
     }));
     list.hidden = false;
-    const empty = list.parentElement.querySelector(".empty");
     if (empty) empty.hidden = true;
   }
 
