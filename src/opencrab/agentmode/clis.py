@@ -89,7 +89,7 @@ class Launch:
     """Everything needed to start one sub-agent: argv, environment, directories."""
 
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)  # holds the key: never in a repr or log line
     cwd: Path
     home: Path
     signal_dir: Path
