@@ -158,7 +158,7 @@ async def test_a_cli_without_a_usable_key_is_refused_naming_where_to_set_it(
     with pytest.raises(ValidationError) as refused:
         credentials.endpoint("Codex")
     assert "Codex needs an API key for openai" in str(refused.value)
-    assert "LLM settings page" in str(refused.value)
+    assert "dashboard's LLM page" in str(refused.value)
     assert "[llm.providers.openai] api_key" in str(refused.value)
     assert "OPENAI_API_KEY" in str(refused.value)
 

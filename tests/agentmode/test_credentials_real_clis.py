@@ -171,7 +171,7 @@ async def test_no_key_anywhere_is_refused_before_starting_saying_where_to_set_it
 
     message = str(refused.value)
     assert "ClaudeCode needs an API key for anthropic" in message
-    assert "LLM settings page" in message
+    assert "dashboard's LLM page" in message
     assert "[llm.providers.anthropic] api_key" in message
     assert runner.run_state(session_id) is None  # nothing started
 

@@ -65,6 +65,7 @@ class ScreenPattern:
     status: Status
     question: re.Pattern[str]  # the line that holds the question
     cue: re.Pattern[str]  # must appear on a later line (the choices), not in the prompt
+    startup: bool = False  # asked before the CLI's hooks run (read even when they report)
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,8 @@ class Profile:
     transcripts: str | None = None  # its transcripts, relative to its HOME
     importer: str | None = None  # opencrab.importers source for them
     screen: tuple[ScreenPattern, ...] = ()
-    asks_by_hook: bool = False  # its hooks report each question once it runs (before its
-    # first signal, e.g. a start-up question, the screen is still read)
+    asks_by_hook: bool = False  # its hooks report each question (else: the screen does);
+    # its `startup` patterns are still read off the screen until its first signal
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ class Observation:
     detail: dict[str, str] = field(default_factory=dict)
 
 
-def _pattern(status: Status, question: str, cue: str) -> ScreenPattern:
-    return ScreenPattern(status, re.compile(question), re.compile(cue))
+def _pattern(status: Status, question: str, cue: str, *, startup: bool = False) -> ScreenPattern:
+    return ScreenPattern(status, re.compile(question), re.compile(cue), startup)
 
 
 CLAUDE_CODE = Profile(
@@ -123,8 +124,13 @@ CLAUDE_CODE = Profile(
     importer="claude",
     screen=(
         _pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),
-        # before its first hook: "Detected a custom API key … use it?  Yes / ❯ No"
-        _pattern("WaitingInput", r"^\s*(Do you want to use this API key\?)", r"^\s*(❯\s*)?Yes\b"),
+        # before its hooks run: "Detected a custom API key … use it?  Yes / ❯ No"
+        _pattern(
+            "WaitingInput",
+            r"^\s*(Do you want to use this API key\?)",
+            r"^\s*(❯\s*)?Yes\b",
+            startup=True,
+        ),
     ),
     asks_by_hook=True,  # Notification permission_prompt / idle_prompt (after its start)
 )

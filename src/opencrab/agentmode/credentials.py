@@ -112,19 +112,20 @@ class SubAgentCredentials:
 
 
 def _no_key(agent_type: AgentType, found: list[Found]) -> str:
-    """Why `agent_type` cannot start, and where to set the key."""
-    names = " or ".join(f.name for f in found)
-    lines = [f"{agent_type} needs an API key for {names}, and none is usable:"]
+    """Why `agent_type` cannot start, and where to set the key (one sentence a form or
+    a terminal shows as it is)."""
+    reasons = []
     for f in found:
         if f.problem:
-            lines.append(f"- {f.problem}")
+            reasons.append(f.problem)
         elif f.key and f.config.enabled is False:
-            lines.append(f"- {f.name} is switched off in the LLM settings")
+            reasons.append(f"{f.name} is switched off on the dashboard's LLM page")
         else:
             variable = KEY_VARIABLES.get(f.name, "")
-            lines.append(
-                f"- {f.name}: enter its key on the dashboard's LLM settings page, or set "
+            reasons.append(
+                f"enter the {f.name} key on the dashboard's LLM page, or set "
                 f"[llm.providers.{f.name}] api_key in the config file"
                 + (f" (by default read from {variable})" if variable else "")
             )
-    return "\n".join(lines)
+    names = found[0].name if len(found) == 1 else "one of " + ", ".join(f.name for f in found)
+    return f"{agent_type} needs an API key for {names}: " + "; ".join(reasons)

@@ -18,7 +18,7 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from opencrab.agentmode import clis, worktrees
@@ -62,17 +62,18 @@ SCREEN_LINES = 60
 async def screen_question(
     tmux: TmuxServer, item: Watched, agent: SubAgent | None
 ) -> Observation | None:
-    """The fallback for a question that sends no signal (Codex's approvals; a question a
-    CLI whose hooks report questions asks before its first signal, such as Claude
-    Code's "use this API key?"): while it runs, at most every SCREEN_EVERY_SECS and
+    """The fallback for a question that sends no signal (Codex's approvals; a start-up
+    question of a CLI whose hooks report the others, such as Claude Code's "use this
+    API key?", until its first signal): while it runs, at most every SCREEN_EVERY_SECS and
     not sooner after its last signal (an answer's included), its pane matched against
     the profile's prompts (`clis.match_screen`, never on text echoed from the task's
     prompt); the WaitingInput observation, or None."""
     profile = item.profile
+    if profile.asks_by_hook:  # its hooks report questions; before its first, start-up ones
+        startup = tuple(p for p in profile.screen if p.startup)
+        profile = replace(profile, screen=() if item.signals else startup)
     if not profile.screen or item.exit_status is not None:
         return None
-    if profile.asks_by_hook and item.signals:
-        return None  # its hooks speak now
     if agent is None or agent.status is not SubAgentStatus.RUNNING:
         return None
     now = time.monotonic()
