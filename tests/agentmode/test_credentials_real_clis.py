@@ -123,6 +123,7 @@ def test_a_key_entered_through_the_settings_api_reaches_the_real_cli(
     path = "/v1/messages" if cli.agent_type == "ClaudeCode" else "/v1/responses"
     assert auth_of(fake_llm_server, path) == {key}, run["tasks"][0]
     assert run["tasks"][0]["status"] == "Completed", run["tasks"][0]
+    assert key not in json.dumps(run)  # the API shows no key
     assert not files_holding(settings.agent_mode.sessions_path, key)
     assert not [
         p for p in files_holding(settings.data_dir, key) if p.name != ".claude.json"
