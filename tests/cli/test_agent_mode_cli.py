@@ -151,3 +151,19 @@ def test_start_without_a_terminal_and_without_yes_says_to_use_yes(
     assert "--yes" in result.stderr
     assert openai_fake.requests == []  # no plan asked for
     assert json.loads(ok("agent-mode", "status", "--json")) == []  # no session stored
+
+
+def test_a_cli_whose_provider_has_no_key_is_refused_before_planning(
+    openai_fake: FakeLlmServer, tmp_path: Path
+) -> None:
+    """Claude Code talks to OpenCrab's anthropic provider: with no key for it (neither
+    stored through the dashboard nor in the config or ANTHROPIC_API_KEY) nothing is
+    planned, and the error says where to set one."""
+    repo = make_repo(tmp_path / "repo")
+    openai_fake.reply(CHAT, Reply(json=completion({"content": json.dumps(PLAN)})))
+    result = runner.invoke(app, ["agent-mode", "start", str(repo), "x", "--cli", "claude", "-y"])
+    assert result.exit_code == 1
+    assert "ClaudeCode needs an API key for anthropic" in result.stderr
+    assert "[llm.providers.anthropic] api_key" in result.stderr
+    assert openai_fake.requests == []  # no plan asked for
+    assert json.loads(ok("agent-mode", "status", "--json")) == []  # no session stored

@@ -299,3 +299,30 @@ def test_cancel_shows_cancelled_without_the_answer_box_and_cleanup_refreshes_dis
     listed = p.locator("table.am-sessions tbody tr", has_text="質問してから作業する")
     expect(listed.locator(".am-status")).to_have_text("Cancelled")
     shoot(p, "agent-mode-list-cancelled")
+
+
+def test_starting_a_cli_whose_provider_has_no_key_says_where_to_set_it(
+    page: Watched, fake_llm_server: FakeLlmServer, tmp_path: Path
+) -> None:
+    one = {"tasks": [{"id": "task-001", "name": "ログイン画面を作る", "description": "作る"}]}
+    fake_llm_server.reply(
+        CHAT, Reply(json=completion({"content": json.dumps(one, ensure_ascii=False)}))
+    )
+    repo = make_repo(tmp_path / "repo")
+    p = page.page
+    p.goto("/agent-mode")
+    if not p.get_by_label("Repository").is_visible():  # sessions listed: the form is folded
+        p.locator("details.am-new summary").click()
+    p.get_by_label("Repository").fill(str(repo))
+    p.get_by_label("Request").fill("ログイン画面を作る")
+    p.get_by_role("button", name="Plan").click()
+    p.wait_for_url("**/agent-mode/*-*")
+    page.allow("400")  # the refusal below
+    p.get_by_label("Coding CLI").select_option("claude")
+    p.get_by_role("button", name="Start").click()
+
+    refused = p.locator("form[data-api$='/start']")
+    expect(refused).to_contain_text("ClaudeCode needs an API key for anthropic")
+    expect(refused).to_contain_text("dashboard's LLM page")
+    expect(p.locator("[data-am-session]")).to_have_attribute("data-started", "no")
+    shoot(p, "agent-mode-no-key")

@@ -47,11 +47,15 @@ QUIET_ENV = {
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The model a sub-agent talks to: OpenCrab's choice, never the user's own login."""
+    """The model a sub-agent talks to: OpenCrab's choice, never the user's own login
+    (`credentials.py` finds it in OpenCrab's LLM settings). The base URL is written the
+    way OpenCrab's provider of the same vendor takes it (Anthropic and Google without a
+    version path, OpenAI-compatible ones with `/v1`); None: the vendor's own API."""
 
-    base_url: str  # e.g. http://127.0.0.1:8080 (Anthropic) or …/v1 (OpenAI Responses)
-    api_key: str
+    base_url: str | None  # e.g. http://127.0.0.1:8080 (Anthropic) or …/v1 (OpenAI)
+    api_key: str = field(repr=False)  # never in a repr, so never in a log line
     model: str | None = None
+    provider: str | None = None  # the OpenCrab provider it came from (OpenCode's choice)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class ScreenPattern:
     status: Status
     question: re.Pattern[str]  # the line that holds the question
     cue: re.Pattern[str]  # must appear on a later line (the choices), not in the prompt
+    startup: bool = False  # asked before the CLI's hooks run (read even when they report)
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ class Profile:
     transcripts: str | None = None  # its transcripts, relative to its HOME
     importer: str | None = None  # opencrab.importers source for them
     screen: tuple[ScreenPattern, ...] = ()
-    asks_by_hook: bool = False  # its hooks report each question (else: the screen does)
+    asks_by_hook: bool = False  # its hooks report each question (else: the screen does);
+    # its `startup` patterns are still read off the screen until its first signal
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ class Launch:
     """Everything needed to start one sub-agent: argv, environment, directories."""
 
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)  # holds the key: never in a repr or log line
     cwd: Path
     home: Path
     signal_dir: Path
@@ -105,8 +111,8 @@ class Observation:
     detail: dict[str, str] = field(default_factory=dict)
 
 
-def _pattern(status: Status, question: str, cue: str) -> ScreenPattern:
-    return ScreenPattern(status, re.compile(question), re.compile(cue))
+def _pattern(status: Status, question: str, cue: str, *, startup: bool = False) -> ScreenPattern:
+    return ScreenPattern(status, re.compile(question), re.compile(cue), startup)
 
 
 CLAUDE_CODE = Profile(
@@ -116,8 +122,17 @@ CLAUDE_CODE = Profile(
     ask_first=("--permission-mode", "default"),
     transcripts=".claude/projects",
     importer="claude",
-    screen=(_pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),),
-    asks_by_hook=True,  # Notification permission_prompt / idle_prompt
+    screen=(
+        _pattern("WaitingInput", r"^\s*(Do you want to [^?]+\?)", r"^\s*(❯\s*)?1\.\s*Yes\b"),
+        # before its hooks run: "Detected a custom API key … use it?  Yes / ❯ No"
+        _pattern(
+            "WaitingInput",
+            r"^\s*(Do you want to use this API key\?)",
+            r"^\s*(❯\s*)?Yes\b",
+            startup=True,
+        ),
+    ),
+    asks_by_hook=True,  # Notification permission_prompt / idle_prompt (after its start)
 )
 CODEX = Profile(
     agent_type="Codex",
@@ -244,6 +259,8 @@ def prepare(
         env |= _codex_home(home, workdir, signal_dir, endpoint)
     elif profile.agent_type == "Gemini":
         env |= _gemini_home(home, signal_dir, endpoint)
+    elif profile.agent_type == "OpenCode":
+        env |= _opencode_home(home, endpoint)
     if extra_env:
         env |= dict(extra_env)
     paste = profile.prompt_via == "paste"
@@ -278,13 +295,18 @@ def _claude_home(
     _write_private(home / ".claude" / "settings.json", json.dumps(settings, indent=2))
     env: dict[str, str] = {}
     if endpoint:
-        env |= {"ANTHROPIC_BASE_URL": endpoint.base_url, "ANTHROPIC_API_KEY": key}
+        # ANTHROPIC_API_KEY is sent as x-api-key (what Anthropic's API takes); the
+        # "custom API key" question it causes is answered by `customApiKeyResponses`
+        env["ANTHROPIC_API_KEY"] = key
+        if endpoint.base_url:
+            env["ANTHROPIC_BASE_URL"] = endpoint.base_url
         if endpoint.model:
             env["ANTHROPIC_MODEL"] = endpoint.model
     return env
 
 
 CODEX_KEY_VAR = "OPENCRAB_CODEX_API_KEY"
+OPENAI_URL = "https://api.openai.com/v1"
 
 
 def _codex_home(
@@ -304,10 +326,12 @@ def _codex_home(
             "",
             "[model_providers.opencrab]",
             'name = "OpenCrab"',
-            f"base_url = {_toml_str(endpoint.base_url)}",
+            f"base_url = {_toml_str(endpoint.base_url or OPENAI_URL)}",
             'wire_api = "responses"',
             f"env_key = {_toml_str(CODEX_KEY_VAR)}",
         ]
+    # no snapshot of the shell's environment on disk: it would hold the key
+    lines += ["", "[features]", "shell_snapshot = false"]
     lines += ["", f"[projects.{_toml_str(str(workdir))}]", 'trust_level = "trusted"', ""]
     _write_private(codex_home / "config.toml", "\n".join(lines))
     env = {"CODEX_HOME": str(codex_home)}
@@ -317,7 +341,8 @@ def _codex_home(
 
 
 def _gemini_home(home: Path, signal_dir: Path, endpoint: Endpoint | None) -> dict[str, str]:
-    """~/.gemini/settings.json with hooks that record AfterAgent and Notification."""
+    """~/.gemini/settings.json with hooks that record AfterAgent and Notification, and
+    (with an endpoint) the API-key sign-in chosen, so it never asks how to sign in."""
     hook = [{"type": "command", "command": _shell_words(signal_command(signal_dir, "gemini"))}]
     settings = {
         "hooks": {
@@ -328,10 +353,48 @@ def _gemini_home(home: Path, signal_dir: Path, endpoint: Endpoint | None) -> dic
         "privacy": {"usageStatisticsEnabled": False},
         "general": {"disableAutoUpdate": True},
     }
+    if endpoint:
+        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
     _write_private(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
     env: dict[str, str] = {}
     if endpoint:
-        env |= {"GEMINI_API_KEY": endpoint.api_key, "GOOGLE_GEMINI_BASE_URL": endpoint.base_url}
+        env["GEMINI_API_KEY"] = endpoint.api_key
+        if endpoint.base_url:
+            env["GOOGLE_GEMINI_BASE_URL"] = endpoint.base_url
+        if endpoint.model:
+            env["GEMINI_MODEL"] = endpoint.model
+    return env
+
+
+OPENCODE_KEY_VAR = "OPENCRAB_OPENCODE_API_KEY"
+OPENCODE_URL_SUFFIX = {"anthropic": "/v1", "google": "/v1beta"}
+"""What OpenCode's provider packages (the AI SDK's) expect after the base URL that
+OpenCrab's provider of the same vendor takes (OpenAI-compatible ones include `/v1`)."""
+
+
+def _opencode_home(home: Path, endpoint: Endpoint | None) -> dict[str, str]:
+    """~/.config/opencode/opencode.json (its XDG directories under the sub-agent's HOME):
+    with an endpoint, the provider's options (base URL; the key read from a variable,
+    so it is never written to the file) and its model."""
+    config_dir = home / ".config"
+    config: dict[str, object] = {"$schema": "https://opencode.ai/config.json", "autoupdate": False}
+    env = {
+        "XDG_CONFIG_HOME": str(config_dir),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+    if endpoint:
+        provider = endpoint.provider or "anthropic"
+        options = {"apiKey": "{env:" + OPENCODE_KEY_VAR + "}"}
+        if endpoint.base_url:
+            suffix = OPENCODE_URL_SUFFIX.get(provider, "")
+            options["baseURL"] = endpoint.base_url.rstrip("/") + suffix
+        config["provider"] = {provider: {"options": options}}
+        if endpoint.model:
+            config["model"] = f"{provider}/{endpoint.model}"
+        env[OPENCODE_KEY_VAR] = endpoint.api_key
+    _write_private(config_dir / "opencode" / "opencode.json", json.dumps(config, indent=2))
     return env
 
 
@@ -404,10 +467,18 @@ def _from_signal(signal: Signal, now: Observation) -> Observation | None:
 
 @dataclass(frozen=True)
 class ScreenMatch:
-    """A known prompt found on the screen."""
+    """A known prompt found on the screen, with its menu: the choices below it as shown
+    (numbers and the cursor mark left out), whether they are numbered, and the one the
+    cursor is on (None when no mark is shown)."""
 
     status: Status
     question: str
+    options: tuple[str, ...] = ()
+    numbered: bool = False
+    selected: int | None = None
+
+
+MENU_LINE = re.compile(r"^\s*(?P<mark>[❯›>]\s*)?(?P<number>\d+\.\s+)?(?P<text>\S.*?)\s*$")
 
 
 def match_screen(profile: Profile, screen: str, prompt: str = "") -> ScreenMatch | None:
@@ -423,8 +494,31 @@ def match_screen(profile: Profile, screen: str, prompt: str = "") -> ScreenMatch
                 continue
             below = [n for n in range(index + 1, len(lines)) if lines[n].strip()][:8]
             if any(n not in echoed and pattern.cue.search(lines[n]) for n in below):
-                return ScreenMatch(pattern.status, found[1].strip())
+                return _with_menu(ScreenMatch(pattern.status, found[1].strip()), lines[index + 1 :])
     return None
+
+
+def _with_menu(match: ScreenMatch, below: list[str]) -> ScreenMatch:
+    """`match` with the menu read from the lines below its question: the first run of
+    non-blank lines (the choices), up to the next blank line."""
+    options: list[str] = []
+    numbered = True
+    selected: int | None = None
+    for line in below:
+        if not line.strip():
+            if options:
+                break
+            continue
+        found = MENU_LINE.match(line)
+        if found is None:
+            break
+        if found["mark"]:
+            selected = len(options)
+        numbered = numbered and bool(found["number"])
+        options.append(found["text"])
+    return ScreenMatch(
+        match.status, match.question, tuple(options), numbered and bool(options), selected
+    )
 
 
 def _echoed_lines(lines: list[str], prompt: str) -> set[int]:

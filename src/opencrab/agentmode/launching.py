@@ -18,7 +18,7 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from opencrab.agentmode import clis, worktrees
@@ -65,13 +65,17 @@ SCREEN_LINES = 60
 async def screen_question(
     tmux: TmuxServer, item: Watched, agent: SubAgent | None
 ) -> Observation | None:
-    """The fallback for a CLI whose questions send no signal (Codex's approvals): while
-    it runs, at most every SCREEN_EVERY_SECS and not sooner after its last signal (an
-    answer's included), its pane matched against the profile's prompts
-    (`clis.match_screen`, never on text echoed from the task's prompt); the
-    WaitingInput observation, or None."""
+    """The fallback for a question that sends no signal (Codex's approvals; a start-up
+    question of a CLI whose hooks report the others, such as Claude Code's "use this
+    API key?", until its first signal): while it runs, at most every SCREEN_EVERY_SECS and
+    not sooner after its last signal (an answer's included), its pane matched against
+    the profile's prompts (`clis.match_screen`, never on text echoed from the task's
+    prompt); the WaitingInput observation, or None."""
     profile = item.profile
-    if not profile.screen or profile.asks_by_hook or item.exit_status is not None:
+    if profile.asks_by_hook:  # its hooks report questions; before its first, start-up ones
+        startup = tuple(p for p in profile.screen if p.startup)
+        profile = replace(profile, screen=() if item.signals else startup)
+    if not profile.screen or item.exit_status is not None:
         return None
     if agent is None or agent.status is not SubAgentStatus.RUNNING:
         return None
@@ -158,10 +162,11 @@ async def open_sub_agent(
     created: bool,
     *,
     search: Sequence[str | os.PathLike[str]],
-    endpoints: Mapping[str, Endpoint],
+    endpoint: Endpoint | None,
     extra_env: Mapping[str, str],
 ) -> Opened:
-    """Write the sub-agent's HOME (under `folder`) and open its labelled pane."""
+    """Write the sub-agent's HOME (under `folder`) and open its labelled pane; the CLI
+    talks to `endpoint` (`AgentModeRunner.endpoint_for`)."""
     profile = clis.profile_for(state.cli)
     signal_dir = folder / "signals"
     executable: str | list[str] = (
@@ -181,7 +186,7 @@ async def open_sub_agent(
         home=folder / "home",
         workdir=Path(worktree.path),
         signal_dir=signal_dir,
-        endpoint=endpoints.get(profile.agent_type),
+        endpoint=endpoint,
         prompt=prompt,
         full_auto=state.full_auto,
         extra_env=extra,

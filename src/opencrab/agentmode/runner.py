@@ -40,6 +40,11 @@ cancels the tasks (the session becomes Failed: the seed has no cancelled session
 of finished tasks unless that loses unmerged, unpushed work (refusals are reported), and
 reports orphaned panes and worktrees (removed only with `orphans=True`).
 
+Credentials: each CLI talks to the provider OpenCrab is configured with (`endpoints`
+given for its type, else `credentials`, which reads OpenCrab's LLM settings when each
+task starts: `credentials.py`); a CLI whose provider has no usable key is refused at
+`start` and fails a task that starts without one, saying what to set.
+
 Transcripts are imported with the master agent's id (`agent_id`), so a session's coding
 spend shows under the agent that planned it. `listeners(session_id, task_id)` are called
 after every change (the server forwards them to WebSocket clients).
@@ -58,7 +63,8 @@ from pathlib import Path
 from opencrab.agentmode import clis, deliver, idle, instance, worktrees
 from opencrab.agentmode.answering import type_answer
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
-from opencrab.agentmode.clis import Endpoint, Observation
+from opencrab.agentmode.clis import Endpoint, Observation, Profile
+from opencrab.agentmode.credentials import SubAgentCredentials
 from opencrab.agentmode.launching import (
     Opened,
     Watched,
@@ -93,6 +99,7 @@ from opencrab.agentmode.validation import plan_branches
 from opencrab.config import Settings
 from opencrab.core.agent import AgentStore
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
+from opencrab.offload import run_blocking
 from opencrab.store import Database
 
 log = logging.getLogger(__name__)
@@ -112,6 +119,7 @@ class AgentModeRunner:
         *,
         data_dir: Path | None = None,
         endpoints: Mapping[str, Endpoint] | None = None,
+        credentials: SubAgentCredentials | None = None,
         agent_id: str | None = None,
         search: Sequence[str | os.PathLike[str]] = (CLIS_BIN,),
         poll_secs: float = POLL_SECS,
@@ -122,6 +130,7 @@ class AgentModeRunner:
         root = data_dir if data_dir is not None else service.settings.data_dir
         self.runs = RunFiles(Path(root) / "agent-mode")
         self.endpoints = dict(endpoints or {})  # agent type -> the model it talks to
+        self.credentials = credentials  # else: OpenCrab's LLM settings, read at each start
         self.agent_id = agent_id
         self.search = list(search)
         self.poll_secs = poll_secs
@@ -174,6 +183,15 @@ class AgentModeRunner:
         """The session as the runner last loaded or saved it (no file read), or None."""
         return self._sessions.get(session_id)
 
+    def endpoint_for(self, profile: Profile) -> Endpoint | None:
+        """The model `profile`'s CLI talks to: the endpoint given for its type, else
+        OpenCrab's configured provider (`credentials.py`; ValidationError naming what to
+        set when it has no usable key), else None."""
+        given = self.endpoints.get(profile.agent_type)
+        if given is not None or self.credentials is None:
+            return given
+        return self.credentials.endpoint(profile.agent_type)
+
     def run_state(self, session_id: str) -> RunState | None:
         """The session's run state (CLI, branches, questions, outcomes), None before start."""
         return self.runs.load(session_id)
@@ -191,6 +209,7 @@ class AgentModeRunner:
         program for `other`, or replaces the CLI's executable)."""
         profile = clis.profile_for(cli)
         argv = clis.launch_command(profile, command, self.search)  # refused early
+        await run_blocking(self.endpoint_for, profile)  # no key: refused before anything
         async with self._lock(session_id):
             session = self._load(session_id)
             if self.runs.load(session_id) is not None:
@@ -550,6 +569,7 @@ class AgentModeRunner:
                 await self._not_started(session_id, task_id, f"its worktree: {error}")
                 return
             try:
+                endpoint = await run_blocking(self.endpoint_for, clis.profile_for(state.cli))
                 opened = await open_sub_agent(
                     self.tmux,
                     self.runs.task_dir(session_id, task_id),
@@ -560,7 +580,7 @@ class AgentModeRunner:
                     ref,
                     created,
                     search=self.search,
-                    endpoints=self.endpoints,
+                    endpoint=endpoint,
                     extra_env=self.extra_env,
                 )
             except Exception as error:
@@ -791,25 +811,33 @@ class AgentModeRunner:
 
 
 PASSED_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_AUTH_TOKEN",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
     "LANG",
     "LC_ALL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
 )
-"""Variables of OpenCrab's own environment a sub-agent gets (its HOME is its own)."""
+"""Variables of OpenCrab's own environment a sub-agent gets (its HOME is its own): the
+locale and the proxy. No provider key or base URL: those come from OpenCrab's LLM
+settings (`credentials.py`), so a key in the environment reaches a CLI only the way
+OpenCrab's config reads it, approved for the CLI, never as a question."""
 
 
 def open_runner(
-    settings: Settings, db: Database, *, agent_id: str | None = None
+    settings: Settings,
+    db: Database,
+    *,
+    agent_id: str | None = None,
+    credentials: SubAgentCredentials | None = None,
 ) -> AgentModeRunner:
     """A runner over `[agent_mode]` (sessions dir), the data dir and its tmux socket; the
-    sub-agents get OpenCrab's provider keys and locale from its environment."""
+    sub-agents talk to OpenCrab's configured providers (`credentials`, default: read
+    from `settings` and the store) and get the locale and proxy of its environment."""
     service = AgentModeService.open(settings, db)
     extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
     tmux = TmuxServer(instance.tmux_socket(settings))
-    return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra)
+    found = credentials if credentials is not None else SubAgentCredentials.open(settings, db)
+    return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra, credentials=found)

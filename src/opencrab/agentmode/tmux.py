@@ -277,6 +277,14 @@ class TmuxServer:
         number key as its choice, where a paste of the same text is ignored."""
         await self.run("send-keys", "-t", pane_id, "-l", keys)
 
+    async def press_named_keys(self, pane_id: str, *keys: str, gap: float = 0.1) -> None:
+        """Press tmux's named keys one by one (e.g. "Down", "Enter"), `gap` seconds
+        apart, so a TUI reads each as its own key press."""
+        for number, key in enumerate(keys):
+            if number:
+                await asyncio.sleep(gap)
+            await self.run("send-keys", "-t", pane_id, key)
+
     async def capture(self, pane_id: str, lines: int = 200) -> str:
         """The pane's last `lines` lines of output (wrapped lines joined, blank tail cut)."""
         out = await self.run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{lines}")

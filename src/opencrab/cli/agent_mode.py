@@ -289,6 +289,7 @@ def start(
     import sys
 
     from opencrab.agentmode.clis import launch_command, profile_for
+    from opencrab.agentmode.credentials import SubAgentCredentials
     from opencrab.agentmode.runner import CLIS_BIN
     from opencrab.agentmode.service import AgentModeService
     from opencrab.core.runtime import Runtime
@@ -305,6 +306,8 @@ def start(
 
     async def plan_it() -> AgentSession:
         async with Runtime.open(settings) as runtime:
+            # a CLI whose provider has no key: refused before planning spends anything
+            SubAgentCredentials(runtime.llm_settings).endpoint(profile_for(cli).agent_type)
             service = AgentModeService.open(settings, runtime.db)
             return await service.create_session(
                 runtime.router, runtime.agents, repository, request, agent=agent

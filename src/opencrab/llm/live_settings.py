@@ -357,6 +357,12 @@ class LiveLlmSettings:
             rows = repo.providers(conn)
         return [self._view(name, rows.get(name)) for name in BUILTIN_PROVIDERS]
 
+    def effective_provider(self, name: str) -> tuple[ProviderConfig, str | None]:
+        """The provider's configuration in effect now (the stored row read afresh, so a
+        key entered in another process counts) and why a key is left out, as
+        `provider_config` gives them."""
+        return self.provider_config(name, self._row(name))
+
     def _row(self, name: str) -> repo.ProviderRow | None:
         with self.db.read() as conn:
             return repo.providers(conn).get(name)

@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from opencrab import __version__
+from opencrab.agentmode.credentials import SubAgentCredentials
 from opencrab.agentmode.runner import open_runner
 from opencrab.auth import TokenStore
 from opencrab.config import Settings
@@ -92,7 +93,9 @@ def create_app(
                 )
             )
             discussions.resume()
-            agent_mode = app.state.agent_mode = open_runner(settings, db)
+            agent_mode = app.state.agent_mode = open_runner(
+                settings, db, credentials=SubAgentCredentials(runtime.llm_settings)
+            )
             agent_mode.listeners.append(
                 lambda session_id, task_id: hub.announce(
                     session_id, agent_mode_notice(agent_mode, session_id, task_id)
