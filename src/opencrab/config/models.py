@@ -310,8 +310,8 @@ class Settings(Section):
     @property
     def keys_needed(self) -> dict[str, str]:
         """Providers the user's settings use whose API key variable is unset, each with
-        the problem to report unless the dashboard stored a key (set by the loader with
-        `stored_keys`; checked by opencrab.llm.live_settings.require_keys)."""
+        where to set one, unless the dashboard stored a key (set by the loader with
+        `stored_keys`; shown by opencrab.llm.live_settings, told by the router's calls)."""
         return self._keys_needed
 
     @property
