@@ -58,7 +58,12 @@ from opencrab.core.context import (
 )
 from opencrab.core.deadline import TurnDeadline
 from opencrab.core.effectiveness import TurnFacts, fold_turn
-from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
+from opencrab.core.llm_config import (
+    agent_model,
+    build_llm_context,
+    session_overrides,
+    turn_purpose,
+)
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
 from opencrab.core.recorder import (
@@ -475,9 +480,15 @@ class _Turn:
             self.agent.llm_config, purpose, self.state.llm_overrides, self._session_overrides()
         )
 
+    def _purpose(self) -> str:
+        """The turn's purpose, or thinking / creative when chosen for now (llm_config)."""
+        overrides = self.state.llm_overrides
+        return turn_purpose(self.purpose, overrides, self._session_overrides())
+
     def _target(self) -> Target:
         """The model of the turn's own calls, for its purpose."""
-        return self.engine.router.resolve(self._model_for(self.purpose) or None, self.purpose)
+        purpose = self._purpose()
+        return self.engine.router.resolve(self._model_for(purpose) or None, purpose)
 
     async def _fit_history(
         self, summary: str | None, turns: list[Turn], budget: int
@@ -567,7 +578,7 @@ class _Turn:
         self, history: list[Message], tools: list[ToolDefinition], stream: bool
     ) -> AsyncIterator[TextDelta | ChatResponse]:
         request = self._request(history, tools)
-        info = self._info(self.purpose)
+        info = self._info(self._purpose())
         if not stream:
             yield await self.deadline.bound(self.engine.router.chat(request, info))
             return
