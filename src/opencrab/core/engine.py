@@ -300,7 +300,7 @@ class _Turn:
 
         try:
             async for step in self._iterate(history, tools, stream):
-                if isinstance(step, TurnResult) and self.facts.runs:  # not folded in yet
+                if isinstance(step, TurnResult) and self.facts.anything():  # not folded yet
                     await run_blocking(self.skills.record_turn, self.facts)
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
@@ -424,6 +424,7 @@ class _Turn:
     def _prepare_in_snapshot(self, message: IncomingMessage) -> Prepared:
         self.last_event = self.engine.events.last_id(self.trace_id)
         active = self.active = self.skills.get_active_skills()
+        self.facts.in_context = {str(s.id) for s in active if not s.actions}
         self.allowed = self._allowed(active)
         engine = self.engine  # whose calls wait for a person (core/approvals.py)
         self.approval = ApprovalGate.load(engine.db, self.agent.id, engine.registry, self.allowed)
