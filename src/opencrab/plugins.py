@@ -58,6 +58,7 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.files",
     "opencrab.actions.command",
     "opencrab.actions.web",
+    "opencrab.actions.web_search",
     "opencrab.tickets.actions",
     "opencrab.core.skills",
     "opencrab.tickets.approvals",

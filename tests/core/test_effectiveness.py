@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from opencrab.core.agent import Agent
@@ -99,3 +101,53 @@ async def test_effectiveness_is_the_mean_of_the_last_fifty_turns(
             conn.execute(skills.select().where(skills.c.id == skill.id)).one().effectiveness_scores
         )
     assert len(kept) == 50
+
+
+async def test_a_learned_skill_naming_no_action_is_scored_by_the_turns_it_was_in(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    guidance = {
+        "name": "be-concise",
+        "description": "Answer in one sentence",
+        "guidance": "One sentence, no preamble.",
+    }
+    script(scripted, calls(("create_my_skill", guidance)), speak("learned it"))
+    learned = await runtime.chat(agent, "learn to be concise")
+    assert learned.actions[0].result.success
+
+    def skill() -> Any:
+        return next(s for s in runtime.engine.skills_for(agent).list() if s.name == "be-concise")
+
+    assert skill().actions == []
+    assert (skill().usage_count, skill().effectiveness) == (0, None)  # not in that turn yet
+
+    script(scripted, speak("Short answer."))  # in context; its one action (the speech) worked
+    await runtime.chat(agent, "what is a crab?")
+    assert (skill().usage_count, skill().effectiveness) == (1, pytest.approx(1.0))
+
+    script(
+        scripted,
+        calls(("ws_read", {"path": "missing.md"})),  # fails; the speech works: 1 of 2
+        speak("Could not read it."),
+    )
+    await runtime.chat(agent, "read missing.md")
+    assert (skill().usage_count, skill().effectiveness) == (2, pytest.approx((1 + 0.5) / 2))
+
+    script(
+        scripted,
+        calls(
+            (
+                "evaluate_response",
+                {"quality_score": 0.6, "task_success": True, "evaluation": "ok"},
+            )
+        ),
+        speak("rated"),
+    )
+    await runtime.chat(agent, "rate yourself")  # a rated turn scores its rating: 0.8
+    mean = pytest.approx((1 + 0.5 + 0.8) / 3, abs=1e-4)  # stored to four places
+    assert (skill().usage_count, skill().effectiveness) == (3, mean)
+
+    runtime.engine.skills_for(agent).toggle("be-concise", False)
+    script(scripted, speak("Long answer."))
+    await runtime.chat(agent, "switched off")  # not in context: not used
+    assert skill().usage_count == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 from datetime import UTC, datetime
 from itertools import pairwise
 from uuid import UUID, uuid4
@@ -12,8 +13,16 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
+from opencrab.config import Settings
 from opencrab.config.models import DiscordGateway as DiscordConfig
-from opencrab.core.agent import AgentCreate, AgentUpdate, DiscordHome, HeartbeatConfig, SessionHome
+from opencrab.core.agent import (
+    AgentCreate,
+    AgentStore,
+    AgentUpdate,
+    DiscordHome,
+    HeartbeatConfig,
+    SessionHome,
+)
 from opencrab.core.discussion import Discussion
 from opencrab.core.heartbeat import (
     REFLECT_EVERY_SECS,
@@ -255,6 +264,31 @@ async def test_a_thousand_idle_agents_tick_on_one_loop(db: Database) -> None:
     assert acted == []  # idle agents: the act (an LLM turn) never runs
     assert logged(db).count((ids[0], "idle")) >= 1
     assert len(logged(db)) == scheduler.ticks  # every tick logged
+
+
+async def test_shutdown_keeps_the_ticks_of_living_agents_when_one_was_deleted_meanwhile(
+    any_db: Database, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = AgentStore(any_db, settings)
+    kept = store.create(AgentCreate(name="kept", prompt="")).id
+    gone = store.create(AgentCreate(name="gone", prompt="")).id
+    clock = Clock()
+    scheduler = HeartbeatScheduler(any_db, clock=clock)
+    scheduler.add(AgentPulse(kept, 29.0), first_in=0.0)
+    scheduler.add(AgentPulse(gone, 29.0), first_in=0.0)
+    scheduler.tick_due()
+    assert len(scheduler._pending) == 2  # buffered, not yet written
+    store.delete("gone")  # e.g. through the API, while its tick waits for the flush
+    stop = asyncio.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="opencrab.core.heartbeat"):
+        await scheduler.run(stop)  # shutting down: the pending rows are flushed
+    assert logged(any_db) == [(kept, "idle")]
+    said = [r.getMessage() for r in caplog.records if "deleted since they ticked" in r.message]
+    assert said == [
+        f"dropped 1 heartbeat log row(s) of 1 agent(s) deleted since they ticked: {gone}"
+    ]
+    assert scheduler._pending == []
 
 
 # ------------------------------------------------------------------ spread, primes, home

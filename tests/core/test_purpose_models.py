@@ -147,3 +147,62 @@ async def test_every_metrics_row_has_a_complexity(
     rows = await metric_rows(runtime)
     # the first call has a short question and no tool round; then one, two, three rounds
     assert [r.complexity for r in rows] == ["simple", "medium", "medium", "complex"]
+
+
+async def test_select_llm_for_thinking_and_creative_changes_the_model_of_that_work(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    kai = runtime.agents.create(AgentCreate(name="kai", prompt="Be brief."))
+    claude = anthropic(runtime, speak("a poem, from the creative model"), speak("more verse"))
+    scripted.outcomes.clear()
+    scripted.then(
+        # this turn: think it through on the reasoning model
+        calls(("select_llm", {"purpose": "thinking", "model_alias": "reasoning", "reason": "r"})),
+        speak("thought through"),
+        # this session: write with the creative model; a permanent creative one is refused
+        calls(
+            (
+                "select_llm",
+                {
+                    "purpose": "creative",
+                    "model_alias": "creative",
+                    "reason": "r",
+                    "duration": "permanent",
+                },
+            ),
+            (
+                "select_llm",
+                {
+                    "purpose": "creative",
+                    "model_alias": "creative",
+                    "reason": "r",
+                    "duration": "this_session",
+                },
+            ),
+        ),
+        speak("plain again"),
+    )
+    first = await runtime.chat(kai, "solve the puzzle")
+    assert [r.model for r in scripted.requests] == ["gpt-5.2", "gpt-5.2-pro"]
+
+    second = await runtime.chat(kai, "now write", session_id=first.session_id)
+    refused, chosen = [a for a in second.actions if a.name == "select_llm"]
+    assert "use duration this_turn or this_session" in (refused.result.error or "")
+    assert chosen.result.success
+    assert second.reply == "a poem, from the creative model"  # the rest of the turn
+    assert [r.model for r in claude.requests] == ["claude-sonnet-4.5"]
+
+    third = await runtime.chat(kai, "more", session_id=first.session_id)
+    assert third.reply == "more verse"  # the session's later turns too
+    assert [r.model for r in claude.requests] == ["claude-sonnet-4.5"] * 2
+    other = await runtime.chat(kai, "a new session")
+    assert other.reply == "plain again"  # another session: the turn's own model
+    rows = await metric_rows(runtime)
+    assert [(r.model, r.purpose) for r in rows] == [
+        ("gpt-5.2", "tool_calling"),
+        ("gpt-5.2-pro", "thinking"),
+        ("gpt-5.2", "tool_calling"),
+        ("claude-sonnet-4.5", "creative"),
+        ("claude-sonnet-4.5", "creative"),
+        ("gpt-5.2", "tool_calling"),
+    ]

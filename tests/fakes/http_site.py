@@ -2,7 +2,9 @@
 
 Routes: `/page` an HTML page, `/echo` the method, Host header and body it got as JSON,
 `/big?n=N` N bytes of text, `/to?url=U` a 302 to U, `/loop` a 302 to itself,
-`/image` a few bytes of image/png. `requests` lists (method, path, headers) seen.
+`/image` a few bytes of image/png, `/searx/search?q=Q&format=json` a SearXNG JSON answer
+with three results for Q (`format=html`, SearXNG's default, is HTML). `requests` lists
+(method, path, headers) seen.
 """
 
 from __future__ import annotations
@@ -60,6 +62,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(302, b"", "text/plain", Location=query["url"])
         elif url.path == "/loop":
             self._send(302, b"", "text/plain", Location="/loop")
+        elif url.path == "/searx/search" and query.get("format") == "json":
+            results = [
+                {
+                    "url": f"https://example.org/{n}",
+                    "title": f"{query['q']} #{n}",
+                    "content": f"About {query['q']} & more <{n}>",
+                    "engine": "fake",
+                }
+                for n in (1, 2, 3)
+            ]
+            answer = {"query": query["q"], "number_of_results": 3, "results": results}
+            self._send(200, json.dumps(answer).encode(), "application/json")
+        elif url.path == "/searx/search":
+            self._send(200, PAGE.encode(), "text/html; charset=utf-8")
         elif url.path == "/image":
             self._send(200, b"\x89PNG\r\n\x1a\n0000", "image/png")
         else:

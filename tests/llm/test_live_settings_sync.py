@@ -20,7 +20,7 @@ from opencrab.cli.common import settings_from
 from opencrab.config import Settings
 from opencrab.config.loader import load_settings
 from opencrab.core.runtime import Runtime
-from opencrab.errors import ConfigError
+from opencrab.errors import ConfigError, ProviderNotConfigured
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.store import Database
@@ -142,18 +142,21 @@ async def test_a_provider_the_config_file_uses_may_take_its_key_from_the_dashboa
     with pytest.raises(ConfigError, match="OPENROUTER_API_KEY is not set"):
         load_settings(config)  # a library caller that reads no store: as before
     mine = settings_from(config, None)  # what every command loads
-    with pytest.raises(ConfigError) as refused:
-        async with runtime_on(mine, mine.database_url):
-            pass
+    request = ChatRequest(model="", messages=[Message.user("ping")], max_tokens=1)
+    async with runtime_on(mine, mine.database_url) as runtime:  # starts without the key
+        assert any("openrouter needs an API key" in n for n in runtime.notices)
+        with pytest.raises(ProviderNotConfigured) as refused:
+            await runtime.router.chat(request)
     message = str(refused.value)
-    assert "llm.providers.openrouter.api_key: environment variable OPENROUTER_API_KEY" in message
-    assert "store a key for openrouter in the dashboard" in message
+    assert "enter one on the dashboard's LLM settings page (/settings/llm)" in message
+    assert "set llm.providers.openrouter.api_key in your config file" in message
+    assert "or export OPENROUTER_API_KEY" in message
 
     async with runtime_on(settings, settings.database_url) as runtime:  # no file: starts
         await runtime.llm_settings.update_provider("openrouter", {"api_key": KEY}, actor="me")
-    with pytest.raises(ConfigError) as refused:  # entered for openrouter.ai, not for the file's
-        async with runtime_on(mine, mine.database_url):
-            pass
+    async with runtime_on(mine, mine.database_url) as runtime:
+        with pytest.raises(ProviderNotConfigured) as refused:  # entered for openrouter.ai
+            await runtime.router.chat(request)
     assert "was entered for https://openrouter.ai" in str(refused.value)
     assert fake_llm_server.requests_to(CHAT) == []
 
@@ -163,6 +166,5 @@ async def test_a_provider_the_config_file_uses_may_take_its_key_from_the_dashboa
         )
     async with runtime_on(mine, mine.database_url) as runtime:  # the stored key counts
         assert runtime.router.default.provider == "openrouter"
-        request = ChatRequest(model="", messages=[Message.user("ping")], max_tokens=1)
         assert (await runtime.router.chat(request)).text == "pong"
     assert fake_llm_server.requests_to(CHAT)[-1].headers["authorization"] == f"Bearer {KEY}"

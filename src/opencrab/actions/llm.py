@@ -76,6 +76,12 @@ def _whitelist(ctx: ActionContext) -> list[str]:
 
 
 class SelectLlm(Action):
+    """Choose the model for a purpose. Conversation, analysis and tool_calling pick the
+    model of those calls; thinking and creative, chosen for this turn or this session,
+    make the turn's own calls use that model (core/llm_config.turn_purpose); a permanent
+    thinking model is the one agent mode plans with; a permanent creative one is refused
+    (no call would use it)."""
+
     name = "select_llm"
     description = "Choose the model for a purpose by alias (fast, smart, reasoning, local, …)."
     parameters: ClassVar[dict[str, Any]] = _schema(
@@ -110,7 +116,14 @@ class SelectLlm(Action):
             provider = ctx.router.providers.get(target.provider)
             if provider is not None and not provider.supports_function_calling():
                 return ActionResult.fail(f"{ref} cannot call tools; pick another model")
+        if purpose == "creative" and duration == "permanent":
+            return ActionResult.fail(
+                "no call uses a permanent creative model: creative work is chosen for now; "
+                "use duration this_turn or this_session, and this turn's (or session's) "
+                "calls use it"
+            )
         if duration == "this_turn":
+            ctx.turn.llm_overrides.pop(purpose, None)  # the latest choice is the last one
             ctx.turn.llm_overrides[purpose] = ref
         elif duration == "this_session":
             if not ctx.session_id:

@@ -33,6 +33,7 @@ from opencrab.cli.common import (
 )
 from opencrab.errors import ConfigError
 from opencrab.plugins import hookimpl
+from opencrab.server.startup_errors import StartupErrors
 
 if TYPE_CHECKING:  # loaded when the server starts, not for `--help`
     from opencrab.config import Settings
@@ -181,12 +182,13 @@ def up(
         gateways=True,
         refresh_secs=refresh_secs,
     )
+    guarded = StartupErrors(app)  # a ConfigError while starting: its message, exit 2
     if socket_path is not None:
-        serve_on_socket(app, socket_path, settings, log_level=log_level, auth=auth)
+        serve_on_socket(guarded, socket_path, settings, log_level=log_level, auth=auth)
         return
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=bind.host, port=bind.port, log_level=log_level, log_config=log_config()
+            guarded, host=bind.host, port=bind.port, log_level=log_level, log_config=log_config()
         )
     )
     sockets = [server.config.bind_socket()]
@@ -211,11 +213,21 @@ def up(
                 sockets.append(extra)
                 console.print(f"Dashboard also on {base}:{board.port}/", highlight=False)
     console.print(f"API docs: {base}:{bind.port}/docs", highlight=False)
-    server.run(sockets=sockets)
+    run_server(server, guarded, sockets)
+
+
+def run_server(server: Any, guarded: StartupErrors, sockets: list[socket.socket]) -> None:
+    """Run uvicorn's `server` on `sockets`; a ConfigError its start-up failed with is
+    raised as such (uvicorn would exit with 3 after a traceback)."""
+    try:
+        server.run(sockets=sockets)
+    except SystemExit:
+        guarded.raise_config_error()
+        raise
 
 
 def serve_on_socket(
-    app: Any, path: Path, settings: Settings, *, log_level: str, auth: bool
+    app: StartupErrors, path: Path, settings: Settings, *, log_level: str, auth: bool
 ) -> None:
     """Serve `app` on the Unix socket `path` (mode 0600) until SIGINT/SIGTERM; the socket
     file is removed at shutdown."""
@@ -245,7 +257,7 @@ def serve_on_socket(
         highlight=False,
     )
     try:
-        server.run(sockets=[listener])
+        run_server(server, app, [listener])
     finally:
         listener.close()
 

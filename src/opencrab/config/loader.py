@@ -15,8 +15,9 @@ the loaded Settings keep that record (`Settings.origin`, opencrab.config.provena
   llm.models, the fallback chain, or `enabled = true`). The packaged defaults alone
   never demand a key. With `stored_keys=True` (every command), a provider's API key
   that only the packaged `${VAR}` would give may instead be stored in the dashboard:
-  the problem is kept in `Settings.keys_needed` and the runtime raises it after reading
-  the store only when no stored key stands in (opencrab.llm.live_settings.require_keys).
+  the problem is kept in `Settings.keys_needed`; the server starts anyway, shows the
+  provider as needing a key, and a call to it fails saying where to set one (the `llm`
+  commands refuse to run: opencrab.llm.live_settings.require_keys).
 """
 
 from __future__ import annotations
@@ -278,8 +279,9 @@ def _check_missing(
         )
         if dashboard and stored_keys:
             deferred[str(path[2])] = (
-                f"{where} is not set and {why}; export {var}, store a key for {path[2]} "
-                "in the dashboard (LLM settings) or change the setting"
+                f"{path[2]} needs an API key ({why}): enter one on the dashboard's LLM "
+                f"settings page (/settings/llm), set llm.providers.{path[2]}.api_key in your "
+                f"config file, or export {var}"
             )
             continue
         problems.append(f"{where} is not set and {why}; export {var} or change the setting")

@@ -231,6 +231,11 @@ class ToolsSection(Section):
     http_timeout_secs: float = Field(default=20.0, gt=0, le=600)
     http_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     http_max_redirects: int = Field(default=5, ge=0, le=20)
+    # web_search: off until a backend is set; "searxng" queries web_search_url's JSON
+    # API through the same guard as http_request
+    web_search: Literal["off", "searxng"] = "off"
+    web_search_url: str = ""
+    web_search_max_results: int = Field(default=10, ge=1, le=50)
     # search_code: a search is a child process killed after search_timeout_secs
     search_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     search_max_matches: int = Field(default=200, ge=1)
@@ -315,8 +320,8 @@ class Settings(Section):
     @property
     def keys_needed(self) -> dict[str, str]:
         """Providers the user's settings use whose API key variable is unset, each with
-        the problem to report unless the dashboard stored a key (set by the loader with
-        `stored_keys`; checked by opencrab.llm.live_settings.require_keys)."""
+        where to set one, unless the dashboard stored a key (set by the loader with
+        `stored_keys`; shown by opencrab.llm.live_settings, told by the router's calls)."""
         return self._keys_needed
 
     @property

@@ -7,6 +7,10 @@ score between 0 and 1:
   (quality_score + success) / 2, where success is 1 or 0 (a call rated without
   task_success counts its quality alone);
 - otherwise the share of the skill's action runs in that turn that succeeded.
+A skill that names no action (guidance only, as skills learned by reflection often are)
+is *used* in every turn in which it was in context (active): each such turn counts one
+use and scores the mean of its rated calls, else the share of all its action runs that
+succeeded, else 1 (a turn that ended with a reply and nothing failed).
 A skill's effectiveness is the mean score of the last `WINDOW` turns that used it (None
 until one did). The engine folds each turn's score in when the turn ends (a rating given
 in the turn counts at once): the skill row keeps its recent scores
@@ -28,6 +32,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from sqlalchemy.engine import Connection
 
@@ -45,6 +50,12 @@ class TurnFacts:
 
     runs: dict[str, list[int]] = field(default_factory=dict)  # action -> [succeeded, ran]
     metrics_ids: set[str] = field(default_factory=set)
+    in_context: set[str] = field(default_factory=set)
+    """The ids of the turn's active skills that name no action (used by being there)."""
+
+    def anything(self) -> bool:
+        """Whether the turn used a skill: an action ran, or a guidance skill was there."""
+        return bool(self.runs or self.in_context)
 
     def add(self, action: str, *, success: bool, metrics_id: str | None) -> None:
         """One action run of the turn."""
@@ -57,15 +68,16 @@ class TurnFacts:
 
 def record_turn(db: Database, agent_id: str, facts: TurnFacts) -> dict[str, float]:
     """Fold one turn's score into every skill of the agent it used; their new values."""
-    if not facts.runs:
+    if not facts.anything():
         return {}
     with db.write() as conn:
         return fold_turn(conn, agent_id, facts)
 
 
 def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, float]:
-    """`record_turn` inside the caller's transaction (the turn's last step, say)."""
-    if not facts.runs:
+    """`record_turn` inside the caller's transaction (the turn's last step, say); a
+    guidance skill that was in context also counts the turn as one use."""
+    if not facts.anything():
         return {}
     # evaluate_response is the only writer of ratings, and it rates this turn's calls
     rated = (
@@ -74,8 +86,15 @@ def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, fl
         else []
     )
     updated: dict[str, float] = {}
+    now = datetime.now(UTC)
     for row in skills_repo.skill_scores(conn, agent_id):
-        used = [facts.runs[a] for a in row.actions if a in facts.runs]
+        if row.actions:
+            used = [facts.runs[a] for a in row.actions if a in facts.runs]
+        elif row.id in facts.in_context:
+            used = list(facts.runs.values()) or [[1, 1]]  # nothing ran: nothing failed
+            skills_repo.count_use(conn, row.id, now)
+        else:
+            continue
         if not used:
             continue
         if rated:

@@ -58,7 +58,12 @@ from opencrab.core.context import (
 )
 from opencrab.core.deadline import TurnDeadline
 from opencrab.core.effectiveness import TurnFacts, fold_turn
-from opencrab.core.llm_config import agent_model, build_llm_context, session_overrides
+from opencrab.core.llm_config import (
+    agent_model,
+    build_llm_context,
+    session_overrides,
+    turn_purpose,
+)
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
 from opencrab.core.recorder import (
@@ -295,7 +300,7 @@ class _Turn:
 
         try:
             async for step in self._iterate(history, tools, stream):
-                if isinstance(step, TurnResult) and self.facts.runs:  # not folded in yet
+                if isinstance(step, TurnResult) and self.facts.anything():  # not folded yet
                     await run_blocking(self.skills.record_turn, self.facts)
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
@@ -419,6 +424,7 @@ class _Turn:
     def _prepare_in_snapshot(self, message: IncomingMessage) -> Prepared:
         self.last_event = self.engine.events.last_id(self.trace_id)
         active = self.active = self.skills.get_active_skills()
+        self.facts.in_context = {str(s.id) for s in active if not s.actions}
         self.allowed = self._allowed(active)
         engine = self.engine  # whose calls wait for a person (core/approvals.py)
         self.approval = ApprovalGate.load(engine.db, self.agent.id, engine.registry, self.allowed)
@@ -475,9 +481,15 @@ class _Turn:
             self.agent.llm_config, purpose, self.state.llm_overrides, self._session_overrides()
         )
 
+    def _purpose(self) -> str:
+        """The turn's purpose, or thinking / creative when chosen for now (llm_config)."""
+        overrides = self.state.llm_overrides
+        return turn_purpose(self.purpose, overrides, self._session_overrides())
+
     def _target(self) -> Target:
         """The model of the turn's own calls, for its purpose."""
-        return self.engine.router.resolve(self._model_for(self.purpose) or None, self.purpose)
+        purpose = self._purpose()
+        return self.engine.router.resolve(self._model_for(purpose) or None, purpose)
 
     async def _fit_history(
         self, summary: str | None, turns: list[Turn], budget: int
@@ -567,7 +579,7 @@ class _Turn:
         self, history: list[Message], tools: list[ToolDefinition], stream: bool
     ) -> AsyncIterator[TextDelta | ChatResponse]:
         request = self._request(history, tools)
-        info = self._info(self.purpose)
+        info = self._info(self._purpose())
         if not stream:
             yield await self.deadline.bound(self.engine.router.chat(request, info))
             return

@@ -361,11 +361,20 @@ class HeartbeatScheduler:
         self._pending.append(tick.row())
 
     def flush(self) -> None:
-        """Write the buffered heartbeat_log rows in one transaction."""
+        """Write the buffered heartbeat_log rows in one transaction; the rows of agents
+        deleted since they ticked are dropped (and said once in the log)."""
         if not self._pending:
             return
         rows, self._pending = self._pending, []
-        repo.write_ticks(self.db, rows)
+        gone = repo.write_ticks(self.db, rows)
+        if gone:
+            count = sum(1 for r in rows if str(r["agent_id"]) in gone)
+            log.info(
+                "dropped %d heartbeat log row(s) of %d agent(s) deleted since they ticked: %s",
+                count,
+                len(gone),
+                ", ".join(sorted(gone)),
+            )
 
 
 def reflect_due(pulse: AgentPulse, now: float) -> timedelta:

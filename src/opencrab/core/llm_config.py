@@ -119,6 +119,24 @@ def agent_model(
     return "" if ref is None else f"{ref.provider}/{ref.model}"
 
 
+WORK_PURPOSES = ("thinking", "creative")
+"""Purposes of a kind of work rather than of a call: a select_llm choice for one of them
+for this turn or this session makes the turn's own calls use that model (the agent
+chose to think, or write, with it now); the latest choice of this turn wins, then the
+session's (thinking first)."""
+
+
+def turn_purpose(
+    purpose: str, turn_overrides: Mapping[str, str], session_overrides: Mapping[str, str]
+) -> str:
+    """The purpose whose model a turn's own calls use: `purpose` (the turn's: tool_calling
+    for a chat), unless thinking or creative work was chosen for this turn or session."""
+    chosen = [p for p in turn_overrides if p in WORK_PURPOSES]
+    if chosen:
+        return chosen[-1]
+    return next((p for p in WORK_PURPOSES if p in session_overrides), purpose)
+
+
 def build_llm_context(
     config: AgentLlmConfig,
     overrides: Mapping[str, str] | None = None,

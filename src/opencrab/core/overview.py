@@ -9,7 +9,9 @@ when each one's heartbeat ticks next (the scheduler, when this process runs one)
 
 Status: `in_turn` while a turn runs, else `over_budget` once a cap that refuses the
 agent's calls is spent (its daily or monthly budget, the fleet's daily or monthly cap:
-core/budgets.Standing, as the check before a call counts them), else `idle`.
+core/budgets.Standing, as the check before a call counts them), else `error` when its
+latest turn of the last `ERROR_HOURS` failed (an error ended it, no reply since), else
+`idle`.
 
 Example:
     cards = await agent_overview(runtime, scheduler)     # every agent, oldest first
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from opencrab.core.agent import Agent
@@ -33,7 +35,9 @@ from opencrab.prompts import Language
 from opencrab.store.repositories import agent_stats
 from opencrab.store.repositories.skills import skill_counts
 
-Status = Literal["idle", "in_turn", "over_budget"]
+Status = Literal["idle", "in_turn", "over_budget", "error"]
+ERROR_HOURS = 24
+"""How far back a failed turn makes an agent's status `error` (a reply since clears it)."""
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 MARKED_TRAIT = 0.2
 """How far from the middle (0.5) a Big Five trait must be to be named in the persona line."""
@@ -75,6 +79,7 @@ class _Stored:
     skills: dict[str, int]
     sessions: dict[str, int]
     memories: dict[str, int]
+    failing: set[str]
 
 
 async def agent_overview(
@@ -94,7 +99,15 @@ async def agent_overview(
         caps = (budget, agent.llm_config.monthly_budget_usd)
         stopped = stored.standing.stopped(agent.id, caps)
         over = stopped is not None
-        status: Status = "in_turn" if turns is not None else "over_budget" if over else "idle"
+        status: Status = (
+            "in_turn"
+            if turns is not None
+            else "over_budget"
+            if over
+            else "error"
+            if agent.id in stored.failing
+            else "idle"
+        )
         beat = agent.heartbeat
         cards.append(
             AgentOverview(
@@ -146,7 +159,8 @@ def persona_line(agent: Agent) -> str:
 
 def _read(runtime: Runtime, agent_id: str | None) -> _Stored:
     """The stored part, in one read transaction: a fixed number of queries."""
-    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    now = datetime.now(UTC)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     standing = Budgets(runtime.db, runtime.settings).standing()
     with runtime.db.read() as conn:
         agents = runtime.agents.list() if agent_id is None else [runtime.agents.get(agent_id)]
@@ -158,6 +172,7 @@ def _read(runtime: Runtime, agent_id: str | None) -> _Stored:
             skills=_skill_counts(skill_counts(conn, ids), agents, runtime),
             sessions=agent_stats.session_counts(conn, ids),
             memories=agent_stats.memory_counts(conn, ids),
+            failing=agent_stats.failing_agents(conn, now - timedelta(hours=ERROR_HOURS), ids),
         )
 
 

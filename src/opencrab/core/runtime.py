@@ -49,6 +49,7 @@ from opencrab.messages import (
     OutgoingMessage,
     Sender,
 )
+from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
@@ -214,8 +215,10 @@ class Runtime:
         log_filter = redact_logs(router.redactor)
         try:
             stored = await runtime.llm_settings.apply_stored()
-            runtime.llm_settings.require_keys(stored)  # a key the config uses exists
             runtime.notices += stored
+            # a provider still without a key is shown as such; calls to it say where to set it
+            missing = await run_blocking(runtime.llm_settings.keys_missing)
+            runtime.notices += list(missing.values())
             if router.notice:
                 runtime.notices.append(router.notice)
             runtime.notices += [f"skill file skipped: {p}" for p in problems]

@@ -99,6 +99,8 @@ class ProviderView:
     takes_base_url: bool
     key_problem: str | None = None
     """Why a key stored or configured is not used (never sent), else None."""
+    needs_key: str | None = None
+    """Where to set the key the user's settings need and nobody gave yet, else None."""
 
 
 class LiveLlmSettings:
@@ -293,7 +295,8 @@ class LiveLlmSettings:
         """Raise ConfigError for each provider the user's settings use whose key is
         neither in the environment nor stored here (`Settings.keys_needed`); `problems`
         are those `apply_stored` returned (a stored key that cannot be used), each
-        named after its provider's."""
+        named after its provider's. The `llm` commands ask this; the server starts
+        without the key instead (`keys_missing`)."""
         missing = []
         for name, problem in self.settings.keys_needed.items():
             config = self._applied.get(name)
@@ -396,7 +399,17 @@ class LiveLlmSettings:
             takes_key=name in KEY_PROVIDERS,
             takes_base_url=name in URL_PROVIDERS,
             key_problem=key_problem,
+            needs_key=(
+                self.settings.keys_needed.get(name) if not has_key and not key_problem else None
+            ),
         )
+
+    def keys_missing(self) -> dict[str, str]:
+        """Providers the user's settings use that have no key yet, each with where to set
+        one (the server runs without them; a call to one fails with that text)."""
+        if not self.settings.keys_needed:
+            return {}
+        return {v.name: v.needs_key for v in self.provider_views() if v.needs_key}
 
     def alias_views(self) -> list[tuple[str, Target, Source]]:
         """Every alias in effect with where it comes from."""

@@ -25,7 +25,9 @@ an attempt that ends without one (cancelled) releases it.
 When no provider has credentials and no local server answers, the embedded model is
 used and the user is told once how to configure a real provider; when the configured
 default provider cannot answer but another can (a key for another cloud, a running
-Ollama or llama.cpp server), that one becomes the default, with a notice.
+Ollama or llama.cpp server), that one becomes the default, with a notice. A default
+provider the user's own settings name whose key is still to come (`Settings.keys_needed`)
+stays the default: calls to it fail saying where to set the key.
 """
 
 from __future__ import annotations
@@ -255,6 +257,14 @@ class LlmRouter:
         refusals = [p.refused for p in self.providers.values() if p.refused]
         for reason in refusals:
             log.warning("%s", reason)
+        if (
+            self.default.provider in self.settings.keys_needed
+            and self.default.provider not in usable
+        ):
+            # the user's own settings name it and its key is still to come: it stays the
+            # default, and calls to it fail saying where to set the key (no stand-in)
+            self.notice = "\n".join(refusals) or None
+            return
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
@@ -528,6 +538,8 @@ class LlmRouter:
             return ProviderNotConfigured(provider.refused)
         if name in self.key_problems:
             return ProviderNotConfigured(self.key_problems[name], provider=name)
+        if name in self.settings.keys_needed:  # used, and no key was given anywhere yet
+            return ProviderNotConfigured(self.settings.keys_needed[name], provider=name)
         return ProviderNotConfigured("not configured (no key or model)", provider=name)
 
     def _gives_up(self, exc: LlmError) -> bool:

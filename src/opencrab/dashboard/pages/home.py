@@ -1,4 +1,5 @@
-"""Home: one card per agent, with its status, today's spend and its counts.
+"""Home: one card per agent, with its status, today's spend and its counts; above them the
+providers the settings use that still need an API key, and the budget alerts.
 
 The cards come from opencrab.core.overview, the service `GET /api/agent-overview`
 answers with, so the page and the API never disagree. `/agent-cards` is the cards alone
@@ -15,6 +16,7 @@ from opencrab.core.overview import AgentOverview, agent_overview
 from opencrab.core.runtime import Runtime
 from opencrab.dashboard.pages.budgets import budget_alerts
 from opencrab.dashboard.render import fragment, render
+from opencrab.offload import run_blocking
 from opencrab.server.api.overview import heartbeat_scheduler
 
 router = APIRouter()
@@ -38,6 +40,7 @@ async def home(request: Request) -> HTMLResponse:
         title="Agents",
         cards=await _cards(request),
         alerts=await budget_alerts(runtime),
+        keys_needed=await run_blocking(runtime.llm_settings.keys_missing),
         roles=ROLES,
         server_language=runtime.settings.agent.language,
     )

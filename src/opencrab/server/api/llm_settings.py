@@ -57,6 +57,9 @@ class ProviderSettings(ApiModel):
     key_problem: str | None = None
     """Why a stored or configured key is not used: it cannot be decrypted, or it belongs
     to another origin than the base URL's. Null when there is none."""
+    needs_key: str | None = None
+    """Where to set the key the settings need for this provider (it is used and has none
+    yet; calls to it fail with this text). Null when it needs none or has one."""
     base_url: str | None = None
     base_url_source: ValueSource
     takes_key: bool
@@ -72,6 +75,7 @@ class ProviderSettings(ApiModel):
             key_last4=view.key_last4,
             key_source=ValueSource.of(view.key_source),
             key_problem=view.key_problem,
+            needs_key=view.needs_key,
             base_url=view.base_url,
             base_url_source=ValueSource.of(view.base_url_source),
             takes_key=view.takes_key,

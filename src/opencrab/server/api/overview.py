@@ -48,7 +48,8 @@ class AgentOverviewResponse(ApiModel):
     status: Status = Field(
         description="in_turn while a turn runs; else over_budget when a cap that refuses "
         "its calls is spent (its daily or monthly budget, the fleet's daily or monthly "
-        "cap); else idle."
+        "cap); else error when its latest turn of the last 24 hours failed (no reply "
+        "since); else idle."
     )
     turns_running: int
     turn_since: datetime | None = None

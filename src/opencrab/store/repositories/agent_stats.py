@@ -27,6 +27,7 @@ from opencrab.store.tables import (
     llm_usage_daily,
     llm_usage_metrics,
     memory_curated,
+    memory_sessions,
     sessions,
 )
 
@@ -86,6 +87,26 @@ def session_counts(conn: Connection, agent_ids: Sequence[str] | None) -> dict[st
     both = sa.union(own, joined).subquery()  # UNION: a session counted once per agent
     query = sa.select(both.c.agent_id, sa.func.count()).group_by(both.c.agent_id)
     return {str(agent): int(n) for agent, n in conn.execute(query)}
+
+
+def failing_agents(conn: Connection, since: datetime, agent_ids: Sequence[str] | None) -> set[str]:
+    """The agents whose latest turn since `since` ended in an error: their newest error
+    line (a system line with an `error`, recorded when a turn fails) is newer than their
+    newest speech."""
+    m = memory_sessions.c
+    failed = sa.and_(m.log_type == "system", m.metadata_json["error"].as_string().is_not(None))
+    last_error = sa.func.max(sa.case((failed, m.id)))
+    last_speech = sa.func.max(sa.case((m.log_type == "speech", m.id)))
+    query = (
+        sa.select(m.agent_id, last_error, last_speech)
+        .where(m.created_at >= since, _only(m.agent_id, agent_ids))
+        .group_by(m.agent_id)
+    )
+    return {
+        str(agent)
+        for agent, error, speech in conn.execute(query)
+        if error is not None and (speech is None or error > speech)
+    }
 
 
 def rated_calls(conn: Connection, agent_id: str, metrics_ids: Sequence[str]) -> list[RatedCall]:

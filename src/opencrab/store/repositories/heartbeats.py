@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from opencrab.store import Database
 from opencrab.store.repositories.memory import latest_log_ids, latest_speeches
 from opencrab.store.repositories.sessions import autonomous_discussions
-from opencrab.store.tables import heartbeat_log, llm_usage_metrics
+from opencrab.store.tables import agents, heartbeat_log, llm_usage_metrics
 
 
 @dataclass
@@ -64,12 +64,28 @@ def observe(db: Database, *, since: datetime) -> Facts:
         return Facts(spent=spent, discussions=discussions, latest_log=latest_log_ids(conn))
 
 
-def write_ticks(db: Database, rows: Sequence[dict[str, Any]]) -> None:
-    """Write heartbeat_log rows (agent_id, decision, result_json, created_at) at once."""
-    if not rows:
-        return
-    with db.write() as conn:
-        conn.execute(heartbeat_log.insert(), list(rows))
+def write_ticks(db: Database, rows: Sequence[dict[str, Any]]) -> set[str]:
+    """Write heartbeat_log rows (agent_id, decision, result_json, created_at) at once;
+    the rows of agents deleted meanwhile are left out, and their ids returned.
+
+    The agents are read in the writing transaction; an agent deleted by another process
+    between that read and the insert (a foreign key violation on PostgreSQL) makes it
+    read them again, a few times at most."""
+    wanted = {str(r["agent_id"]) for r in rows}
+    for attempt in range(3):
+        try:
+            with db.write() as conn:
+                found = conn.execute(sa.select(agents.c.id).where(agents.c.id.in_(wanted)))
+                there = {str(a) for a in found.scalars()}
+                kept = [r for r in rows if str(r["agent_id"]) in there]
+                if kept:
+                    conn.execute(heartbeat_log.insert(), kept)
+        except sa.exc.IntegrityError:
+            if attempt == 2:
+                raise
+        else:
+            return wanted - there
+    return set()  # not reached: the last attempt returns or raises
 
 
 @dataclass(frozen=True)
