@@ -11,6 +11,7 @@ imports that CLI's transcripts."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,17 @@ from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
 from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.refusing_proxy import RefusingProxy
 
-# The whole session may take minutes on a loaded machine (a CLI's first start); a CLI that
-# never finishes fails the test with the tasks' states instead of hanging it.
-SESSION_SECS = 240
+# Two starts of a real CLI one after the other may take minutes each on a loaded machine
+# (OpenCode: about 4 minutes a task with a load of 15 on 2 cores); a CLI that never
+# finishes fails the test with the tasks' states instead of hanging it.
+SESSION_SECS = 540
+
+
+@pytest.fixture
+def session_watchdog() -> None:
+    """The suite's watchdog (pyproject faulthandler_timeout) re-armed for this test with
+    SESSION_SECS and a minute more: still a dump of every thread and an exit if it hangs."""
+    faulthandler.dump_traceback_later(SESSION_SECS + 60, exit=True)
 
 
 def task_usage(
@@ -68,6 +77,7 @@ async def test_a_real_cli_runs_a_two_task_dag_in_its_own_worktrees(
     tmp_path: Path,
     tmux_server: TmuxServer,
     fake_llm_server: FakeLlmServer,
+    session_watchdog: None,
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     master = AgentStore(db, settings).create(AgentCreate(name=settings.agent_mode.master_agent))
