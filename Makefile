@@ -111,13 +111,16 @@ agentmode:
 	  exit 1; \
 	fi
 
-# Agent mode's tests drive the real coding CLIs (Claude Code, Codex), pinned exactly in
-# clis/package-lock.json and installed by npm ci into clis/node_modules (not on PATH, not
-# global). Their native binaries come in optional per-platform packages, so optional
-# dependencies and install scripts stay on. Once the marker exists this does nothing.
+# Agent mode's tests drive the real coding CLIs (Claude Code, Codex, Gemini CLI, OpenCode),
+# pinned exactly in clis/package-lock.json and installed by npm ci into clis/node_modules
+# (not on PATH, not global). Their native binaries come in optional per-platform packages
+# (OpenCode's postinstall links its own), so optional dependencies and install scripts stay
+# on. Gemini CLI and OpenCode check their version with a HOME of their own (they write
+# state into it). Once the marker exists this does nothing.
 NPM      ?= npm
 CLIS_DIR := clis
 CLIS_OK  := $(CLIS_DIR)/node_modules/.opencrab-installed
+CLIS_HOME := $(CLIS_DIR)/node_modules/.version-home
 clis: $(CLIS_OK)
 	@:
 $(CLIS_OK): $(CLIS_DIR)/package.json $(CLIS_DIR)/package-lock.json
@@ -128,6 +131,8 @@ $(CLIS_OK): $(CLIS_DIR)/package.json $(CLIS_DIR)/package-lock.json
 	cd $(CLIS_DIR) && $(NPM) ci --include=optional --ignore-scripts=false --no-audit --no-fund
 	$(CLIS_DIR)/node_modules/.bin/claude --version
 	$(CLIS_DIR)/node_modules/.bin/codex --version
+	HOME=$(CLIS_HOME) $(CLIS_DIR)/node_modules/.bin/gemini --version
+	HOME=$(CLIS_HOME) $(CLIS_DIR)/node_modules/.bin/opencode --version
 	@touch $@
 
 test: $(VENV)/.dev-installed browser postgres sandbox agentmode clis

@@ -49,10 +49,10 @@ class RealCli:
     """A real coding CLI as the runner tests drive it: its `--cli` name, the fake API it
     talks to, and the tool call with which its model runs a shell command."""
 
-    cli: str  # the runner's name for it (claude, codex)
+    cli: str  # the runner's name for it (claude, codex, gemini, opencode)
     agent_type: str  # its SubAgentType / Endpoint key
-    importer: str  # the opencrab.importers source of its transcripts
-    api_path: str  # "" (Anthropic: the base URL) or "/v1" (Responses API)
+    importer: str | None  # the opencrab.importers source of its transcripts (None: none)
+    api_path: str  # "" (Anthropic, Gemini: the base URL) or "/v1" (OpenAI APIs)
     api_key: str
     model: str
     shell_tool: str  # the tool that runs a command, and its argument name
@@ -61,13 +61,18 @@ class RealCli:
 
     def run(self, command: str) -> ToolCall:
         """The model's call of its shell tool with `command`."""
-        extra = {"description": "run it"} if self.agent_type == "ClaudeCode" else {}
+        described = self.agent_type in ("ClaudeCode", "OpenCode")  # a required argument
+        extra = {"description": "run it"} if described else {}
         return ToolCall(self.shell_tool, {self.shell_argument: command, **extra})
 
     def serve(self, model: ScriptedModel, server: FakeLlmServer) -> Endpoint:
         """Serve `model` in this CLI's wire format; the endpoint the CLI is given."""
         if self.agent_type == "ClaudeCode":
             model.serve_anthropic(server)
+        elif self.agent_type == "Gemini":
+            model.serve_gemini(server)
+        elif self.agent_type == "OpenCode":
+            model.serve_chat(server)
         else:
             model.serve_responses(server)
         return Endpoint(f"{server.url}{self.api_path}", self.api_key, self.model)
@@ -82,6 +87,16 @@ CLAUDE = RealCli(
 CODEX = RealCli(
     "codex", "Codex", "codex", "/v1", "sk-opencrab-codex-test",
     "gpt-5.2-codex", "exec_command", "cmd", True,
+)  # fmt: skip
+# Gemini CLI keeps its chats under ~/.gemini/tmp, which OpenCrab does not import yet.
+GEMINI = RealCli(
+    "gemini", "Gemini", None, "", "gemini-opencrab-test-key",
+    "gemini-2.5-pro", "run_shell_command", "command", False,
+)  # fmt: skip
+# OpenCode keeps its sessions in a SQLite database, which OpenCrab does not import.
+OPENCODE = RealCli(
+    "opencode", "OpenCode", None, "/v1", "sk-opencrab-opencode-test",
+    "gpt-4.1", "bash", "command", False,
 )  # fmt: skip
 
 
@@ -147,10 +162,12 @@ def real_cli_runner(
     tmux: TmuxServer,
     cli: RealCli,
     endpoint: Endpoint,
+    offline: dict[str, str] = OFFLINE,
 ) -> AgentModeRunner:
-    """A runner that starts `cli` from clis/node_modules against `endpoint`, offline."""
+    """A runner that starts `cli` from clis/node_modules against `endpoint`, offline
+    (`offline`: the proxy settings every sub-agent gets)."""
     runner = make_runner(
-        settings, db, tmp_path, tmux, endpoints={cli.agent_type: endpoint}, extra_env=OFFLINE
+        settings, db, tmp_path, tmux, endpoints={cli.agent_type: endpoint}, extra_env=offline
     )
     runner.search = [CLIS_BIN]
     return runner

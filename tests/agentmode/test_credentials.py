@@ -88,7 +88,10 @@ async def test_opencode_gets_the_default_provider_with_the_key_from_a_variable(
     config_file = launch.home / ".config" / "opencode" / "opencode.json"
     assert launch.env["XDG_CONFIG_HOME"] == str(launch.home / ".config")  # its own, not ours
     written = json.loads(config_file.read_text())
-    options = written["provider"]["openai"]["options"]
+    # an OpenAI base URL of its own: OpenCrab's OpenAI-compatible provider (Chat Completions)
+    provider = written["provider"]["opencrab"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible"
+    options = provider["options"]
     assert options == {"apiKey": "{env:OPENCRAB_OPENCODE_API_KEY}", "baseURL": f"{BASE}/v1"}
     assert launch.env["OPENCRAB_OPENCODE_API_KEY"] == KEYS["openai"]
     assert not files_holding(launch.home, KEYS["openai"])

@@ -1,12 +1,17 @@
-"""The runner with the REAL Claude Code and Codex CLIs (clis/node_modules) against the
-fake model servers (Anthropic Messages SSE, Responses API SSE), each sub-agent in its own
-HOME: a two-task DAG, each task editing a file in its own worktree, completion by the
-Stop hook / Codex's notify, results and diffs recorded, and each task's transcript
-imported as usage under the master agent (tokens; the cost where model_pricing prices
-the provider the CLI records)."""
+"""The runner with the REAL coding CLIs (clis/node_modules: Claude Code, Codex, Gemini CLI,
+OpenCode) against the fake model servers (Anthropic Messages SSE, Responses API SSE, the
+Gemini API's streamGenerateContent SSE, Chat Completions SSE), each sub-agent in its own
+HOME and behind a proxy that refuses (and records) every request for another host: a
+two-task DAG, each task editing a file in its own worktree, completion by the Stop hook /
+Codex's notify / Gemini CLI's AfterAgent hook / OpenCrab's OpenCode plugin, results and
+diffs recorded, and each task's transcript imported as usage under the master agent
+(tokens; the cost where model_pricing prices the provider the CLI records) where OpenCrab
+imports that CLI's transcripts."""
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 from pathlib import Path
 
 import pytest
@@ -25,6 +30,9 @@ from opencrab.store.tables import llm_usage_metrics
 from tests.agentmode.runner_support import (
     CLAUDE,
     CODEX,
+    GEMINI,
+    OFFLINE,
+    OPENCODE,
     RealCli,
     make_repo,
     make_session,
@@ -32,6 +40,25 @@ from tests.agentmode.runner_support import (
 )
 from tests.fakes.coding_models import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, Text
 from tests.fakes.llm_server import FakeLlmServer
+from tests.fakes.refusing_proxy import RefusingProxy
+
+# Two starts of a real CLI one after the other may take minutes each on a loaded machine
+# (OpenCode: about 4 minutes a task with a load of 15 on 2 cores); a CLI that never
+# finishes fails the test with the tasks' states instead of hanging it.
+SESSION_SECS = 540
+
+
+# The CLIs shown to send nothing beyond the fake model. Claude Code still asks the proxy
+# for downloads.claude.ai and Codex for raw.githubusercontent.com (refused, so offline
+# they only fail); their profiles need the setting that stops it before they join.
+SILENT_CLIS = {"Gemini", "OpenCode"}
+
+
+@pytest.fixture
+def session_watchdog() -> None:
+    """The suite's watchdog (pyproject faulthandler_timeout) re-armed for this test with
+    SESSION_SECS and a minute more: still a dump of every thread and an exit if it hangs."""
+    faulthandler.dump_traceback_later(SESSION_SECS + 60, exit=True)
 
 
 def task_usage(
@@ -48,7 +75,7 @@ def task_usage(
         return list(conn.execute(query.where(m.session_id.in_(ids))))
 
 
-@pytest.mark.parametrize("cli", [CLAUDE, CODEX], ids=lambda cli: cli.cli)
+@pytest.mark.parametrize("cli", [CLAUDE, CODEX, GEMINI, OPENCODE], ids=lambda cli: cli.cli)
 async def test_a_real_cli_runs_a_two_task_dag_in_its_own_worktrees(
     cli: RealCli,
     settings: Settings,
@@ -56,20 +83,35 @@ async def test_a_real_cli_runs_a_two_task_dag_in_its_own_worktrees(
     tmp_path: Path,
     tmux_server: TmuxServer,
     fake_llm_server: FakeLlmServer,
+    session_watchdog: None,
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     master = AgentStore(db, settings).create(AgentCreate(name=settings.agent_mode.master_agent))
     model = ScriptedModel([cli.run("printf 'done;' >> note.txt"), Text("Wrote note.txt.")])
     endpoint = cli.serve(model, fake_llm_server)
-    runner = real_cli_runner(settings, db, tmp_path, tmux_server, cli, endpoint)
-    plan = [
-        PlannedTask("task-001", "first note", "Append to note.txt."),
-        PlannedTask("task-002", "second note", "Append to note.txt.", ("task-001",)),
-    ]
-    session_id = make_session(runner.service, repo, plan)
+    with RefusingProxy() as proxy:
+        offline = OFFLINE | {"HTTPS_PROXY": proxy.url, "HTTP_PROXY": proxy.url}
+        runner = real_cli_runner(settings, db, tmp_path, tmux_server, cli, endpoint, offline)
+        plan = [
+            PlannedTask("task-001", "first note", "Append to note.txt."),
+            PlannedTask("task-002", "second note", "Append to note.txt.", ("task-001",)),
+        ]
+        session_id = make_session(runner.service, repo, plan)
 
-    await runner.start(session_id, cli.cli)
-    session = await runner.wait(session_id)
+        await runner.start(session_id, cli.cli)
+        try:
+            session = await asyncio.wait_for(runner.wait(session_id), SESSION_SECS)
+        except TimeoutError:
+            await runner.close()
+            tasks = runner.service.get(session_id).tasks
+            raise AssertionError(f"not finished: {tasks}") from None
+    if cli.agent_type in SILENT_CLIS:
+        assert proxy.asked == []  # nothing left for a host other than the fake model
+    assert model.requests, "the CLI never reached the fake model"
+    for request in model.requests:  # the key, in whichever header the CLI's API uses
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        sent = {bearer, request.headers.get("x-api-key"), request.headers.get("x-goog-api-key")}
+        assert cli.api_key in sent, request.headers
 
     assert session.status is SessionStatus.COMPLETED, session.tasks
     first, second = session.tasks
@@ -92,8 +134,13 @@ async def test_a_real_cli_runs_a_two_task_dag_in_its_own_worktrees(
         assert (outcome.files_changed, outcome.insertions) == (1, 1)
         assert outcome.patch_file is not None
         assert added in Path(outcome.patch_file).read_text().splitlines()  # vs start branch
-        assert outcome.imported_files >= 1
+        if cli.importer is None:
+            assert outcome.imported_files == 0
+        else:
+            assert outcome.imported_files >= 1
     await runner.close()  # imports once more: lines a CLI wrote after its hook
+    if cli.importer is None:
+        return
     for task in session.tasks:
         rows = task_usage(db, runner, cli, session_id, task.id)
         assert [(r.input_tokens, r.output_tokens) for r in rows] == [

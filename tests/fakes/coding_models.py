@@ -9,7 +9,14 @@ Two wire formats, each streamed as the real API streams it:
 - the OpenAI Responses API (`POST /v1/responses`, SSE, Codex's `wire_api = "responses"`):
   `response.created`, `response.in_progress`, per item `response.output_item.added`,
   (`response.output_text.delta` / `response.function_call_arguments.delta`),
-  `response.output_item.done`, then `response.completed` with the usage.
+  `response.output_item.done`, then `response.completed` with the usage;
+- the Gemini API (`POST /v1beta/models/{model}:streamGenerateContent?alt=sse`) for Gemini
+  CLI: one `GenerateContentResponse` chunk (`candidates[0].content.parts`: a `text` or a
+  `functionCall`, `finishReason`, `usageMetadata`); `:generateContent` (its side
+  requests, e.g. the model router's JSON choice) gets the same shape unstreamed;
+- OpenAI Chat Completions (`POST /v1/chat/completions`, SSE) for OpenCode's
+  OpenAI-compatible provider: `chat.completion.chunk`s (the text, or one `tool_calls`
+  entry), the `finish_reason`, a usage-only chunk, then `[DONE]`.
 
 A `ScriptedModel` answers the CLI's agent-loop requests (those that offer tools) with the
 turn matching how many model turns the conversation already holds; side requests (titles,
@@ -84,6 +91,16 @@ class ScriptedModel:
         server.respond("/v1/messages", lambda request: _anthropic_reply(self, request))
         return self
 
+    def serve_gemini(self, server: FakeLlmServer) -> ScriptedModel:
+        """Answer `POST /v1beta/models/{model}:…` on `server` as the Gemini API does."""
+        server.respond("/v1beta/models/*", lambda request: _gemini_reply(self, request))
+        return self
+
+    def serve_chat(self, server: FakeLlmServer) -> ScriptedModel:
+        """Answer `POST /v1/chat/completions` on `server` in Chat Completions SSE."""
+        server.respond("/v1/chat/completions", lambda request: _chat_reply(self, request))
+        return self
+
     def serve_responses(self, server: FakeLlmServer) -> ScriptedModel:
         """Answer `POST /v1/responses` on `server` in the Responses API's SSE format."""
         server.respond("/v1/responses", lambda request: _responses_reply(self, request))
@@ -91,8 +108,11 @@ class ScriptedModel:
 
 
 def _turns_taken(body: dict[str, Any]) -> int:
-    """Model turns already in the request: assistant messages (Messages API) or output
-    items the model produced (Responses API `input`)."""
+    """Model turns already in the request: assistant messages (Messages API, Chat
+    Completions), `model` contents (Gemini API) or output items the model produced
+    (Responses API `input`)."""
+    if "contents" in body:
+        return sum(1 for c in body["contents"] if c.get("role") == "model")
     if "messages" in body:
         return sum(1 for m in body["messages"] if m.get("role") == "assistant")
     taken = 0
@@ -242,3 +262,92 @@ def responses_events(turn: Turn, model: str, number: int) -> list[SseEvent]:
 
 def _event(name: str, **data: Any) -> SseEvent:
     return (name, {"type": name, **data})
+
+
+def _gemini_reply(model: ScriptedModel, request: Recorded) -> Reply:
+    name, _, method = request.path.removeprefix("/v1beta/models/").partition(":")
+    if method == "countTokens":
+        return Reply(json={"totalTokens": INPUT_TOKENS})
+    if method not in ("streamGenerateContent", "generateContent"):
+        return Reply(status=404, json={"error": {"code": 404, "message": f"no {method}"}})
+    body = request.json or {}
+    config = body.get("generationConfig") or {}
+    if not body.get("tools") and config.get("responseMimeType") == "application/json":
+        turn: Turn = Text(_json_side_text(config))  # the model router, the next-speaker check
+    else:
+        turn = model.next_turn(request)
+    chunk = gemini_response(turn, name, model.number())
+    if method == "generateContent":
+        return Reply(json=chunk)
+    if request.query.get("alt") != "sse":
+        return Reply(status=400, json={"error": {"code": 400, "message": "alt=sse only"}})
+    return Reply(sse=[chunk])
+
+
+def _json_side_text(config: dict[str, Any]) -> str:
+    """A JSON answer with a string for each required property of the asked schema."""
+    schema = config.get("responseJsonSchema") or config.get("responseSchema") or {}
+    required = schema.get("required") or list(schema.get("properties") or {})
+    values = {"next_speaker": "user", "model_choice": "flash"}
+    return json.dumps({key: values.get(key, "ok") for key in required})
+
+
+def gemini_response(turn: Turn, model: str, number: int) -> dict[str, Any]:
+    """One GenerateContentResponse: the turn's text or function call, finished."""
+    if isinstance(turn, Text):
+        part: dict[str, Any] = {"text": turn.text}
+    else:
+        part = {"functionCall": {"name": turn.name, "args": turn.arguments}}
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": INPUT_TOKENS,
+            "candidatesTokenCount": OUTPUT_TOKENS,
+            "totalTokenCount": INPUT_TOKENS + OUTPUT_TOKENS,
+        },
+        "modelVersion": model,
+        "responseId": f"resp_fake_{number:04d}",
+    }
+
+
+def _chat_reply(model: ScriptedModel, request: Recorded) -> Reply:
+    body = request.json or {}
+    if body.get("stream") is not True:
+        return Reply(status=400, json={"error": {"message": "stream only"}})
+    turn = model.next_turn(request)
+    return Reply(sse=[*chat_chunks(turn, str(body.get("model", "gpt")), model.number()), "[DONE]"])
+
+
+def chat_chunks(turn: Turn, model: str, number: int) -> list[SseEvent]:
+    """One assistant message streamed as Chat Completions stream it, with usage last."""
+
+    def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> SseEvent:
+        return {
+            "id": f"chatcmpl-fake-{number:04d}",
+            "object": "chat.completion.chunk",
+            "created": 1_760_000_000,
+            "model": model,
+            "choices": choices,
+            "usage": usage,
+        }
+
+    if isinstance(turn, Text):
+        delta: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        finish = "stop"
+    else:
+        function = {"name": turn.name, "arguments": json.dumps(turn.arguments)}
+        call = {"index": 0, "id": f"call_fake_{number:04d}", "type": "function"}
+        delta = {"role": "assistant", "tool_calls": [call | {"function": function}]}
+        finish = "tool_calls"
+    usage = {
+        "prompt_tokens": INPUT_TOKENS,
+        "completion_tokens": OUTPUT_TOKENS,
+        "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+    }
+    return [
+        chunk([{"index": 0, "delta": delta, "finish_reason": None}]),
+        chunk([{"index": 0, "delta": {}, "finish_reason": finish}]),
+        chunk([], usage),
+    ]

@@ -14,6 +14,7 @@ queued forever once it is the only one left), and every request is recorded.
     server.reply("/v1/chat/completions", Reply(body=b"{not json", content_type="application/json"))
     server.requests[-1].json   # what the client sent
     server.respond("/v1/messages", lambda request: Reply(...))  # a reply computed per request
+    server.respond("/v1beta/models/*", ...)  # a path ending in * answers every path it begins
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class FakeLlmServer:
             self._replies.setdefault(path, deque()).extend(replies)
 
     def respond(self, path: str, responder: Callable[[Recorded], Reply]) -> None:
-        """Answer requests to `path` with `responder(request)` (before any queued reply)."""
+        """Answer requests to `path` with `responder(request)` (before any queued reply);
+        a `path` ending in `*` answers every path that begins with the rest."""
         with self._lock:
             self._responders[path] = responder
 
@@ -154,7 +156,14 @@ class FakeLlmServer:
                 body=body,
             )
             self.requests.append(recorded)
-            responder = self._responders.get(path)
+            responder = self._responders.get(path) or next(
+                (
+                    answer
+                    for prefix, answer in self._responders.items()
+                    if prefix.endswith("*") and path.startswith(prefix[:-1])
+                ),
+                None,
+            )
             queue = self._replies.get(path)
             reply = None
             if responder is not None:

@@ -2,8 +2,8 @@
 
 Each profile says how to start its CLI in a tmux pane: the argv (full-auto flags, the
 prompt as one argv element, so no shell ever quotes it), the sub-agent's own HOME and the
-configuration written into it (model endpoint, key, hooks / notify pointing at
-`signals.py`), and the environment (telemetry and auto-update off). `observe` turns the
+configuration written into it (model endpoint, key, hooks / notify / OpenCode's plugin
+pointing at `signals.py`), and the environment (telemetry and auto-update off). `observe` turns the
 recorded signals and the pane's exit status into a status; `match_screen` is the fallback
 that reads a captured pane for a known prompt, never matching text the prompt echoed.
 """
@@ -78,6 +78,7 @@ class Profile:
     always: tuple[str, ...] = ()  # flags for every run (e.g. no background daemon)
     ask_first: tuple[str, ...] = ()  # flags that make it ask before acting
     prompt_via: Literal["argv", "paste"] = "argv"  # argv: the prompt is the last argument
+    prompt_flag: str | None = None  # with argv: the option that carries the prompt
     transcripts: str | None = None  # its transcripts, relative to its HOME
     importer: str | None = None  # opencrab.importers source for them
     screen: tuple[ScreenPattern, ...] = ()
@@ -152,6 +153,7 @@ CODEX = Profile(
         ),
     ),
 )
+# Gemini CLI: a positional prompt starts its interactive UI with that prompt submitted.
 GEMINI = Profile(
     agent_type="Gemini",
     executable="gemini",
@@ -159,11 +161,13 @@ GEMINI = Profile(
     ask_first=("--approval-mode", "default"),
     screen=(_pattern("WaitingInput", r"^\W*(Allow execution.*\?)\s*$", r"^\W*1\.\s*Yes\b"),),
 )
+# OpenCode: its TUI's positional argument is the project folder; the prompt is --prompt.
+# It has no hook commands: the plugin written into its HOME records the signals.
 OPENCODE = Profile(
     agent_type="OpenCode",
     executable="opencode",
-    full_auto=(),
-    prompt_via="argv",
+    full_auto=("--auto",),
+    prompt_flag="--prompt",
 )
 OTHER = Profile(agent_type="Other", executable="", full_auto=(), prompt_via="paste")
 
@@ -258,14 +262,14 @@ def prepare(
     elif profile.agent_type == "Codex":
         env |= _codex_home(home, workdir, signal_dir, endpoint)
     elif profile.agent_type == "Gemini":
-        env |= _gemini_home(home, signal_dir, endpoint)
+        env |= _gemini_home(home, workdir, signal_dir, endpoint)
     elif profile.agent_type == "OpenCode":
-        env |= _opencode_home(home, endpoint)
+        env |= _opencode_home(home, signal_dir, endpoint, full_auto=full_auto)
     if extra_env:
         env |= dict(extra_env)
     paste = profile.prompt_via == "paste"
     if not paste:
-        argv.append(prompt)
+        argv += [profile.prompt_flag, prompt] if profile.prompt_flag else [prompt]
     transcripts = home / profile.transcripts if profile.transcripts else None
     return Launch(argv, env, workdir, home, signal_dir, prompt, paste, transcripts)
 
@@ -340,62 +344,175 @@ def _codex_home(
     return env
 
 
-def _gemini_home(home: Path, signal_dir: Path, endpoint: Endpoint | None) -> dict[str, str]:
-    """~/.gemini/settings.json with hooks that record AfterAgent and Notification, and
-    (with an endpoint) the API-key sign-in chosen, so it never asks how to sign in."""
+def _gemini_home(
+    home: Path, workdir: Path, signal_dir: Path, endpoint: Endpoint | None
+) -> dict[str, str]:
+    """~/.gemini/settings.json (hooks recording AfterAgent, Notification and SessionEnd;
+    API-key auth; no usage statistics, telemetry or auto-update) and trustedFolders.json
+    (the worktree trusted, so no trust dialog holds the prompt back)."""
     hook = [{"type": "command", "command": _shell_words(signal_command(signal_dir, "gemini"))}]
-    settings = {
+    settings: dict[str, object] = {
         "hooks": {
             "AfterAgent": [{"hooks": hook}],
             "Notification": [{"hooks": hook}],
             "SessionEnd": [{"hooks": hook}],
         },
         "privacy": {"usageStatisticsEnabled": False},
-        "general": {"disableAutoUpdate": True},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
-    if endpoint:
-        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-    _write_private(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
     env: dict[str, str] = {}
     if endpoint:
-        env["GEMINI_API_KEY"] = endpoint.api_key
-        if endpoint.base_url:
-            env["GOOGLE_GEMINI_BASE_URL"] = endpoint.base_url
+        # The key from GEMINI_API_KEY, sent to GOOGLE_GEMINI_BASE_URL (the Gemini API's
+        # /v1beta/models/{model}:streamGenerateContent); without a chosen auth type the
+        # CLI waits for a Google login.
+        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
         if endpoint.model:
-            env["GEMINI_MODEL"] = endpoint.model
+            settings["model"] = {"name": endpoint.model}
+        env["GEMINI_API_KEY"] = endpoint.api_key
+        if endpoint.base_url:  # else the vendor's own API
+            env["GOOGLE_GEMINI_BASE_URL"] = endpoint.base_url
+    gemini = home / ".gemini"
+    _write_private(gemini / "settings.json", json.dumps(settings, indent=2))
+    _write_private(gemini / "trustedFolders.json", json.dumps({str(workdir): "TRUST_FOLDER"}))
     return env
 
 
 OPENCODE_KEY_VAR = "OPENCRAB_OPENCODE_API_KEY"
+OPENCODE_PROVIDER = "opencrab"
 OPENCODE_URL_SUFFIX = {"anthropic": "/v1", "google": "/v1beta"}
 """What OpenCode's provider packages (the AI SDK's) expect after the base URL that
 OpenCrab's provider of the same vendor takes (OpenAI-compatible ones include `/v1`)."""
 
+# Records OpenCode's session events with the signal command: `session.idle` of a top-level
+# session as Stop (its last assistant text as last_assistant_message), or as SessionEnd
+# when the turn failed; `permission.asked` / `question.asked` as Notification.
+_OPENCODE_PLUGIN = """\
+// Written by OpenCrab agent mode: records this sub-agent's signals.
+import { spawnSync } from "node:child_process";
 
-def _opencode_home(home: Path, endpoint: Endpoint | None) -> dict[str, str]:
-    """~/.config/opencode/opencode.json (its XDG directories under the sub-agent's HOME):
-    with an endpoint, the provider's options (base URL; the key read from a variable,
-    so it is never written to the file) and its model."""
-    config_dir = home / ".config"
-    config: dict[str, object] = {"$schema": "https://opencode.ai/config.json", "autoupdate": False}
-    env = {
-        "XDG_CONFIG_HOME": str(config_dir),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
+const COMMAND = %(command)s;
+
+export const OpenCrabSignals = async () => {
+  const roles = new Map();
+  const lastText = new Map();
+  const failed = new Map();
+  const children = new Set();
+  const send = (payload) => {
+    spawnSync(COMMAND[0], COMMAND.slice(1), { input: JSON.stringify(payload) });
+  };
+  return {
+    event: async ({ event }) => {
+      const p = event.properties || {};
+      if (event.type === "session.created" || event.type === "session.updated") {
+        if (p.info && p.info.parentID) children.add(p.info.id);
+      } else if (event.type === "message.updated" && p.info) {
+        roles.set(p.info.id, p.info.role);
+      } else if (event.type === "message.part.updated" && p.part) {
+        const part = p.part;
+        if (part.type === "text" && roles.get(part.messageID) === "assistant" && part.text) {
+          lastText.set(part.sessionID, part.text);
+        }
+      } else if (event.type === "session.error") {
+        const error = p.error || {};
+        const data = error.data || {};
+        failed.set(p.sessionID, String(data.message || error.name || "error"));
+      } else if (event.type === "session.idle") {
+        if (children.has(p.sessionID)) return;
+        const reason = failed.get(p.sessionID);
+        failed.delete(p.sessionID);
+        if (reason !== undefined) {
+          send({ hook_event_name: "SessionEnd", session_id: p.sessionID, reason });
+        } else {
+          const text = lastText.get(p.sessionID) || "";
+          send({ hook_event_name: "Stop", session_id: p.sessionID, last_assistant_message: text });
+        }
+      } else if (event.type === "permission.asked" || event.type === "question.asked") {
+        const what = p.permission || (p.questions && p.questions[0] && p.questions[0].question);
+        send({
+          hook_event_name: "Notification",
+          notification_type: event.type,
+          session_id: p.sessionID,
+          message: String(what || "waiting for input"),
+        });
+      }
+    },
+  };
+};
+"""
+
+
+def _opencode_home(
+    home: Path, signal_dir: Path, endpoint: Endpoint | None, *, full_auto: bool
+) -> dict[str, str]:
+    """~/.config/opencode/opencode.json (OpenCrab's OpenAI-compatible provider and its
+    model, no sharing or auto-update, edits and commands asking first unless full-auto)
+    and plugins/opencrab-signals.js (the signals); XDG folders inside the sub-agent's
+    HOME, so a user's own XDG_* settings never lead it to their config or sessions."""
+    xdg = {
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_CACHE_HOME": home / ".cache",
     }
+    env = {name: str(path) for name, path in xdg.items()}
+    env |= {
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",  # models.dev
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",  # the login helpers of other providers
+        # It installs @opencode-ai/plugin into each config folder from the npm registry
+        # in the background and waits for that before loading plugins: offline, the
+        # install fails at once instead of reaching for the registry.
+        "npm_config_offline": "true",
+    }
+    # snapshot: no undo history of its own (a shadow git repository of the worktree); the
+    # worktree's branch and OpenCrab's diff keep what it changed
+    config: dict[str, object] = {"autoupdate": False, "share": "disabled", "snapshot": False}
+    if not full_auto:
+        config["permission"] = {"edit": "ask", "bash": "ask", "webfetch": "ask"}
     if endpoint:
-        provider = endpoint.provider or "anthropic"
-        options = {"apiKey": "{env:" + OPENCODE_KEY_VAR + "}"}
-        if endpoint.base_url:
-            suffix = OPENCODE_URL_SUFFIX.get(provider, "")
-            options["baseURL"] = endpoint.base_url.rstrip("/") + suffix
-        config["provider"] = {provider: {"options": options}}
-        if endpoint.model:
-            config["model"] = f"{provider}/{endpoint.model}"
+        config |= _opencode_provider(endpoint)
         env[OPENCODE_KEY_VAR] = endpoint.api_key
-    _write_private(config_dir / "opencode" / "opencode.json", json.dumps(config, indent=2))
+    folder = xdg["XDG_CONFIG_HOME"] / "opencode"
+    _write_private(folder / "opencode.json", json.dumps(config, indent=2))
+    command = json.dumps(signal_command(signal_dir, "opencode"))
+    plugin = _OPENCODE_PLUGIN % {"command": command}
+    _write_private(folder / "plugins" / "opencrab-signals.js", plugin)
     return env
+
+
+def _opencode_provider(endpoint: Endpoint) -> dict[str, object]:
+    """OpenCode's `provider` and `model` settings for `endpoint`, the key read from
+    OPENCODE_KEY_VAR (never written to the file).
+
+    An OpenAI-compatible endpoint at a base URL of its own (OpenCrab's `openai` provider
+    pointed at a proxy, vLLM or llama.cpp; the base includes `/v1`) becomes a provider of
+    OpenCrab's speaking Chat Completions, which every such server answers. Any other
+    provider is OpenCode's own of the same name (anthropic, google, openai, openrouter),
+    its base URL given the version path that provider's SDK expects."""
+    key = {"apiKey": f"{{env:{OPENCODE_KEY_VAR}}}"}
+    name = endpoint.provider or "openai"
+    if name == "openai" and endpoint.base_url:
+        provider: dict[str, object] = {
+            "npm": "@ai-sdk/openai-compatible",  # Chat Completions at {baseURL}/chat/completions
+            "name": "OpenCrab",
+            "options": {"baseURL": endpoint.base_url, **key},
+        }
+        if endpoint.model:
+            provider["models"] = {endpoint.model: {"name": endpoint.model}}
+        name = OPENCODE_PROVIDER
+    else:
+        options: dict[str, str] = dict(key)
+        if endpoint.base_url:
+            suffix = OPENCODE_URL_SUFFIX.get(name, "")
+            options["baseURL"] = endpoint.base_url.rstrip("/") + suffix
+        provider = {"options": options}
+    settings: dict[str, object] = {"provider": {name: provider}}
+    if endpoint.model:
+        model = f"{name}/{endpoint.model}"
+        settings |= {"model": model, "small_model": model}
+    return settings
 
 
 def observe(

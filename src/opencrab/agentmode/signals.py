@@ -1,11 +1,12 @@
 """Sub-agent signals: the hook / notify command that records them, and their reader.
 
 A coding CLI's hooks (Claude Code `Stop`, `Notification`, `SessionEnd`; Gemini CLI's
-hooks) and Codex's `notify` run this file as a command:
+hooks), Codex's `notify` and the plugin agent mode writes for OpenCode run this file as a
+command:
 
     python -I /…/opencrab/agentmode/signals.py --dir DIR --source claude [EVENT]
 
-It reads the hook's JSON from stdin (Claude Code, Gemini CLI) or from its last argument
+It reads the hook's JSON from stdin (Claude Code, Gemini CLI, OpenCode) or from its last argument
 (Codex passes one JSON argument) and appends one JSON line to `DIR/signals.jsonl` with a
 single `O_APPEND` write, so lines from concurrent hooks never interleave. The file imports
 only the standard library and is run by path, so a hook costs one small interpreter start
