@@ -65,6 +65,7 @@ async def test_a_turn_that_waits_runs_once_the_other_processs_turn_has_ended(
     session_id = ensure_chat_session(runtime.db, agent.id)
     store = LeaseStore(runtime.db)
     assert store.try_acquire(turn_key(session_id), "elsewhere:1:x", ttl_secs=600)
+    scripted.outcomes.clear()
     scripted.then(speak("hi"))
     waiting = asyncio.create_task(
         runtime.chat(agent, "hello", session_id=session_id, wait_busy=True)
