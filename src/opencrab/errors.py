@@ -4,6 +4,7 @@
     ├── ConfigError               invalid configuration: file, key and problem are named
     ├── StoreError                the database cannot be opened, migrated or written
     ├── ValidationError           input that breaks a documented rule
+    │   ├── NameTaken             an agent name another agent has (seed 002 answers 400)
     │   ├── EventValidationError  an AgentEvent batch that breaks a seed-000 rule
     │   ├── WorkspaceError        a workspace path or operation that is not allowed
     │   │   └── QuotaExceeded     a write would take the workspace over its size quota
@@ -70,6 +71,13 @@ class ValidationError(OpenCrabError):
     """Input that breaks a documented rule."""
 
     code = "validation_error"
+
+
+class NameTaken(ValidationError):
+    """Another agent already has this name (names address agents, so they are unique);
+    seed 002 documents 400 for creating an agent with input it refuses."""
+
+    code = "name_taken"
 
 
 class EventValidationError(ValidationError):

@@ -26,7 +26,12 @@ from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.skill_files import load_skill_dirs
 from opencrab.core.skills import PACKAGED_DIR, SkillManager
 from opencrab.core.soul import Personality, Soul
-from opencrab.errors import BudgetExceeded, ConflictError, NotFoundError, ValidationError
+from opencrab.errors import (
+    BudgetExceeded,
+    NameTaken,
+    NotFoundError,
+    ValidationError,
+)
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
 from opencrab.store.tables import (
@@ -115,13 +120,11 @@ def test_list_in_creation_order(store: AgentStore) -> None:
     assert [a.name for a in store.list()] == ["c", "a", "b"]
 
 
-def test_duplicate_name_is_a_conflict(store: AgentStore, db: Database) -> None:
+def test_a_duplicate_name_is_refused(store: AgentStore, db: Database) -> None:
     first = store.create(AgentCreate(name="kai"))
-    with pytest.raises(
-        ConflictError, match=f"an agent named 'kai' already exists \\({first.id}\\)"
-    ):
+    with pytest.raises(NameTaken, match=f"an agent named 'kai' already exists \\({first.id}\\)"):
         store.create(AgentCreate(name="kai"))
-    with pytest.raises(ConflictError):
+    with pytest.raises(NameTaken):
         store.create(AgentCreate(name=" kai "))
     with db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(agents)).scalar() == 1
@@ -182,7 +185,7 @@ def test_update_changes_only_what_is_given(store: AgentStore) -> None:
 def test_rename(store: AgentStore) -> None:
     agent = store.create(AgentCreate(name="kai"))
     store.create(AgentCreate(name="lea"))
-    with pytest.raises(ConflictError, match="'lea' already exists"):
+    with pytest.raises(NameTaken, match="'lea' already exists"):
         store.update("kai", AgentUpdate(name="lea"))
     assert store.get(agent.id).name == "kai"
     assert store.update("kai", AgentUpdate(name="kai", prompt="same name is fine")).name == "kai"

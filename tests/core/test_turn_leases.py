@@ -57,6 +57,32 @@ async def test_a_turn_is_refused_while_another_process_runs_one_in_the_session(
     assert result.reply == "hi"
 
 
+async def test_a_turn_that_waits_runs_once_the_other_processs_turn_has_ended(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    """Seed 002's POST /api/sessions/{id}/messages declares no 409: it waits instead."""
+    agent = runtime.agents.create(AgentCreate(name="aki"))
+    session_id = ensure_chat_session(runtime.db, agent.id)
+    store = LeaseStore(runtime.db)
+    assert store.try_acquire(turn_key(session_id), "elsewhere:1:x", ttl_secs=600)
+    scripted.outcomes.clear()
+    scripted.then(speak("hi"))
+    waiting = asyncio.create_task(
+        runtime.chat(agent, "hello", session_id=session_id, wait_busy=True)
+    )
+    for _ in range(20):  # several polls of the lease: still waiting, nothing stored
+        await asyncio.sleep(0.1)
+        assert not waiting.done(), waiting.result()
+    assert session_messages(runtime.db, session_id) == []
+    assert scripted.requests == []
+
+    store.release([turn_key(session_id)], "elsewhere:1:x")  # that turn ended
+    result = await asyncio.wait_for(waiting, 120)
+    assert result.reply == "hi"
+    assert [m.content for m in session_messages(runtime.db, session_id)] == ["hello", "hi"]
+    assert store.get(turn_key(session_id)) is None  # let go after the turn
+
+
 async def test_the_scheduler_ticks_only_the_agents_whose_lease_it_holds(
     runtime: Runtime, db: Database
 ) -> None:

@@ -236,7 +236,7 @@ def test_the_preview_shows_the_models_reply_to_the_unsaved_persona(
     assert p.evaluate("document.documentElement.scrollWidth") <= 1024
     # the preview saved nothing
     assert api.get("/api/agents/yui/soul").json()["personaName"] == "慎重な分析家"
-    assert api.get("/api/sessions", params={"agentId": "yui"}).json() == []
+    assert api.get("/api/sessions", params={"agentId": "yui", "kind": "all"}).json() == []
 
 
 def test_a_failed_preview_shows_the_apis_message(

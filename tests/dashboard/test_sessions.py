@@ -164,7 +164,7 @@ def test_the_list_filters_by_kind_agent_status_and_title_and_pages(
     shoot(p, "sessions-agent")
 
     # the page lists what the API lists, in the same order
-    listed = api.get("/api/sessions", params={"agentId": "ハナコ"}).json()
+    listed = api.get("/api/sessions", params={"agentId": "ハナコ", "kind": "all"}).json()
     links = p.locator("tbody tr td:first-child a").evaluate_all("els => els.map(a => a.href)")
     assert [link.rsplit("/", 1)[1] for link in links] == [s["id"] for s in listed]
 

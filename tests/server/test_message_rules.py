@@ -80,7 +80,7 @@ def test_websocket_refuses_blank_and_long_messages(
             assert "content" in refused["message"]
         ws.send_json({"type": "ping"})
         assert ws.receive_json() == {"type": "pong"}
-    assert app_client.get("/api/sessions").json() == []
+    assert app_client.get("/api/sessions", params={"kind": "all"}).json() == []
     assert scripted.requests == []
 
 

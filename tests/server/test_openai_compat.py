@@ -95,7 +95,7 @@ def test_a_resent_conversation_continues_its_session(
     ]
     b = client.chat.completions.create(model="aki", messages=history)  # type: ignore[arg-type]
     assert b.choices[0].message.content == "second answer"
-    sessions = http.get("/api/sessions").json()
+    sessions = http.get("/api/sessions", params={"kind": "chat"}).json()
     assert len(sessions) == 1
     assert sessions[0]["messageCount"] == 4
     # the agent saw the first exchange from its own history, not from the request

@@ -36,7 +36,7 @@ from opencrab.core.budgets import Budgets, CostCap
 from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
-from opencrab.errors import ConflictError, NotFoundError, ValidationError
+from opencrab.errors import ConflictError, NameTaken, NotFoundError, ValidationError
 from opencrab.messages import session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
@@ -368,7 +368,7 @@ class AgentStore:
     def _refuse_taken_name(self, conn: Connection, name: str) -> None:
         taken = repo.agent_id_named(conn, name)
         if taken is not None:
-            raise ConflictError(f"an agent named {name!r} already exists ({taken})")
+            raise NameTaken(f"an agent named {name!r} already exists ({taken})")
 
     @staticmethod
     def _write_soul(conn: Connection, agent_id: str, persona: Soul, now: datetime) -> None:

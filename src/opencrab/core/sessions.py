@@ -116,16 +116,31 @@ def turn_lock(session_id: str) -> asyncio.Lock:
     return lock
 
 
+BUSY_POLL_SECS = 0.25
+"""How often a turn that waits (`hold_turn(wait=True)`) tries the session's lease again."""
+
+
 @asynccontextmanager
-async def hold_turn(leases: LeaseKeeper, session_id: str) -> AsyncIterator[None]:
+async def hold_turn(
+    leases: LeaseKeeper, session_id: str, *, wait: bool = False
+) -> AsyncIterator[None]:
     """Hold `session_id` for one turn: this process's turn lock (waited for), then the
-    session's lease (another process running a turn there raises SessionBusy, 409).
+    session's lease (another process running a turn there raises SessionBusy, 409; with
+    `wait`, it is tried again every BUSY_POLL_SECS until that turn has ended or its
+    process is gone, as long as the caller waits).
 
     The turn service (core/turns.py) holds it for every turn — chat (REST, WebSocket, /v1,
     CLI, Discord), heartbeat and discussion (with the discussion's bookkeeping).
     """
-    async with (
-        turn_lock(session_id),
-        leases.holding(turn_key(session_id), busy=lambda: SessionBusy(session_id)),
-    ):
-        yield
+    key = turn_key(session_id)
+    async with turn_lock(session_id):
+        while wait and not await leases.acquire(key):
+            await asyncio.sleep(BUSY_POLL_SECS)
+        if wait:  # taken above: held until the block ends
+            try:
+                yield
+            finally:
+                await leases.release(key)
+            return
+        async with leases.holding(key, busy=lambda: SessionBusy(session_id)):
+            yield

@@ -8,7 +8,8 @@ service
 
 1. takes the session's turn — this process's turn lock, then the session's lease in the
    store (sessions.hold_turn): another process running a turn there raises SessionBusy
-   (409 `session_busy`), and nothing is stored;
+   (409 `session_busy`), and nothing is stored — or, when the caller asks (`wait_busy`,
+   seed 002's `POST /api/sessions/{id}/messages`), that turn's end is waited for;
 2. resolves and validates the session under it: a chat turn's session is the agent's own
    active chat session (created when new, if the caller allows it); a discussion turn's
    is an active discussion session, a ticket turn's an active session of a ticket of the
@@ -93,6 +94,7 @@ class TurnService:
         create: bool = True,
         stream: bool = False,
         max_tokens: int | None = None,
+        wait_busy: bool = False,
         **engine_options: Any,
     ) -> AsyncIterator[EngineStep]:
         """One turn of `agent` answering `message` in a session; its steps, the last a
@@ -102,8 +104,12 @@ class TurnService:
         is created when `create` (else NotFoundError). `stream` passes the model's text on
         as TextDelta steps; `max_tokens` caps each of the turn's model calls.
         `engine_options` go to SkillEngine.run (task_type, purpose, trace_id, turn_number).
+        `wait_busy` waits for another process's turn in the session to end instead of
+        raising SessionBusy.
         """
-        async with self.hold(agent, session_id, kind=kind, create=create) as turn:
+        async with self.hold(
+            agent, session_id, kind=kind, create=create, wait_busy=wait_busy
+        ) as turn:
             async for step in turn.steps(
                 message, stream=stream, max_tokens=max_tokens, **engine_options
             ):
@@ -124,6 +130,7 @@ class TurnService:
         create: bool = True,
         stream: bool = False,
         max_tokens: int | None = None,
+        wait_busy: bool = False,
     ) -> AsyncIterator[EngineStep]:
         """A chat turn for a text message (see `steps`); the source defaults to the CLI.
 
@@ -143,6 +150,7 @@ class TurnService:
             create=create,
             stream=stream,
             max_tokens=max_tokens,
+            wait_busy=wait_busy,
         ):
             yield step
 
@@ -158,13 +166,15 @@ class TurnService:
         *,
         kind: SessionKind = "chat",
         create: bool = True,
+        wait_busy: bool = False,
     ) -> AsyncIterator[HeldSession]:
         """Hold a session for a turn (lock, lease; SessionBusy when another process runs
-        one there), validated for `agent` and `kind`; the turn runs through what it yields."""
+        one there, unless `wait_busy`: then its end is waited for), validated for `agent`
+        and `kind`; the turn runs through what it yields."""
         if session_id is None and kind != "chat":
             raise ValidationError(f"a {kind} turn needs its session")
         key = _session_key(session_id) or str(uuid4())
-        async with hold_turn(self.leases, key):
+        async with hold_turn(self.leases, key, wait=wait_busy):
             await run_blocking(self._resolve, agent, key, kind, create or session_id is None)
             yield HeldSession(self, agent, key, kind)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
+from uuid import UUID
 
 from fastapi import Depends, Path, Request
 
 from opencrab.config import Settings
-from opencrab.core.agent import MAX_NAME, Agent, AgentStore
+from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.runtime import Runtime
+from opencrab.errors import NotFoundError
 from opencrab.event_log import EventLog
 from opencrab.store import Database
 
@@ -50,10 +53,30 @@ def actor_of(request: Request) -> str:
 AGENT_REF = "The agent's id or its name (a name is never UUID-shaped, so they never clash)."
 """How the API describes an agent reference, in a path, a query or a body."""
 
-AgentId = Annotated[
-    str,
-    Path(alias="id", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
-]
+AgentId = Annotated[str, Path(alias="id", description=AGENT_REF)]
+"""An agent in the path: a reference that names no agent (too long, empty, anything) is
+404, the status seed 002 documents for its `/api/agents/{id}` operations."""
+
+
+def record_id(what: str) -> Callable[..., Any]:
+    """A dependency reading the path's `id` as the UUID of a `what`: anything that is no
+    UUID names no such record, so it is 404 (seed 002 documents 404, never 400, for
+    `/api/tickets/{id}`, `/api/sessions/{id}` and `/api/tools/{id}`).
+
+    Example:
+        TicketId = Annotated[UUID, Depends(record_id("ticket"))]
+    """
+
+    async def parse(value: str) -> UUID:
+        try:
+            return UUID(value)
+        except ValueError:
+            raise NotFoundError(f"no {what} {value[:100]!r}") from None
+
+    # set here, not written in the signature: a string annotation could not see `what`
+    path = Path(alias="id", description=f"The {what}'s id.", json_schema_extra={"format": "uuid"})
+    parse.__annotations__ = {"value": Annotated[str, path], "return": UUID}
+    return parse
 
 
 async def get_agent(agent_id: AgentId, request: Request) -> Agent:

@@ -1,7 +1,8 @@
 """The sessions list: every session (`/sessions`) and one agent's (`/agents/{name}/sessions`).
 
 Filters (kind, agent, status, text in the title) and pages of `PAGE_SIZE` are the query
-parameters of `GET /api/sessions`, and the rows come from the same call the route makes
+parameters of `GET /api/sessions` (the page's "any kind" is its `kind=all`: the API lists
+tickets' sessions when `kind` is left out), and the rows come from the same call the route makes
 (server.api.sessions.find_sessions), one more row asked for to know whether a next page
 exists. The filter form is a plain GET form: it works without JavaScript.
 """
@@ -20,12 +21,19 @@ from opencrab.core.runtime import Runtime
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
-from opencrab.server.api.sessions import SessionSummary, find_sessions
+from opencrab.server.api.sessions import SessionKind, SessionSummary, find_sessions
 
 router = APIRouter()
 
 PAGE_SIZE = 50
 KINDS = ("chat", "discussion", "ticket")
+KIND_FILTERS: dict[str, SessionKind | Literal["all"]] = {
+    "": "all",
+    "chat": "chat",
+    "discussion": "discussion",
+    "ticket": "ticket",
+}
+"""The page's kind filter ("": any kind) as `GET /api/sessions` takes it."""
 STATUSES = ("active", "suspended", "completed", "failed")
 
 KindFilter = Annotated[Literal["", "chat", "discussion", "ticket"], Query()]
@@ -90,7 +98,7 @@ def _listing(
     found = find_sessions(
         runtime,
         agent=filters["agent"] or None,
-        kind=filters["kind"] or None,
+        kind=KIND_FILTERS[filters["kind"]],
         status=filters["status"] or None,
         text=filters["q"] or None,
         limit=PAGE_SIZE + 1,

@@ -118,7 +118,9 @@ async def ticket_state(
 
 def _ticket_view(runtime: Runtime, ticket_id: str) -> dict[str, Any]:
     ticket: TicketResponse = ticket_shape(service.get_ticket(runtime.db, ticket_id))
-    sessions: list[SessionSummary] = find_sessions(runtime, ticket_id=ticket.id, limit=1000)
+    sessions: list[SessionSummary] = find_sessions(
+        runtime, kind="ticket", ticket_id=ticket.id, limit=1000
+    )
     names = runtime.agents.names()
     language = names.get(str(ticket.agent_id), ("", runtime.settings.agent.language))[1]
     question = None

@@ -1,7 +1,10 @@
 """Agents (seed 002 `/api/agents`, seed 001 soul and identity routes).
 
-Seed 002's shapes: `AgentSummary` in lists, `AgentResponse` for one agent,
-`CreateAgentRequest` / `UpdateAgentRequest` with `toolIds`. Creating accepts the seed-001
+Seed 002's shapes: `AgentSummary` in lists, `AgentResponse` for one agent (an agent
+without a description has no `description` key: the seed types it as a string, never
+null), `CreateAgentRequest` / `UpdateAgentRequest` with `toolIds`. An agent is addressed
+by id or name; a path that names none is 404, whatever it holds, and a name another agent
+has is 400 `name_taken` (the seed's statuses). Creating accepts the seed-001
 parts too (soul, identity, llm, heartbeat), updating soul, identity and heartbeat (so a
 persona editor saves everything at once); soul, identity and heartbeat also have their
 own GET/PUT routes.
@@ -35,16 +38,19 @@ from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 router = APIRouter(prefix="/api", tags=["Agents"])
 
 
+NO_DESCRIPTION = "Left out when the agent has none (seed 002 types it as a string)."
+
+
 class AgentSummary(ApiModel):
     id: UUID
     name: str
-    description: str | None = None
+    description: str | None = Field(default=None, description=NO_DESCRIPTION)
 
 
 class AgentResponse(ApiModel):
     id: UUID
     name: str
-    description: str | None = None
+    description: str | None = Field(default=None, description=NO_DESCRIPTION)
     prompt: str
     language: Language = Field(description="Language of its prompts and standard skills.")
     tool_ids: list[UUID]
@@ -113,7 +119,12 @@ def _first_error(exc: ValueError) -> str:
     return str(exc)
 
 
-@router.get("/agents", operation_id="listAgents", response_model=list[AgentSummary])
+@router.get(
+    "/agents",
+    operation_id="listAgents",
+    response_model=list[AgentSummary],
+    response_model_exclude_none=True,
+)
 async def list_agents(agents: AgentStoreDep) -> list[AgentSummary]:
     """Every agent, oldest first."""
     # one short SQLite read (WAL: readers never wait): cheaper on the loop than a thread hop
@@ -128,7 +139,8 @@ async def list_agents(agents: AgentStoreDep) -> list[AgentSummary]:
     operation_id="createAgent",
     status_code=201,
     response_model=AgentResponse,
-    responses=error_responses(400, 409),
+    response_model_exclude_none=True,
+    responses=error_responses(400),
 )
 def create_agent(
     body: CreateAgentRequest, agents: AgentStoreDep, request: Request
@@ -145,7 +157,8 @@ def create_agent(
     "/agents/{id}",
     operation_id="getAgent",
     response_model=AgentResponse,
-    responses=error_responses(400, 404),
+    response_model_exclude_none=True,
+    responses=error_responses(404),
 )
 def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     """One agent."""
@@ -156,7 +169,8 @@ def get_agent(agent_id: AgentId, agents: AgentStoreDep) -> AgentResponse:
     "/agents/{id}",
     operation_id="updateAgent",
     response_model=AgentResponse,
-    responses=error_responses(400, 404, 409),
+    response_model_exclude_none=True,
+    responses=error_responses(400, 404),
 )
 def update_agent(
     agent_id: AgentId, body: UpdateAgentRequest, agents: AgentStoreDep, request: Request

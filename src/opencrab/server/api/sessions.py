@@ -1,11 +1,16 @@
 """Sessions and their messages (seed 002 `/api/sessions`, seed 001 chat sessions).
 
+`GET /api/sessions` lists tickets' sessions unless `kind` asks for chats, discussions or
+all: seed 002's SessionSummary requires a `ticketId`, which only a ticket's session has.
+A path id that is no UUID is 404, as the seed documents.
+
 `POST /api/sessions/{id}/messages` is the REST gateway: the user message becomes an
 `IncomingMessage` with a `RestSource` and the agent runs a turn. The answer is 201 with
 seed 002's MessageResponse of the stored user message (`id`, `role`, `content`,
 `timestamp`) and, in `turn`, what the agent did: its reply, actions, trace id and how the
 turn stopped. One turn per session at a time: a second message to the same session waits
-for the first to finish. In a ticket's session the message is a person's answer
+for the first to finish, in this process or another (the seed declares no 409). In a
+ticket's session the message is a person's answer
 (opencrab.tickets.service.answer_ticket_session): a suspended ticket resumes.
 """
 
@@ -15,7 +20,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
-from fastapi import APIRouter, FastAPI, Path, Query, Response
+from fastapi import APIRouter, Depends, FastAPI, Query, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
@@ -34,13 +39,13 @@ from opencrab.errors import OpenCrabError
 from opencrab.messages import MessageText, RestSource, Sender
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import AGENT_REF, RuntimeDep
+from opencrab.server.deps import AGENT_REF, RuntimeDep, record_id
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 from opencrab.tickets.service import answer_ticket_session
 
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
-SessionId = Annotated[UUID, Path(alias="id", description="The session's id.")]
+SessionId = Annotated[UUID, Depends(record_id("session"))]
 SessionStatus = Literal["active", "suspended", "completed", "failed"]
 
 
@@ -156,20 +161,21 @@ def summary_of(row: Any) -> SessionSummary:
 def find_sessions(
     runtime: Runtime,
     *,
+    kind: SessionKind | Literal["all"],
     agent: str | None = None,
     ticket_id: UUID | None = None,
-    kind: str | None = None,
     status: str | None = None,
     text: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> list[SessionSummary]:
-    """One page of sessions as `GET /api/sessions` lists them (the dashboard's list too)."""
+    """One page of sessions of one `kind` (or all) as `GET /api/sessions` lists them (the
+    dashboard's lists too)."""
     rows = list_sessions(
         runtime.db,
         agent_id=None if agent is None else runtime.agents.get(agent).id,
         ticket_id=None if ticket_id is None else str(ticket_id),
-        kind=kind,
+        kind=None if kind == "all" else kind,
         status=status,
         text=text,
         limit=limit,
@@ -206,7 +212,13 @@ def list_all(
         Query(alias="agentId", min_length=1, max_length=MAX_NAME, description=AGENT_REF),
     ] = None,
     ticket_id: Annotated[UUID | None, Query(alias="ticketId")] = None,
-    kind: SessionKind | None = None,
+    kind: Annotated[
+        SessionKind | Literal["all"],
+        Query(
+            description="ticket (left out: seed 002's list, where every session has its "
+            "ticketId), chat, discussion, or all of them."
+        ),
+    ] = "ticket",
     status: SessionStatus | None = None,
     q: Annotated[
         str | None,
@@ -215,8 +227,8 @@ def list_all(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> list[SessionSummary]:
-    """Sessions, most recently updated first. `agentId` lists the agent's own sessions and
-    the discussions it takes part in."""
+    """Sessions of one kind (tickets' unless `kind` says otherwise), most recently updated
+    first. `agentId` lists the agent's own sessions and the discussions it takes part in."""
     return find_sessions(
         runtime,
         agent=agent_id,
@@ -289,14 +301,14 @@ def list_messages(
     operation_id="addMessage",
     status_code=201,
     response_model=PostedMessage,
-    responses=error_responses(400, 404, 409),
+    responses=error_responses(400, 404),
 )
 async def add_message(
     session_id: SessionId, body: AddMessageRequest, runtime: RuntimeDep
 ) -> PostedMessage:
     """Add a user message to a chat session (201: the stored message); the agent runs a
-    turn, whose reply and actions come back in `turn`. 409 `session_busy` when another
-    process is running a turn in the session (nothing is stored then).
+    turn, whose reply and actions come back in `turn`. While another process runs a
+    turn in the session, the message waits for it to end (seed 002 declares no 409).
 
     In a ticket's session the message is a person's answer: stored, and a `suspended`
     ticket resumes in that session for its scheduler to continue (no `turn` here)."""
@@ -315,6 +327,7 @@ async def add_message(
         source=RestSource(request_id=str(uuid4())),
         sender=sender,
         create=False,
+        wait_busy=True,
     ):
         if isinstance(step, TurnStarted):
             user = step.user_message
@@ -331,7 +344,8 @@ async def add_message(
 async def _answer_ticket(
     runtime: Runtime, session_id: str, body: AddMessageRequest
 ) -> PostedMessage:
-    async with hold_turn(runtime.leases, session_id):  # never inside one of its turns
+    # never inside one of its turns; another process's turn there is waited for
+    async with hold_turn(runtime.leases, session_id, wait=True):
         row = await run_blocking(
             answer_ticket_session,
             runtime.db,

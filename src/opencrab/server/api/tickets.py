@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Path, Query, Response
+from fastapi import APIRouter, Depends, FastAPI, Query, Response
 from pydantic import Field
 
 from opencrab.core.agent import MAX_NAME
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import AGENT_REF, RuntimeDep
+from opencrab.server.deps import AGENT_REF, RuntimeDep, record_id
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
 from opencrab.store.repositories.tickets import (
     StepRecord,
@@ -35,7 +35,7 @@ router = APIRouter(prefix="/api", tags=["Tickets"])
 MAX_GOAL_SHOWN = 200
 """A listed ticket's goal is cut to this many characters (the whole one is in its context)."""
 
-TicketId = Annotated[UUID, Path(alias="id", description="The ticket's id.")]
+TicketId = Annotated[UUID, Depends(record_id("ticket"))]
 
 
 class StepResponse(ApiModel):

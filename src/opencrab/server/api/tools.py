@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Path
+from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
 from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
-from opencrab.server.deps import DatabaseDep
+from opencrab.server.deps import DatabaseDep, record_id
 from opencrab.server.schemas import ApiModel, error_responses
 from opencrab.store.repositories import tools as repo
 from opencrab.store.repositories.tools import ToolRow
@@ -49,9 +49,11 @@ def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
     "/tools/{id}",
     operation_id="getTool",
     response_model=ToolResponse,
-    responses=error_responses(400, 404),
+    responses=error_responses(404),
 )
-def get_tool(tool_id: Annotated[UUID, Path(alias="id")], db: DatabaseDep) -> dict[str, Any]:
+def get_tool(
+    tool_id: Annotated[UUID, Depends(record_id("tool"))], db: DatabaseDep
+) -> dict[str, Any]:
     """One tool with its JSON Schema."""
     with db.read() as conn:
         row = repo.tool_by_id(conn, str(tool_id))
