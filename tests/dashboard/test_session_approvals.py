@@ -16,7 +16,7 @@ from opencrab.core.tools import tool_id
 from tests.dashboard.conftest import CHAT, QUIET, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import call, completion, tool_reply
+from tests.fakes.openai_bodies import call, chunk, completion, tool_delta, tool_reply
 
 COMMAND = {"command": "echo できた"}
 ANSWER = "コマンドは「できた」と出力しました。"
@@ -101,3 +101,33 @@ def test_a_held_chat_call_denied_from_the_session_view_reaches_the_model_as_a_de
     assert "denied by a person: 今は不要です" in json.dumps(result, ensure_ascii=False)
     decided = api.get(f"/api/approvals/{turn['approvalId']}").json()
     assert (decided["status"], decided["reason"]) == ("denied", "今は不要です")
+
+
+def test_a_held_call_is_approved_on_the_chat_page_and_the_answer_follows_there(
+    page: Watched, api: httpx.Client, llm: FakeLlmServer
+) -> None:
+    agent = make_agent(
+        api, "チャット係", language="ja", heartbeat=QUIET, toolIds=[tool_id("execute_command")]
+    )
+    settings = {"executeCommand": True, "approvals": {"execute_command": "always"}}
+    assert api.put(f"/api/agents/{agent['id']}/tool-settings", json=settings).status_code == 200
+    llm.reset()
+    held_call = [
+        chunk(tool_delta(0, "", call_id="call_c", name="execute_command")),
+        chunk(tool_delta(0, json.dumps(COMMAND, ensure_ascii=False))),
+        chunk({}, finish="tool_calls"),
+        "[DONE]",
+    ]
+    # the chat streams; the turn that continues after the decision does not
+    llm.reply(CHAT, Reply(sse=held_call), Reply(json=completion({"content": ANSWER})))
+    page.page.goto("/agents/チャット係/chat")
+    page.page.get_by_label("Message to チャット係").fill("実行して")
+    page.page.get_by_role("button", name="Send").click()
+    waiting = page.page.get_by_role("group", name="Waiting for your approval")
+    expect(waiting).to_contain_text("execute_command waits for your approval.")
+    expect(waiting.locator("pre")).to_contain_text("echo できた")
+    shoot(page.page, "chat-approval")
+
+    waiting.get_by_role("button", name="Approve and run").click()
+    expect(page.page.locator(".msg.agent .msg-text").last).to_have_text(ANSWER, timeout=60_000)
+    assert "できた" in json.dumps(tool_results(llm), ensure_ascii=False)
