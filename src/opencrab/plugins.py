@@ -79,6 +79,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
     "opencrab.server.api.tool_settings",
+    "opencrab.server.api.agent_tools",
     "opencrab.server.api.traces",
     "opencrab.server.api.skills",
     "opencrab.server.api.memory",

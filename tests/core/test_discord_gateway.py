@@ -3,23 +3,27 @@ client (`http.send_message`), so discord.py's real send code runs and nothing le
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import discord
 import pytest
 from pydantic import SecretStr
 
+from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
+from opencrab.core.tools import tool_id
 from opencrab.errors import ConfigError, NotFoundError, ProviderServerError
 from opencrab.gateway.discord import DiscordGateway, split_message, utf16_len
 from opencrab.gateway.serve import GatewayRunner, agent_for
 from opencrab.messages import DiscordSource, session_for
-from tests.core.conftest import speak
+from tests.core.conftest import calls, speak
 from tests.fakes.discord_client import CHANNEL, GUILD, OTHER_CHANNEL, OTHER_GUILD, FakeDiscord
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, reply
 
 
 def config(**extra: Any) -> DiscordConfig:
@@ -163,3 +167,45 @@ async def test_the_agent_is_the_configured_one_or_the_only_one(
     runtime.agents.create(AgentCreate(name="second", prompt="p"))
     with pytest.raises(ConfigError, match="there are 2 agents"):
         agent_for(runtime, None, "discord")
+
+
+async def test_a_held_call_is_announced_in_the_channel_and_the_answer_follows_there(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = runtime.agents.create(
+        AgentCreate(name="kai", prompt="You run things.", tool_ids=[tool_id("execute_command")])
+    )
+    settings = ToolSettings(execute_command=True, approvals={"execute_command": "always"})
+    save_tool_settings(runtime.db, agent.id, settings)
+    fake = FakeDiscord()
+    gateway = DiscordGateway(config(), client=fake.client)
+    scripted.outcomes.clear()
+    scripted.then(calls(("execute_command", {"command": "echo made"})), reply("It printed made."))
+    running = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run())
+    try:
+        await gateway.on_message(fake.message("Run it"))
+        async with asyncio.timeout(60):
+            while not fake.sent:  # the held turn's answer
+                await asyncio.sleep(0.05)
+        [(channel, held)] = fake.sent
+        assert channel == CHANNEL
+        assert "execute_command waits for a person's approval" in held["content"]
+        [pending] = runtime.approvals.list_approvals(status="pending")
+        assert pending.id in held["content"]
+
+        await runtime.approvals.decide(pending.id, approve=True, by="ops")
+        async with asyncio.timeout(60):
+            while len(fake.sent) < 2:
+                await asyncio.sleep(0.05)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert fake.sent[1] == (CHANNEL, fake.sent[1][1])
+    assert fake.sent[1][1]["content"] == "It printed made."
+    session = session_for("discord", f"{GUILD}/{CHANNEL}", agent.id)
+    messages = session_messages(runtime.db, session, limit=10)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "Run it"),
+        ("assistant", "It printed made."),
+    ]

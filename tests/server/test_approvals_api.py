@@ -3,6 +3,7 @@ ticket that suspends on a held call and resumes when it is decided."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from opencrab.core.tools import tool_id
 from opencrab.messages import IncomingMessage, InternalSource
 from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, speak
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.server.conftest import error_of, new_agent
 
 WRITE = {"path": "out.txt", "content": "made"}
@@ -132,3 +133,75 @@ def test_a_ticket_suspends_on_a_held_call_and_resumes_when_it_is_decided(
     [session] = client.get("/api/sessions", params={"ticketId": ticket.id}).json()
     assert session["status"] == "active"
     assert [p.read_text() for p in data_dir.glob("agents/*/workspace/out.txt")] == ["made"]
+
+
+COMMAND = {"command": "echo made"}
+
+
+def _held_command(client: TestClient, scripted: ScriptedProvider) -> tuple[str, dict[str, Any]]:
+    """A chat turn over REST whose execute_command call waits (policy "always"), then a
+    final answer queued for the turn that continues; (session id, the TurnOutcome)."""
+    agent = new_agent(client, toolIds=[tool_id("execute_command")])
+    settings = {"executeCommand": True, "approvals": {"execute_command": "always"}}
+    put = client.put(f"/api/agents/{agent['id']}/tool-settings", json=settings)
+    assert put.status_code == 200, put.text
+    session_id = client.post("/api/sessions", json={"agentId": agent["id"]}).json()["id"]
+    scripted.then(calls(("execute_command", COMMAND)), reply("The command printed made."))
+    posted = client.post(f"/api/sessions/{session_id}/messages", json={"content": "run it"})
+    assert posted.status_code == 201, posted.text
+    turn: dict[str, Any] = posted.json()["turn"]
+    assert (turn["stoppedBy"], turn["reply"]) == ("approval", None)
+    return session_id, turn
+
+
+def _answered(client: TestClient, session_id: str) -> list[dict[str, Any]]:
+    """The session's messages once the agent has answered after the user's message."""
+    deadline = time.monotonic() + 60
+    while True:
+        messages: list[dict[str, Any]] = client.get(f"/api/sessions/{session_id}/messages").json()
+        if messages and messages[-1]["role"] == "assistant":
+            return messages
+        assert time.monotonic() < deadline, f"no answer came: {messages}"
+        time.sleep(0.1)
+
+
+def _tool_results(scripted: ScriptedProvider) -> list[Any]:
+    """What the model was sent as tool results in its second call."""
+    assert len(scripted.requests) >= 2, "the conversation did not continue"
+    return [m for m in scripted.requests[1].messages if m.role == "tool"]
+
+
+def test_a_held_chat_turn_says_where_to_decide_and_the_chat_continues_once_approved(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    session_id, turn = _held_command(client, scripted)
+    approval = turn["approvalId"]
+    waiting = turn["waiting"]
+    assert "execute_command waits for a person's approval" in waiting
+    assert approval in waiting
+    assert f"/sessions/{session_id}" in waiting
+    assert f"/api/approvals/{approval}/approve" in waiting
+
+    approved = client.post(f"/api/approvals/{approval}/approve")
+    assert approved.status_code == 200, approved.text
+    messages = _answered(client, session_id)
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "run it"),
+        ("assistant", "The command printed made."),
+    ]
+    [result] = _tool_results(scripted)
+    assert "made" in str(result.content)
+    assert not result.is_error
+
+
+def test_a_denied_call_is_answered_with_the_denial_and_the_chat_continues(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    session_id, turn = _held_command(client, scripted)
+    denied = client.post(f"/api/approvals/{turn['approvalId']}/deny", json={"reason": "not now"})
+    assert denied.status_code == 200, denied.text
+    messages = _answered(client, session_id)
+    assert messages[-1]["content"] == "The command printed made."  # what the script says
+    [result] = _tool_results(scripted)
+    assert result.is_error
+    assert "denied by a person: not now" in str(result.content)

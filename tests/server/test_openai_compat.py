@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from opencrab.config import Settings
+from opencrab.core.tools import tool_id
 from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import Usage
 from opencrab.server.app import create_app
@@ -201,3 +203,31 @@ def test_a_missing_token_is_an_openai_authentication_error(
             client.models.list()
     assert refused.value.type == "invalid_request_error"
     assert refused.value.code == "invalid_api_key"
+
+
+def test_a_held_call_is_answered_with_where_to_decide_and_the_answer_lands_in_the_session(
+    client: openai.OpenAI, http: TestClient, scripted: ScriptedProvider
+) -> None:
+    made = http.post(
+        "/api/agents",
+        json={"name": "kai", "prompt": "Run.", "toolIds": [tool_id("execute_command")]},
+    )
+    settings = {"executeCommand": True, "approvals": {"execute_command": "always"}}
+    http.put(f"/api/agents/{made.json()['id']}/tool-settings", json=settings)
+    scripted.then(calls(("execute_command", {"command": "echo made"})), reply("It printed made."))
+    done = client.chat.completions.create(
+        model="kai", messages=[{"role": "user", "content": "run it"}]
+    )
+    content = done.choices[0].message.content or ""
+    assert "execute_command waits for a person's approval" in content
+    [pending] = http.get("/api/approvals", params={"status": "pending"}).json()
+    assert pending["id"] in content
+    assert f"/sessions/{pending['sessionId']}" in content
+
+    assert http.post(f"/api/approvals/{pending['id']}/approve").status_code == 200
+    deadline = time.monotonic() + 60
+    url = f"/api/sessions/{pending['sessionId']}/messages"
+    while (messages := http.get(url).json())[-1]["role"] != "assistant":
+        assert time.monotonic() < deadline, messages
+        time.sleep(0.1)
+    assert messages[-1]["content"] == "It printed made."

@@ -90,3 +90,55 @@ def test_an_ungranted_seed_tool_is_never_run(
     offered = {t.name for t in scripted.requests[0].tools or []}
     assert "execute_command" not in offered
     assert not list(data_dir.glob("agents/*/workspace/out.txt"))
+
+
+def test_a_tool_is_granted_switched_and_held_by_name(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    agent = new_agent(client)
+    url = f"/api/agents/{agent['id']}/tools/execute_command"
+    put = client.put(url, json={"granted": True, "enabled": True, "approval": "always"})
+    assert put.status_code == 200, put.text
+    assert put.json() == {
+        **put.json(),
+        "name": "execute_command",
+        "toolId": tool_id("execute_command"),
+        "granted": True,
+        "enabled": True,
+        "approval": "always",
+    }
+    assert client.get(f"/api/agents/{agent['id']}").json()["toolIds"] == [
+        tool_id("execute_command")
+    ]
+    settings = client.get(f"/api/agents/{agent['id']}/tool-settings").json()
+    assert (settings["executeCommand"], settings["approvals"]) == (
+        True,
+        {"execute_command": "always"},
+    )
+    listed = {t["name"]: t for t in client.get("/api/agents/aki/tools").json()}
+    assert set(SEED_TOOLS) <= set(listed)
+    assert listed["read_file"]["granted"] is False
+    assert listed["read_file"]["enabled"] is None  # no switch
+    assert listed["execute_command"]["approval"] == "always"
+
+    kept = client.put(url, json={"approval": "never"}).json()  # the rest is kept
+    assert (kept["granted"], kept["enabled"], kept["approval"]) == (True, True, "never")
+    revoked = client.put(url, json={"granted": False}).json()
+    assert revoked["granted"] is False
+    assert client.get(f"/api/agents/{agent['id']}").json()["toolIds"] == []
+
+
+def test_a_bad_tool_name_is_refused_naming_it_and_nothing_changes(client: TestClient) -> None:
+    agent = new_agent(client, toolIds=[tool_id("read_file")])
+    base = f"/api/agents/{agent['id']}/tools"
+    message = error_of(client.put(f"{base}/no_such_tool", json={"granted": True}), 404, "not_found")
+    assert "no_such_tool" in message
+    error_of(
+        client.put(f"{base}/read_file", json={"approval": "sometimes"}), 400, "validation_error"
+    )
+    message = error_of(
+        client.put(f"{base}/read_file", json={"enabled": True}), 400, "validation_error"
+    )
+    assert "read_file has no switch" in message
+    error_of(client.put("/api/agents/nobody/tools/read_file", json={}), 404, "not_found")
+    assert client.get(f"/api/agents/{agent['id']}").json()["toolIds"] == [tool_id("read_file")]

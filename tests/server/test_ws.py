@@ -16,6 +16,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from opencrab.auth import TokenStore
 from opencrab.config import Settings
+from opencrab.core.tools import tool_id
 from opencrab.event_log import EventLog
 from opencrab.events import parse_event
 from opencrab.llm.router import LlmRouter
@@ -26,7 +27,7 @@ from opencrab.server.live import Client, EventHub
 from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.event_chain import chain
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.fakes.sockets import ping_until_closed
 from tests.server.conftest import new_agent
 from tests.server.local import LocalClient
@@ -272,3 +273,37 @@ async def test_a_slow_client_is_dropped_without_holding_up_the_others(
     assert slow.close_code == live.SLOW_CLIENT
     assert hub.client_count == 1  # the slow one is gone, nothing else waits for it
     assert hub.dropped == 1
+
+
+def test_a_held_call_is_announced_and_the_chat_follows_up_once_it_is_approved(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    agent = new_agent(client, name="mina", toolIds=[tool_id("execute_command")])
+    settings = {"executeCommand": True, "approvals": {"execute_command": "always"}}
+    client.put(f"/api/agents/{agent['id']}/tool-settings", json=settings)
+    scripted.then(calls(("execute_command", {"command": "echo made"})), reply("It printed made."))
+    with client.websocket_connect("/api/ws") as ws:
+        ws.send_json({"type": "chat", "agent": "mina", "content": "Run it", "requestId": "r1"})
+        seen = receive_until(ws, "chat.done")
+        waiting = [m for m in seen if m["type"] == "approval.waiting"]
+        assert [(m["toolName"], m["arguments"]) for m in waiting] == [
+            ("execute_command", {"command": "echo made"})
+        ]
+        done = seen[-1]
+        assert (done["stoppedBy"], done["approvalId"]) == ("approval", waiting[0]["approvalId"])
+        assert f"/sessions/{done['sessionId']}" in waiting[0]["notice"]
+
+        approved = client.post(f"/api/approvals/{done['approvalId']}/approve")
+        assert approved.status_code == 200, approved.text
+        follow = receive_until(ws, "chat.done")
+    assert {(m["requestId"], m.get("followUp")) for m in follow} == {("r1", True)}
+    assert [m["text"] for m in follow if m["type"] == "reply"] == ["It printed made."]
+    assert follow[-1]["sessionId"] == done["sessionId"]
+    assert follow[-1]["reply"] == "It printed made."
+    tool_results = [m for m in scripted.requests[1].messages if m.role == "tool"]
+    assert [("made" in str(m.content), m.is_error) for m in tool_results] == [(True, False)]
+    messages = client.get(f"/api/sessions/{done['sessionId']}/messages").json()
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "Run it"),
+        ("assistant", "It printed made."),
+    ]

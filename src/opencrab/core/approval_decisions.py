@@ -9,7 +9,9 @@ runs once with the agent's permissions as they are now; its result event (answer
 call's tool_call event), memory line, the action's own writes and the approval's
 `result_event_id` commit in one transaction with the approval hooks' `decided` (a
 ticket resumes, opencrab.tickets.approvals). The agent sees the result in its next
-turn's history — a ticket's, which the scheduler runs, or a chat's next message.
+turn's history: a ticket's, which the scheduler runs; in a chat session, once its last
+waiting call is decided, a follow-up turn continues the conversation at once
+(core/approval_followups.py).
 
 Example:
     record = await runtime.approvals.decide(approval_id, approve=True, by="ops")
@@ -25,6 +27,7 @@ from uuid import UUID, uuid4
 from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import ActionResult, TurnState
+from opencrab.core.approval_followups import FollowUps, waiting_notice
 from opencrab.core.approvals import approval_hooks
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.permissions import callable_actions
@@ -67,6 +70,7 @@ class ApprovalService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.db = runtime.db
+        self.follow_ups = FollowUps(runtime)
 
     # ------------------------------------------------------------ reading
     def get(self, approval_id: str) -> ApprovalRecord:
@@ -76,6 +80,10 @@ class ApprovalService:
         if found is None:
             raise NotFoundError(f"no approval {approval_id}")
         return found
+
+    def notice(self, approval_id: str) -> str:
+        """What a caller waiting on the turn that held this call is told (waiting_notice)."""
+        return waiting_notice(self.get(approval_id))
 
     def list_approvals(
         self,
@@ -100,6 +108,8 @@ class ApprovalService:
 
         NotFoundError for no such approval, AlreadyDecided when it was decided already,
         SessionBusy when another process runs a turn in its session (nothing decided).
+        In a chat session whose last waiting call this was, a follow-up turn then
+        continues the conversation in the background (core/approval_followups.py).
         """
         reason = (reason or "").strip() or None
         by = by.strip() or "person"
@@ -123,6 +133,7 @@ class ApprovalService:
                 result = ActionResult.fail(f"denied by a person{why}")
             decided = await run_blocking(self._record, agent, record, result, writes)
         runtime.wrote()
+        self.follow_ups.start(decided)
         return decided
 
     def _claim(self, approval_id: str, decision: str, by: str, reason: str | None) -> bool:

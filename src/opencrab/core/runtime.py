@@ -225,6 +225,7 @@ class Runtime:
             yield runtime
         finally:
             stop_redacting_logs(log_filter)
+            await runtime.approvals.follow_ups.aclose()
             await runtime.leases.close()
             if recorder is not None:
                 await recorder.aclose()

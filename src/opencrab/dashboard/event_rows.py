@@ -62,12 +62,13 @@ class Row:
     failed: bool = False
     interrupted: bool = False
     usage: Usage | None = None
+    waiting: bool = False  # an action held for a person's approval
 
     @property
     def state(self) -> str:
-        """An action's state: running, ok or failed."""
+        """An action's state: running, waiting (for a person's approval), ok or failed."""
         if self.result is None:
-            return "running"
+            return "waiting" if self.waiting else "running"
         return "failed" if self.failed else "ok"
 
 

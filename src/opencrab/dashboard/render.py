@@ -64,6 +64,7 @@ AGENT_TABS: list[tuple[str, str]] = [
     ("Chat", "chat"),
     ("Analytics", "analytics"),
     ("LLM", "llm"),
+    ("Tools", "tools"),
 ]
 """One agent's pages: (label, path under `/agents/{name}/`)."""
 

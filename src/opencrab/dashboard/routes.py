@@ -39,6 +39,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.transcripts",
     "opencrab.dashboard.pages.traces",
     "opencrab.dashboard.pages.agent_mode",
+    "opencrab.dashboard.pages.agent_tools",
     "opencrab.dashboard.pages.seed_routes",
 )
 """Each module has a `router`; later areas add theirs here."""

@@ -8,7 +8,9 @@ the gateway, the conversation key and the agent), one turn per session at a time
 most `max_concurrent` turns at once; the reply goes back to the conversation it came
 from. A message the message rules refuse (no text, too long) runs no turn and is answered
 with the rule; a failed turn is answered with a short apology naming the error, never a
-stack trace.
+stack trace. A turn that ended on a call held for a person's approval is answered with
+what waits and where to decide it; once it is decided, the turn that continues the chat
+(core/approval_followups.py) is answered in the same conversation, as a follow-up.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import logging
 from abc import abstractmethod
 
 from opencrab.core.agent import Agent
+from opencrab.core.approval_followups import is_follow_up
 from opencrab.core.runtime import Runtime
+from opencrab.core.steps import EngineStep, TurnResult
+from opencrab.core.turns import TurnInfo
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
 from opencrab.gateway.registry import gateway_factories
@@ -31,6 +36,7 @@ from opencrab.messages import (
     check_message,
     session_for,
 )
+from opencrab.offload import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +68,11 @@ class GatewayRunner:
         self.agent = agent
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
+        self.held: dict[str, IncomingMessage] = {}  # session -> the message a held turn answered
 
     async def run(self) -> None:
+        listeners = self.runtime.turns.listeners
+        listeners.append(self.follow_up)
         try:
             while True:
                 message = await self.gateway.receive()
@@ -72,6 +81,7 @@ class GatewayRunner:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
+            listeners.remove(self.follow_up)
             for task in list(self._tasks):
                 task.cancel()
 
@@ -83,14 +93,26 @@ class GatewayRunner:
         try:
             check_message(message.content.text)  # before the session: a refusal stores nothing
             result = await self.runtime.turns.run(self.agent, message, session_id=session_id)
-            text = result.reply
-            if result.error is not None and not text:
-                text = f"Sorry, I could not answer that ({result.error.error})."
+            text = await self._answer_of(result, message)
         except ValidationError as exc:
             text = f"Sorry, I could not answer that: {exc}."
         except OpenCrabError as exc:
             log.warning("%s: turn failed: %s", self.gateway.name, exc)
             text = f"Sorry, I could not answer that ({exc.code})."
+        return await self._send(text, message)
+
+    async def _answer_of(self, result: TurnResult, message: IncomingMessage) -> str | None:
+        """What a turn's result says in the conversation (a held call: where to decide it)."""
+        text = result.reply
+        if result.approval_id is not None:
+            self.held[result.session_id] = message
+            notice = await run_blocking(self.runtime.approvals.notice, result.approval_id)
+            text = f"{text}\n\n{notice}" if text else notice
+        elif result.error is not None and not text:
+            text = f"Sorry, I could not answer that ({result.error.error})."
+        return text
+
+    async def _send(self, text: str | None, message: IncomingMessage) -> str | None:
         if not text:
             return None
         await self.gateway.send(
@@ -101,6 +123,23 @@ class GatewayRunner:
             )
         )
         return text
+
+    def follow_up(self, info: TurnInfo, step: EngineStep) -> None:
+        """A turn listener: the end of a turn continuing a chat held here is answered in
+        the conversation the held turn came from."""
+        if not isinstance(step, TurnResult) or not is_follow_up(info.message):
+            return
+        message = self.held.pop(info.session_id, None)
+        if message is not None:
+            task = asyncio.create_task(self._follow(step, message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _follow(self, result: TurnResult, message: IncomingMessage) -> None:
+        try:
+            await self._send(await self._answer_of(result, message), message)
+        except Exception:
+            log.exception("%s: could not send the follow-up to %s", self.gateway.name, message.id)
 
     async def _answer(self, message: IncomingMessage) -> None:
         try:

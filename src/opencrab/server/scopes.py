@@ -96,6 +96,7 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     "POST /api/agent-mode/sessions/{id}/tasks/{task}/retry": OPERATE,
     # changing security
     "PUT /api/agents/{id}/tool-settings": ADMIN,
+    "PUT /api/agents/{id}/tools/{name}": ADMIN,
 }
 """The scope of every state-changing route, by "METHOD /path/template"."""
 

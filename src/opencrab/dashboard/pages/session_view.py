@@ -5,7 +5,10 @@ The page shows the newest `WINDOW` events of the session (read as
 (`?before=SEQ`, a page of history that does not follow along). `static/js/live.js`
 subscribes after the last event shown and appends what comes; the operator's message
 goes through the public API: `POST /api/sessions/{id}/messages` for a chat,
-`POST /api/discussions/{id}/messages` (a mentor instruction) for a discussion.
+`POST /api/discussions/{id}/messages` (a mentor instruction) for a discussion. Tool
+calls of the session waiting for a person's approval are listed above the feed with
+Approve / Deny (`_session_approvals.html`, polled at `/sessions/{id}/approvals`); their
+rows say "waiting" instead of "running".
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from opencrab.core.discussion import Discussion
 from opencrab.core.runtime import Runtime
-from opencrab.dashboard.event_rows import build_rows
-from opencrab.dashboard.render import render
+from opencrab.dashboard.event_rows import build_rows, pretty
+from opencrab.dashboard.render import fragment, render
 from opencrab.offload import run_blocking
 from opencrab.server.api.sessions import SessionSummary, summary_of
 from opencrab.server.schemas import MAX_SQL_INTEGER
 from opencrab.server.session_feed import read_events, session_feed
+from opencrab.store.repositories.approvals import ApprovalRecord
 
 router = APIRouter()
 
@@ -54,6 +58,20 @@ async def session_page(
     runtime: Runtime = request.app.state.runtime
     view = await run_blocking(live_view, runtime, str(session_id), before)
     return render(request, "session.html", title=view["heading"], feed=view, **view)
+
+
+@router.get("/sessions/{id}/approvals", response_class=HTMLResponse)
+async def session_approvals(session_id: SessionId, request: Request) -> HTMLResponse:
+    """The session's calls waiting for a person, with Approve / Deny (an HTMX part)."""
+    runtime: Runtime = request.app.state.runtime
+    held = await run_blocking(pending_approvals, runtime, str(session_id))
+    return fragment(request, "_session_approvals.html", session_id=str(session_id), approvals=held)
+
+
+def pending_approvals(runtime: Runtime, session_id: str) -> list[tuple[ApprovalRecord, str]]:
+    """The session's calls waiting for a person, oldest first, with their arguments shown."""
+    held = runtime.approvals.list_approvals(session_id=session_id, status="pending")
+    return [(a, pretty(a.arguments)) for a in held]
 
 
 @router.get("/discussions/{id}")
@@ -87,6 +105,11 @@ def live_view(runtime: Runtime, session_id: str, before: int | None) -> dict[str
     stored = stored[-WINDOW:]
     events = [(seq, feed.agent_of(trace), orjson.loads(body)) for seq, trace, body in stored]
     rows = build_rows(events, names, language)
+    approvals = pending_approvals(runtime, feed.id) if before is None else []
+    for approval, _ in approvals:
+        held = rows.by_id.get(approval.call_event_id)
+        if held is not None:
+            held.waiting = True
     if discussion is not None:
         heading = discussion.theme
         post_url: str | None = f"/api/discussions/{feed.id}/messages"
@@ -100,6 +123,8 @@ def live_view(runtime: Runtime, session_id: str, before: int | None) -> dict[str
         "people": people,
         "language": language,
         "rows": rows,
+        "approvals": approvals,
+        "session_id": feed.id,
         "earlier": stored[0][0] if earlier and stored else None,
         "live": before is None,
         "last_seq": stored[-1][0] if stored else 0,

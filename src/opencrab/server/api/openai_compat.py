@@ -10,7 +10,10 @@ there. Off by default: `[gateway.openai_compat] enabled = true`.
 OpenAI clients resend the whole conversation each time; the agent keeps its own
 history, so a request continues the session whose transcript the request's earlier
 messages match (a hash kept in the session's context), or the session named by the
-`X-OpenCrab-Session` header; otherwise a new session starts. The agent's own persona
+`X-OpenCrab-Session` header; otherwise a new session starts. A turn that ended on a
+call held for a person's approval answers with what waits and where to decide it; once
+decided, the agent's answer is stored in that session (core/approval_followups.py), and
+the conversation goes on from the notice as the client holds it. The agent's own persona
 is its system prompt: system messages in the request are not sent to the model.
 Every error under `/v1` uses OpenAI's shape, `{"error": {"message", "type", "param",
 "code"}}` — request validation, unknown routes and a missing token included (see
@@ -202,7 +205,7 @@ async def chat_completions(
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": result.reply or ""},
+                    "message": {"role": "assistant", "content": turn.content()},
                     "finish_reason": turn.finish_reason(),
                     "logprobs": None,
                 }
@@ -252,6 +255,8 @@ async def _stream(
         elif isinstance(step, TurnFailed) and turn.reply is None:
             yield chunk({"content": f"[error: {step.message}]"})
     turn.finish(runtime, agent, prior, text)
+    if turn.waiting is not None:
+        yield chunk({"content": ("\n\n" if turn.reply else "") + turn.waiting})
     yield chunk({}, turn.finish_reason())
     if include_usage:
         body = {
@@ -276,6 +281,7 @@ class _Turn:
         self.result: TurnResult | None = None
         self.last_finish: str | None = None  # of the latest model call
         self.cut = False  # the reply came from a call stopped at max_tokens
+        self.waiting: str | None = None  # a held call: what waits, where to decide it
 
     def see(self, step: Any) -> None:
         if isinstance(step, LlmReplied):
@@ -294,6 +300,11 @@ class _Turn:
             return "length"
         return "stop"
 
+    def content(self) -> str:
+        """What the client is answered: the reply, and the notice of a held call."""
+        parts = [t for t in (self.result and self.result.reply, self.waiting) if t]
+        return "\n\n".join(parts)
+
     def usage(self) -> dict[str, int]:
         return {
             "prompt_tokens": self.input_tokens,
@@ -306,7 +317,9 @@ class _Turn:
     ) -> TurnResult:
         """Remember how the conversation continues, so the next request finds the session."""
         assert self.result is not None
-        after = [*_pairs(prior), ("user", text), ("assistant", self.result.reply or "")]
+        if self.result.approval_id is not None:
+            self.waiting = runtime.approvals.notice(self.result.approval_id)
+        after = [*_pairs(prior), ("user", text), ("assistant", self.content())]
         marker = {MARKER[0]: {MARKER[1]: _digest(agent.id, after)}}
         session_repo.update_context(
             runtime.db, self.result.session_id, lambda context: {**context, **marker}

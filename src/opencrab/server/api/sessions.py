@@ -125,6 +125,11 @@ class TurnOutcome(ApiModel):
         default=None,
         description='stoppedBy "approval": the call waiting for a person (/api/approvals).',
     )
+    waiting: str | None = Field(
+        default=None,
+        description='stoppedBy "approval": what waits and where to decide it; once decided '
+        "the agent's answer follows in this session (its messages).",
+    )
 
 
 class PostedMessage(MessageResponse):
@@ -338,7 +343,10 @@ async def add_message(
     assert result is not None
     if user is None:  # the engine writes it before anything else can fail
         raise OpenCrabError(f"the message to session {result.session_id} was not stored")
-    return _turn_response(result, user, reply)
+    waiting = None
+    if result.approval_id is not None:
+        waiting = await run_blocking(runtime.approvals.notice, result.approval_id)
+    return _turn_response(result, user, reply, waiting)
 
 
 async def _answer_ticket(
@@ -358,7 +366,7 @@ async def _answer_ticket(
 
 
 def _turn_response(
-    result: TurnResult, user: SessionMessage, reply: SessionMessage | None
+    result: TurnResult, user: SessionMessage, reply: SessionMessage | None, waiting: str | None
 ) -> PostedMessage:
     """The posted message and its turn, from what the turn's steps say they wrote."""
     actions = [
@@ -381,6 +389,7 @@ def _turn_response(
         stopped_by=result.stopped_by,
         error=None if result.error is None else result.error.message,
         approval_id=None if result.approval_id is None else UUID(result.approval_id),
+        waiting=waiting,
     )
     return PostedMessage(**message_response(user).model_dump(), turn=outcome)
 

@@ -9,6 +9,10 @@
  *   compact inner-voice line; generate_inner_voice shows its thought; other actions a
  *   one-line summary that opens to their arguments and output;
  * - reply: the agent's answer, whole; chat.done or error end the turn.
+ * - approval.waiting: a call held for a person's approval, shown with Approve / Deny
+ *   (POST /api/approvals/{id}/approve or /deny); once decided, the turn that continues
+ *   the chat arrives on the same socket (followUp: true, the same requestId) and is
+ *   drawn as the agent's next message.
  * These are the engine's steps in their one JSON form (opencrab.core.steps.step_json);
  * the other step types (compacted, llm.replied, turn.failed) are not drawn here.
  */
@@ -30,6 +34,7 @@
   let socket = null;
   let opening = null;
   let turn = null;
+  const held = new Set();  // requests whose turn held a call: their follow-up is drawn
 
   function make(tag, className, text) {
     const el = document.createElement(tag);
@@ -118,6 +123,48 @@
     return turn.id;
   }
 
+  /* the agent's message continuing a chat after a held call was decided */
+  function followUp(id) {
+    const bubble = make("li", "msg agent streaming");
+    bubble.setAttribute("aria-busy", "true");
+    bubble.appendChild(who(agentName));
+    const steps = bubble.appendChild(make("div", "msg-steps"));
+    const reply = bubble.appendChild(make("div", "msg-text"));
+    reply.lang = lang;
+    transcript.appendChild(bubble);
+    OpenCrab.localTimes(transcript);
+    turn = { id: id, bubble: bubble, steps: steps, reply: reply, draft: "", replied: false };
+  }
+
+  function approval(message) {
+    const box = make("div", "approval");
+    box.dataset.approval = message.approvalId;
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Waiting for your approval");
+    const head = box.appendChild(make("p", "turn-note"));
+    head.appendChild(make("code", "", message.toolName));
+    head.appendChild(make("span", "", " waits for your approval."));
+    box.appendChild(make("pre", "", JSON.stringify(message.arguments, null, 2)));
+    const row = box.appendChild(make("div", "row"));
+    const approve = row.appendChild(make("button", "button primary small", "Approve and run"));
+    const deny = row.appendChild(make("button", "button danger small", "Deny"));
+    approve.type = deny.type = "button";
+    held.add(message.requestId);
+    async function decide(verdict) {
+      approve.disabled = deny.disabled = true;
+      try {
+        await OpenCrab.api("POST", "/api/approvals/" + encodeURIComponent(message.approvalId) + "/" + verdict, {});
+        row.replaceWith(make("p", "turn-note", verdict === "approve" ? "Approved: it runs, the answer follows." : "Denied: the agent is told."));
+      } catch (err) {
+        approve.disabled = deny.disabled = false;
+        showError(err.message || String(err));
+      }
+    }
+    approve.addEventListener("click", () => decide("approve"));
+    deny.addEventListener("click", () => decide("deny"));
+    turn.bubble.appendChild(box);
+  }
+
   function thought(text) {
     const line = make("p", "thought");
     line.appendChild(make("span", "thought-label", "inner voice"));
@@ -191,6 +238,10 @@
   }
 
   function receive(message) {
+    if (!turn && message.followUp && held.has(message.requestId)) {
+      held.delete(message.requestId);
+      followUp(message.requestId);
+    }
     if (!turn || message.requestId !== turn.id) {
       if (message.type === "error" && !message.requestId) showError(message.message);
       return;
@@ -213,6 +264,9 @@
           action(message);
         }
         break;
+      case "approval.waiting":
+        approval(message);
+        break;
       case "reply":
         turn.replied = true;
         turn.reply.textContent = message.text;
@@ -220,6 +274,7 @@
       case "chat.done":
         if (!turn.replied && message.reply) turn.reply.textContent = message.reply;
         if (message.error) note(message.error, "error");
+        else if (message.stoppedBy === "approval") note("The answer follows once the call above is decided.");
         else if (!turn.replied && !message.reply) note(agentName + " did not answer (" + (message.stoppedBy || "no reply") + ").");
         finish();
         return;
