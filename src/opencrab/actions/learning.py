@@ -49,7 +49,7 @@ def _skill_result(ctx: ActionContext, skill_id: str, name: str, message: str) ->
 
 class LearnFromExperience(Action):
     name = "learn_from_experience"
-    description = "Turn a success or failure into a reusable skill. 経験から学ぶ"
+    description = "Turn a success or failure into a reusable skill."
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["experience", "outcome", "lesson"],
         experience={**TEXT, "minLength": 1, "description": "What happened."},
@@ -75,7 +75,7 @@ class LearnFromExperience(Action):
 
 class LearnFromPeer(Action):
     name = "learn_from_peer"
-    description = "Learn a skill from another participant's effective behaviour. 他者から学ぶ"
+    description = "Learn a skill from another participant's effective behaviour."
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["peer_name", "observation", "lesson"],
         peer_id={"type": "string", "maxLength": 64},
@@ -105,7 +105,7 @@ class ReflectAndLearn(Action):
     name = "reflect_and_learn"
     description = (
         "Look back over your recent logs and extract a lesson as a skill (uses the analysis "
-        "model). 振り返って学ぶ"
+        "model)."
     )
     parameters: ClassVar[dict[str, Any]] = _schema(
         [],
@@ -169,7 +169,7 @@ class ReflectAndLearn(Action):
 
 class SearchMyHistory(Action):
     name = "search_my_history"
-    description = "Search your own past conversations and actions. 自分の過去を検索"
+    description = "Search your own past conversations and actions."
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["query"],
         query={"type": "string", "minLength": 1, "maxLength": 500},
@@ -192,7 +192,7 @@ class SearchMyHistory(Action):
 
 class SummarizeAndSave(Action):
     name = "summarize_and_save"
-    description = "Save a summary you wrote to a file in your workspace. 要約して保存"
+    description = "Save a summary you wrote to a file in your workspace."
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["content", "filename"],
         content={"type": "string", "minLength": 1, "maxLength": 200_000},

@@ -26,7 +26,7 @@ def _text(description: str, *, max_length: int = MAX_SPEECH_CHARS) -> dict[str, 
 
 class SendSpeech(Action):
     name = "send_speech"
-    description = "Say something to the conversation (ends your turn). 発言する"
+    description = "Say something to the conversation (ends your turn)."
     parameters: ClassVar[dict[str, Any]] = object_schema(["content"], content=_text("What to say."))
     ends_turn = True
 
@@ -66,7 +66,7 @@ class BroadcastGuidance(Action):
 
 class SendNoreact(Action):
     name = "send_noreact"
-    description = "Stay silent this time (ends your turn without speaking). 発言しない"
+    description = "Stay silent this time (ends your turn without speaking)."
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"reason": {"type": "string", "maxLength": 1000}},
