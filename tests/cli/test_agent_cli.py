@@ -97,6 +97,16 @@ def test_chat_turn_writes_learns_speaks_and_is_recorded(
     assert note.read_text(encoding="utf-8") == "# 東京\n晴れ"
     listed = json.loads(ok("workspace", "ls", "aki", "notes", "--json"))
     assert [e["path"] for e in listed] == ["notes/tokyo.md"]
+    # an empty folder says so (it printed nothing)
+    (note.parent.parent / "empty").mkdir()
+    assert ok("workspace", "ls", "aki", "empty") == "empty/ in the workspace of aki is empty\n"
+
+    # the calls by agent name the agent (the table showed its id)
+    by_agent = ok("llm", "metrics", "--group-by", "agent")
+    assert "aki" in by_agent
+    assert aid not in by_agent
+    (group,) = json.loads(ok("llm", "metrics", "--group-by", "agent", "--json"))["groups"]
+    assert (group["key"], group["name"], group["calls"]) == (aid, "aki", 3)
 
     # the learned skill is listed beside the five standard ones
     skills = {s["name"]: s for s in json.loads(ok("skills", "list", "aki", "--json"))}
