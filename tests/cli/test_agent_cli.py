@@ -251,9 +251,13 @@ def test_interactive_chat_streams_and_quits(openai_fake: FakeLlmServer) -> None:
         ),
     )
 
-    out = ok("chat", "dee", input="hi\n/quit\nnever sent\n")
+    out = ok("chat", "dee", input="/help\nhi\n/quit\nnever sent\n")
 
     assert "Hello!" in out
+    # /help lists the chat's commands and is not sent to the agent
+    assert "/quit, /exit, /q     leave the chat" in out
+    assert "/help, /?            this list" in out
+    assert "/help" not in json.dumps(openai_fake.requests_to(CHAT)[0].json)
     assert len(openai_fake.requests_to(CHAT)) == 1
     assert openai_fake.requests_to(CHAT)[0].json["stream"] is True
 
