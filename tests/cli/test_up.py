@@ -213,3 +213,31 @@ def test_a_unix_listener_is_never_open_to_others(tmp_path: Path) -> None:
             probe.connect(str(tmp_path / "s.sock"))
     finally:
         listener.close()
+
+
+def test_a_busy_port_is_named_without_a_traceback(tmp_path: Path, env: dict[str, str]) -> None:
+    data = tmp_path / "data"
+    made = subprocess.run(
+        as_root([EXE, "token", "create", "admin", "--data-dir", str(data)]),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env["OPENCRAB_DASHBOARD__PORT"] = str(port)
+        refused = subprocess.run(
+            as_root([EXE, "up", "--port", str(port), "--data-dir", str(data)]),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in said
+    assert "--port" in said

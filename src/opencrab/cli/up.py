@@ -172,6 +172,16 @@ def up(
             no_token_message(reason, login, flags, tcp=socket_path is None),
             key=None if is_loopback(bind.host) else "gateway.rest.host",
         )
+    listener = None
+    if socket_path is None:
+        listener = listen(bind.host, bind.port)
+        if isinstance(listener, str):
+            db.close()
+            raise ConfigError(
+                f"cannot listen on {_host_port(bind.host, bind.port)}: {listener} "
+                "(is another server on that port? choose one with --port)",
+                key="gateway.rest.port",
+            )
     app = create_app(
         settings,
         db,
@@ -181,7 +191,8 @@ def up(
         gateways=True,
         refresh_secs=refresh_secs,
     )
-    if socket_path is not None:
+    if listener is None:
+        assert socket_path is not None
         serve_on_socket(app, socket_path, settings, log_level=log_level, auth=auth)
         return
     server = uvicorn.Server(
@@ -189,7 +200,7 @@ def up(
             app, host=bind.host, port=bind.port, log_level=log_level, log_config=log_config()
         )
     )
-    sockets = [server.config.bind_socket()]
+    sockets = [listener]
     console.print(
         f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
         f"(data: {escape(str(settings.data_dir))}; "
@@ -284,6 +295,10 @@ def url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - recognised, not bound
         return "localhost"
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def listen(host: str, port: int) -> socket.socket | str:
