@@ -87,6 +87,9 @@ def test_root_without_a_token_refuses_and_the_command_it_names_leads_to_the_dash
     finally:
         output = stop_up(server)
     assert "bearer token required" in " ".join(output.split())
+    # the banner's lines are never cut inside a word or a path at 80 columns
+    assert f"\nData: {data}\n" in output
+    assert f"on http://127.0.0.1:{port} (bearer token required)\n" in output
 
 
 def test_off_loopback_without_a_token_is_refused_naming_the_setting(

@@ -201,12 +201,14 @@ def up(
         )
     )
     sockets = [listener]
+    # short lines, each printed whole (soft_wrap): a URL or path is never cut by a newline
     console.print(
         f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
-        f"(data: {escape(str(settings.data_dir))}; "
-        f"bearer token {'required' if auth else 'not required'})",
+        f"(bearer token {'required' if auth else 'not required'})",
         highlight=False,
+        soft_wrap=True,
     )
+    console.print(f"Data: {escape(str(settings.data_dir))}", highlight=False, soft_wrap=True)
     board = settings.dashboard
     if board.enabled:
         console.print(f"Dashboard: [bold]{base}:{bind.port}/[/]", highlight=False)
