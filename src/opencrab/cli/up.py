@@ -172,16 +172,17 @@ def up(
             no_token_message(reason, login, flags, tcp=socket_path is None),
             key=None if is_loopback(bind.host) else "gateway.rest.host",
         )
-    listener = None
+    listener: socket.socket | None = None
     if socket_path is None:
-        listener = listen(bind.host, bind.port)
-        if isinstance(listener, str):
+        bound = listen(bind.host, bind.port)
+        if isinstance(bound, str):
             db.close()
             raise ConfigError(
-                f"cannot listen on {_host_port(bind.host, bind.port)}: {listener} "
+                f"cannot listen on {_host_port(bind.host, bind.port)}: {bound} "
                 "(is another server on that port? choose one with --port)",
                 key="gateway.rest.port",
             )
+        listener = bound
     app = create_app(
         settings,
         db,
