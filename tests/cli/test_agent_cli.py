@@ -97,6 +97,16 @@ def test_chat_turn_writes_learns_speaks_and_is_recorded(
     assert note.read_text(encoding="utf-8") == "# 東京\n晴れ"
     listed = json.loads(ok("workspace", "ls", "aki", "notes", "--json"))
     assert [e["path"] for e in listed] == ["notes/tokyo.md"]
+    # an empty folder says so (it printed nothing)
+    (note.parent.parent / "empty").mkdir()
+    assert ok("workspace", "ls", "aki", "empty") == "empty/ in the workspace of aki is empty\n"
+
+    # the calls by agent name the agent (the table showed its id)
+    by_agent = ok("llm", "metrics", "--group-by", "agent")
+    assert "aki" in by_agent
+    assert aid not in by_agent
+    (group,) = json.loads(ok("llm", "metrics", "--group-by", "agent", "--json"))["groups"]
+    assert (group["key"], group["name"], group["calls"]) == (aid, "aki", 3)
 
     # the learned skill is listed beside the five standard ones
     skills = {s["name"]: s for s in json.loads(ok("skills", "list", "aki", "--json"))}
@@ -241,9 +251,13 @@ def test_interactive_chat_streams_and_quits(openai_fake: FakeLlmServer) -> None:
         ),
     )
 
-    out = ok("chat", "dee", input="hi\n/quit\nnever sent\n")
+    out = ok("chat", "dee", input="/help\nhi\n/quit\nnever sent\n")
 
     assert "Hello!" in out
+    # /help lists the chat's commands and is not sent to the agent
+    assert "/quit, /exit, /q     leave the chat" in out
+    assert "/help, /?            this list" in out
+    assert "/help" not in json.dumps(openai_fake.requests_to(CHAT)[0].json)
     assert len(openai_fake.requests_to(CHAT)) == 1
     assert openai_fake.requests_to(CHAT)[0].json["stream"] is True
 

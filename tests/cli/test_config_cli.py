@@ -111,3 +111,18 @@ def test_a_heartbeat_interval_over_a_day_is_a_config_error(tmp_path: Path) -> No
     result = runner.invoke(build_app(), ["config", "show", "-c", str(file)])
     assert result.exit_code == 2
     assert "agent.heartbeat_interval_secs" in result.stderr
+
+
+def test_show_keeps_every_key_whole_at_80_columns(tmp_path: Path) -> None:
+    app = build_app()
+    data_dir = str(tmp_path / "d")
+    shown = runner.invoke(app, ["config", "show", "--data-dir", data_dir], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    keys = json.loads(
+        runner.invoke(app, ["config", "show", "--data-dir", str(tmp_path / "d"), "--json"]).stdout
+    )["values"]
+    assert "gateway.rest.ws_max_turns_per_connection" in keys  # 40 characters
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    cells = {cell.strip() for line in lines for cell in line.split("│")}
+    assert [key for key in keys if key not in cells] == []

@@ -17,6 +17,7 @@ from tests.fakes.corpora import CLAUDE_CORPUS as CLAUDE
 from tests.fakes.corpora import CODEX_CORPUS as CORPUS
 from tests.fakes.corpora import CODEX_FILES as FILES
 from tests.fakes.corpora import last_total
+from tests.fakes.transcripts import WRITTEN_ASSISTANT, WRITTEN_USER, written_rollout
 
 runner = CliRunner()
 app = build_app()
@@ -56,7 +57,7 @@ def test_table_output_problems_and_agent_choice(tmp_path: Path) -> None:
     data_dir = str(tmp_path / "data")
     code, out, err = run("import", "claude", str(CLAUDE), "--data-dir", data_dir)
     assert code == 0, err
-    assert "1 files (1 new): 22 new lines" in out
+    assert "1 file (1 new): 22 new lines" in out  # one file, not "1 files"
     assert "not valid JSON" in err  # problems on stderr, with file and line
     assert "/4f35e220-c435-4cf7-b9b9-f40426042847.jsonl:20:" in err.replace("\n", "")
     assert "no agent" in err
@@ -68,9 +69,10 @@ def test_table_output_problems_and_agent_choice(tmp_path: Path) -> None:
     code, _, err = run("import", "claude", str(CLAUDE), "--agent", "zz", "--data-dir", data_dir)
     assert code == 1
     assert "no agent 'zz'" in err
+    (tmp_path / "nothing").mkdir()
     code, _, err = run("import", "codex", str(tmp_path / "nothing"), "--data-dir", data_dir)
     assert code == 1
-    assert "no Codex rollouts" in err
+    assert "no Codex rollouts" in err  # a folder that is there, holding none
 
 
 def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
@@ -98,3 +100,33 @@ def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
     assert process.returncode == 0
     assert b"importing codex" in shown
     assert json.loads(out)["files"] == 6  # stdout stays pure JSON
+
+
+def test_a_missing_path_is_named_and_nothing_is_imported(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "data")
+    missing = tmp_path / "no-such-folder"
+    code, out, err = run("import", "codex", str(missing), str(CORPUS), "--data-dir", data_dir)
+    assert code == 1
+    assert f"{missing} does not exist: nothing was imported" in " ".join(err.split())
+    code, out, err = run("import", "codex", str(CORPUS), "--data-dir", data_dir, "--json")
+    assert json.loads(out)["files_by_status"] == {"new": 6}  # the first run stored nothing
+
+
+def test_search_shows_imported_text_as_written(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "data")
+    written_rollout(tmp_path / "written")
+    code, out, err = run("import", "codex", str(tmp_path / "written"), "--data-dir", data_dir)
+    assert code == 0, err
+    assert out.startswith("1 file (1 new): 3 new lines")
+    for words in (["&&"], ["x", "<", "y"], ["<script>window.pwned"], ["Vec<String>"]):
+        code, out, err = run("import", "search", *words, "--data-dir", data_dir)
+        assert code == 0, err
+        assert WRITTEN_USER.endswith(out.splitlines()[-1].strip().lstrip("…")), words
+        assert "<script>window.pwned = 1</script> Vec<String> done\n" in out, words
+        assert "&amp;" not in out
+        assert "&lt;" not in out
+    code, out, _ = run("import", "search", "x<y;", "--data-dir", data_dir, "--json")
+    (hit,) = json.loads(out)
+    assert (hit["role"], hit["line"], hit["snippet"]) == ("assistant", 3, WRITTEN_ASSISTANT)
+    code, out, _ = run("import", "search", "&amp;&amp;", "--data-dir", data_dir)
+    assert (code, out) == (0, "no imported message holds every word\n")

@@ -87,6 +87,9 @@ def test_root_without_a_token_refuses_and_the_command_it_names_leads_to_the_dash
     finally:
         output = stop_up(server)
     assert "bearer token required" in " ".join(output.split())
+    # the banner's lines are never cut inside a word or a path at 80 columns
+    assert f"\nData: {data}\n" in output
+    assert f"on http://127.0.0.1:{port} (bearer token required)\n" in output
 
 
 def test_off_loopback_without_a_token_is_refused_naming_the_setting(
@@ -213,3 +216,31 @@ def test_a_unix_listener_is_never_open_to_others(tmp_path: Path) -> None:
             probe.connect(str(tmp_path / "s.sock"))
     finally:
         listener.close()
+
+
+def test_a_busy_port_is_named_without_a_traceback(tmp_path: Path, env: dict[str, str]) -> None:
+    data = tmp_path / "data"
+    made = subprocess.run(
+        as_root([EXE, "token", "create", "admin", "--data-dir", str(data)]),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env["OPENCRAB_DASHBOARD__PORT"] = str(port)
+        refused = subprocess.run(
+            as_root([EXE, "up", "--port", str(port), "--data-dir", str(data)]),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in said
+    assert "--port" in said

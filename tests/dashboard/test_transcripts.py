@@ -23,10 +23,13 @@ from tests.fakes.transcripts import (
     JA_ASSISTANT,
     JA_OUTPUT,
     JA_USER,
+    WRITTEN_ASSISTANT_SEEN,
+    WRITTEN_USER,
     JapaneseRollout,
     copy_rollout,
     japanese_rollout,
     price_corpus_model,
+    written_rollout,
 )
 
 
@@ -161,3 +164,48 @@ def test_the_trace_of_a_live_session(page: Watched, api: httpx.Client, llm: Fake
     expect(speech.locator("[data-step-usage]")).to_contain_text("tokens")
     expect(p.locator("[data-trace-totals]")).to_contain_text("tokens")
     shoot(p, "transcripts-live-trace")
+
+
+def test_imported_text_reads_as_written_in_the_page_search_and_api(
+    page: Watched, api: httpx.Client, tmp_path: Path
+) -> None:
+    """Seed 003's segments are allow-listed HTML: `&&` arrives as `&amp;&amp;`. The
+    page shows what was written (the script as text, never run), search finds `&&`
+    and `x < y`, and the API's segment is HTML standing for that text."""
+    path = written_rollout(tmp_path / "written")
+    job = api.post("/api/imports", json={"path": str(path), "source": "codex"})
+    assert job.status_code == 202, job.text
+    for _ in range(600):
+        state = api.get(f"/api/imports/jobs/{job.json()['id']}").json()
+        if state["status"] != "running":
+            break
+        page.page.wait_for_timeout(100)
+    assert state["status"] == "done", state
+    (session,) = [s for s in api.get("/api/imports/sessions").json() if s["filePath"] == str(path)]
+    messages = api.get(f"/api/imports/sessions/{session['id']}/messages").json()
+    said = [m["segments"][0]["text"] for m in messages if m["source_type"] == "message"]
+    assert said[0].startswith("run `make &amp;&amp; make test` if x &lt; y &gt; z")
+    assert "&lt;script&gt;window.pwned = 1&lt;/script&gt; Vec&lt;String&gt;" in said[0]
+    assert said[1] == 'Use <strong>bold</strong> &amp; x&lt;y; **md** {"k": [1]}'
+    for query in ("&&", "x < y", "<script>", "Vec<String>", '{"k":'):
+        hits = api.get("/api/imports/search", params={"q": query}).json()
+        assert [h["sessionId"] for h in hits][:1] == [session["id"]], query
+    assert api.get("/api/imports/search", params={"q": "&amp;&amp;"}).json() == []
+
+    p = page.page
+    p.goto(f"/transcripts/{session['id']}")
+    user, reply = p.locator(".tr-message .tr-text").all()[:2]
+    assert user.inner_text() == WRITTEN_USER
+    assert reply.inner_text() == WRITTEN_ASSISTANT_SEEN
+    expect(reply.locator("strong")).to_have_text("bold")
+    expect(p.locator(".tr-message script")).to_have_count(0)
+    assert p.evaluate("() => window.pwned") is None
+    shoot(p, "transcripts-written")
+
+    p.goto("/transcripts")
+    p.get_by_label("Words in user and assistant messages (all of them)").fill("make && make test")
+    p.get_by_role("button", name="Search").click()
+    hits = p.get_by_role("list", name="Messages found")
+    expect(hits.locator("li")).to_have_count(1)
+    expect(hits.locator(".hit-snippet")).to_contain_text("run `make && make test` if x < y > z")
+    shoot(p, "transcripts-written-search")

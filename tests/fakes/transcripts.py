@@ -106,3 +106,43 @@ def price_corpus_model(db: Database) -> None:
                 updated_at=utcnow(),
             )
         )
+
+
+WRITTEN_USER = (
+    "run `make && make test` if x < y > z & \"q\" 'a' *b* _c_ # [l](u) {j} \\ "
+    "<script>window.pwned = 1</script> Vec<String> done"
+)
+"""What a person typed, with what HTML, Markdown and JSON treat specially (a script too)."""
+WRITTEN_ASSISTANT = 'Use <strong>bold</strong> & x<y; **md** {"k": [1]}'
+"""A reply holding an allow-listed tag (shown bold) among text to show as written."""
+WRITTEN_ASSISTANT_SEEN = 'Use bold & x<y; **md** {"k": [1]}'
+
+
+def written_rollout(folder: Path) -> Path:
+    """A three-line Codex rollout: its session header, WRITTEN_USER and WRITTEN_ASSISTANT."""
+
+    def item(at: str, role: str, kind: str, text: str) -> dict[str, object]:
+        payload = {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+        return {"timestamp": at, "type": "response_item", "payload": payload}
+
+    session = "019c8bfe-ec25-79e0-97d7-bda6a9c57500"
+    lines = [
+        {
+            "timestamp": "2026-02-24T09:00:00.000Z",
+            "type": "session_meta",
+            "payload": {
+                "id": session,
+                "timestamp": "2026-02-24T09:00:00.000Z",
+                "cwd": "/home/crab/project",
+                "originator": "codex_cli_rs",
+                "cli_version": "0.104.0",
+                "model_provider": "openai",
+            },
+        },
+        item("2026-02-24T09:00:01.000Z", "user", "input_text", WRITTEN_USER),
+        item("2026-02-24T09:00:02.000Z", "assistant", "output_text", WRITTEN_ASSISTANT),
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"rollout-2026-02-24T09-00-00-{session}.jsonl"
+    target.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return target

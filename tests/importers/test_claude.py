@@ -74,7 +74,8 @@ def test_blocks_roles_and_joins() -> None:
             "channel": "input",
             "type": "text",
             "format": "text",
-            "text": "Please add a config file now &amp; keep it small",  # allow-listed HTML
+            # as written: `<b>` is no allow-listed tag, so it is text
+            "text": "Please add a config file &lt;b&gt;now&lt;/b&gt; &amp; keep it small",
             "annotations": [],
         }
     ]

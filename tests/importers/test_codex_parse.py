@@ -203,7 +203,7 @@ def test_injected_context_is_not_a_user_message_and_html_is_sanitised() -> None:
         "channel": "output",
         "type": "text",
         "format": "output_text",
-        "text": "<strong>ok</strong>",
+        "text": "<strong>ok</strong>&lt;script&gt;x()&lt;/script&gt;",  # shown, never run
         "annotations": [],
     }
     image = reply["segments"][1]

@@ -249,13 +249,14 @@ def test_zstd_and_hostile_files(db: Database, tmp_path: Path) -> None:
     assert reasons[("rollout-b.jsonl", 3)] == "a JSON list, not an object"
     assert "unknown event (hologram)" in reasons[("rollout-b.jsonl", 4)]
     assert reasons[("rollout-c.jsonl.zst", 0)].startswith("cannot read")
-    # the user's text goes to the event log as written; the API view is sanitised
+    # the user's text goes to the event log as written; the API view is sanitised HTML
+    # standing for the same text (the script is text, never a tag)
     session = by_file["rollout-b.jsonl"]["id"]
     said = [e for e in EventLog(db).trace(session) if e.type == "user"]
     assert [e.content.text for e in said] == ["<script>x</script>hi"]
     _, transcript = normalized_messages(db, session)
     user = next(m for m in transcript.messages if m["role"] == "user")
-    assert user["segments"][0]["text"] == "hi"
+    assert user["segments"][0]["text"] == "&lt;script&gt;x&lt;/script&gt;hi"
 
 
 def test_a_legacy_rollout_imports(db: Database, tmp_path: Path) -> None:

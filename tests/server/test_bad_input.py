@@ -208,3 +208,11 @@ def test_a_ticket_with_a_lone_surrogate_is_refused_and_not_created(client: TestC
     sent = client.post("/api/tickets", content=body, headers={"content-type": "application/json"})
     assert "not valid JSON" in error_of(sent, 400, "validation_error")
     assert client.get("/api/tickets").json() == []
+
+
+def test_invalid_json_says_its_line_and_column(client: TestClient) -> None:
+    body = '{\n  "name": "aki",\n  "prompt": "Hi." \n  "description": "x"\n}'
+    sent = client.post("/api/agents", content=body, headers={"content-type": "application/json"})
+    message = error_of(sent, 400, "validation_error")
+    assert message == "body: not valid JSON: expecting ',' delimiter: line 4 column 3 (char 40)"
+    assert client.get("/api/agents").json() == []

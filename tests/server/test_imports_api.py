@@ -82,7 +82,9 @@ def test_claude_problems_and_errors(client: TestClient, db: Database) -> None:
     assert [p["line"] for p in detail["problemLines"]] == [19, 20, 22]
     messages = client.get(f"/api/imports/sessions/{session['id']}/messages").json()
     TypeAdapter(list[NormalizedMessage]).validate_python(messages)
-    assert messages[1]["segments"][0]["text"] == "Please add a config file now &amp; keep it small"
+    assert messages[1]["segments"][0]["text"] == (
+        "Please add a config file &lt;b&gt;now&lt;/b&gt; &amp; keep it small"
+    )
     missing = "00000000-0000-4000-8000-000000000000"
     error_of(client.get(f"/api/imports/sessions/{missing}"), 404, "not_found")
     error_of(client.get(f"/api/imports/sessions/{missing}/messages"), 404, "not_found")

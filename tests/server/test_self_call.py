@@ -6,6 +6,7 @@ refuse a provider whose server answers with a mark."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,7 +98,10 @@ def test_every_response_carries_the_mark_and_own_requests_are_refused(
 
 
 async def test_the_router_refuses_llamacpp_when_it_is_this_server(
-    served: tuple[str, Database], self_pointing: Settings, fake_llm_server: FakeLlmServer
+    served: tuple[str, Database],
+    self_pointing: Settings,
+    fake_llm_server: FakeLlmServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     base, db = served
     expected = f"llamacpp at {base} is this OpenCrab server; set [llm.providers.llamacpp] base_url"
@@ -133,13 +137,30 @@ async def test_the_router_refuses_llamacpp_when_it_is_this_server(
         await recorder.aclose()
         await router.aclose()
 
-    started = LlmRouter.from_settings(self_pointing)
+    # llama.cpp is not used (OpenAI is the default and answers): it is not asked at all
+    before = len(caplog.records)
+    unused = LlmRouter.from_settings(self_pointing)
     try:
-        await started.start()  # the health check already sees the mark
+        await unused.start()
+        assert unused.providers["llamacpp"].refused is None
+        assert unused.notice is None
+        assert unused.default.provider == "openai"
+    finally:
+        await unused.aclose()
+
+    # the default: the health check already sees the mark, told once (in the notice the
+    # caller shows, not also as a warning of its own)
+    used = self_pointing.model_copy(deep=True)
+    used.llm.default_provider = "llamacpp"
+    started = LlmRouter.from_settings(used)
+    try:
+        await started.start()
         assert started.usable is not None
         assert "llamacpp" not in started.usable
         assert started.notice is not None
-        assert expected in started.notice
+        assert started.notice.count(expected) == 1
+        told = [r for r in caplog.records[before:] if expected in r.getMessage()]
+        assert [r.levelname for r in told if r.levelno >= logging.WARNING] == []
     finally:
         await started.aclose()
 

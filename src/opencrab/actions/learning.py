@@ -104,8 +104,7 @@ class LearnFromPeer(Action):
 class ReflectAndLearn(Action):
     name = "reflect_and_learn"
     description = (
-        "Look back over your recent logs and extract a lesson as a skill (uses the analysis "
-        "model)."
+        "Look back over your recent logs and extract a lesson as a skill (uses the analysis model)."
     )
     parameters: ClassVar[dict[str, Any]] = _schema(
         [],

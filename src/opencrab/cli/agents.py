@@ -582,6 +582,9 @@ def workspace_ls(
             ]
         )
         return
+    if not entries:
+        where = f"{path.strip('/')}/ in the workspace" if path.strip("/") else "the workspace"
+        console.print(f"{where} of {found.name} is empty", highlight=False, markup=False)
     for e in entries:
         size = "" if e.is_dir else f"{e.size:>10}"
         console.print(f"{size:>10}  {escape(e.path)}{'/' if e.is_dir else ''}", highlight=False)

@@ -54,7 +54,8 @@ def show(
         )
         return
     table = Table(title="configuration")
-    for column in ("key", "value", "source"):
+    table.add_column("key", no_wrap=True)  # a key is one word: never cut inside it
+    for column in ("value", "source"):
         table.add_column(column, overflow="fold")
     for key, value, kind, label in values:
         shown = value

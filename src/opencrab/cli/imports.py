@@ -5,7 +5,8 @@ seed 003 NormalizedMessages), its turns go into the event log and the chosen age
 memory, and its model calls into the LLM metrics. Running it again imports only what
 was appended since; see `opencrab.importers.store`. The command reads whatever its
 user names (it runs with that user's own rights): `[imports] roots` limits only imports
-started over the API and the dashboard (`opencrab.importers.roots`).
+started over the API and the dashboard (`opencrab.importers.roots`). `opencrab import
+search` finds imported messages by their words and shows them as they were written.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def _import(
     from opencrab.importers.common import ReadLimits, file_size
     from opencrab.importers.store import Importer
 
+    missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        verb = "does" if len(missing) == 1 else "do"
+        raise NotFoundError(f"{', '.join(missing)} {verb} not exist: nothing was imported")
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     try:
@@ -175,7 +180,7 @@ def _run(importer: Importer, paths: list[Path], total: int) -> ImportSummary:
 def _print(data: dict[str, Any]) -> None:
     status = ", ".join(f"{n} {s}" for s, n in sorted(data["files_by_status"].items()))
     console.print(
-        f"{data['files']} files ({status}): {data['lines']} new lines, "
+        f"{_count(data['files'], 'file')} ({status}): {data['lines']} new lines, "
         f"{data['messages']} messages, {data['events']} events, {data['calls']} model calls",
         highlight=False,
         markup=False,
@@ -217,6 +222,46 @@ def _print(data: dict[str, Any]) -> None:
             highlight=False,
             markup=False,
         )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+@import_app.command()
+@exits_on_error
+def search(
+    words: Annotated[list[str], typer.Argument(help="Words that must all occur.")],
+    limit: Annotated[int, typer.Option(min=1, max=200, help="How many messages.")] = 20,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Imported user and assistant messages holding every word, newest first.
+
+    Example: opencrab import search "make && make test"
+    """
+    from opencrab.importers.search import search as search_imports
+
+    db = open_store(settings_from(config, data_dir))
+    try:
+        hits = search_imports(db, " ".join(words), limit=limit)
+    finally:
+        db.close()
+    if as_json:
+        print_json([{**vars(h), "timestamp": h.timestamp.isoformat()} for h in hits])
+        return
+    if not hits:
+        console.print("no imported message holds every word", highlight=False, markup=False)
+    for hit in hits:
+        title = hit.session_title or hit.session_id
+        console.print(
+            f"{hit.timestamp:%Y-%m-%d %H:%M} {hit.role} · {title} (line {hit.line})",
+            style="bold",
+            highlight=False,
+            markup=False,
+        )
+        console.print(f"  {hit.snippet}", highlight=False, markup=False, soft_wrap=True)
 
 
 @hookimpl

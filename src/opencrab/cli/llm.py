@@ -304,7 +304,7 @@ def metrics(
         table.add_column(column, justify="left" if column == group_by else "right")
     for g in groups:
         table.add_row(
-            escape(g.key or "—"),
+            escape(g.name or g.key or "—"),
             str(g.calls),
             str(g.errors),
             str(g.input_tokens),

@@ -173,6 +173,17 @@ def up(
             no_token_message(reason, login, flags, tcp=socket_path is None),
             key=None if is_loopback(bind.host) else "gateway.rest.host",
         )
+    listener: socket.socket | None = None
+    if socket_path is None:
+        bound = listen(bind.host, bind.port)
+        if isinstance(bound, str):
+            db.close()
+            raise ConfigError(
+                f"cannot listen on {_host_port(bind.host, bind.port)}: {bound} "
+                "(is another server on that port? choose one with --port)",
+                key="gateway.rest.port",
+            )
+        listener = bound
     app = create_app(
         settings,
         db,
@@ -183,7 +194,8 @@ def up(
         refresh_secs=refresh_secs,
     )
     guarded = StartupErrors(app)  # a ConfigError while starting: its message, exit 2
-    if socket_path is not None:
+    if listener is None:
+        assert socket_path is not None
         serve_on_socket(guarded, socket_path, settings, log_level=log_level, auth=auth)
         return
     server = uvicorn.Server(
@@ -191,13 +203,15 @@ def up(
             guarded, host=bind.host, port=bind.port, log_level=log_level, log_config=log_config()
         )
     )
-    sockets = [server.config.bind_socket()]
+    sockets = [listener]
+    # short lines, each printed whole (soft_wrap): a URL or path is never cut by a newline
     console.print(
         f"[bold]OpenCrab {__version__}[/] on {base}:{bind.port} "
-        f"(data: {escape(str(settings.data_dir))}; "
-        f"bearer token {'required' if auth else 'not required'})",
+        f"(bearer token {'required' if auth else 'not required'})",
         highlight=False,
+        soft_wrap=True,
     )
+    console.print(f"Data: {escape(str(settings.data_dir))}", highlight=False, soft_wrap=True)
     board = settings.dashboard
     if board.enabled:
         console.print(f"Dashboard: [bold]{base}:{bind.port}/[/]", highlight=False)
@@ -296,6 +310,10 @@ def url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - recognised, not bound
         return "localhost"
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def listen(host: str, port: int) -> socket.socket | str:

@@ -5,7 +5,9 @@ arguments and its output side by side, JSON indented); reasoning that came encry
 an item saying so, with the SHA-256 of what was stored; injected context (environment,
 AGENTS.md, system reminders, developer and system messages) is marked to be shown
 collapsed; session headers and meta lines (token counts, turn starts) are left out:
-the session's facts and its trace show them.
+the session's facts and its trace show them. A text segment is the allow-listed HTML
+seed 003 defines; it is cleaned against that allow-list again before it is shown as
+HTML (`segment_html`), since a stored line may come from a hostile file.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import nh3
+from markupsafe import Markup
+
 from opencrab.dashboard.event_rows import pretty
+from opencrab.importers.common import ALLOWED_TAGS
 
 
 @dataclass
@@ -26,7 +32,7 @@ class Item:
     line: int  # 1-based, as the file has it (the page's anchor `line-N`)
     timestamp: str
     role: str
-    texts: list[str] = field(default_factory=list)
+    texts: list[Markup] = field(default_factory=list)  # segments' HTML (segment_html)
     images: int = 0
     injected: str | None = None  # what context was injected (collapsed), or None
     name: str = ""
@@ -38,6 +44,18 @@ class Item:
     failed: bool = False
     encrypted_sha256: str | None = None
     summary: list[str] = field(default_factory=list)
+
+
+def segment_html(text: Any) -> Markup:
+    """A text segment's HTML, cleaned against seed 003's allow-list (links: http, https
+    and mailto only), to show as the HTML it is: `&amp;&amp;` reads `&&`."""
+    cleaned = nh3.clean(
+        str(text or ""),
+        tags=ALLOWED_TAGS,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    return Markup(cleaned)  # noqa: S704 - cleaned by nh3 against the allow-list above
 
 
 def _json_text(parsed: Any, raw: Any) -> tuple[str, bool]:
@@ -76,7 +94,7 @@ def build_items(messages: list[dict[str, Any]]) -> list[Item]:
                 base.kind = "reasoning"
                 base.encrypted_sha256 = raw.get("encrypted_sha256")
                 base.summary = [str(s) for s in meta.get("summary") or []]
-                base.texts = [str(s.get("text") or "") for s in m["segments"] if s.get("text")]
+                base.texts = [segment_html(s["text"]) for s in m["segments"] if s.get("text")]
                 items.append(base)
             continue
         call = m.get("tool_call") or {}
@@ -107,7 +125,7 @@ def build_items(messages: list[dict[str, Any]]) -> list[Item]:
             continue
         if source_type in ("session", "meta") or not m["segments"]:
             continue
-        base.texts = [str(s.get("text") or "") for s in m["segments"] if s.get("type") == "text"]
+        base.texts = [segment_html(s.get("text")) for s in m["segments"] if s.get("type") == "text"]
         base.images = sum(1 for s in m["segments"] if s.get("type") == "image")
         injected = meta.get("injected")
         if injected or role == "system":

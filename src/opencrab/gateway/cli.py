@@ -2,8 +2,9 @@
 
 `receive` reads a line from the input stream (a daemon thread reads it, so the event
 loop keeps running and leaving never waits for a line that will not come); `/quit`,
-`/exit` or end of input ends the conversation with EOFError. A line the message rules
-refuse (too long) is not sent: the user is told why. `send` writes a reply;
+`/exit` or end of input ends the conversation with EOFError; `/help` lists these commands
+(it is not sent to the agent). A line the message rules refuse (too long) is not sent:
+the user is told why. `send` writes a reply;
 `write_delta` streams text as the model produces it.
 
 Example:
@@ -31,6 +32,13 @@ from opencrab.messages import (
 )
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit", "/q"})
+HELP_COMMANDS = frozenset({"/help", "/?"})
+HELP = (
+    "Commands (anything else is sent to the agent):\n"
+    "  /help, /?            this list\n"
+    "  /quit, /exit, /q     leave the chat (so does end of input, Ctrl-D)\n"
+    "  Ctrl-C               stop the reply being written; twice to leave\n"
+)
 
 
 class CliGateway(Gateway):
@@ -131,6 +139,10 @@ class CliGateway(Gateway):
             if text.lower() in QUIT_COMMANDS:
                 raise EOFError(text)
             if not text:
+                continue
+            if text.lower() in HELP_COMMANDS:
+                self.stdout.write(HELP)
+                self.stdout.flush()
                 continue
             problem = message_problem(text)
             if problem is not None:

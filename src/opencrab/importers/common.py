@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -526,10 +527,19 @@ def image_segment(channel: str, fmt: str, url: Any, media_type: Any = None) -> d
 
 
 def sanitize(text: str) -> str:
-    """Allow-listed HTML only (p, pre, code, strong, em, ul, ol, li, a)."""
+    """`text` as HTML holding allow-listed tags only (p, pre, code, strong, em, ul, ol, li,
+    a): a `<` that opens no allowed tag is text (`&lt;`), so `Vec<String>`, `x<y` or a
+    `<script>` a person wrote is kept as written and shown, never run nor dropped."""
     if "<" not in text and "&" not in text and ">" not in text:
         return text  # nothing an HTML parser would change
-    return str(nh3.clean(text, tags=ALLOWED_TAGS))
+    return str(nh3.clean(_NOT_A_TAG.sub("&lt;", text), tags=ALLOWED_TAGS))
+
+
+_NOT_A_TAG = re.compile(
+    r"<(?!/?(?:" + "|".join(sorted(ALLOWED_TAGS, key=len, reverse=True)) + r")(?=[\s/>]))",
+    re.IGNORECASE,
+)
+"""A `<` that does not open or close an allow-listed tag."""
 
 
 _JSON_AFTER = {"{": '"}', "[": '"{[]-0123456789tfn'}

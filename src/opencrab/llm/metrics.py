@@ -23,6 +23,7 @@ from opencrab.errors import ValidationError
 from opencrab.llm.pricing import CostSource, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
+from opencrab.store.repositories import agents as agents_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories import reservations
 from opencrab.store.repositories.metrics import MetricRow
@@ -228,10 +229,12 @@ class UsageSummary:
     avg_latency_ms: float | None
     avg_ttft_ms: float | None
     avg_quality: float | None
+    name: str | None = None  # the agent's name when grouped by agent (key is its id)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "key": self.key,
+            "name": self.name,
             "calls": self.calls,
             "errors": self.errors,
             "inputTokens": self.input_tokens,
@@ -251,9 +254,11 @@ def summarize(
     since: datetime | None = None,
     agent_id: str | None = None,
 ) -> list[UsageSummary]:
-    """Calls, errors, tokens, cost and speed per group, most expensive first."""
+    """Calls, errors, tokens, cost and speed per group, most expensive first; grouped by
+    agent, each group also has the agent's name."""
     if group_by not in GROUPS:
         raise ValidationError(f"unknown grouping {group_by!r}: use one of {', '.join(GROUPS)}")
     with db.read() as conn:
         rows = metrics_repo.group_totals(conn, group_by, since=since, agent_id=agent_id)
-    return [UsageSummary(**r._asdict()) for r in rows]
+        names = agents_repo.agent_names(conn) if group_by == "agent" else {}
+    return [UsageSummary(**r._asdict(), name=names.get(str(r.key), (None,))[0]) for r in rows]

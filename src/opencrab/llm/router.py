@@ -249,14 +249,21 @@ class LlmRouter:
     async def start(self) -> None:
         """Find out what can answer; fall back to the embedded model when nothing can.
 
-        What the user should be told about the choice is left in `notice`, for the
-        caller (the CLI, the server's start-up log) to show once.
+        What the user should be told about the choice (a refused provider included) is
+        left in `notice`, for the caller (the CLI, the server's start-up log) to show
+        once. A local server (llama.cpp, Ollama) is asked only when it is used: named by
+        the default, the fallback chain or a purpose, or needed because the default
+        cannot answer.
         """
-        usable = [name for name in self.providers if await self._usable(name)]
+        remote = [n for n in self.providers if n not in LOCAL_PROVIDERS and await self._usable(n)]
+        local = [n for n in self.providers if n in LOCAL_PROVIDERS]
+        if self.default.provider in remote:
+            local = [n for n in local if n in self._named_providers()]
+        usable = [
+            n for n in self.providers if n in remote or (n in local and await self._usable(n))
+        ]
         self.usable = frozenset(usable)
         refusals = [p.refused for p in self.providers.values() if p.refused]
-        for reason in refusals:
-            log.warning("%s", reason)
         if (
             self.default.provider in self.settings.keys_needed
             and self.default.provider not in usable
@@ -291,6 +298,15 @@ class LlmRouter:
             log.info(self.notice)
             self.default = Target(name, model)
             return
+
+    def _named_providers(self) -> set[str]:
+        """The providers the default, the fallback chain and the purposes name."""
+        named = {self.default.provider, *self.fallback_chain}
+        for purpose in PURPOSES:
+            ref = purpose_model(self.settings, purpose)
+            if ref is not None:
+                named.add(ref.provider)
+        return named
 
     async def _usable(self, name: str) -> bool:
         provider = self.providers[name]

@@ -112,6 +112,17 @@ def _body_error(message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body",), "msg": message, "type": "json_invalid"}])
 
 
+def _json_problem(err: dict[str, Any], doc: str) -> str:
+    """FastAPI's "JSON decode error" at a character offset, said with its line and column
+    (as the strict check says it)."""
+    loc = err.get("loc", ())
+    at = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+    line = doc.count("\n", 0, at) + 1
+    column = at - (doc.rfind("\n", 0, at) + 1) + 1
+    why = str((err.get("ctx") or {}).get("error") or "JSON decode error")
+    return f"not valid JSON: {why[:1].lower()}{why[1:]}: line {line} column {column} (char {at})"
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     """Whether lists and objects in `value` nest more than `limit` deep."""
     level: list[Any] = [value]
@@ -213,6 +224,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         parts, fields = [], []
         for err in exc.errors():
+            if err.get("type") == "json_invalid" and isinstance(exc.body, str):
+                parts.append(f"body: {_json_problem(err, exc.body)}")
+                fields.append("")
+                continue
             loc = [str(p) for p in err.get("loc", ())]
             parts.append(f"{'.'.join(loc)}: {err.get('msg', 'invalid')}")
             fields.append(".".join(loc[1:] if loc[:1] in (["body"], ["query"]) else loc))
