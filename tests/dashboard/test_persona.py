@@ -328,7 +328,9 @@ def test_a_non_prime_heartbeat_interval_warns_as_the_cli_does(
     )
     p.get_by_label("Heartbeat interval (seconds)").fill("30")
     expect(hint.locator(".warn-text")).to_have_text(warning)
-    p.get_by_role("button", name="Save").first.click()
+    with p.expect_response(lambda r: r.request.method == "PUT") as saved:
+        p.get_by_role("button", name="Save", exact=True).click()
+    assert saved.value.ok
     expect(hint.locator(".warn-text")).to_have_text(warning)  # still there once saved
     p.reload()
     expect(hint.locator(".warn-text")).to_have_text(warning)
