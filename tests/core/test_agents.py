@@ -321,7 +321,7 @@ def test_load_persona_then_create(tmp_path: Path, store: AgentStore) -> None:
         (
             "two.json",
             '{"name": "j", "soul": {"persona_name": ""}, "heartbeat": {"interval_secs": 0}}',
-            r"\(and 1 more\)",
+            r"two\.json: soul\.persona_name: .*; heartbeat\.interval_secs: ",
         ),
         ("uuid.toml", f'name = "{uuid4()}"\n', r"uuid\.toml: name: .*must not be a UUID"),
         ("noname.yaml", "prompt: hi\n", r"noname\.yaml: no name"),
@@ -417,3 +417,19 @@ def test_no_budget_means_no_limit_and_zero_means_none_at_all(
     zero = store.create(AgentCreate(name="broke", llm=AgentLlmConfig(daily_budget_usd=0)))
     with pytest.raises(BudgetExceeded):
         store.check_budget(zero)
+
+
+def test_every_wrong_key_of_a_persona_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: x\nlanguage: fr\nsoul:\n  personality:\n    openness: 7\n"
+        "heartbeat:\n  interval_secs: -5\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValidationError) as e:
+        load_persona(path)
+    text = str(e.value)
+    assert text.startswith(f"{path}: ")
+    for key in ("language", "soul.personality.openness", "heartbeat.interval_secs"):
+        assert f"{key}: " in text, text
+    assert "more)" not in text

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from opencrab.config import load_settings
 from opencrab.store.database import Database
-from tests.dashboard.conftest import make_agent
+from tests.dashboard.conftest import chat_once, make_agent
 from tests.fakes.analytics_store import LONELY, SAKURA, SKILL, TARO, Seeded, seed_analytics
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.served import ServedOpenCrab
 
 QUIET = {"enabled": False}  # no heartbeat turn adds lines while the test counts them
@@ -138,3 +140,17 @@ def test_an_agent_without_activity_shows_no_data(page: Watched, seeded: Seeded) 
     tab.wait_for_selector("#messages-chart[data-state='empty']")
     assert tab.locator("#messages-chart").inner_text() == "No data in this period."
     assert tab.locator("table[data-figures='messages']").count() == 0
+
+
+def test_lines_spoken_count_the_agents_lines_not_the_users(
+    page: Watched, api: httpx.Client, llm: FakeLlmServer
+) -> None:
+    agent = make_agent(api, "話し手", heartbeat=QUIET)
+    for text in ("一つ目", "二つ目"):
+        chat_once(api, agent["id"], text)  # the user's line and the agent's answer
+    tab = page.page
+    tab.goto(f"/agents/{agent['id']}/analytics")
+    assert _figures(tab, "messages") == {"話し手": "2"}
+    expect(tab.locator("[data-total=messages]")).to_have_text("2")
+    [spoken] = _series(tab, "messages-chart")
+    assert sum(spoken["data"]) == 2

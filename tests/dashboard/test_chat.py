@@ -179,3 +179,51 @@ def test_a_failed_turn_shows_the_reason(page: Watched, api: httpx.Client) -> Non
     expect(alert).to_contain_text("daily budget")
     expect(page.page.locator(".msg.agent .msg-text")).to_have_count(0)
     expect(page.page.get_by_role("button", name="Send")).not_to_have_attribute("aria-busy", "true")
+
+
+def test_a_budget_refusal_names_the_cap_as_set_and_where_to_raise_it(
+    page: Watched, api: httpx.Client
+) -> None:
+    make_agent(api, "ケイ", heartbeat=QUIET)
+    p = page.page
+    p.goto("/budgets")
+    caps = p.locator("details.agent-cap", has=p.locator("summary", has_text="ケイ"))
+    if caps.get_attribute("open") is None:  # (open already when it is the only agent)
+        caps.locator("summary").click()
+    mine = p.get_by_role("form", name="Caps of ケイ")
+    mine.get_by_label("Daily cap (USD)").fill("0.005")  # less than one call may cost
+    mine.get_by_role("button", name="Save").click()
+    expect(p.locator('tr[data-agent="ケイ"] td').nth(1)).to_have_text("$0.0050")
+
+    p.goto("/agents/ケイ/chat")
+    p.get_by_label("Message to ケイ").fill("こんにちは")
+    p.get_by_role("button", name="Send").click()
+    alert = p.locator(".msg.agent").get_by_role("alert")
+    expect(alert).to_contain_text("agent ケイ's $0.005 daily budget cannot take this call")
+    expect(alert).to_contain_text("on the Budgets page (/budgets)")
+    shoot(p, "chat-budget-refusal")
+
+
+def test_a_pasted_message_over_the_limit_is_refused_saying_so_not_cut(
+    page: Watched, api: httpx.Client
+) -> None:
+    make_agent(api, "ソラ", heartbeat=QUIET)
+    p = page.page
+    p.goto("/agents/ソラ/chat")
+    box = p.get_by_label("Message to ソラ")
+    pasted = "長" * 100_001  # MAX_MESSAGE_CHARS + 1
+    box.fill(pasted)
+    assert len(box.input_value()) == 100_001  # nothing was cut
+    error = p.locator("[data-chat-error]")
+    expect(error).to_have_text(
+        "This message is 100,001 characters; the limit is 100,000. "
+        "Shorten it to send it (nothing was cut)."
+    )
+    p.get_by_role("button", name="Send").click()
+    expect(error).to_be_visible()
+    expect(p.locator(".msg.user")).to_have_count(0)  # nothing sent
+    assert len(box.input_value()) == 100_001
+    box.press("End")
+    box.press("Backspace")
+    expect(error).to_be_hidden()
+    expect(box).to_have_attribute("aria-invalid", "false")

@@ -222,3 +222,39 @@ def test_packaged_aliases_are_folded_below_the_users_own(page: Watched, api: htt
     expect(folded.locator(f'tr[data-alias="{packaged[0]}"]')).to_be_visible()
     expect(folded.locator(f'tr[data-alias="{packaged[0]}"]')).to_contain_text("packaged default")
     shoot(p, "llm-settings-aliases")
+
+
+def test_a_base_url_is_cleared_and_a_provider_without_a_key_is_not_on(
+    page: Watched, api: httpx.Client
+) -> None:
+    def anthropic() -> dict[str, object]:
+        found = api.get("/api/llm/settings").json()["providers"]
+        return next(p for p in found if p["name"] == "anthropic")
+
+    assert anthropic()["takesKey"]
+    assert not anthropic()["hasKey"]
+    p = page.page
+    p.goto("/settings/llm")
+    card = p.locator('[data-provider="anthropic"]')
+    card.get_by_label("Enabled").check()
+    card.get_by_label(re.compile("Base URL")).fill("http://127.0.0.1:9/proxy")
+    card.get_by_role("button", name="Save anthropic").click()
+    card = p.locator('[data-provider="anthropic"]')
+    expect(card.get_by_label(re.compile("Base URL"))).to_have_value("http://127.0.0.1:9/proxy")
+    assert anthropic()["enabled"]
+    assert anthropic()["baseUrl"] == "http://127.0.0.1:9/proxy"
+    # enabled, but with no key nothing can be called: no "on" badge says otherwise
+    expect(card.locator(".provider-head .badge", has_text=re.compile("^on$"))).to_have_count(0)
+    expect(card.locator(".provider-head")).to_contain_text("no key")
+    expect(p.locator('[data-provider="openai"] .provider-head .badge.ok')).to_have_text("on")
+
+    card.get_by_label(re.compile("Base URL")).fill("")
+    with p.expect_response(lambda r: r.request.method == "PATCH") as patched:
+        card.get_by_role("button", name="Save anthropic").click()
+    assert patched.value.ok
+    assert patched.value.request.post_data_json == {"enabled": True, "baseUrl": ""}
+    p.wait_for_load_state()
+    card = p.locator('[data-provider="anthropic"]')
+    expect(card.get_by_label(re.compile("Base URL"))).to_have_value("")
+    assert anthropic()["baseUrl"] is None
+    assert anthropic()["baseUrlSource"]["kind"] != "dashboard"

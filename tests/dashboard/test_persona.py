@@ -312,3 +312,27 @@ def test_the_page_reads_without_javascript(api: httpx.Client) -> None:
     missing = api.get("/agents/nobody/persona")
     assert missing.status_code == 404
     assert "text/html" in missing.headers["content-type"]
+
+
+def test_a_non_prime_heartbeat_interval_warns_as_the_cli_does(
+    page: Watched, api: httpx.Client
+) -> None:
+    make_agent(api, "Tick", heartbeat={"enabled": False})
+    p = page.page
+    _open(p, "Tick")
+    hint = p.locator("#heartbeat-hint")
+    expect(hint).to_have_text("A prime number keeps agents from ticking in step.")
+    warning = (  # the words `opencrab agent create` prints (core/heartbeat.py prime_warning)
+        "heartbeat interval 30 s is not a prime; nearest primes: 29, 31 "
+        "(prime intervals keep agents from ticking in step)."
+    )
+    p.get_by_label("Heartbeat interval (seconds)").fill("30")
+    expect(hint.locator(".warn-text")).to_have_text(warning)
+    with p.expect_response(lambda r: r.request.method == "PUT") as saved:
+        p.get_by_role("button", name="Save", exact=True).click()
+    assert saved.value.ok
+    expect(hint.locator(".warn-text")).to_have_text(warning)  # still there once saved
+    p.reload()
+    expect(hint.locator(".warn-text")).to_have_text(warning)
+    p.get_by_label("Heartbeat interval (seconds)").fill("31")
+    expect(hint).to_have_text("A prime number keeps agents from ticking in step.")

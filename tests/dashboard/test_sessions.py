@@ -413,3 +413,31 @@ def test_a_failed_turn_shows_its_error_live_as_on_the_server(
     p.reload()
     wait_for_live(p)
     assert rows_of(p) == live
+
+
+def test_the_token_totals_add_the_live_events_to_those_already_shown(
+    page: Watched, api: httpx.Client, llm: FakeLlmServer
+) -> None:
+    agent = quiet_agent(api, "Totals")
+    session_id = new_chat(api, agent["id"])
+    llm.reset()
+    usage = {"prompt_tokens": 1200, "completion_tokens": 35, "total_tokens": 1235}
+    llm.reply(CHAT, Reply(json=completion({"content": "an answer"}, usage=usage)))
+    assert api.post(f"/api/sessions/{session_id}/messages", json={"content": "one"}).is_success
+    p = page.page
+    p.goto(f"/sessions/{session_id}")
+    expect(p.locator("[data-total-in]")).to_have_text("1,200")
+    expect(p.locator("[data-total-out]")).to_have_text("35")
+    shown_cost = float(p.locator("[data-total-cost]").get_attribute("data-value") or 0)
+    assert shown_cost > 0
+    wait_for_live(p)
+
+    p.get_by_label("Message to Totals").fill("two")
+    p.get_by_role("button", name="Send").click()
+    expect(p.locator("#feed > li.ev-speech")).to_have_count(2)
+    # the first turn's tokens stay counted: 1,200 + 1,200 in, 35 + 35 out
+    expect(p.locator("[data-total-in]")).to_have_text("2,400")
+    expect(p.locator("[data-total-out]")).to_have_text("70")
+    expect(p.locator("[data-total-in]")).to_have_attribute("data-value", "2400")
+    cost = float(p.locator("[data-total-cost]").get_attribute("data-value") or 0)
+    assert cost == pytest.approx(2 * shown_cost, rel=1e-6)

@@ -166,6 +166,9 @@ def test_a_suspended_ticket_shows_its_question_and_an_answer_resumes_it(
     page.page.goto("/tickets")
     card = column(page, "suspended").locator(".ticket-card", has_text="認証モジュール")
     expect(card).to_contain_text("1 / 2 steps")
+    expect(card.locator("[data-question]")).to_have_text(  # the card says what it asks
+        "Asks: どのブランチを対象にしますか？"
+    )
     card.get_by_role("link").click()
     expect(page.page).to_have_url(re.compile(f"/tickets/{ticket['id']}$"))
     expect(page.page.locator("[data-ticket-status]")).to_have_text("suspended")

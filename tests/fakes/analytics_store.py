@@ -86,6 +86,7 @@ def seed_analytics(db: Database, ids: dict[str, str] | None = None) -> Seeded:
                 "agent_id": agent,
                 "session_id": session,
                 "log_type": kind,
+                "speaker_id": agent,  # the agent's own line, as the recorder writes it
                 "content": "賛成です。" if kind == "speech" else kind,
                 "metadata_json": meta,
                 "created_at": when,

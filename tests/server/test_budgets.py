@@ -59,6 +59,9 @@ def test_fleet_caps_are_set_read_and_enforced(api: TestClient, scripted: Scripte
     chat(api, "mina")  # allowed (0.25 < 0.3), and crosses it: 0.5
     refused = chat(api, "aki")
     assert "the fleet has spent $0.5000 of its $0.30 daily budget" in str(refused)
+    # set over the API (the Budgets page's form), so raised there, not in [budgets]
+    assert "raise the fleet's daily cap on the Budgets page (/budgets)" in str(refused)
+    assert "[budgets]" not in str(refused)
     assert len(scripted.requests) == 2
 
     view = budgets(api)

@@ -443,7 +443,8 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
 
     Keys: name, description, prompt, language, soul, identity, llm, heartbeat (as
     AgentCreate);
-    `name` given here wins over the file's. Errors name the file and the key.
+    `name` given here wins over the file's. Errors name the file and every key that is
+    wrong (all of them, not only the first).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -476,7 +477,7 @@ def load_persona(path: Path, *, name: str | None = None) -> AgentCreate:
     try:
         return AgentCreate.model_validate(data)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ValidationError(f"{path}: {key}: {first['msg']}{more}") from None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ValidationError(f"{path}: {problems}") from None

@@ -270,7 +270,8 @@ class Budgets:
         new = self.record(reached + ticket, now)
         for row in reached:
             if row.threshold == 100:
-                return Verdict(new, exceeded_text(agent.name, row))
+                stored = row.scope == FLEET and self.fleet_caps_stored()
+                return Verdict(new, exceeded_text(agent.name, row, stored=stored))
         if cap is not None and cap.spent_usd >= cap.limit_usd:
             return Verdict(
                 new,
@@ -350,18 +351,37 @@ def ticket_thresholds(cap: CostCap) -> list[AlertRow]:
     ]
 
 
-def exceeded_text(name: str, row: AlertRow) -> str:
-    whose = "the fleet" if row.scope == FLEET else f"agent {name}"
-    field_ = {
-        (True, "daily"): "[budgets] fleet_daily_usd",
-        (True, "monthly"): "[budgets] fleet_monthly_usd",
-        (False, "daily"): "llm.daily_budget_usd",
-        (False, "monthly"): "llm.monthly_budget_usd",
-    }[(row.scope == FLEET, row.cap)]
+def usd(value: float) -> str:
+    """A cap in US dollars as it was set: cents at least, and every decimal it has
+    ($0.005 stays $0.005, 2 reads $2.00)."""
+    text = f"{value:,.6f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
+def raise_hint(fleet: bool, period: str, *, stored: bool) -> str:
+    """Where the cap that stopped a call is raised: the Budgets page (/budgets) for an
+    agent's caps and for fleet caps set there, else the `[budgets]` key that set it."""
+    if not fleet:
+        return f"raise its {period} cap (llm.{period}_budget_usd) on the Budgets page (/budgets)"
+    if stored:
+        return f"raise the fleet's {period} cap on the Budgets page (/budgets)"
+    return (
+        f"raise [budgets] fleet_{period}_usd in the config file, or set the fleet's caps on "
+        "the Budgets page (/budgets)"
+    )
+
+
+def exceeded_text(name: str, row: AlertRow, *, stored: bool = False) -> str:
+    """Why a call is refused once a cap is spent; `stored`: the fleet's caps were set on
+    the Budgets page (or PUT /api/budgets), not in `[budgets]`."""
+    fleet = row.scope == FLEET
+    whose = "the fleet" if fleet else f"agent {name}"
     until = "00:00 UTC" if row.cap == "daily" else "the first of next month (UTC)"
     return (
-        f"{whose} has spent ${row.spent_usd:.4f} of its ${row.cap_usd:.2f} {row.cap} budget; "
-        f"no further LLM calls until {until} (raise {field_} to continue)"
+        f"{whose} has spent ${row.spent_usd:.4f} of its {usd(row.cap_usd)} {row.cap} budget; "
+        f"no further LLM calls until {until} ({raise_hint(fleet, row.cap, stored=stored)} "
+        "to continue)"
     )
 
 

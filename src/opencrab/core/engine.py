@@ -547,11 +547,12 @@ class _Turn:
         guard reads them, and when no cap applies nothing is reserved); the turn's cost
         cap counts this turn's calls so far."""
         read, self.recorder.read_result = self.recorder.read_result, None
-        fleet = None if read is None else fleet_caps_of(read(), self.engine.settings)
+        stored = None if read is None else read()
+        fleet = None if read is None else fleet_caps_of(stored, self.engine.settings)
         cap = self.cost_cap
         if cap is not None:  # the stretch's spend before this turn, and this turn's
             cap = replace(cap, spent_usd=cap.spent_usd + self.cost_usd)
-        self._budget = CallBudget.of(self.agent, cap, fleet)
+        self._budget = CallBudget.of(self.agent, cap, fleet, stored is not None)
 
     def _info(self, purpose: str, task_type: str | None = None) -> CallInfo:
         """Who a call is for; its metrics row comes back to the recorder (one transaction

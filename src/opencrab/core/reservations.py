@@ -53,9 +53,11 @@ from opencrab.core.budgets import (
     exceeded_text,
     month_start,
     notify,
+    raise_hint,
     thresholds_reached,
     ticket_scope,
     ticket_thresholds,
+    usd,
 )
 from opencrab.core.context import message_tokens, tools_tokens
 from opencrab.errors import BudgetExceeded, NotFoundError
@@ -80,21 +82,27 @@ Caps = tuple[float | None, float | None]
 class CallBudget:
     """What the guard needs of a call's agent and turn (CallInfo.budget): the agent's
     name and (daily, monthly) caps, the turn's ticket cap with what the stretch spent so
-    far, and the fleet's caps when the caller knows them (None: the guard reads them)."""
+    far, and the fleet's caps when the caller knows them (None: the guard reads them)
+    with whether they were set on the Budgets page (else `[budgets]` set them)."""
 
     agent_name: str
     caps: Caps
     cost_cap: CostCap | None = None
     fleet_caps: Caps | None = None
+    fleet_caps_stored: bool = False
 
     @classmethod
     def of(
-        cls, agent: Agent, cost_cap: CostCap | None = None, fleet_caps: Caps | None = None
+        cls,
+        agent: Agent,
+        cost_cap: CostCap | None = None,
+        fleet_caps: Caps | None = None,
+        fleet_caps_stored: bool = False,
     ) -> CallBudget:
         """The budget of a call for `agent`: its name and its llm config's caps."""
         config = agent.llm_config
         caps = (config.daily_budget_usd, config.monthly_budget_usd)
-        return cls(agent.name, caps, cost_cap, fleet_caps)
+        return cls(agent.name, caps, cost_cap, fleet_caps, fleet_caps_stored)
 
     def uncapped(self) -> bool:
         """True when no cap can apply: then nothing is reserved and nothing read."""
@@ -197,11 +205,13 @@ class BudgetGuard:
         call_id: str,
     ) -> _Outcome:
         budget = budget or self._budget_of(agent_id)
-        fleet_caps = budget.fleet_caps
+        fleet_caps, stored = budget.fleet_caps, budget.fleet_caps_stored
         if fleet_caps is None:
             fleet_caps = Budgets(self.db, self.settings).fleet_caps()
         cap = budget.cost_cap
         capped_fleet = any(c is not None for c in fleet_caps)
+        if capped_fleet and budget.fleet_caps is None:
+            stored = Budgets(self.db, self.settings).fleet_caps_stored()
         capped_agent = any(c is not None for c in budget.caps)
         if not (capped_fleet or capped_agent or cap is not None):
             return _Outcome(False, [])
@@ -220,7 +230,7 @@ class BudgetGuard:
             figures = repo.standing(
                 conn, agent_id, ticket_id, day_start(now), month_start(now), now, fleet=capped_fleet
             )
-            refusal = _refusal(budget, fleet_caps, figures, estimate, target)
+            refusal = _refusal(budget, (fleet_caps, stored), figures, estimate, target)
             if refusal is None and price is None:
                 refusal = _unpriced(target, budget, capped_fleet, cap)
             if refusal is None:
@@ -236,12 +246,14 @@ class BudgetGuard:
 
 def _refusal(
     budget: CallBudget,
-    fleet_caps: Caps,
+    fleet: tuple[Caps, bool],
     figures: repo.Figures,
     estimate: float,
     target: Target,
 ) -> str | None:
-    """Why the call does not fit (the first cap it would break), or None."""
+    """Why the call does not fit (the first cap it would break), or None; `fleet`: the
+    fleet's caps and whether they were set on the Budgets page (not in `[budgets]`)."""
+    fleet_caps, stored = fleet
     name, mine = budget.agent_name, figures.agent_reserved
     named = (
         (name, "daily", budget.caps[0], figures.agent_spent[0], mine),
@@ -255,13 +267,14 @@ def _refusal(
         if spent >= limit:
             scope = FLEET if whose == FLEET else "agent"
             row = AlertRow(scope, period, "", 100, limit, spent)
-            return exceeded_text(whose, row)
+            return exceeded_text(whose, row, stored=stored)
         if spent + held + estimate > limit:
             owner = "the fleet" if whose == FLEET else f"agent {whose}"
             return (
-                f"{owner}'s ${limit:.2f} {period} budget cannot take this call: "
+                f"{owner}'s {usd(limit)} {period} budget cannot take this call: "
                 f"${spent:.4f} spent, ${held:.4f} held by calls running now, and this call "
-                f"to {target} may cost up to ${estimate:.4f}; try again when those calls end"
+                f"to {target} may cost up to ${estimate:.4f}; try again when those calls end "
+                f"or {raise_hint(whose == FLEET, period, stored=stored)}"
             )
     cap = budget.cost_cap
     if cap is not None:

@@ -68,6 +68,7 @@ def _board(runtime: Runtime, agent: str) -> dict[str, Any]:
         except NotFoundError:
             unknown = True
     columns = []
+    questions: dict[str, str] = {}
     for status in TICKET_STATUSES:
         found = (
             []
@@ -80,6 +81,10 @@ def _board(runtime: Runtime, agent: str) -> dict[str, Any]:
         overviews = service.ticket_overviews(runtime.db, [t.id for t in shown])
         items = [list_item_of(t, overviews.get(t.id)) for t in shown]
         columns.append(Column(status, items, len(found) > COLUMN_SIZE))
+        if status == "suspended":  # a suspended ticket's card shows what it asked
+            questions.update(
+                (str(t.id), q) for t in shown if (q := _question(runtime, str(t.id))) is not None
+            )
     agents = sorted(((name, i, lang) for i, (name, lang) in names.items()), key=lambda a: a[0])
     return {
         "columns": columns,
@@ -88,7 +93,17 @@ def _board(runtime: Runtime, agent: str) -> dict[str, Any]:
         "agents": agents,
         "languages": {i: lang for i, (_, lang) in names.items()},
         "default_language": runtime.settings.agent.language,
+        "questions": questions,
     }
+
+
+def _question(runtime: Runtime, ticket_id: str) -> str | None:
+    """What a suspended ticket's agent last said in its current session: its question."""
+    session_id = service.get_ticket(runtime.db, ticket_id).current_session_id
+    if session_id is None:
+        return None
+    said = session_messages(runtime.db, str(session_id), limit=10_000)
+    return next((m.content for m in reversed(said) if m.role == "assistant"), None)
 
 
 @router.get("/tickets/{id}", response_class=HTMLResponse)

@@ -54,12 +54,14 @@ def _counted(conn: Connection, query: Any) -> list[DayCount]:
 def speech_by_day(
     conn: Connection, *, agent_id: str | None, since: datetime | None
 ) -> list[DayCount]:
-    """Lines the agents spoke (memory `speech` logs) per UTC day and agent id."""
+    """Lines the agents spoke per UTC day and agent id: their own memory `speech` logs,
+    not the lines they heard (a user's, an operator's, another agent's in a discussion)."""
     m = memory_sessions.c
     day = _day(conn, m.created_at).label("day")
+    own = sa.and_(m.log_type == "speech", m.speaker_id == m.agent_id)
     query = (
         sa.select(day, m.agent_id, sa.func.count())
-        .where(m.log_type == "speech", _of(m.agent_id, agent_id), _after(m.created_at, since))
+        .where(own, _of(m.agent_id, agent_id), _after(m.created_at, since))
         .group_by(day, m.agent_id)
         .order_by(day, m.agent_id)
     )

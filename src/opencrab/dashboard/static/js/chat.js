@@ -67,6 +67,26 @@
     errorBox.hidden = false;
   }
 
+  /* A message over the server's limit is refused here, saying so: never cut (a textarea's
+   * maxlength would drop the end of a pasted text without a word). Characters are counted
+   * as the server counts them (code points). */
+  const maxChars = input ? Number(input.dataset.maxChars || 0) : 0;
+  function tooLong(text) {
+    const length = Array.from(text).length;
+    if (!maxChars || length <= maxChars) return null;
+    const n = (v) => v.toLocaleString("en-US");
+    return "This message is " + n(length) + " characters; the limit is " + n(maxChars) +
+      ". Shorten it to send it (nothing was cut).";
+  }
+  function checkLength() {
+    const problem = tooLong(input.value);
+    input.setAttribute("aria-invalid", problem ? "true" : "false");
+    if (problem) showError(problem);
+    else if (errorBox && input.dataset.tooLong) errorBox.hidden = true;
+    if (problem) input.dataset.tooLong = "1"; else delete input.dataset.tooLong;
+    return problem;
+  }
+
   function requestId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     return "r" + Date.now().toString(36) + Math.random().toString(36).slice(2);
@@ -293,6 +313,7 @@
       if (turn) return;
       const text = input.value;
       if (!text.trim()) { showError("Write a message first."); input.focus(); return; }
+      if (checkLength()) { input.focus(); return; }
       if (errorBox) errorBox.hidden = true;
       let ws;
       try { ws = await connect(); } catch (err) {
@@ -305,6 +326,7 @@
       if (sessionId) body.sessionId = sessionId;
       ws.send(JSON.stringify(body));
     });
+    input.addEventListener("input", checkLength);
     input.addEventListener("keydown", (event) => {
       if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.keyCode === 229) return;
       event.preventDefault();

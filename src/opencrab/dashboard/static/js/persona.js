@@ -5,6 +5,8 @@
  * - Save sends the whole form with one PUT /api/agents/{id} (persona, identity, prompt,
  *   heartbeat and language in one transaction); the API's errors appear next to the
  *   fields they name (OpenCrab.fieldErrors) and whole above the Save button.
+ * - The heartbeat interval's hint warns as it is typed when the interval is not a prime,
+ *   in the words of the server's `prime_warning` (core/heartbeat.py) that the CLI prints.
  * - Preview sends the form as it is, saved or not, with the sample message to
  *   POST /api/agents/{id}/preview and shows the model's answer.
  * Values are read from the form by OpenCrab.formBody; the role (built-in or custom) and
@@ -108,6 +110,38 @@
     shownLanguage = next;
   });
   function cap(text) { return text.charAt(0).toUpperCase() + text.slice(1); }
+
+  /* ---- heartbeat: a non-prime interval warns (core/heartbeat.py prime_warning) ---- */
+  function isPrime(n) {
+    if (n < 2) return false;
+    if (n % 2 === 0) return n === 2;
+    for (let d = 3; d * d <= n; d += 2) if (n % d === 0) return false;
+    return true;
+  }
+  function primeWarning(n) {
+    if (isPrime(n)) return null;
+    let below = null;
+    for (let k = n - 1; k > 1; k--) if (isPrime(k)) { below = k; break; }
+    let above = n + 1;
+    while (!isPrime(above)) above++;
+    const nearest = (below === null ? [above] : [below, above]).join(", ");
+    return "heartbeat interval " + n + " s is not a prime; nearest primes: " + nearest +
+      " (prime intervals keep agents from ticking in step)";
+  }
+  const interval = $("heartbeat-interval");
+  const intervalHint = $("heartbeat-hint");
+  interval.addEventListener("input", () => {
+    const n = Number(interval.value);
+    const warning = Number.isInteger(n) && n >= 1 ? primeWarning(n) : null;
+    if (warning) {
+      const span = document.createElement("span");
+      span.className = "warn-text";
+      span.textContent = warning + ".";
+      intervalHint.replaceChildren(span);
+    } else {
+      intervalHint.textContent = "A prime number keeps agents from ticking in step.";
+    }
+  });
 
   /* ---- the body sent to the API ---- */
   function fail(field, message) {
