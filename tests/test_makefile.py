@@ -205,7 +205,7 @@ def test_make_test_installs_the_pinned_coding_clis_once(tmp_path: Path) -> None:
     npm = work / "npm"
     npm.write_text(
         '#!/bin/sh\necho "npm $*" >> ../npm.log\nmkdir -p node_modules/.bin\n'
-        "for c in claude codex; do printf '#!/bin/sh\\necho %s ok\\n' $c"
+        "for c in claude codex gemini opencode; do printf '#!/bin/sh\\necho %s ok\\n' $c"
         " > node_modules/.bin/$c; chmod +x node_modules/.bin/$c; done\n"
     )
     npm.chmod(0o755)
@@ -214,6 +214,8 @@ def test_make_test_installs_the_pinned_coding_clis_once(tmp_path: Path) -> None:
     assert "==> Installing the coding CLIs" in first
     assert "claude ok" in first
     assert "codex ok" in first
+    assert "gemini ok" in first
+    assert "opencode ok" in first
     calls = (work / "npm.log").read_text().splitlines()
     assert calls == ["npm ci --include=optional --ignore-scripts=false --no-audit --no-fund"]
     assert make(work, "clis", f"NPM={npm}") == ""  # once installed, nothing runs again
