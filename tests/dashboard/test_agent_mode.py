@@ -3,7 +3,9 @@ scripted `other` sub-agent in real tmux (a private socket) and real git: plan fr
 page, review, start, the DAG graph, live task states over the WebSocket, a question
 answered in the page, pane output, results, diffs, disk use, cleanup.
 
-`OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/agent-mode.png."""
+`OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/agent-mode.png, with
+the repository at `OPENCRAB_DOCS_REPO` when set (a path that does not exist yet, such as
+/home/aki/projects/shop, so the picture shows a path a user would have)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from tests.fakes.openai_bodies import completion
 from tests.fakes.served import ServedOpenCrab
 
 ROOT = Path(__file__).parents[2]
+# read at import: each test's data_dir fixture clears the OPENCRAB_* variables
+DOCS_SHOTS = bool(os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"))
+DOCS_REPO = Path(os.environ["OPENCRAB_DOCS_REPO"]) if os.environ.get("OPENCRAB_DOCS_REPO") else None
 PLAN = {
     "tasks": [
         {"id": "task-001", "name": "データモデルを設計する", "description": "設計を書く"},
@@ -104,7 +109,7 @@ def test_plan_start_watch_answer_and_clean_up_in_the_page(
     fake_llm_server.reply(
         CHAT, Reply(json=completion({"content": json.dumps(PLAN, ensure_ascii=False)}))
     )
-    repo = make_repo(tmp_path / "repo")
+    repo = make_repo(DOCS_REPO if DOCS_SHOTS and DOCS_REPO else tmp_path / "repo")
     answer_file = tmp_path / "answer.txt"
     command = scripts(tmp_path / "scripts", answer_file)
     p = page.page
@@ -143,7 +148,7 @@ def test_plan_start_watch_answer_and_clean_up_in_the_page(
     assert graph(page)["nodes"]["task-002"] == "Pending"
     shoot(p, "agent-mode-waiting")
     docs = ROOT / "docs" / "screenshots"
-    if os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"):  # the README's screenshot (1280x900)
+    if DOCS_SHOTS:  # the README's screenshot (1280x900)
         p.set_viewport_size({"width": 1280, "height": 900})
         p.screenshot(path=str(docs / "agent-mode.png"))
 
