@@ -88,10 +88,11 @@ CODEX = RealCli(
     "codex", "Codex", "codex", "/v1", "sk-opencrab-codex-test",
     "gpt-5.2-codex", "exec_command", "cmd", True,
 )  # fmt: skip
-# Gemini CLI keeps its chats under ~/.gemini/tmp, which OpenCrab does not import yet.
+# Gemini CLI keeps its chats under ~/.gemini/tmp: their usage is imported (provider
+# google), the model one model_pricing prices.
 GEMINI = RealCli(
-    "gemini", "Gemini", None, "", "gemini-opencrab-test-key",
-    "gemini-2.5-pro", "run_shell_command", "command", False,
+    "gemini", "Gemini", "gemini", "", "gemini-opencrab-test-key",
+    "gemini-3-pro", "run_shell_command", "command", True,
 )  # fmt: skip
 # OpenCode keeps its sessions in a SQLite database, which OpenCrab does not import.
 OPENCODE = RealCli(

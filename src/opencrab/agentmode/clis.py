@@ -80,7 +80,7 @@ class Profile:
     prompt_via: Literal["argv", "paste"] = "argv"  # argv: the prompt is the last argument
     prompt_flag: str | None = None  # with argv: the option that carries the prompt
     transcripts: str | None = None  # its transcripts, relative to its HOME
-    importer: str | None = None  # opencrab.importers source for them
+    importer: str | None = None  # opencrab.importers source for them (gemini: usage only)
     screen: tuple[ScreenPattern, ...] = ()
     asks_by_hook: bool = False  # its hooks report each question (else: the screen does);
     # its `startup` patterns are still read off the screen until its first signal
@@ -159,6 +159,8 @@ GEMINI = Profile(
     executable="gemini",
     full_auto=("--yolo",),
     ask_first=("--approval-mode", "default"),
+    transcripts=".gemini/tmp",  # <project>/chats/session-*.jsonl: their usage is imported
+    importer="gemini",
     screen=(_pattern("WaitingInput", r"^\W*(Allow execution.*\?)\s*$", r"^\W*1\.\s*Yes\b"),),
 )
 # OpenCode: its TUI's positional argument is the project folder; the prompt is --prompt.

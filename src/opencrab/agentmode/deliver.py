@@ -7,13 +7,15 @@ branch, and the coding CLI's transcript imported into the metrics.
   is pushed and `gh pr create` opens a pull request against the start branch; otherwise
   (or when that fails) the local branch is the delivery and the reason is given.
 - `import_transcripts`: the CLI's transcripts in the sub-agent's HOME through
-  `Importer(db, "claude" | "codex")` (incremental, so importing again is cheap), under the
-  agent id given (the runner uses the master agent's id).
+  `Importer(db, "claude" | "codex")` (incremental, so importing again is cheap), or, for
+  Gemini CLI's chats, their token usage alone (`importers.gemini.import_usage`: stored
+  once per model reply), under the agent id given (the runner uses the master agent's id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import shutil
@@ -22,11 +24,14 @@ from pathlib import Path
 
 from opencrab.agentmode.model import PullRequestRef
 from opencrab.agentmode.worktrees import git
+from opencrab.importers import gemini
 from opencrab.importers.store import Importer
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 
+log = logging.getLogger(__name__)
 PR_URL = re.compile(r"https?://\S+/pull/(\d+)")
+SHOWN_PROBLEMS = 5  # a chat's unreadable lines logged one by one; the rest counted
 IDENTITY = ("-c", "user.name=OpenCrab", "-c", "user.email=opencrab@localhost")
 
 
@@ -87,6 +92,14 @@ async def open_pull_request(
 
 
 def _import(db: Database, source: str, folder: Path, agent_id: str | None) -> int:
+    if source == gemini.SOURCE:
+        usage = gemini.import_usage(db, [folder], agent_id=agent_id)
+        for problem in usage.problems[:SHOWN_PROBLEMS]:
+            log.warning("agent-mode: not imported from a Gemini CLI chat: %s", problem)
+        if len(usage.problems) > SHOWN_PROBLEMS:
+            more = len(usage.problems) - SHOWN_PROBLEMS
+            log.warning("agent-mode: %d more lines of Gemini CLI chats not imported", more)
+        return usage.files
     summary = Importer(db, source, agent_id=agent_id).run([folder])
     files = summary.as_json().get("files", 0)
     return int(files) if isinstance(files, int) else 0
