@@ -2,13 +2,13 @@
 chart gave palette colours in its series' order, so "gpt-5.2" was blue on one chart and
 orange on the next).
 
-Calls of four models, three of them imported, and agents with spoken lines are put in
-the served store; the models' costs are chosen so that the Costs page's cost chart
-(models by name within a day), its share pie (by cost) and the transcripts page's chart
-meet them in different orders. The colours read back from each ECharts instance are the
-same for a model (and for an agent: the Costs page stacked by agent and the fleet
-analytics' lines spoken) in light and in dark theme, and differ between the models of
-one chart."""
+Calls of four models, some of them imported, and agents with spoken lines are put in
+the served store (with the calls of an agent deleted since); the models' costs are chosen
+so that the Costs page's cost chart (models by name within a day), its share pie (by cost)
+and the transcripts page's chart meet them in different orders. The colours read back
+from each ECharts instance are the same for a model (and for an agent: the Costs page
+stacked by agent and the fleet analytics' lines spoken) in light and in dark theme, and
+differ between the models of one chart."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from tests.fakes.browser import Watched, shoot
 from tests.fakes.metrics_rows import usage_rows
 from tests.fakes.served import ServedOpenCrab
 
+# the calls of an agent deleted since: first in the Costs page's agent order (by id), in
+# no other chart, so that the agents met in both charts are in different places
+DELETED = "00000000-0000-0000-0000-000000000000"
 # cost weight per model: the pie (by cost) meets them in another order than by name
 WEIGHT = {"qwen3:8b": 8.0, "gpt-5-mini": 4.0, "claude-sonnet-4.5": 2.0, "gpt-5.2": 1.0}
 
@@ -46,13 +49,14 @@ COLOURS = """selector => {
 
 @pytest.fixture(scope="module")
 def store(served: ServedOpenCrab) -> Iterator[None]:
-    """Three agents (two speaking), their calls of four models, some of them imported."""
+    """Three agents (two speaking) and a deleted one, their calls of four models, some of
+    them imported."""
     with served.client(timeout=30) as api:
         ids = {name: make_agent(api, name, language="ja")["id"] for name in (SAKURA, TARO, LONELY)}
     db = Database(load_settings(env={"OPENCRAB_HOME": str(served.data_dir)}).database_url)
     try:
         seed_analytics(db, ids)
-        rows = usage_rows(list(ids.values()), days=10, per_day=8)
+        rows = usage_rows([DELETED, *ids.values()], days=10, per_day=8)
         rows = [r._replace(estimated_cost_usd=0.01 * WEIGHT[r.model]) for r in rows]
         with db.write() as conn:
             metrics_repo.insert(conn, rows)
@@ -90,7 +94,7 @@ def _costs(page: Page, stack: str) -> list[tuple[str, str]]:
     page.wait_for_function(
         "want => echarts.getInstanceByDom(document.getElementById('chart-cost'))"
         ".getOption().series.every((s) => want.includes(s.name))",
-        arg=[*WEIGHT] if stack == "model" else [SAKURA, TARO, LONELY, "system"],
+        arg=[*WEIGHT] if stack == "model" else [SAKURA, TARO, LONELY, DELETED],
     )
     return _drawn(page, "#chart-cost")
 
