@@ -23,16 +23,19 @@
     const series = data.series.filter((s) => s.total > 0);
     if (!series.length) return null;
     const byAgent = el.id === "messages-chart";
-    return (c) => ({
-      grid: { left: 40, right: 16, top: 36, bottom: 28, containLabel: true },
-      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
-      xAxis: Object.assign({ type: "category", data: data.days.map((d) => d.slice(5)) }, C.axis(c)),
-      yAxis: Object.assign({ type: "value", minInterval: 1 }, C.axis(c)),
-      series: series.map((s, i) => ({
-        type: "bar", stack: "total", name: s.label, data: s.counts, barMaxWidth: 28,
-        itemStyle: { color: byAgent ? c.palette[i % c.palette.length] : c[KIND_COLOURS[s.key] || "muted"] },
-      })),
-    });
+    return (c) => {
+      const agentStyle = C.named(c, series.map((s) => s.label));  // an agent's colour on every chart
+      return {
+        grid: { left: 40, right: 16, top: 36, bottom: 28, containLabel: true },
+        tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+        xAxis: Object.assign({ type: "category", data: data.days.map((d) => d.slice(5)) }, C.axis(c)),
+        yAxis: Object.assign({ type: "value", minInterval: 1 }, C.axis(c)),
+        series: series.map((s) => ({
+          type: "bar", stack: "total", name: s.label, data: s.counts, barMaxWidth: 28,
+          itemStyle: byAgent ? agentStyle(s.label) : { color: c[KIND_COLOURS[s.key] || "muted"] },
+        })),
+      };
+    };
   }
 
   function skills(data) {

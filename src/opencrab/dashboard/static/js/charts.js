@@ -12,6 +12,7 @@
  *   OpenCrabCharts.onTheme(f) // call f() when the theme changes (pages that draw by themselves)
  *   OpenCrabCharts.axisMoney(v) // dollars for axis ticks and colour scales
  *   OpenCrabCharts.text(v)    // a value as text inside a tooltip formatter's HTML
+ *   OpenCrabCharts.named(c, names)(name) // the itemStyle of a model's (provider's, agent's) series
  *
  * A tooltip `formatter` returns HTML, which ECharts puts into the page as it is: every
  * value from the API (agent, model, skill and task names, labels) goes through text()
@@ -21,6 +22,13 @@
  * --surface, --accent, --ok, --warn, --danger, --link, --inner; the series palette
  * --chart-1..8 and the heat-map ends --heat-low/--heat-high, all in dashboard.css),
  * never hard-coded, so every page's charts share one palette in both themes.
+ *
+ * A series (or a pie slice) that stands for a model, a provider or an agent takes its
+ * colour from named(): a hash of the name into --chart-1..7 (--chart-8, the neutral, is
+ * left for counts), so "gpt-5.2" has the same colour on every chart of every page, whatever
+ * order the data came in, and the same place in the palette in both themes. Two names of
+ * one chart that hash alike are told apart: the one sorted first keeps the colour, the
+ * other takes the next free one (so it too is the same on every chart of those names).
  */
 (function () {
   "use strict";
@@ -39,6 +47,33 @@
     };
     c.palette = [1, 2, 3, 4, 5, 6, 7, 8].map((i) => v("--chart-" + i));
     return c;
+  }
+
+  const NAMED = 7;  // --chart-1..7; --chart-8 is the palette's neutral
+
+  /* The palette index of `name`: FNV-1a over its code points, the same in every browser. */
+  function nameIndex(name) {
+    let hash = 0x811c9dc5;
+    for (const ch of String(name)) {
+      hash ^= ch.codePointAt(0);
+      hash = Math.imul(hash, 0x01000193);
+    }
+    return (hash >>> 0) % NAMED;
+  }
+
+  /* name => the itemStyle of the series or slice standing for it, for a chart drawing
+     `names` (see the header): each its hashed colour, unless a name sorted before it in
+     this chart has it already; then the next free one. */
+  function named(c, names) {
+    const taken = new Set();
+    const styles = new Map();
+    [...new Set(names.map(String))].sort().forEach((name) => {
+      let index = nameIndex(name);
+      for (let tries = 0; tries < NAMED && taken.has(index); tries++) index = (index + 1) % NAMED;
+      taken.add(index);
+      styles.set(name, { color: c.palette[index] });
+    });
+    return (name) => styles.get(String(name));
   }
 
   function axis(c, extra) {
@@ -131,5 +166,5 @@
     return body;
   }
 
-  window.OpenCrabCharts = { colours, axis, axisMoney, base, mount, load, showEmpty, onTheme, text: htmlText };
+  window.OpenCrabCharts = { colours, axis, axisMoney, base, mount, load, showEmpty, onTheme, text: htmlText, named };
 })();

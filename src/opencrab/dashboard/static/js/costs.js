@@ -6,7 +6,8 @@
  * /totals and /cache, every chart is fetched and redrawn. Each drawn chart gets
  * data-state="drawn" and data-points (its number of data points). Colours, the shared
  * options and the axis style come from OpenCrabCharts (js/charts.js), read again when
- * the theme changes.
+ * the theme changes; a model's (provider's, agent's) series or slice has the colour
+ * OpenCrabCharts.named gives its name, the same on every chart.
  */
 (function () {
   "use strict";
@@ -69,11 +70,12 @@
       const keys = [...new Set(data.points.map((p) => p.key))];
       const label = {};
       data.points.forEach((p) => { label[p.key] = p.label; });
+      const style = shared.named(t, keys.map((key) => label[key]));
       const series = keys.map((key) => {
         const by = {};
         data.points.filter((p) => p.key === key).forEach((p) => { by[p.bucket] = p.costUsd; });
         return { name: label[key], type: "bar", stack: "cost", emphasis: { focus: "series" },
-          data: buckets.map((b) => by[b] || 0) };
+          itemStyle: style(label[key]), data: buckets.map((b) => by[b] || 0) };
       });
       const o = base(t);
       o.tooltip.valueFormatter = money;
@@ -83,11 +85,12 @@
       draw("chart-cost", o, data.points.length);
     },
     share(t, data) {
+      const style = shared.named(t, data.shares.map((s) => s.label));
       const o = base(t);
       o.tooltip = { trigger: "item", valueFormatter: money, backgroundColor: t.surface, borderColor: t.border, textStyle: { color: t.text } };
       o.series = [{ type: "pie", radius: ["35%", "65%"], top: 24, label: { color: t.text },
         itemStyle: { borderColor: t.surface, borderWidth: 2 },
-        data: data.shares.map((s) => ({ name: s.label, value: s.costUsd })) }];
+        data: data.shares.map((s) => ({ name: s.label, value: s.costUsd, itemStyle: style(s.label) })) }];
       draw("chart-share", o, data.shares.length);
     },
     quality(t, data) {

@@ -4,7 +4,8 @@
  *   GET /api/imports/jobs/{id} (every POLL_MS) and shows files done of the total,
  *   messages, problems and cost until the job is done or failed.
  * - Cost chart: [data-cost-chart] draws GET /api/imports/costs (cost per day, stacked by
- *   model) through OpenCrabCharts (js/charts.js); the table beside it has the same figures.
+ *   model, each model in the colour OpenCrabCharts.named gives it on every page) through
+ *   OpenCrabCharts (js/charts.js); the table beside it has the same figures.
  * - JSON: <code data-highlight-json> is highlighted with highlight.js (vendored); the
  *   a11y light or dark stylesheet follows the page's theme (dashboard.js switches it).
  */
@@ -97,7 +98,7 @@
       grid: { left: 8, right: 12, top: 48, bottom: 8, containLabel: true },
       xAxis: charts.axis(c, { type: "category", data: days }),
       yAxis: charts.axis(c, { type: "value", axisLabel: { color: c.muted, fontFamily: c.font, formatter: charts.axisMoney } }),
-      series: series,
+      series: series.map((s) => Object.assign({ itemStyle: charts.named(c, models)(s.name) }, s)),
     } : null), { renderer: "svg" });
     if (drawn) chartBox.dataset.drawn = String(series.length);
   }
