@@ -2,9 +2,10 @@
 
 The help rules hold for every command of the Typer app, so commands added later are held
 to them too: no internal jargon (seed numbers), every option that has a default shows it,
-every main command has an `Example:`, and nothing the help shows loses text to Rich
-markup. `opencrab --help` must not import the heavy libraries (SDKs, llama.cpp, the
-database layer, the web server), and `--version` not even the CLI framework.
+every main command has an `Example:`, nothing the help shows loses text to Rich
+markup, and no help is written in Japanese or Chinese (the CLI speaks English).
+`opencrab --help` must not import the heavy libraries (SDKs, llama.cpp, the database
+layer, the web server), and `--version` not even the CLI framework.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from opencrab.cli import build_app
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 JARGON = re.compile(r"\bseeds?\b|\bseed[ -]?\d{3}\b", re.IGNORECASE)
+CJK = re.compile("[\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef]+")
+"""Kana, CJK ideographs and full-width forms."""
 # Commands a person runs first: their help shows an example of a real call.
 MAIN_COMMANDS = (
     "up",
@@ -93,6 +96,15 @@ def test_help_has_no_jargon_and_shows_defaults(path: str, command: Any) -> None:
         default = param.default.value if hasattr(param.default, "value") else param.default
         shown = ", ".join(map(str, default)) if isinstance(default, list | tuple) else default
         assert f"[default: {shown}]" in text, f"`opencrab {path}`: {param.opts[0]} hides {shown}"
+
+
+def test_no_help_is_written_in_japanese_or_chinese() -> None:
+    found = {
+        f"opencrab {path}".strip(): hits
+        for path, _ in COMMANDS
+        if (hits := CJK.findall(help_text(path)))
+    }
+    assert found == {}, f"help texts with Japanese/Chinese: {found}"
 
 
 # `[database]`; not `[/]`, nor one escaped with a backslash

@@ -109,7 +109,7 @@ def plan(
 ) -> None:
     """Plan REQUEST for REPOSITORY with the master agent; the session is stored, not started.
 
-    Example: opencrab agent-mode plan . "認証機能を実装して"
+    Example: opencrab agent-mode plan . "Add sign-in with email and password"
     """
     import asyncio
 
@@ -283,7 +283,7 @@ def start(
 ) -> None:
     """Plan REQUEST, show the plan, start it with the coding CLI and watch it to its end.
 
-    Example: opencrab agent-mode start . "認証機能を実装して" --cli claude
+    Example: opencrab agent-mode start . "Add sign-in with email and password" --cli claude
     """
     import asyncio
     import sys

@@ -44,6 +44,8 @@ LOG_TYPE_LABELS = {
     "action": "Action",
     "system": "System",
 }
+SEARCH_EXAMPLES = {"en": "Tokyo, tomatoes…", "ja": "東京, トマト…", "zh": "北京, 西红柿…"}
+"""The search box's placeholder, in the agent's language (what its logs are written in)."""
 
 SearchText = Annotated[
     str, Query(max_length=MAX_QUERY_CHARS, description="Words to find in the session logs.")
@@ -152,6 +154,7 @@ async def memory_page(
         search=search,
         remembered=remembered,
         log_types=LOG_TYPE_LABELS,
+        search_example=SEARCH_EXAMPLES[agent.language],
     )
 
 

@@ -48,7 +48,7 @@ SOCIAL = (
     Trait("assertiveness", "Assertiveness", "asks", "tells"),
     Trait("responsiveness", "Responsiveness", "thinks (task first)", "feels (people first)"),
 )
-LANGUAGE_NAMES = {"en": "English", "ja": "日本語 (Japanese)", "zh": "中文 (Chinese)"}
+LANGUAGE_NAMES = {"en": "English", "ja": "Japanese", "zh": "Chinese"}
 THINKING_STYLES = {
     "en": ("logical", "intuitive", "analytical", "creative"),
     "ja": ("論理的", "直感的", "分析的", "創造的"),

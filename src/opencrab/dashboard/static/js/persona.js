@@ -97,7 +97,8 @@
     reader.readAsDataURL(file);
   });
 
-  /* ---- language: the sample message and the text fields follow it ---- */
+  /* ---- language: the text fields follow it (their lang); the page carries the sample
+     message of the agent's saved language only, so an untouched sample stays as it is ---- */
   const language = $("agent-language");
   const sample = $("preview-message");
   let shownLanguage = language.value;
