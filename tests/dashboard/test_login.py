@@ -53,6 +53,17 @@ def with_cookie(value: str) -> dict[str, str]:
     return {"Cookie": f"{SESSION_COOKIE}={value}"}
 
 
+def test_the_sign_in_page_offers_no_sign_out(guarded: tuple[TestClient, str]) -> None:
+    """Nobody is signed in on the sign-in page: its top bar has no Sign out button; a
+    signed-in page has one."""
+    client, secret = guarded
+    page = client.get("/login")
+    assert page.status_code == 200
+    assert 'action="/logout"' not in page.text
+    cookie = sign_in(client, secret)
+    assert 'action="/logout"' in client.get("/", headers=with_cookie(cookie)).text
+
+
 def test_the_cookie_is_a_sign_in_not_the_token(
     guarded: tuple[TestClient, str], db: Database
 ) -> None:
