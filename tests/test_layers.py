@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "dashboard": TOP,
     "gateway": TOP,
     "__main__": TOP,
+    "ext": TOP,  # the plugin authors' import path: re-exports from every layer
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,

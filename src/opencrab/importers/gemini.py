@@ -34,7 +34,6 @@ from typing import Any
 from uuid import uuid5
 
 import orjson
-import sqlalchemy as sa
 
 from opencrab.importers.common import (
     OVERLONG_MARK,
@@ -56,14 +55,12 @@ from opencrab.llm.pricing import PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
 from opencrab.store.repositories import metrics as metrics_repo
-from opencrab.store.tables import llm_usage_metrics
 from opencrab.store.types import utcnow
 
 SOURCE = "gemini"
 PROVIDER = "google"  # the Gemini API; the chats do not name a provider
 COUNTS = ("input", "output", "cached", "thoughts", "tool")
 REQUIRED = ("input", "output")
-_LOOKUP = 500  # stored ids looked up per query
 
 
 @dataclass
@@ -246,7 +243,7 @@ def import_usage(
         if not rows:
             continue
         with db.write() as conn:
-            stored = _stored(conn, [row.id for row in rows])
+            stored = metrics_repo.stored_ids(conn, [row.id for row in rows])
             new = [row for row in rows if row.id not in stored]
             if new:
                 metrics_repo.insert(conn, new)
@@ -306,12 +303,3 @@ def _rows(chat: ChatUsage, agent_id: str, prices: PriceBook) -> Iterator[metrics
             created_at=utcnow(),
         )
 
-
-def _stored(conn: sa.Connection, ids: list[str]) -> set[str]:
-    """Those of `ids` already in llm_usage_metrics."""
-    found: set[str] = set()
-    column = llm_usage_metrics.c.id
-    for start in range(0, len(ids), _LOOKUP):
-        part = ids[start : start + _LOOKUP]
-        found.update(conn.scalars(sa.select(column).where(column.in_(part))))
-    return found

@@ -134,6 +134,15 @@ def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
     _accumulate(conn, _daily_sums(rows, [utc_day_key(r.timestamp) for r in rows]))
 
 
+def stored_ids(conn: Connection, ids: Sequence[str], *, per_query: int = 500) -> set[str]:
+    """Those of `ids` already stored, looked up `per_query` at a time."""
+    found: set[str] = set()
+    for start in range(0, len(ids), per_query):
+        part = ids[start : start + per_query]
+        found.update(conn.scalars(sa.select(metrics.c.id).where(metrics.c.id.in_(part))))
+    return found
+
+
 def insert_bound(conn: Connection, rows: Sequence[Sequence[Any]], days: Sequence[str]) -> None:
     """`insert` of rows (values in COLUMNS order) already in the driver's form
     (`bulk_insert`'s `bound`: timestamps as storage text on SQLite), `days[i]` the UTC
