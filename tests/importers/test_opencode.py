@@ -70,6 +70,8 @@ def hostile(store: OpenCodeStore) -> None:
     store.message(ses, "msg_20", other)  # 20: OpenCode's own cost
     absurd = assistant(tokens(100, 10), provider="elsewhere", model="odd", cost=1e300)
     store.message(ses, "msg_21", absurd)  # 21: a cost nobody charges, ignored
+    when = assistant(tokens(60, 6), created=-5, completed=10**20)  # 22: times out of range
+    store.message(ses, "msg_22", when)
 
 
 def test_a_hostile_database_loses_no_readable_call_and_names_each_bad_message(
@@ -100,13 +102,13 @@ def test_a_hostile_database_loses_no_readable_call_and_names_each_bad_message(
         15: "message 'msg_15': 2147483648 tokens in one call is not a count",
         18: "message 'msg_18': data is int, not a JSON object",
     }
-    assert list(found.calls) == ["msg_02", "msg_16", "msg_19", "msg_20", "msg_21"]
+    assert list(found.calls) == ["msg_02", "msg_16", "msg_19", "msg_20", "msg_21", "msg_22"]
 
     done = import_usage(db, [tmp_path / ".local"], agent_id=agent_id, limits=LIMITS)
-    assert (done.files, done.calls, len(done.problems)) == (1, 5, 13)
+    assert (done.files, done.calls, len(done.problems)) == (1, 6, 13)
     assert (path.read_bytes(), wal.read_bytes()) == before  # OpenCode's files untouched
     session_id = session_id_of("ses_dcc540902ffeR6wrW0YIyTQ4WG")
-    first, second, third, fourth, fifth = rows(db)
+    first, second, third, fourth, odd_times, fifth = rows(db)
     # input includes the cache reads and writes, output the reasoning
     assert tuple(first)[:16] == (
         agent_id, session_id, "opencrab", "gpt-4.1", "import", "opencode",
@@ -124,20 +126,23 @@ def test_a_hostile_database_loses_no_readable_call_and_names_each_bad_message(
     }
     assert (fifth.input_tokens, fifth.status, fifth.error_type) == (50, "error", "APIError")
     assert fifth.latency_ms == 0  # never completed
+    # the message's creation as OpenCode stored it, when its own times are no times
+    assert odd_times.timestamp.timestamp() * 1000 == START_MS + 22
+    assert odd_times.latency_ms == 0
 
     # read again, and after OpenCode added a call: only the new one is stored
     assert import_usage(db, [path], agent_id=agent_id, limits=LIMITS).calls == 0
-    store.message("ses_dcc540902ffeR6wrW0YIyTQ4WG", "msg_22", assistant(tokens(7, 3)))
+    store.message("ses_dcc540902ffeR6wrW0YIyTQ4WG", "msg_23", assistant(tokens(7, 3)))
     grown = import_usage(db, [path], agent_id=agent_id, limits=LIMITS)
     assert (grown.files, grown.calls) == (1, 1)
     store.close()
     assert import_usage(db, [path], agent_id=agent_id, limits=LIMITS).calls == 0  # checkpointed
-    assert len(rows(db)) == 6
+    assert len(rows(db)) == 7
     with db.read() as conn:
         day = sa.select(
             sa.func.sum(llm_usage_daily.c.calls), sa.func.sum(llm_usage_daily.c.input_tokens)
         )
-        assert tuple(conn.execute(day).one()) == (6, 1240 + 300 + 100 + 100 + 50 + 7)
+        assert tuple(conn.execute(day).one()) == (7, 1240 + 300 + 100 + 100 + 60 + 50 + 7)
 
 
 def test_a_database_that_cannot_be_read_is_a_problem_and_loses_nothing_stored(
