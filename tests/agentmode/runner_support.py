@@ -51,7 +51,7 @@ class RealCli:
 
     cli: str  # the runner's name for it (claude, codex, gemini, opencode)
     agent_type: str  # its SubAgentType / Endpoint key
-    importer: str | None  # the opencrab.importers source of its transcripts (None: none)
+    importer: str  # the opencrab.importers source of its transcripts
     api_path: str  # "" (Anthropic, Gemini: the base URL) or "/v1" (OpenAI APIs)
     api_key: str
     model: str
@@ -94,9 +94,11 @@ GEMINI = RealCli(
     "gemini", "Gemini", "gemini", "", "gemini-opencrab-test-key",
     "gemini-3-pro", "run_shell_command", "command", True,
 )  # fmt: skip
-# OpenCode keeps its sessions in a SQLite database, which OpenCrab does not import.
+# OpenCode keeps its sessions in a SQLite database: their usage is imported (provider
+# "opencrab", the section agent mode writes), a model model_pricing does not price and
+# OpenCode gives no cost (its provider section names none).
 OPENCODE = RealCli(
-    "opencode", "OpenCode", None, "/v1", "sk-opencrab-opencode-test",
+    "opencode", "OpenCode", "opencode", "/v1", "sk-opencrab-opencode-test",
     "gpt-4.1", "bash", "command", False,
 )  # fmt: skip
 

@@ -4,14 +4,17 @@ Gemini API's streamGenerateContent SSE, Chat Completions SSE), each sub-agent in
 HOME and behind a proxy that refuses (and records) every request for another host: a
 two-task DAG, each task editing a file in its own worktree, completion by the Stop hook /
 Codex's notify / Gemini CLI's AfterAgent hook / OpenCrab's OpenCode plugin, results and
-diffs recorded, and each task's transcript imported as usage under the master agent
-(tokens; the cost where model_pricing prices the provider the CLI records) where OpenCrab
-imports that CLI's transcripts."""
+diffs recorded, and each task's transcript imported under the master agent (Gemini
+CLI's chats and OpenCode's database: their usage alone), one metrics row per model call
+(its tokens; the cost where model_pricing prices the provider and model the CLI
+records)."""
 
 from __future__ import annotations
 
 import asyncio
 import faulthandler
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from opencrab.agentmode.tmux import TmuxServer
 from opencrab.agentmode.validation import PlannedTask
 from opencrab.config import Settings
 from opencrab.core.agent import AgentCreate, AgentStore
+from opencrab.importers.opencode import session_id_of
 from opencrab.importers.store import session_id_for
 from opencrab.store import Database
 from opencrab.store.tables import llm_usage_metrics
@@ -64,11 +68,18 @@ def session_watchdog() -> None:
 def task_usage(
     db: Database, runner: AgentModeRunner, cli: RealCli, session_id: str, task_id: str
 ) -> list[sa.Row[tuple[str, int, int, float]]]:
-    """The usage rows imported from the transcripts in the task's own sub-agent HOME."""
+    """The usage rows imported from the transcripts in the task's own sub-agent HOME
+    (OpenCode: from the sessions in its database)."""
     profile = profile_for(cli.cli)
     assert profile.transcripts is not None
     folder = runner.runs.task_dir(session_id, task_id) / "home" / profile.transcripts
-    ids = [session_id_for(cli.importer, path.resolve()) for path in folder.rglob("*.jsonl")]
+    if cli.importer == "opencode":
+        uri = (folder / "opencode.db").as_uri()
+        with closing(sqlite3.connect(f"{uri}?mode=ro", uri=True)) as found:
+            ids = [session_id_of(s) for (s,) in found.execute("SELECT id FROM session")]
+    else:
+        ids = [session_id_for(cli.importer, p.resolve()) for p in folder.rglob("*.jsonl")]
+    assert ids, f"no transcript in {folder}"
     m = llm_usage_metrics.c
     query = sa.select(m.agent_id, m.input_tokens, m.output_tokens, m.estimated_cost_usd)
     with db.read() as conn:
@@ -134,13 +145,8 @@ async def test_a_real_cli_runs_a_two_task_dag_in_its_own_worktrees(
         assert (outcome.files_changed, outcome.insertions) == (1, 1)
         assert outcome.patch_file is not None
         assert added in Path(outcome.patch_file).read_text().splitlines()  # vs start branch
-        if cli.importer is None:
-            assert outcome.imported_files == 0
-        else:
-            assert outcome.imported_files >= 1
+        assert outcome.imported_files >= 1
     await runner.close()  # imports once more: lines a CLI wrote after its hook
-    if cli.importer is None:
-        return
     for task in session.tasks:
         rows = task_usage(db, runner, cli, session_id, task.id)
         assert [(r.input_tokens, r.output_tokens) for r in rows] == [

@@ -80,7 +80,7 @@ class Profile:
     prompt_via: Literal["argv", "paste"] = "argv"  # argv: the prompt is the last argument
     prompt_flag: str | None = None  # with argv: the option that carries the prompt
     transcripts: str | None = None  # its transcripts, relative to its HOME
-    importer: str | None = None  # opencrab.importers source for them (gemini: usage only)
+    importer: str | None = None  # opencrab.importers source (gemini, opencode: usage only)
     screen: tuple[ScreenPattern, ...] = ()
     asks_by_hook: bool = False  # its hooks report each question (else: the screen does);
     # its `startup` patterns are still read off the screen until its first signal
@@ -170,6 +170,8 @@ OPENCODE = Profile(
     executable="opencode",
     full_auto=("--auto",),
     prompt_flag="--prompt",
+    transcripts=".local/share/opencode",  # $XDG_DATA_HOME/opencode/opencode.db: usage
+    importer="opencode",
 )
 OTHER = Profile(agent_type="Other", executable="", full_auto=(), prompt_via="paste")
 

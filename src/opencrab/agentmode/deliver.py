@@ -8,8 +8,9 @@ branch, and the coding CLI's transcript imported into the metrics.
   (or when that fails) the local branch is the delivery and the reason is given.
 - `import_transcripts`: the CLI's transcripts in the sub-agent's HOME through
   `Importer(db, "claude" | "codex")` (incremental, so importing again is cheap), or, for
-  Gemini CLI's chats, their token usage alone (`importers.gemini.import_usage`: stored
-  once per model reply), under the agent id given (the runner uses the master agent's id).
+  Gemini CLI's chats and OpenCode's database, their token usage alone
+  (`importers.gemini.import_usage`, `importers.opencode.import_usage`: stored once per
+  model call), under the agent id given (the runner uses the master agent's id).
 """
 
 from __future__ import annotations
@@ -19,19 +20,26 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from opencrab.agentmode.model import PullRequestRef
 from opencrab.agentmode.worktrees import git
-from opencrab.importers import gemini
+from opencrab.importers import gemini, opencode
+from opencrab.importers.common import UsageImport
 from opencrab.importers.store import Importer
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 
 log = logging.getLogger(__name__)
 PR_URL = re.compile(r"https?://\S+/pull/(\d+)")
-SHOWN_PROBLEMS = 5  # a chat's unreadable lines logged one by one; the rest counted
+SHOWN_PROBLEMS = 5  # the unreadable lines or messages logged one by one; the rest counted
+UsageOnly = Callable[..., UsageImport]
+USAGE_ONLY: dict[str, tuple[UsageOnly, str]] = {  # source: (its usage import, what it reads)
+    gemini.SOURCE: (gemini.import_usage, "Gemini CLI chats"),
+    opencode.SOURCE: (opencode.import_usage, "OpenCode's database"),
+}
 IDENTITY = ("-c", "user.name=OpenCrab", "-c", "user.email=opencrab@localhost")
 
 
@@ -92,13 +100,14 @@ async def open_pull_request(
 
 
 def _import(db: Database, source: str, folder: Path, agent_id: str | None) -> int:
-    if source == gemini.SOURCE:
-        usage = gemini.import_usage(db, [folder], agent_id=agent_id)
+    if source in USAGE_ONLY:
+        import_usage, what = USAGE_ONLY[source]
+        usage = import_usage(db, [folder], agent_id=agent_id)
         for problem in usage.problems[:SHOWN_PROBLEMS]:
-            log.warning("agent-mode: not imported from a Gemini CLI chat: %s", problem)
+            log.warning("agent-mode: not imported from %s: %s", what, problem)
         if len(usage.problems) > SHOWN_PROBLEMS:
             more = len(usage.problems) - SHOWN_PROBLEMS
-            log.warning("agent-mode: %d more lines of Gemini CLI chats not imported", more)
+            log.warning("agent-mode: %d more parts of %s not imported", more, what)
         return usage.files
     summary = Importer(db, source, agent_id=agent_id).run([folder])
     files = summary.as_json().get("files", 0)

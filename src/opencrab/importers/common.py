@@ -84,6 +84,16 @@ class UsageCall:
     message_id: str | None = None  # the provider's message id, where the file has one
 
 
+@dataclass
+class UsageImport:
+    """What a usage-only import (`gemini.import_usage`, `opencode.import_usage`) read and
+    stored."""
+
+    files: int = 0  # files read (chat files, databases)
+    calls: int = 0  # metrics rows added (calls stored before are not counted again)
+    problems: list[Problem] = field(default_factory=list)
+
+
 @dataclass(slots=True)
 class Entry:
     """A line's part that becomes an AgentEvent (what the import writes to the event log).

@@ -41,6 +41,7 @@ from opencrab.importers.common import (
     Problem,
     ReadLimits,
     UsageCall,
+    UsageImport,
     find_files,
     parse_time,
     read_lines,
@@ -70,15 +71,6 @@ class ChatUsage:
 
     path: Path
     calls: dict[str, UsageCall] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-
-
-@dataclass
-class UsageImport:
-    """What `import_usage` read and stored."""
-
-    files: int = 0  # chat files read
-    calls: int = 0  # metrics rows added (calls stored before are not counted again)
     problems: list[Problem] = field(default_factory=list)
 
 
