@@ -14,11 +14,22 @@ beside config and errors; `auth.py` (the api_tokens store) beside store; `event_
 (the AgentEvent log) beside events.py; `__main__` with the CLI.
 
 Every import counts: at module level, inside functions, under `if TYPE_CHECKING:`.
+
+And no two modules import each other, however far round (`test_no_import_cycle`): a
+function-local import or one under TYPE_CHECKING hides a cycle from Python, not from
+the reader, so those count here too. What an import names is the module that holds
+what it takes: `import opencrab.a.b` and `from opencrab.a import b` (b a module) name
+opencrab.a.b; `from opencrab.a import Name` names opencrab.a, the package's `__init__`.
+The parent packages Python runs first are not counted: every submodule's import runs
+them, so they order nothing, and a package `__init__` that re-exports its submodules
+would otherwise be in a cycle with each of them. Only a module that takes a name from
+its own package's `__init__` while that `__init__` imports it is a cycle.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import opencrab
@@ -61,8 +72,10 @@ Empty: keep it so. An entry here is a debt of issue 19, named with its reason.
 
 
 def is_module(name: str) -> bool:
-    """Whether `opencrab.<name>` is a module or package (not a name such as __version__)."""
-    return (PACKAGE / f"{name}.py").is_file() or (PACKAGE / name / "__init__.py").is_file()
+    """Whether the dotted `name` is a module or package of opencrab (not a name such as
+    opencrab.__version__)."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_name(f"{path.name}.py").is_file() or (path / "__init__.py").is_file()
 
 
 def module_name(path: Path) -> str:
@@ -78,8 +91,15 @@ def layer_of(module: str) -> int:
     return LAYERS[parts[1] if len(parts) > 1 else "__init__"]
 
 
-def imported_modules(source: str, module: str, *, is_package: bool = False) -> list[str]:
-    """Every opencrab module the source of `module` imports, wherever the import is."""
+def imported_modules(
+    source: str,
+    module: str,
+    *,
+    is_package: bool = False,
+    known: Callable[[str], bool] = is_module,
+) -> list[str]:
+    """Every opencrab module the source of `module` imports, wherever the import is:
+    `from a import b` imports a.b when `known("a.b")` (b is a module), else a."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
@@ -91,10 +111,61 @@ def imported_modules(source: str, module: str, *, is_package: bool = False) -> l
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            found.append(base)
-            if base == "opencrab":  # `from opencrab import events` imports opencrab.events
-                found += [f"opencrab.{alias.name}" for alias in node.names if is_module(alias.name)]
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            modules = list(dict.fromkeys(name for name in names if known(name)))
+            found += modules + ([base] if len(modules) < len(names) else [])
     return [name for name in found if name.split(".")[0] == "opencrab"]
+
+
+def package_sources() -> dict[str, tuple[str, bool]]:
+    """Module name -> (source, whether it is a package's `__init__`), for all of opencrab."""
+    return {
+        module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def import_graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the modules of `sources` it imports (see the module docstring)."""
+    return {
+        module: {
+            name
+            for name in imported_modules(
+                source, module, is_package=package, known=sources.__contains__
+            )
+            if name in sources and name != module
+        }
+        for module, (source, package) in sources.items()
+    }
+
+
+def import_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The modules that import each other, however far round: each strongly connected
+    component of more than one module (Tarjan's algorithm), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for name in sorted(graph.get(module, ())):
+            if name not in index:
+                visit(name)
+                low[module] = min(low[module], low[name])
+            elif name in stack:
+                low[module] = min(low[module], index[name])
+        if low[module] == index[module]:  # the root of a component: pop it
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
 
 
 def upward_imports() -> list[tuple[str, str]]:
@@ -133,6 +204,44 @@ def test_allow_list_is_not_stale() -> None:
     assert not stale, f"allowed upward imports that no longer exist: {stale}"
 
 
+def test_no_import_cycle() -> None:
+    graph = import_graph(package_sources())
+    found = [
+        "\n".join(f"  {m} imports {', '.join(sorted(graph[m] & set(cycle)))}" for m in cycle)
+        for cycle in import_cycles(graph)
+    ]
+    assert not found, (
+        "import cycles (move what both need into a module of its own, or pass it in):\n"
+        + "\n\n".join(found)
+    )
+
+
+def test_the_cycle_finder_sees_a_hidden_cycle() -> None:
+    """A cycle closed by an import inside a function is found; what only leads into a
+    cycle, and a package re-exporting its own modules, are not in one."""
+    sources = {
+        "opencrab.core": ("from opencrab.core.turns import Turn\n", True),
+        "opencrab.core.turns": ("from opencrab.core import engine\nclass Turn: ...\n", False),
+        "opencrab.core.engine": ("from .runtime import Runtime\n", False),
+        "opencrab.core.runtime": (
+            "def late():\n    from opencrab.core.engine import step\n",
+            False,
+        ),
+        "opencrab.cli": ("import opencrab.core.runtime\nfrom opencrab.core import Turn\n", True),
+    }
+    graph = import_graph(sources)
+    assert graph["opencrab.core"] == {"opencrab.core.turns"}
+    assert graph["opencrab.core.turns"] == {"opencrab.core.engine"}  # a module, not __init__
+    assert graph["opencrab.cli"] == {"opencrab.core.runtime", "opencrab.core"}
+    assert import_cycles(graph) == [["opencrab.core.engine", "opencrab.core.runtime"]]
+
+    # a module taking a name from its package's __init__, which imports it: a cycle
+    sources["opencrab.core.engine"] = ("from opencrab.core import Turn\n", False)
+    assert import_cycles(import_graph(sources)) == [
+        ["opencrab.core", "opencrab.core.engine", "opencrab.core.turns"]
+    ]
+
+
 def test_the_walk_sees_every_kind_of_import() -> None:
     """Function-level, TYPE_CHECKING, relative and `from opencrab import x` imports count."""
     source = (
@@ -150,9 +259,8 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     module = "opencrab.core.probe"
     assert imported_modules(source, module) == [
         "opencrab.errors",
-        "opencrab.gateway",
-        "opencrab.core",
-        "opencrab",
+        "opencrab.gateway.base",
+        "opencrab.core.memory",
         "opencrab.importers",
         "opencrab.server.app",
         "opencrab.cli.up",
@@ -161,6 +269,6 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     assert upward == {
         "opencrab.server.app",
         "opencrab.cli.up",
-        "opencrab.gateway",
+        "opencrab.gateway.base",
         "opencrab.importers",
     }

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 from opencrab.config.hosts import host_name
-from opencrab.config.provenance import KeyPath, origin_of
+from opencrab.config.origins import KeyPath, origin_of
 from opencrab.prompts import DEFAULT_LANGUAGE, Language
 
 BUILTIN_PROVIDERS = (

@@ -21,32 +21,18 @@ packaged one.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from opencrab.config.models import ModelRef, Settings
+from opencrab.config.models import PURPOSES, ModelRef, Settings
 
-KeyPath = tuple[str | int, ...]
-DEFAULT_SOURCE = "packaged default.toml"
+# re-exported: the labels and their look-up are provenance's vocabulary (config/origins.py)
+from opencrab.config.origins import DEFAULT_SOURCE as DEFAULT_SOURCE
+from opencrab.config.origins import KeyPath as KeyPath
+from opencrab.config.origins import origin_of as origin_of
+
 SourceKind = Literal["packaged", "file", "environment", "flag"]
-
-
-def origin_of(origins: Mapping[KeyPath, str], path: KeyPath) -> str:
-    """The layer that set `path`, or the nearest enclosing key that was set.
-
-    A whole table set at once records its leaves, so any leaf below tells the layer;
-    a key no layer set is the packaged default.
-    """
-    for end in range(len(path), 0, -1):
-        if path[:end] in origins:
-            return origins[path[:end]]
-    for known, source in origins.items():
-        if known[: len(path)] == path:
-            return source
-    return DEFAULT_SOURCE
 
 
 def source_kind(label: str) -> SourceKind:
@@ -150,8 +136,6 @@ def effective_values(settings: Settings) -> list[tuple[str, Any, SourceKind, str
     """
     from pydantic import BaseModel, SecretStr
 
-    from opencrab.config.models import ModelRef
-
     out: list[tuple[str, Any, SourceKind, str]] = []
 
     def label_of(path: KeyPath) -> str:
@@ -203,8 +187,6 @@ def _hide_password(url: str) -> str:
 
 def purpose_choices(settings: Settings) -> dict[str, tuple[str, str]]:
     """For each purpose, the configured model ("provider/model") and the key that chose it."""
-    from opencrab.config.models import PURPOSES
-
     out: dict[str, tuple[str, str]] = {}
     for purpose in PURPOSES:
         ref = purpose_model(settings, purpose)

@@ -43,7 +43,7 @@ from opencrab.store.types import utcnow
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
-    from opencrab.core.runtime import Runtime
+    from opencrab.core.runtime_view import RuntimeView
 
 Write = Callable[[Connection], Any]  # an action's own store write (ActionContext.pending)
 
@@ -67,7 +67,7 @@ def _uuid(value: str) -> str:
 class ApprovalService:
     """Lists held calls and carries out a person's decision on one (module docstring)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeView) -> None:
         self.runtime = runtime
         self.db = runtime.db
         self.follow_ups = FollowUps(runtime)

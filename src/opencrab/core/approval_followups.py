@@ -37,7 +37,7 @@ from opencrab.store.repositories import sessions as sessions_repo
 from opencrab.store.repositories.approvals import ApprovalRecord
 
 if TYPE_CHECKING:
-    from opencrab.core.runtime import Runtime
+    from opencrab.core.runtime_view import RuntimeView
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def is_follow_up(message: IncomingMessage) -> bool:
 class FollowUps:
     """Starts and keeps the follow-up turns of this process (see the module docstring)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeView) -> None:
         self.runtime = runtime
         self._tasks: set[asyncio.Task[None]] = set()
 

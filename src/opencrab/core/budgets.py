@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -43,7 +43,7 @@ from opencrab.store.repositories import budgets as repo
 from opencrab.store.repositories.budgets import FLEET, AlertRow
 
 if TYPE_CHECKING:
-    from opencrab.core.agent import Agent
+    from opencrab.core.llm_config import AgentLlmConfig
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,20 @@ THRESHOLDS = (80, 100)
 HEARTBEAT_TASK = "heartbeat"
 """The task type of the heartbeat's own calls (its turn at home): the idle-cost meter."""
 ALERT_LIMIT = 200
+
+
+class BudgetedAgent(Protocol):
+    """What a budget check reads of an agent: core.agent.Agent is one (a protocol, so
+    that this module, which core/agent.py imports, does not import it back)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def llm_config(self) -> AgentLlmConfig: ...
 
 
 @dataclass(frozen=True)
@@ -240,7 +254,7 @@ class Budgets:
 
     # ------------------------------------------------------------ the check
     def check(
-        self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
+        self, agent: BudgetedAgent, cap: CostCap | None = None, now: datetime | None = None
     ) -> list[AlertRow]:
         """Record the alerts the spend has reached (returns the new ones); BudgetExceeded
         when a cap of the agent, the fleet or `cap` is spent."""
@@ -250,7 +264,7 @@ class Budgets:
         return verdict.alerts
 
     def verdict(
-        self, agent: Agent, cap: CostCap | None = None, now: datetime | None = None
+        self, agent: BudgetedAgent, cap: CostCap | None = None, now: datetime | None = None
     ) -> Verdict:
         """Record the alerts the spend has reached; the new ones, and why a call is
         refused (a cap of the agent, the fleet or `cap` is spent) or None."""
@@ -300,7 +314,7 @@ class Budgets:
             ]
 
     # ------------------------------------------------------------ reading
-    def overview(self, agents: list[Agent], now: datetime | None = None) -> Overview:
+    def overview(self, agents: Sequence[BudgetedAgent], now: datetime | None = None) -> Overview:
         """Caps, spend and forecasts of the fleet and of `agents`, their idle cost, and the
         alerts of this month and the last; alerts the spend reached are recorded first."""
         now = now or datetime.now(UTC)
@@ -469,7 +483,7 @@ async def _post(url: str, timeout: float, rows: list[AlertRow], names: dict[str,
 async def enforce(
     db: Database,
     settings: Settings,
-    agent: Agent,
+    agent: BudgetedAgent,
     cap: CostCap | None,
     outlets: Mapping[str, MessageOutlet] | None = None,
 ) -> None:

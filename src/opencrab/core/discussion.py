@@ -48,7 +48,7 @@ from opencrab.store.repositories.sessions import DiscussionRow
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
-    from opencrab.core.runtime import Runtime
+    from opencrab.core.runtime_view import RuntimeView
     from opencrab.core.turns import HeldSession
 
 Mode = Literal["autonomous", "facilitated"]
@@ -337,7 +337,7 @@ class Discussion:
             lines.append(texts["discussion_your_turn"])
         return "\n".join(lines)
 
-    async def take_turn(self, runtime: Runtime, agent: Agent) -> TurnOutcome:
+    async def take_turn(self, runtime: RuntimeView, agent: Agent) -> TurnOutcome:
         """Run one turn of `agent` through the turn service and advance the turn counter,
         both while holding the session (one turn at a time, whoever drives it)."""
         async with runtime.turns.hold(agent, self.id, kind="discussion") as held:
@@ -398,7 +398,7 @@ class Discussion:
 
     async def run(
         self,
-        runtime: Runtime,
+        runtime: RuntimeView,
         *,
         on_turn: Callable[[TurnOutcome], Awaitable[None] | None] | None = None,
     ) -> DiscussionOutcome:
@@ -460,7 +460,7 @@ class DiscussionRunner:
         await runner.close()
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeView) -> None:
         self.runtime = runtime
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.listeners: list[Listener] = []

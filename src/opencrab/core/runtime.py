@@ -27,6 +27,7 @@ from opencrab.config import Settings
 from opencrab.config.secrets import redact_logs, stop_redacting_logs
 from opencrab.core.agent import Agent, AgentStore, DiscordHome
 from opencrab.core.approval_decisions import ApprovalService
+from opencrab.core.discussion import SPOKEN, Discussion
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Observer, Tick, prime_warning
 from opencrab.core.memory import MemoryManager
@@ -316,8 +317,6 @@ class Runtime:
         if tick.decision == "speak" and tick.checks.get("home") and tick.session_id:
             return await self.speak_at_home(agent, tick.session_id)
         if tick.decision == "speak" and tick.session_id is not None:
-            from opencrab.core.discussion import Discussion
-
             discussion = Discussion.load(self.db, tick.session_id)
             outcome = await discussion.take_turn(self, agent)  # through the turn service
             return outcome.as_json()
@@ -337,8 +336,6 @@ class Runtime:
 
     async def speak_at_home(self, agent: Agent, session_id: str) -> dict[str, Any]:
         """A heartbeat turn in the agent's home conversation; a speech is delivered there."""
-        from opencrab.core.discussion import SPOKEN
-
         home = agent.heartbeat.home
         assert home is not None
         message = IncomingMessage.text(

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 from uuid import uuid4
 
 from pydantic import BaseModel
@@ -51,8 +51,7 @@ from opencrab.store import Database
 from opencrab.store.repositories import skills as repo
 from opencrab.store.repositories.skills import SkillRow, SkillValues
 
-if TYPE_CHECKING:  # import cycles at runtime
-    from opencrab.actions.base import ActionRegistry
+if TYPE_CHECKING:
     from opencrab.config import Settings
     from opencrab.core.effectiveness import TurnFacts
     from opencrab.llm.types import ToolDefinition
@@ -79,6 +78,16 @@ def standard_skill_dirs(settings: Settings | None = None) -> list[Path]:
 @hookimpl
 def register_skill_dirs() -> list[Path]:
     return [PACKAGED_DIR]
+
+
+class ActionDefinitions(Protocol):
+    """What skills ask of the action registry: actions.base.ActionRegistry is one (a
+    protocol, so that this module, which actions/base.py imports for
+    `ActionContext.skills`, does not import that back)."""
+
+    def definitions(self, names: Iterable[str] | None = None) -> list[ToolDefinition]:
+        """Tool definitions for `names` (every action when None), sorted by name."""
+        ...
 
 
 # ------------------------------------------------------------------ per-agent skills
@@ -184,7 +193,7 @@ class SkillManager:
         return list(dict.fromkeys(a for skill in skills for a in skill.actions))
 
     def build_action_definitions(
-        self, skills: Iterable[Skill], registry: ActionRegistry
+        self, skills: Iterable[Skill], registry: ActionDefinitions
     ) -> builtins.list[ToolDefinition]:
         """Function-calling definitions of the skills' actions the registry knows."""
         return registry.definitions(self.action_names(skills))

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from typing import Protocol
+
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.engine import URL, Connection
 
 from opencrab.errors import StoreError
-from opencrab.store.database import Database
+
+
+class Migratable(Protocol):
+    """What migrating asks of a database: store.database.Database is one (a protocol, so
+    that this module, which Database loads when it migrates, does not import it back)."""
+
+    @property
+    def url(self) -> URL: ...
+
+    def read(self) -> AbstractContextManager[Connection]: ...
+
+    def write(self) -> AbstractContextManager[Connection]: ...
 
 
 def alembic_config() -> Config:
@@ -26,7 +41,7 @@ def head() -> str:
     return revision
 
 
-def upgrade(db: Database, revision: str = "head") -> None:
+def upgrade(db: Migratable, revision: str = "head") -> None:
     """Migrate the database to `revision` in one transaction."""
     config = alembic_config()
     try:
@@ -39,7 +54,7 @@ def upgrade(db: Database, revision: str = "head") -> None:
         raise StoreError(f"migration to {revision} failed: {exc}") from exc
 
 
-def downgrade(db: Database, revision: str) -> None:
+def downgrade(db: Migratable, revision: str) -> None:
     """Migrate the database down to `revision` ("base" removes every table)."""
     config = alembic_config()
     try:
@@ -50,7 +65,7 @@ def downgrade(db: Database, revision: str) -> None:
         raise StoreError(f"migration down to {revision} failed: {exc}") from exc
 
 
-def current(db: Database) -> str | None:
+def current(db: Migratable) -> str | None:
     """The revision the database is at; None when it was never migrated. StoreError
     when the database cannot be read (a file that is no SQLite database, …)."""
     try:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from opencrab.store.dialects import MemoryQuery, TextQuery, like_pattern
+from opencrab.store.dialects.queries import MemoryQuery, TextQuery, like_pattern
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
 
-from opencrab.store.dialects import MemoryQuery, TextQuery, like_pattern
+from opencrab.store.dialects.queries import MemoryQuery, TextQuery, like_pattern
 
 FTS_TABLE = "memory_sessions_fts"
 """The FTS5 index over `memory_sessions.content` (trigram: works for CJK and English)."""
