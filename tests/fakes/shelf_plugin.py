@@ -4,11 +4,13 @@ from `opencrab.ext`.
 A test puts the sources it wants in `SOURCES` and registers this module with the plugin
 manager; `register_tool_sources` registers them in that order. A `Shelf` offers `count`
 (each call is kept in `counted`) and `label`, and changes its list when told (`offer`);
-every start and stop is written to the `journal` the test gives it.
+every start and stop is written to the `journal` the test gives it, and `started` is set
+once it offers its tools.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 from opencrab.ext import Action, ActionContext, ActionResult, ToolSource, hookimpl
@@ -51,10 +53,12 @@ class Shelf(ToolSource):
         self.journal = journal
         self.counted: list[str] = []
         self.count = Count(self)
+        self.started = asyncio.Event()
 
     async def start(self) -> None:
         self.journal.append(f"start {self.namespace}")
         await self.offer([self.count, Label()])
+        self.started.set()
 
     async def stop(self) -> None:
         self.journal.append(f"stop {self.namespace}")

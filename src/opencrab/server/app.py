@@ -18,6 +18,7 @@ from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.runtime import Runtime
+from opencrab.core.tool_sources import start_tool_sources
 from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
@@ -56,7 +57,8 @@ def create_app(
     """Build the app over an opened, migrated database; routers come from plugins.
 
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
-    lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
+    lifespan, and with it the tool sources (core/tool_sources.py), before anything else
+    and stopped after it; `router` replaces the configured one (tests), `heartbeat` also runs the
     heartbeat scheduler for every agent (what `opencrab up` does), reading the agent list
     again every `refresh_secs` for agents changed by another process, and `tickets` the
     ticket scheduler when `[tickets] enabled`. Every response carries
@@ -74,6 +76,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(settings, db=db, router=router) as runtime:
             app.state.runtime = runtime
+            sources = await start_tool_sources(runtime)  # first: the registry is whole
             for notice in runtime.notices:
                 log.warning("%s", notice)
             beats = await runtime.start_heartbeats(refresh_secs=refresh_secs) if heartbeat else None
@@ -120,6 +123,7 @@ def create_app(
                 await feed
                 if beats is not None:
                     await beats.stop()
+                await sources.stop()  # last: nothing calls their tools any more
         db.close()
 
     app = MarkedFastAPI(
