@@ -70,8 +70,9 @@ def test_the_lifespan_runs_the_sources_and_the_api_follows_their_tools(
             row.split('"', 1)[0]: row.split("</tr>", 1)[0]
             for row in page.text.split('data-tool="')[1:]
         }
-        assert "not offered now: its source does not list it; the grant stays" in (
-            rows["shelf__count"]
+        assert (
+            "not offered now: its source does not list it; the grant stays"
+            in (rows["shelf__count"])
         )
         assert "not offered now" not in rows["shelf__label"]
 
