@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -74,9 +74,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Runtime.open(settings, db=db, router=router) as runtime:
+        async with (
+            Runtime.open(settings, db=db, router=router) as runtime,
+            AsyncExitStack() as last,
+        ):
             app.state.runtime = runtime
             sources = await start_tool_sources(runtime)  # first: the registry is whole
+            last.push_async_callback(sources.stop)  # last, also when a start below fails
             for notice in runtime.notices:
                 log.warning("%s", notice)
             beats = await runtime.start_heartbeats(refresh_secs=refresh_secs) if heartbeat else None
@@ -123,7 +127,6 @@ def create_app(
                 await feed
                 if beats is not None:
                     await beats.stop()
-                await sources.stop()  # last: nothing calls their tools any more
         db.close()
 
     app = MarkedFastAPI(
