@@ -11,11 +11,13 @@ import pytest
 
 from opencrab.config import Settings
 from opencrab.core.tools import tool_id
+from opencrab.errors import ConfigError
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import plugin_manager
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.fakes import shelf_plugin
+from tests.fakes.chat_gateway import MemoryChatPlugin
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.fakes.shelf_plugin import BrokenShelf, Label, Shelf
 from tests.server.conftest import error_of, new_agent
@@ -81,3 +83,19 @@ def test_the_lifespan_runs_the_sources_and_the_api_follows_their_tools(
         assert client.get(f"/api/tools/{tool_id('shelf__count')}").json()["name"] == "shelf__count"
     assert journal[-1] == "stop shelf"  # the lifespan stopped it; the broken one never started
     assert "stop broken" not in journal
+
+
+def test_the_sources_stop_when_a_service_after_them_cannot_start(
+    settings: Settings, db: Database, journal: list[str]
+) -> None:
+    gateways = MemoryChatPlugin(odd=object())  # not a ChatGateway: the lifespan fails
+    plugin_manager().register(gateways, name="odd-gateway-test")
+    try:
+        with (
+            pytest.raises(ConfigError, match="'odd' is not a ChatGateway"),
+            LocalClient(create_app(settings, db, gateways=True)),
+        ):
+            pass
+    finally:
+        plugin_manager().unregister(name="odd-gateway-test")
+    assert journal == ["start shelf", "start broken", "stop shelf"]
