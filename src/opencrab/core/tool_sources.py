@@ -1,8 +1,9 @@
 """The process's tool sources: found through the hook, started, mirrored, stopped.
 
-Every role that runs turns in the background (`opencrab up` with HTTP or without,
-`opencrab worker`) calls `start_tool_sources(runtime)` before anything else uses the
-action registry and `await sources.stop()` after everything else has stopped. Each
+Every process that runs turns (`opencrab up` with HTTP or without, `opencrab worker`, the
+CLI's `chat`, `heartbeat tick` and `discuss`) calls `start_tool_sources(runtime)` before
+anything else uses the action registry and `await sources.stop()` after everything else
+has stopped. Each
 source registered through the `register_tool_sources` hook is attached to the runtime's
 registry and started in turn; whenever its list changes (opencrab.actions.sources) the
 registry offers the new list and the `tools` table stores a row for every new tool, so
