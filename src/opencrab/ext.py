@@ -1,9 +1,10 @@
 """The one import path for plugin authors.
 
 A plugin is a module named under the `opencrab` entry-point group of its package; it
-implements hooks (`register_providers`, `register_actions`, `register_gateways`, …) with
-`hookimpl` and builds on the classes re-exported here, so it never depends on where they
-live inside opencrab. What is exported here is kept stable across releases.
+implements hooks (`register_providers`, `register_actions`, `register_tool_sources`,
+`register_gateways`, …) with `hookimpl` and builds on the classes re-exported here, so it
+never depends on where they live inside opencrab. What is exported here is kept stable
+across releases.
 
 Example:
     # pyproject.toml of the plugin
@@ -24,11 +25,25 @@ Example:
     @hookimpl
     def register_actions(register):
         register(Hello())
+
+    # tools that come and go while the server runs: a ToolSource, here with namespace
+    # "greeter", whose tools the model sees as greeter__hello
+    class Greeter(ToolSource):
+        async def start(self) -> None:
+            await self.offer([Hello()])
+
+        async def stop(self) -> None:
+            await self.offer([])
+
+    @hookimpl
+    def register_tool_sources(register, settings):
+        register(Greeter("greeter"))
 """
 
 from __future__ import annotations
 
 from opencrab.actions.base import Action, ActionContext, ActionResult
+from opencrab.actions.sources import ToolSource
 from opencrab.gateway.base import Gateway, GatewayConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.llm.base import LlmProvider
@@ -45,5 +60,6 @@ __all__ = [
     "IncomingMessage",
     "LlmProvider",
     "OutgoingMessage",
+    "ToolSource",
     "hookimpl",
 ]

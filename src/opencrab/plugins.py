@@ -119,6 +119,28 @@ class Hooks:
         """Add agent actions: `register(action)` with an `opencrab.actions.base.Action`."""
 
     @hookspec
+    def register_tool_sources(self, register: Callable[[Any], None], settings: Any) -> None:
+        """Add tool sources: `register(source)` with an `opencrab.actions.sources.ToolSource`
+        (`settings`: the process's opencrab.config.Settings, to read the source's own table).
+
+        Every role (`opencrab up` with HTTP or without, `opencrab worker`) starts the
+        sources before any turn runs and stops them in reverse order when it stops; their
+        actions reach the model as `<namespace>__<tool>` where the agent is granted them.
+        A source whose start fails is logged and offers nothing. Example:
+
+            class Clock(ToolSource):
+                async def start(self):
+                    await self.offer([Now()])  # an Action named "now": clock__now
+
+                async def stop(self):
+                    await self.offer([])
+
+            @hookimpl
+            def register_tool_sources(register, settings):
+                register(Clock("clock"))
+        """
+
+    @hookspec
     def register_gateways(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
         """Add gateways: `register(name, factory)`; `factory(runtime, **options)` returns
         an `opencrab.gateway.base.Gateway`, or None when the configuration leaves it off.

@@ -451,3 +451,31 @@ def test_a_deeply_nested_persona_file_is_a_clear_error_naming_it(
     assert "nested too deeply" in err
     assert "Traceback" not in err + out
     assert json.loads(ok("agent", "list", "--json")) == []
+
+
+def test_chat_runs_the_plugins_tool_sources_around_its_turn(
+    openai_fake: FakeLlmServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`opencrab chat` offers the tool sources' tools as the server would, then stops them."""
+    from opencrab.plugins import plugin_manager
+    from tests.fakes import shelf_plugin
+    from tests.fakes.shelf_plugin import Shelf
+
+    journal: list[str] = []
+    monkeypatch.setattr(shelf_plugin, "SOURCES", [Shelf("shelf", journal)])
+    plugin_manager().register(shelf_plugin, name="shelf-plugin-test")
+    try:
+        ok("agent", "create", "--name", "aki", "--prompt", "You count things.")
+        openai_fake.reply(
+            CHAT,
+            tool_reply(call("call_1", "shelf__count", {"item": "jam"})),
+            tool_reply(call("call_2", "send_speech", {"content": "not mine to count"})),
+        )
+        doc = json.loads(ok("chat", "aki", "-m", "count the jam", "--json"))
+    finally:
+        plugin_manager().unregister(name="shelf-plugin-test")
+    assert journal == ["start shelf", "stop shelf"]
+    counted = doc["actions"][0]
+    assert counted["name"] == "shelf__count"
+    assert not counted["success"]  # offered by the source, but not granted to aki
+    assert "you may not call 'shelf__count'" in json.dumps(counted)

@@ -8,6 +8,8 @@ error result the model sees, never as an exception.
 `execute` runs on the event loop: blocking file or database work in it goes through
 `await opencrab.offload.run_blocking(fn, ...)` (writes through `ctx.write` already join
 the step's transaction, which the engine commits off the loop).
+Actions that come and go while the server runs (an MCP server's) come from a tool source
+(opencrab.actions.sources), which the registry joins with the static ones.
 
 Example:
     class Echo(Action):
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
+from opencrab.actions.sources import SEPARATOR, ToolSource
 from opencrab.core.llm_config import agent_model, session_overrides
 from opencrab.errors import OpenCrabError
 from opencrab.llm.types import ToolDefinition
@@ -61,6 +65,9 @@ log = logging.getLogger(__name__)
 # arguments nested deeper than this are refused before anything walks them: no action's
 # schema comes close, and the serialisers that record a call give up near 255 levels
 MAX_ARGUMENT_DEPTH = 64
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A tool name every provider takes (OpenAI's, Anthropic's and Gemini's rules in common)."""
 
 
 class SideEffect(BaseModel):
@@ -191,56 +198,144 @@ class ActionCallError(Exception):
 
 
 class ActionRegistry:
-    """Every registered action by name, with compiled argument validators."""
+    """Every callable action by name, with compiled argument validators.
+
+    The union of the static actions (`register`, the `register_actions` hook) and what
+    each attached tool source offers now (`attach`; opencrab.actions.sources), under
+    `<namespace>__<tool>`. A source's change replaces its part at once: a name it no
+    longer offers is refused like an unknown one, saying so.
+    """
 
     def __init__(self, actions: Iterable[Action] = ()) -> None:
-        self._actions: dict[str, Action] = {}
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        self._definitions: dict[str, ToolDefinition] = {}  # built once; do not mutate
+        self._static: dict[str, _Entry] = {}
+        self._sources: dict[str, ToolSource] = {}
+        self._offered: dict[str, dict[str, _Entry]] = {}  # namespace -> full name -> entry
+        # the union, replaced whole on every change and never changed in place, so a
+        # reader (on the loop or in a thread) always sees one consistent set
+        self._entries: dict[str, _Entry] = {}
+        self.version = 0  # bumped by every change of the union
         for action in actions:
             self.register(action)
 
     def register(self, action: Action) -> None:
         """Add an action; its schema must itself be a valid JSON Schema."""
-        validator_cls = jsonschema.validators.validator_for(action.parameters)
-        validator_cls.check_schema(action.parameters)
-        self._actions[action.name] = action
-        self._validators[action.name] = validator_cls(action.parameters)
-        self._definitions[action.name] = action.definition()
+        definition = action.definition()
+        self._static[definition.name] = _entry(action, definition)
+        self._merge()
+
+    def attach(self, source: ToolSource) -> None:
+        """Offer what `source` offers, now and after each of its changes (ValueError when
+        its namespace is taken, or one of the two would own the other's names)."""
+        for other in self._sources.values():
+            if other.owns(source.namespace + SEPARATOR) or source.owns(other.namespace + SEPARATOR):
+                raise ValueError(
+                    f"tool source namespace {source.namespace!r} clashes with "
+                    f"{other.namespace!r}, already attached"
+                )
+        self._sources[source.namespace] = source
+        source.subscribe(self._changed)
+        self._take(source)
+
+    def detach(self, source: ToolSource) -> None:
+        """Offer nothing of `source` any more."""
+        source.unsubscribe(self._changed)
+        self._sources.pop(source.namespace, None)
+        self._offered.pop(source.namespace, None)
+        self._merge()
+
+    def sources(self) -> list[ToolSource]:
+        """The attached tool sources, in the order they were attached."""
+        return list(self._sources.values())
+
+    def source_of(self, name: str) -> ToolSource | None:
+        """The attached source whose namespace `name` is in (offered now or not)."""
+        return next((s for s in self._sources.values() if s.owns(name)), None)
+
+    async def _changed(self, source: ToolSource) -> None:
+        self._take(source)
+
+    def _take(self, source: ToolSource) -> None:
+        """Replace `source`'s part by what it offers now; a tool the model could not be
+        offered (bad name, a built-in's name, a schema that is no JSON Schema) is logged
+        and left out, the others are offered."""
+        offered: dict[str, _Entry] = {}
+        for action in source.actions():
+            own = action.definition()
+            name = source.full_name(own.name)
+            problem = None
+            if not TOOL_NAME.fullmatch(name):
+                problem = f"{name!r} is not 1 to 64 letters, digits, '_' or '-'"
+            elif name in self._static or name in offered:
+                problem = f"{name!r} is taken"
+            else:
+                definition = ToolDefinition(
+                    name=name, description=own.description, parameters=own.parameters
+                )
+                try:
+                    offered[name] = _entry(action, definition)
+                except jsonschema.SchemaError as exc:
+                    problem = f"its parameters are no JSON Schema: {exc.message}"
+            if problem is not None:
+                log.warning(
+                    "tool source %s: tool %r left out: %s", source.namespace, own.name, problem
+                )
+        self._offered[source.namespace] = offered
+        self._merge()
+
+    def _merge(self) -> None:
+        merged: dict[str, _Entry] = {}
+        for part in self._offered.values():
+            merged.update(part)
+        merged.update(self._static)
+        self._entries = merged
+        self.version += 1
 
     def get(self, name: str) -> Action | None:
-        return self._actions.get(name)
+        entry = self._entries.get(name)
+        return None if entry is None else entry.action
 
     def names(self) -> list[str]:
-        return sorted(self._actions)
+        return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._actions
+        return name in self._entries
 
     def definitions(self, names: Iterable[str] | None = None) -> list[ToolDefinition]:
         """Tool definitions for `names` (every action when None), sorted by name."""
-        wanted = self._actions.keys() if names is None else set(names) & self._actions.keys()
-        return [self._definitions[name] for name in sorted(wanted)]
+        entries = self._entries
+        wanted = entries.keys() if names is None else set(names) & entries.keys()
+        return [entries[name].definition for name in sorted(wanted)]
 
     def validate(self, name: str, arguments: Any, allowed: Iterable[str] | None = None) -> Action:
         """The action and checked arguments, or ActionCallError saying what is wrong.
 
         `arguments` may be a dict or the raw JSON text the model produced.
         """
-        action = self._actions.get(name)
-        permitted = set(self._actions) if allowed is None else set(allowed) & set(self._actions)
-        if action is None or name not in permitted:
+        entries = self._entries  # one consistent set for the whole check
+        entry = entries.get(name)
+        permitted = set(entries) if allowed is None else set(allowed) & entries.keys()
+        if entry is None or name not in permitted:
             offered = ", ".join(sorted(permitted))
-            what = f"unknown action {name!r}" if action is None else f"you may not call {name!r}"
-            raise ActionCallError(f"{what}; the actions you can call are: {offered}")
-        errors = sorted(
-            self._validators[name].iter_errors(arguments), key=lambda e: list(e.absolute_path)
-        )
+            raise ActionCallError(
+                f"{self._refusal(name, entry)}; the actions you can call are: {offered}"
+            )
+        errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             raise ActionCallError(
                 f"invalid arguments for {name}: " + "; ".join(_explain(e) for e in errors[:5])
             )
-        return action
+        return entry.action
+
+    def _refusal(self, name: str, entry: _Entry | None) -> str:
+        if entry is not None:
+            return f"you may not call {name!r}"
+        source = self.source_of(name)
+        if source is not None:
+            return (
+                f"{name!r} is not offered now: its tool source {source.namespace!r} does not "
+                "list it (a grant of it stays; it can be called again once the source offers it)"
+            )
+        return f"unknown action {name!r}"
 
     async def dispatch(
         self,
@@ -274,6 +369,21 @@ class ActionRegistry:
         except Exception as exc:
             log.exception("action %s failed", name)
             return ActionResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One callable action as the registry offers it."""
+
+    action: Action
+    validator: jsonschema.protocols.Validator
+    definition: ToolDefinition  # under the name the model sees; shared, do not mutate
+
+
+def _entry(action: Action, definition: ToolDefinition) -> _Entry:
+    validator_cls = jsonschema.validators.validator_for(definition.parameters)
+    validator_cls.check_schema(definition.parameters)
+    return _Entry(action, validator_cls(definition.parameters), definition)
 
 
 def nested_too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:

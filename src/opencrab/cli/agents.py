@@ -68,14 +68,19 @@ def _with_runtime(
     import asyncio
 
     from opencrab.core.runtime import Runtime
+    from opencrab.core.tool_sources import start_tool_sources
 
     settings = settings_from(config, data_dir)
 
     async def main() -> T:
         async with Runtime.open(settings) as runtime:
-            for notice in runtime.notices:
-                err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-            return await body(runtime)
+            sources = await start_tool_sources(runtime)  # its turns have the server's tools
+            try:
+                for notice in runtime.notices:
+                    err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
+                return await body(runtime)
+            finally:
+                await sources.stop()
 
     return asyncio.run(main())
 

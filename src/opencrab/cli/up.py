@@ -339,10 +339,11 @@ def listen(host: str, port: int) -> socket.socket | str:
 async def serve_without_http(
     settings: Settings, db: Database, *, refresh_secs: float = 5.0
 ) -> None:
-    """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`) and the
-    registered, enabled chat gateways till SIGINT/SIGTERM."""
+    """Run the tool sources, every agent's heartbeat, the ticket scheduler (`[tickets]
+    enabled`) and the registered, enabled chat gateways till SIGINT/SIGTERM."""
 
     from opencrab.core.runtime import Runtime
+    from opencrab.core.tool_sources import start_tool_sources
     from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
     from opencrab.tickets.scheduler import start_tickets
 
@@ -351,18 +352,22 @@ async def serve_without_http(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Runtime.open(settings, db=db) as runtime:
+        sources = await start_tool_sources(runtime)  # first: the registry is whole
         for notice in runtime.notices:
             err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-        beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
-        tickets = start_tickets(runtime)
-        chats = await start_chat_gateways(runtime)
         try:
-            await stop.wait()
+            beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
+            tickets = start_tickets(runtime)
+            chats = await start_chat_gateways(runtime)
+            try:
+                await stop.wait()
+            finally:
+                if tickets is not None:
+                    await tickets.stop()
+                await stop_chat_gateways(chats)
+                await beats.stop()
         finally:
-            if tickets is not None:
-                await tickets.stop()
-            await stop_chat_gateways(chats)
-            await beats.stop()
+            await sources.stop()  # last: nothing calls their tools any more
 
 
 @hookimpl

@@ -83,6 +83,7 @@ async def run_worker(
     change and go."""
 
     from opencrab.core.runtime import Runtime
+    from opencrab.core.tool_sources import start_tool_sources
     from opencrab.tickets.scheduler import start_tickets
 
     stop = stop or asyncio.Event()
@@ -91,16 +92,20 @@ async def run_worker(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with Runtime.open(settings, db=db) as runtime:
+            sources = await start_tool_sources(runtime)  # first: the registry is whole
             for notice in runtime.notices:
                 err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-            beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
-            tickets = start_tickets(runtime)
             try:
-                await stop.wait()
+                beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
+                tickets = start_tickets(runtime)
+                try:
+                    await stop.wait()
+                finally:
+                    if tickets is not None:
+                        await tickets.stop()
+                    await beats.stop()
             finally:
-                if tickets is not None:
-                    await tickets.stop()
-                await beats.stop()
+                await sources.stop()  # last: nothing calls their tools any more
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

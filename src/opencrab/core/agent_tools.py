@@ -6,17 +6,20 @@ fetch_webpage a switch (opencrab.actions.tool_settings: off until switched on), 
 approval policy (`never`, `always`, `unsafe`: core/approvals.py). Here they are read and
 set together, per tool name — what the agent page's Tools tab and
 `GET/PUT /api/agents/{id}/tools[/{name}]` use. An unknown name is a NotFoundError naming it.
+A tool its source does not offer now (core/tool_sources.py) is listed only where it is
+granted, as not offered: the grant stays, the tool is not callable until it comes back.
 
 Example:
-    set_agent_tool(db, agents, agent, "execute_command", granted=True, enabled=True,
-                   approval="always")
-    [t.name for t in agent_tools(db, agents.get(agent.id)) if t.granted]
+    set_agent_tool(db, agents, registry, agent, "execute_command", granted=True,
+                   enabled=True, approval="always")
+    [t.name for t in agent_tools(db, registry, agents.get(agent.id)) if t.granted]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opencrab.actions.base import ActionRegistry
 from opencrab.actions.tool_settings import ApprovalPolicy, load_tool_settings, save_tool_settings
 from opencrab.core.agent import Agent, AgentStore, AgentUpdate
 from opencrab.errors import NotFoundError, ValidationError
@@ -37,10 +40,12 @@ class AgentTool:
     granted: bool
     enabled: bool | None  # the switch of a switched tool; None: the tool has none
     approval: ApprovalPolicy
+    offered: bool = True  # False: its source does not offer it now; not callable till it does
 
 
-def agent_tools(db: Database, agent: Agent) -> list[AgentTool]:
-    """Every tool by name, with the agent's grant, switch and approval policy."""
+def agent_tools(db: Database, registry: ActionRegistry, agent: Agent) -> list[AgentTool]:
+    """Every tool offered now, and every granted one that is not, by name, with the
+    agent's grant, switch and approval policy."""
     with db.read() as conn:
         rows = repo.all_tools(conn)
     settings = load_tool_settings(db, agent.id)
@@ -53,14 +58,16 @@ def agent_tools(db: Database, agent: Agent) -> list[AgentTool]:
             granted=row.id in granted,
             enabled=bool(getattr(settings, row.name)) if row.name in SWITCHED else None,
             approval=settings.approval_policy(row.name),
+            offered=row.name in registry,
         )
         for row in rows
+        if row.name in registry or row.id in granted
     ]
 
 
-def agent_tool(db: Database, agent: Agent, name: str) -> AgentTool:
+def agent_tool(db: Database, registry: ActionRegistry, agent: Agent, name: str) -> AgentTool:
     """The agent's tool `name` (NotFoundError naming it when there is no such tool)."""
-    for tool in agent_tools(db, agent):
+    for tool in agent_tools(db, registry, agent):
         if tool.name == name:
             return tool
     raise NotFoundError(f"no tool named {name!r} (GET /api/tools lists them)")
@@ -69,6 +76,7 @@ def agent_tool(db: Database, agent: Agent, name: str) -> AgentTool:
 def set_agent_tool(
     db: Database,
     agents: AgentStore,
+    registry: ActionRegistry,
     agent: Agent,
     name: str,
     *,
@@ -77,7 +85,7 @@ def set_agent_tool(
     approval: ApprovalPolicy | None = None,
 ) -> AgentTool:
     """Grant or revoke the tool, switch it, set its approval policy (None: kept)."""
-    tool = agent_tool(db, agent, name)  # NotFoundError first: nothing changed
+    tool = agent_tool(db, registry, agent, name)  # NotFoundError first: nothing changed
     if enabled is not None and tool.enabled is None:
         raise ValidationError(
             f"{name} has no switch: only {', '.join(SWITCHED)} are switched on and off"
@@ -95,4 +103,4 @@ def set_agent_tool(
             rules = {k: v for k, v in settings.approvals.items() if k != name}
             settings.approvals = rules if approval == "never" else {**rules, name: approval}
         save_tool_settings(db, agent.id, settings)
-    return agent_tool(db, agents.get(agent.id), name)
+    return agent_tool(db, registry, agents.get(agent.id), name)

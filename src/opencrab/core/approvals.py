@@ -3,7 +3,9 @@
 Each agent has an approval policy per tool in its tool settings
 (opencrab.actions.tool_settings, `PUT /api/agents/{id}/tool-settings` with
 `{"approvals": {"write_file": "unsafe"}}`): `never` (every tool's default), `always`, or
-`unsafe` — only calls that may change something outside the store (`unsafe_call`).
+`unsafe` — only calls that may change something outside the store (`unsafe_call`), and
+every call of a tool source's tool (an MCP server's, core/tool_sources.py: what it
+changes is not known here).
 
 In a turn, a valid call its policy holds back is not run (SkillEngine's one hook,
 `hold_calls`): in one transaction the call is stored as a `pending` approval
@@ -99,7 +101,8 @@ class ApprovalGate:
         """True when this call must wait for a person: its policy says so and it is a
         valid call the agent may make (an invalid one runs, and fails, as usual)."""
         policy = self.policies.get(name, "never")
-        if policy == "never" or (policy == "unsafe" and not unsafe_call(name, arguments)):
+        unsafe = unsafe_call(name, arguments) or self.registry.source_of(name) is not None
+        if policy == "never" or (policy == "unsafe" and not unsafe):
             return False
         try:
             self.registry.validate(name, arguments, self.allowed)

@@ -5,6 +5,10 @@ See docs/architecture.md, "One model for every specification".
 Every registered action has one row (name, description, JSON Schema) with a stable id,
 so seed 002's `toolIds` can grant an agent actions beyond its skills. The rows are read
 and written through store/repositories/tools.py.
+
+A row is never deleted: a tool source's tool that vanishes (core/tool_sources.py) keeps
+its row and every grant of it, and comes back under the same id. What is offered now is
+the registry's to say: `offered_tools` lists only those rows.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ def sync_tools(db: Database, registry: ActionRegistry) -> None:
                 )
             elif found != text:
                 repo.update_tool(conn, definition.name, *text)
+
+
+def offered_tools(db: Database, registry: ActionRegistry) -> list[ToolRow]:
+    """The rows of the tools the registry offers now, by name."""
+    with db.read() as conn:
+        rows = repo.all_tools(conn)
+    return [row for row in rows if row.name in registry]
 
 
 def granted_tool_names(db: Database, agent_id: str) -> set[str]:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -18,6 +18,7 @@ from opencrab.auth import TokenStore
 from opencrab.config import Settings
 from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.runtime import Runtime
+from opencrab.core.tool_sources import start_tool_sources
 from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
@@ -56,7 +57,8 @@ def create_app(
     """Build the app over an opened, migrated database; routers come from plugins.
 
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
-    lifespan; `router` replaces the configured one (tests), `heartbeat` also runs the
+    lifespan, and with it the tool sources (core/tool_sources.py), before anything else
+    and stopped after it; `router` replaces the configured one (tests), `heartbeat` also runs the
     heartbeat scheduler for every agent (what `opencrab up` does), reading the agent list
     again every `refresh_secs` for agents changed by another process, and `tickets` the
     ticket scheduler when `[tickets] enabled`. Every response carries
@@ -72,8 +74,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Runtime.open(settings, db=db, router=router) as runtime:
+        async with (
+            Runtime.open(settings, db=db, router=router) as runtime,
+            AsyncExitStack() as last,
+        ):
             app.state.runtime = runtime
+            sources = await start_tool_sources(runtime)  # first: the registry is whole
+            last.push_async_callback(sources.stop)  # last, also when a start below fails
             for notice in runtime.notices:
                 log.warning("%s", notice)
             beats = await runtime.start_heartbeats(refresh_secs=refresh_secs) if heartbeat else None

@@ -1,8 +1,9 @@
 """An agent's Tools tab (`/agents/{name}/tools`): grant each tool, switch it, hold its calls.
 
 One row per tool: granted (the model is offered it), the switch of execute_command,
-http_request and fetch_webpage, and the approval policy (never, always, unsafe). Each
-row saves through `PUT /api/agents/{id}/tools/{name}` (server/api/agent_tools.py).
+http_request and fetch_webpage, and the approval policy (never, always, unsafe); a granted
+tool its source does not offer now is marked so. Each row saves through
+`PUT /api/agents/{id}/tools/{name}` (server/api/agent_tools.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ POLICIES = ["never", "unsafe", "always"]
 async def agent_tools_page(agent: PageAgent, request: Request) -> HTMLResponse:
     """The agent's tools with their grant, switch and approval policy."""
     runtime: Runtime = request.app.state.runtime
-    tools = await run_blocking(agent_tools, runtime.db, agent)
+    tools = await run_blocking(agent_tools, runtime.db, runtime.registry, agent)
     return render(
         request,
         "agent_tools.html",

@@ -5,7 +5,8 @@
 "approval": "always"}` grants it, switches it on (execute_command, http_request,
 fetch_webpage only) and makes its calls wait for a person; a field left out is kept.
 The same settings stay available as seed 002 declares them (`toolIds` of the agent,
-`/api/agents/{id}/tool-settings`). An unknown tool name is a 404 naming it.
+`/api/agents/{id}/tool-settings`). An unknown tool name is a 404 naming it. A granted
+tool its source does not offer now is listed with `"offered": false`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class AgentToolResponse(ApiModel):
         description="never, always, or unsafe (calls that may "
         "change something outside the store) wait for a person."
     )
+    offered: bool = Field(
+        default=True,
+        description="false: its tool source does not offer it now; the grant stays, "
+        "and it cannot be called until the source offers it again.",
+    )
 
 
 class AgentToolChange(ApiInput):
@@ -56,6 +62,7 @@ def _response(tool: AgentTool) -> AgentToolResponse:
         granted=tool.granted,
         enabled=tool.enabled,
         approval=tool.approval,
+        offered=tool.offered,
     )
 
 
@@ -67,7 +74,7 @@ def _response(tool: AgentTool) -> AgentToolResponse:
 )
 async def list_agent_tools(agent: AgentDep, runtime: RuntimeDep) -> list[AgentToolResponse]:
     """Every tool by name, with the agent's grant, switch and approval policy."""
-    found = await run_in_threadpool(agent_tools, runtime.db, agent)
+    found = await run_in_threadpool(agent_tools, runtime.db, runtime.registry, agent)
     return [_response(t) for t in found]
 
 
@@ -85,6 +92,7 @@ async def set_tool(
         set_agent_tool,
         runtime.db,
         runtime.agents,
+        runtime.registry,
         agent,
         name,
         granted=body.granted,
