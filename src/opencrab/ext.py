@@ -42,8 +42,7 @@ Example:
 
 from __future__ import annotations
 
-from opencrab.actions.base import Action, ActionContext, ActionResult
-from opencrab.actions.sources import ToolSource
+from opencrab.actions.base import Action, ActionContext, ActionResult, ToolSource
 from opencrab.gateway.base import Gateway, GatewayConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.llm.base import LlmProvider

@@ -120,7 +120,7 @@ class Hooks:
 
     @hookspec
     def register_tool_sources(self, register: Callable[[Any], None], settings: Any) -> None:
-        """Add tool sources: `register(source)` with an `opencrab.actions.sources.ToolSource`
+        """Add tool sources: `register(source)` with an `opencrab.actions.base.ToolSource`
         (`settings`: the process's opencrab.config.Settings, to read the source's own table).
 
         Every role (`opencrab up` with HTTP or without, `opencrab worker`) starts the

@@ -5,7 +5,7 @@ CLI's `chat`, `heartbeat tick` and `discuss`) calls `start_tool_sources(runtime)
 anything else uses the action registry and `await sources.stop()` after everything else
 has stopped. Each
 source registered through the `register_tool_sources` hook is attached to the runtime's
-registry and started in turn; whenever its list changes (opencrab.actions.sources) the
+registry and started in turn; whenever its list changes (opencrab.actions.base.ToolSource) the
 registry offers the new list and the `tools` table stores a row for every new tool, so
 it can be granted. A tool that vanishes keeps its row and its grants: it is not
 callable (and not listed by `/api/tools`) until its source offers it again.
@@ -27,8 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from opencrab.actions.base import ActionRegistry
-from opencrab.actions.sources import ToolSource
+from opencrab.actions.base import ActionRegistry, ToolSource
 from opencrab.core.tools import sync_tools
 from opencrab.errors import ConfigError
 from opencrab.offload import run_blocking
