@@ -46,8 +46,8 @@ from opencrab.importers.common import (
     parse_time,
     read_lines,
 )
+from opencrab.importers.rows import I32
 from opencrab.importers.store import (
-    I32,
     MODEL_CHARS,
     NAMESPACE,
     session_id_for,

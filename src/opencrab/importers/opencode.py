@@ -52,7 +52,8 @@ from uuid import uuid5
 import orjson
 
 from opencrab.importers.common import MB, Problem, ReadLimits, UsageImport, find_files
-from opencrab.importers.store import I32, MODEL_CHARS, NAMESPACE, PROVIDER_CHARS
+from opencrab.importers.rows import I32
+from opencrab.importers.store import MODEL_CHARS, NAMESPACE, PROVIDER_CHARS
 from opencrab.llm.pricing import MAX_PRICE_PER_1M, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database

@@ -19,8 +19,9 @@ from datetime import datetime
 
 from opencrab.errors import ValidationError
 from opencrab.importers.common import parse_time
+from opencrab.importers.rows import text_row
 from opencrab.importers.sessions import session_lines
-from opencrab.importers.store import SOURCES, text_row
+from opencrab.importers.store import SOURCES
 from opencrab.store import Database
 from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.types import utcnow

@@ -36,7 +36,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -68,6 +68,7 @@ from opencrab.importers.common import (
 )
 from opencrab.importers.results import FileResult, ImportSummary
 from opencrab.importers.roots import ImportRoots
+from opencrab.importers.rows import Clock, clip, compact, count, header_kept, project
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -77,12 +78,10 @@ from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.imports import ImportSession
 from opencrab.store.repositories.memory import append_log_rows
-from opencrab.store.types import format_timestamp, utcnow
+from opencrab.store.types import utcnow
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
-MEMORY_CHARS = 2000  # tool input and output are clipped to this in memory logs
 USAGE_PART = 255  # the part number of a line's token_usage event and metrics row
-I32 = 2**31 - 1
 MODEL_CHARS = 200  # a model or provider name a file gives is clipped to what the columns
 PROVIDER_CHARS = 64  # hold (PostgreSQL refuses longer text; SQLite would keep it)
 _ZSTD_LEVEL = 3
@@ -502,7 +501,7 @@ class _Writer:
         metrics: list[tuple[Any, ...]] = []
         days: list[str] = []
         texts: list[tuple[Any, ...]] = []
-        when = _Clock()
+        when = Clock()
         last_event = self.last_event
         for entry in self.scanned.entries:
             moment, stamp = when(entry.timestamp)
@@ -528,7 +527,7 @@ class _Writer:
                 content = _TOOL_CALL_JSON(
                     _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
                 )
-                log_type, log_text = "action", _clip(f"{entry.name} {_compact(entry.arguments)}")
+                log_type, log_text = "action", clip(f"{entry.name} {compact(entry.arguments)}")
                 speaker: str | None = agent_id
                 self.last_generation = eid
             elif kind == "tool_result":
@@ -540,7 +539,7 @@ class _Writer:
                         {"output": text, "tool_call_id": UUID(call_id), "is_error": entry.is_error}
                     )
                 )
-                log_type, log_text, speaker = "action", _clip(text), agent_id
+                log_type, log_text, speaker = "action", clip(text), agent_id
             elif kind == "user":
                 type_ = "user"
                 content = _USER_JSON(_USER({"text": text}))
@@ -645,14 +644,14 @@ class _Writer:
         details = None
         if call.cached_input_tokens or call.reasoning_output_tokens:
             details = {
-                "cache_read_input_tokens": _count(call.cached_input_tokens) or None,
-                "reasoning_output_tokens": _count(call.reasoning_output_tokens) or None,
+                "cache_read_input_tokens": count(call.cached_input_tokens) or None,
+                "reasoning_output_tokens": count(call.reasoning_output_tokens) or None,
             }
         payload = _TOKEN_USAGE(
             {
-                "input_tokens": _count(call.input_tokens),
-                "output_tokens": _count(call.output_tokens),
-                "total_tokens": _count(call.total_tokens),
+                "input_tokens": count(call.input_tokens),
+                "output_tokens": count(call.output_tokens),
+                "total_tokens": count(call.total_tokens),
                 "details": details,
             }
         )
@@ -684,7 +683,7 @@ class _Writer:
             if scanned.model
             else (row.model if row is not None else None),
             "provider": self.provider,
-            "project": _project(scanned.header) or (row.project if row is not None else None),
+            "project": project(scanned.header) or (row.project if row is not None else None),
         }
         if row is None or row.texts_indexed_lines >= row.lines:
             # every earlier line's texts are indexed, and these lines' go in with them
@@ -708,7 +707,7 @@ class _Writer:
                     "kinds_json": result.kinds,
                     "calls": result.calls,
                     "cost_usd": result.cost_usd,
-                    "header_json": _header(scanned.header),
+                    "header_json": header_kept(scanned.header),
                     "created_at": now,
                     **result.tokens.as_json(),
                     **values,
@@ -748,71 +747,3 @@ class _Writer:
             [(p.line, p.reason) for p in self.result.problems],
             replace=self.row is not None,
         )
-
-
-class _Clock:
-    """Timestamps as (aware datetime, storage text); a line without a readable one takes
-    the last line's."""
-
-    def __init__(self) -> None:
-        now = datetime.now(UTC)
-        self.last = (now, format_timestamp(now))
-        self.text: str | None = None
-
-    def __call__(self, text: str) -> tuple[datetime, str]:
-        if text != self.text:
-            self.text = text
-            # the usual shape, 2026-02-23T03:40:23.123Z, is UTC and needs no formatting
-            # (not a week date nor a space before the time: those are formatted)
-            if len(text) == 24 and text[23] == "Z" and text[4:20:3] == "--T::.":
-                try:
-                    self.last = (datetime.fromisoformat(text), f"{text[:23]}000Z")
-                    return self.last
-                except ValueError:
-                    pass
-            moment = parse_time(text)
-            if moment is not None:
-                self.last = (moment, format_timestamp(moment))
-        return self.last
-
-
-def text_row(session_id: str, entry: Entry, role: str, moment: datetime | str) -> tuple[Any, ...]:
-    """An import_texts row (`imports_repo.TEXT_COLUMNS`): a user or assistant message's
-    text, which the transcript search looks in (`moment`: a datetime, or in the driver's
-    form for a `bound` insert)."""
-    return (session_id, entry.line, entry.part, role, moment, entry.text)
-
-
-def _project(header: dict[str, Any]) -> str | None:
-    """The working directory a session header names (Codex and Claude Code: `cwd`)."""
-    cwd = header.get("cwd")
-    return cwd if isinstance(cwd, str) and cwd else None
-
-
-def _count(tokens: int) -> int:
-    """A token count as seed 000 allows it (an int, 0 to 2**31 - 1): a file may hold
-    anything the scanner took for a number (a negative delta, `true`)."""
-    value = int(tokens)
-    return 0 if value < 0 else min(value, I32)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MEMORY_CHARS else text[:MEMORY_CHARS] + "…"
-
-
-def _compact(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return str(value)
-
-
-def _header(header: dict[str, Any]) -> dict[str, Any]:
-    """The session header, without what only bloats it (instructions, big strings)."""
-    return {
-        k: v
-        for k, v in header.items()
-        if not (isinstance(v, str) and len(v) > 4000) and "instructions" not in k
-    }
