@@ -17,7 +17,7 @@ from opencrab.errors import (
 )
 from opencrab.llm.metrics import PRICE_TTL_SECS, MetricsRecorder
 from opencrab.llm.pricing import ModelPrice, save_price
-from opencrab.llm.router import EMBEDDED, OFFLINE_HINT, CallInfo, LlmRouter, Target
+from opencrab.llm.router import EMBEDDED, CallInfo, LlmRouter, Target, offline_hint
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message, Usage
 from opencrab.store import Database
@@ -400,7 +400,7 @@ async def test_no_credentials_means_the_embedded_model(settings: Settings) -> No
     router.register_provider(ScriptedProvider(EMBEDDED, "I am small"))
     await router.start()
     assert router.offline
-    assert router.notice == OFFLINE_HINT
+    assert router.notice == offline_hint()
     assert router.resolve() == Target(EMBEDDED, "smollm2-135m-instruct")
     assert router.resolve("fast") == Target(EMBEDDED, "smollm2-135m-instruct")
     assert router.resolve(purpose="thinking").provider == EMBEDDED
