@@ -116,9 +116,11 @@ class LlmProvider(ABC):
         """The configured API key, or ProviderNotConfigured naming what to set."""
         key = self.config.api_key
         if key is None or not key.get_secret_value():
+            variable = self.facts.key_env
             raise ProviderNotConfigured(
-                f"no API key; set llm.providers.{self.name}.api_key "
-                f"(the packaged config reads it from the environment)",
+                "no API key; "
+                + (f"export {variable}, or " if variable else "")
+                + f"set llm.providers.{self.name}.api_key",
                 provider=self.name,
             )
         return key.get_secret_value()

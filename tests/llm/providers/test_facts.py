@@ -16,6 +16,7 @@ import pytest
 from opencrab.config.models import ProviderConfig
 from opencrab.config.provenance import default_text
 from opencrab.config.providers import ProviderFacts, ProviderOptions, registered_providers
+from opencrab.errors import ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.pricing import PriceBook
 from opencrab.llm.registry import build_provider
@@ -108,3 +109,9 @@ def test_no_module_keeps_a_list_of_providers() -> None:
         if name in path.read_text(encoding="utf-8")
     ]
     assert not found
+
+
+def test_a_missing_key_names_the_providers_variable() -> None:
+    told = r"export GOOGLE_API_KEY, or set llm\.providers\.google\.api_key"
+    with pytest.raises(ProviderNotConfigured, match=told):
+        build_provider("google", ProviderConfig()).api_key()
