@@ -17,7 +17,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
+from tests.fakes.browser import Watched, launch, shoot
 from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.served import ServedOpenCrab
 
@@ -143,7 +145,9 @@ def served(tmp_path: Path, fake_llm_server: FakeLlmServer) -> ServedOpenCrab:
 def test_a_plugin_provider_is_configured_keyed_routed_and_priced(served: ServedOpenCrab) -> None:
     with served, served.client() as client:
         view = client.get("/api/llm/settings").json()
-        echo = next(p for p in view["providers"] if p["name"] == "echo")
+        names = [p["name"] for p in view["providers"]]
+        assert (names[0], names[-1]) == ("openai", "echo")  # built-ins first, then plugins
+        echo = view["providers"][-1]
         assert (echo["takesKey"], echo["takesBaseUrl"]) == (True, False)
         assert echo["keyEnv"] == "ECHO_PLUGIN_API_KEY"
         assert echo["hasKey"] is False
@@ -169,11 +173,34 @@ def test_a_plugin_provider_is_configured_keyed_routed_and_priced(served: ServedO
         assert turn.status_code == 201, turn.text
         assert turn.json()["turn"]["reply"]["content"] == "ahoy: crabs"
 
+        look_in_chromium(served)
+
         usage = client.get("/api/llm/monitoring", params={"period": "day"}).json()
         row = next(p for p in usage["providers"] if p["provider"] == "echo")
         assert (row["inputTokens"], row["outputTokens"]) == (250_000, 125_000)
         # 250k input at $2/1M and 125k output at $4/1M: the provider's default price
         assert row["costUsd"] == pytest.approx(0.5 + 0.5)
+
+
+def look_in_chromium(served: ServedOpenCrab) -> None:
+    """The settings page in a browser: the plugin's card with its key and variable."""
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            context = browser.new_context(
+                base_url=served.url, viewport={"width": 1280, "height": 900}
+            )
+            served.sign_in(context)
+            watched = Watched(context.new_page(), served.url)
+            watched.page.goto("/settings/llm")
+            card = watched.page.locator('li.provider[data-provider="echo"]')
+            expect(card.locator(".badge.key")).to_have_text("key ••••4242")
+            expect(card.locator(".key-env")).to_contain_text("ECHO_PLUGIN_API_KEY")
+            expect(card.locator("#echo-url")).to_have_count(0)  # no base URL applies
+            shoot(watched.page, "llm-settings-plugin-provider")
+            watched.check()
+        finally:
+            browser.close()
 
 
 def config_show(site: Path | None, config: Path) -> subprocess.CompletedProcess[str]:

@@ -85,7 +85,8 @@ class Registered:
 
 
 def registered_providers() -> dict[str, Registered]:
-    """Every provider the `register_providers` hook registered, by name.
+    """Every provider the `register_providers` hook registered, by name, in the order the
+    plugins were registered: opencrab's own first, then installed plugins.
 
     ConfigError names a registered class that does not declare its `name` or `facts`,
     and a name registered twice.
@@ -105,5 +106,7 @@ def registered_providers() -> dict[str, Registered]:
             )
         found[name] = Registered(name, cls, facts)
 
-    plugin_manager().hook.register_providers(register=register)
+    # each implementation in registration order (pluggy calls the last registered first)
+    for impl in plugin_manager().hook.register_providers.get_hookimpls():
+        impl.function(register=register)
     return found
