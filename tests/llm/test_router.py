@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
 from opencrab.config import Settings
+from opencrab.config.providers import ProviderFacts, ProviderOptions
 from opencrab.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -344,6 +346,25 @@ async def test_chat_with_provider_does_not_fall_back(router: LlmRouter) -> None:
         await router.chat_with_provider("anthropic", request("claude-haiku-4.5"))
     assert anthropic.requests[0].model == "claude-haiku-4.5"
     assert scripted(router, "openai").requests == []
+
+
+class VaultOptions(ProviderOptions):
+    token: SecretStr = SecretStr("vault-token-0451")
+
+
+class VaultProvider(ScriptedProvider):
+    """A provider whose own settings hold a secret."""
+
+    facts = ProviderFacts(options=VaultOptions)
+
+
+async def test_a_secret_among_a_providers_own_settings_is_redacted(settings: Settings) -> None:
+    router = LlmRouter(settings)
+    vault = VaultProvider("vault", ProviderServerError("echoed vault-token-0451", status=500))
+    router.register_provider(vault)
+    with pytest.raises(ProviderServerError) as failed:
+        await router.chat_with_provider("vault", request("m"))
+    assert "vault-token-0451" not in str(failed.value)
 
 
 # ------------------------------------------------------------------ streaming

@@ -41,6 +41,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from pydantic import SecretStr
+
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
 from opencrab.config.provenance import purpose_model
@@ -201,10 +203,14 @@ class LlmRouter:
         return router
 
     def register_provider(self, provider: LlmProvider) -> None:
-        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply."""
+        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply;
+        its key and any secret among its own settings are redacted from failures."""
         provider.max_reply_bytes = self.settings.llm.max_reply_bytes
         self.providers[provider.name] = provider
         self.redactor.add(provider.config.api_key)
+        for value in vars(provider.options).values():
+            if isinstance(value, SecretStr):
+                self.redactor.add(value)
 
     def set_model_alias(self, alias: str, provider: str, model: str) -> None:
         self.aliases[alias] = Target(provider, model)
