@@ -1,7 +1,8 @@
 """The configuration schema: seed 001's `config/default.toml`, validated with pydantic.
 
 Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` variable is
-reported instead of silently ignored.
+reported instead of silently ignored; a `[llm.providers.<name>]` table takes the keys of
+its provider's options model besides the common ones (`reference_problems` checks them).
 """
 
 from __future__ import annotations
@@ -10,14 +11,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SecretStr,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 from pydantic import ValidationError as PydanticError
 
 from opencrab.config.hosts import host_name
