@@ -93,7 +93,12 @@ def registered_providers() -> dict[str, Registered]:
     """
     found: dict[str, Registered] = {}
 
-    def register(cls: Any) -> None:
+    def register(cls: Any, *more: Any) -> None:
+        if more or isinstance(cls, str):
+            raise ConfigError(
+                f"register_providers: register{(cls, *more)!r}: give the provider class "
+                "alone, register(ProviderClass); its name and facts are declared on it"
+            )
         name = getattr(cls, "name", None)
         facts = getattr(cls, "facts", None)
         if not isinstance(name, str) or not name:

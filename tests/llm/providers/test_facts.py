@@ -10,16 +10,18 @@ from __future__ import annotations
 import tomllib
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from opencrab.config.models import ProviderConfig
 from opencrab.config.provenance import default_text
 from opencrab.config.providers import ProviderFacts, ProviderOptions, registered_providers
-from opencrab.errors import ProviderNotConfigured
+from opencrab.errors import ConfigError, ProviderNotConfigured
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.pricing import PriceBook
 from opencrab.llm.registry import build_provider
+from opencrab.plugins import hookimpl, plugin_manager
 
 BUILTINS = {
     name: entry
@@ -115,3 +117,44 @@ def test_a_missing_key_names_the_providers_variable() -> None:
     told = r"export GOOGLE_API_KEY, or set llm\.providers\.google\.api_key"
     with pytest.raises(ProviderNotConfigured, match=told):
         build_provider("google", ProviderConfig()).api_key()
+
+
+class Nameless:
+    """Not a provider: it declares neither a name nor facts."""
+
+
+class Factless(LlmProvider):
+    name = "factless"
+
+
+class OldStyle:
+    @hookimpl
+    def register_providers(self, register: Any) -> None:
+        register("old", LlmProvider)
+
+
+@pytest.mark.parametrize(
+    ("registered", "told"),
+    [
+        (Nameless, "declares no `name`"),
+        (Factless, "'factless' .* declares no ProviderFacts `facts`"),
+        (OldStyle, r"give the provider class alone, register\(ProviderClass\)"),
+    ],
+)
+def test_a_plugin_registering_something_else_is_a_clear_error(registered: type, told: str) -> None:
+    if registered is OldStyle:
+        plugin: object = OldStyle()
+    else:
+
+        class Plugin:
+            @hookimpl
+            def register_providers(self, register: Any) -> None:
+                register(registered)
+
+        plugin = Plugin()
+    plugin_manager().register(plugin, name="bad-provider-test")
+    try:
+        with pytest.raises(ConfigError, match=told):
+            registered_providers()
+    finally:
+        plugin_manager().unregister(name="bad-provider-test")
