@@ -47,6 +47,7 @@ CLI_PROVIDERS: dict[AgentType, tuple[str, ...]] = {
 }
 """The OpenCrab providers each coding CLI can talk to, in the order they are tried."""
 
+
 @dataclass(frozen=True)
 class Found:
     """A provider's configuration in effect, and why its key is not used (or None)."""
