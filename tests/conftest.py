@@ -17,16 +17,15 @@ import pytest
 from opencrab.config import Settings, load_settings
 from opencrab.core import jail
 from opencrab.event_log import EventLog
+from opencrab.llm.registry import provider_facts
 from opencrab.store import Database
 from tests.fakes.postgres import ENV_URL, PostgresServer, postgres_server
 
 # read before any test's data_dir fixture clears the OPENCRAB_* variables
 TEST_PG_URL = os.environ.get(ENV_URL) or None
 
-# Keys the packaged config reads: a developer's real keys must not reach a test.
-PROVIDER_KEYS = frozenset(
-    {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"}
-)
+# The registered providers' key variables: a developer's real keys must not reach a test.
+PROVIDER_KEYS = frozenset(f.key_env for f in provider_facts().values() if f.key_env)
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -202,6 +202,24 @@ def test_unknown_provider_and_undefined_alias_are_errors(tmp_path: Path) -> None
     assert "allowed_aliases[1]: alias 'turbo' is not defined" in str(err.value)
 
 
+def test_a_providers_own_settings_are_checked_by_its_options_model(tmp_path: Path) -> None:
+    """`[llm.providers.<name>]` takes the common keys and the provider's own (its facts'
+    options model): OpenRouter's app_name is not OpenAI's, and a typo is named."""
+    file = write(
+        tmp_path / "p.toml",
+        '[llm.providers.openai]\norganisation = "org-1"\napp_name = "crab"\n'
+        '[llm.providers.ollama]\ntimeout_secs = 5\nkeep_alive = "5m"\n',
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(file, env={})
+    message = str(err.value)
+    assert f"{file}: llm.providers.openai.organisation: unknown key for this provider" in message
+    assert f"{file}: llm.providers.openai.app_name: unknown key for this provider" in message
+    assert f"{file}: llm.providers.ollama.keep_alive: unknown key for this provider" in message
+    file = write(tmp_path / "ok.toml", '[llm.providers.openai]\norganization = "org-1"\n')
+    assert load_settings(file, env={}).llm.providers["openai"].options == {"organization": "org-1"}
+
+
 def test_fallback_chain_takes_providers_aliases_and_models(tmp_path: Path) -> None:
     chain = '["anthropic", "claude_fast", "google/gemini-3-flash"]'
     env = {"OPENCRAB_LLM__FALLBACK__CHAIN": chain, "ANTHROPIC_API_KEY": "a"}

@@ -38,14 +38,55 @@ Example:
     @hookimpl
     def register_tool_sources(register, settings):
         register(Greeter("greeter"))
+
+An LLM provider declares its facts on its class and is registered the same way; see
+opencrab.llm.base for the interface and the README's "Plugins" section for a whole one:
+
+    class Echo(LlmProvider):
+        name = "echo"
+        facts = ProviderFacts(key_env="ECHO_API_KEY", prices=(Price("echo-1", 0.5, 1.0),))
+        ...
+
+    @hookimpl
+    def register_providers(register):
+        register(Echo)
 """
 
 from __future__ import annotations
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, ToolSource
+from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import Price, ProviderFacts, ProviderOptions
+from opencrab.errors import (
+    LlmError,
+    MalformedResponse,
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderNotConfigured,
+    ProviderServerError,
+    ProviderTimeout,
+    ProviderUnreachable,
+    RateLimited,
+    StreamInterrupted,
+)
 from opencrab.gateway.base import Gateway, GatewayConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.llm.base import LlmProvider
+from opencrab.llm.types import (
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
+    Choice,
+    FinishReason,
+    ImagePart,
+    Message,
+    ModelInfo,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolDefinition,
+    Usage,
+)
 from opencrab.messages import IncomingMessage, OutgoingMessage
 from opencrab.plugins import hookimpl
 
@@ -53,12 +94,39 @@ __all__ = [
     "Action",
     "ActionContext",
     "ActionResult",
+    "ChatChunk",
     "ChatGateway",
+    "ChatRequest",
+    "ChatResponse",
+    "Choice",
+    "FinishReason",
     "Gateway",
     "GatewayConfig",
+    "ImagePart",
     "IncomingMessage",
+    "LlmError",
     "LlmProvider",
+    "MalformedResponse",
+    "Message",
+    "ModelInfo",
     "OutgoingMessage",
+    "Price",
+    "ProviderAuthError",
+    "ProviderBadRequest",
+    "ProviderConfig",
+    "ProviderFacts",
+    "ProviderNotConfigured",
+    "ProviderOptions",
+    "ProviderServerError",
+    "ProviderTimeout",
+    "ProviderUnreachable",
+    "RateLimited",
+    "StreamInterrupted",
+    "TextPart",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolDefinition",
     "ToolSource",
+    "Usage",
     "hookimpl",
 ]

@@ -111,8 +111,15 @@ class Hooks:
         """Add routers to the server app (include_router)."""
 
     @hookspec
-    def register_providers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        """Add LLM providers: `register(name, factory)`; `factory(config, name=name)`."""
+    def register_providers(self, register: Callable[[Any], None]) -> None:
+        """Add LLM providers: `register(ProviderClass)`, an `opencrab.ext.LlmProvider`
+        subclass declaring its `name` and `facts` (`opencrab.ext.ProviderFacts`); it is
+        built as `ProviderClass(config, name=name)`. Example:
+
+            @hookimpl
+            def register_providers(register):
+                register(EchoProvider)
+        """
 
     @hookspec
     def register_actions(self, register: Callable[[Any], None]) -> None:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from opencrab.cli import build_app
-from opencrab.llm.router import OFFLINE_HINT
+from opencrab.llm.router import offline_hint
 from opencrab.store import Database
 from opencrab.store.tables import import_sessions, llm_usage_metrics
 from tests.fakes.corpora import CODEX_CORPUS as CORPUS
@@ -187,7 +187,7 @@ def test_with_no_provider_the_embedded_model_answers() -> None:
     code, out, err = run("llm", "chat", "--json", "--max-tokens", "8", "What is a crab?")
 
     assert code == 0, err
-    assert " ".join(err.split()) == f"note: {OFFLINE_HINT}"  # once, [llm.providers.*] intact
+    assert " ".join(err.split()) == f"note: {offline_hint()}"  # once, [llm.providers.*] intact
     doc = json.loads(out)
     assert (doc["provider"], doc["model"]) == ("embedded", "smollm2-135m-instruct")
     assert doc["text"].strip()

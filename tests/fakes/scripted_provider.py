@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
+from opencrab.config.providers import ProviderFacts
 from opencrab.errors import LlmError
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.types import (
@@ -54,7 +55,12 @@ def reply(
 
 
 class ScriptedProvider(LlmProvider):
-    """Returns queued outcomes in order; the last one repeats when the queue runs dry."""
+    """Returns queued outcomes in order; the last one repeats when the queue runs dry.
+
+    Registered under any name (never through the hook); the router takes the facts of
+    the registered provider of that name, these (none of its own) otherwise."""
+
+    facts = ProviderFacts()
 
     def __init__(
         self,

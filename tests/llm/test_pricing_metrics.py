@@ -11,9 +11,10 @@ import sqlalchemy as sa
 
 from opencrab.errors import ValidationError
 from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start, summarize
-from opencrab.llm.pricing import DEFAULT_PRICES, ModelPrice, PriceBook, reprice, save_price
+from opencrab.llm.pricing import ModelPrice, PriceBook, default_prices, reprice, save_price
 from opencrab.llm.types import Usage
 from opencrab.store import Database
+from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.tables import llm_usage_metrics, model_pricing
 
 MILLION = Usage.of(1_000_000, 1_000_000)
@@ -27,13 +28,31 @@ def db(any_db: Database) -> Database:
 
 def test_migration_seeds_the_seed_price_table(db: Database) -> None:
     with db.read() as conn:
+        stored = PriceBook([ModelPrice(*row) for row in metrics_repo.prices(conn)])
+    for default in default_prices():  # the built-in providers' declared prices
+        model = default.model.replace("*", "x")
+        price = stored.find(default.provider, model)
+        assert price is not None, (default.provider, default.model)
+        assert price.model.split("/")[-1] == default.model.split("/")[-1]
+        assert (price.input_price_per_1m, price.output_price_per_1m) == (
+            default.input_price_per_1m,
+            default.output_price_per_1m,
+        )
+        assert price.context_window == default.context_window
+        assert (price.cache_read_price_per_1m, price.cache_write_price_per_1m) == (
+            default.cache_read_price_per_1m,
+            default.cache_write_price_per_1m,
+        )
+
+
+def test_a_model_the_table_has_no_row_for_costs_its_providers_default(db: Database) -> None:
+    """The stored table wins; a declared default fills in what it lacks."""
+    with db.write() as conn:
+        conn.execute(sa.delete(model_pricing).where(model_pricing.c.model == "gpt-5-mini"))
+        save_price(conn, ModelPrice("openai", "gpt-5.2", 9.0, 9.0))
         book = PriceBook.load(conn)
-    for provider, model, price_in, price_out, window, read, write in DEFAULT_PRICES:
-        price = book.find(provider, model if "*" not in model else model.replace("*", "x"))
-        assert price is not None, (provider, model)
-        assert (price.input_price_per_1m, price.output_price_per_1m) == (price_in, price_out)
-        assert price.context_window == window
-        assert (price.cache_read_price_per_1m, price.cache_write_price_per_1m) == (read, write)
+    assert book.cost("openai", "gpt-5-mini", MILLION) == (0.25 + 2.00, "pricing")
+    assert book.cost("openai", "gpt-5.2", MILLION) == (18.0, "pricing")
 
 
 @pytest.mark.parametrize(

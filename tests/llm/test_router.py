@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
 from opencrab.config import Settings
+from opencrab.config.providers import ProviderFacts, ProviderOptions
 from opencrab.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -17,7 +19,7 @@ from opencrab.errors import (
 )
 from opencrab.llm.metrics import PRICE_TTL_SECS, MetricsRecorder
 from opencrab.llm.pricing import ModelPrice, save_price
-from opencrab.llm.router import EMBEDDED, OFFLINE_HINT, CallInfo, LlmRouter, Target
+from opencrab.llm.router import EMBEDDED, CallInfo, LlmRouter, Target, offline_hint
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatRequest, Message, Usage
 from opencrab.store import Database
@@ -346,6 +348,25 @@ async def test_chat_with_provider_does_not_fall_back(router: LlmRouter) -> None:
     assert scripted(router, "openai").requests == []
 
 
+class VaultOptions(ProviderOptions):
+    token: SecretStr = SecretStr("vault-token-0451")
+
+
+class VaultProvider(ScriptedProvider):
+    """A provider whose own settings hold a secret."""
+
+    facts = ProviderFacts(options=VaultOptions)
+
+
+async def test_a_secret_among_a_providers_own_settings_is_redacted(settings: Settings) -> None:
+    router = LlmRouter(settings)
+    vault = VaultProvider("vault", ProviderServerError("echoed vault-token-0451", status=500))
+    router.register_provider(vault)
+    with pytest.raises(ProviderServerError) as failed:
+        await router.chat_with_provider("vault", request("m"))
+    assert "vault-token-0451" not in str(failed.value)
+
+
 # ------------------------------------------------------------------ streaming
 async def test_stream_records_ttft_and_falls_back_before_the_first_chunk(
     router: LlmRouter, recorder: MetricsRecorder, db: Database
@@ -400,7 +421,7 @@ async def test_no_credentials_means_the_embedded_model(settings: Settings) -> No
     router.register_provider(ScriptedProvider(EMBEDDED, "I am small"))
     await router.start()
     assert router.offline
-    assert router.notice == OFFLINE_HINT
+    assert router.notice == offline_hint()
     assert router.resolve() == Target(EMBEDDED, "smollm2-135m-instruct")
     assert router.resolve("fast") == Target(EMBEDDED, "smollm2-135m-instruct")
     assert router.resolve(purpose="thinking").provider == EMBEDDED

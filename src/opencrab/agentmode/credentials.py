@@ -4,7 +4,7 @@ A sub-agent never uses a login of the user's own (its CLI runs with a HOME of it
 It talks to the provider OpenCrab is configured with, with the key and base URL
 OpenCrab's own calls use: the key entered on the dashboard's LLM settings page (stored
 encrypted), or `[llm.providers.<name>]` in the config file (whose packaged default reads
-`${ANTHROPIC_API_KEY}`, `${OPENAI_API_KEY}`, `${GOOGLE_API_KEY}` from the environment),
+the provider's key variable, `ProviderFacts.key_env`, from the environment),
 with the same precedence and the same rule that a key goes only to the origin it was
 given for (`LiveLlmSettings.effective_provider`). It is read when each task starts, so
 a key entered while a session runs counts for the tasks that start after.
@@ -35,6 +35,7 @@ from opencrab.config import Settings
 from opencrab.config.models import ProviderConfig
 from opencrab.errors import ValidationError
 from opencrab.llm.live_settings import LiveLlmSettings
+from opencrab.llm.registry import provider_facts
 from opencrab.llm.router import LlmRouter
 from opencrab.store import Database
 
@@ -45,14 +46,6 @@ CLI_PROVIDERS: dict[AgentType, tuple[str, ...]] = {
     "OpenCode": ("anthropic", "openai", "google", "openrouter"),
 }
 """The OpenCrab providers each coding CLI can talk to, in the order they are tried."""
-
-KEY_VARIABLES = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "google": "GOOGLE_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-}
-"""The variable the packaged config reads each provider's key from."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +114,8 @@ def _no_key(agent_type: AgentType, found: list[Found]) -> str:
         elif f.key and f.config.enabled is False:
             reasons.append(f"{f.name} is switched off on the dashboard's LLM page")
         else:
-            variable = KEY_VARIABLES.get(f.name, "")
+            facts = provider_facts().get(f.name)
+            variable = facts.key_env if facts is not None else None
             reasons.append(
                 f"enter the {f.name} key on the dashboard's LLM page, or set "
                 f"[llm.providers.{f.name}] api_key in the config file"

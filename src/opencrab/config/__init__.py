@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from opencrab.config.loader import load_settings
-from opencrab.config.models import BUILTIN_PROVIDERS, ModelRef, ProviderConfig, Settings
+from opencrab.config.models import ModelRef, ProviderConfig, Settings
 
-__all__ = ["BUILTIN_PROVIDERS", "ModelRef", "ProviderConfig", "Settings", "load_settings"]
+__all__ = ["ModelRef", "ProviderConfig", "Settings", "load_settings"]

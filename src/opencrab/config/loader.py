@@ -33,7 +33,7 @@ from typing import Any
 import pydantic
 
 from opencrab.config.models import PURPOSES, Settings, reference_problems
-from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, default_text, origin_of
+from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, origin_of, packaged_layer
 from opencrab.errors import ConfigError
 
 ENV_PREFIX = "OPENCRAB_"
@@ -100,7 +100,7 @@ def load_settings(
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     merged = _Merged()
-    merged.apply(_read_toml_text(default_text(), DEFAULT_SOURCE), DEFAULT_SOURCE)
+    merged.apply(packaged_layer(), DEFAULT_SOURCE)
 
     path = config_file if config_file is not None else env.get("OPENCRAB_CONFIG") or None
     if path is not None:

@@ -1,7 +1,8 @@
 """The configuration schema: seed 001's `config/default.toml`, validated with pydantic.
 
 Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` variable is
-reported instead of silently ignored.
+reported instead of silently ignored; a `[llm.providers.<name>]` table takes the keys of
+its provider's options model besides the common ones (`reference_problems` checks them).
 """
 
 from __future__ import annotations
@@ -11,21 +12,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from pydantic import ValidationError as PydanticError
 
 from opencrab.config.hosts import host_name
 from opencrab.config.origins import KeyPath, origin_of
+from opencrab.config.providers import registered_providers
 from opencrab.prompts import DEFAULT_LANGUAGE, Language
-
-BUILTIN_PROVIDERS = (
-    "openai",
-    "anthropic",
-    "google",
-    "openrouter",
-    "ollama",
-    "llamacpp",
-    "embedded",
-)
-"""Provider names the LLM router knows; `[llm.providers.<name>]` must use one of them."""
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 Purpose = Literal["thinking", "conversation", "analysis", "tool_calling", "creative", "embedding"]
@@ -89,17 +81,22 @@ class Fallback(Section):
 
 
 class ProviderConfig(Section):
-    """Connection settings of one LLM provider; which keys matter depends on the provider."""
+    """One `[llm.providers.<name>]` table: the settings every provider has, and its own
+    (`options`), which its `ProviderFacts.options` model checks when the config is loaded
+    (`reference_problems`) and when the provider is built."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     enabled: bool | None = None
     api_key: SecretStr | None = None
     base_url: str | None = None
-    organization: str | None = None
-    api_version: str | None = None  # Azure OpenAI
-    site_url: str | None = None  # OpenRouter HTTP-Referer
-    app_name: str | None = None  # OpenRouter X-Title
     default_model: str | None = None
     timeout_secs: float = Field(default=60.0, gt=0)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The provider's own settings as written (e.g. OpenAI's `organization`)."""
+        return dict(self.model_extra or {})
 
 
 class LlmSection(Section):
@@ -348,21 +345,29 @@ class Settings(Section):
 
 
 def reference_problems(settings: Settings) -> list[tuple[tuple[str | int, ...], str]]:
-    """Cross-references pydantic cannot check: provider names and the alias whitelist.
+    """Cross-references pydantic cannot check: provider names (the registered providers,
+    plugins' included), each provider's own settings (its options model) and the alias
+    whitelist.
 
     Returns (key path, problem) pairs; empty when everything refers to something real.
     """
     llm = settings.llm
     problems: list[tuple[tuple[str | int, ...], str]] = []
+    registered = registered_providers()
 
-    def known(name: str, path: tuple[str | int, ...]) -> None:
-        if name not in BUILTIN_PROVIDERS:
+    def known(name: str, path: tuple[str | int, ...]) -> bool:
+        if name not in registered:
             problems.append(
-                (path, f"unknown provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
+                (path, f"unknown provider {name!r} (registered: {', '.join(registered)})")
             )
+            return False
+        return True
 
-    for name in llm.providers:
-        known(name, ("llm", "providers", name))
+    for name, config in llm.providers.items():
+        if known(name, ("llm", "providers", name)):
+            problems += option_problems(
+                registered[name].facts.options, config, ("llm", "providers", name)
+            )
     known(llm.default_provider, ("llm", "default_provider"))
     for purpose in PURPOSES:
         ref = getattr(llm.models, purpose)
@@ -382,3 +387,23 @@ def reference_problems(settings: Settings) -> list[tuple[tuple[str | int, ...], 
                 )
             )
     return problems
+
+
+def option_problems(
+    model: type[BaseModel], config: ProviderConfig, path: tuple[str | int, ...]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What `model` (a provider's options model) finds wrong with the provider's own
+    settings in `config`, each at its key path."""
+    try:
+        model.model_validate(config.options)
+    except PydanticError as exc:
+        return [
+            ((*path, *err["loc"]), _option_message(err["type"], err["msg"])) for err in exc.errors()
+        ]
+    return []
+
+
+def _option_message(kind: str, message: str) -> str:
+    if kind == "extra_forbidden":
+        return "unknown key for this provider (a typo, or a setting of another provider?)"
+    return message

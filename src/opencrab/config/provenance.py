@@ -20,6 +20,7 @@ packaged one.
 
 from __future__ import annotations
 
+import copy
 import tomllib
 from functools import cache
 from importlib import resources
@@ -31,6 +32,7 @@ from opencrab.config.models import PURPOSES, ModelRef, Settings
 from opencrab.config.origins import DEFAULT_SOURCE as DEFAULT_SOURCE
 from opencrab.config.origins import KeyPath as KeyPath
 from opencrab.config.origins import origin_of as origin_of
+from opencrab.config.providers import registered_providers
 
 SourceKind = Literal["packaged", "file", "environment", "flag"]
 
@@ -56,9 +58,21 @@ def _packaged() -> dict[str, Any]:
     return tomllib.loads(default_text())
 
 
+def packaged_layer() -> dict[str, Any]:
+    """The packaged defaults: `default.toml`, and for each registered provider with a
+    key variable (`ProviderFacts.key_env`) that the file does not name, `[llm.providers.
+    <name>] api_key = "${VARIABLE}"`, as the file has it for the built-ins."""
+    layer = copy.deepcopy(_packaged())
+    providers = layer.setdefault("llm", {}).setdefault("providers", {})
+    for name, entry in registered_providers().items():
+        if entry.facts.key_env and "api_key" not in providers.get(name, {}):
+            providers.setdefault(name, {})["api_key"] = "${" + entry.facts.key_env + "}"
+    return layer
+
+
 def packaged_value(path: KeyPath) -> Any:
-    """The value `default.toml` gives `path`, or None when it gives none."""
-    node: Any = _packaged()
+    """The value the packaged defaults (`packaged_layer`) give `path`, or None."""
+    node: Any = packaged_layer() if path[:2] == ("llm", "providers") else _packaged()
     for part in path:
         if not isinstance(node, dict) or part not in node:
             return None
@@ -165,6 +179,8 @@ def effective_values(settings: Settings) -> list[tuple[str, Any, SourceKind, str
         if isinstance(node, BaseModel) and not isinstance(node, ModelRef):
             for field in type(node).model_fields:
                 walk(getattr(node, field), (*path, field))
+            for key, value in (node.model_extra or {}).items():  # a provider's own settings
+                walk(value, (*path, key))
         elif isinstance(node, dict):
             for key, value in node.items():
                 walk(value, (*path, key))

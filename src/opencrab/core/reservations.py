@@ -28,8 +28,8 @@ more than the default: a cap is overshot by at most that error of the calls runn
 A model the price table has no price for is refused under any money cap: its calls are
 recorded at $0, so no cap could ever count them, and a guessed estimate would hold only
 while the call runs. The refusal names the model and how to price it (`opencrab llm price`
-or the Costs page). Local providers (ollama, llamacpp, embedded) are priced at $0 by the
-table and run freely.
+or the Costs page). Local providers (ollama, llamacpp, embedded) declare $0 default
+prices (their `ProviderFacts`) and run freely.
 
 Example:
     router.guard = BudgetGuard(db, settings, router.price_book, outlets)

@@ -1,13 +1,29 @@
 """The provider interface (seed 001 `LlmProvider`) and how providers are registered.
 
-A provider is one small class per vendor. Third parties add providers through the
-`register_providers` plugin hook, exactly like the built-ins:
+A provider is one small class per vendor that declares its own facts (`facts`: key
+variable, base URL or not, local or not, default prices, its options model; see
+opencrab.config.providers). Third parties add providers through the
+`register_providers` plugin hook, exactly like the built-ins, importing only from
+`opencrab.ext`:
 
-    from opencrab.plugins import hookimpl
+    from opencrab.ext import LlmProvider, Price, ProviderFacts, ProviderOptions, hookimpl
+
+    class EchoOptions(ProviderOptions):
+        greeting: str = "hello"
+
+    class EchoProvider(LlmProvider):
+        name = "echo"
+        facts = ProviderFacts(
+            key_env="ECHO_API_KEY", prices=(Price("echo-1", 0.5, 1.0),), options=EchoOptions
+        )
+        ...  # available_models, chat_completion, chat_completion_stream, health_check
 
     @hookimpl
     def register_providers(register):
-        register("echo", EchoProvider)   # EchoProvider(config: ProviderConfig, name="echo")
+        register(EchoProvider)   # built as EchoProvider(config: ProviderConfig, name="echo")
+
+`[llm.providers.echo]` then configures it (`greeting = "hi"` is checked by EchoOptions,
+read as `self.options.greeting`).
 """
 
 from __future__ import annotations
@@ -18,6 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
 from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import ProviderFacts, ProviderOptions
 from opencrab.errors import ProviderNotConfigured
 from opencrab.instance import event_hooks
 from opencrab.llm.reply_cap import DEFAULT_MAX_REPLY_BYTES, reply_cap_hook
@@ -36,6 +53,10 @@ class LlmProvider(ABC):
     """
 
     name: str
+    facts: ClassVar[ProviderFacts]
+    """What the provider declares about itself; every provider class sets its own."""
+    options: ProviderOptions
+    """Its own settings from `[llm.providers.<name>]`, as `facts.options` validated them."""
     vendor_url: ClassVar[str | None] = None
     """The vendor's API when no base URL is configured (None: none, or a local server);
     a key from the config is sent only to its origin (opencrab.llm.key_origin)."""
@@ -46,6 +67,12 @@ class LlmProvider(ABC):
         self.config = config or ProviderConfig()
         if name is not None:
             self.name = name
+        try:
+            self.options = self.facts.options.model_validate(self.config.options)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise ProviderNotConfigured(
+                f"llm.providers.{self.name}: {exc}", provider=self.name
+            ) from exc
         self.refused: str | None = None
         """Set when the provider's server answered as an OpenCrab server: the reason."""
 
@@ -89,9 +116,11 @@ class LlmProvider(ABC):
         """The configured API key, or ProviderNotConfigured naming what to set."""
         key = self.config.api_key
         if key is None or not key.get_secret_value():
+            variable = self.facts.key_env
             raise ProviderNotConfigured(
-                f"no API key; set llm.providers.{self.name}.api_key "
-                f"(the packaged config reads it from the environment)",
+                "no API key; "
+                + (f"export {variable}, or " if variable else "")
+                + f"set llm.providers.{self.name}.api_key",
                 provider=self.name,
             )
         return key.get_secret_value()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from opencrab.config.hosts import host_name, url_text
-from opencrab.llm.registry import provider_factories
+from opencrab.llm.registry import provider_classes
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -44,8 +44,8 @@ def origin_of(url: str | None) -> str | None:
 def vendor_url(provider: str) -> str | None:
     """The API a provider talks to when no base URL is configured (its class's
     `vendor_url`), or None when it has none."""
-    factory = provider_factories().get(provider)
-    url = getattr(factory, "vendor_url", None)
+    cls = provider_classes().get(provider)
+    url = getattr(cls, "vendor_url", None)
     return url if isinstance(url, str) else None
 
 

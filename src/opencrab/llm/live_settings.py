@@ -2,9 +2,11 @@
 
 What the dashboard may set: a provider on or off, its API key (stored encrypted with
 opencrab.config.secret_key, shown only as its last four characters), its base URL; the
-model aliases; the fallback chain. Every change is written with an audit row (who, what,
-when — never the secret) and applied to the running router at once: the provider is
-built again and the router works out anew what can answer.
+model aliases; the fallback chain. The providers are the registered ones (plugins'
+included); each one's facts say whether it takes a key (`key_env`) and a base URL.
+Every change is written with an audit row (who, what, when — never the secret) and
+applied to the running router at once: the provider is built again and the router
+works out anew what can answer.
 
 A key is tied to its origin (opencrab.llm.key_origin): a base URL on another origin
 clears the stored key (audited as such) unless a key is given in the same change, and is
@@ -48,23 +50,20 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 from opencrab.config import Settings
-from opencrab.config.models import BUILTIN_PROVIDERS, ProviderConfig
+from opencrab.config.models import ProviderConfig
 from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, packaged_value, source_kind
 from opencrab.config.secret_key import ENV_VAR as SECRET_KEY_VAR
 from opencrab.config.secret_key import SecretBox
 from opencrab.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from opencrab.llm.fallback import Target
 from opencrab.llm.key_origin import origin_in_effect, origin_of
+from opencrab.llm.registry import provider_facts
 from opencrab.llm.router import LlmRouter
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import llm_settings as repo
 from opencrab.store.repositories.llm_settings import AuditEntry
 
-KEY_PROVIDERS = ("openai", "anthropic", "google", "openrouter")
-"""Providers that take an API key."""
-URL_PROVIDERS = ("openai", "anthropic", "google", "openrouter", "ollama", "llamacpp")
-"""Providers that take a base URL."""
 EDITABLE = ("enabled", "api_key", "base_url")
 SourceName = Literal["packaged", "file", "environment", "flag", "dashboard", "unset"]
 _ALIAS = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -97,6 +96,8 @@ class ProviderView:
     base_url_source: Source
     takes_key: bool
     takes_base_url: bool
+    key_env: str | None = None
+    """The environment variable the provider's key is read from (its facts), if any."""
     key_problem: str | None = None
     """Why a key stored or configured is not used (never sent), else None."""
     needs_key: str | None = None
@@ -272,8 +273,9 @@ class LiveLlmSettings:
         version, rows, alias_rows, stored_chain = await run_blocking(self._read_all)
         problems: list[str] = []
         changed = False
+        known = provider_facts()
         for name, row in rows.items():
-            if name not in BUILTIN_PROVIDERS:
+            if name not in known:
                 continue
             config, problem = await run_blocking(self.provider_config, name, row)
             if problem is not None:
@@ -358,7 +360,7 @@ class LiveLlmSettings:
         """Every provider with its values and where each comes from; never a key."""
         with self.db.read() as conn:
             rows = repo.providers(conn)
-        return [self._view(name, rows.get(name)) for name in BUILTIN_PROVIDERS]
+        return [self._view(name, rows.get(name)) for name in provider_facts()]
 
     def effective_provider(self, name: str) -> tuple[ProviderConfig, str | None]:
         """The provider's configuration in effect now (the stored row read afresh, so a
@@ -371,6 +373,7 @@ class LiveLlmSettings:
             return repo.providers(conn).get(name)
 
     def _view(self, name: str, row: repo.ProviderRow | None) -> ProviderView:
+        facts = provider_facts()[name]
         path = ("llm", "providers", name)
         config = self.settings.llm.providers.get(name, ProviderConfig())
         sources = {field: self.source((*path, field)) for field in EDITABLE}
@@ -396,8 +399,9 @@ class LiveLlmSettings:
             key_source=sources["api_key"],
             base_url=base_url,
             base_url_source=sources["base_url"],
-            takes_key=name in KEY_PROVIDERS,
-            takes_base_url=name in URL_PROVIDERS,
+            takes_key=facts.key_env is not None,
+            takes_base_url=facts.base_url,
+            key_env=facts.key_env,
             key_problem=key_problem,
             needs_key=(
                 self.settings.keys_needed.get(name) if not has_key and not key_problem else None
@@ -444,8 +448,9 @@ class LiveLlmSettings:
         """Set `enabled`, `api_key` ("" or None clears) and/or `base_url` of a provider;
         returns why the stored key was cleared (its base URL moved to another origin
         without a key given again), else None."""
-        if name not in BUILTIN_PROVIDERS:
-            raise NotFoundError(f"no provider {name!r} (known: {', '.join(BUILTIN_PROVIDERS)})")
+        known = provider_facts()
+        if name not in known:
+            raise NotFoundError(f"no provider {name!r} (registered: {', '.join(known)})")
         path = ("llm", "providers", name)
         if not changes:
             raise ValidationError("nothing to change: give enabled, apiKey or baseUrl")
@@ -464,7 +469,7 @@ class LiveLlmSettings:
             columns["enabled"] = changes["enabled"]
             audit.append(AuditEntry(actor, f"{target}.enabled", "set", str(changes["enabled"])))
         if "base_url" in changes:
-            if name not in URL_PROVIDERS:
+            if not known[name].base_url:
                 raise ValidationError(f"provider {name!r} takes no base URL")
             self._refuse_locked((*path, "base_url"))
             url = (changes["base_url"] or "").strip() or None
@@ -492,7 +497,7 @@ class LiveLlmSettings:
                 detail = f"the base URL moved to another origin: {was} -> {there}"
                 audit.append(AuditEntry(actor, f"{target}.api_key", "clear", detail))
         if "api_key" in changes:
-            if name not in KEY_PROVIDERS:
+            if known[name].key_env is None:
                 raise ValidationError(f"provider {name!r} takes no API key")
             self._refuse_locked((*path, "api_key"))
             key = (changes["api_key"] or "").strip()
@@ -554,9 +559,10 @@ class LiveLlmSettings:
             )
         self._refuse_locked(("llm", "aliases", alias))
         if provider is not None:
-            if provider not in BUILTIN_PROVIDERS:
+            known = provider_facts()
+            if provider not in known:
                 raise ValidationError(
-                    f"unknown provider {provider!r} (known: {', '.join(BUILTIN_PROVIDERS)})"
+                    f"unknown provider {provider!r} (registered: {', '.join(known)})"
                 )
             if not (model or "").strip():
                 raise ValidationError("an alias needs a model")
@@ -581,9 +587,10 @@ class LiveLlmSettings:
         """Order the fallback chain: providers, aliases or provider/model entries."""
         self._refuse_locked(("llm", "fallback", "chain"))
         clean = [e.strip() for e in entries]
+        known = provider_facts()
         for entry in clean:
             head = entry.split("/", 1)[0]
-            if entry not in self.router.aliases and head not in BUILTIN_PROVIDERS:
+            if entry not in self.router.aliases and head not in known:
                 raise ValidationError(
                     f"fallback entry {entry!r} is neither a provider, an alias nor provider/model"
                 )

@@ -15,6 +15,10 @@ Lookup order for (provider, model):
    config.toml, or a user's proxy — costs what the providers pricing that model charge
    (by rules 1 and 4) when they agree; a model priced differently by two stays unknown.
 A cost the provider reports itself (OpenRouter does) wins over the table.
+
+Default prices are each registered provider's `ProviderFacts.prices` (`default_prices`);
+the stored table (seeded by the migrations with the built-ins' defaults, edited through
+`save_price`) wins, and a model it has no row for costs its provider's default.
 """
 
 from __future__ import annotations
@@ -28,34 +32,13 @@ from typing import Literal
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import ValidationError
+from opencrab.llm.registry import provider_facts
 from opencrab.llm.types import Usage
 from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.repositories import metrics as metrics_repo
 
 CostSource = Literal["provider", "pricing", "unknown"]
 
-# (provider, model, input $/1M, output $/1M, context window, cache read $/1M, cache
-# write $/1M): seed 001, February 2026; the cache rates as each vendor published them
-# (migration 0007). A cache rate of None: those tokens cost what other input costs.
-DEFAULT_PRICES: tuple[
-    tuple[str, str, float, float, int | None, float | None, float | None], ...
-] = (
-    ("openai", "gpt-5.2", 1.75, 14.00, 256_000, 0.175, None),
-    ("openai", "gpt-5.2-pro", 21.00, 168.00, 256_000, None, None),
-    ("openai", "gpt-5-mini", 0.25, 2.00, 128_000, 0.025, None),
-    ("anthropic", "claude-opus-4.6", 5.00, 25.00, 1_000_000, 0.50, 6.25),
-    ("anthropic", "claude-sonnet-4.5", 3.00, 15.00, 1_000_000, 0.30, 3.75),
-    ("anthropic", "claude-haiku-4.5", 1.00, 5.00, 200_000, 0.10, 1.25),
-    ("google", "gemini-3-pro", 2.00, 12.00, 1_000_000, 0.20, None),
-    ("google", "gemini-3-flash", 0.50, 3.00, 1_000_000, 0.05, None),
-    ("google", "gemini-2.5-flash-lite", 0.10, 0.40, 128_000, 0.01, None),
-    ("deepseek", "deepseek-v3.2", 0.25, 0.38, 128_000, 0.025, None),
-    ("ollama", "*", 0.0, 0.0, None, None, None),
-    ("openrouter", "free/*", 0.0, 0.0, None, None, None),
-    # local providers run on your own machine
-    ("llamacpp", "*", 0.0, 0.0, None, None, None),
-    ("embedded", "*", 0.0, 0.0, None, None, None),
-)
 PRICES_UPDATED_AT = datetime(2026, 2, 1, tzinfo=UTC)
 
 
@@ -117,6 +100,23 @@ def _rates(price: ModelPrice) -> tuple[float | None, ...]:
     )
 
 
+def default_prices() -> list[ModelPrice]:
+    """Every registered provider's default prices (its `ProviderFacts.prices`)."""
+    return [
+        ModelPrice(
+            name,
+            price.model,
+            price.input_per_1m,
+            price.output_per_1m,
+            price.context_window,
+            price.cache_read_per_1m,
+            price.cache_write_per_1m,
+        )
+        for name, facts in provider_facts().items()
+        for price in facts.prices
+    ]
+
+
 class PriceBook:
     """The model_pricing table in memory, with the lookup rules above.
 
@@ -142,8 +142,11 @@ class PriceBook:
 
     @classmethod
     def load(cls, conn: Connection) -> PriceBook:
-        """The price table as stored."""
-        return cls([ModelPrice(*row) for row in metrics_repo.prices(conn)])
+        """The price table as stored, over the registered providers' default prices."""
+        stored = [ModelPrice(*row) for row in metrics_repo.prices(conn)]
+        have = {(p.provider, p.model) for p in stored}
+        defaults = [p for p in default_prices() if (p.provider, p.model) not in have]
+        return cls([*defaults, *stored])
 
     def prices(self) -> list[ModelPrice]:
         """Every row of the book."""
@@ -151,7 +154,8 @@ class PriceBook:
 
     @classmethod
     def defaults(cls) -> PriceBook:
-        return cls([ModelPrice(*row) for row in DEFAULT_PRICES])
+        """The registered providers' default prices alone (no database)."""
+        return cls(default_prices())
 
     def find(self, provider: str, model: str) -> ModelPrice | None:
         """The price row for a model, by the lookup order in the module docstring."""

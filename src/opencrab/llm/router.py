@@ -41,6 +41,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from pydantic import SecretStr
+
 from opencrab.config import Settings
 from opencrab.config.models import PURPOSES, ModelRef, ProviderConfig
 from opencrab.config.provenance import purpose_model
@@ -52,7 +54,7 @@ from opencrab.llm.fallback import FallbackPlanner
 from opencrab.llm.fallback import Target as Target  # re-exported: callers import it from here
 from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord, MetricsRecorder
 from opencrab.llm.pricing import PriceBook
-from opencrab.llm.registry import provider_factories
+from opencrab.llm.registry import build_provider, provider_facts, provider_names
 from opencrab.llm.stream import StreamAccumulator
 from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse
 
@@ -60,15 +62,27 @@ log = logging.getLogger(__name__)
 
 EMBEDDED = "embedded"
 EMBEDDED_MODEL = "smollm2-135m-instruct"
-LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp"})
 PROBE_SECS = 5.0  # asking a local server which model it has loaded
 DEFAULT_CONTEXT_WINDOW = 32_768  # for models nobody tells us about
-OFFLINE_HINT = (
-    "No LLM provider is configured, so OpenCrab uses the small embedded model "
-    "(SmolLM2-135M, weak but offline). For a real model set OPENAI_API_KEY, "
-    "ANTHROPIC_API_KEY, GOOGLE_API_KEY or OPENROUTER_API_KEY, or run Ollama or a "
-    "llama.cpp server (see [llm.providers.*] in the config)."
-)
+
+
+def offline_hint() -> str:
+    """What the user is told when only the embedded model can answer: the registered
+    providers' key variables and local servers (their facts)."""
+    facts = provider_facts()
+    keys = [f.key_env for f in facts.values() if f.key_env]
+    servers = [n for n, f in facts.items() if f.local and f.base_url]
+    ways = []
+    if keys:
+        ways.append("set " + (", ".join(keys[:-1]) + " or " if len(keys) > 1 else "") + keys[-1])
+    if servers:
+        ways.append("run a local server (" + ", ".join(servers) + ")")
+    return (
+        "No LLM provider is configured, so OpenCrab uses the small embedded model "
+        "(SmolLM2-135M, weak but offline). For a real model "
+        + ", or ".join(ways)
+        + " (see [llm.providers.*] in the config)."
+    )
 
 
 @dataclass
@@ -178,21 +192,25 @@ class LlmRouter:
     ) -> LlmRouter:
         """A router with every registered provider built from its config section."""
         router = cls(settings, metrics=metrics, cooldown_secs=cooldown_secs)
-        for name, factory in provider_factories().items():
+        for name in provider_names():
             config = settings.llm.providers.get(name, ProviderConfig())
             if config.enabled is False:
                 continue
             try:
-                router.register_provider(factory(config, name=name))
+                router.register_provider(build_provider(name, config))
             except ProviderNotConfigured as exc:
                 log.info("provider %s unavailable: %s", name, exc)
         return router
 
     def register_provider(self, provider: LlmProvider) -> None:
-        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply."""
+        """Route calls to `provider`, reading at most `[llm] max_reply_bytes` of a reply;
+        its key and any secret among its own settings are redacted from failures."""
         provider.max_reply_bytes = self.settings.llm.max_reply_bytes
         self.providers[provider.name] = provider
         self.redactor.add(provider.config.api_key)
+        for value in vars(provider.options).values():
+            if isinstance(value, SecretStr):
+                self.redactor.add(value)
 
     def set_model_alias(self, alias: str, provider: str, model: str) -> None:
         self.aliases[alias] = Target(provider, model)
@@ -212,11 +230,10 @@ class LlmRouter:
         old = self.providers.pop(name, None)
         self._cooling.pop(name, None)
         if config.enabled is not False:
-            factory = provider_factories().get(name)
-            if factory is None:
+            if name not in provider_names():
                 raise ProviderNotConfigured("not registered", provider=name)
             try:
-                self.register_provider(factory(config, name=name))
+                self.register_provider(build_provider(name, config))
             except ProviderNotConfigured as exc:
                 log.info("provider %s unavailable: %s", name, exc)
         if old is not None:
@@ -255,12 +272,15 @@ class LlmRouter:
         the default, the fallback chain or a purpose, or needed because the default
         cannot answer.
         """
-        remote = [n for n in self.providers if n not in LOCAL_PROVIDERS and await self._usable(n)]
-        local = [n for n in self.providers if n in LOCAL_PROVIDERS]
+        servers = self._local_servers()
+        remote = [n for n in self.providers if n not in servers and await self._usable(n, servers)]
+        local = [n for n in self.providers if n in servers]
         if self.default.provider in remote:
             local = [n for n in local if n in self._named_providers()]
         usable = [
-            n for n in self.providers if n in remote or (n in local and await self._usable(n))
+            n
+            for n in self.providers
+            if n in remote or (n in local and await self._usable(n, servers))
         ]
         self.usable = frozenset(usable)
         refusals = [p.refused for p in self.providers.values() if p.refused]
@@ -275,8 +295,9 @@ class LlmRouter:
         if usable == [EMBEDDED] or (not usable and EMBEDDED in self.providers):
             self.offline = True
             self.default = Target(EMBEDDED, EMBEDDED_MODEL)
-            self.notice = "\n".join([*refusals, OFFLINE_HINT])
-            log.info(OFFLINE_HINT)
+            hint = offline_hint()
+            self.notice = "\n".join([*refusals, hint])
+            log.info(hint)
             return
         self.notice = "\n".join(refusals) or None
         if self.default.provider in usable:
@@ -308,11 +329,22 @@ class LlmRouter:
                 named.add(ref.provider)
         return named
 
-    async def _usable(self, name: str) -> bool:
+    def _local_servers(self) -> set[str]:
+        """The providers whose model runs on this machine (`ProviderFacts.local`), asked
+        whether they answer before use; the embedded model is the router's own stand-in."""
+        registered = provider_facts()
+        local = set()
+        for name, provider in self.providers.items():
+            facts = registered.get(name) or getattr(type(provider), "facts", None)
+            if facts is not None and facts.local and name != EMBEDDED:
+                local.add(name)
+        return local
+
+    async def _usable(self, name: str, servers: set[str] | None = None) -> bool:
         provider = self.providers[name]
         if not provider.is_configured():
             return False
-        if name in LOCAL_PROVIDERS:
+        if name in (self._local_servers() if servers is None else servers):
             return await provider.health_check()
         return True
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from opencrab.config.models import BUILTIN_PROVIDERS, PURPOSES
+from opencrab.config.models import PURPOSES
 from opencrab.core.runtime import Runtime
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
+from opencrab.llm.registry import provider_names
 from opencrab.offload import run_blocking
 from opencrab.server.api.llm_settings import monitoring, settings_view
 from opencrab.server.schemas import Period
@@ -48,7 +49,7 @@ async def llm_settings(request: Request, period: Period = "week") -> HTMLRespons
         usage=usage,
         period=period,
         periods=PERIODS,
-        provider_names=BUILTIN_PROVIDERS,
+        provider_names=provider_names(),
         aliases=sorted(runtime.router.aliases),
     )
 
@@ -65,7 +66,7 @@ async def agent_llm(agent: PageAgent, request: Request) -> HTMLResponse:
         tab="llm",
         config=agent.llm_config,
         purposes=PURPOSES,
-        provider_names=BUILTIN_PROVIDERS,
+        provider_names=provider_names(),
         aliases=sorted(runtime.router.aliases),
         server_aliases=runtime.settings.llm.self_selection.allowed_aliases,
     )

@@ -41,28 +41,24 @@ The wire mapping lives in `anthropic_wire`; this module owns the client. Decisio
   errors → ProviderUnreachable; bodies or events that do not parse → MalformedResponse.
 - Models: GET /v1/models; the context window is the listed `max_input_tokens`, else a
   small built-in table (`anthropic_wire.CONTEXT_WINDOWS`).
+- The SDK (and `anthropic_wire`, which maps its types) is imported when the provider is
+  first used, so its facts are known without the `anthropic` extra installed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import ClassVar
-
-from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+from typing import TYPE_CHECKING, ClassVar
 
 from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import Price, ProviderFacts
 from opencrab.errors import LlmError, StreamInterrupted
 from opencrab.llm.base import LlmProvider
-from opencrab.llm.providers.anthropic_wire import (
-    SDK_ERRORS,
-    StreamState,
-    error_from,
-    model_info,
-    response_from,
-    wire_params,
-)
 from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse, ModelInfo
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
 
 MAX_MODEL_PAGES = 20
 
@@ -78,6 +74,17 @@ class AnthropicProvider(LlmProvider):
     """
 
     name = "anthropic"
+    # seed 001, February 2026; cache reads and writes as Anthropic published them
+    facts = ProviderFacts(
+        key_env="ANTHROPIC_API_KEY",
+        prices=(
+            Price("claude-opus-4.6", 5.00, 25.00, 1_000_000, 0.50, 6.25),
+            Price("claude-sonnet-4.5", 3.00, 15.00, 1_000_000, 0.30, 3.75),
+            Price("claude-haiku-4.5", 1.00, 5.00, 200_000, 0.10, 1.25),
+        ),
+        libraries=("anthropic",),
+        extra="anthropic",
+    )
     vendor_url: ClassVar[str | None] = "https://api.anthropic.com"  # the SDK's default
     health_timeout_secs: float = 5.0
 
@@ -92,6 +99,8 @@ class AnthropicProvider(LlmProvider):
 
     def client(self) -> AsyncAnthropic:
         """The SDK client, built on first use (ProviderNotConfigured without a key)."""
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+
         if self._sdk is None:
             self._sdk = AsyncAnthropic(
                 api_key=self.api_key(),
@@ -105,6 +114,8 @@ class AnthropicProvider(LlmProvider):
     # ---------------------------------------------------------------- calls
     async def chat_completion(self, request: ChatRequest) -> ChatResponse:
         """One complete reply."""
+        from opencrab.llm.providers.anthropic_wire import SDK_ERRORS, response_from, wire_params
+
         timeout = self.timeout_for(request)
         try:
             async with asyncio.timeout(timeout):
@@ -117,6 +128,8 @@ class AnthropicProvider(LlmProvider):
 
     async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """The reply as the server streams it; finish reason and usage come last."""
+        from opencrab.llm.providers.anthropic_wire import SDK_ERRORS, StreamState, wire_params
+
         timeout = self.timeout_for(request)
         try:
             async with asyncio.timeout(timeout):
@@ -145,11 +158,15 @@ class AnthropicProvider(LlmProvider):
     def _error(
         self, exc: BaseException, request: ChatRequest, *, streaming: bool = False
     ) -> LlmError:
+        from opencrab.llm.providers.anthropic_wire import error_from
+
         return error_from(exc, provider=self.name, model=request.model, streaming=streaming)
 
     # ---------------------------------------------------------------- models
     async def available_models(self) -> list[ModelInfo]:
         """The models GET /v1/models lists."""
+        from opencrab.llm.providers.anthropic_wire import SDK_ERRORS, error_from, model_info
+
         models: list[ModelInfo] = []
         try:
             page = await self.client().models.list(limit=1000)

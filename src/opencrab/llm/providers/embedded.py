@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import Price, ProviderFacts
 from opencrab.errors import (
     LlmError,
     ProviderBadRequest,
@@ -185,6 +186,9 @@ class EmbeddedProvider(LlmProvider):
     """SmolLM2-135M-Instruct in this process, on one worker thread (see the module docstring)."""
 
     name = "embedded"
+    # llama-cpp-python (extra `local`) is imported when the model is loaded; without it
+    # the provider is simply not configured
+    facts = ProviderFacts(base_url=False, local=True, prices=(Price("*", 0.0, 0.0),))
 
     def __init__(self, config: ProviderConfig | None = None, *, name: str | None = None) -> None:
         super().__init__(config, name=name)

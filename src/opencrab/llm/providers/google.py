@@ -47,6 +47,7 @@ from contextlib import aclosing
 from typing import Any, ClassVar
 
 from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import Price, ProviderFacts
 from opencrab.errors import LlmError, ProviderAuthError, ProviderBadRequest, StreamInterrupted
 from opencrab.llm.providers.google_wire import (
     SignatureMemory,
@@ -73,6 +74,15 @@ class GoogleProvider(HttpxProvider):
     """
 
     name = "google"
+    # seed 001, February 2026; cache reads as Google published them
+    facts = ProviderFacts(
+        key_env="GOOGLE_API_KEY",
+        prices=(
+            Price("gemini-3-pro", 2.00, 12.00, 1_000_000, cache_read_per_1m=0.20),
+            Price("gemini-3-flash", 0.50, 3.00, 1_000_000, cache_read_per_1m=0.05),
+            Price("gemini-2.5-flash-lite", 0.10, 0.40, 128_000, cache_read_per_1m=0.01),
+        ),
+    )
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
     vendor_url: ClassVar[str | None] = default_base_url
 

@@ -25,9 +25,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-import openai
-
-from opencrab.llm.providers.openai import OpenAIProvider
+from opencrab.config.providers import Price, ProviderFacts
+from opencrab.llm.providers.openai import OpenAIOptions, OpenAIProvider
 from opencrab.llm.types import ChatChunk, ChatRequest, ModelInfo, Usage
 
 log = logging.getLogger(__name__)
@@ -41,6 +40,14 @@ class LlamaCppProvider(OpenAIProvider):
     """The model a local llama.cpp server has loaded."""
 
     name = "llamacpp"
+    # no key from the dashboard or a variable (a server's --api-key goes in the config)
+    facts = ProviderFacts(
+        local=True,
+        prices=(Price("*", 0.0, 0.0),),  # runs on your own machine
+        options=OpenAIOptions,
+        libraries=("openai",),
+        extra="openai",
+    )
     max_tokens_param: ClassVar[str] = "max_tokens"
     azure_capable: ClassVar[bool] = False
 
@@ -74,6 +81,8 @@ class LlamaCppProvider(OpenAIProvider):
 
     async def health_check(self) -> bool:
         """True when `/health` says the model is loaded; never raises."""
+        import openai
+
         timeout = min(self.health_timeout_secs, self.config.timeout_secs)
         try:
             async with asyncio.timeout(timeout):

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from opencrab.config.providers import Price, ProviderFacts
 from opencrab.errors import (
     LlmError,
     MalformedResponse,
@@ -185,6 +186,7 @@ class OllamaProvider(HttpxProvider):
     """
 
     name = "ollama"
+    facts = ProviderFacts(local=True, prices=(Price("*", 0.0, 0.0),))  # your own machine
     default_base_url: ClassVar[str] = "http://localhost:11434"
 
     def is_configured(self) -> bool:

@@ -20,6 +20,8 @@ The wire mapping (messages, tools, usage, finish reasons, errors) lives in
   Azure's v1 endpoint (`base_url` ending in `/openai/v1`) takes the plain client.
 - Subclasses (OpenRouter, llama.cpp) change only the hooks: base URL, headers, extra body
   fields, cost and model-list parsing.
+- The SDK (and `openai_wire`, which maps its types) is imported when the provider is
+  first used, so its facts are known without the `openai` extra installed.
 """
 
 from __future__ import annotations
@@ -27,24 +29,16 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
-
-from openai import AsyncAzureOpenAI, AsyncOpenAI, DefaultAsyncHttpxClient
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opencrab.config.models import ProviderConfig
+from opencrab.config.providers import Price, ProviderFacts, ProviderOptions
 from opencrab.errors import LlmError, ProviderNotConfigured, StreamInterrupted
 from opencrab.llm.base import LlmProvider
-from opencrab.llm.providers.openai_wire import (
-    SDK_ERRORS,
-    chunk_from,
-    error_from,
-    is_empty,
-    response_from,
-    wire_messages,
-    wire_tool_choice,
-    wire_tools,
-)
 from opencrab.llm.types import ChatChunk, ChatRequest, ChatResponse, ModelInfo
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 KNOWN_MODELS: dict[str, tuple[int, bool, bool]] = {
     "gpt-5.2": (256_000, True, True),
@@ -59,6 +53,13 @@ KNOWN_MODELS: dict[str, tuple[int, bool, bool]] = {
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
+class OpenAIOptions(ProviderOptions):
+    """`[llm.providers.openai]` settings of OpenAI's own."""
+
+    organization: str | None = None  # sent as OpenAI-Organization
+    api_version: str | None = None  # Azure OpenAI: set, requests use the Azure client
+
+
 class OpenAIProvider(LlmProvider):
     """OpenAI's Chat Completions API; Azure OpenAI when `api_version` is configured.
 
@@ -70,6 +71,19 @@ class OpenAIProvider(LlmProvider):
     """
 
     name = "openai"
+    # seed 001, February 2026; cache reads as OpenAI published them
+    facts = ProviderFacts(
+        key_env="OPENAI_API_KEY",
+        prices=(
+            Price("gpt-5.2", 1.75, 14.00, 256_000, cache_read_per_1m=0.175),
+            Price("gpt-5.2-pro", 21.00, 168.00, 256_000),
+            Price("gpt-5-mini", 0.25, 2.00, 128_000, cache_read_per_1m=0.025),
+        ),
+        options=OpenAIOptions,
+        libraries=("openai",),
+        extra="openai",
+    )
+    options: OpenAIOptions
     default_base_url: ClassVar[str | None] = None  # None: the SDK's (api.openai.com)
     vendor_url: ClassVar[str | None] = "https://api.openai.com/v1"
     max_tokens_param: ClassVar[str] = "max_completion_tokens"
@@ -127,9 +141,8 @@ class OpenAIProvider(LlmProvider):
     def is_azure(self) -> bool:
         """True when requests go to Azure OpenAI's deployments API."""
         base = (self.config.base_url or "").rstrip("/")
-        return (
-            self.azure_capable and bool(self.config.api_version) and not base.endswith("/openai/v1")
-        )
+        azure = self.azure_capable and bool(self.options.api_version)
+        return azure and not base.endswith("/openai/v1")
 
     def client(self) -> AsyncOpenAI:
         """The SDK client, built on first use."""
@@ -138,6 +151,8 @@ class OpenAIProvider(LlmProvider):
         return self._sdk
 
     def _new_client(self) -> AsyncOpenAI:
+        from openai import AsyncAzureOpenAI, AsyncOpenAI, DefaultAsyncHttpxClient
+
         headers = self.default_headers() or None
         if self.is_azure:
             if not self.config.base_url:
@@ -147,9 +162,9 @@ class OpenAIProvider(LlmProvider):
                 )
             return AsyncAzureOpenAI(
                 azure_endpoint=self.config.base_url,
-                api_version=self.config.api_version,
+                api_version=self.options.api_version,
                 api_key=self.client_api_key(),
-                organization=self.config.organization,
+                organization=self.options.organization,
                 timeout=self.config.timeout_secs,
                 max_retries=0,
                 default_headers=headers,
@@ -158,7 +173,7 @@ class OpenAIProvider(LlmProvider):
         return AsyncOpenAI(
             api_key=self.client_api_key(),
             base_url=self.base_url(),
-            organization=self.config.organization,
+            organization=self.options.organization,
             timeout=self.config.timeout_secs,
             max_retries=0,
             default_headers=headers,
@@ -166,6 +181,8 @@ class OpenAIProvider(LlmProvider):
         )
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
+        from opencrab.llm.providers.openai_wire import wire_messages, wire_tool_choice, wire_tools
+
         params: dict[str, Any] = {
             "model": request.model,
             "messages": wire_messages(request.messages),
@@ -183,6 +200,8 @@ class OpenAIProvider(LlmProvider):
     # ---------------------------------------------------------------- calls
     async def chat_completion(self, request: ChatRequest) -> ChatResponse:
         """One complete reply."""
+        from opencrab.llm.providers.openai_wire import SDK_ERRORS, response_from
+
         timeout = self.timeout_for(request)
         try:
             async with asyncio.timeout(timeout):
@@ -197,6 +216,8 @@ class OpenAIProvider(LlmProvider):
 
     async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """The reply as the server streams it; usage comes on the last chunk."""
+        from opencrab.llm.providers.openai_wire import SDK_ERRORS, chunk_from, is_empty
+
         timeout = self.timeout_for(request)
         try:
             async with asyncio.timeout(timeout):
@@ -229,10 +250,14 @@ class OpenAIProvider(LlmProvider):
     def _error(
         self, exc: BaseException, request: ChatRequest, *, streaming: bool = False
     ) -> LlmError:
+        from opencrab.llm.providers.openai_wire import error_from
+
         return error_from(exc, provider=self.name, model=request.model, streaming=streaming)
 
     async def available_models(self) -> list[ModelInfo]:
         """The models the server lists."""
+        from opencrab.llm.providers.openai_wire import SDK_ERRORS, error_from
+
         try:
             raw = [m.to_dict(mode="json") async for m in self.client().models.list()]
         except SDK_ERRORS as exc:

@@ -16,14 +16,34 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from opencrab.llm.providers.openai import OpenAIProvider
+from opencrab.config.providers import Price, ProviderFacts
+from opencrab.llm.providers.openai import OpenAIOptions, OpenAIProvider
 from opencrab.llm.types import ChatRequest, ModelInfo
+
+
+class OpenRouterOptions(OpenAIOptions):
+    """`[llm.providers.openrouter]` settings of OpenRouter's own (app attribution)."""
+
+    site_url: str | None = None  # sent as HTTP-Referer
+    app_name: str | None = None  # sent as X-Title
 
 
 class OpenRouterProvider(OpenAIProvider):
     """Hundreds of models behind OpenRouter's OpenAI-compatible API."""
 
     name = "openrouter"
+    facts = ProviderFacts(
+        key_env="OPENROUTER_API_KEY",
+        prices=(
+            Price("free/*", 0.0, 0.0),  # and every ":free" variant
+            # a routed id costs what its vendor charges (opencrab.llm.pricing, rule 2)
+            Price("deepseek/deepseek-v3.2", 0.25, 0.38, 128_000, cache_read_per_1m=0.025),
+        ),
+        options=OpenRouterOptions,
+        libraries=("openai",),
+        extra="openai",
+    )
+    options: OpenRouterOptions
     default_base_url: ClassVar[str | None] = "https://openrouter.ai/api/v1"
     vendor_url: ClassVar[str | None] = default_base_url
     max_tokens_param: ClassVar[str] = "max_tokens"
@@ -32,10 +52,10 @@ class OpenRouterProvider(OpenAIProvider):
     def default_headers(self) -> dict[str, str]:
         """App attribution headers, when configured."""
         headers = {}
-        if self.config.site_url:
-            headers["HTTP-Referer"] = self.config.site_url
-        if self.config.app_name:
-            headers["X-Title"] = self.config.app_name
+        if self.options.site_url:
+            headers["HTTP-Referer"] = self.options.site_url
+        if self.options.app_name:
+            headers["X-Title"] = self.options.app_name
         return headers
 
     def extra_body(self, request: ChatRequest) -> dict[str, Any]:

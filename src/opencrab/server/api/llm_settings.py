@@ -64,6 +64,9 @@ class ProviderSettings(ApiModel):
     base_url_source: ValueSource
     takes_key: bool
     takes_base_url: bool
+    key_env: str | None = None
+    """The environment variable the provider's key is read from (what the provider
+    declares); null when it takes no key."""
 
     @classmethod
     def of(cls, view: ProviderView) -> ProviderSettings:
@@ -80,6 +83,7 @@ class ProviderSettings(ApiModel):
             base_url_source=ValueSource.of(view.base_url_source),
             takes_key=view.takes_key,
             takes_base_url=view.takes_base_url,
+            key_env=view.key_env,
         )
 
 
