@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  cli/  server/  dashboard/  gateway/
-    3  tickets/  agentmode/  importers/
+    3  reports/  tickets/  agentmode/  importers/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -14,6 +14,10 @@ beside config and errors; `auth.py` (the api_tokens store) beside store; `event_
 (the AgentEvent log) beside events.py; `__main__` with the CLI.
 
 Every import counts: at module level, inside functions, under `if TYPE_CHECKING:`.
+
+Adapters are thin (architecture.md, Adapters): a dashboard page never imports a route
+module, and a route module neither opens a transaction nor imports a repository; both call
+the middle floor (reports/, tickets/, agentmode/, core/).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ LAYERS: dict[str, int] = {
     "gateway": TOP,
     "__main__": TOP,
     "ext": TOP,  # the plugin authors' import path: re-exports from every layer
+    "reports": MIDDLE,
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,
@@ -164,3 +169,118 @@ def test_the_walk_sees_every_kind_of_import() -> None:
         "opencrab.gateway",
         "opencrab.importers",
     }
+
+
+ROUTES = PACKAGE / "server" / "api"
+PAGES = PACKAGE / "dashboard"
+
+PAGES_IMPORTING_ROUTES: dict[str, str] = {
+    "opencrab.dashboard.pages.costs": "not moved to opencrab.reports yet",
+    "opencrab.dashboard.pages.llm_settings": "not moved to opencrab.reports yet",
+}
+"""Dashboard modules that still import a route module (opencrab.server.api), -> why.
+
+Must stay empty: a page reads the middle floor (opencrab.reports and the services), as
+the route that answers the same figures does.
+"""
+
+ROUTES_OPENING_TRANSACTIONS: dict[str, str] = {
+    "opencrab.server.api.llm": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm_analytics": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
+    "opencrab.server.api.tools": "not moved to opencrab.reports yet",
+}
+"""Route modules that still open a transaction (`with db.read()` / `db.write()`), -> why."""
+
+ROUTES_IMPORTING_REPOSITORIES: dict[str, str] = {
+    "opencrab.server.api.approvals": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm_analytics": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm_export": "not moved to opencrab.reports yet",
+    "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
+    "opencrab.server.api.openai_compat": "not moved to opencrab.reports yet",
+    "opencrab.server.api.tools": "not moved to opencrab.reports yet",
+}
+"""Route modules that still import opencrab.store.repositories, -> why."""
+
+
+def _modules(folder: Path) -> list[tuple[str, Path]]:
+    return [(module_name(path), path) for path in sorted(folder.rglob("*.py"))]
+
+
+def _imports(path: Path) -> list[str]:
+    return imported_modules(
+        path.read_text(encoding="utf-8"), module_name(path), is_package=path.name == "__init__.py"
+    )
+
+
+def opens_transaction(source: str) -> bool:
+    """Whether the source enters `X.read()` or `X.write(...)`: a database transaction."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                call = item.context_expr
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("read", "write")
+                ):
+                    return True
+    return False
+
+
+def pages_importing_routes() -> set[str]:
+    return {
+        name
+        for name, path in _modules(PAGES)
+        if any(
+            i == "opencrab.server.api" or i.startswith("opencrab.server.api.")
+            for i in _imports(path)
+        )
+    }
+
+
+def routes_opening_transactions() -> set[str]:
+    return {name for name, path in _modules(ROUTES) if opens_transaction(path.read_text("utf-8"))}
+
+
+def routes_importing_repositories() -> set[str]:
+    return {
+        name
+        for name, path in _modules(ROUTES)
+        if any(i.startswith("opencrab.store.repositories") for i in _imports(path))
+    }
+
+
+def test_no_page_imports_a_route_module() -> None:
+    found = pages_importing_routes()
+    assert found - set(PAGES_IMPORTING_ROUTES) == set(), "pages importing route modules"
+    assert set(PAGES_IMPORTING_ROUTES) - found == set(), "stale PAGES_IMPORTING_ROUTES"
+
+
+def test_no_route_opens_a_transaction() -> None:
+    found = routes_opening_transactions()
+    assert found - set(ROUTES_OPENING_TRANSACTIONS) == set(), "routes opening transactions"
+    assert set(ROUTES_OPENING_TRANSACTIONS) - found == set(), "stale ROUTES_OPENING_TRANSACTIONS"
+
+
+def test_no_route_imports_a_repository() -> None:
+    found = routes_importing_repositories()
+    assert found - set(ROUTES_IMPORTING_REPOSITORIES) == set(), "routes importing repositories"
+    assert set(ROUTES_IMPORTING_REPOSITORIES) - found == set(), (
+        "stale ROUTES_IMPORTING_REPOSITORIES"
+    )
+
+
+def test_the_adapter_rules_see_what_they_forbid() -> None:
+    """A `with db.read()`, an awaited `async with x.write()` and a page's import of a
+    route module are each found; a plain file `.read()` is no transaction."""
+    assert opens_transaction("def f(db):\n    with db.read() as conn:\n        pass\n")
+    assert opens_transaction(
+        "async def f(db):\n    async with db.write(snapshot=True) as conn:\n        pass\n"
+    )
+    assert not opens_transaction("def f(path):\n    return path.open().read()\n")
+    page = "opencrab.dashboard.pages.x"
+    assert imported_modules("from opencrab.server.api import budgets\n", page) == [
+        "opencrab.server.api"
+    ]
