@@ -175,7 +175,6 @@ ROUTES = PACKAGE / "server" / "api"
 PAGES = PACKAGE / "dashboard"
 
 PAGES_IMPORTING_ROUTES: dict[str, str] = {
-    "opencrab.dashboard.pages.costs": "not moved to opencrab.reports yet",
     "opencrab.dashboard.pages.llm_settings": "not moved to opencrab.reports yet",
 }
 """Dashboard modules that still import a route module (opencrab.server.api), -> why.
@@ -186,7 +185,6 @@ the route that answers the same figures does.
 
 ROUTES_OPENING_TRANSACTIONS: dict[str, str] = {
     "opencrab.server.api.llm": "not moved to opencrab.reports yet",
-    "opencrab.server.api.llm_analytics": "not moved to opencrab.reports yet",
     "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
     "opencrab.server.api.tools": "not moved to opencrab.reports yet",
 }
@@ -195,8 +193,6 @@ ROUTES_OPENING_TRANSACTIONS: dict[str, str] = {
 ROUTES_IMPORTING_REPOSITORIES: dict[str, str] = {
     "opencrab.server.api.approvals": "not moved to opencrab.reports yet",
     "opencrab.server.api.llm": "not moved to opencrab.reports yet",
-    "opencrab.server.api.llm_analytics": "not moved to opencrab.reports yet",
-    "opencrab.server.api.llm_export": "not moved to opencrab.reports yet",
     "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
     "opencrab.server.api.openai_compat": "not moved to opencrab.reports yet",
     "opencrab.server.api.tools": "not moved to opencrab.reports yet",
