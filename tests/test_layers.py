@@ -184,18 +184,12 @@ the route that answers the same figures does.
 """
 
 ROUTES_OPENING_TRANSACTIONS: dict[str, str] = {
-    "opencrab.server.api.llm": "not moved to opencrab.reports yet",
     "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
-    "opencrab.server.api.tools": "not moved to opencrab.reports yet",
 }
 """Route modules that still open a transaction (`with db.read()` / `db.write()`), -> why."""
 
 ROUTES_IMPORTING_REPOSITORIES: dict[str, str] = {
-    "opencrab.server.api.approvals": "not moved to opencrab.reports yet",
-    "opencrab.server.api.llm": "not moved to opencrab.reports yet",
     "opencrab.server.api.llm_settings": "not moved to opencrab.reports yet",
-    "opencrab.server.api.openai_compat": "not moved to opencrab.reports yet",
-    "opencrab.server.api.tools": "not moved to opencrab.reports yet",
 }
 """Route modules that still import opencrab.store.repositories, -> why."""
 

@@ -2,47 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import Field
 
-from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
+from opencrab.reports import tools
+from opencrab.reports.tools import ToolResponse
 from opencrab.server.deps import DatabaseDep, record_id
-from opencrab.server.schemas import ApiModel, error_responses
-from opencrab.store.repositories import tools as repo
-from opencrab.store.repositories.tools import ToolRow
+from opencrab.server.schemas import error_responses
 
 router = APIRouter(prefix="/api", tags=["Tools"])
-
-
-class ToolResponse(ApiModel):
-    id: UUID
-    name: str
-    description: str | None = None
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema of the input.")
-    created_at: datetime
-
-
-def _tool(row: ToolRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "schema": row.schema,
-        "createdAt": row.created_at,
-    }
 
 
 @router.get("/tools", operation_id="listTools", response_model=list[ToolResponse])
 def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
     """Every tool, by name."""
-    with db.read() as conn:
-        rows = repo.all_tools(conn)
-    return [_tool(r) for r in rows]
+    return tools.tool_list(db)
 
 
 @router.get(
@@ -55,11 +32,7 @@ def get_tool(
     tool_id: Annotated[UUID, Depends(record_id("tool"))], db: DatabaseDep
 ) -> dict[str, Any]:
     """One tool with its JSON Schema."""
-    with db.read() as conn:
-        row = repo.tool_by_id(conn, str(tool_id))
-    if row is None:
-        raise NotFoundError(f"no tool {tool_id}")
-    return _tool(row)
+    return tools.tool_view(db, str(tool_id))
 
 
 @hookimpl
