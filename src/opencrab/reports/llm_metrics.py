@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import field_validator
+from sqlalchemy.engine import Connection
 
 from opencrab.errors import ValidationError
 from opencrab.llm.metrics import GROUPS, period_start
@@ -134,14 +135,20 @@ def named_usage_groups(
     agent_id: str | None = None,
 ) -> list[tuple[UsageGroup, str | None]]:
     """`usage_groups`, each with the agent's name when grouped by agent (else None)."""
+    with db.read() as conn:
+        groups = read_usage_groups(conn, group_by, since=since, agent_id=agent_id)
+        names = agents_repo.agent_names(conn) if group_by == "agent" else {}
+    return [(g, names.get(str(g.key), (None,))[0]) for g in groups]
+
+
+def read_usage_groups(
+    conn: Connection, group_by: str, *, since: datetime | None, agent_id: str | None
+) -> list[UsageGroup]:
+    """The groups inside a transaction a report holds (reports.llm_monitoring)."""
     if group_by not in GROUPS:
         raise ValidationError(f"unknown grouping {group_by!r}: use one of {', '.join(GROUPS)}")
-    with db.read() as conn:
-        rows = metrics_repo.group_totals(conn, group_by, since=since, agent_id=agent_id)
-        names = agents_repo.agent_names(conn) if group_by == "agent" else {}
-    return [
-        (UsageGroup.model_validate(r._asdict()), names.get(str(r.key), (None,))[0]) for r in rows
-    ]
+    rows = metrics_repo.group_totals(conn, group_by, since=since, agent_id=agent_id)
+    return [UsageGroup.model_validate(r._asdict()) for r in rows]
 
 
 def metrics_summary(db: Database, agent_id: str, *, period: str, group_by: str) -> MetricsSummary:
