@@ -24,24 +24,18 @@ class ToolResponse(ApiModel):
     created_at: datetime
 
 
-def _tool(row: ToolRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "schema": row.schema,
-        "createdAt": row.created_at,
-    }
+def _tool(row: ToolRow) -> ToolResponse:
+    return ToolResponse.model_validate(row, from_attributes=True)
 
 
-def tool_list(db: Database) -> list[dict[str, Any]]:
+def tool_list(db: Database) -> list[ToolResponse]:
     """Every tool, by name."""
     with db.read() as conn:
         rows = repo.all_tools(conn)
     return [_tool(r) for r in rows]
 
 
-def tool_view(db: Database, tool_id: str) -> dict[str, Any]:
+def tool_view(db: Database, tool_id: str) -> ToolResponse:
     """One tool with its JSON Schema (NotFoundError when there is none)."""
     with db.read() as conn:
         row = repo.tool_by_id(conn, tool_id)

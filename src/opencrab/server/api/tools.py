@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api", tags=["Tools"])
 
 
 @router.get("/tools", operation_id="listTools", response_model=list[ToolResponse])
-def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
+def list_tools(db: DatabaseDep) -> list[ToolResponse]:
     """Every tool, by name."""
     return tools.tool_list(db)
 
@@ -28,9 +28,7 @@ def list_tools(db: DatabaseDep) -> list[dict[str, Any]]:
     response_model=ToolResponse,
     responses=error_responses(404),
 )
-def get_tool(
-    tool_id: Annotated[UUID, Depends(record_id("tool"))], db: DatabaseDep
-) -> dict[str, Any]:
+def get_tool(tool_id: Annotated[UUID, Depends(record_id("tool"))], db: DatabaseDep) -> ToolResponse:
     """One tool with its JSON Schema."""
     return tools.tool_view(db, str(tool_id))
 
