@@ -1,6 +1,7 @@
 """The filter every LLM cost and quality figure shares (`/api/analytics/llm/*`, the
 Costs page, the export): a period as `from`/`to` UTC days or the last `days`, an agent,
-purpose, provider, model and source (live calls or imported transcripts)."""
+purpose, provider, model and source (live calls or imported transcripts). `UsageFilter`,
+`Bucket` and `Stack` are the repository's own types, named here for the adapters."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from opencrab.errors import ValidationError
 from opencrab.reports.model import ApiModel
 from opencrab.store import Database
 from opencrab.store.repositories import agents as agents_repo
-from opencrab.store.repositories.llm_analytics import UsageFilter
+from opencrab.store.repositories.llm_analytics import Bucket as Bucket
+from opencrab.store.repositories.llm_analytics import Stack as Stack
+from opencrab.store.repositories.llm_analytics import UsageFilter as UsageFilter
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 3650

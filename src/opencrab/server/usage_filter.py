@@ -15,9 +15,11 @@ from opencrab.reports.llm_filter import (
     FIRST_DAY,
     LAST_DAY,
     MAX_DAYS,
+    Bucket,
+    Stack,
+    UsageFilter,
     usage_filter_of,
 )
-from opencrab.store.repositories.llm_analytics import Bucket, Stack, UsageFilter
 
 
 async def usage_filter(
