@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  cli/  server/  dashboard/  gateway/
-    3  tickets/  agentmode/  importers/
+    3  reports/  tickets/  agentmode/  importers/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -24,6 +24,10 @@ The parent packages Python runs first are not counted: every submodule's import 
 them, so they order nothing, and a package `__init__` that re-exports its submodules
 would otherwise be in a cycle with each of them. Only a module that takes a name from
 its own package's `__init__` while that `__init__` imports it is a cycle.
+
+Adapters are thin (architecture.md, Adapters): a dashboard page never imports a route
+module, and a route module neither opens a transaction nor imports a repository; both call
+the middle floor (reports/, tickets/, agentmode/, core/).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ LAYERS: dict[str, int] = {
     "gateway": TOP,
     "__main__": TOP,
     "ext": TOP,  # the plugin authors' import path: re-exports from every layer
+    "reports": MIDDLE,
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,
@@ -272,3 +277,102 @@ def test_the_walk_sees_every_kind_of_import() -> None:
         "opencrab.gateway.base",
         "opencrab.importers",
     }
+
+
+ROUTES = PACKAGE / "server" / "api"
+PAGES = PACKAGE / "dashboard"
+
+PAGES_IMPORTING_ROUTES: dict[str, str] = {}
+"""Dashboard modules that still import a route module (opencrab.server.api), -> why.
+
+Must stay empty: a page reads the middle floor (opencrab.reports and the services), as
+the route that answers the same figures does.
+"""
+
+ROUTES_OPENING_TRANSACTIONS: dict[str, str] = {}
+"""Route modules that still open a transaction (`with db.read()` / `db.write()`), -> why."""
+
+ROUTES_IMPORTING_REPOSITORIES: dict[str, str] = {}
+"""Route modules that still import opencrab.store.repositories, -> why."""
+
+
+def _modules(folder: Path) -> list[tuple[str, Path]]:
+    return [(module_name(path), path) for path in sorted(folder.rglob("*.py"))]
+
+
+def _imports(path: Path) -> list[str]:
+    return imported_modules(
+        path.read_text(encoding="utf-8"), module_name(path), is_package=path.name == "__init__.py"
+    )
+
+
+def opens_transaction(source: str) -> bool:
+    """Whether the source enters `X.read()` or `X.write(...)`: a database transaction."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                call = item.context_expr
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("read", "write")
+                ):
+                    return True
+    return False
+
+
+def pages_importing_routes() -> set[str]:
+    return {
+        name
+        for name, path in _modules(PAGES)
+        if any(
+            i == "opencrab.server.api" or i.startswith("opencrab.server.api.")
+            for i in _imports(path)
+        )
+    }
+
+
+def routes_opening_transactions() -> set[str]:
+    return {name for name, path in _modules(ROUTES) if opens_transaction(path.read_text("utf-8"))}
+
+
+def routes_importing_repositories() -> set[str]:
+    return {
+        name
+        for name, path in _modules(ROUTES)
+        if any(i.startswith("opencrab.store.repositories") for i in _imports(path))
+    }
+
+
+def test_no_page_imports_a_route_module() -> None:
+    found = pages_importing_routes()
+    assert found - set(PAGES_IMPORTING_ROUTES) == set(), "pages importing route modules"
+    assert set(PAGES_IMPORTING_ROUTES) - found == set(), "stale PAGES_IMPORTING_ROUTES"
+
+
+def test_no_route_opens_a_transaction() -> None:
+    found = routes_opening_transactions()
+    assert found - set(ROUTES_OPENING_TRANSACTIONS) == set(), "routes opening transactions"
+    assert set(ROUTES_OPENING_TRANSACTIONS) - found == set(), "stale ROUTES_OPENING_TRANSACTIONS"
+
+
+def test_no_route_imports_a_repository() -> None:
+    found = routes_importing_repositories()
+    assert found - set(ROUTES_IMPORTING_REPOSITORIES) == set(), "routes importing repositories"
+    assert set(ROUTES_IMPORTING_REPOSITORIES) - found == set(), (
+        "stale ROUTES_IMPORTING_REPOSITORIES"
+    )
+
+
+def test_the_adapter_rules_see_what_they_forbid() -> None:
+    """A `with db.read()`, an awaited `async with x.write()` and a page's import of a
+    route module are each found; a plain file `.read()` is no transaction."""
+    assert opens_transaction("def f(db):\n    with db.read() as conn:\n        pass\n")
+    assert opens_transaction(
+        "async def f(db):\n    async with db.write(snapshot=True) as conn:\n        pass\n"
+    )
+    assert not opens_transaction("def f(path):\n    return path.open().read()\n")
+    page = "opencrab.dashboard.pages.x"
+    assert imported_modules("from opencrab.server.api import budgets\n", page) == [
+        "opencrab.server.api.budgets"  # a module taken from its package is that module
+    ]

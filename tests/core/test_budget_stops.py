@@ -26,7 +26,7 @@ from opencrab.gateway.discord import DiscordGateway
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import IncomingMessage, InternalSource
-from opencrab.server.api.budgets import alert_view
+from opencrab.reports.budgets import alert_view
 from opencrab.store import Database
 from tests.core.conftest import speak
 from tests.fakes.discord_client import CHANNEL, FakeDiscord

@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from opencrab.errors import ValidationError
-from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start, summarize
+from opencrab.llm.metrics import CallRecord, MetricsRecorder, period_start
 from opencrab.llm.pricing import ModelPrice, PriceBook, default_prices, reprice, save_price
 from opencrab.llm.types import Usage
+from opencrab.reports.llm_metrics import usage_groups
 from opencrab.store import Database
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.tables import llm_usage_metrics, model_pricing
@@ -184,7 +185,7 @@ async def test_recorder_writes_in_the_background_and_flushes(db: Database) -> No
     for i in range(300):  # more than one batch
         recorder.record(record(latency_ms=i, estimated_cost_usd=0.001))
     await recorder.flush()
-    groups = summarize(db, group_by="model")
+    groups = usage_groups(db, group_by="model")
     assert [(g.key, g.calls) for g in groups] == [("gpt-5-mini", 300)]
     assert groups[0].cost_usd == pytest.approx(0.3)
     await recorder.aclose()
@@ -207,7 +208,7 @@ def test_summaries_by_group_and_period(db: Database) -> None:
                    timestamp=now - timedelta(days=10), agent_id="agent-old"),
         ]
     )  # fmt: skip
-    by_model = {g.key: g for g in summarize(db, group_by="model", since=period_start("week"))}
+    by_model = {g.key: g for g in usage_groups(db, group_by="model", since=period_start("week"))}
     assert set(by_model) == {"gpt-5-mini", "claude-opus-4.6"}
     mini, opus = by_model["gpt-5-mini"], by_model["claude-opus-4.6"]
     assert (mini.calls, mini.errors, mini.input_tokens, mini.total_tokens) == (2, 0, 400, 440)
@@ -216,23 +217,25 @@ def test_summaries_by_group_and_period(db: Database) -> None:
     assert (opus.calls, opus.errors) == (2, 1)
     assert opus.avg_latency_ms == pytest.approx(900)  # failed attempts do not count for speed
     assert opus.avg_quality == pytest.approx(0.9)
-    assert next(g.key for g in summarize(db, group_by="model")) == "gpt-5.2"  # costliest first
-    assert {g.key for g in summarize(db, group_by="purpose", since=period_start("day"))} == {
+    assert next(g.key for g in usage_groups(db, group_by="model")) == "gpt-5.2"  # costliest first
+    assert {g.key for g in usage_groups(db, group_by="purpose", since=period_start("day"))} == {
         "analysis",
         "thinking",
     }
-    assert {g.key: g.calls for g in summarize(db, group_by="task_type")} == {
+    assert {g.key: g.calls for g in usage_groups(db, group_by="task_type")} == {
         "summary": 2,
         "plan": 1,
         None: 2,
     }
-    assert [g.key for g in summarize(db, group_by="agent", agent_id="agent-old")] == ["agent-old"]
-    days = summarize(db, group_by="day")
+    assert [g.key for g in usage_groups(db, group_by="agent", agent_id="agent-old")] == [
+        "agent-old"
+    ]
+    days = usage_groups(db, group_by="day")
     assert {g.key for g in days} == {
         now.strftime("%Y-%m-%d"),
         (now - timedelta(days=10)).strftime("%Y-%m-%d"),
     }
-    assert summarize(db, group_by="model", since=period_start("30d"))[0].key == "gpt-5.2"
+    assert usage_groups(db, group_by="model", since=period_start("30d"))[0].key == "gpt-5.2"
 
 
 def test_day_and_week_keys_are_utc_dates_on_every_database(db: Database) -> None:
@@ -252,9 +255,9 @@ def test_day_and_week_keys_are_utc_dates_on_every_database(db: Database) -> None
             record(timestamp=monday + timedelta(hours=1), estimated_cost_usd=0.1),
         ]
     )
-    days = {g.key: g.calls for g in summarize(db, group_by="day")}
+    days = {g.key: g.calls for g in usage_groups(db, group_by="day")}
     assert days == {"2026-03-01": 1, "2026-03-02": 2}
-    weeks = {g.key: g.calls for g in summarize(db, group_by="week")}  # by the week's Monday
+    weeks = {g.key: g.calls for g in usage_groups(db, group_by="week")}  # by the week's Monday
     assert weeks == {"2026-02-23": 1, "2026-03-02": 2}
 
 
@@ -269,7 +272,7 @@ def test_periods_and_groupings_are_validated(db: Database) -> None:
         with pytest.raises(ValidationError, match="unknown period"):
             period_start(bad, now)
     with pytest.raises(ValidationError, match="unknown grouping"):
-        summarize(db, group_by="colour")
+        usage_groups(db, group_by="colour")
 
 
 def test_reprice_covers_what_the_new_row_prices_and_keeps_reported_costs(db: Database) -> None:

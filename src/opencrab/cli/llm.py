@@ -291,20 +291,25 @@ def metrics(
     as_json: JsonOption = False,
 ) -> None:
     """Calls, errors, tokens, cost and latency per group."""
-    from opencrab.llm.metrics import period_start, summarize
+    from opencrab.llm.metrics import period_start
+    from opencrab.reports.llm_metrics import named_usage_groups
 
     since = period_start(period)
     with store_from(config, data_dir) as db:
-        groups = summarize(db, group_by=group_by, since=since, agent_id=agent)
+        groups = named_usage_groups(db, group_by=group_by, since=since, agent_id=agent)
     if as_json:
-        print_json({"period": period, "groupBy": group_by, "groups": [g.as_json() for g in groups]})
+        rows = [
+            {"key": g.key, "name": name, **g.model_dump(by_alias=True, exclude={"key"})}
+            for g, name in groups
+        ]
+        print_json({"period": period, "groupBy": group_by, "groups": rows})
         return
     table = Table(title=f"LLM usage by {group_by}, period {period}")
     for column in (group_by, "calls", "errors", "in", "out", "cost $", "avg ms", "ttft ms"):
         table.add_column(column, justify="left" if column == group_by else "right")
-    for g in groups:
+    for g, name in groups:
         table.add_row(
-            escape(g.name or g.key or "—"),
+            escape(name or g.key or "—"),
             str(g.calls),
             str(g.errors),
             str(g.input_tokens),

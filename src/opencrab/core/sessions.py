@@ -66,6 +66,20 @@ def touch_session(db: Database, session_id: str) -> None:
         raise NotFoundError(f"no session {session_id}")
 
 
+def mark_session(db: Database, session_id: str, path: tuple[str, str], value: str) -> None:
+    """Keep `value` at `path` (two keys deep) in the session's context, the rest of it as
+    it was: how a gateway finds the session a conversation continues in
+    (`marked_chat_session`)."""
+    repo.update_context(db, session_id, lambda context: {**context, path[0]: {path[1]: value}})
+
+
+def marked_chat_session(
+    db: Database, agent_id: str, path: tuple[str, str], value: str
+) -> str | None:
+    """The agent's latest active chat session marked with `value` at `path`, if any."""
+    return repo.continued_chat(db, agent_id, path, value)
+
+
 # ------------------------------------------------------------------ reading and ending
 def get_session(db: Database, session_id: str) -> SessionRow:
     """One session with its message count and title; NotFoundError if there is none."""

@@ -2,8 +2,8 @@
 
 `MetricsRecorder` writes rows from a background task in batches, so recording adds
 no database round trip to a call; `flush()` waits until everything queued is stored.
-`summarize()` answers "what did we spend, on what, how fast" by period and grouping, for
-the analysis actions, the CLI and the dashboard.
+What was spent, on what and how fast, by period and grouping, is a report
+(opencrab.reports.llm_metrics) over the repository's grouped totals.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy.engine import Connection
 
@@ -23,7 +23,6 @@ from opencrab.errors import ValidationError
 from opencrab.llm.pricing import CostSource, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
-from opencrab.store.repositories import agents as agents_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories import reservations
 from opencrab.store.repositories.metrics import MetricRow
@@ -213,52 +212,3 @@ def period_start(period: str, now: datetime | None = None) -> datetime | None:
     raise ValidationError(
         f"unknown period {period!r}: use hour, day, week, month, all, or a count like 24h, 7d, 4w"
     )
-
-
-@dataclass
-class UsageSummary:
-    """Totals for one group of calls."""
-
-    key: str | None
-    calls: int
-    errors: int
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cost_usd: float
-    avg_latency_ms: float | None
-    avg_ttft_ms: float | None
-    avg_quality: float | None
-    name: str | None = None  # the agent's name when grouped by agent (key is its id)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "name": self.name,
-            "calls": self.calls,
-            "errors": self.errors,
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "totalTokens": self.total_tokens,
-            "costUsd": round(self.cost_usd, 8),
-            "avgLatencyMs": None if self.avg_latency_ms is None else round(self.avg_latency_ms, 1),
-            "avgTtftMs": None if self.avg_ttft_ms is None else round(self.avg_ttft_ms, 1),
-            "avgQuality": self.avg_quality,
-        }
-
-
-def summarize(
-    db: Database,
-    *,
-    group_by: str = "model",
-    since: datetime | None = None,
-    agent_id: str | None = None,
-) -> list[UsageSummary]:
-    """Calls, errors, tokens, cost and speed per group, most expensive first; grouped by
-    agent, each group also has the agent's name."""
-    if group_by not in GROUPS:
-        raise ValidationError(f"unknown grouping {group_by!r}: use one of {', '.join(GROUPS)}")
-    with db.read() as conn:
-        rows = metrics_repo.group_totals(conn, group_by, since=since, agent_id=agent_id)
-        names = agents_repo.agent_names(conn) if group_by == "agent" else {}
-    return [UsageSummary(**r._asdict(), name=names.get(str(r.key), (None,))[0]) for r in rows]

@@ -23,7 +23,7 @@ from opencrab.event_log import EventLog
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
-from opencrab.server.api.agent_mode import agent_mode_notice
+from opencrab.reports.agent_mode import agent_mode_notice
 from opencrab.server.auth import BearerAuth, TokenWatch, document_security
 from opencrab.server.docs import install_docs
 from opencrab.server.errors import (

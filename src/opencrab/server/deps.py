@@ -10,7 +10,8 @@ from fastapi import Depends, Path, Request
 
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
-from opencrab.core.runtime import Runtime
+from opencrab.core.heartbeat import HeartbeatScheduler
+from opencrab.core.runtime import HeartbeatService, Runtime
 from opencrab.errors import NotFoundError
 from opencrab.event_log import EventLog
 from opencrab.store import Database
@@ -34,6 +35,12 @@ async def get_event_log(request: Request) -> EventLog:
 async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+def heartbeat_scheduler(request: Request) -> HeartbeatScheduler | None:
+    """The scheduler ticking this server's agents (None when it runs no heartbeat)."""
+    beats: HeartbeatService | None = getattr(request.app.state, "heartbeats", None)
+    return None if beats is None else beats.scheduler
 
 
 async def get_agents(request: Request) -> AgentStore:

@@ -1,4 +1,5 @@
-"""Response schemas shared by every router."""
+"""Response schemas shared by every router (`ApiModel`, the camelCase base, is the
+reports' own: opencrab.reports.model)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Annotated, Any
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from opencrab.reports.model import ApiModel as ApiModel
 
 
 class ErrorResponse(BaseModel):
@@ -37,12 +40,6 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ErrorResponse, "description": descriptions.get(status, "Error")}
         for status in statuses
     }
-
-
-class ApiModel(BaseModel):
-    """JSON in camelCase (seed 002's naming); snake_case input is accepted too."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
 class ApiInput(ApiModel):

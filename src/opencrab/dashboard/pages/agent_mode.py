@@ -27,7 +27,7 @@ from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.dashboard.render import render, text_lang
 from opencrab.errors import OpenCrabError
 from opencrab.offload import run_blocking
-from opencrab.server.api.agent_mode import (
+from opencrab.reports.agent_mode import (
     CLI_CHOICES,
     DiskUse,
     SessionSummary,

@@ -3,7 +3,7 @@
 Both show lines spoken per day, heartbeat decisions, learning (skills written and
 reflections), skill use and effectiveness, and the relationship graph from impressions
 with who answered whom in discussions. The figures come from the builders the JSON
-routes call (server/api/analytics_charts.py), so the tables under the charts read
+routes call (opencrab.reports.charts), so the tables under the charts read
 without JavaScript; static/js/analytics.js draws the charts from those same routes.
 """
 
@@ -18,8 +18,8 @@ from fastapi.responses import HTMLResponse
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
-from opencrab.server.api import analytics_charts as charts
-from opencrab.server.api.analytics import skill_analytics
+from opencrab.reports import charts
+from opencrab.reports.analytics import skill_analytics
 from opencrab.store import Database
 
 router = APIRouter()

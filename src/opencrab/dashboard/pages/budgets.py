@@ -1,7 +1,7 @@
 """Budgets: the fleet's and each agent's caps, spend, forecast, idle cost and alerts, with
 forms that set the caps through `PUT /api/budgets` and `PUT /api/agents/{id}/budget`.
 
-It reads what `GET /api/budgets` answers (server/api/budgets.budgets_view), so the page
+It reads what `GET /api/budgets` answers (opencrab.reports.budgets.budgets_view), so the page
 and the API never disagree. `budget_alerts` is the banner the home page shows.
 """
 
@@ -12,27 +12,25 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from opencrab.core.budgets import Budgets, month_start
+from opencrab.core.budgets import month_start
 from opencrab.core.runtime import Runtime
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
-from opencrab.server.api.budgets import Alert, alert_view, budgets_view
+from opencrab.reports import budgets as reports
+from opencrab.reports.budgets import Alert
 
 router = APIRouter()
 
 
 async def budget_alerts(runtime: Runtime) -> list[Alert]:
     """This month's budget alerts, newest first, for the home page's banner."""
-    budgets = Budgets(runtime.db, runtime.settings)
-    rows = await run_blocking(budgets.alerts, month_start(datetime.now(UTC)), 20)
-    names = {a[0]: a[1] for a in await run_blocking(runtime.agents.summaries)}
-    return [alert_view(row, names) for row in rows]
+    return await reports.budget_alerts(runtime, month_start(datetime.now(UTC)), 20)
 
 
 @router.get("/budgets", response_class=HTMLResponse)
 async def budgets_page(request: Request) -> HTMLResponse:
     """Caps, spend, forecasts, idle cost and alerts; forms to set the caps."""
     runtime: Runtime = request.app.state.runtime
-    view = await budgets_view(runtime)
+    view = await reports.budgets_view(runtime)
     languages = {a.id: a.language for a in await run_blocking(runtime.agents.list)}
     return render(request, "budgets.html", title="Budgets", view=view, languages=languages)

@@ -9,20 +9,14 @@ links in step when the filter changes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from opencrab.core.runtime import Runtime
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
-from opencrab.server.api import llm_analytics as reports
-from opencrab.server.api.llm_analytics import UsageFilterDep
-from opencrab.store import Database
-from opencrab.store.repositories import agents as agents_repo
-from opencrab.store.repositories import llm_analytics as repo
-from opencrab.store.repositories.llm_analytics import UsageFilter
+from opencrab.reports.llm_costs import costs_page
+from opencrab.server.usage_filter import UsageFilterDep
 
 router = APIRouter()
 
@@ -30,29 +24,11 @@ DAY_CHOICES = (7, 14, 30, 90, 365)
 FILTER_PARAMS = ("from", "to", "days", "agentId", "purpose", "provider", "model", "source")
 
 
-def _page_data(db: Database, flt: UsageFilter) -> dict[str, Any]:
-    with db.read() as conn:
-        choices = repo.choices(conn)
-        names = agents_repo.agent_names(conn)
-    totals, cache, share, errors = reports.page_summary(db, flt)
-    return {
-        "totals": totals,
-        "cache": cache,
-        "share": share,
-        "errors": errors,
-        "purposes": choices["purposes"],
-        "agents": sorted(
-            ((agent_id, *names.get(agent_id, (agent_id, None))) for agent_id in choices["agents"]),
-            key=lambda a: str(a[1]).lower(),
-        ),
-    }
-
-
 @router.get("/costs", response_class=HTMLResponse)
 async def costs(request: Request, flt: UsageFilterDep) -> HTMLResponse:
     """Totals, tables and chart frames for the filter in the query string."""
     runtime: Runtime = request.app.state.runtime
-    data = await run_blocking(_page_data, runtime.db, flt)
+    data = await run_blocking(costs_page, runtime.db, flt)
     query = {k: v for k, v in request.query_params.items() if k in FILTER_PARAMS and v}
     days = query.get("days") or ("" if "from" in query or "to" in query else "30")
     return render(

@@ -17,7 +17,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.dashboard.pages.budgets import budget_alerts
 from opencrab.dashboard.render import fragment, render
 from opencrab.offload import run_blocking
-from opencrab.server.api.overview import heartbeat_scheduler
+from opencrab.server.deps import heartbeat_scheduler
 
 router = APIRouter()
 

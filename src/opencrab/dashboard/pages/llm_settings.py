@@ -19,7 +19,8 @@ from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.llm.registry import provider_names
 from opencrab.offload import run_blocking
-from opencrab.server.api.llm_settings import monitoring, settings_view
+from opencrab.reports.llm_monitoring import monitoring
+from opencrab.reports.llm_settings import settings_view
 from opencrab.server.schemas import Period
 
 router = APIRouter()

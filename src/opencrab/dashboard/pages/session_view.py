@@ -27,7 +27,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.dashboard.event_rows import build_rows, pretty
 from opencrab.dashboard.render import fragment, render
 from opencrab.offload import run_blocking
-from opencrab.server.api.sessions import SessionSummary, summary_of
+from opencrab.reports.sessions import SessionSummary, summary_of
 from opencrab.server.schemas import MAX_SQL_INTEGER
 from opencrab.server.session_feed import read_events, session_feed
 from opencrab.store.repositories.approvals import ApprovalRecord

@@ -3,7 +3,7 @@
 Filters (kind, agent, status, text in the title) and pages of `PAGE_SIZE` are the query
 parameters of `GET /api/sessions` (the page's "any kind" is its `kind=all`: the API lists
 tickets' sessions when `kind` is left out), and the rows come from the same call the route makes
-(server.api.sessions.find_sessions), one more row asked for to know whether a next page
+(reports.sessions.find_sessions), one more row asked for to know whether a next page
 exists. The filter form is a plain GET form: it works without JavaScript.
 """
 
@@ -21,7 +21,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.offload import run_blocking
-from opencrab.server.api.sessions import SessionKind, SessionSummary, find_sessions
+from opencrab.reports.sessions import SessionKind, SessionSummary, find_sessions
 
 router = APIRouter()
 

@@ -27,9 +27,9 @@ from opencrab.dashboard.pages.session_view import live_view
 from opencrab.dashboard.render import fragment, render
 from opencrab.errors import NotFoundError
 from opencrab.offload import run_blocking
-from opencrab.server.api.sessions import SessionSummary, find_sessions
-from opencrab.server.api.tickets import TicketListItem, TicketResponse, list_item_of
-from opencrab.server.api.tickets import ticket_response as ticket_shape
+from opencrab.reports import tickets
+from opencrab.reports.sessions import SessionSummary, find_sessions
+from opencrab.reports.tickets import TicketListItem, TicketResponse
 from opencrab.tickets import service
 from opencrab.tickets.states import TICKET_STATUSES, TicketStatus
 
@@ -78,8 +78,7 @@ def _board(runtime: Runtime, agent: str) -> dict[str, Any]:
             )
         )
         shown = found[:COLUMN_SIZE]
-        overviews = service.ticket_overviews(runtime.db, [t.id for t in shown])
-        items = [list_item_of(t, overviews.get(t.id)) for t in shown]
+        items = tickets.list_items(runtime, shown)
         columns.append(Column(status, items, len(found) > COLUMN_SIZE))
         if status == "suspended":  # a suspended ticket's card shows what it asked
             questions.update(
@@ -132,7 +131,7 @@ async def ticket_state(
 
 
 def _ticket_view(runtime: Runtime, ticket_id: str) -> dict[str, Any]:
-    ticket: TicketResponse = ticket_shape(service.get_ticket(runtime.db, ticket_id))
+    ticket: TicketResponse = tickets.ticket_view(runtime, ticket_id)
     sessions: list[SessionSummary] = find_sessions(
         runtime, kind="ticket", ticket_id=ticket.id, limit=1000
     )

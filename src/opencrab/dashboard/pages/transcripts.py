@@ -32,7 +32,7 @@ from opencrab.importers.sessions import (
     session_problems,
 )
 from opencrab.offload import run_blocking
-from opencrab.server.api.imports import DAY_PATTERN, SessionOrder
+from opencrab.reports.transcripts import DAY_PATTERN, SessionOrder
 from opencrab.store import Database
 
 router = APIRouter()

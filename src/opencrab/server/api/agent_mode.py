@@ -12,14 +12,12 @@ Running (`opencrab.agentmode.runner`, one runner in the server's runtime):
 `GET …/{id}/tasks/{task}/output` (the pane's text), `GET …/{id}/tasks/{task}/diff` (a
 finished task's patch), `GET …/{id}/disk` (its worktrees' disk use) and `GET …/{id}/run`
 (questions, diffs, deliveries). Every change is announced on the live hub to WebSocket clients
-subscribed to the session id (`agent_mode_notice`; server/api/ws.py describes it).
+subscribed to the session id (reports.agent_mode.agent_mode_notice; server/api/ws.py
+describes it).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -27,36 +25,23 @@ from uuid import UUID
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from pydantic import Field
-from pydantic.alias_generators import to_camel
 
-from opencrab.agentmode import worktrees
 from opencrab.agentmode.model import AgentSession, SessionStatus, WorktreeStrategy
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.validation import PlannedTask
-from opencrab.errors import NotFoundError
+from opencrab.core.runtime import Runtime
 from opencrab.messages import MAX_MESSAGE_CHARS
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports import agent_mode
+from opencrab.reports.agent_mode import DiskUse, SessionSummary, TaskDiff
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
-from opencrab.store.repositories.agent_mode import AgentModeSessionRow
 
 router = APIRouter(prefix="/api/agent-mode", tags=["Agent mode"])
 
 SessionIdParam = Annotated[UUID, PathParam(alias="id", description="The session's id.")]
-
-
-class SessionSummary(ApiModel):
-    id: str
-    repository_path: str
-    status: SessionStatus
-    title: str = Field(description="The request's first line.")
-    request: str
-    tasks_total: int
-    task_counts: dict[str, int] = Field(description="Tasks by state (pending, ready, …).")
-    created_at: datetime
-    updated_at: datetime
 
 
 class CreateSession(ApiInput):
@@ -79,37 +64,7 @@ class PlanUpdate(ApiInput):
     tasks: list[PlanTaskInput] = Field(max_length=1000)
 
 
-def camel_keys(value: Any) -> Any:
-    """`value` with every dict key in camelCase (values untouched)."""
-    if isinstance(value, dict):
-        return {to_camel(k): camel_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [camel_keys(v) for v in value]
-    return value
-
-
-def session_json(session: AgentSession) -> dict[str, Any]:
-    """The API shape of a session: the seed's record, keys in camelCase."""
-    data: dict[str, Any] = camel_keys(session.model_dump(mode="json"))
-    return data
-
-
-def summary(row: AgentModeSessionRow) -> SessionSummary:
-    """The API shape of an indexed session."""
-    return SessionSummary(
-        id=row.id,
-        repository_path=row.repository_path,
-        status=SessionStatus(row.status),
-        title=row.title,
-        request=row.request,
-        tasks_total=row.tasks_total,
-        task_counts=row.task_counts,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
-
-
-def _service(runtime: Any) -> AgentModeService:
+def _service(runtime: Runtime) -> AgentModeService:
     return AgentModeService.open(runtime.settings, runtime.db)
 
 
@@ -127,13 +82,9 @@ def list_sessions(
     offset: Offset = 0,
 ) -> list[SessionSummary]:
     """Sessions from the index, most recently updated first."""
-    rows = _service(runtime).list(
-        status=status,
-        repository=None if repository is None else Path(repository),
-        limit=limit,
-        offset=offset,
+    return agent_mode.session_list(
+        runtime, status=status, repository=repository, limit=limit, offset=offset
     )
-    return [summary(row) for row in rows]
 
 
 @router.get(
@@ -144,7 +95,7 @@ def list_sessions(
 )
 def get_session(session_id: SessionIdParam, runtime: RuntimeDep) -> dict[str, Any]:
     """One session from its file: conversation, tasks, worktrees."""
-    return session_json(_service(runtime).get(str(session_id)))
+    return agent_mode.session_json(_service(runtime).get(str(session_id)))
 
 
 @router.post(
@@ -163,7 +114,7 @@ async def create_session(body: CreateSession, runtime: RuntimeDep) -> dict[str, 
         body.request,
         agent=body.agent,
     )
-    return session_json(session)
+    return agent_mode.session_json(session)
 
 
 @router.put(
@@ -187,16 +138,12 @@ async def edit_plan(
         for t in body.tasks
     ]
     session = await run_blocking(_service(runtime).edit_plan, str(session_id), planned)
-    return session_json(session)
+    return agent_mode.session_json(session)
 
 
 TaskIdParam = Annotated[
     str, PathParam(alias="task", pattern=r"^task-[0-9]+$", description="The task's id.")
 ]
-
-
-CLI_CHOICES = ("claude", "codex", "gemini", "opencode", "other")
-"""The coding CLIs a session can be started with (`other`: any program, `command`)."""
 
 
 class StartSession(ApiInput):
@@ -224,13 +171,6 @@ def _runner(request: Request) -> AgentModeRunner:
     return runner
 
 
-def _with_run(runner: AgentModeRunner, session: AgentSession) -> dict[str, Any]:
-    data = session_json(session)
-    state = runner.run_state(session.id)
-    data["run"] = None if state is None else camel_keys(state.as_json())
-    return data
-
-
 @router.post(
     "/sessions/{id}/start",
     operation_id="startAgentModeSession",
@@ -243,14 +183,14 @@ async def start_session(
     """Start running the session's tasks with a coding CLI (409 when already started)."""
     runner = _runner(request)
     session = await runner.start(str(session_id), body.cli, body.command, full_auto=body.full_auto)
-    return _with_run(runner, session)
+    return agent_mode.with_run(runner, session)
 
 
 def _control(name: str, summary_text: str, operation: str) -> None:
     async def control(session_id: SessionIdParam, request: Request) -> dict[str, Any]:
         runner = _runner(request)
         session: AgentSession = await getattr(runner, name)(str(session_id))
-        return _with_run(runner, session)
+        return agent_mode.with_run(runner, session)
 
     control.__doc__ = summary_text
     router.post(
@@ -275,7 +215,7 @@ _control("cancel", "End every sub-agent's processes; tasks Cancelled.", "cancelA
 def get_run(session_id: SessionIdParam, request: Request) -> dict[str, Any]:
     """The session with its run state: questions, diffs, deliveries."""
     runner = _runner(request)
-    return _with_run(runner, runner.service.get(str(session_id)))
+    return agent_mode.with_run(runner, runner.service.get(str(session_id)))
 
 
 @router.post(
@@ -307,7 +247,7 @@ async def answer_task(
     """Type the answer into the waiting sub-agent's pane."""
     runner = _runner(request)
     await runner.answer(str(session_id), task_id, body.text)
-    return _with_run(runner, runner.service.get(str(session_id)))
+    return agent_mode.with_run(runner, runner.service.get(str(session_id)))
 
 
 @router.post(
@@ -321,7 +261,7 @@ async def retry_task(
 ) -> dict[str, Any]:
     """Put a failed task back to Pending; the session goes on."""
     runner = _runner(request)
-    return _with_run(runner, await runner.retry(str(session_id), task_id))
+    return agent_mode.with_run(runner, await runner.retry(str(session_id), task_id))
 
 
 class TaskOutput(ApiModel):
@@ -346,44 +286,6 @@ async def task_output(
     return TaskOutput(task_id=task_id, text=text)
 
 
-class WorktreeDisk(ApiModel):
-    path: str
-    branch: str
-    bytes: int = Field(description="Bytes on disk (0 once the worktree is removed).")
-    exists: bool
-
-
-class DiskUse(ApiModel):
-    session_bytes: int = Field(description="Bytes used by this session's worktrees.")
-    repository_worktrees_bytes: int = Field(
-        description="Bytes used by every worktree under the repository's `.worktrees/`."
-    )
-    worktrees: list[WorktreeDisk]
-
-
-async def session_disk(session: AgentSession) -> DiskUse:
-    """Disk used by the session's worktrees and by all of its repository's worktrees."""
-
-    def measure() -> list[WorktreeDisk]:
-        rows = []
-        for ref in session.worktrees:
-            path = Path(ref.path)
-            there = path.is_dir()
-            size = worktrees.disk_usage(path) if there else 0
-            rows.append(
-                WorktreeDisk(path=str(path), branch=ref.branch_name, bytes=size, exists=there)
-            )
-        return rows
-
-    rows = await run_blocking(measure)
-    everything = await worktrees.worktrees_disk_usage(session.repository_path)
-    return DiskUse(
-        session_bytes=sum(r.bytes for r in rows),
-        repository_worktrees_bytes=sum(everything.values()),
-        worktrees=rows,
-    )
-
-
 @router.get(
     "/sessions/{id}/disk",
     operation_id="getAgentModeDiskUse",
@@ -393,45 +295,7 @@ async def session_disk(session: AgentSession) -> DiskUse:
 async def disk_use(session_id: SessionIdParam, runtime: RuntimeDep) -> DiskUse:
     """Disk used by the session's worktrees (and all worktrees of its repository)."""
     session = await run_blocking(_service(runtime).get, str(session_id))
-    return await session_disk(session)
-
-
-class TaskDiff(ApiModel):
-    task_id: str
-    branch: str
-    stat: str = Field(description="`git diff --stat` against the start branch.")
-    files_changed: int
-    insertions: int
-    deletions: int
-    patch: str = Field(description="The patch (cut at the runner's limit).")
-    delivery: str = Field(description="The pull request or the local branch.")
-    pull_request_url: str | None
-
-
-def task_diff(runner: AgentModeRunner, session_id: str, task_id: str) -> TaskDiff:
-    """A finished task's diff (NotFoundError before its work was delivered)."""
-    session = runner.service.get(session_id)
-    if session.task(task_id) is None:
-        raise NotFoundError(f"session {session_id} has no task {task_id}")
-    state = runner.run_state(session_id)
-    outcome = None if state is None else state.outcomes.get(task_id)
-    if outcome is None:
-        raise NotFoundError(f"{task_id} has no diff yet (it has not finished)")
-    patch = ""
-    if outcome.patch_file is not None:
-        with contextlib.suppress(FileNotFoundError):
-            patch = Path(outcome.patch_file).read_text(encoding="utf-8", errors="replace")
-    return TaskDiff(
-        task_id=task_id,
-        branch=outcome.branch,
-        stat=outcome.diff_stat,
-        files_changed=outcome.files_changed,
-        insertions=outcome.insertions,
-        deletions=outcome.deletions,
-        patch=patch,
-        delivery=outcome.delivery,
-        pull_request_url=outcome.pull_request_url,
-    )
+    return await agent_mode.session_disk(session)
 
 
 @router.get(
@@ -444,24 +308,7 @@ async def get_task_diff(
     session_id: SessionIdParam, task_id: TaskIdParam, request: Request
 ) -> TaskDiff:
     """A finished task's diff against the start branch, its patch and delivery."""
-    return await run_blocking(task_diff, _runner(request), str(session_id), task_id)
-
-
-def agent_mode_notice(runner: AgentModeRunner, session_id: str, task_id: str | None) -> str:
-    """The WebSocket notice of one runner change (server/api/ws.py describes it)."""
-    session = runner.current(session_id)
-    task = None if session is None or task_id is None else session.task(task_id)
-    agent = None if task is None else task.sub_agent
-    notice = {
-        "type": "agentMode",
-        "kind": "agentMode",
-        "sessionId": session_id,
-        "taskId": task_id,
-        "sessionStatus": None if session is None else session.status.value,
-        "taskStatus": None if task is None else task.status.value,
-        "subAgentStatus": None if agent is None else agent.status.value,
-    }
-    return json.dumps(notice)
+    return await run_blocking(agent_mode.task_diff, _runner(request), str(session_id), task_id)
 
 
 @hookimpl

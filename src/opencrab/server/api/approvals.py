@@ -11,8 +11,7 @@ Deciding one twice is 409 `already_decided`; an unknown id 404; a malformed one 
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
@@ -21,29 +20,14 @@ from pydantic import Field
 from opencrab.core.approval_decisions import MAX_DECIDER, MAX_REASON
 from opencrab.core.runtime import Runtime
 from opencrab.plugins import hookimpl
+from opencrab.reports import approvals
+from opencrab.reports.approvals import ApprovalResponse, ApprovalStatus
 from opencrab.server.deps import RuntimeDep, actor_of
-from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
-from opencrab.store.repositories.approvals import ApprovalRecord, ApprovalStatus
+from opencrab.server.schemas import ApiInput, Offset, error_responses
 
 router = APIRouter(prefix="/api", tags=["Approvals"])
 
 ApprovalId = Annotated[UUID, Path(alias="id", description="The approval's id.")]
-
-
-class ApprovalResponse(ApiModel):
-    id: UUID
-    session_id: UUID
-    agent_id: UUID
-    tool_name: str
-    arguments: Any = Field(description="The call's arguments as the model made them.")
-    status: ApprovalStatus
-    created_at: datetime
-    decided_at: datetime | None = None
-    decided_by: str | None = None
-    reason: str | None = Field(default=None, description="Why it was denied (or approved).")
-    result_event_id: UUID | None = Field(
-        default=None, description="The tool_result event the decision wrote."
-    )
 
 
 class DecisionRequest(ApiInput):
@@ -53,23 +37,6 @@ class DecisionRequest(ApiInput):
         max_length=MAX_DECIDER,
         deprecated=True,
         description='Ignored: the decider is the API token\'s name ("local" without tokens).',
-    )
-
-
-def approval_response(record: ApprovalRecord) -> ApprovalResponse:
-    """The API shape of an approval."""
-    return ApprovalResponse(
-        id=UUID(record.id),
-        session_id=UUID(record.session_id),
-        agent_id=UUID(record.agent_id),
-        tool_name=record.tool_name,
-        arguments=record.arguments,
-        status=record.status,
-        created_at=record.created_at,
-        decided_at=record.decided_at,
-        decided_by=record.decided_by,
-        reason=record.reason,
-        result_event_id=None if record.result_event_id is None else UUID(record.result_event_id),
     )
 
 
@@ -87,13 +54,13 @@ def list_all(
     offset: Offset = 0,
 ) -> list[ApprovalResponse]:
     """Held tool calls, oldest first; `sessionId` and `status` narrow the list."""
-    found = runtime.approvals.list_approvals(
+    return approvals.approval_list(
+        runtime,
         session_id=None if session_id is None else str(session_id),
         status=status,
         limit=limit,
         offset=offset,
     )
-    return [approval_response(r) for r in found]
 
 
 @router.get(
@@ -104,7 +71,7 @@ def list_all(
 )
 def get(approval_id: ApprovalId, runtime: RuntimeDep) -> ApprovalResponse:
     """One held tool call with its decision, if made."""
-    return approval_response(runtime.approvals.get(str(approval_id)))
+    return approvals.approval_response(runtime.approvals.get(str(approval_id)))
 
 
 async def _decide(
@@ -114,7 +81,7 @@ async def _decide(
     record = await runtime.approvals.decide(
         str(approval_id), approve=approve, by=by, reason=body.reason
     )
-    return approval_response(record)
+    return approvals.approval_response(record)
 
 
 @router.post(

@@ -29,7 +29,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import list_sessions
 from opencrab.messages import MessageText
 from opencrab.plugins import hookimpl
-from opencrab.server.api.sessions import MessageResponse, message_response
+from opencrab.reports.sessions import MessageResponse, message_response
 from opencrab.server.deps import AGENT_REF, RuntimeDep
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 

@@ -19,7 +19,6 @@ the same 400.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -33,16 +32,18 @@ from opencrab.importers.common import ReadLimits
 from opencrab.importers.jobs import ImportJob, ImportJobs
 from opencrab.importers.normalized import NormalizedMessage, SourceType
 from opencrab.importers.roots import ImportRoots
-from opencrab.importers.search import search
-from opencrab.importers.sessions import (
-    import_cost_by_day,
-    import_session,
-    import_sessions_page,
-    normalized_messages,
-    session_problems,
-)
+from opencrab.importers.sessions import import_sessions_page
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports import transcripts
+from opencrab.reports.transcripts import (
+    DAY_PATTERN,
+    ImportDayCost,
+    ImportSearchHit,
+    ImportSessionDetail,
+    ImportSessionResponse,
+    SessionOrder,
+)
 from opencrab.server.deps import AGENT_REF, AgentStoreDep, DatabaseDep, SettingsDep
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
 
@@ -50,81 +51,6 @@ router = APIRouter(prefix="/api/imports", tags=["Imports"])
 
 SessionId = Annotated[UUID, Path(alias="id", description="The import session's id.")]
 JobId = Annotated[UUID, Path(alias="id", description="The import job's id.")]
-DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-SessionOrder = Literal["newest", "cost_desc", "cost_asc"]
-"""The orders of the session list (see `imports_repo.SESSION_ORDERS`)."""
-
-
-class TokenTotals(ApiModel):
-    input_tokens: int
-    cached_input_tokens: int
-    output_tokens: int
-    reasoning_output_tokens: int
-    total_tokens: int
-
-
-class ImportSessionResponse(ApiModel):
-    id: str = Field(description="The import session; also the trace id of its events.")
-    source: Literal["codex", "claude"]
-    file_path: str
-    external_id: str | None = Field(description="The session id the file gives itself.")
-    agent_id: str | None
-    title: str | None
-    project: str | None = Field(description="The working directory the session header names.")
-    model: str | None
-    provider: str | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    lines: int = Field(description="Lines imported so far.")
-    messages: int
-    messages_by_source_type: dict[str, int]
-    problems: int
-    calls: int = Field(description="Model calls the file records.")
-    tokens: TokenTotals
-    cost_usd: float
-    created_at: datetime
-    updated_at: datetime
-
-
-class ImportProblem(ApiModel):
-    line: int
-    reason: str
-
-
-class ImportSessionDetail(ImportSessionResponse):
-    header: dict[str, Any] | None = Field(description="Session metadata from the file.")
-    problem_lines: list[ImportProblem]
-
-
-def _session(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "source": row.source,
-        "file_path": row.file_path,
-        "external_id": row.external_id,
-        "agent_id": row.agent_id,
-        "title": row.title,
-        "project": row.project,
-        "model": row.model,
-        "provider": row.provider,
-        "started_at": row.started_at,
-        "ended_at": row.ended_at,
-        "lines": row.lines,
-        "messages": row.messages,
-        "messages_by_source_type": row.kinds_json or {},
-        "problems": row.problems,
-        "calls": row.calls,
-        "tokens": {
-            "input_tokens": row.input_tokens,
-            "cached_input_tokens": row.cached_input_tokens,
-            "output_tokens": row.output_tokens,
-            "reasoning_output_tokens": row.reasoning_output_tokens,
-            "total_tokens": row.total_tokens,
-        },
-        "cost_usd": row.cost_usd,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-    }
 
 
 @router.get(
@@ -179,7 +105,7 @@ def list_import_sessions(
         offset=offset,
     )
     response.headers["X-Total-Count"] = str(total)
-    return [_session(row) for row in rows]
+    return [transcripts.session_json(row) for row in rows]
 
 
 @router.get(
@@ -190,14 +116,7 @@ def list_import_sessions(
 )
 def get_import_session(session_id: SessionId, db: DatabaseDep) -> dict[str, Any]:
     """One import session, with its header and every line that had a problem."""
-    row = import_session(db, str(session_id))
-    return {
-        **_session(row),
-        "header": row.header_json,
-        "problem_lines": [
-            {"line": line, "reason": reason} for line, reason in session_problems(db, row.id)
-        ],
-    }
+    return transcripts.session_detail(db, str(session_id))
 
 
 @router.get(
@@ -218,36 +137,17 @@ def list_import_messages(
     ] = False,
 ) -> Response:
     """The session's NormalizedMessages in file order (`X-Total-Count`: how many match)."""
-    _, transcript = normalized_messages(db, str(session_id))
-    messages = transcript.messages
-    if source_type:
-        wanted = set(source_type)
-        messages = [m for m in messages if m["source_type"] in wanted]
-    page = messages[offset : offset + limit]
-    if not include_raw:
-        page = [_hide_encrypted(m) for m in page]
-    return Response(
-        orjson.dumps(page),
-        media_type="application/json",
-        headers={"X-Total-Count": str(len(messages))},
+    page, total = transcripts.messages_page(
+        db,
+        str(session_id),
+        source_types=source_type,
+        include_raw=include_raw,
+        offset=offset,
+        limit=limit,
     )
-
-
-def _hide_encrypted(message: dict[str, Any]) -> dict[str, Any]:
-    raw = message["raw"]
-    if "encrypted_content" not in raw:
-        return message
-    return {**message, "raw": {k: v for k, v in raw.items() if k != "encrypted_content"}}
-
-
-class ImportSearchHit(ApiModel):
-    session_id: str
-    session_title: str | None
-    source: Literal["codex", "claude"]
-    line: int = Field(description="The file's line (1-based) holding the message.")
-    role: Literal["user", "assistant"]
-    timestamp: datetime
-    snippet: str = Field(description="The text around the first word found.")
+    return Response(
+        orjson.dumps(page), media_type="application/json", headers={"X-Total-Count": str(total)}
+    )
 
 
 @router.get(
@@ -264,15 +164,7 @@ async def search_imports(
 ) -> list[Any]:
     """Imported user and assistant messages holding every word of `q`, newest first
     (sessions imported before the index existed are indexed on the first search)."""
-    hits = await run_blocking(search, db, q, limit=limit, offset=offset)
-    return [asdict(hit) for hit in hits]
-
-
-class ImportDayCost(ApiModel):
-    day: str = Field(description="The UTC day, YYYY-MM-DD.")
-    model: str
-    calls: int
-    cost_usd: float
+    return await run_blocking(transcripts.search_hits, db, q, limit=limit, offset=offset)
 
 
 @router.get(
@@ -283,7 +175,7 @@ class ImportDayCost(ApiModel):
 )
 async def list_import_costs(db: DatabaseDep) -> list[Any]:
     """What imported sessions' model calls cost per UTC day and model, oldest first."""
-    return [row._asdict() for row in await run_blocking(import_cost_by_day, db)]
+    return await run_blocking(transcripts.day_costs, db)
 
 
 class ImportStart(ApiInput):

@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query
 
 from opencrab.core.agent import AgentUpdate
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.errors import LlmError
-from opencrab.llm.metrics import GROUPS, period_start, summarize
 from opencrab.plugins import hookimpl
+from opencrab.reports import llm_metrics
+from opencrab.reports.llm_metrics import CallRecordResponse, GroupBy, MetricsSummary
 from opencrab.server.deps import AgentDep, AgentStoreDep, DatabaseDep, RuntimeDep
 from opencrab.server.schemas import ApiModel, Offset, Period, error_responses
-from opencrab.store.repositories import metrics as metrics_repo
 
 router = APIRouter(prefix="/api", tags=["LLM"])
 
 PROBE_TIMEOUT = 10.0
-GroupBy = Literal["model", "provider", "purpose", "task_type", "agent", "day", "week"]
-assert set(GroupBy.__args__) == set(GROUPS)  # type: ignore[attr-defined]
 
 
 class ProviderStatus(ApiModel):
@@ -63,49 +60,6 @@ class ModelList(ApiModel):
     models: list[ModelEntry]
     aliases: list[AliasEntry]
     problems: list[ProviderProblem]
-
-
-class CallRecordResponse(ApiModel):
-    id: str
-    timestamp: datetime
-    session_id: str | None = None
-    provider: str
-    model: str
-    purpose: str
-    task_type: str | None = None
-    status: str
-    error_type: str | None = None
-    error: str | None = None
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cache_read_tokens: int
-    reasoning_tokens: int
-    cost_usd: float
-    cost_source: str
-    latency_ms: int
-    time_to_first_token_ms: int | None = None
-    quality_score: float | None = None
-
-
-class UsageGroup(ApiModel):
-    key: str | None
-    calls: int
-    errors: int
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cost_usd: float
-    avg_latency_ms: float | None
-    avg_ttft_ms: float | None
-    avg_quality: float | None
-
-
-class MetricsSummary(ApiModel):
-    period: str
-    group_by: str
-    total: UsageGroup
-    groups: list[UsageGroup]
 
 
 @router.get("/llm/providers", operation_id="listProviders", response_model=list[ProviderStatus])
@@ -216,36 +170,7 @@ def get_llm_metrics(
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     """The agent's LLM calls in the period, newest first (one per attempt)."""
-    since = period_start(period)
-    with db.read() as conn:
-        rows = metrics_repo.agent_calls(
-            conn, agent.id, since=since, newest_first=True, limit=limit, offset=offset
-        )
-    return [
-        {
-            "id": str(r.id),
-            "timestamp": r.timestamp,
-            "session_id": r.session_id,
-            "provider": r.provider,
-            "model": r.model,
-            "purpose": r.purpose,
-            "task_type": r.task_type,
-            "status": r.status,
-            "error_type": r.error_type,
-            "error": r.error,
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
-            "total_tokens": r.total_tokens,
-            "cache_read_tokens": r.cache_read_tokens,
-            "reasoning_tokens": r.reasoning_tokens,
-            "cost_usd": r.estimated_cost_usd,
-            "cost_source": r.cost_source,
-            "latency_ms": r.latency_ms,
-            "time_to_first_token_ms": r.time_to_first_token_ms,
-            "quality_score": r.quality_score,
-        }
-        for r in rows
-    ]
+    return llm_metrics.call_records(db, agent.id, period=period, limit=limit, offset=offset)
 
 
 @router.get(
@@ -261,40 +186,7 @@ def get_llm_metrics_summary(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "model",
 ) -> MetricsSummary:
     """Calls, errors, tokens, cost and latency per group, most expensive first, with totals."""
-    since = period_start(period)
-    groups = [
-        UsageGroup.model_validate(g.as_json())
-        for g in summarize(db, group_by=group_by, since=since, agent_id=agent.id)
-    ]
-    total = _total(groups)
-    return MetricsSummary(period=period, group_by=group_by, total=total, groups=groups)
-
-
-def _total(groups: list[UsageGroup]) -> UsageGroup:
-    calls = sum(g.calls for g in groups)
-
-    def mean(field: str) -> float | None:
-        """The groups' averages weighted by their calls (latency: by successful calls)."""
-        pairs = [
-            (getattr(g, field), g.calls - g.errors if field == "avg_latency_ms" else g.calls)
-            for g in groups
-            if getattr(g, field) is not None
-        ]
-        weight = sum(n for _, n in pairs)
-        return round(sum(v * n for v, n in pairs) / weight, 1) if weight else None
-
-    return UsageGroup(
-        key=None,
-        calls=calls,
-        errors=sum(g.errors for g in groups),
-        input_tokens=sum(g.input_tokens for g in groups),
-        output_tokens=sum(g.output_tokens for g in groups),
-        total_tokens=sum(g.total_tokens for g in groups),
-        cost_usd=round(sum(g.cost_usd for g in groups), 8),
-        avg_latency_ms=mean("avg_latency_ms"),
-        avg_ttft_ms=mean("avg_ttft_ms"),
-        avg_quality=mean("avg_quality"),
-    )
+    return llm_metrics.metrics_summary(db, agent.id, period=period, group_by=group_by)
 
 
 @hookimpl

@@ -5,110 +5,42 @@ come back), base URLs, aliases and the fallback chain, each with where its value
 from; values set by the command line, the environment or the config file are refused
 with 409 (opencrab.llm.live_settings has the precedence). Changes apply to the running
 router at once and are audited. A connection test makes one tiny real call. Monitoring:
-usage, response times, error rate and cost per provider from `llm_usage_metrics`.
+usage, response times, error rate and cost per provider from `llm_usage_metrics`. What
+they show is opencrab.reports.llm_settings and reports.llm_monitoring.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 from pydantic import Field
 
 from opencrab.core.runtime import Runtime
 from opencrab.errors import LlmError, NotFoundError, ValidationError
-from opencrab.llm.live_settings import ProviderView, Source
-from opencrab.llm.metrics import period_start
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports import llm_monitoring, llm_settings
+from opencrab.reports.llm_monitoring import Monitoring
+from opencrab.reports.llm_settings import (
+    AliasSetting,
+    AuditRecord,
+    FallbackSetting,
+    LlmSettingsView,
+    ProviderChanged,
+    ProviderSettings,
+    ValueSource,
+)
 from opencrab.server.deps import DatabaseDep, RuntimeDep, actor_of
 from opencrab.server.schemas import ApiInput, ApiModel, Offset, Period, error_responses
-from opencrab.store.repositories import llm_monitoring
-from opencrab.store.repositories import metrics as metrics_repo
 
 router = APIRouter(prefix="/api/llm", tags=["LLM settings"])
 
 Name = Annotated[str, Path(max_length=64)]
 TEST_TIMEOUT_SECS = 30.0
-
-
-class ValueSource(ApiModel):
-    kind: Literal["packaged", "file", "environment", "flag", "dashboard", "unset"]
-    label: str
-    locked: bool
-
-    @classmethod
-    def of(cls, source: Source) -> ValueSource:
-        return cls(kind=source.kind, label=source.label, locked=source.locked)
-
-
-class ProviderSettings(ApiModel):
-    name: str
-    enabled: bool
-    enabled_source: ValueSource
-    has_key: bool
-    """Whether calls to the provider carry a key (false when the one stored cannot be used)."""
-    key_last4: str | None = None
-    key_source: ValueSource
-    key_problem: str | None = None
-    """Why a stored or configured key is not used: it cannot be decrypted, or it belongs
-    to another origin than the base URL's. Null when there is none."""
-    needs_key: str | None = None
-    """Where to set the key the settings need for this provider (it is used and has none
-    yet; calls to it fail with this text). Null when it needs none or has one."""
-    base_url: str | None = None
-    base_url_source: ValueSource
-    takes_key: bool
-    takes_base_url: bool
-    key_env: str | None = None
-    """The environment variable the provider's key is read from (what the provider
-    declares); null when it takes no key."""
-
-    @classmethod
-    def of(cls, view: ProviderView) -> ProviderSettings:
-        return cls(
-            name=view.name,
-            enabled=view.enabled,
-            enabled_source=ValueSource.of(view.enabled_source),
-            has_key=view.has_key,
-            key_last4=view.key_last4,
-            key_source=ValueSource.of(view.key_source),
-            key_problem=view.key_problem,
-            needs_key=view.needs_key,
-            base_url=view.base_url,
-            base_url_source=ValueSource.of(view.base_url_source),
-            takes_key=view.takes_key,
-            takes_base_url=view.takes_base_url,
-            key_env=view.key_env,
-        )
-
-
-class ProviderChanged(ProviderSettings):
-    key_cleared: str | None = None
-    """Why this change cleared the stored key (its base URL moved to another origin
-    and no key was given with it); null when it did not."""
-
-
-class AliasSetting(ApiModel):
-    alias: str
-    provider: str
-    model: str
-    source: ValueSource
-
-
-class FallbackSetting(ApiModel):
-    chain: list[str]
-    source: ValueSource
-
-
-class LlmSettingsView(ApiModel):
-    providers: list[ProviderSettings]
-    aliases: list[AliasSetting]
-    fallback: FallbackSetting
 
 
 class ProviderUpdate(ApiInput):
@@ -126,14 +58,6 @@ class FallbackUpdate(ApiInput):
     chain: list[Annotated[str, Field(min_length=1, max_length=265)]] = Field(max_length=50)
 
 
-class AuditRecord(ApiModel):
-    at: datetime
-    actor: str
-    target: str
-    action: str
-    detail: str
-
-
 class ConnectionTest(ApiModel):
     provider: str
     model: str
@@ -142,51 +66,11 @@ class ConnectionTest(ApiModel):
     error: str | None = None
 
 
-class ProviderUsage(ApiModel):
-    provider: str
-    calls: int
-    errors: int
-    error_rate: float
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    avg_latency_ms: float | None = None
-    p50_latency_ms: int | None = None
-    p95_latency_ms: int | None = None
-    max_latency_ms: int | None = None
-    avg_ttft_ms: float | None = None
-
-
-class Monitoring(ApiModel):
-    period: str
-    providers: list[ProviderUsage]
-    calls: int
-    errors: int
-    error_rate: float
-    cost_usd: float
-
-
-def settings_view(runtime: RuntimeDep) -> LlmSettingsView:
-    """Providers, aliases and the fallback chain with their sources (never a key)."""
-    live = runtime.llm_settings
-    chain, chain_source = live.chain_view()
-    return LlmSettingsView(
-        providers=[ProviderSettings.of(v) for v in live.provider_views()],
-        aliases=[
-            AliasSetting(
-                alias=alias, provider=t.provider, model=t.model, source=ValueSource.of(src)
-            )
-            for alias, t, src in live.alias_views()
-        ],
-        fallback=FallbackSetting(chain=chain, source=ValueSource.of(chain_source)),
-    )
-
-
 @router.get("/settings", operation_id="getLlmSettings", response_model=LlmSettingsView)
 async def get_settings(runtime: RuntimeDep) -> LlmSettingsView:
     """Every provider's switch, key (its last four characters) and base URL, the aliases
     and the fallback chain, each with where its value comes from."""
-    return await run_blocking(settings_view, runtime)
+    return await run_blocking(llm_settings.settings_view, runtime)
 
 
 @router.patch(
@@ -311,48 +195,7 @@ async def get_audit(
     offset: Offset = 0,
 ) -> list[AuditRecord]:
     """Who changed which LLM setting and when, newest first (never a secret)."""
-    entries = await run_blocking(runtime.llm_settings.audit_log, limit, offset)
-    return [
-        AuditRecord(at=e.at, actor=e.actor, target=e.target, action=e.action, detail=e.detail)
-        for e in entries
-        if e.at is not None
-    ]
-
-
-def monitoring(db: DatabaseDep, period: str) -> Monitoring:
-    """Usage, response times, error rate and cost per provider over `period`."""
-    since = period_start(period)
-    with db.read() as conn:
-        groups = metrics_repo.group_totals(conn, "provider", since=since, agent_id=None)
-        latency = llm_monitoring.latency_stats(conn, since=since)
-    rows = []
-    for g in groups:
-        stats = latency.get(g.key or "")
-        rows.append(
-            ProviderUsage(
-                provider=g.key or "",
-                calls=g.calls,
-                errors=g.errors,
-                error_rate=round(g.errors / g.calls, 4) if g.calls else 0.0,
-                input_tokens=g.input_tokens,
-                output_tokens=g.output_tokens,
-                cost_usd=round(g.cost_usd, 8),
-                avg_latency_ms=None if g.avg_latency_ms is None else round(g.avg_latency_ms, 1),
-                p50_latency_ms=stats.p50_ms if stats else None,
-                p95_latency_ms=stats.p95_ms if stats else None,
-                max_latency_ms=stats.max_ms if stats else None,
-                avg_ttft_ms=None if g.avg_ttft_ms is None else round(g.avg_ttft_ms, 1),
-            )
-        )
-    calls, errors = sum(r.calls for r in rows), sum(r.errors for r in rows)
-    return Monitoring(
-        period=period,
-        providers=rows,
-        calls=calls,
-        errors=errors,
-        error_rate=round(errors / calls, 4) if calls else 0.0,
-        cost_usd=round(sum(r.cost_usd for r in rows), 8),
-    )
+    return await run_blocking(llm_settings.audit_records, runtime, limit, offset)
 
 
 @router.get(
@@ -364,7 +207,7 @@ def monitoring(db: DatabaseDep, period: str) -> Monitoring:
 async def get_monitoring(db: DatabaseDep, period: Period = "week") -> Monitoring:
     """Per provider: calls, errors and error rate, tokens, estimated cost, and response
     times (mean, median, 95th percentile, slowest, time to first token)."""
-    return await run_blocking(monitoring, db, period)
+    return await run_blocking(llm_monitoring.monitoring, db, period)
 
 
 @hookimpl

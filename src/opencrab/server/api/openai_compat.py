@@ -35,13 +35,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import mark_session, marked_chat_session
 from opencrab.core.steps import LlmReplied, Spoke, TextDelta, TurnFailed, TurnResult
 from opencrab.errors import NotFoundError
 from opencrab.messages import RestSource, Sender, message_problem
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep
 from opencrab.server.errors import openai_error_body
-from opencrab.store.repositories import sessions as session_repo
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 
@@ -320,10 +320,7 @@ class _Turn:
         if self.result.approval_id is not None:
             self.waiting = runtime.approvals.notice(self.result.approval_id)
         after = [*_pairs(prior), ("user", text), ("assistant", self.content())]
-        marker = {MARKER[0]: {MARKER[1]: _digest(agent.id, after)}}
-        session_repo.update_context(
-            runtime.db, self.result.session_id, lambda context: {**context, **marker}
-        )
+        mark_session(runtime.db, self.result.session_id, MARKER, _digest(agent.id, after))
         return self.result
 
 
@@ -345,7 +342,7 @@ def _continued_session(runtime: Runtime, agent: Agent, prior: list[ChatMessage])
     if not prior:
         return None
     key = _digest(agent.id, _pairs(prior))
-    return session_repo.continued_chat(runtime.db, agent.id, MARKER, key)
+    return marked_chat_session(runtime.db, agent.id, MARKER, key)
 
 
 @hookimpl

@@ -16,7 +16,6 @@ ticket's session the message is a person's answer
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
@@ -30,15 +29,21 @@ from opencrab.core.sessions import (
     ensure_chat_session,
     get_session,
     hold_turn,
-    list_sessions,
     open_chat_session,
-    session_messages,
 )
 from opencrab.core.steps import SessionMessage, Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
 from opencrab.messages import MessageText, RestSource, Sender
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports import sessions
+from opencrab.reports.sessions import (
+    MessageResponse,
+    SessionKind,
+    SessionResponse,
+    SessionStatus,
+    SessionSummary,
+)
 from opencrab.server.deps import AGENT_REF, RuntimeDep, record_id
 from opencrab.server.schemas import AfterId, ApiInput, ApiModel, Offset, error_responses
 from opencrab.tickets.service import answer_ticket_session
@@ -46,50 +51,6 @@ from opencrab.tickets.service import answer_ticket_session
 router = APIRouter(prefix="/api", tags=["Sessions"])
 
 SessionId = Annotated[UUID, Depends(record_id("session"))]
-SessionStatus = Literal["active", "suspended", "completed", "failed"]
-
-
-class MessageResponse(ApiModel):
-    id: int
-    role: Literal["user", "assistant", "system", "tool"]
-    content: str
-    timestamp: datetime
-    event_id: UUID | None = None
-    speaker_id: str | None = Field(
-        default=None, description="Who said it: the agent's id, or the person's sender id."
-    )
-    speaker_name: str | None = Field(default=None, description="The speaker's name.")
-    interrupted: bool = Field(
-        default=False, description="The turn was stopped while this was said: it is partial."
-    )
-
-
-SessionKind = Literal["chat", "discussion", "ticket"]
-
-
-class SessionSummary(ApiModel):
-    id: UUID
-    kind: SessionKind
-    agent_id: UUID | None = None
-    ticket_id: UUID | None = None
-    status: SessionStatus
-    theme: str | None = None
-    title: str | None = Field(
-        default=None,
-        description="A discussion's theme, else the first user message (its first 200 characters).",
-    )
-    participant_ids: list[UUID] = Field(
-        default_factory=list,
-        description="A discussion's agents (participants, then the facilitator).",
-    )
-    message_count: int
-    created_at: datetime
-    updated_at: datetime
-
-
-class SessionResponse(SessionSummary):
-    context: dict[str, Any] | None = None
-    messages: list[MessageResponse]
 
 
 class CreateSessionRequest(ApiInput):
@@ -139,71 +100,6 @@ class PostedMessage(MessageResponse):
     turn: TurnOutcome | None = None
 
 
-def _summary(row: Any) -> dict[str, Any]:
-    participants = [str(p) for p in row.participant_ids_json or []]
-    if row.facilitator_id is not None:
-        participants.append(str(row.facilitator_id))
-    return {
-        "id": row.id,
-        "kind": row.kind,
-        "agent_id": row.agent_id,
-        "ticket_id": row.ticket_id,
-        "status": row.status,
-        "theme": row.theme,
-        "title": row.title,
-        "participant_ids": participants,
-        "message_count": row.message_count,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-    }
-
-
-def summary_of(row: Any) -> SessionSummary:
-    """A session row (core.sessions.list_sessions / get_session) as the API lists it."""
-    return SessionSummary.model_validate(_summary(row))
-
-
-def find_sessions(
-    runtime: Runtime,
-    *,
-    kind: SessionKind | Literal["all"],
-    agent: str | None = None,
-    ticket_id: UUID | None = None,
-    status: str | None = None,
-    text: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> list[SessionSummary]:
-    """One page of sessions of one `kind` (or all) as `GET /api/sessions` lists them (the
-    dashboard's lists too)."""
-    rows = list_sessions(
-        runtime.db,
-        agent_id=None if agent is None else runtime.agents.get(agent).id,
-        ticket_id=None if ticket_id is None else str(ticket_id),
-        kind=None if kind == "all" else kind,
-        status=status,
-        text=text,
-        limit=limit,
-        offset=offset,
-    )
-    return [summary_of(r) for r in rows]
-
-
-def message_response(row: Any) -> MessageResponse:
-    """A stored message (core.sessions.session_messages, or the SessionMessage a turn's
-    step wrote) as the API shows it."""
-    return MessageResponse(
-        id=row.id,
-        role=row.role,
-        content=row.content,
-        timestamp=row.timestamp,
-        event_id=row.event_id,
-        speaker_id=row.speaker_id,
-        speaker_name=row.speaker_name,
-        interrupted=bool(row.interrupted),
-    )
-
-
 @router.get(
     "/sessions",
     operation_id="listSessions",
@@ -234,7 +130,7 @@ def list_all(
 ) -> list[SessionSummary]:
     """Sessions of one kind (tickets' unless `kind` says otherwise), most recently updated
     first. `agentId` lists the agent's own sessions and the discussions it takes part in."""
-    return find_sessions(
+    return sessions.find_sessions(
         runtime,
         agent=agent_id,
         ticket_id=ticket_id,
@@ -257,7 +153,7 @@ def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
     """Start a chat session with an agent (by id or name)."""
     agent = runtime.agents.get(body.agent_id)
     session_id = ensure_chat_session(runtime.db, agent.id)
-    return _full(runtime, session_id)
+    return sessions.session_view(runtime, session_id)
 
 
 @router.get(
@@ -268,7 +164,7 @@ def create(body: CreateSessionRequest, runtime: RuntimeDep) -> SessionResponse:
 )
 def get(session_id: SessionId, runtime: RuntimeDep) -> SessionResponse:
     """One session with its messages."""
-    return _full(runtime, str(session_id))
+    return sessions.session_view(runtime, str(session_id))
 
 
 @router.delete(
@@ -297,8 +193,7 @@ def list_messages(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> list[MessageResponse]:
     """The session's messages in order; `afterId` returns only newer ones."""
-    rows = session_messages(runtime.db, str(session_id), limit=limit, after_id=after_id)
-    return [message_response(r) for r in rows]
+    return sessions.messages(runtime, str(session_id), after_id=after_id, limit=limit)
 
 
 @router.post(
@@ -362,7 +257,7 @@ async def _answer_ticket(
             sender_id=body.sender_id or "user",
             sender_name=body.sender_name,
         )
-    return PostedMessage(**message_response(row).model_dump())
+    return PostedMessage(**sessions.message_response(row).model_dump())
 
 
 def _turn_response(
@@ -383,7 +278,7 @@ def _turn_response(
     outcome = TurnOutcome(
         session_id=UUID(result.session_id),
         trace_id=UUID(result.trace_id),
-        reply=None if reply is None else message_response(reply),
+        reply=None if reply is None else sessions.message_response(reply),
         actions=actions,
         iterations=result.iterations,
         stopped_by=result.stopped_by,
@@ -391,15 +286,7 @@ def _turn_response(
         approval_id=None if result.approval_id is None else UUID(result.approval_id),
         waiting=waiting,
     )
-    return PostedMessage(**message_response(user).model_dump(), turn=outcome)
-
-
-def _full(runtime: Runtime, session_id: str) -> SessionResponse:
-    row = get_session(runtime.db, session_id)
-    messages = [message_response(r) for r in session_messages(runtime.db, session_id, limit=10_000)]
-    return SessionResponse.model_validate(
-        {**_summary(row), "context": row.context, "messages": messages}
-    )
+    return PostedMessage(**sessions.message_response(user).model_dump(), turn=outcome)
 
 
 @hookimpl

@@ -9,7 +9,6 @@ so the scheduler starts a new session (GAP-001). The rules are in `opencrab.tick
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -19,107 +18,22 @@ from pydantic import Field
 from opencrab.core.agent import MAX_NAME
 from opencrab.errors import NotFoundError, ValidationError
 from opencrab.plugins import hookimpl
+from opencrab.reports import tickets
+from opencrab.reports.tickets import TicketListItem, TicketResponse
 from opencrab.server.deps import AGENT_REF, RuntimeDep, record_id
-from opencrab.server.schemas import ApiInput, ApiModel, Offset, error_responses
-from opencrab.store.repositories.tickets import (
-    StepRecord,
-    TicketOverview,
-    TicketRecord,
-    TicketSummaryRecord,
-)
+from opencrab.server.schemas import ApiInput, Offset, error_responses
 from opencrab.tickets import service
-from opencrab.tickets.states import StepStatus, TicketStatus
+from opencrab.tickets.states import TicketStatus
 
 router = APIRouter(prefix="/api", tags=["Tickets"])
 
-MAX_GOAL_SHOWN = 200
-"""A listed ticket's goal is cut to this many characters (the whole one is in its context)."""
-
 TicketId = Annotated[UUID, Depends(record_id("ticket"))]
-
-
-class StepResponse(ApiModel):
-    index: int = Field(ge=0)
-    title: str
-    status: StepStatus
-    result: dict[str, Any] | None = None
-    created_at: datetime
-    updated_at: datetime
-
-
-class TicketSummary(ApiModel):
-    id: UUID
-    agent_id: UUID
-    agent_name: str
-    status: TicketStatus
-    created_at: datetime
-    updated_at: datetime
-
-
-class TicketListItem(TicketSummary):
-    """A listed ticket: seed 002's TicketSummary, plus its goal and step progress."""
-
-    goal: str | None = Field(
-        default=None, description="The context's `goal` (its first 200 characters), if any."
-    )
-    step_count: int = Field(default=0, description="How many steps the ticket has.")
-    steps_completed: int = Field(default=0, description="How many of them are completed.")
-
-
-class TicketResponse(TicketSummary):
-    params: dict[str, Any] = Field(description="The user's input parameters (free-form JSON).")
-    context: dict[str, Any] = Field(description="The task's definition: goal, constraints.")
-    error_message: str | None = Field(description="Why the ticket failed (GAP-008).")
-    steps: list[StepResponse] = Field(description="The ticket's steps in index order.")
-    current_session_id: UUID | None = Field(
-        description="The session of the ticket's current run; null while it is pending."
-    )
 
 
 class CreateTicketRequest(ApiInput):
     agent_id: str = Field(min_length=1, max_length=MAX_NAME, description=AGENT_REF)
     params: dict[str, Any] = Field(default_factory=dict, description="The user's input.")
     context: dict[str, Any] = Field(default_factory=dict, description="Goal and constraints.")
-
-
-def summary_of(record: TicketSummaryRecord) -> TicketSummary:
-    """A stored ticket as `GET /api/tickets` lists it."""
-    return TicketSummary(
-        id=UUID(record.id),
-        agent_id=UUID(record.agent_id),
-        agent_name=record.agent_name,
-        status=record.status,  # type: ignore[arg-type]  # the table's CHECK keeps it one
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
-
-
-def list_item_of(record: TicketSummaryRecord, overview: TicketOverview | None) -> TicketListItem:
-    """A stored ticket and its overview (service.ticket_overviews) as the list shows it."""
-    item = TicketListItem(**summary_of(record).model_dump())
-    if overview is not None:
-        goal = None if overview.goal is None else overview.goal[:MAX_GOAL_SHOWN]
-        item.goal = goal
-        item.step_count = overview.step_count
-        item.steps_completed = overview.steps_completed
-    return item
-
-
-def _step(step: StepRecord) -> StepResponse:
-    return StepResponse.model_validate(step.__dict__)
-
-
-def ticket_response(record: TicketRecord) -> TicketResponse:
-    """A stored ticket, whole, as `GET /api/tickets/{id}` shows it."""
-    current = record.current_session_id
-    return TicketResponse(
-        **summary_of(record).model_dump(),
-        params=record.params,
-        context=record.context,
-        error_message=record.error_message,
-        steps=[_step(s) for s in record.steps],
-        current_session_id=None if current is None else UUID(current),
-    )
 
 
 @router.get(
@@ -155,8 +69,7 @@ def list_all(
     found = service.list_tickets(
         runtime.db, status=status, agent_id=agent, limit=limit, offset=offset
     )
-    overviews = service.ticket_overviews(runtime.db, [t.id for t in found])
-    return [list_item_of(t, overviews.get(t.id)) for t in found]
+    return tickets.list_items(runtime, found)
 
 
 @router.post(
@@ -171,7 +84,7 @@ def create(body: CreateTicketRequest, runtime: RuntimeDep) -> TicketResponse:
     `context` over 64 KiB as JSON, or nesting deeper than 16 levels, is refused (400)."""
     agent = runtime.agents.get(body.agent_id)
     ticket = service.create_ticket(runtime.db, agent.id, params=body.params, context=body.context)
-    return ticket_response(ticket)
+    return tickets.ticket_response(ticket)
 
 
 @router.get(
@@ -182,7 +95,7 @@ def create(body: CreateTicketRequest, runtime: RuntimeDep) -> TicketResponse:
 )
 def get(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
     """One ticket with its steps in index order and its current session."""
-    return ticket_response(service.get_ticket(runtime.db, str(ticket_id)))
+    return tickets.ticket_response(service.get_ticket(runtime.db, str(ticket_id)))
 
 
 @router.delete(
@@ -207,7 +120,7 @@ def delete(ticket_id: TicketId, runtime: RuntimeDep) -> Response:
 def resume(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
     """Resume a `suspended` ticket in the same session (ticket `running`, session `active`)
     for the scheduler to continue; 400 `invalid_ticket_state` from any other status."""
-    return ticket_response(service.resume_ticket(runtime.db, str(ticket_id)))
+    return tickets.ticket_response(service.resume_ticket(runtime.db, str(ticket_id)))
 
 
 @router.patch(
@@ -219,7 +132,7 @@ def resume(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
 def reset(ticket_id: TicketId, runtime: RuntimeDep) -> TicketResponse:
     """Reset the ticket to `pending`: its current session is archived as `completed`, its
     steps are kept, and the scheduler starts a new session."""
-    return ticket_response(service.reset_ticket(runtime.db, str(ticket_id)))
+    return tickets.ticket_response(service.reset_ticket(runtime.db, str(ticket_id)))
 
 
 @hookimpl

@@ -6,49 +6,25 @@ its grants, core/tools.py) but is not found here until the source offers it agai
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import Field
 
-from opencrab.core.runtime import Runtime
-from opencrab.core.tools import offered_tools
-from opencrab.errors import NotFoundError
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports import tools
+from opencrab.reports.tools import ToolResponse
 from opencrab.server.deps import RuntimeDep, record_id
-from opencrab.server.schemas import ApiModel, error_responses
-from opencrab.store.repositories import tools as repo
-from opencrab.store.repositories.tools import ToolRow
+from opencrab.server.schemas import error_responses
 
 router = APIRouter(prefix="/api", tags=["Tools"])
 
 
-class ToolResponse(ApiModel):
-    id: UUID
-    name: str
-    description: str | None = None
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema of the input.")
-    created_at: datetime
-
-
-def _tool(row: ToolRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "schema": row.schema,
-        "createdAt": row.created_at,
-    }
-
-
 @router.get("/tools", operation_id="listTools", response_model=list[ToolResponse])
-async def list_tools(runtime: RuntimeDep) -> list[dict[str, Any]]:
+async def list_tools(runtime: RuntimeDep) -> list[ToolResponse]:
     """Every tool offered now, by name."""
-    rows = await run_blocking(offered_tools, runtime.db, runtime.registry)
-    return [_tool(r) for r in rows]
+    return await run_blocking(tools.tool_list, runtime.db, runtime.registry)
 
 
 @router.get(
@@ -59,21 +35,9 @@ async def list_tools(runtime: RuntimeDep) -> list[dict[str, Any]]:
 )
 async def get_tool(
     tool_id: Annotated[UUID, Depends(record_id("tool"))], runtime: RuntimeDep
-) -> dict[str, Any]:
+) -> ToolResponse:
     """One tool offered now, with its JSON Schema."""
-    row = await run_blocking(_stored, runtime, str(tool_id))
-    if row is None:
-        raise NotFoundError(f"no tool {tool_id}")
-    if row.name not in runtime.registry:
-        raise NotFoundError(
-            f"tool {row.name} ({tool_id}) is not offered now: its source does not list it"
-        )
-    return _tool(row)
-
-
-def _stored(runtime: Runtime, tool_id: str) -> ToolRow | None:
-    with runtime.db.read() as conn:
-        return repo.tool_by_id(conn, tool_id)
+    return await run_blocking(tools.tool_view, runtime.db, runtime.registry, str(tool_id))
 
 
 @hookimpl

@@ -99,8 +99,8 @@ from opencrab.errors import ForbiddenError, NotFoundError, OpenCrabError
 from opencrab.messages import MessageText, WebSocketSource
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
+from opencrab.reports.sessions import message_response
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
-from opencrab.server.api.sessions import message_response
 from opencrab.server.auth import UNAUTHORIZED, TokenWatch, ws_subprotocol
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
