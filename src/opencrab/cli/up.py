@@ -339,8 +339,9 @@ def listen(host: str, port: int) -> socket.socket | str:
 async def serve_without_http(
     settings: Settings, db: Database, *, refresh_secs: float = 5.0
 ) -> None:
-    """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`) and the
-    registered, enabled chat gateways till SIGINT/SIGTERM."""
+    """Run every agent's heartbeat, the ticket scheduler (`[tickets] enabled`), the
+    follow-ups of decided approvals and the registered, enabled chat gateways till
+    SIGINT/SIGTERM."""
 
     from opencrab.core.runtime import Runtime
     from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
@@ -355,6 +356,7 @@ async def serve_without_http(
             err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
         beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
         tickets = start_tickets(runtime)
+        runtime.approvals.follow_ups.start()  # stopped when the runtime closes
         chats = await start_chat_gateways(runtime)
         try:
             await stop.wait()
