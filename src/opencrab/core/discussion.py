@@ -488,6 +488,8 @@ class Discussion:
                 outcome.status, outcome.ended_by = self.status, reason
                 return outcome
             await self.wait_for_decision()  # a call held before (a restarted runner)
+            if self.status != "active":
+                continue  # stopped meanwhile: said so at the top
             for agent_id in self._round():
                 agent = runtime.agents.get(agent_id)
                 turn: TurnOutcome | None = await self.take_turn(runtime, agent)
