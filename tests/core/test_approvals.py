@@ -14,8 +14,10 @@ from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.approval_decisions import AlreadyDecided
+from opencrab.core.approval_followups import FOLLOW_UP, follow_up_sender, follow_up_text
 from opencrab.core.approvals import unsafe_call
 from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import session_messages
 from opencrab.core.steps import TurnResult, step_from_json, step_json
 from opencrab.core.tools import tool_id
 from opencrab.errors import NotFoundError
@@ -23,10 +25,11 @@ from opencrab.events import ToolResultEvent
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatRequest
+from opencrab.messages import IncomingMessage, InternalSource, Sender
 from opencrab.store import Database
 from opencrab.store.repositories import approvals as repo
 from tests.core.conftest import calls, speak
-from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_provider import ScriptedProvider, reply
 
 GRANTED = ["write_file", "read_file", "execute_command"]
 
@@ -247,3 +250,34 @@ async def test_a_chat_turn_while_a_call_waits_still_answers_every_call(
     assert "approval" in output
     with pytest.raises(NotFoundError):
         rt.approvals.get("6f0c1d2e-0000-4000-8000-0000000000ff")
+
+
+async def test_a_follow_up_whose_turn_already_ran_to_its_end_is_not_run_again(
+    rt: Runtime, scripted: ScriptedProvider
+) -> None:
+    agent = _agent(rt, write_file="always")
+    scripted.then(calls(("write_file", {"path": "out.txt", "content": "made"})), reply("Written."))
+    result = await rt.turns.chat(agent, "write it")
+    assert result.approval_id is not None
+    decided = await rt.approvals.decide(result.approval_id, approve=True)
+    assert decided.follow_up == "pending"  # recorded with the decision; nothing runs it here
+    # a process ran the follow-up turn to its end and died before marking it done
+    message = IncomingMessage.text(
+        follow_up_text(decided),
+        source=InternalSource(origin=FOLLOW_UP),
+        sender=Sender(id=follow_up_sender(decided.id)),
+    )
+    await rt.turns.run(agent, message, session_id=result.session_id, create=False)
+    asked = len(scripted.requests)
+
+    rt.approvals.follow_ups.start()  # another process takes it over
+    async with asyncio.timeout(60):
+        while rt.approvals.get(decided.id).follow_up == "pending":
+            await asyncio.sleep(0.05)
+    assert rt.approvals.get(decided.id).follow_up == "done"
+    assert len(scripted.requests) == asked  # not run again
+    said = [(m.role, m.content) for m in session_messages(rt.db, result.session_id)]
+    assert said == [("user", "write it"), ("assistant", "Written.")]
+    with rt.db.read() as conn:
+        outcome = repo.answered(conn, [decided.id])[decided.id]
+    assert outcome.steps[-1]["reply"] == "Written."  # what a waiting gateway is handed

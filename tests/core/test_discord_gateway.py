@@ -182,6 +182,7 @@ async def test_a_held_call_is_announced_in_the_channel_and_the_answer_follows_th
     scripted.outcomes.clear()
     scripted.then(calls(("execute_command", {"command": "echo made"})), reply("It printed made."))
     running = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run())
+    runtime.approvals.follow_ups.start()  # as every process running background work does
     try:
         await gateway.on_message(fake.message("Run it"))
         async with asyncio.timeout(60):

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
+from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config import Settings
 from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import (
@@ -36,13 +37,14 @@ from opencrab.core.heartbeat import (
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
+from opencrab.core.tools import tool_id
 from opencrab.gateway.discord import DiscordGateway
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import LeaseStore, heartbeat_key
 from opencrab.store.tables import agents, heartbeat_log
-from tests.core.conftest import speak
+from tests.core.conftest import calls, speak
 from tests.fakes.discord_client import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.scripted_provider import ScriptedProvider
 
@@ -158,6 +160,39 @@ async def test_speak_when_the_discussion_moved_on(
     assert ben_tick.result["spoke"] == "犬派です"
     assert [s.text for s in discussion.speeches()] == ["猫派です", "犬派です"]
     assert logged(runtime.db)[-2:] == [(ann.id, "learn"), (ben.id, "speak")]
+
+
+async def test_a_discussion_waiting_for_a_decision_is_left_alone_until_it_goes_on(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    ann = runtime.agents.create(AgentCreate(name="ann", tool_ids=[tool_id("write_file")]))
+    save_tool_settings(runtime.db, ann.id, ToolSettings(approvals={"write_file": "always"}))
+    ben = runtime.agents.create(AgentCreate(name="ben"))
+    discussion = Discussion.create(runtime.db, theme="files", participants=[ann.id, ben.id])
+    scripted.outcomes.clear()
+    write = calls(("write_file", {"path": "notes.txt", "content": "cats"}))
+    scripted.then(write, speak("I wrote notes.txt."), speak("Thanks."))
+    held = await discussion.take_turn(runtime, ann)
+    assert (held.action, held.spoke) == ("approval", None)
+    assert held.approval_id is not None
+
+    async def ben_ticks() -> str:
+        scheduler = runtime.scheduler()  # a new observer: the facts as they are now
+        scheduler.add(runtime.pulse_for(ben, scheduler))
+        return (await scheduler.tick_now(ben.id)).decision
+
+    assert await ben_ticks() == "idle"  # the call waits: nobody speaks meanwhile
+    await runtime.approvals.decide(held.approval_id, approve=True)
+    assert await ben_ticks() == "idle"  # decided, but ann has not finished her turn yet
+    runtime.approvals.follow_ups.start()
+    async with asyncio.timeout(60):
+        while discussion.waiting():
+            await asyncio.sleep(0.05)
+    assert await ben_ticks() == "speak"
+    assert [(s.speaker, s.text) for s in discussion.speeches()] == [
+        ("ann", "I wrote notes.txt."),
+        ("ben", "Thanks."),
+    ]
 
 
 async def test_learn_reflects_once_there_is_new_experience(

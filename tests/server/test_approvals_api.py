@@ -205,3 +205,54 @@ def test_a_denied_call_is_answered_with_the_denial_and_the_chat_continues(
     [result] = _tool_results(scripted)
     assert result.is_error
     assert "denied by a person: not now" in str(result.content)
+
+
+def test_a_discussion_waits_for_a_held_call_and_goes_on_by_itself_once_it_is_approved(
+    client: TestClient, scripted: ScriptedProvider, data_dir: Path
+) -> None:
+    ann = new_agent(client, "ann", toolIds=[tool_id("write_file")])
+    new_agent(client, "ben")
+    put = client.put(
+        f"/api/agents/{ann['id']}/tool-settings", json={"approvals": {"write_file": "always"}}
+    )
+    assert put.status_code == 200, put.text
+    scripted.then(
+        calls(("write_file", WRITE)),  # ann's first turn: the call waits for a person
+        speak("I wrote out.txt."),  # … and goes on from its result once approved
+        speak("Thank you, ann."),  # ben
+        speak("Then we are done."),  # ann
+    )
+    started = client.post(
+        "/api/discussions",
+        json={"theme": "files", "participants": ["ann", "ben"], "maxTurns": 3},
+    )
+    assert started.status_code == 201, started.text
+    discussion_id = started.json()["id"]
+    waiting = {"sessionId": discussion_id, "status": "pending"}
+    deadline = time.monotonic() + 60
+    while not (pending := client.get("/api/approvals", params=waiting).json()):
+        assert time.monotonic() < deadline, "ann's call was never held"
+        time.sleep(0.05)
+    assert len(scripted.requests) == 1  # nobody spoke while the call waited
+
+    approved = client.post(f"/api/approvals/{pending[0]['id']}/approve")
+    assert approved.status_code == 200, approved.text
+    deadline = time.monotonic() + 60
+    while True:
+        ended = client.get(f"/api/discussions/{discussion_id}").json()
+        if ended["status"] != "active" and not ended["running"]:
+            break
+        assert time.monotonic() < deadline, f"the discussion never ended: {ended}"
+        time.sleep(0.05)
+    assert (ended["status"], ended["endedBy"], ended["turn"]) == ("completed", "max_turns", 3)
+    said = [(m["speakerName"], m["content"]) for m in ended["messages"]]
+    assert said == [
+        ("ann", "I wrote out.txt."),
+        ("ben", "Thank you, ann."),
+        ("ann", "Then we are done."),
+    ]
+    [result] = _tool_results(scripted)  # ann's continued turn saw what the call did
+    assert not result.is_error
+    assert "A person approved your call to write_file" in str(scripted.requests[1].messages[-1])
+    assert "I wrote out.txt." in str(scripted.requests[2].messages[-1].content)  # ben heard it
+    assert [p.read_text() for p in data_dir.glob("agents/*/workspace/out.txt")] == ["made"]

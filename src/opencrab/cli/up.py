@@ -340,7 +340,8 @@ async def serve_without_http(
     settings: Settings, db: Database, *, refresh_secs: float = 5.0
 ) -> None:
     """Run the tool sources, every agent's heartbeat, the ticket scheduler (`[tickets]
-    enabled`) and the registered, enabled chat gateways till SIGINT/SIGTERM."""
+    enabled`), the follow-ups of decided approvals and the registered, enabled chat
+    gateways till SIGINT/SIGTERM."""
 
     from opencrab.core.runtime import Runtime
     from opencrab.core.tool_sources import start_tool_sources
@@ -358,6 +359,7 @@ async def serve_without_http(
         try:
             beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
             tickets = start_tickets(runtime)
+            runtime.approvals.follow_ups.start()  # stopped when the runtime closes
             chats = await start_chat_gateways(runtime)
             try:
                 await stop.wait()

@@ -1,5 +1,6 @@
-"""`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats and the
-tickets (the ticket scheduler, `[tickets] enabled`) by lease.
+"""`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats, the
+tickets (the ticket scheduler, `[tickets] enabled`) and the turns that continue a chat or a
+discussion after a person decided a held call (core/approval_followups.py), by lease.
 
 Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
 more than one machine): each agent's heartbeat ticks in the one process holding its
@@ -98,6 +99,7 @@ async def run_worker(
             try:
                 beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
                 tickets = start_tickets(runtime)
+                runtime.approvals.follow_ups.start()  # stopped when the runtime closes
                 try:
                     await stop.wait()
                 finally:

@@ -9,9 +9,10 @@ runs once with the agent's permissions as they are now; its result event (answer
 call's tool_call event), memory line, the action's own writes and the approval's
 `result_event_id` commit in one transaction with the approval hooks' `decided` (a
 ticket resumes, opencrab.tickets.approvals). The agent sees the result in its next
-turn's history: a ticket's, which the scheduler runs; in a chat session, once its last
-waiting call is decided, a follow-up turn continues the conversation at once
-(core/approval_followups.py).
+turn's history: a ticket's, which the scheduler runs; in an active chat or discussion
+session, once its last waiting call is decided, the same transaction records a
+follow-up, the turn that continues the session, which a process running background work
+claims and runs at once (core/approval_followups.py).
 
 Example:
     record = await runtime.approvals.decide(approval_id, approve=True, by="ops")
@@ -38,6 +39,7 @@ from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.events import ToolResultEvent, ToolResultPayload
 from opencrab.offload import run_blocking
 from opencrab.store.repositories import approvals as repo
+from opencrab.store.repositories import sessions as sessions_repo
 from opencrab.store.repositories.approvals import ApprovalRecord, ApprovalStatus
 from opencrab.store.types import utcnow
 
@@ -108,8 +110,9 @@ class ApprovalService:
 
         NotFoundError for no such approval, AlreadyDecided when it was decided already,
         SessionBusy when another process runs a turn in its session (nothing decided).
-        In a chat session whose last waiting call this was, a follow-up turn then
-        continues the conversation in the background (core/approval_followups.py).
+        In an active chat or discussion session whose last waiting call this was, a
+        follow-up turn is recorded with the decision and then continues the session
+        (core/approval_followups.py).
         """
         reason = (reason or "").strip() or None
         by = by.strip() or "person"
@@ -133,7 +136,8 @@ class ApprovalService:
                 result = ActionResult.fail(f"denied by a person{why}")
             decided = await run_blocking(self._record, agent, record, result, writes)
         runtime.wrote()
-        self.follow_ups.start(decided)
+        if decided.follow_up == "pending":
+            self.follow_ups.wake()  # this process claims it now when it runs the service
         return decided
 
     def _claim(self, approval_id: str, decision: str, by: str, reason: str | None) -> bool:
@@ -175,6 +179,12 @@ class ApprovalService:
         cap = runtime.settings.agent.max_event_bytes
         events = runtime.engine.events
         output = result.output()
+        session = sessions_repo.get_session(self.db, record.session_id)
+        continues = (
+            session is not None
+            and session.kind in ("chat", "discussion")
+            and session.status == "active"
+        )
         with self.db.write() as conn:
             event = ToolResultEvent(
                 id=uuid4(),
@@ -204,6 +214,8 @@ class ApprovalService:
             for write in writes:
                 write(conn)
             repo.set_result(conn, record.id, str(event.id))
+            if continues and repo.count_pending(conn, record.session_id) == 0:
+                repo.request_follow_up(conn, record.id, record.session_id)
             decided = repo.get(conn, record.id)
             assert decided is not None
             for hook in approval_hooks():

@@ -19,6 +19,12 @@ and what people post into a running discussion (`post`, seed 001 "介入機能�
 which every participant sees in its next prompt. An agent can `join` a running one. On
 the server a `DiscussionRunner` drives discussions started over REST or the WebSocket.
 
+A participant's call held for a person's approval (core/approvals.py) ends its turn; the
+discussion then waits (`waiting`: `run` takes no turn, the heartbeat leaves it alone)
+until the call is decided and the follow-up (core/approval_followups.py), run by
+whichever process claims it, has finished that participant's turn from the call's
+result (`continue_turn`); then it goes on as it would have.
+
 Example:
     d = Discussion.create(db, theme="週休3日制", participants=[a.id, b.id], max_turns=8)
     outcome = await d.run(runtime)
@@ -41,14 +47,18 @@ from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.event_log import EventLog
 from opencrab.events import UserEvent, UserPayload
 from opencrab.messages import IncomingMessage, InternalSource, Sender, check_message
+from opencrab.offload import run_blocking
 from opencrab.prompts import prompts
 from opencrab.store import Database
+from opencrab.store.repositories import approvals as approvals_repo
 from opencrab.store.repositories import sessions as repo
+from opencrab.store.repositories.approvals import FollowUpOutcome
 from opencrab.store.repositories.sessions import DiscussionRow
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
     from opencrab.core.runtime_view import RuntimeView
+    from opencrab.core.steps import EngineStep
     from opencrab.core.turns import HeldSession
 
 Mode = Literal["autonomous", "facilitated"]
@@ -61,6 +71,7 @@ SEEN = "seen_messages"  # context key: per agent, the last message id its prompt
 # what a turn ended with when the agent said something: a speech action or a plain answer
 SPOKEN = frozenset({"send_speech", "broadcast_guidance", "message"})
 TRANSCRIPT_LINES = 30  # at most this many earlier speeches go into one prompt
+WAIT_POLL_SECS = 0.5  # how often a discussion waiting for a decision looks again
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +97,7 @@ class TurnOutcome:
     spoke: str | None
     action: str | None  # what ended the turn: send_speech, send_noreact, declare_done, …
     error: str | None = None
+    approval_id: str | None = None  # action "approval": the call waiting for a person
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -380,7 +392,61 @@ class Discussion:
             spoke=spoke,
             action=result.stopped_by,
             error=None if result.error is None else f"{result.error.error}: {result.error.message}",
+            approval_id=result.approval_id,
         )
+
+    async def continue_turn(
+        self, runtime: RuntimeView, agent: Agent, message: IncomingMessage, trace_id: str
+    ) -> list[EngineStep]:
+        """Finish `agent`'s turn whose call was held, once a person decided it
+        (core/approval_followups.py): one more turn in its trace with `message`, under the
+        held turn's number (that turn counted already); its steps."""
+        async with runtime.turns.hold(agent, self.id, kind="discussion", wait_busy=True) as held:
+            self.refresh()
+            top_seen = max((s.log_id for s in self.speeches(limit=1)), default=0)
+            steps = [
+                step
+                async for step in held.steps(
+                    message,
+                    trace_id=trace_id,
+                    task_type="discussion",
+                    turn_number=self.turn_number or None,
+                    purpose="conversation",
+                )
+            ]
+
+            def saw(context: dict[str, Any]) -> dict[str, Any]:
+                return {**context, SEEN: {**(context.get(SEEN) or {}), agent.id: top_seen}}
+
+            repo.update_context(self.db, self.id, saw)
+            for wrote in held.service.on_write:
+                wrote()
+        return steps
+
+    def waiting(self) -> bool:
+        """True while a participant's call waits for a person, or the turn continuing it
+        after the decision has not run yet (the discussion waits meanwhile)."""
+        with self.db.read() as conn:
+            return approvals_repo.session_waiting(conn, self.id)
+
+    async def wait_for_decision(self, approval_id: str | None = None) -> dict[str, Any] | None:
+        """Wait while the discussion waits (`waiting`) and is active; then the result
+        (step_json of its TurnResult) of the turn that continued the call `approval_id`,
+        when one ran."""
+        while await run_blocking(self.waiting):
+            await asyncio.sleep(WAIT_POLL_SECS)
+            await run_blocking(self.refresh)
+            if self.status != "active":
+                return None
+        if approval_id is None:
+            return None
+
+        def answered() -> FollowUpOutcome | None:
+            with self.db.read() as conn:
+                return approvals_repo.answered(conn, [approval_id]).get(approval_id)
+
+        found = await run_blocking(answered)
+        return found.steps[-1] if found is not None and found.steps else None
 
     def next_speakers(self) -> list[str]:
         """Autonomous turn-taking: who may speak next, least recently heard first.
@@ -421,18 +487,44 @@ class Discussion:
                 self.finish(reason)
                 outcome.status, outcome.ended_by = self.status, reason
                 return outcome
+            await self.wait_for_decision()  # a call held before (a restarted runner)
+            if self.status != "active":
+                continue  # stopped meanwhile: said so at the top
             for agent_id in self._round():
                 agent = runtime.agents.get(agent_id)
-                turn = await self.take_turn(runtime, agent)
-                outcome.turns.append(turn)
-                quiet = 0 if turn.spoke else quiet + 1
-                failures = failures + 1 if turn.error else 0
-                if on_turn is not None:
-                    maybe = on_turn(turn)
-                    if maybe is not None:
-                        await maybe
+                turn: TurnOutcome | None = await self.take_turn(runtime, agent)
+                while turn is not None:
+                    outcome.turns.append(turn)
+                    quiet = 0 if turn.spoke else quiet + 1
+                    failures = failures + 1 if turn.error else 0
+                    if on_turn is not None:
+                        maybe = on_turn(turn)
+                        if maybe is not None:
+                            await maybe
+                    # a held call: the discussion waits for the decision and the turn
+                    # that continues it (core/approval_followups.py), then goes on
+                    turn = await self._continued(agent, turn)
                 if self.status != "active" or self.ended_by() is not None:
                     break
+
+    async def _continued(self, agent: Agent, turn: TurnOutcome) -> TurnOutcome | None:
+        """After a turn that held a call: the turn continuing it, once decided and run."""
+        if turn.approval_id is None:
+            return None
+        result = await self.wait_for_decision(turn.approval_id)
+        await run_blocking(self.refresh)
+        if result is None:
+            return None
+        stopped = result.get("stoppedBy")
+        return TurnOutcome(
+            agent_id=agent.id,
+            agent=agent.name,
+            turn_number=turn.turn_number,
+            spoke=result.get("reply") if stopped in SPOKEN else None,
+            action=stopped,
+            error=result.get("error"),
+            approval_id=result.get("approvalId"),
+        )
 
     def _round(self) -> list[str]:
         """Who takes the next turn(s)."""

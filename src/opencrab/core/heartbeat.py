@@ -14,7 +14,8 @@ the fleet's; core/budgets.Standing), has anything happened in the agent's discus
 since it last spoke, how long since it last spoke or reflected. Only then may it decide:
 - Speak: a discussion it takes part in has news and it was not the last to speak (and
   not in the last `min_silence_secs`): the engine runs a turn (send_speech or
-  send_noreact);
+  send_noreact). A discussion where a call waits for a person's decision, or for the
+  turn that continues it (core/approval_followups.py), is left alone until then;
 - Speak at home: nothing to answer in discussions, the agent has a home conversation
   (`heartbeat.home`: a chat session or a Discord channel) and did not speak there on
   its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may speak

@@ -9,8 +9,9 @@ most `max_concurrent` turns at once; the reply goes back to the conversation it 
 from. A message the message rules refuse (no text, too long) runs no turn and is answered
 with the rule; a failed turn is answered with a short apology naming the error, never a
 stack trace. A turn that ended on a call held for a person's approval is answered with
-what waits and where to decide it; once it is decided, the turn that continues the chat
-(core/approval_followups.py) is answered in the same conversation, as a follow-up.
+what waits and where to decide it; once it is decided (through any server), the answer of
+the turn that continues the chat (core/approval_followups.py), run by whichever process
+claimed it, is sent to the same conversation, as a follow-up.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ import logging
 from abc import abstractmethod
 
 from opencrab.core.agent import Agent
-from opencrab.core.approval_followups import is_follow_up
+from opencrab.core.approval_followups import FollowUpOutcome, Watcher
 from opencrab.core.runtime import Runtime
-from opencrab.core.steps import EngineStep, TurnResult
-from opencrab.core.turns import TurnInfo
+from opencrab.core.steps import TurnResult, step_from_json
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
 from opencrab.gateway.registry import gateway_factories
@@ -68,11 +68,9 @@ class GatewayRunner:
         self.agent = agent
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.held: dict[str, IncomingMessage] = {}  # session -> the message a held turn answered
+        self.watchers: list[Watcher] = []  # the follow-ups its conversations wait for
 
     async def run(self) -> None:
-        listeners = self.runtime.turns.listeners
-        listeners.append(self.follow_up)
         try:
             while True:
                 message = await self.gateway.receive()
@@ -81,7 +79,8 @@ class GatewayRunner:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
-            listeners.remove(self.follow_up)
+            for watcher in self.watchers:
+                self.runtime.approvals.follow_ups.unwatch(watcher)
             for task in list(self._tasks):
                 task.cancel()
 
@@ -105,7 +104,9 @@ class GatewayRunner:
         """What a turn's result says in the conversation (a held call: where to decide it)."""
         text = result.reply
         if result.approval_id is not None:
-            self.held[result.session_id] = message
+            watcher = self.follow_up(message)
+            self.watchers.append(watcher)
+            self.runtime.approvals.follow_ups.watch(result.approval_id, watcher)
             notice = await run_blocking(self.runtime.approvals.notice, result.approval_id)
             text = f"{text}\n\n{notice}" if text else notice
         elif result.error is not None and not text:
@@ -124,16 +125,21 @@ class GatewayRunner:
         )
         return text
 
-    def follow_up(self, info: TurnInfo, step: EngineStep) -> None:
-        """A turn listener: the end of a turn continuing a chat held here is answered in
+    def follow_up(self, message: IncomingMessage) -> Watcher:
+        """A follow-up watcher: the answer of the turn continuing a chat held here goes to
         the conversation the held turn came from."""
-        if not isinstance(step, TurnResult) or not is_follow_up(info.message):
-            return
-        message = self.held.pop(info.session_id, None)
-        if message is not None:
-            task = asyncio.create_task(self._follow(step, message))
+
+        def told(outcome: FollowUpOutcome) -> None:
+            self.watchers.remove(told)
+            if not outcome.steps:
+                return  # dropped: the session ended meanwhile
+            result = step_from_json(outcome.steps[-1])
+            assert isinstance(result, TurnResult)
+            task = asyncio.create_task(self._follow(result, message))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+        return told
 
     async def _follow(self, result: TurnResult, message: IncomingMessage) -> None:
         try:

@@ -86,6 +86,7 @@ def create_app(
             beats = await runtime.start_heartbeats(refresh_secs=refresh_secs) if heartbeat else None
             app.state.heartbeats = beats
             scheduler = app.state.tickets = start_tickets(runtime) if tickets else None
+            runtime.approvals.follow_ups.start()  # stopped when the runtime closes
             hub = app.state.hub = EventHub(db)
             runtime.on_write.append(hub.nudge)
             feed = asyncio.create_task(hub.run(), name="live-events")

@@ -1,8 +1,8 @@
 """Leases: work that must run once across processes is claimed through a `leases` row.
 
 A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
-`ticket:<ticket id>`, or `member:<owner>`: a process sharing the heartbeats, see
-store.lease_keeper), the process that holds it (`owner`, unique per process:
+`ticket:<ticket id>`, `follow-up:<approval id>`, or `member:<owner>`: a process sharing
+the heartbeats, see store.lease_keeper), the process that holds it (`owner`, unique per process:
 `PROCESS_OWNER`) and when it expires. A lease is taken when it is free, expired or
 already the taker's; taking one's own lease again renews it. A process that dies stops
 renewing, so its leases expire and another process may take the work. One on this
@@ -87,6 +87,12 @@ def heartbeat_key(agent_id: str) -> str:
 def ticket_key(ticket_id: str) -> str:
     """The lease a process holds while it runs `ticket_id` (the ticket scheduler)."""
     return f"ticket:{ticket_id}"
+
+
+def follow_up_key(approval_id: str) -> str:
+    """The lease a process holds while it runs the follow-up of `approval_id`'s decision
+    (core/approval_followups.py)."""
+    return f"follow-up:{approval_id}"
 
 
 MEMBER_PREFIX = "member:"

@@ -104,6 +104,7 @@ agent_tool_settings = sa.Table(
 
 # ------------------------------------------- tool calls waiting for a person (issue 20)
 APPROVAL_STATUSES = ("pending", "approved", "denied")
+FOLLOW_UP_STATUSES = ("pending", "done", "dropped")
 
 pending_approvals = sa.Table(
     "pending_approvals",
@@ -128,7 +129,14 @@ pending_approvals = sa.Table(
     sa.Column("decided_by", sa.String(200)),
     sa.Column("reason", sa.Text),
     sa.Column("result_event_id", Uuid),  # the tool_result event the decision wrote
+    # the turn that continues the session once its last waiting call is decided
+    # (core/approval_followups.py): pending, done or dropped; None when there is none
+    sa.Column("follow_up", sa.String(16), index=True),
+    sa.Column("answered_by", Uuid),  # the approval whose follow-up answers this decision
+    sa.Column("follow_up_json", sa.JSON),  # the follow-up turn's closing steps (step_json)
+    sa.Column("followed_up_at", UtcDateTime),
     sa.CheckConstraint(_in("status", APPROVAL_STATUSES), name="status"),
+    sa.CheckConstraint(_in("follow_up", FOLLOW_UP_STATUSES), name="follow_up"),
 )
 
 # ---------------------------------------------------------------- seed 002: tickets, steps

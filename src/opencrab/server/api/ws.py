@@ -20,10 +20,12 @@ Messages are JSON objects with a `type`. From the client:
   approval (`chat.done` with `stoppedBy` "approval" and `approvalId`) is preceded by
   `{"type": "approval.waiting", "approvalId", "sessionId", "toolName", "arguments",
   "notice", "requestId"}` (the notice says where to decide it); once it is decided
-  (`/api/approvals/{id}/approve` or `/deny`, the dashboard's buttons) the turn that
-  continues the chat sends its steps here too while this connection is open, each
-  with `"followUp": true` and the first request's `requestId`, ending in its own
-  `chat.done` (core/approval_followups.py). A connection runs
+  (`/api/approvals/{id}/approve` or `/deny`, the dashboard's buttons, through any
+  server) the turn that continues the chat — run by whichever process claimed it —
+  sends its closing steps here while this connection is open (`reply` or `turn.failed`,
+  then its own `chat.done`, or `approval.waiting` before it when it held a call again),
+  each with `"followUp": true` and the first request's `requestId`
+  (core/approval_followups.py). A connection runs
   at most `[gateway.rest] ws_max_turns_per_connection` turns at once; a chat beyond that
   is refused with a `too_many_turns` error (send it again after a `chat.done`).
 
@@ -85,7 +87,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.auth import ApiToken, Scope
-from opencrab.core.approval_followups import is_follow_up, waiting_notice
+from opencrab.core.approval_followups import FollowUpOutcome, Watcher, waiting_notice
 from opencrab.core.discussion import (
     DEFAULT_MAX_TURNS,
     MAX_PARTICIPANTS,
@@ -93,8 +95,7 @@ from opencrab.core.discussion import (
     DiscussionRunner,
 )
 from opencrab.core.runtime import Runtime
-from opencrab.core.steps import EngineStep, TurnResult, step_json
-from opencrab.core.turns import TurnInfo
+from opencrab.core.steps import TurnResult, step_json
 from opencrab.errors import ForbiddenError, NotFoundError, OpenCrabError
 from opencrab.messages import MessageText, WebSocketSource
 from opencrab.offload import run_blocking
@@ -216,19 +217,18 @@ class Connection:
         self.id = str(uuid4())
         self.client = Client(name=self.id)
         self.chats: set[asyncio.Task[None]] = set()
-        self.held: dict[str, str] = {}  # session id -> the request whose turn held a call
+        self.watchers: list[Watcher] = []  # the follow-ups this connection waits for
         self.notes: set[asyncio.Task[None]] = set()  # follow-ups' notices being sent
 
     async def serve(self) -> None:
         receiver = asyncio.create_task(self._receive())
         pump = asyncio.create_task(self._pump())
         dropped = asyncio.create_task(self.client.closed.wait())
-        listeners = self.runtime.turns.listeners
-        listeners.append(self._follow_up)
         try:
             await asyncio.wait({receiver, pump, dropped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            listeners.remove(self._follow_up)
+            for watcher in self.watchers:
+                self.runtime.approvals.follow_ups.unwatch(watcher)
             for task in (receiver, pump, dropped):
                 task.cancel()
             self.hub.unsubscribe(self.client)
@@ -405,7 +405,7 @@ class Connection:
                 stream=True,
             ):
                 if isinstance(step, TurnResult) and step.approval_id is not None:
-                    await self._waiting(step, request_id)
+                    await self._waiting(step.approval_id, request_id)
                 if isinstance(step, TurnResult):
                     # the turn's slot frees before its chat.done goes out: a client that
                     # sends again on chat.done (as the too_many_turns error says) is never
@@ -418,11 +418,9 @@ class Connection:
             log.exception("websocket chat failed")
             offer(_error("internal_error", "the turn failed; see the server log", request_id))
 
-    async def _waiting(self, result: TurnResult, request_id: str) -> None:
-        """Say which call waits and where to decide it; follow its session's next turn."""
-        assert result.approval_id is not None
-        record = await run_blocking(self.runtime.approvals.get, result.approval_id)
-        self.held[result.session_id] = request_id
+    async def _waiting(self, approval_id: str, request_id: str) -> None:
+        """Say which call waits and where to decide it; watch for the turn after it."""
+        record = await run_blocking(self.runtime.approvals.get, approval_id)
         self.client.offer(
             _dump(
                 {
@@ -436,26 +434,37 @@ class Connection:
                 }
             )
         )
+        watcher = self._follow_up(request_id)
+        self.watchers.append(watcher)
+        self.runtime.approvals.follow_ups.watch(record.id, watcher)
 
-    def _follow_up(self, info: TurnInfo, step: EngineStep) -> None:
-        """A turn listener: the steps of a turn continuing a chat this connection asked in."""
-        request_id = self.held.get(info.session_id)
-        if request_id is None or not is_follow_up(info.message):
-            return
-        if isinstance(step, TurnResult):
-            del self.held[info.session_id]
-            if step.approval_id is not None:  # held again: say so before its chat.done
-                waiting = self._waiting(step, request_id)
-                task = asyncio.create_task(self._then(waiting, step, request_id))
-                self.notes.add(task)
-                task.add_done_callback(self.notes.discard)
+    def _follow_up(self, request_id: str) -> Watcher:
+        """A follow-up watcher: the closing steps of the turn that continued a chat this
+        connection asked in, whichever process ran it."""
+
+        def told(outcome: FollowUpOutcome) -> None:
+            self.watchers.remove(told)
+            if not outcome.steps:
+                return  # dropped: the session ended meanwhile
+            *before, last = outcome.steps
+            for step in before:
+                self.client.offer(_dump({**step, "requestId": request_id, "followUp": True}))
+            done = {**last, "requestId": request_id, "followUp": True}
+            held_again = last.get("approvalId")
+            if not held_again:
+                self.client.offer(_dump(done))
                 return
-        self.client.offer(_dump({**step_json(step), "requestId": request_id, "followUp": True}))
+            task = asyncio.create_task(self._then(self._waiting(held_again, request_id), done))
+            self.notes.add(task)
+            task.add_done_callback(self.notes.discard)
 
-    async def _then(self, waiting: Any, step: TurnResult, request_id: str) -> None:
+        return told
+
+    async def _then(self, waiting: Any, done: dict[str, Any]) -> None:
+        """Say that the follow-up held a call again, then send its chat.done."""
         with contextlib.suppress(OpenCrabError):
             await waiting
-        self.client.offer(_dump({**step_json(step), "requestId": request_id, "followUp": True}))
+        self.client.offer(_dump(done))
 
 
 def _camel(state: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from opencrab.store import Database
+from opencrab.store.repositories.approvals import waiting_sessions
 from opencrab.store.repositories.memory import latest_log_ids, latest_speeches
 from opencrab.store.repositories.sessions import autonomous_discussions
 from opencrab.store.tables import agents, heartbeat_log, llm_usage_metrics
@@ -37,7 +38,8 @@ class Facts:
 
 def observe(db: Database, *, since: datetime) -> Facts:
     """The heartbeat's facts: costs since `since`, autonomous discussions (those a runner
-    drives left out), each agent's latest log line."""
+    drives, and those waiting for a decision on a held call, left out), each agent's
+    latest log line."""
     m = llm_usage_metrics.c
     with db.read() as conn:
         spent = {
@@ -51,6 +53,9 @@ def observe(db: Database, *, since: datetime) -> Facts:
         found = [  # discussions a DiscussionRunner drives are left to it
             r for r in autonomous_discussions(conn) if not (r["context"] or {}).get("runner")
         ]
+        # … and those waiting for a person's decision on a call, or the turn after it
+        waiting = waiting_sessions(conn, sorted({str(r["id"]) for r in found}))
+        found = [r for r in found if str(r["id"]) not in waiting]
         active = sorted({str(r["id"]) for r in found})
         latest = latest_speeches(conn, active) if active else {}
         discussions = [
