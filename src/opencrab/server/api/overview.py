@@ -15,10 +15,9 @@ from uuid import UUID
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import Field
 
-from opencrab.core.heartbeat import HeartbeatScheduler
+from opencrab.core.heartbeat import HeartbeatScheduler, HeartbeatService
 from opencrab.core.identity import AgentRole
 from opencrab.core.overview import AgentOverview, Status, agent_overview
-from opencrab.core.runtime import HeartbeatService
 from opencrab.plugins import hookimpl
 from opencrab.prompts import Language
 from opencrab.server.deps import AgentId, RuntimeDep
