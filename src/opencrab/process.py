@@ -227,6 +227,7 @@ async def running(
                 stops.append((service.name, stop))
                 process.started.append(service.name)
                 log.info("%s: started %s", role.value, service.name)
+        log.info("%s: running %s", role.value, ", ".join(process.started))
         yield process
     finally:
         for name, stop in reversed(stops):

@@ -302,4 +302,3 @@ def _rows(chat: ChatUsage, agent_id: str, prices: PriceBook) -> Iterator[metrics
             better_model_suggestion=None,
             created_at=utcnow(),
         )
-
