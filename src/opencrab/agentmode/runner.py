@@ -218,7 +218,8 @@ class AgentModeRunner:
         full_auto: bool = True,
     ) -> AgentSession:
         """Start running the session's tasks with the coding CLI `cli` (`command` is the
-        program for `other`, or replaces the CLI's executable)."""
+        program for `other`, or replaces the CLI's executable); its lease is taken first,
+        so this process watches it."""
         profile = clis.profile_for(cli)
         argv = clis.launch_command(profile, command, self.search)  # refused early
         await run_blocking(self.endpoint_for, profile)  # no key: refused before anything
@@ -230,24 +231,37 @@ class AgentModeRunner:
                 raise ConflictError(f"session {session_id} is {session.status.value}")
             if not session.tasks:
                 raise ConflictError(f"session {session_id} has no tasks")
-            repo = Path(session.repository_path)
-            start_branch = await current_branch(repo)
-            async with worktrees.repo_lock(repo):  # one session at a time claims branches
-                state = RunState(
-                    cli=profile.agent_type,
-                    command=argv or None,
-                    start_branch=start_branch,
-                    full_auto=full_auto,
-                    branches=plan_branches(session.tasks, await self._branches_taken(repo)),
-                )
-                self.runs.save(session_id, state)
-            session.conversation.add(
-                MessageRole.SYSTEM,
-                f"Started with {profile.agent_type} from branch {start_branch}.",
-            )
-            self._save(session)
+            key = agent_mode_key(session_id)
+            if self.leases is not None and not await self.leases.acquire(key):
+                raise ConflictError(f"session {session_id} is being started by another process")
+            try:
+                await self._run_state(session, profile.agent_type, argv, full_auto)
+            except BaseException:
+                if self.leases is not None:
+                    await self.leases.release(key)
+                raise
         self._ensure_loop(session_id)
         return session
+
+    async def _run_state(
+        self, session: AgentSession, cli: str, argv: list[str], full_auto: bool
+    ) -> None:
+        """Record how the session's tasks start (its RunState) and say so in it."""
+        repo = Path(session.repository_path)
+        start_branch = await current_branch(repo)
+        async with worktrees.repo_lock(repo):  # one session at a time claims branches
+            state = RunState(
+                cli=cli,
+                command=argv or None,
+                start_branch=start_branch,
+                full_auto=full_auto,
+                branches=plan_branches(session.tasks, await self._branches_taken(repo)),
+            )
+            self.runs.save(session.id, state)
+        session.conversation.add(
+            MessageRole.SYSTEM, f"Started with {cli} from branch {start_branch}."
+        )
+        self._save(session)
 
     async def _branches_taken(self, repo: Path) -> set[str]:
         """The repository's branches, and those other started sessions on it will make
