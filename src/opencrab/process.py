@@ -1,7 +1,7 @@
 """The process assembly: the background services of every role, in one order.
 
-An OpenCrab process runs in one of three roles (docs/architecture.md, "Background
-services"):
+An OpenCrab process runs in one of three roles (see the background services in
+docs/architecture.md, "Runtime and the turn service"):
 
 - `server`: `opencrab up` serving HTTP; the app's lifespan opens it (server/app.py);
 - `headless`: `opencrab up` with `[gateway.rest] enabled = false` (cli/up.py);
