@@ -156,7 +156,7 @@ class AgentModeRunner:
         self._delivering: dict[str, set[str]] = {}  # completed tasks whose work is delivered
         self._imported: set[tuple[str, str]] = set()  # imported again at close (incremental)
         self._starts: set[asyncio.Task[None]] = set()
-        self._ended: set[str] = set()  # watched here to an end; not claimed again unasked
+        self._ended: dict[str, int] = {}  # watched here to an end: its file's mtime then
 
     # ------------------------------------------------------------ persistence
     def _lock(self, session_id: str) -> asyncio.Lock:
@@ -274,7 +274,7 @@ class AgentModeRunner:
         return taken
 
     def _ensure_loop(self, session_id: str) -> None:
-        self._ended.discard(session_id)
+        self._ended.pop(session_id, None)
         loop = self._loops.get(session_id)
         if loop is None or loop.done():
             self._loops[session_id] = asyncio.create_task(
@@ -307,7 +307,7 @@ class AgentModeRunner:
                 log.exception("agent-mode session %s: watch step failed", session_id)
                 more = True
             if not more:
-                self._ended.add(session_id)
+                self._ended[session_id] = self._mtime(session_id)
                 return
             await asyncio.sleep(self.poll_secs)
 
@@ -813,14 +813,18 @@ class AgentModeRunner:
     async def claim_free(self) -> list[str]:
         """Watch the started Active or Paused sessions no process watches (after a
         restart, or once a dead process's lease expired; never one nobody started, nor one
-        this runner watched to its end); their ids."""
-        rows = await run_blocking(self.service.list, limit=1000)
+        this runner watched to its end, unless its file changed since); their ids."""
+        rows = [
+            row
+            for status in (SessionStatus.ACTIVE, SessionStatus.PAUSED)
+            for row in await run_blocking(self.service.list, status=status, limit=1000)
+        ]
         claimed: list[str] = []
         for row in rows:
-            if row.status not in (SessionStatus.ACTIVE.value, SessionStatus.PAUSED.value):
-                continue
             loop = self._loops.get(row.id)
-            if (loop is not None and not loop.done()) or row.id in self._ended:
+            if loop is not None and not loop.done():
+                continue
+            if self._ended.get(row.id) == self._mtime(row.id):
                 continue
             if self.runs.load(row.id) is None:
                 continue

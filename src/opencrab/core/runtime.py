@@ -58,7 +58,7 @@ class Runtime:
     skill_problems: list[SkillProblem]
     engine: SkillEngine
     agents: AgentStore
-    leases: LeaseKeeper  # this process's leases: turns, heartbeats (store.lease_keeper)
+    leases: LeaseKeeper  # this process's leases: turns, heartbeats, tickets, … (store.lease_keeper)
     recorder: MetricsRecorder | None = None
     notices: list[str] = field(default_factory=list)
     # called whenever a turn step was written (e.g. to wake the live event feed at once)
