@@ -2,7 +2,7 @@
 
 "Layers" in docs/architecture.md, top to bottom:
 
-    4  cli/  server/  dashboard/  gateway/
+    4  process.py  cli/  server/  dashboard/  gateway/
     3  reports/  tickets/  agentmode/  importers/
     2  core/  actions/
     1  llm/  events.py  messages.py
@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "__main__": TOP,
     "ext": TOP,  # the plugin authors' import path: re-exports from every layer
     "reports": MIDDLE,
+    "process": TOP,  # the one assembly of background services, per role
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,

@@ -18,6 +18,7 @@ from opencrab.config import Settings, load_settings
 from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
 from opencrab.core.budgets import Budgets, CostCap, alert_payload
+from opencrab.core.heartbeat import heartbeat_scheduler, pulse_for
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.overview import agent_overview
 from opencrab.core.runtime import Runtime
@@ -67,8 +68,8 @@ async def test_a_spent_monthly_or_fleet_cap_keeps_the_heartbeat_from_acting(
     scripted.outcomes.clear()
     scripted.then(speak("おはよう"))
     calls = len(scripted.requests)
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
 
     tick = await scheduler.tick_now(agent.id)
 
@@ -86,8 +87,8 @@ async def test_the_heartbeat_acts_while_no_cap_is_spent(
     await spend(runtime, scripted, agent, 0.2)
     scripted.outcomes.clear()
     scripted.then(speak("おはよう"))
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
     tick = await scheduler.tick_now(agent.id)
     assert tick.decision == "speak"
     assert tick.result["spoke"] == "おはよう"

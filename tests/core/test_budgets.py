@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from opencrab.config import Settings, load_settings
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
 from opencrab.core.budgets import Budgets, CostCap, day_start, forecast, month_start, next_month
+from opencrab.core.heartbeat import heartbeat_scheduler, pulse_for
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
@@ -300,9 +301,9 @@ async def test_the_idle_cost_meter_reads_zero_for_an_idle_agent(
         gateway="session", session_id=UUID(ensure_chat_session(runtime.db, chatty.id))
     )
     chatty = runtime.agents.update(chatty.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
-    scheduler = runtime.scheduler()
+    scheduler = heartbeat_scheduler(runtime)
     for agent in (idle, chatty):
-        scheduler.add(runtime.pulse_for(agent, scheduler))
+        scheduler.add(pulse_for(runtime, agent, scheduler))
     scripted.outcomes.clear()
     scripted.then(speak("おはよう").model_copy(update={"cost_usd": 0.02}))
     assert (await scheduler.tick_now(idle.id)).decision == "idle"

@@ -32,7 +32,11 @@ from opencrab.core.heartbeat import (
     Observer,
     decide,
     first_tick_in,
+    heartbeat_act,
+    heartbeat_scheduler,
     prime_warning,
+    pulse_for,
+    start_heartbeats,
 )
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
@@ -86,8 +90,8 @@ async def test_idle_agent_ticks_without_a_model_call(
     runtime: Runtime, scripted: ScriptedProvider
 ) -> None:
     agent = runtime.agents.create(AgentCreate(name="idle"))
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
     tick = await scheduler.tick_now(agent.id)
     assert tick.decision == "idle"
     assert scripted.requests == []
@@ -98,8 +102,8 @@ async def test_disabled_heartbeat_is_skipped(runtime: Runtime) -> None:
     agent = runtime.agents.create(
         AgentCreate(name="off", heartbeat=HeartbeatConfig(interval_secs=31, enabled=False))
     )
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
     assert (await scheduler.tick_now(agent.id)).decision == "skip"
 
 
@@ -130,8 +134,8 @@ async def test_spent_budget_keeps_the_agent_idle(
             )
         ]
     )
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
     requests_before = len(scripted.requests)
     tick = await scheduler.tick_now(agent.id)
     assert (tick.decision, tick.reason) == ("idle", "daily budget spent")
@@ -147,9 +151,9 @@ async def test_speak_when_the_discussion_moved_on(
     scripted.outcomes.clear()
     scripted.then(speak("猫派です"), '{"skill_name": null}', speak("犬派です"))
     await discussion.take_turn(runtime, ann)
-    scheduler = runtime.scheduler()
+    scheduler = heartbeat_scheduler(runtime)
     for agent in (ann, ben):
-        scheduler.add(runtime.pulse_for(agent, scheduler))
+        scheduler.add(pulse_for(runtime, agent, scheduler))
 
     ann_tick = await scheduler.tick_now(ann.id)  # ann spoke last: no consecutive speech
     ben_tick = await scheduler.tick_now(ben.id)
@@ -177,8 +181,8 @@ async def test_a_discussion_waiting_for_a_decision_is_left_alone_until_it_goes_o
     assert held.approval_id is not None
 
     async def ben_ticks() -> str:
-        scheduler = runtime.scheduler()  # a new observer: the facts as they are now
-        scheduler.add(runtime.pulse_for(ben, scheduler))
+        scheduler = heartbeat_scheduler(runtime)  # a new observer: the facts as they are now
+        scheduler.add(pulse_for(runtime, ben, scheduler))
         return (await scheduler.tick_now(ben.id)).decision
 
     assert await ben_ticks() == "idle"  # the call waits: nobody speaks meanwhile
@@ -206,8 +210,8 @@ async def test_learn_reflects_once_there_is_new_experience(
         '"situation_pattern": "依頼", "guidance": "要点を復唱する"}',
     )
     await runtime.chat(agent, "メモして")
-    scheduler = runtime.scheduler()
-    pulse = runtime.pulse_for(agent, scheduler)
+    scheduler = heartbeat_scheduler(runtime)
+    pulse = pulse_for(runtime, agent, scheduler)
     scheduler.add(pulse)
     tick = await scheduler.tick_now(agent.id)
     assert tick.decision == "learn"
@@ -215,8 +219,8 @@ async def test_learn_reflects_once_there_is_new_experience(
     assert "要点を繰り返す" in {s.name for s in runtime.engine.skills_for(agent).list()}
     # right after a reflection: idle, and a fresh pulse resumes from heartbeat_log
     assert (await scheduler.tick_now(agent.id)).decision == "idle"
-    again = HeartbeatScheduler(runtime.db, act=runtime.heartbeat_act)
-    again.add(runtime.pulse_for(agent, again))
+    again = HeartbeatScheduler(runtime.db, act=lambda tick: heartbeat_act(runtime, tick))
+    again.add(pulse_for(runtime, agent, again))
     assert (await again.tick_now(agent.id)).decision == "idle"
 
 
@@ -381,7 +385,7 @@ async def test_the_server_warns_about_a_non_prime_interval(
     runtime.agents.create(AgentCreate(name="even", heartbeat=HeartbeatConfig(interval_secs=30)))
     runtime.agents.create(AgentCreate(name="prime", heartbeat=HeartbeatConfig(interval_secs=31)))
     with caplog.at_level("WARNING", logger="opencrab.core.runtime"):
-        service = await runtime.start_heartbeats()
+        service = await start_heartbeats(runtime)
         await service.stop()
     warned = [r.getMessage() for r in caplog.records if "not a prime" in r.getMessage()]
     assert warned == [
@@ -399,8 +403,8 @@ async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
     agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
     scripted.outcomes.clear()
     scripted.then(speak("おはようございます。今日の予定を整理しましょうか？"))
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
 
     tick = await scheduler.tick_now(agent.id)
 
@@ -416,8 +420,8 @@ async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
     # (at most once a second: a slow first tick under load sees them), never speak
     assert (await scheduler.tick_now(agent.id)).decision != "speak"
     assert len(session_messages(runtime.db, session_id)) == 1
-    again = runtime.scheduler()
-    again.add(runtime.pulse_for(agent, again))
+    again = heartbeat_scheduler(runtime)
+    again.add(pulse_for(runtime, agent, again))
     assert (await again.tick_now(agent.id)).decision != "speak"  # (it reflects instead)
     assert len(session_messages(runtime.db, session_id)) == 1
 
@@ -435,8 +439,8 @@ async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
     await gateway.on_message(fake.message("おはよう"))  # the channel the bot lives in
     scripted.outcomes.clear()
     scripted.then(speak("今日も水やりを忘れずに。"))
-    scheduler = runtime.scheduler()
-    scheduler.add(runtime.pulse_for(agent, scheduler))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
 
     alone = await scheduler.tick_now(agent.id)  # no Discord gateway runs here: kept only
     assert (alone.result["spoke"], alone.result["delivered"]) == ("今日も水やりを忘れずに。", False)

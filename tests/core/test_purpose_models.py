@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from opencrab.config.models import ModelRef
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.discussion import Discussion
-from opencrab.core.heartbeat import Tick
+from opencrab.core.heartbeat import Tick, heartbeat_act
 from opencrab.core.llm_config import AgentLlmConfig, AgentModels
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import Compacted, TurnResult
@@ -82,7 +82,7 @@ async def test_reflection_uses_the_analysis_model_and_select_llm_changes_it(
     first = await runtime.chat(aki, "remember the tide tables")
 
     # the heartbeat's learn decision runs reflect_and_learn outside any turn
-    await runtime.heartbeat_act(Tick(agent_id=aki.id, decision="learn", reason="r"))
+    await heartbeat_act(runtime, Tick(agent_id=aki.id, decision="learn", reason="r"))
     assert [r.model for r in claude.requests] == ["claude-haiku-4.5"]
     assert claude.requests[0].tools is None
 

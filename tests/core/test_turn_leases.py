@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from opencrab.core.agent import AgentCreate, HeartbeatConfig
-from opencrab.core.heartbeat import TICK_SLACK_SECS
+from opencrab.core.heartbeat import TICK_SLACK_SECS, heartbeat_scheduler, pulse_for
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.errors import SessionBusy
@@ -91,15 +91,15 @@ async def test_the_scheduler_ticks_only_the_agents_whose_lease_it_holds(
     other = LeaseKeeper(LeaseStore(db), owner="other:2:y", ttl_secs=60)
     other.want(heartbeat_key(theirs.id))
     await other.run_pass()
-    scheduler = runtime.scheduler()
+    scheduler = heartbeat_scheduler(runtime)
     for agent in (mine, theirs):
-        scheduler.add(runtime.pulse_for(agent, scheduler), first_in=60)
+        scheduler.add(pulse_for(runtime, agent, scheduler), first_in=60)
     await runtime.leases.run_pass()
     assert runtime.leases.holds(heartbeat_key(mine.id))
     assert not runtime.leases.holds(heartbeat_key(theirs.id))
 
     for agent in (mine, theirs):  # due now, more than the slack after the lease was taken
-        scheduler.add(runtime.pulse_for(agent, scheduler), first_in=2 * TICK_SLACK_SECS)
+        scheduler.add(pulse_for(runtime, agent, scheduler), first_in=2 * TICK_SLACK_SECS)
     await asyncio.sleep(2 * TICK_SLACK_SECS)
     scheduler.tick_due()
     scheduler.flush()

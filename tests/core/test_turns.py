@@ -16,7 +16,7 @@ from opencrab.cli.agents import _chat_turn
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
 from opencrab.core.discussion import Discussion
-from opencrab.core.heartbeat import Tick
+from opencrab.core.heartbeat import Tick, heartbeat_act
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.core.steps import (
@@ -103,7 +103,7 @@ def test_every_caller_runs_its_turns_through_the_service(settings: Settings, db:
         home = SessionHome(gateway="session", session_id=UUID(cli_session), every_secs=600)
         agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
         tick = Tick(agent.id, "speak", "home", session_id=cli_session, checks={"home": True})
-        client.portal.call(runtime.heartbeat_act, tick)  # type: ignore[union-attr]
+        client.portal.call(heartbeat_act, runtime, tick)  # type: ignore[union-attr]
 
         chat = MemoryChat()
         chat.post("hi")

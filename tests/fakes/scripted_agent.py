@@ -21,6 +21,7 @@ The script is a JSON list of steps run in order; each is an object with one acti
                                               as JSON on stdin (agent mode's runner)
     {"time_to": "path"}                        write the unix time now (benchmarks)
     {"sleep": seconds}
+    {"wait_for": "path"}                      wait until that file exists (a test's gate)
     {"exit": code}                            stop here with that exit code
 
 After the last step it exits 0. Extra arguments after the script are only recorded.
@@ -110,6 +111,9 @@ def run(steps: list[dict[str, object]]) -> int:
         elif "time_to" in step:
             with open(str(step["time_to"]), "w", encoding="utf-8") as handle:
                 handle.write(repr(time.time()))
+        elif "wait_for" in step:
+            while not os.path.exists(str(step["wait_for"])):
+                time.sleep(0.05)
         elif "sleep" in step:
             time.sleep(float(str(step["sleep"])))
         elif "exit" in step:

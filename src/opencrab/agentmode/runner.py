@@ -45,6 +45,13 @@ given for its type, else `credentials`, which reads OpenCrab's LLM settings when
 task starts: `credentials.py`); a CLI whose provider has no usable key is refused at
 `start` and fails a task that starts without one, saying what to set.
 
+Leases: given a LeaseKeeper, a session is watched only while this process holds its
+`agent-mode:<id>` lease (store.leases; renewed meanwhile), so of the processes sharing
+a data directory (`opencrab up`, `opencrab worker`: the panes are on its tmux socket)
+exactly one watches each session; `claim_free` (called now and then by every role,
+opencrab.process) takes up the started sessions nobody watches, such as a dead
+process's once its lease expired, re-attaching to their panes.
+
 Transcripts are imported with the master agent's id (`agent_id`), so a session's coding
 spend shows under the agent that planned it. `listeners(session_id, task_id)` are called
 after every change (the server forwards them to WebSocket clients).
@@ -101,6 +108,8 @@ from opencrab.core.agent import AgentStore
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.offload import run_blocking
 from opencrab.store import Database
+from opencrab.store.lease_keeper import LeaseKeeper
+from opencrab.store.leases import agent_mode_key
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +133,10 @@ class AgentModeRunner:
         search: Sequence[str | os.PathLike[str]] = (CLIS_BIN,),
         poll_secs: float = POLL_SECS,
         extra_env: Mapping[str, str] | None = None,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         self.service = service
+        self.leases = leases  # a session is watched only under its lease (None: always)
         self.tmux = tmux
         root = data_dir if data_dir is not None else service.settings.data_dir
         self.runs = RunFiles(Path(root) / "agent-mode")
@@ -145,6 +156,7 @@ class AgentModeRunner:
         self._delivering: dict[str, set[str]] = {}  # completed tasks whose work is delivered
         self._imported: set[tuple[str, str]] = set()  # imported again at close (incremental)
         self._starts: set[asyncio.Task[None]] = set()
+        self._ended: dict[str, int] = {}  # watched here to an end: its file's mtime then
 
     # ------------------------------------------------------------ persistence
     def _lock(self, session_id: str) -> asyncio.Lock:
@@ -206,7 +218,8 @@ class AgentModeRunner:
         full_auto: bool = True,
     ) -> AgentSession:
         """Start running the session's tasks with the coding CLI `cli` (`command` is the
-        program for `other`, or replaces the CLI's executable)."""
+        program for `other`, or replaces the CLI's executable); its lease is taken first,
+        so this process watches it."""
         profile = clis.profile_for(cli)
         argv = clis.launch_command(profile, command, self.search)  # refused early
         await run_blocking(self.endpoint_for, profile)  # no key: refused before anything
@@ -218,24 +231,37 @@ class AgentModeRunner:
                 raise ConflictError(f"session {session_id} is {session.status.value}")
             if not session.tasks:
                 raise ConflictError(f"session {session_id} has no tasks")
-            repo = Path(session.repository_path)
-            start_branch = await current_branch(repo)
-            async with worktrees.repo_lock(repo):  # one session at a time claims branches
-                state = RunState(
-                    cli=profile.agent_type,
-                    command=argv or None,
-                    start_branch=start_branch,
-                    full_auto=full_auto,
-                    branches=plan_branches(session.tasks, await self._branches_taken(repo)),
-                )
-                self.runs.save(session_id, state)
-            session.conversation.add(
-                MessageRole.SYSTEM,
-                f"Started with {profile.agent_type} from branch {start_branch}.",
-            )
-            self._save(session)
+            key = agent_mode_key(session_id)
+            if self.leases is not None and not await self.leases.acquire(key):
+                raise ConflictError(f"session {session_id} is being started by another process")
+            try:
+                await self._run_state(session, profile.agent_type, argv, full_auto)
+            except BaseException:
+                if self.leases is not None:
+                    await self.leases.release(key)
+                raise
         self._ensure_loop(session_id)
         return session
+
+    async def _run_state(
+        self, session: AgentSession, cli: str, argv: list[str], full_auto: bool
+    ) -> None:
+        """Record how the session's tasks start (its RunState) and say so in it."""
+        repo = Path(session.repository_path)
+        start_branch = await current_branch(repo)
+        async with worktrees.repo_lock(repo):  # one session at a time claims branches
+            state = RunState(
+                cli=cli,
+                command=argv or None,
+                start_branch=start_branch,
+                full_auto=full_auto,
+                branches=plan_branches(session.tasks, await self._branches_taken(repo)),
+            )
+            self.runs.save(session.id, state)
+        session.conversation.add(
+            MessageRole.SYSTEM, f"Started with {cli} from branch {start_branch}."
+        )
+        self._save(session)
 
     async def _branches_taken(self, repo: Path) -> set[str]:
         """The repository's branches, and those other started sessions on it will make
@@ -248,14 +274,31 @@ class AgentModeRunner:
         return taken
 
     def _ensure_loop(self, session_id: str) -> None:
+        self._ended.pop(session_id, None)
         loop = self._loops.get(session_id)
         if loop is None or loop.done():
             self._loops[session_id] = asyncio.create_task(
-                self._watch(session_id), name=f"agent-mode-{session_id}"
+                self._claimed(session_id), name=f"agent-mode-{session_id}"
             )
 
-    async def _watch(self, session_id: str) -> None:
+    async def _claimed(self, session_id: str) -> None:
+        """Watch the session while this process holds its `agent-mode:<id>` lease (with
+        no `leases`, always); another process holding it watches it instead."""
+        key = agent_mode_key(session_id)
+        if self.leases is not None and not await self.leases.acquire(key):
+            return
+        try:
+            await self._watch(session_id, key)
+        finally:
+            if self.leases is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.leases.release(key))
+
+    async def _watch(self, session_id: str, key: str) -> None:
         while True:
+            if self.leases is not None and not self.leases.holds(key):
+                log.warning("agent-mode session %s: its lease was lost", session_id)
+                return  # its renewals stalled: another process may watch it now
             try:
                 more = await self.step(session_id)
             except NotFoundError:
@@ -264,6 +307,7 @@ class AgentModeRunner:
                 log.exception("agent-mode session %s: watch step failed", session_id)
                 more = True
             if not more:
+                self._ended[session_id] = self._mtime(session_id)
                 return
             await asyncio.sleep(self.poll_secs)
 
@@ -766,15 +810,29 @@ class AgentModeRunner:
             self._ensure_loop(session_id)
         return session
 
-    async def resume_started(self) -> list[str]:
-        """After a restart: watch every Active session that was started (never one that
-        nobody started); returns their ids."""
-        resumed: list[str] = []
-        for row in self.service.list(status=SessionStatus.ACTIVE, limit=1000):
-            if self.runs.load(row.id) is not None:
-                self._ensure_loop(row.id)
-                resumed.append(row.id)
-        return resumed
+    async def claim_free(self) -> list[str]:
+        """Watch the started Active or Paused sessions no process watches (after a
+        restart, or once a dead process's lease expired; never one nobody started, nor one
+        this runner watched to its end, unless its file changed since); their ids."""
+        rows = [
+            row
+            for status in (SessionStatus.ACTIVE, SessionStatus.PAUSED)
+            for row in await run_blocking(self.service.list, status=status, limit=1000)
+        ]
+        claimed: list[str] = []
+        for row in rows:
+            loop = self._loops.get(row.id)
+            if loop is not None and not loop.done():
+                continue
+            if self._ended.get(row.id) == self._mtime(row.id):
+                continue
+            if self.runs.load(row.id) is None:
+                continue
+            if self.leases is not None and not await self.leases.acquire(agent_mode_key(row.id)):
+                continue  # another process watches it
+            self._ensure_loop(row.id)
+            claimed.append(row.id)
+        return claimed
 
     async def close(self) -> None:
         """Stop watching (sub-agents keep running in their panes; `resume` finds them);
@@ -832,12 +890,16 @@ def open_runner(
     *,
     agent_id: str | None = None,
     credentials: SubAgentCredentials | None = None,
+    leases: LeaseKeeper | None = None,
 ) -> AgentModeRunner:
     """A runner over `[agent_mode]` (sessions dir), the data dir and its tmux socket; the
     sub-agents talk to OpenCrab's configured providers (`credentials`, default: read
-    from `settings` and the store) and get the locale and proxy of its environment."""
+    from `settings` and the store) and get the locale and proxy of its environment; with
+    `leases`, each session is watched under its lease (see the module docstring)."""
     service = AgentModeService.open(settings, db)
     extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
     tmux = TmuxServer(instance.tmux_socket(settings))
     found = credentials if credentials is not None else SubAgentCredentials.open(settings, db)
-    return AgentModeRunner(service, tmux, agent_id=agent_id, extra_env=extra, credentials=found)
+    return AgentModeRunner(
+        service, tmux, agent_id=agent_id, extra_env=extra, credentials=found, leases=leases
+    )

@@ -218,17 +218,23 @@ def _with_runner(
     watch: bool = False,
 ) -> Any:
     """Run `body(runner, session_id)` in an event loop; with `watch`, then follow the
-    session until it ends (Ctrl-C stops watching, the sub-agents go on)."""
+    session until it ends (Ctrl-C stops watching, the sub-agents go on). The runner
+    watches a session only under its lease, as a server or worker does: one that
+    another process watches is left to it."""
     import asyncio
 
     from opencrab.agentmode.runner import open_runner
+    from opencrab.store.lease_keeper import LeaseKeeper
+    from opencrab.store.leases import LeaseStore
 
     settings = settings_from(config, data_dir)
 
     async def main() -> Any:
         with store_from(config, data_dir) as db:
             session_id = _pick(db, settings, session, task)
-            runner = open_runner(settings, db)
+            leases = LeaseKeeper(LeaseStore(db), ttl_secs=settings.database.lease_ttl_secs)
+            leases.start()
+            runner = open_runner(settings, db, leases=leases)
             try:
                 result = await body(runner, session_id)
                 if watch:
@@ -237,6 +243,7 @@ def _with_runner(
                 return result
             finally:
                 await runner.close()
+                await leases.close()
 
     try:
         return asyncio.run(main())

@@ -608,8 +608,10 @@ def heartbeat_tick(
 
     async def tick(runtime: Runtime) -> dict[str, Any]:
         found = runtime.agents.get(agent)
-        scheduler = runtime.scheduler()
-        scheduler.add(runtime.pulse_for(found, scheduler))
+        from opencrab.core.heartbeat import heartbeat_scheduler, pulse_for
+
+        scheduler = heartbeat_scheduler(runtime)
+        scheduler.add(pulse_for(runtime, found, scheduler))
         done = await scheduler.tick_now(found.id)
         return {
             "agentId": found.id,

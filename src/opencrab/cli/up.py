@@ -2,7 +2,9 @@
 
 Either way it runs every chat gateway registered through the `register_gateways` plugin
 hook and enabled (Discord built in). With `[gateway.rest] enabled = false` it serves no
-HTTP at all: the heartbeats and those gateways run until SIGINT or SIGTERM.
+HTTP at all: the heartbeats, tickets, discussions, agent-mode sessions and those gateways
+run until SIGINT or SIGTERM. Which background services each way runs, and in which
+order, is opencrab.process's table (the `server` and `headless` roles).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import contextlib
 import ipaddress
 import os
 import shlex
-import signal
 import socket
 import sys
 from pathlib import Path
@@ -147,7 +148,7 @@ def up(
     if not bind.enabled:
         console.print(
             f"[bold]OpenCrab {__version__}[/] without HTTP (\\[gateway.rest] enabled = false): "
-            f"heartbeats and chat gateways only (data: {escape(str(settings.data_dir))})",
+            f"background services and chat gateways only (data: {escape(str(settings.data_dir))})",
             highlight=False,
         )
         asyncio.run(serve_without_http(settings, db, refresh_secs=refresh_secs))
@@ -337,39 +338,23 @@ def listen(host: str, port: int) -> socket.socket | str:
 
 
 async def serve_without_http(
-    settings: Settings, db: Database, *, refresh_secs: float = 5.0
+    settings: Settings,
+    db: Database,
+    *,
+    refresh_secs: float = 5.0,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the tool sources, every agent's heartbeat, the ticket scheduler (`[tickets]
-    enabled`), the follow-ups of decided approvals and the registered, enabled chat
-    gateways till SIGINT/SIGTERM."""
+    """Run the headless role's background services (opencrab.process: the tool sources,
+    heartbeats, tickets, follow-ups of decided approvals, discussions, agent-mode sessions
+    and the registered, enabled chat gateways) till `stop` is set (SIGINT/SIGTERM set it)."""
+    from opencrab.process import Role, run_until_stopped
 
-    from opencrab.core.runtime import Runtime
-    from opencrab.core.tool_sources import start_tool_sources
-    from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
-    from opencrab.tickets.scheduler import start_tickets
+    def note(text: str) -> None:
+        err_console.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with Runtime.open(settings, db=db) as runtime:
-        sources = await start_tool_sources(runtime)  # first: the registry is whole
-        for notice in runtime.notices:
-            err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-        try:
-            beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
-            tickets = start_tickets(runtime)
-            runtime.approvals.follow_ups.start()  # stopped when the runtime closes
-            chats = await start_chat_gateways(runtime)
-            try:
-                await stop.wait()
-            finally:
-                if tickets is not None:
-                    await tickets.stop()
-                await stop_chat_gateways(chats)
-                await beats.stop()
-        finally:
-            await sources.stop()  # last: nothing calls their tools any more
+    await run_until_stopped(
+        Role.HEADLESS, settings, db, refresh_secs=refresh_secs, stop=stop, notice=note
+    )
 
 
 @hookimpl

@@ -1,12 +1,15 @@
 """`opencrab worker`: a process with no HTTP server that runs the agents' heartbeats, the
-tickets (the ticket scheduler, `[tickets] enabled`) and the turns that continue a chat or a
-discussion after a person decided a held call (core/approval_followups.py), by lease.
+tickets (the ticket scheduler, `[tickets] enabled`), discussions, agent-mode sessions
+and the turns that continue after a person decided a held call, by lease: the worker
+role of the process assembly (opencrab.process).
 
 Several `opencrab up` and `opencrab worker` processes share one database (PostgreSQL for
 more than one machine): each agent's heartbeat ticks in the one process holding its
 lease (store.lease_keeper), each process holding its fair share of the agents (a worker
 that starts takes over its part), and a dead process's agents move to the others once
-its leases expire; tickets are shared the same way (tickets/scheduler.py). The worker
+its leases expire; tickets are shared the same way (tickets/scheduler.py), and so are
+discussions started through any server and agent-mode sessions started on this data
+directory (a process that stops or dies leaves them to the others). The worker
 reads the agents again every `--refresh-secs` (the heartbeat service's `watch`, as
 `opencrab up` does), so agents created, changed or deleted through any server are
 followed. SIGINT/SIGTERM stop it cleanly: the heartbeat log is flushed and every lease it
@@ -16,7 +19,6 @@ holds is let go of at once (the others take its agents over at their next pass).
 from __future__ import annotations
 
 import asyncio
-import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -50,8 +52,8 @@ def worker(
         ),
     ] = 5.0,
 ) -> None:
-    """Run every agent's heartbeat and the tickets without an HTTP server, sharing the work
-    by lease.
+    """Run every agent's heartbeat, the tickets, discussions and agent-mode sessions without
+    an HTTP server, sharing the work by lease.
 
     Start as many as you like beside `opencrab up` on one database (\\[database] url):
     each agent ticks in exactly one process. The database is migrated first.
@@ -61,7 +63,8 @@ def worker(
     settings = settings_from(config, data_dir)
     db = open_store(settings)
     console.print(
-        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, tickets by lease, no HTTP "
+        f"[bold]OpenCrab {__version__}[/] worker: heartbeats by lease, tickets, discussions and "
+        "agent-mode sessions by lease, no HTTP "
         f"(database: {escape(db.url.render_as_string(hide_password=True))})",
         highlight=False,
     )
@@ -79,38 +82,17 @@ async def run_worker(
     refresh_secs: float = 5.0,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Tick every agent whose heartbeat lease this process holds and run the tickets it
-    claims until `stop` is set (SIGINT/SIGTERM set it), following agents as they come,
-    change and go."""
+    """Run the worker role's background services (opencrab.process) until `stop` is set
+    (SIGINT/SIGTERM set it)."""
+    from opencrab.process import Role, run_until_stopped
 
-    from opencrab.core.runtime import Runtime
-    from opencrab.core.tool_sources import start_tool_sources
-    from opencrab.tickets.scheduler import start_tickets
+    await run_until_stopped(
+        Role.WORKER, settings, db, refresh_secs=refresh_secs, stop=stop, notice=_note
+    )
 
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with Runtime.open(settings, db=db) as runtime:
-            sources = await start_tool_sources(runtime)  # first: the registry is whole
-            for notice in runtime.notices:
-                err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-            try:
-                beats = await runtime.start_heartbeats(refresh_secs=refresh_secs)
-                tickets = start_tickets(runtime)
-                runtime.approvals.follow_ups.start()  # stopped when the runtime closes
-                try:
-                    await stop.wait()
-                finally:
-                    if tickets is not None:
-                        await tickets.stop()
-                    await beats.stop()
-            finally:
-                await sources.stop()  # last: nothing calls their tools any more
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+
+def _note(text: str) -> None:
+    err_console.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
 
 
 @hookimpl

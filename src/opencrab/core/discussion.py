@@ -16,8 +16,9 @@ Two modes:
 
 What was said is the session's `messages`, each naming its speaker: the agents' speeches
 and what people post into a running discussion (`post`, seed 001 "介入機能（メンター指示）"),
-which every participant sees in its next prompt. An agent can `join` a running one. On
-the server a `DiscussionRunner` drives discussions started over REST or the WebSocket.
+which every participant sees in its next prompt. An agent can `join` a running one. A
+`DiscussionRunner` drives discussions started over REST or the WebSocket, claimed by
+lease, in whichever process (server or worker) holds it.
 
 A participant's call held for a person's approval (core/approvals.py) ends its turn; the
 discussion then waits (`waiting`: `run` takes no turn, the heartbeat leaves it alone)
@@ -50,6 +51,7 @@ from opencrab.messages import IncomingMessage, InternalSource, Sender, check_mes
 from opencrab.offload import run_blocking
 from opencrab.prompts import prompts
 from opencrab.store import Database
+from opencrab.store.leases import discussion_key
 from opencrab.store.repositories import approvals as approvals_repo
 from opencrab.store.repositories import sessions as repo
 from opencrab.store.repositories.approvals import FollowUpOutcome
@@ -467,8 +469,12 @@ class Discussion:
         runtime: RuntimeView,
         *,
         on_turn: Callable[[TurnOutcome], Awaitable[None] | None] | None = None,
+        held: Callable[[], bool] = lambda: True,
     ) -> DiscussionOutcome:
-        """Run turns back to back until the discussion ends; returns what happened."""
+        """Run turns back to back until the discussion ends; returns what happened.
+
+        `held` is asked before every turn (a runner: whether it still holds the
+        discussion's lease); False returns at once, the discussion still active."""
         outcome = DiscussionOutcome(self.id, self.theme, self.mode, self.status, "")
         quiet = 0  # turns in a row without a speech
         failures = 0
@@ -491,6 +497,8 @@ class Discussion:
             if self.status != "active":
                 continue  # stopped meanwhile: said so at the top
             for agent_id in self._round():
+                if not held():
+                    return outcome
                 agent = runtime.agents.get(agent_id)
                 turn: TurnOutcome | None = await self.take_turn(runtime, agent)
                 while turn is not None:
@@ -540,15 +548,20 @@ Listener = Callable[[str, dict[str, Any]], None]
 
 
 class DiscussionRunner:
-    """The server's discussions: each one started here runs in its own task to the end.
+    """A process's discussions: each one it claims runs in its own task to the end.
 
-    Discussions it drives are marked in their context (`runner`), so the heartbeat leaves
-    them alone and a restarted server picks them up again (`resume`). Listeners hear
-    every turn and the end (the WebSocket passes them to the discussion's followers).
+    Discussions a runner drives are marked in their context (`runner`), so the heartbeat
+    leaves them alone. Each is claimed through its `discussion:<id>` lease (store.leases;
+    renewed while it runs, by the runtime's LeaseKeeper): `start` claims a new one here,
+    and `claim_free` (every role of the process calls it now and then: opencrab.process)
+    claims the marked, active ones no process holds — after a restart, or once a dead
+    process's lease expired. So any process may run a discussion and none runs one twice;
+    a runner that loses the lease (its renewals stalled) stops before the next turn.
+    Listeners hear every turn and the end (the server passes them to the WebSocket).
 
     Example:
         runner = DiscussionRunner(runtime)
-        discussion = runner.start(Discussion.create(db, theme="…", participants=[a, b]))
+        discussion = await runner.start(Discussion.create(db, theme="…", participants=[a, b]))
         await runner.close()
     """
 
@@ -557,30 +570,46 @@ class DiscussionRunner:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.listeners: list[Listener] = []
 
-    def start(self, discussion: Discussion) -> Discussion:
-        """Run `discussion` in the background (once; starting it again changes nothing)."""
-        if discussion.id in self.tasks:
-            return discussion
-        repo.update_context(discussion.db, discussion.id, lambda context: {**context, RUNNER: True})
-        task = asyncio.create_task(self._run(discussion.id), name=f"discussion-{discussion.id}")
-        self.tasks[discussion.id] = task
-        task.add_done_callback(lambda _: self.tasks.pop(discussion.id, None))
+    async def start(self, discussion: Discussion) -> Discussion:
+        """Run `discussion` here in the background (once; starting it again changes
+        nothing): its lease is taken before it is marked, so no other process's
+        `claim_free` can run it first."""
+        if discussion.id not in self.tasks:
+            await self._claim(discussion.id)
+            repo.update_context(
+                discussion.db, discussion.id, lambda context: {**context, RUNNER: True}
+            )
         discussion.refresh()
         return discussion
 
     def running(self, session_id: str) -> bool:
+        """Whether this process drives the discussion now."""
         return session_id in self.tasks
 
-    def resume(self) -> list[str]:
-        """Start again the active discussions a runner drove (after a restart)."""
-        rows = repo.active_discussions(self.runtime.db)
-        resumed = [session_id for session_id, context in rows if context.get(RUNNER)]
-        for session_id in resumed:
-            self.start(Discussion.load(self.runtime.db, session_id))
-        return resumed
+    async def claim_free(self) -> list[str]:
+        """Claim and start the active discussions a runner drove that no process holds
+        (after a restart, or a dead process's); their ids."""
+        rows = await run_blocking(repo.active_discussions, self.runtime.db)
+        claimed: list[str] = []
+        for session_id, context in rows:
+            ours = session_id in self.tasks
+            if context.get(RUNNER) and not ours and await self._claim(session_id):
+                claimed.append(session_id)
+        return claimed
+
+    async def _claim(self, session_id: str) -> bool:
+        if not await self.runtime.leases.acquire(discussion_key(session_id)):
+            return False  # another process drives it
+        if session_id in self.tasks:  # claimed meanwhile by this process
+            return True
+        task = asyncio.create_task(self._run(session_id), name=f"discussion-{session_id}")
+        self.tasks[session_id] = task
+        task.add_done_callback(lambda _: self.tasks.pop(session_id, None))
+        return True
 
     async def stop(self, session_id: str) -> None:
-        """End a discussion now; a turn under way is cancelled (and kept, interrupted)."""
+        """End a discussion now; a turn under way here is cancelled (and kept,
+        interrupted). One driven by another process stops before its next turn."""
         Discussion.load(self.runtime.db, session_id).stop()
         task = self.tasks.get(session_id)
         if task is not None:
@@ -589,7 +618,8 @@ class DiscussionRunner:
                 await task
 
     async def close(self) -> None:
-        """Stop driving (the discussions stay active and resume on the next start)."""
+        """Stop driving (the discussions stay active; their leases are let go of, so
+        another process, or the next start, goes on with them)."""
         tasks = list(self.tasks.values())
         for task in tasks:
             task.cancel()
@@ -605,12 +635,22 @@ class DiscussionRunner:
                 log.exception("discussion listener failed")
 
     async def _run(self, session_id: str) -> None:
+        key = discussion_key(session_id)
+        try:
+            await self._drive(session_id, key)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.runtime.leases.release(key))
+
+    async def _drive(self, session_id: str, key: str) -> None:
         def told(turn: TurnOutcome) -> None:
             self._tell(session_id, {"type": "discussion.turn", **turn.as_json()})
 
         try:
             discussion = Discussion.load(self.runtime.db, session_id)
-            outcome = await discussion.run(self.runtime, on_turn=told)
+            outcome = await discussion.run(
+                self.runtime, on_turn=told, held=lambda: self.runtime.leases.holds(key)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -625,5 +665,8 @@ class DiscussionRunner:
                     "error": f"{type(exc).__name__}: {exc}",
                 },
             )
+            return
+        if outcome.status == "active":  # the lease was lost: another process goes on
+            log.warning("discussion %s: its lease was lost; left to its new holder", session_id)
             return
         self._tell(session_id, {"type": "discussion.ended", "endedBy": outcome.ended_by})

@@ -33,6 +33,17 @@ its leases expire and the others take its agents over. A process that took an ag
 lease leaves a slot due before (or within TICK_SLACK_SECS after) it took it to the
 previous holder, so a handover never ticks one slot twice. Log rows name the process
 (`process`).
+
+Over a runtime (core/runtime.py) the heartbeat is wired here: `heartbeat_scheduler` makes
+a scheduler whose decisions run through the turn service (`heartbeat_act`: a discussion
+turn, a turn at home, a reflection), `pulse_for` resumes an agent's timers from
+heartbeat_log, and `start_heartbeats` is the background service every role of the
+process runs (opencrab.process): all agents, followed as they change (`HeartbeatService`).
+
+Example:
+    service = await start_heartbeats(runtime, refresh_secs=5.0)
+    ...
+    await service.stop()
 """
 
 from __future__ import annotations
@@ -45,14 +56,28 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opencrab.config import Settings
+from opencrab.core.agent import Agent, DiscordHome
 from opencrab.core.budgets import Budgets, Standing
+from opencrab.messages import (
+    IncomingMessage,
+    InternalSource,
+    MessageContent,
+    MessageTarget,
+    OutgoingMessage,
+    Sender,
+)
+from opencrab.offload import run_blocking
+from opencrab.prompts import prompts
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import heartbeat_key
 from opencrab.store.repositories import heartbeats as repo
+
+if TYPE_CHECKING:
+    from opencrab.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -411,3 +436,202 @@ def prime_warning(interval_secs: int) -> str | None:
         f"heartbeat interval {interval_secs} s is not a prime; nearest primes: {nearest} "
         "(prime intervals keep agents from ticking in step)"
     )
+
+
+# ------------------------------------------------------------ over a runtime
+DEFAULT_REFRESH_SECS = 5.0
+"""How often a heartbeat service reads the agent list again (changes made elsewhere)."""
+
+
+@dataclass
+class HeartbeatService:
+    """The process's heartbeat: one scheduler task; agents join and leave as they change.
+
+    Agents created, changed or deleted through this process are followed at once
+    (`follow`, `forget`); those changed through another process sharing the database (a
+    second `opencrab up`, the CLI) when the agent list is read again, every
+    `refresh_secs` (`watch`): every role of the process alike (opencrab.process).
+    """
+
+    runtime: Runtime
+    scheduler: HeartbeatScheduler
+    refresh_secs: float | None = DEFAULT_REFRESH_SECS
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    watcher: asyncio.Task[None] | None = None
+    known: dict[str, str] = field(default_factory=dict)  # agent id -> `_signature`
+
+    def follow(self, agent: Agent) -> None:
+        """Start (or restart, after a config change) ticking `agent`."""
+        warning = prime_warning(agent.heartbeat.interval_secs)
+        if warning is not None and agent.heartbeat.enabled:
+            log.warning("agent %s: %s", agent.name, warning)
+        self.scheduler.remove(agent.id)
+        self.scheduler.add(pulse_for(self.runtime, agent, self.scheduler))
+        self.known[agent.id] = _signature(agent)
+
+    def forget(self, agent_id: str) -> None:
+        """Stop ticking the agent (deleted)."""
+        self.scheduler.remove(agent_id)
+        self.known.pop(agent_id, None)
+
+    def follow_changes(self, agents: list[Agent]) -> None:
+        """Follow `agents` (the whole list): new and changed ones (re)start, missing ones
+        are forgotten, unchanged ones keep their schedule."""
+        listed = {agent.id: agent for agent in agents}
+        for agent_id in self.known.keys() - listed.keys():
+            self.forget(agent_id)
+        for agent_id, agent in listed.items():
+            if self.known.get(agent_id) != _signature(agent):
+                self.follow(agent)
+
+    async def watch(self) -> None:
+        """Read the agent list again every `refresh_secs` and follow it, until stopped."""
+        if self.refresh_secs is None:
+            return
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancellation
+                await asyncio.wait((stopped,), timeout=self.refresh_secs)
+                if self.stopping.is_set():
+                    return
+                try:
+                    self.follow_changes(await run_blocking(self.runtime.agents.list))
+                except Exception:
+                    log.exception("reading the agents again failed; trying again")
+        finally:
+            stopped.cancel()
+
+    async def stop(self) -> None:
+        """Stop ticking and watching; buffered heartbeat_log rows are written."""
+        self.stopping.set()
+        for task in (self.watcher, self.task):
+            if task is not None:
+                await task
+
+
+def _signature(agent: Agent) -> str:
+    """What an agent's heartbeat depends on: a change means following it again."""
+    config = agent.llm_config
+    return repr((agent.heartbeat, config.daily_budget_usd, config.monthly_budget_usd))
+
+
+def heartbeat_scheduler(runtime: Runtime) -> HeartbeatScheduler:
+    """A heartbeat scheduler whose speak/learn decisions run through `runtime`."""
+    observer = Observer(runtime.db, settings=runtime.settings)
+    return HeartbeatScheduler(
+        runtime.db,
+        act=lambda tick: heartbeat_act(runtime, tick),
+        leases=runtime.leases,
+        observer=observer,
+    )
+
+
+async def start_heartbeats(
+    runtime: Runtime, *, refresh_secs: float | None = DEFAULT_REFRESH_SECS
+) -> HeartbeatService:
+    """Tick every agent in the background until `stop()`; the agent list is read again
+    every `refresh_secs` (None: never)."""
+    service = HeartbeatService(runtime, heartbeat_scheduler(runtime), refresh_secs=refresh_secs)
+    service.follow_changes(await run_blocking(runtime.agents.list))
+    service.task = asyncio.create_task(service.scheduler.run(service.stopping))
+    service.watcher = asyncio.create_task(service.watch())
+    return service
+
+
+def pulse_for(runtime: Runtime, agent: Agent, scheduler: HeartbeatScheduler) -> AgentPulse:
+    """The agent's pulse, resuming its last reflection and home speech from heartbeat_log."""
+    pulse = AgentPulse(
+        agent.id,
+        float(agent.heartbeat.interval_secs),
+        enabled=agent.heartbeat.enabled,
+        daily_budget_usd=agent.llm_config.daily_budget_usd,
+        monthly_budget_usd=agent.llm_config.monthly_budget_usd,
+        last_reflection=float("-inf"),
+    )
+    home = agent.heartbeat.home
+    if home is not None:
+        pulse.home_session = home.session_for(agent.id)
+        pulse.home_every_secs = float(home.every_secs)
+    row, spoke = repo.last_ticks(runtime.db, agent.id)
+    for said in spoke:  # the latest speech at this home resumes its timer
+        result = said.result
+        if (result.get("checks") or {}).get("home") and (
+            result.get("session_id") == pulse.home_session
+        ):
+            age = (datetime.now(UTC) - said.created_at).total_seconds()
+            pulse.last_home = scheduler.clock() - age
+            break
+    if row is not None:
+        age = (datetime.now(UTC) - row.created_at).total_seconds()
+        pulse.last_reflection = scheduler.clock() - age
+        checks = row.result.get("checks") or {}
+        pulse.logs_seen = int(checks.get("latest_log", 0) or 0)
+    return pulse
+
+
+async def heartbeat_act(runtime: Runtime, tick: Tick) -> Any:
+    """Carry out a tick's decision: a discussion turn (speak) or a reflection (learn)."""
+    agent = runtime.agents.get(tick.agent_id)
+    if tick.decision == "speak" and tick.checks.get("home") and tick.session_id:
+        return await speak_at_home(runtime, agent, tick.session_id)
+    if tick.decision == "speak" and tick.session_id is not None:
+        from opencrab.core.discussion import Discussion
+
+        discussion = Discussion.load(runtime.db, tick.session_id)
+        outcome = await discussion.take_turn(runtime, agent)  # through the turn service
+        return outcome.as_json()
+    if tick.decision == "learn":
+        started = time.perf_counter()
+        result = await runtime.registry.dispatch(
+            "reflect_and_learn", {}, runtime.action_context(agent)
+        )
+        return {
+            "action": "reflect_and_learn",
+            "success": result.success,
+            "data": result.data,
+            "error": result.error,
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+    return None
+
+
+async def speak_at_home(runtime: Runtime, agent: Agent, session_id: str) -> dict[str, Any]:
+    """A heartbeat turn in the agent's home conversation; a speech is delivered there."""
+    from opencrab.core.discussion import SPOKEN
+
+    home = agent.heartbeat.home
+    assert home is not None
+    message = IncomingMessage.text(
+        prompts(agent.language)["heartbeat_home"],
+        source=InternalSource(origin="heartbeat"),
+        sender=Sender(id="heartbeat"),
+    )
+    result = await runtime.turns.run(
+        agent, message, session_id=session_id, task_type="heartbeat", purpose="conversation"
+    )
+    spoke = result.reply if result.stopped_by in SPOKEN else None
+    outcome: dict[str, Any] = {
+        "home": home.gateway,
+        "sessionId": session_id,
+        "spoke": spoke,
+        "action": result.stopped_by,
+        "error": None if result.error is None else result.error.message,
+        "delivered": False,
+    }
+    if spoke is None or home.gateway == "session":
+        outcome["delivered"] = spoke is not None  # stored in the session: that is there
+        return outcome
+    outlet = runtime.outlets.get(home.gateway)
+    if outlet is None or not isinstance(home, DiscordHome):
+        outcome["note"] = f"the {home.gateway} gateway is not running here"
+        return outcome
+    await outlet.send(
+        OutgoingMessage(
+            content=MessageContent(text=spoke),
+            target=MessageTarget(gateway=home.gateway, channel_id=home.channel_id),
+        )
+    )
+    outcome["delivered"] = True
+    return outcome

@@ -10,8 +10,8 @@ from fastapi import Depends, Path, Request
 
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
-from opencrab.core.heartbeat import HeartbeatScheduler
-from opencrab.core.runtime import HeartbeatService, Runtime
+from opencrab.core.heartbeat import HeartbeatScheduler, HeartbeatService
+from opencrab.core.runtime import Runtime
 from opencrab.errors import NotFoundError
 from opencrab.event_log import EventLog
 from opencrab.store import Database

@@ -1,14 +1,16 @@
 """Leases: work that must run once across processes is claimed through a `leases` row.
 
 A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
-`ticket:<ticket id>`, `follow-up:<approval id>`, or `member:<owner>`: a process sharing
-the heartbeats, see store.lease_keeper), the process that holds it (`owner`, unique per process:
+`ticket:<ticket id>`, `follow-up:<approval id>`, `discussion:<session id>`,
+`agent-mode:<session id>`, or `member:<owner>`: a process sharing the heartbeats, see
+store.lease_keeper), the process that holds it (`owner`, unique per process:
 `PROCESS_OWNER`) and when it expires. A lease is taken when it is free, expired or
 already the taker's; taking one's own lease again renews it. A process that dies stops
 renewing, so its leases expire and another process may take the work. One on this
-machine whose process is gone (`kill -9`: store.lease_owners tells from the owner's name)
-need not wait for that: its leases are taken at once, as if expired, so a session whose
-turn died with its process is free for the next turn in seconds, not after the ttl.
+machine whose process is gone (`kill -9`: store.lease_owners tells from the owner's
+name) need not wait for that: its leases are taken at once, as if expired, so a session
+whose turn died with its process is free for the next turn in seconds, not after the
+ttl.
 
 Idle passes are cheap: the keys to take are first looked up in one read that locks
 nothing (another owner's lease still valid: not tried), renewals are one UPDATE by owner
@@ -93,6 +95,18 @@ def follow_up_key(approval_id: str) -> str:
     """The lease a process holds while it runs the follow-up of `approval_id`'s decision
     (core/approval_followups.py)."""
     return f"follow-up:{approval_id}"
+
+
+def discussion_key(session_id: str) -> str:
+    """The lease a process holds while it drives the discussion `session_id` to its end
+    (core.discussion.DiscussionRunner)."""
+    return f"discussion:{session_id}"
+
+
+def agent_mode_key(session_id: str) -> str:
+    """The lease a process holds while it watches the agent-mode session `session_id`
+    (agentmode.runner.AgentModeRunner)."""
+    return f"agent-mode:{session_id}"
 
 
 MEMBER_PREFIX = "member:"

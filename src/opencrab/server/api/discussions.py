@@ -1,8 +1,9 @@
 """Discussions (seed 001): start, follow, join and steer agents' discussions.
 
 `POST /api/discussions` starts one and the server runs it to its end in the background
-(core.discussion.DiscussionRunner); `GET /api/discussions/{id}` shows its state with
-every message naming its speaker, `GET …/messages?afterId=` follows it, `POST
+(core.discussion.DiscussionRunner; claimed by lease, so a worker or another server on
+the same database goes on with it if this process stops); `GET /api/discussions/{id}`
+shows its state with every message naming its speaker, `GET …/messages?afterId=` follows it, `POST
 …/messages` lets a person speak into it (seed 001 "介入機能（メンター指示）": every
 participant hears it in its next turn), `POST …/participants` adds an agent, `DELETE`
 ends it. Agents are named by id or name. The WebSocket (`/api/ws`) offers the same.
@@ -91,7 +92,7 @@ def runner_of(request: Request) -> DiscussionRunner:
     return runner
 
 
-def start_discussion(
+async def start_discussion(
     runtime: Runtime,
     runner: DiscussionRunner,
     *,
@@ -115,7 +116,7 @@ def start_discussion(
         facilitator_id=lead.id if lead else None,
         max_turns=max_turns,
     )
-    return runner.start(discussion)
+    return await runner.start(discussion)
 
 
 def describe(runtime: Runtime, runner: DiscussionRunner, discussion: Discussion) -> dict[str, Any]:
@@ -165,7 +166,7 @@ def _summary(runner: DiscussionRunner, discussion: Discussion) -> dict[str, Any]
 async def start(body: StartDiscussionRequest, request: Request, runtime: RuntimeDep) -> Any:
     """Start a discussion between agents; the server runs it until it ends."""
     runner = runner_of(request)
-    discussion = start_discussion(
+    discussion = await start_discussion(
         runtime,
         runner,
         theme=body.theme,

@@ -340,7 +340,7 @@ class Connection:
         request_id = message.request_id
         answer: dict[str, Any]
         if isinstance(message, DiscussionStart):
-            started = start_discussion(
+            started = await start_discussion(
                 self.runtime,
                 self.discussions,
                 theme=message.theme,
