@@ -24,6 +24,24 @@ Example:
     @hookimpl
     def register_actions(register):
         register(Hello())
+
+A gateway is a `ChatGateway` declaring its name and the model of its `[gateway.<name>]`
+table (`config_model`, a `GatewayConfig`); its messages carry a `ChatSource` (its name and
+the conversation), and a `(gateway, channel)` `Outlet` names where heartbeats and budget
+alerts may write through it:
+
+    class EchoConfig(GatewayConfig):
+        enabled: bool = False
+        greeting: str = "hi"
+
+    class EchoGateway(ChatGateway):
+        name = "echo"
+        config_model = EchoConfig
+        ...  # connect, disconnect, receive, send
+
+    @hookimpl
+    def register_gateways(register):
+        register(EchoGateway)
 """
 
 from __future__ import annotations
@@ -32,7 +50,16 @@ from opencrab.actions.base import Action, ActionContext, ActionResult
 from opencrab.gateway.base import Gateway, GatewayConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.llm.base import LlmProvider
-from opencrab.messages import IncomingMessage, OutgoingMessage
+from opencrab.messages import (
+    ChatSource,
+    IncomingMessage,
+    MessageContent,
+    MessageOutlet,
+    MessageTarget,
+    OutgoingMessage,
+    Outlet,
+    Sender,
+)
 from opencrab.plugins import hookimpl
 
 __all__ = [
@@ -40,10 +67,16 @@ __all__ = [
     "ActionContext",
     "ActionResult",
     "ChatGateway",
+    "ChatSource",
     "Gateway",
     "GatewayConfig",
     "IncomingMessage",
     "LlmProvider",
+    "MessageContent",
+    "MessageOutlet",
+    "MessageTarget",
     "OutgoingMessage",
+    "Outlet",
+    "Sender",
     "hookimpl",
 ]

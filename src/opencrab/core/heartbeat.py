@@ -16,9 +16,9 @@ since it last spoke, how long since it last spoke or reflected. Only then may it
   not in the last `min_silence_secs`): the engine runs a turn (send_speech or
   send_noreact);
 - Speak at home: nothing to answer in discussions, the agent has a home conversation
-  (`heartbeat.home`: a chat session or a Discord channel) and did not speak there on
-  its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may speak
-  or pass), and a Discord home gets the speech through the running Discord gateway;
+  (`heartbeat.home`: a chat session, or a channel of a gateway) and did not speak there
+  on its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may
+  speak or pass), and a gateway's channel gets the speech through that running gateway;
 - Learn: nothing to answer, but it has new logs and has not reflected for
   `reflect_every_secs`: the engine runs reflect_and_learn;
 - Idle: otherwise.

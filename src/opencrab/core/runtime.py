@@ -25,7 +25,7 @@ from typing import Any
 from opencrab.actions.base import ActionContext, ActionRegistry, TurnState, default_registry
 from opencrab.config import Settings
 from opencrab.config.secrets import redact_logs, stop_redacting_logs
-from opencrab.core.agent import Agent, AgentStore, DiscordHome
+from opencrab.core.agent import Agent, AgentStore, ChannelHome
 from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
 from opencrab.core.heartbeat import AgentPulse, HeartbeatScheduler, Observer, Tick, prime_warning
@@ -45,7 +45,6 @@ from opencrab.messages import (
     InternalSource,
     MessageContent,
     MessageOutlet,
-    MessageTarget,
     OutgoingMessage,
     Sender,
 )
@@ -362,14 +361,11 @@ class Runtime:
             outcome["delivered"] = spoke is not None  # stored in the session: that is there
             return outcome
         outlet = self.outlets.get(home.gateway)
-        if outlet is None or not isinstance(home, DiscordHome):
+        if outlet is None or not isinstance(home, ChannelHome):
             outcome["note"] = f"the {home.gateway} gateway is not running here"
             return outcome
         await outlet.send(
-            OutgoingMessage(
-                content=MessageContent(text=spoke),
-                target=MessageTarget(gateway=home.gateway, channel_id=home.channel_id),
-            )
+            OutgoingMessage(content=MessageContent(text=spoke), target=home.outlet().target())
         )
         outcome["delivered"] = True
         return outcome
