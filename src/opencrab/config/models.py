@@ -1,7 +1,8 @@
 """The configuration schema: seed 001's `config/default.toml`, validated with pydantic.
 
 Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` variable is
-reported instead of silently ignored.
+reported instead of silently ignored; the open `[gateway]` table holds one table per
+registered gateway, each checked by that gateway's own model (opencrab.config.gateways).
 """
 
 from __future__ import annotations

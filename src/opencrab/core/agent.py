@@ -78,8 +78,9 @@ class ChannelHome(_Home):
     channel's own when None; a gateway keying conversations by server and channel uses
     "<server id>/<channel id>").
 
-    A home stored before homes were (gateway, channel) pairs, `{"gateway": …, "guildId":
-    …, "channelId": …}`, reads as that conversation, "<guild id>/<channel id>"."""
+    A home in the form from before homes were (gateway, channel) pairs, `{"gateway": …,
+    "guildId": …, "channelId": …}` (an API request, a persona file; stored rows were
+    rewritten by revision 0029), reads as that conversation, "<guild id>/<channel id>"."""
 
     gateway: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     channel_id: str = Field(min_length=1, max_length=500)
