@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import opencrab
 from opencrab.config import Settings, load_settings
 from opencrab.core.agent import AgentCreate, AgentUpdate, ChannelHome, HeartbeatConfig
 from opencrab.core.llm_config import AgentLlmConfig
@@ -68,6 +69,19 @@ def test_the_plugin_imports_only_opencrab_ext() -> None:
         for alias in node.names
     }
     assert {name for name in imported if name.split(".")[0] == "opencrab"} == {"opencrab.ext"}
+
+
+def test_core_and_tickets_name_no_gateway() -> None:
+    """Homes and alert outlets are (gateway, channel) pairs: no built-in is special there."""
+    package = Path(opencrab.__file__).parent
+    named = [
+        f"{path.relative_to(package)}:{number}"
+        for folder in ("core", "tickets")
+        for path in sorted((package / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "discord" in line.lower()
+    ]
+    assert named == []
 
 
 def test_its_table_is_read_with_its_own_model(parrot: None, tmp_path: Path) -> None:
