@@ -50,6 +50,24 @@ opencrab.llm.base for the interface and the README's "Plugins" section for a who
     @hookimpl
     def register_providers(register):
         register(Echo)
+
+A gateway is a `ChatGateway` declaring its name and the model of its `[gateway.<name>]`
+table (`config_model`, a `GatewayConfig`); its messages carry a `ChatSource` (its name and
+the conversation), and a `(gateway, channel)` `Outlet` names where heartbeats and budget
+alerts may write through it:
+
+    class EchoConfig(GatewayConfig):
+        enabled: bool = False
+        greeting: str = "hi"
+
+    class EchoGateway(ChatGateway):
+        name = "echo"
+        config_model = EchoConfig
+        ...  # connect, disconnect, receive, send
+
+    @hookimpl
+    def register_gateways(register):
+        register(EchoGateway)
 """
 
 from __future__ import annotations
@@ -87,7 +105,16 @@ from opencrab.llm.types import (
     ToolDefinition,
     Usage,
 )
-from opencrab.messages import IncomingMessage, OutgoingMessage
+from opencrab.messages import (
+    ChatSource,
+    IncomingMessage,
+    MessageContent,
+    MessageOutlet,
+    MessageTarget,
+    OutgoingMessage,
+    Outlet,
+    Sender,
+)
 from opencrab.plugins import hookimpl
 
 __all__ = [
@@ -98,6 +125,7 @@ __all__ = [
     "ChatGateway",
     "ChatRequest",
     "ChatResponse",
+    "ChatSource",
     "Choice",
     "FinishReason",
     "Gateway",
@@ -108,8 +136,12 @@ __all__ = [
     "LlmProvider",
     "MalformedResponse",
     "Message",
+    "MessageContent",
+    "MessageOutlet",
+    "MessageTarget",
     "ModelInfo",
     "OutgoingMessage",
+    "Outlet",
     "Price",
     "ProviderAuthError",
     "ProviderBadRequest",
@@ -121,6 +153,7 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnreachable",
     "RateLimited",
+    "Sender",
     "StreamInterrupted",
     "TextPart",
     "ToolCall",

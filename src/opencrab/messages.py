@@ -3,10 +3,12 @@ and out of an agent speaks, and the rules a user message follows.
 
 Every gateway (REST, WebSocket, `/v1`, CLI, Discord, …) turns what it receives into an
 `IncomingMessage` whose `source` says where it came from (`MessageSource`, a tagged union
-on `kind`) and sends `OutgoingMessage`s back to a `MessageTarget`. The core builds and
-reads these too (heartbeats and discussions speak as an `InternalSource`), so they live
-at the bottom of the layer picture, beside events.py; the `Gateway` interface and the
-adapters are in `opencrab.gateway`.
+on `kind`; a plugin's gateway uses `ChatSource`: its name and the conversation) and sends
+`OutgoingMessage`s back to a `MessageTarget`; an `Outlet` (gateway, channel) names a
+place core code writes to without naming the gateway (heartbeat homes, budget alerts).
+The core builds and reads these too (heartbeats and discussions speak as an
+`InternalSource`), so they live at the bottom of the layer picture, beside events.py; the
+`Gateway` interface and the adapters are in `opencrab.gateway`.
 
 Example:
     message = IncomingMessage.text("hi", source=CliSource(session_id="s1"))
@@ -105,6 +107,22 @@ class LineSource(_Model):
     user_id: str
 
 
+class ChatSource(_Model):
+    """A message from any chat gateway, a plugin's included: the gateway's name, the
+    conversation it belongs to, and the channel its reply goes to (the conversation's own
+    id when None). The named sources above stay as they are stored."""
+
+    kind: Literal["chat"] = "chat"
+    gateway: str = Field(min_length=1, max_length=100)
+    conversation: str = Field(min_length=1, max_length=500)
+    channel_id: str | None = Field(default=None, min_length=1, max_length=500)
+
+    @property
+    def reply_channel(self) -> str:
+        """Where an answer in this conversation goes."""
+        return self.channel_id or self.conversation
+
+
 class InternalSource(_Model):
     """Messages OpenCrab makes itself: heartbeats, discussion turns, facilitator guidance."""
 
@@ -119,6 +137,7 @@ MessageSource = Annotated[
     | CliSource
     | SlackSource
     | LineSource
+    | ChatSource
     | InternalSource,
     Field(discriminator="kind"),
 ]
@@ -182,6 +201,19 @@ class OutgoingMessage(_Model):
     target: MessageTarget
     reply_to: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Outlet(_Model):
+    """A named place to write to: a channel of a gateway (an agent's heartbeat home, where
+    budget alerts go). Core code names no gateway: it hands the message to the running
+    gateway called `gateway`, which knows what `channel` means on its platform."""
+
+    gateway: str = Field(min_length=1, max_length=100)
+    channel: str = Field(min_length=1, max_length=500)
+
+    def target(self) -> MessageTarget:
+        """The target of a message written here."""
+        return MessageTarget(gateway=self.gateway, channel_id=self.channel)
 
 
 class MessageOutlet(Protocol):

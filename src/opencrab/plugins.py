@@ -148,21 +148,32 @@ class Hooks:
         """
 
     @hookspec
-    def register_gateways(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        """Add gateways: `register(name, factory)`; `factory(runtime, **options)` returns
-        an `opencrab.gateway.base.Gateway`, or None when the configuration leaves it off.
+    def register_gateways(self, register: Callable[[Any], None]) -> None:
+        """Add gateways: `register(GatewayClass)`, an `opencrab.ext.Gateway` subclass (or
+        any class with the same three facts) declaring its `name`, the model of its
+        `[gateway.<name>]` table (`config_model`, an `opencrab.ext.GatewayConfig`) and
+        `from_config(runtime, config, **options)`, which builds it from the checked table
+        or returns None when the table leaves it off.
 
-        `opencrab up` (with HTTP or without) calls every factory with the runtime alone and
-        runs each `opencrab.gateway.serve.ChatGateway` it gets: every message is a turn of
-        the gateway's agent in its conversation's session, the reply goes back. Example:
+        The config checks each `[gateway.<name>]` table with the model of the gateway
+        registered under that name (an unknown name or key is a config error). `opencrab
+        up` (with HTTP or without) builds every gateway with the runtime alone and runs
+        each `opencrab.ext.ChatGateway` it gets: every message is a turn of the gateway's
+        agent in its conversation's session, the reply goes back; while it runs it is an
+        outlet heartbeat homes and budget alerts are written to. Example:
+
+            class SlackConfig(GatewayConfig):
+                enabled: bool = False
+                token: str = ""
+
+            class SlackGateway(ChatGateway):
+                name = "slack"
+                config_model = SlackConfig
+                ...
 
             @hookimpl
             def register_gateways(register):
-                def slack(runtime, **options):
-                    token = os.environ.get("SLACK_BOT_TOKEN")
-                    return SlackGateway(token) if token else None  # a ChatGateway
-
-                register("slack", slack)
+                register(SlackGateway)
         """
 
     @hookspec

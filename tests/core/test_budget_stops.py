@@ -15,7 +15,6 @@ import pytest
 from pydantic import SecretStr
 
 from opencrab.config import Settings, load_settings
-from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
 from opencrab.core.budgets import Budgets, CostCap, alert_payload
 from opencrab.core.heartbeat import heartbeat_scheduler, pulse_for
@@ -23,6 +22,7 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.overview import agent_overview
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
+from opencrab.gateway.configs import DiscordConfig
 from opencrab.gateway.discord import DiscordGateway
 from opencrab.llm.metrics import MetricsRecorder
 from opencrab.llm.router import LlmRouter
@@ -225,9 +225,9 @@ async def test_a_failing_discord_delivery_never_blocks_and_logs_no_text(
     result = await runtime.chat(agent, "hi")
     assert result.error is not None
     for _ in range(200):
-        if "budget alert to Discord failed" in caplog.text:
+        if "budget alert to discord failed" in caplog.text:
             break
         await asyncio.sleep(0.02)
-    assert "budget alert to Discord failed: RuntimeError" in caplog.text
+    assert "budget alert to discord failed: RuntimeError" in caplog.text
     assert TOKEN not in caplog.text
     assert "Budget alert:" not in caplog.text

@@ -12,12 +12,12 @@ import pytest
 from pydantic import SecretStr
 
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
-from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
 from opencrab.core.tools import tool_id
 from opencrab.errors import ConfigError, NotFoundError, ProviderServerError
+from opencrab.gateway.configs import DiscordConfig
 from opencrab.gateway.discord import DiscordGateway, split_message, utf16_len
 from opencrab.gateway.serve import GatewayRunner, agent_for
 from opencrab.messages import DiscordSource, session_for

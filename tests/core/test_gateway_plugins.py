@@ -13,15 +13,16 @@ from pydantic import SecretStr
 
 from opencrab.cli.up import serve_without_http
 from opencrab.config import Settings
-from opencrab.config.models import DiscordGateway as DiscordConfig
-from opencrab.config.models import Toggle
+from opencrab.config.gateways import registered_gateways
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
 from opencrab.errors import ConfigError, NotFoundError
+from opencrab.gateway.builtins import Cli, Discord, OpenAiCompat, Rest
 from opencrab.gateway.cli import CliGateway
+from opencrab.gateway.configs import CliConfig, DiscordConfig
 from opencrab.gateway.discord import DiscordGateway
-from opencrab.gateway.registry import build_gateway, gateway_factories
+from opencrab.gateway.registry import build_gateway
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.messages import session_for
 from opencrab.plugins import DEFAULT_PLUGINS, plugin_manager
@@ -49,10 +50,12 @@ def use(names: list[str], name: str, plugin: object) -> None:
 
 def test_the_builtin_gateways_are_a_plugin() -> None:
     assert BUILTINS in DEFAULT_PLUGINS
-    factories = gateway_factories()
-    assert {"discord", "cli"} <= set(factories)
-    assert factories["discord"].__module__ == BUILTINS
-    assert factories["cli"].__module__ == BUILTINS
+    registered = registered_gateways()
+    assert registered["rest"] is Rest
+    assert registered["discord"] is Discord
+    assert registered["cli"] is Cli
+    assert registered["openai_compat"] is OpenAiCompat
+    assert all(registered[name].__module__ == BUILTINS for name in ("rest", "discord", "cli"))
 
 
 async def test_a_plugin_gateway_is_started_answered_and_stopped(
@@ -126,7 +129,7 @@ async def test_the_builtin_factories_follow_the_config(runtime: Runtime, agent: 
     terminal = build_gateway("cli", runtime, session_id="s1")
     assert isinstance(terminal, CliGateway)
     assert terminal.session_id == "s1"
-    runtime.settings.gateway.cli = Toggle(enabled=False)
+    runtime.settings.gateway.cli = CliConfig(enabled=False)
     assert build_gateway("cli", runtime, session_id="s1") is None
     runtime.settings.gateway.discord = DiscordConfig(
         enabled=True, token=SecretStr("t"), guild_ids=[1], agent="aki"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import json
 import logging
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -15,12 +16,11 @@ from pydantic import SecretStr
 
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config import Settings
-from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.core.agent import (
     AgentCreate,
     AgentStore,
     AgentUpdate,
-    DiscordHome,
+    ChannelHome,
     HeartbeatConfig,
     SessionHome,
 )
@@ -42,8 +42,10 @@ from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session, session_messages
 from opencrab.core.tools import tool_id
+from opencrab.gateway.configs import DiscordConfig
 from opencrab.gateway.discord import DiscordGateway
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
+from opencrab.messages import session_for
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import LeaseStore, heartbeat_key
@@ -430,7 +432,9 @@ async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
     runtime: Runtime, scripted: ScriptedProvider
 ) -> None:
     agent = runtime.agents.create(AgentCreate(name="bot"))
-    home = DiscordHome(gateway="discord", guild_id=str(GUILD), channel_id=str(CHANNEL))
+    home = ChannelHome(
+        gateway="discord", channel_id=str(CHANNEL), conversation=f"{GUILD}/{CHANNEL}"
+    )
     agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
     fake = FakeDiscord()
     gateway = DiscordGateway(
@@ -456,6 +460,35 @@ async def test_a_discord_home_gets_the_heartbeat_speech_through_the_gateway(
     ]
     stored = session_messages(runtime.db, home.session_for(agent.id))
     assert [m.content for m in stored] == ["今日も水やりを忘れずに。"] * 2
+
+
+def test_a_home_stored_with_a_guild_reads_as_that_channels_conversation(
+    any_db: Database, settings: Settings
+) -> None:
+    """Homes stored before they were (gateway, channel) pairs keep working: the Discord
+    form `{gateway, guild_id, channel_id}` is the channel's conversation, same session."""
+    store = AgentStore(any_db, settings)
+    agent = store.create(AgentCreate(name="old"))
+    stored = {
+        "interval_secs": 29,
+        "enabled": True,
+        "home": {"every_secs": 600, "gateway": "discord", "guild_id": "7", "channel_id": "9"},
+    }
+    with any_db.write() as conn:
+        conn.execute(
+            sa.text("UPDATE agents SET heartbeat_json = :beat WHERE id = :id"),
+            {"beat": json.dumps(stored), "id": agent.id},
+        )
+    home = store.get(agent.id).heartbeat.home
+    assert isinstance(home, ChannelHome)
+    assert (home.gateway, home.channel_id, home.conversation, home.every_secs) == (
+        "discord",
+        "9",
+        "7/9",
+        600,
+    )
+    assert home.session_for(agent.id) == session_for("discord", "7/9", agent.id)
+    assert home.outlet().target().channel_id == "9"
 
 
 # ------------------------------------------------------------------ shared by lease

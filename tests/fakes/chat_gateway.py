@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from opencrab.gateway.base import GatewayConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.messages import (
     IncomingMessage,
@@ -69,20 +70,28 @@ class MemoryChat(ChatGateway):
 
 
 class MemoryChatPlugin:
-    """A plugin registering gateways by name: each factory's result, or None (off)."""
+    """A plugin registering gateways by name, each built as the given object (None: off),
+    with the default `GatewayConfig` as its table's model."""
 
     def __init__(self, **gateways: Any) -> None:
         self.gateways = gateways
         self.calls: list[tuple[str, Any, dict[str, Any]]] = []
 
     @hookimpl
-    def register_gateways(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+    def register_gateways(self, register: Callable[[Any], None]) -> None:
         for name, gateway in self.gateways.items():
-            register(name, self._factory(name, gateway))
+            register(self._registration(name, gateway))
 
-    def _factory(self, name: str, gateway: Any) -> Callable[..., Any]:
-        def factory(runtime: Any, **options: Any) -> Any:
-            self.calls.append((name, runtime, options))
-            return gateway
+    def _registration(self, name: str, gateway: Any) -> type:
+        calls = self.calls
 
-        return factory
+        class Registered:
+            config_model = GatewayConfig
+
+            @staticmethod
+            def from_config(runtime: Any, config: Any, **options: Any) -> Any:
+                calls.append((name, runtime, options))
+                return gateway
+
+        Registered.name = name  # type: ignore[attr-defined]
+        return Registered

@@ -431,3 +431,47 @@ def test_0028_keeps_the_tokens_made_before_it_working_as_admin(store_url: str) -
     assert token is not None
     assert (token.name, token.scope) == ("old", Scope.admin)
     db.close()
+
+
+def test_0030_stores_discord_homes_as_channel_homes_and_back(store_url: str) -> None:
+    db = Database(store_url)
+    migrate.upgrade(db, "0029")
+    agents = sa.table(  # the columns of agents this revision reads and writes
+        "agents",
+        *(sa.column(name) for name in ("id", "name", "prompt")),
+        sa.column("heartbeat_json", sa.JSON),
+        sa.column("created_at", UtcDateTime),
+        sa.column("updated_at", UtcDateTime),
+    )
+    discord = {"every_secs": 600, "gateway": "discord", "guild_id": "7", "channel_id": "9"}
+    session = {"every_secs": 3600, "gateway": "session", "session_id": "s-1"}
+    ids = [f"6f0c1d2e-0000-4000-8000-00000000002{n}" for n in range(3)]
+    homes = dict(zip(ids, [discord, session, None], strict=True))
+    with db.write() as conn:
+        for agent_id, home in homes.items():
+            beat = {"interval_secs": 29, "enabled": True}
+            conn.execute(
+                agents.insert().values(
+                    id=agent_id,
+                    name=agent_id[-1],
+                    prompt="",
+                    heartbeat_json=beat if home is None else {**beat, "home": home},
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                )
+            )
+
+    def stored() -> dict[str, Any]:
+        with db.read() as conn:
+            rows = conn.execute(sa.select(agents.c.id, agents.c.heartbeat_json)).all()
+        return {str(agent_id): beat.get("home") for agent_id, beat in rows}
+
+    db.upgrade()
+    assert stored() == {
+        ids[0]: {"every_secs": 600, "gateway": "discord", "channel_id": "9", "conversation": "7/9"},
+        ids[1]: session,
+        ids[2]: None,
+    }
+    migrate.downgrade(db, "0029")
+    assert stored() == homes
+    db.close()

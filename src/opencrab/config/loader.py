@@ -8,6 +8,8 @@ the loaded Settings keep that record (`Settings.origin`, opencrab.config.provena
 - environment: `OPENCRAB_SECTION__KEY=value` (`__` separates levels; the value is read
   as a TOML number, boolean, array or inline table when it looks like one, else as a
   string); `OPENCRAB_HOME` sets `data_dir`
+- `[gateway.<name>]` tables are checked by the config model of the gateway registered
+  under that name (opencrab.config.gateways); an unknown name or key is an error
 - `${VAR}` / `${VAR:-fallback}` in any string expand from the environment; `$${` is a
   literal `${`. A missing variable is an error only where it is used: always outside
   `[llm.providers.*]` and `[gateway.*]`; for a gateway when it is enabled; for a
@@ -32,6 +34,7 @@ from typing import Any
 
 import pydantic
 
+from opencrab.config.gateways import gateway_problems
 from opencrab.config.models import PURPOSES, Settings, reference_problems
 from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, origin_of, packaged_layer
 from opencrab.errors import ConfigError
@@ -221,6 +224,11 @@ def _expand_all(merged: _Merged, env: Mapping[str, str]) -> dict[KeyPath, str]:
 
 
 def _validate(merged: _Merged) -> Settings:
+    gateways = gateway_problems(merged.data.get("gateway", {}))  # each by its own model
+    if gateways:
+        raise ConfigError(
+            "\n".join(f"{merged.origin(p)}: {_dotted(p)}: {why}" for p, why in gateways)
+        )
     try:
         return Settings.model_validate(merged.data)
     except pydantic.ValidationError as exc:

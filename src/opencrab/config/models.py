@@ -2,24 +2,36 @@
 
 Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` variable is
 reported instead of silently ignored; a `[llm.providers.<name>]` table takes the keys of
-its provider's options model besides the common ones (`reference_problems` checks them).
+its provider's options model besides the common ones (`reference_problems` checks them),
+and the open `[gateway]` table holds one table per registered gateway, each checked by
+that gateway's own model (opencrab.config.gateways).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    model_validator,
+)
 from pydantic import ValidationError as PydanticError
 
-from opencrab.config.hosts import host_name
+from opencrab.config.gateways import gateway_models, unknown_gateway
 from opencrab.config.origins import KeyPath, origin_of
 from opencrab.config.providers import registered_providers
+from opencrab.errors import ConfigError
 from opencrab.prompts import DEFAULT_LANGUAGE, Language
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+_T = TypeVar("_T", bound=BaseModel)
 Purpose = Literal["thinking", "conversation", "analysis", "tool_calling", "creative", "embedding"]
 PURPOSES: tuple[Purpose, ...] = (
     "thinking",
@@ -111,54 +123,49 @@ class LlmSection(Section):
     max_reply_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
 
 
-def _allowed_host(text: str) -> str:
-    name = host_name(text)
-    if name is None:
-        raise ValueError(
-            f"{text!r} is not a host name: give a name or IP address without scheme, "
-            "port or path, e.g. crab.example"
-        )
-    return name
-
-
-AllowedHost = Annotated[str, AfterValidator(_allowed_host)]
-
-
-class RestGateway(Section):
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: Port = 8080
-    require_token: bool = False  # always required off loopback and as root (cli/up.py)
-    cors_origins: list[str] = Field(default_factory=list)  # CORS is off when empty
-    # names the server answers to besides localhost, its loopback and bind addresses
-    allowed_hosts: list[AllowedHost] = Field(default_factory=list)
-    # chat turns one WebSocket connection may run at once; more are refused
-    ws_max_turns_per_connection: int = Field(default=4, ge=1)
-    # WebSockets one client (token, else address) keeps open at once (server/limits.py)
-    ws_max_per_client: int = Field(default=16, ge=1)
-    # a request body over this (KiB) is refused (413) before it is read; an upload to a
-    # workspace has its quota as its limit instead
-    max_body_kb: int = Field(default=1024, ge=1)
-
-
-class DiscordGateway(Section):
-    enabled: bool = False
-    token: SecretStr | None = None
-    guild_ids: list[int] = Field(default_factory=list)  # the allow-list; empty allows none
-    channel_ids: list[int] = Field(default_factory=list)  # empty: every channel of the guilds
-    agent: str | None = None  # who answers (name or id); the only agent when left out
-    mention_only: bool = False  # answer only messages that mention the bot
-
-
-class Toggle(Section):
-    enabled: bool = False
-
-
 class GatewaySection(Section):
-    rest: RestGateway = Field(default_factory=RestGateway)
-    discord: DiscordGateway = Field(default_factory=DiscordGateway)
-    cli: Toggle = Field(default_factory=lambda: Toggle(enabled=True))
-    openai_compat: Toggle = Field(default_factory=Toggle)
+    """`[gateway.<name>]`: one open table per gateway, each checked by the config model its
+    gateway declares (`config_model`, registered through the `register_gateways` hook:
+    opencrab.config.gateways); a registered gateway the config leaves out gets its model's
+    defaults. `settings.gateway.rest` reads a table; `table(name, Model)` reads it typed."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    @model_validator(mode="after")
+    def _tables(self) -> GatewaySection:
+        models = gateway_models()
+        tables = self.__pydantic_extra__
+        assert tables is not None  # extra="allow"
+        for name, value in list(tables.items()):
+            model = models.get(name)
+            if model is None:
+                raise ValueError(unknown_gateway(name, models))
+            if not isinstance(value, model):
+                tables[name] = model.model_validate(value)
+        for name, model in models.items():
+            if name not in tables:
+                tables[name] = model()
+        return self
+
+    def table(self, name: str, model: type[_T]) -> _T:
+        """The validated `[gateway.<name>]` table, an instance of `model`."""
+        value = (self.__pydantic_extra__ or {}).get(name)
+        if not isinstance(value, model):
+            raise ConfigError(
+                f"gateway {name!r} is not registered with the config model {model.__name__}",
+                key=f"gateway.{name}",
+            )
+        return value
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:  # a table by name, as pydantic reads extras
+            ...
+
+    @property
+    def tables(self) -> dict[str, BaseModel]:
+        """Every gateway's validated table, by name."""
+        return dict(self.__pydantic_extra__ or {})
 
 
 class DashboardSection(Section):
@@ -254,6 +261,13 @@ class TicketsSection(Section):
     max_cost_usd: float | None = Field(default=None, ge=0)
 
 
+class AlertOutlet(Section):
+    """A channel of a gateway (opencrab.messages.Outlet): where budget alerts are written."""
+
+    gateway: str = Field(min_length=1, max_length=100)
+    channel: str = Field(min_length=1, max_length=500)
+
+
 class BudgetsSection(Section):
     """Fleet-wide LLM spend caps (UTC day and calendar month; None: no cap) and where
     budget alerts (80 % and 100 % of any cap) are also delivered. Caps set through
@@ -263,13 +277,25 @@ class BudgetsSection(Section):
     fleet_monthly_usd: float | None = Field(default=None, ge=0)
     webhook_url: str | None = Field(default=None, pattern=r"^https?://")  # POST JSON alerts
     webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
-    # the Discord channel alerts are also written to, through the running Discord gateway
+    # the outlet alerts are also written to, a channel of a gateway running in this
+    # process: { gateway = "<name>", channel = "<its channel id>" }
+    alert_outlet: AlertOutlet | None = None
+    # the same as alert_outlet = { gateway = "discord", channel = "<id>" } (older configs)
     discord_channel_id: int | None = Field(default=None, ge=1)
     # reservations (core/reservations.py): the output tokens a call without max_tokens is
     # assumed to produce, and how long a reservation lives when its process dies (None:
     # [agent] turn_timeout_secs + 120 s)
     reserve_output_tokens: int = Field(default=1024, ge=1, le=1_000_000)
     reservation_ttl_secs: float | None = Field(default=None, gt=0, le=86_400)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_outlet(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("alert_outlet") is None:
+            channel = data.get("discord_channel_id")
+            if isinstance(channel, int) and not isinstance(channel, bool) and channel >= 1:
+                data = {**data, "alert_outlet": {"gateway": "discord", "channel": str(channel)}}
+        return data
 
 
 class AgentModeSection(Section):

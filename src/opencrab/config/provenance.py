@@ -179,7 +179,8 @@ def effective_values(settings: Settings) -> list[tuple[str, Any, SourceKind, str
         if isinstance(node, BaseModel) and not isinstance(node, ModelRef):
             for field in type(node).model_fields:
                 walk(getattr(node, field), (*path, field))
-            for key, value in (node.model_extra or {}).items():  # a provider's own settings
+            for key, value in (node.model_extra or {}).items():  # open tables: a provider's own
+                # settings, [gateway.*]
                 walk(value, (*path, key))
         elif isinstance(node, dict):
             for key, value in node.items():

@@ -42,6 +42,8 @@ def configured_secrets(settings: Settings) -> set[str]:
         elif isinstance(value, BaseModel):
             for name in type(value).model_fields:
                 walk(getattr(value, name))
+            for item in (value.model_extra or {}).values():  # open tables: [gateway.*]
+                walk(item)
         elif isinstance(value, dict):
             for item in value.values():
                 walk(item)

@@ -22,12 +22,12 @@ import tomllib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 from uuid import UUID, uuid4
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from sqlalchemy.engine import Connection
 
@@ -37,7 +37,7 @@ from opencrab.core.identity import AgentRole, Identity
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.soul import Soul
 from opencrab.errors import ConflictError, NameTaken, NotFoundError, ValidationError
-from opencrab.messages import session_for
+from opencrab.messages import Outlet, session_for
 from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.repositories import agent_stats
@@ -72,19 +72,49 @@ class SessionHome(_Home):
         return str(self.session_id)
 
 
-class DiscordHome(_Home):
-    """An agent's home conversation that is a Discord channel (its session: the channel's)."""
+class ChannelHome(_Home):
+    """An agent's home conversation on a chat gateway: the gateway's name, the channel
+    the heartbeat's speech is sent to, and the conversation whose session stores it (the
+    channel's own when None; a gateway keying conversations by server and channel uses
+    "<server id>/<channel id>").
 
-    gateway: Literal["discord"]
-    guild_id: str = Field(pattern=r"^[0-9]{1,20}$")
-    channel_id: str = Field(pattern=r"^[0-9]{1,20}$")
+    A home in the form from before homes were (gateway, channel) pairs, `{"gateway": …,
+    "guildId": …, "channelId": …}` (an API request, a persona file; stored rows were
+    rewritten by revision 0029), reads as that conversation, "<guild id>/<channel id>"."""
+
+    gateway: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    channel_id: str = Field(min_length=1, max_length=500)
+    conversation: str | None = Field(default=None, min_length=1, max_length=500)
+
+    @field_validator("gateway")
+    @classmethod
+    def _not_a_session(cls, value: str) -> str:
+        if value == "session":
+            raise ValueError("a session home has a sessionId")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_guild(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            guild = data.get("guildId", data.get("guild_id"))
+            if guild is not None and not data.get("conversation"):
+                data = {k: v for k, v in data.items() if k not in ("guildId", "guild_id")}
+                channel = data.get("channelId", data.get("channel_id"))
+                data["conversation"] = f"{guild}/{channel}"
+        return data
+
+    def outlet(self) -> Outlet:
+        """Where the heartbeat's speech is written."""
+        return Outlet(gateway=self.gateway, channel=self.channel_id)
 
     def session_for(self, agent_id: str) -> str:
-        """The id of the session the home conversation is stored in."""
-        return session_for("discord", f"{self.guild_id}/{self.channel_id}", agent_id)
+        """The id of the session the home conversation is stored in: the one the gateway
+        keeps for the conversation (opencrab.messages.session_for)."""
+        return session_for(self.gateway, self.conversation or self.channel_id, agent_id)
 
 
-HomeConversation = Annotated[SessionHome | DiscordHome, Field(discriminator="gateway")]
+HomeConversation = SessionHome | ChannelHome
 """Where an agent may speak on its heartbeat outside discussions."""
 
 

@@ -12,9 +12,10 @@ A day is a UTC day, a month a UTC calendar month. Reaching 80 % or 100 % of an a
 or the fleet's cap records an alert once per cap, period and threshold (budget_alerts);
 of a ticket's cap, once per ticket (scope `ticket:<id>`, cap and period `ticket`).
 `notify` also delivers new alerts in the background: POSTed as JSON to `[budgets]
-webhook_url`, and written to the Discord channel `[budgets] discord_channel_id` through
-the running Discord gateway. `Standing` tells which agents a cap stops now (the
-heartbeat's check before it acts, the home cards' "over budget").
+webhook_url`, and written to the outlet `[budgets] alert_outlet` (a gateway and a
+channel) through that gateway, when it runs in this process. `Standing` tells which
+agents a cap stops now (the heartbeat's check before it acts, the home cards' "over
+budget").
 
 Example:
     budgets = Budgets(db, settings)
@@ -36,7 +37,7 @@ import httpx
 
 from opencrab.config import Settings
 from opencrab.errors import BudgetExceeded
-from opencrab.messages import MessageContent, MessageOutlet, MessageTarget, OutgoingMessage
+from opencrab.messages import MessageContent, MessageOutlet, OutgoingMessage, Outlet
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import budgets as repo
@@ -424,7 +425,7 @@ def alert_payload(row: AlertRow, names: dict[str, str]) -> dict[str, Any]:
 
 
 def alert_text(row: AlertRow, names: dict[str, str]) -> str:
-    """An alert as one line of chat (the Discord channel's message)."""
+    """An alert as one line of chat (the message written to the alert outlet)."""
     ticket = ticket_of(row.scope)
     if row.scope == FLEET:
         whose, cap = "the fleet", f"{row.cap} cap ({row.period} UTC)"
@@ -445,28 +446,31 @@ async def deliver(
     names: dict[str, str],
     outlets: Mapping[str, MessageOutlet] | None = None,
 ) -> None:
-    """POST each alert to `[budgets] webhook_url` and write it to `[budgets]
-    discord_channel_id` through the running Discord gateway (in `outlets`); failures are
-    logged without the URL or the message, never raised."""
+    """POST each alert to `[budgets] webhook_url` and write it to `[budgets] alert_outlet`
+    through the running gateway it names (in `outlets`); failures are logged without the
+    URL or the message, never raised."""
     if not rows:
         return
     section = settings.budgets
     if section.webhook_url:
         await _post(section.webhook_url, section.webhook_timeout_secs, rows, names)
-    if section.discord_channel_id is not None:
-        outlet = (outlets or {}).get("discord")
+    where = section.alert_outlet
+    if where is not None:
+        outlet = (outlets or {}).get(where.gateway)
         if outlet is None:
-            log.warning("budget alerts: the Discord gateway is not running in this process")
+            log.warning(
+                "budget alerts: the %s gateway is not running in this process", where.gateway
+            )
             return
-        target = MessageTarget(gateway="discord", channel_id=str(section.discord_channel_id))
+        target = Outlet(gateway=where.gateway, channel=where.channel).target()
         for row in rows:
             message = OutgoingMessage(
                 content=MessageContent(text=alert_text(row, names)), target=target
             )
             try:
                 await outlet.send(message)
-            except Exception as exc:  # a closed gateway, a missing channel, Discord's answer
-                log.warning("budget alert to Discord failed: %s", type(exc).__name__)
+            except Exception as exc:  # a closed gateway, a missing channel, the platform's answer
+                log.warning("budget alert to %s failed: %s", where.gateway, type(exc).__name__)
 
 
 async def _post(url: str, timeout: float, rows: list[AlertRow], names: dict[str, str]) -> None:
@@ -514,7 +518,7 @@ def notify(
 ) -> None:
     """Deliver new alerts in the background (the caller never waits for the delivery)."""
     section = settings.budgets
-    if not rows or (not section.webhook_url and section.discord_channel_id is None):
+    if not rows or (not section.webhook_url and section.alert_outlet is None):
         return
     task = asyncio.get_running_loop().create_task(deliver(settings, rows, names, outlets))
     _pending.add(task)

@@ -146,7 +146,7 @@ class SkillEngine:
         self.agents = AgentStore(db, settings)
         self._skills_ready: dict[str, Language] = {}  # agent id -> language ensured
         self.running = RunningTurns()  # who is in a turn now (the dashboard's status)
-        # running gateways by name (the Runtime's): budget alerts go to a Discord channel
+        # running gateways by name (the Runtime's): budget alerts are written to them
         self.outlets: dict[str, MessageOutlet] = {}
 
     async def process(

@@ -17,9 +17,9 @@ since it last spoke, how long since it last spoke or reflected. Only then may it
   send_noreact). A discussion where a call waits for a person's decision, or for the
   turn that continues it (core/approval_followups.py), is left alone until then;
 - Speak at home: nothing to answer in discussions, the agent has a home conversation
-  (`heartbeat.home`: a chat session or a Discord channel) and did not speak there on
-  its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may speak
-  or pass), and a Discord home gets the speech through the running Discord gateway;
+  (`heartbeat.home`: a chat session, or a channel of a gateway) and did not speak there
+  on its heartbeat for `home.every_secs`: the engine runs a turn there (the agent may
+  speak or pass), and a gateway's channel gets the speech through that running gateway;
 - Learn: nothing to answer, but it has new logs and has not reflected for
   `reflect_every_secs`: the engine runs reflect_and_learn;
 - Idle: otherwise.
@@ -59,13 +59,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, DiscordHome
+from opencrab.core.agent import Agent, ChannelHome
 from opencrab.core.budgets import Budgets, Standing
 from opencrab.messages import (
     IncomingMessage,
     InternalSource,
     MessageContent,
-    MessageTarget,
     OutgoingMessage,
     Sender,
 )
@@ -624,14 +623,11 @@ async def speak_at_home(runtime: Runtime, agent: Agent, session_id: str) -> dict
         outcome["delivered"] = spoke is not None  # stored in the session: that is there
         return outcome
     outlet = runtime.outlets.get(home.gateway)
-    if outlet is None or not isinstance(home, DiscordHome):
+    if outlet is None or not isinstance(home, ChannelHome):
         outcome["note"] = f"the {home.gateway} gateway is not running here"
         return outcome
     await outlet.send(
-        OutgoingMessage(
-            content=MessageContent(text=spoke),
-            target=MessageTarget(gateway=home.gateway, channel_id=home.channel_id),
-        )
+        OutgoingMessage(content=MessageContent(text=spoke), target=home.outlet().target())
     )
     outcome["delivered"] = True
     return outcome

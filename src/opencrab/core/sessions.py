@@ -144,7 +144,7 @@ async def hold_turn(
     process is gone, as long as the caller waits).
 
     The turn service (core/turns.py) holds it for every turn — chat (REST, WebSocket, /v1,
-    CLI, Discord), heartbeat and discussion (with the discussion's bookkeeping).
+    CLI, chat gateways), heartbeat and discussion (with the discussion's bookkeeping).
     """
     key = turn_key(session_id)
     async with turn_lock(session_id):

@@ -2,9 +2,9 @@
 
 See docs/architecture.md, "Runtime and the turn service".
 
-Every gateway (REST, WebSocket, `/v1`, the CLI, Discord and other plugins), discussions,
-the heartbeat and the ticket scheduler start turns here; agent mode will too. For each turn the
-service
+Every gateway (REST, WebSocket, `/v1`, the CLI, chat gateways built in or from plugins),
+discussions, the heartbeat and the ticket scheduler start turns here; agent mode will too.
+For each turn the service
 
 1. takes the session's turn — this process's turn lock, then the session's lease in the
    store (sessions.hold_turn): another process running a turn there raises SessionBusy

@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import discord
 
-from opencrab.config.models import DiscordGateway as DiscordConfig
 from opencrab.errors import ConfigError
 from opencrab.gateway.base import GatewayConfig
+from opencrab.gateway.configs import DiscordConfig
 from opencrab.gateway.serve import ChatGateway
 from opencrab.messages import (
     Attachment,
@@ -77,9 +77,10 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
 
 class DiscordGateway(ChatGateway):
     name: ClassVar[str] = "discord"
+    config_model: ClassVar[type[GatewayConfig]] = DiscordConfig
 
     def __init__(self, config: DiscordConfig, *, client: discord.Client | None = None) -> None:
-        super().__init__(GatewayConfig(enabled=config.enabled))
+        super().__init__(config)
         if not config.guild_ids:
             raise ConfigError(
                 "gateway.discord.guild_ids is empty: list the servers the bot may answer in",

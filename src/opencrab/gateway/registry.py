@@ -1,38 +1,41 @@
-"""Gateway factories collected from the `register_gateways` plugin hook."""
+"""The gateways registered through the `register_gateways` plugin hook, built from their
+checked `[gateway.<name>]` tables."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from opencrab.config.gateways import registered_gateways
 from opencrab.errors import ConfigError
-from opencrab.plugins import plugin_manager
 
 if TYPE_CHECKING:
     from opencrab.core.runtime import Runtime
     from opencrab.gateway.base import Gateway
 
-GatewayFactory = Callable[..., "Gateway | None"]
-"""`factory(runtime, **options)`: the gateway as configured, or None when it is off."""
-
-
-def gateway_factories() -> dict[str, GatewayFactory]:
-    """Every registered gateway factory by name (built-ins and plugins), in hook order."""
-    factories: dict[str, GatewayFactory] = {}
-
-    def register(name: str, factory: Callable[..., Any]) -> None:
-        factories[name] = factory
-
-    plugin_manager().hook.register_gateways(register=register)
-    return factories
-
 
 def build_gateway(name: str, runtime: Runtime, **options: Any) -> Gateway | None:
-    """The gateway `name` as configured (None when it is off); ConfigError for an unknown one."""
-    factories = gateway_factories()
-    if name not in factories:
+    """The gateway `name` as its table configures it (None when it is off); ConfigError for
+    a name no plugin registered."""
+    registered = registered_gateways()
+    if name not in registered:
         raise ConfigError(
-            f"no gateway named {name!r} is registered (registered: {', '.join(sorted(factories))})",
+            f"no gateway named {name!r} is registered "
+            f"(registered: {', '.join(sorted(registered))})",
             key=f"gateway.{name}",
         )
-    return factories[name](runtime, **options)
+    cls = registered[name]
+    config = runtime.settings.gateway.tables.get(name)
+    if config is None:  # registered after the settings were loaded: its defaults
+        config = cls.config_model()
+    gateway: Gateway | None = cls.from_config(runtime, config, **options)
+    return gateway
+
+
+def build_gateways(runtime: Runtime) -> dict[str, Gateway]:
+    """Every registered gateway its table turns on, built with the runtime alone, by name."""
+    built: dict[str, Gateway] = {}
+    for name in registered_gateways():
+        gateway = build_gateway(name, runtime)
+        if gateway is not None:
+            built[name] = gateway
+    return built

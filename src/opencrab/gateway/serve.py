@@ -1,17 +1,18 @@
 """Run an agent behind a chat gateway: receive, one session per conversation, reply.
 
 `start_chat_gateways` runs every gateway the `register_gateways` plugin hook offers a
-server (each factory called with the runtime; None means off): Discord is one, a Slack or
-LINE plugin another. Any `ChatGateway` gets the same loop: each incoming message runs a
-turn of the gateway's agent in the session of its conversation (a stable id derived from
-the gateway, the conversation key and the agent), one turn per session at a time and at
-most `max_concurrent` turns at once; the reply goes back to the conversation it came
-from. A message the message rules refuse (no text, too long) runs no turn and is answered
-with the rule; a failed turn is answered with a short apology naming the error, never a
-stack trace. A turn that ended on a call held for a person's approval is answered with
-what waits and where to decide it; once it is decided (through any server), the answer of
-the turn that continues the chat (core/approval_followups.py), run by whichever process
-claimed it, is sent to the same conversation, as a follow-up.
+server (each built from its `[gateway.<name>]` table with the runtime; None means off):
+Discord is one, a Slack or LINE plugin another. Any `ChatGateway` gets the same loop:
+each incoming message runs a turn of the gateway's agent in the session of its
+conversation (a stable id derived from the gateway, the conversation key and the agent),
+one turn per session at a time and at most `max_concurrent` turns at once; the reply goes
+back to the conversation it came from. A message the message rules refuse (no text, too
+long) runs no turn and is answered with the rule; a failed turn is answered with a short
+apology naming the error, never a stack trace. A turn that ended on a call held for a
+person's approval is answered with what waits and where to decide it; once it is decided
+(through any server), the answer of the turn that continues the chat
+(core/approval_followups.py), run by whichever process claimed it, is sent to the same
+conversation, as a follow-up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from abc import abstractmethod
 
 from opencrab.core.agent import Agent
 from opencrab.core.approval_followups import FollowUpOutcome, Watcher
@@ -27,8 +27,9 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.steps import TurnResult, step_from_json
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
-from opencrab.gateway.registry import gateway_factories
+from opencrab.gateway.registry import build_gateways
 from opencrab.messages import (
+    ChatSource,
     IncomingMessage,
     MessageContent,
     MessageTarget,
@@ -42,15 +43,28 @@ log = logging.getLogger(__name__)
 
 
 class ChatGateway(Gateway):
-    """A gateway whose messages belong to conversations (channels, chats, threads)."""
+    """A gateway whose messages belong to conversations (channels, chats, threads).
 
-    @abstractmethod
+    A running one is also an outlet (`runtime.outlets[name]`): an agent's heartbeat home
+    and the budget alerts' outlet are (gateway, channel) pairs written through it. A
+    plugin's gateway marks its messages with a `ChatSource` (its name, the conversation)
+    and the defaults below read it."""
+
     def conversation_key(self, message: IncomingMessage) -> str:
-        """What identifies the message's conversation on the platform."""
+        """What identifies the message's conversation on the platform (a `ChatSource`'s
+        conversation, unless the gateway overrides this)."""
+        source = message.source
+        if not isinstance(source, ChatSource):
+            raise TypeError(f"{self.name}: a {source.kind} message has no conversation here")
+        return source.conversation
 
-    @abstractmethod
     def reply_target(self, message: IncomingMessage) -> MessageTarget:
-        """Where the answer to `message` goes."""
+        """Where the answer to `message` goes (a `ChatSource`'s channel, unless the gateway
+        overrides this)."""
+        source = message.source
+        if not isinstance(source, ChatSource):
+            raise TypeError(f"{self.name}: a {source.kind} message has no channel here")
+        return MessageTarget(gateway=self.name, channel_id=source.reply_channel)
 
     def agent(self) -> str | None:
         """The agent (name or id) configured to answer; None: the only agent there is."""
@@ -178,10 +192,7 @@ async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, async
     """
     started: list[tuple[ChatGateway, asyncio.Task[None]]] = []
     try:
-        for name, factory in gateway_factories().items():
-            gateway = factory(runtime)
-            if gateway is None:
-                continue
+        for name, gateway in build_gateways(runtime).items():
             if not isinstance(gateway, ChatGateway):
                 raise ConfigError(
                     f"the gateway {name!r} is not a ChatGateway (conversations and reply "

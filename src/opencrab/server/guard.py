@@ -35,7 +35,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opencrab.config.hosts import host_name, split_host
-from opencrab.config.models import RestGateway
+from opencrab.gateway.configs import RestConfig
 from opencrab.server.errors import error_response
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -50,7 +50,7 @@ FORBIDDEN_ORIGIN = 4403  # WebSocket close code: a page from another origin
 class ServerNames:
     """The names and origins this server answers to (see the module docstring)."""
 
-    def __init__(self, rest: RestGateway) -> None:
+    def __init__(self, rest: RestConfig) -> None:
         bind = host_name(rest.host)
         names = set(LOCAL_NAMES) | set(rest.allowed_hosts)
         if bind is not None and bind not in WILDCARDS:
@@ -85,7 +85,7 @@ class ServerNames:
 class BrowserGuard:
     """ASGI middleware: the Host check, then the cross-site guard (module docstring)."""
 
-    def __init__(self, app: ASGIApp, rest: RestGateway) -> None:
+    def __init__(self, app: ASGIApp, rest: RestConfig) -> None:
         self.app = app
         self.names = ServerNames(rest)
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from opencrab.config.models import RestGateway
+from opencrab.gateway.configs import RestConfig
 
 TOO_MANY_SOCKETS = 4429  # WebSocket close code: this client has too many open
 
@@ -57,7 +57,7 @@ class BodyTooLarge(HTTPException):
 class RequestLimits:
     """ASGI middleware: the body limit and WebSockets per client (module docstring)."""
 
-    def __init__(self, app: ASGIApp, rest: RestGateway) -> None:
+    def __init__(self, app: ASGIApp, rest: RestConfig) -> None:
         self.app = app
         self.body_limit = rest.max_body_kb * 1024
         self.sockets_per_client = rest.ws_max_per_client
