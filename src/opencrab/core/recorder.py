@@ -9,7 +9,9 @@ the transaction of the token_usage event naming it, so neither exists without th
 other. Calls no event names (a summary the turn did not use) are handed back to the
 router's metrics writer by the turn's budget gate (`unnamed_calls`, core/turn_budget.py).
 A reply's events may be *held* and written with its first store-only call's result, so
-the two become durable together.
+the two become durable together. The recorder's own records are trusted: its events go
+straight to their rows (event_log.event_row, the one encoder), since the chain rules
+EventLog checks for events from outside (parents, tool_call ids) hold by construction.
 
 The recorder owns the turn's event chain: `last` is the newest event of the trace, the
 parent of the next one; each record the turn makes is one call here (`user`, `reply`,
@@ -44,7 +46,7 @@ from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.record_cap import cap_event, cap_log, cap_said
 from opencrab.core.sessions import Said, queue_messages
 from opencrab.core.steps import ActionDone, SessionMessage, Spoke
-from opencrab.event_log import EventLog
+from opencrab.event_log import EventLog, EventRow, event_row
 from opencrab.events import (
     AgentEvent,
     MessageEvent,
@@ -65,6 +67,8 @@ from opencrab.llm.metrics import CallRecord, insert_records
 from opencrab.llm.types import ChatResponse, Message, ToolCall
 from opencrab.offload import run_blocking
 from opencrab.store import Database
+from opencrab.store.repositories import events as events_repo
+from opencrab.store.types import format_timestamp
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
@@ -110,8 +114,6 @@ class TurnRecorder:
         self.turn_id = ""  # the id of the turn's user event
         # the latest reply's calls with no result recorded yet (and their events' ids)
         self.unanswered: list[tuple[ToolCall, UUID]] = []
-        # (trace, type) of events this turn may reference without asking the store
-        self.known: dict[str, tuple[str, str]] = {}
         # a reply's events and logs waiting to commit with its first store-only call's result
         self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
         # a plain-text reply's call, whose usage hangs off the message event that says it
@@ -464,7 +466,7 @@ class TurnRecorder:
         calls = self._calls_named(batch)  # taken out: written here or never
         if batch:
             # fresh ids: a failure fails the step (no savepoint to recover in)
-            self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
+            events_repo.insert(conn, self._event_rows(batch))
         if logs:
             self.memory.append_session_logs(logs, conn=conn)
         # their ids are read after the commit (on PostgreSQL they come with it)
@@ -479,8 +481,6 @@ class TurnRecorder:
         def stored() -> list[SessionMessage]:
             if along is not None and read is not None:
                 along.landed(read)
-            for event in batch:
-                self.known[str(event.id)] = (str(event.trace_id), event.type)
             return [
                 SessionMessage(
                     id=message_id,
@@ -496,6 +496,26 @@ class TurnRecorder:
             ]
 
         return stored
+
+    def _event_rows(self, batch: Sequence[AgentEvent]) -> list[EventRow]:
+        """The events' stored rows, encoded by the one encoder (event_log.event_row); the
+        chain rules EventLog checks for events from outside hold here by construction."""
+        trace = self._trace_text
+        return [
+            event_row(
+                str(event.id),
+                trace,
+                None if event.parent_id is None else str(event.parent_id),
+                format_timestamp(event.timestamp),
+                event.content,
+                event.metadata,
+            )
+            for event in batch
+        ]
+
+    @cached_property
+    def _trace_text(self) -> str:
+        return str(self.trace_uuid)
 
     def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
         """The turn's call records whose token_usage event is in `batch`."""
