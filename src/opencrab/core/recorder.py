@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -43,7 +44,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import MAX_ARGUMENT_DEPTH, ActionResult, TurnState, nested_too_deep
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.record_cap import cap_event, cap_log, cap_said
+from opencrab.core.record_cap import cap_event, cap_said, cut_text
 from opencrab.core.sessions import Said, queue_messages
 from opencrab.core.steps import ActionDone, SessionMessage, Spoke
 from opencrab.event_log import EventLog, EventRow, event_row
@@ -68,6 +69,7 @@ from opencrab.llm.types import ChatResponse, Message, ToolCall
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import events as events_repo
+from opencrab.store.repositories import memory as memory_repo
 from opencrab.store.types import format_timestamp
 
 if TYPE_CHECKING:
@@ -75,6 +77,24 @@ if TYPE_CHECKING:
     from opencrab.messages import IncomingMessage
 
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
+
+
+@dataclass(slots=True)
+class Line:
+    """A memory session line the recorder makes (SessionLog's fields): its own records
+    are built unvalidated and encoded straight to their row (`_log_rows`)."""
+
+    session_id: str
+    log_type: str
+    content: str
+    speaker_id: str | None = None
+    turn_number: int | None = None
+    metadata: dict[str, Any] | None = None
+    event_id: str | None = None
+
+
+LogLine = Line | SessionLog
+"""A line a step writes: the recorder's own, or one an action or compaction made."""
 
 Stored = Callable[[], list[SessionMessage]]
 """Given once a step's transaction has committed: its session messages as stored."""
@@ -115,7 +135,7 @@ class TurnRecorder:
         # the latest reply's calls with no result recorded yet (and their events' ids)
         self.unanswered: list[tuple[ToolCall, UUID]] = []
         # a reply's events and logs waiting to commit with its first store-only call's result
-        self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
+        self.held: tuple[list[AgentEvent], list[LogLine]] | None = None
         # a plain-text reply's call, whose usage hangs off the message event that says it
         self.pending_usage: ChatResponse | None = None
         # the metrics rows of the turn's calls, written with their token_usage events
@@ -139,16 +159,16 @@ class TurnRecorder:
         event_id: UUID | None,
         *,
         metadata: dict[str, Any] | None = None,
-    ) -> SessionLog:
+    ) -> Line:
         """A memory session line of the agent's, in this turn, naming its event."""
-        return SessionLog(
-            session_id=self.session_id,
-            log_type=log_type,  # type: ignore[arg-type]
-            content=content,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata=metadata,
-            event_id=None if event_id is None else str(event_id),
+        return Line(
+            self.session_id,
+            log_type,
+            content,
+            self.agent.id,
+            self.state.turn_number or None,
+            metadata,
+            None if event_id is None else str(event_id),
         )
 
     # ------------------------------------------------------------ one call per record
@@ -163,7 +183,7 @@ class TurnRecorder:
         return await self.record(*self._user_rows(message))
 
     async def compaction(
-        self, event: MessageEvent, note: SessionLog, reply: ChatResponse | None
+        self, event: MessageEvent, note: LogLine, reply: ChatResponse | None
     ) -> None:
         """A compaction summary chained after `last` (with its model call's usage)."""
         batch: list[AgentEvent] = [event]
@@ -194,7 +214,7 @@ class TurnRecorder:
         call_event_id: UUID,
         outcome: ActionResult,
         *,
-        logs: Sequence[SessionLog] = (),
+        logs: Sequence[LogLine] = (),
         speech: str | None = None,
         extra: Callable[[Connection], None] | None = None,
     ) -> tuple[UUID, Spoke | None]:
@@ -232,7 +252,7 @@ class TurnRecorder:
         self,
         calls: Sequence[tuple[ToolCall, UUID]],
         output: str,
-        note: SessionLog,
+        note: LogLine,
         *,
         extra: Callable[[Connection], None] | None = None,
     ) -> list[UUID]:
@@ -273,12 +293,7 @@ class TurnRecorder:
 
     async def note(self, content: str) -> None:
         """A system line of the turn's own, naming no event (e.g. why the loop stopped)."""
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="system",
-            content=content,
-            turn_number=self.state.turn_number or None,
-        )
+        line = Line(self.session_id, "system", content, None, self.state.turn_number or None)
         await self.record([], [line], [])
 
     def interrupted(self, partial: str) -> bool:
@@ -305,7 +320,7 @@ class TurnRecorder:
 
     def _user_rows(
         self, message: IncomingMessage
-    ) -> tuple[list[AgentEvent], list[SessionLog], list[Said]]:
+    ) -> tuple[list[AgentEvent], list[LogLine], list[Said]]:
         event = self._chained(
             UserEvent(
                 id=uuid4(),
@@ -319,22 +334,23 @@ class TurnRecorder:
         self.turn_id = str(event.id)
         internal = message.source.kind == "internal"
         sender = message.sender
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="system" if internal else "speech",
-            content=message.content.text,
-            speaker_id=sender.id,
-            turn_number=self.state.turn_number or None,
-            event_id=str(event.id),
+        line = Line(
+            self.session_id,
+            "system" if internal else "speech",
+            message.content.text,
+            sender.id,
+            self.state.turn_number or None,
+            None,
+            str(event.id),
         )
         said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
         return [event], [line], [] if internal else [said]
 
     def _reply_rows(
         self, reply: ChatResponse
-    ) -> tuple[list[AgentEvent], list[SessionLog], list[UUID]]:
+    ) -> tuple[list[AgentEvent], list[LogLine], list[UUID]]:
         batch: list[AgentEvent] = []
-        logs: list[SessionLog] = []
+        logs: list[LogLine] = []
         call_events: list[UUID] = []
         if reply.tool_calls and reply.text.strip():
             thought = self._chained(
@@ -367,7 +383,7 @@ class TurnRecorder:
 
     def _speech_rows(
         self, text: str, *, via: str, interrupted: bool = False
-    ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
+    ) -> tuple[list[AgentEvent], LogLine, list[Said]]:
         usage = self.pending_usage if via == "message" else None
         self.pending_usage = None
         meta: dict[str, Any] = {} if via == "message" else {"via": via}
@@ -386,14 +402,14 @@ class TurnRecorder:
         batch: list[AgentEvent] = [event]
         if usage is not None:
             batch.append(usage_event(usage, event))
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="speech",
-            content=text,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata={"interrupted": True} if interrupted else None,
-            event_id=str(event.id),
+        line = Line(
+            self.session_id,
+            "speech",
+            text,
+            self.agent.id,
+            self.state.turn_number or None,
+            {"interrupted": True} if interrupted else None,
+            str(event.id),
         )
         said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
         return batch, line, [said]
@@ -418,7 +434,7 @@ class TurnRecorder:
     async def record(
         self,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
@@ -431,7 +447,7 @@ class TurnRecorder:
     def commit(
         self,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
@@ -447,7 +463,7 @@ class TurnRecorder:
         self,
         conn: Connection,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
@@ -461,14 +477,13 @@ class TurnRecorder:
             self.held = None
         cap = self.max_event_bytes
         batch = [cap_event(event, cap) for event in batch]
-        logs = [cap_log(line, cap) for line in logs]
         chat = [cap_said(said, cap) for said in chat]
         calls = self._calls_named(batch)  # taken out: written here or never
         if batch:
             # fresh ids: a failure fails the step (no savepoint to recover in)
             events_repo.insert(conn, self._event_rows(batch))
         if logs:
-            self.memory.append_session_logs(logs, conn=conn)
+            memory_repo.append_log_rows(conn, self._log_rows(logs, cap))
         # their ids are read after the commit (on PostgreSQL they come with it)
         written = queue_messages(conn, self.session_id, chat)
         if calls:
@@ -511,6 +526,25 @@ class TurnRecorder:
                 event.metadata,
             )
             for event in batch
+        ]
+
+    def _log_rows(self, logs: Sequence[LogLine], cap: int) -> list[tuple[Any, ...]]:
+        """The lines' stored rows (LOG_COLUMNS order), each cut to `cap` bytes; in the
+        agent's memory (MemoryManager.append_session_logs' rows)."""
+        agent_id, at = self.agent.id, datetime.now(UTC)
+        return [
+            (
+                agent_id,
+                line.session_id,
+                line.log_type,
+                cut_text(line.content, cap)[0],
+                line.speaker_id,
+                line.turn_number,
+                line.metadata,
+                line.event_id,
+                at,
+            )
+            for line in logs
         ]
 
     @cached_property
