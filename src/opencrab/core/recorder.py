@@ -11,7 +11,9 @@ router's metrics writer by the turn's budget gate (`unnamed_calls`, core/turn_bu
 A reply's events may be *held* and written with its first store-only call's result, so
 the two become durable together. The recorder's own records are trusted: its events go
 straight to their rows (event_log.event_row, the one encoder), since the chain rules
-EventLog checks for events from outside (parents, tool_call ids) hold by construction.
+EventLog checks for events from outside (parents, tool_call ids) hold by construction;
+its memory lines are plain `Line`s encoded to their rows here. Validation is for what
+comes in: model replies, tool arguments (the registry), API bodies.
 
 The recorder owns the turn's event chain: `last` is the newest event of the trace, the
 parent of the next one; each record the turn makes is one call here (`user`, `reply`,
