@@ -119,14 +119,10 @@ class HeldTurn(Protocol):
     trace_id: str
     recorder: TurnRecorder
     result: TurnResult
-    last_event: UUID | None
 
 
 async def hold_calls(
-    turn: HeldTurn,
-    calls: Sequence[tuple[ToolCall, UUID]],
-    waiting: LlmReplied | None,
-    answered: set[UUID],
+    turn: HeldTurn, calls: Sequence[tuple[ToolCall, UUID]], waiting: LlmReplied | None
 ) -> list[EngineStep]:
     """Hold the first of `calls` for a person and answer the others with an error, in
     one step; the turn's remaining steps (ending with its TurnResult) are returned."""
@@ -152,13 +148,6 @@ async def hold_calls(
         "make this call again once that is decided"
     )
     recorder = turn.recorder
-    batch = []
-    for other, other_event in rest:
-        event = recorder.result_event(
-            other, other_event, refusal.output(), parent=turn.last_event, is_error=True
-        )
-        batch.append(event)
-        turn.last_event = event.id
     note = recorder.log(
         "system",
         f"{call.name} waits for a person's approval (approval {record.id})",
@@ -171,11 +160,11 @@ async def hold_calls(
         for hook in approval_hooks():
             hook.held(conn, record)
 
-    answered.update(event_id for _, event_id in calls)  # nothing left to interrupt
-    await recorder.record(batch, [note], [], extra=store)
+    # the held call waits for a person: nothing is left to interrupt
+    events = await recorder.refused(rest, refusal.output(), note, extra=store)
     steps: list[EngineStep] = [] if waiting is None else [waiting]
-    for (other, other_event), event in zip(rest, batch, strict=True):
-        done = ActionDone(other.name, other.arguments, refusal, str(other_event), str(event.id))
+    for (other, other_event), event_id in zip(rest, events, strict=True):
+        done = ActionDone(other.name, other.arguments, refusal, str(other_event), str(event_id))
         turn.result.actions.append(done)
         steps.append(done)
     turn.result.stopped_by = STOPPED_BY

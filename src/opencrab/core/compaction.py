@@ -8,24 +8,34 @@ later turns read back as their history's start (core/context.py). The engine ask
 analysis model for the summary, or keeps an extract when that fails.
 
 Example:
-    plan = plan_compaction(summary, turns, budget)
-    if plan is not None:
-        event, note, step = compaction_records(plan, text, by_model, …)
+    step = await compact(context, recorder, summarise, model=model, language="en", texts=t)
+    # None: the history fits; else the summary is recorded and replaces the dropped turns
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from uuid import UUID, uuid4
 
-from opencrab.core.context import COMPACTION_KIND, Turn, estimate_tokens, turns_transcript
+from opencrab.core.context import (
+    COMPACTION_KIND,
+    Turn,
+    TurnContext,
+    estimate_tokens,
+    extractive_summary,
+    turns_transcript,
+)
 from opencrab.core.memory import SessionLog
 from opencrab.core.recorder import now
 from opencrab.core.steps import Compacted
 from opencrab.events import MessageEvent, MessagePayload
-from opencrab.llm.types import ChatRequest, Message
+from opencrab.llm.types import ChatRequest, ChatResponse, Message
 from opencrab.prompts import Language, Prompts
+
+if TYPE_CHECKING:
+    from opencrab.core.recorder import TurnRecorder
 
 SUMMARY_MAX_TOKENS = 400
 
@@ -54,6 +64,40 @@ def plan_compaction(summary: str | None, turns: list[Turn], budget: int) -> Comp
         kept.insert(0, old)
         room -= old.tokens
     return CompactionPlan(turns[: len(turns) - len(kept)], kept, total)
+
+
+async def compact(
+    context: TurnContext,
+    recorder: TurnRecorder,
+    summarise: Callable[[ChatRequest], Awaitable[ChatResponse | None]],
+    *,
+    model: str,
+    language: Language,
+    texts: Prompts,
+) -> Compacted | None:
+    """Drop (after summarising) the oldest turns of `context` until its history fits; the
+    summary is recorded and takes their place in `context`. `summarise` makes the model
+    call: None when it failed or said nothing (an extract is kept instead)."""
+    plan = plan_compaction(context.summary, context.turns, context.history_budget())
+    if plan is None:
+        return None
+    request = summary_request(
+        context.summary, plan.dropped, model=model, language=language, texts=texts
+    )
+    reply = await summarise(request)
+    text = extractive_summary(plan.dropped, language) if reply is None else reply.text.strip()
+    event, note, step = compaction_records(
+        plan,
+        text,
+        by_model=reply is not None,
+        trace_id=recorder.trace_id,
+        parent=recorder.last,
+        session_id=recorder.session_id,
+        texts=texts,
+    )
+    await recorder.compaction(event, note, reply)
+    context.summary, context.turns = text, plan.kept
+    return step
 
 
 def summary_request(

@@ -6,6 +6,7 @@ session's AgentEvents. When both do not fit the model's context window, the olde
 turns are summarised (the summary is stored in memory and in the trace) and dropped;
 the MEMORY and skill sections may be shortened; IDENTITY, SOUL and the prompt never are.
 Every text written here comes from the agent's language (`opencrab.prompts`).
+A turn's context is a `TurnContext` (built by core/turn_context.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
@@ -32,6 +34,10 @@ from opencrab.store.repositories import sessions as sessions_repo
 from opencrab.store.repositories import skills as skills_repo
 from opencrab.store.repositories import tool_settings as tool_settings_repo
 from opencrab.store.repositories import tools as tools_repo
+
+if TYPE_CHECKING:
+    from opencrab.core.approvals import ApprovalGate
+    from opencrab.core.skills import Skill
 
 COMPACTION_KIND = "compaction"
 
@@ -116,6 +122,42 @@ def prompt_section(prompt: str, language: Language) -> str:
     if not prompt.strip():
         return ""
     return prompts(language).render("prompt_section", prompt=prompt.strip())
+
+
+@dataclass
+class TurnContext:
+    """What a turn's model calls are built from, read in one snapshot at its start.
+
+    `budget` is the tokens left for the history once the tools and a reply's reserve are
+    counted; `summary` and `turns` are the stored history (the latest compaction summary
+    and the turns after it; compaction may replace both). `active`, `allowed` and
+    `approval` are what the turn may do: its active skills, the actions it may call and
+    which of those calls wait for a person.
+    """
+
+    tools: list[ToolDefinition]
+    budget: int
+    system: Message
+    user_text: str
+    summary: str | None
+    turns: list[Turn]
+    active: list[Skill]
+    allowed: set[str]
+    approval: ApprovalGate
+
+    def history_budget(self) -> int:
+        """The tokens the stored history may take beside the system and user messages."""
+        return self.budget - message_tokens(self.system) - estimate_tokens(self.user_text) - 8
+
+    def messages(self, summary_header: str) -> list[Message]:
+        """The first call's messages: system, the summary, the history, the user's."""
+        history: list[Message] = [self.system]
+        if self.summary:
+            history.append(Message.user(summary_header + self.summary))
+        for old in self.turns:
+            history += old.messages
+        history.append(Message.user(self.user_text))
+        return history
 
 
 # ------------------------------------------------------------------ history from events

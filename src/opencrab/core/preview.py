@@ -27,9 +27,10 @@ from typing import Any
 from opencrab.core.agent import Agent
 from opencrab.core.budgets import enforce
 from opencrab.core.deadline import TurnDeadline
-from opencrab.core.engine import SPEECH_ACTIONS, SkillEngine
+from opencrab.core.engine import SkillEngine
 from opencrab.core.identity import Identity
 from opencrab.core.soul import Soul
+from opencrab.core.turn_actions import SPEECH_ACTIONS
 from opencrab.errors import EmptyReply
 from opencrab.llm.types import ChatResponse
 from opencrab.messages import check_message

@@ -7,36 +7,49 @@ seed 001's memory and metrics and seed 002's messages never disagree), each cut 
 calls to `calls` instead of writing them (CallInfo.records); a call's row is written in
 the transaction of the token_usage event naming it, so neither exists without the
 other. Calls no event names (a summary the turn did not use) are handed back to the
-router's metrics writer by `release`. A reply's events may be *held* and written with
-its first store-only call's result, so the two become durable together. `record` runs
-the write in a worker thread (opencrab.offload) and returns the session messages it
-wrote, with their ids.
+router's metrics writer by the turn's budget gate (`unnamed_calls`, core/turn_budget.py).
+A reply's events may be *held* and written with its first store-only call's result, so
+the two become durable together. The recorder's own records are trusted: its events go
+straight to their rows (event_log.event_row, the one encoder), since the chain rules
+EventLog checks for events from outside (parents, tool_call ids) hold by construction;
+its memory lines are plain `Line`s encoded to their rows here. Validation is for what
+comes in: model replies, tool arguments (the registry), API bodies.
+
+The recorder owns the turn's event chain: `last` is the newest event of the trace, the
+parent of the next one; each record the turn makes is one call here (`user`, `reply`,
+`result`, `refused`, `error`, `speech`, `compaction`, `note`), which chains its events
+after `last` and moves `last` on before it writes (so a turn cancelled during the write
+records its interruption after the right event). Each runs its write in a worker thread
+(opencrab.offload) and returns what the turn needs of it (ids, session messages).
 
 Also here: the records a turn builds for the model and the log (token usage sidecars,
 tool messages, defused over-deep arguments).
 
 Example:
     recorder = TurnRecorder(db, events, memory, cap, session_id, trace_id, agent, state)
-    await recorder.record([event], [recorder.log("speech", text, event.id)], [])
+    recorder.continue_chain()  # after the trace's newest stored event
+    await recorder.user(message)
+    spoke = await recorder.speech("hello", via="message")
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
-from opencrab.actions.base import MAX_ARGUMENT_DEPTH, TurnState, nested_too_deep
+from opencrab.actions.base import MAX_ARGUMENT_DEPTH, ActionResult, TurnState, nested_too_deep
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.record_cap import cap_event, cap_log, cap_said
+from opencrab.core.record_cap import cap_event, cap_said, cut_text
 from opencrab.core.sessions import Said, queue_messages
-from opencrab.core.steps import ActionDone, SessionMessage
-from opencrab.event_log import EventLog
+from opencrab.core.steps import ActionDone, SessionMessage, Spoke
+from opencrab.event_log import EventLog, EventRow, event_row
 from opencrab.events import (
     AgentEvent,
     MessageEvent,
@@ -53,10 +66,13 @@ from opencrab.events import (
     UserEvent,
     UserPayload,
 )
-from opencrab.llm.metrics import CallRecord, MetricsRecorder, insert_records
+from opencrab.llm.metrics import CallRecord, insert_records
 from opencrab.llm.types import ChatResponse, Message, ToolCall
 from opencrab.offload import run_blocking
 from opencrab.store import Database
+from opencrab.store.repositories import events as events_repo
+from opencrab.store.repositories import memory as memory_repo
+from opencrab.store.types import format_timestamp
 
 if TYPE_CHECKING:
     from opencrab.core.agent import Agent
@@ -65,8 +81,39 @@ if TYPE_CHECKING:
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
 
 
+@dataclass(slots=True)
+class Line:
+    """A memory session line the recorder makes (SessionLog's fields): its own records
+    are built unvalidated and encoded straight to their row (`_log_rows`)."""
+
+    session_id: str
+    log_type: str
+    content: str
+    speaker_id: str | None = None
+    turn_number: int | None = None
+    metadata: dict[str, Any] | None = None
+    event_id: str | None = None
+
+
+LogLine = Line | SessionLog
+"""A line a step writes: the recorder's own, or one an action or compaction made."""
+
+Stored = Callable[[], list[SessionMessage]]
+"""Given once a step's transaction has committed: its session messages as stored."""
+_Event = TypeVar("_Event", UserEvent, ReasoningEvent, ToolCallEvent, ToolResultEvent, MessageEvent)
+
+
+class ReadAlong(Protocol):
+    """A read each step's transaction makes too (the fleet's budget caps, for the check
+    before the next call: core/turn_budget.py); on PostgreSQL it travels with the COMMIT."""
+
+    def queue(self, conn: Connection) -> Callable[[], Any]: ...
+
+    def landed(self, read: Callable[[], Any]) -> None: ...
+
+
 class TurnRecorder:
-    """Writes one turn's steps; see the module docstring."""
+    """Writes one turn's steps and keeps its event chain; see the module docstring."""
 
     def __init__(
         self,
@@ -78,29 +125,34 @@ class TurnRecorder:
         trace_id: str,
         agent: Agent,
         state: TurnState,
+        read_along: ReadAlong | None = None,
     ) -> None:
         self.db, self.events, self.memory = db, events, memory
         self.max_event_bytes = max_event_bytes
         self.session_id, self.trace_id = session_id, trace_id
         self.agent, self.state = agent, state
-        # (trace, type) of events this turn may reference without asking the store
-        self.known: dict[str, tuple[str, str]] = {}
+        self.read_along = read_along
+        self.last: UUID | None = None  # the chain's newest event: the next one's parent
+        self.turn_id = ""  # the id of the turn's user event
+        # the latest reply's calls with no result recorded yet (and their events' ids)
+        self.unanswered: list[tuple[ToolCall, UUID]] = []
         # a reply's events and logs waiting to commit with its first store-only call's result
-        self.held: tuple[list[AgentEvent], list[SessionLog]] | None = None
+        self.held: tuple[list[AgentEvent], list[LogLine]] | None = None
         # a plain-text reply's call, whose usage hangs off the message event that says it
         self.pending_usage: ChatResponse | None = None
         # the metrics rows of the turn's calls, written with their token_usage events
         self.calls: list[CallRecord] = []
-        # a read each step's transaction makes too (the fleet's budget caps, for the guard
-        # before the next call: core/engine.py), and the function giving the latest one's
-        # result (on PostgreSQL the read travels with the commit: no round trip of its own)
-        self.read_along: Callable[[Connection], Callable[[], Any]] | None = None
-        self.read_result: Callable[[], Any] | None = None
 
     @cached_property
     def trace_uuid(self) -> UUID:
         """The turn's trace id as a UUID (parsed once: every event of the turn names it)."""
         return UUID(self.trace_id)
+
+    def continue_chain(self) -> UUID | None:
+        """Start the chain after the trace's newest stored event (None: a new trace); read
+        in the caller's snapshot."""
+        self.last = self.events.last_id(self.trace_id)
+        return self.last
 
     def log(
         self,
@@ -109,198 +161,295 @@ class TurnRecorder:
         event_id: UUID | None,
         *,
         metadata: dict[str, Any] | None = None,
-    ) -> SessionLog:
+    ) -> Line:
         """A memory session line of the agent's, in this turn, naming its event."""
-        return SessionLog(
-            session_id=self.session_id,
-            log_type=log_type,  # type: ignore[arg-type]
-            content=content,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata=metadata,
-            event_id=None if event_id is None else str(event_id),
+        return Line(
+            self.session_id,
+            log_type,
+            content,
+            self.agent.id,
+            self.state.turn_number or None,
+            metadata,
+            None if event_id is None else str(event_id),
         )
 
-    def user_rows(
-        self, message: IncomingMessage, *, parent: UUID | None
-    ) -> tuple[list[AgentEvent], list[SessionLog], list[Said]]:
-        """The message a turn answers: its user event, its memory line (a system line for a
-        prompt OpenCrab wrote itself) and its chat message (none for such a prompt)."""
-        event = UserEvent(
-            id=uuid4(),
-            trace_id=self.trace_uuid,
-            parent_id=parent,
-            timestamp=now(),
-            content=UserPayload(text=message.content.text),
-            metadata={"source": message.source.kind, "sender": message.sender.id},
-        )
-        internal = message.source.kind == "internal"
-        sender = message.sender
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="system" if internal else "speech",
-            content=message.content.text,
-            speaker_id=sender.id,
-            turn_number=self.state.turn_number or None,
-            event_id=str(event.id),
-        )
-        said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
-        return [event], [line], [] if internal else [said]
+    # ------------------------------------------------------------ one call per record
+    def user_in(self, conn: Connection, message: IncomingMessage) -> Stored:
+        """The message a turn answers, written in the caller's write transaction `conn`
+        (see `write`): its user event, its memory line (a system line for a prompt OpenCrab
+        wrote itself) and its chat message (none for such a prompt)."""
+        return self.write(conn, *self._user_rows(message))
 
-    def reply_rows(
-        self, reply: ChatResponse, *, parent: UUID | None
-    ) -> tuple[list[AgentEvent], list[SessionLog], list[UUID]]:
-        """A reply with tool calls as a chain of events: its text as reasoning (with an
-        inner_voice line), then one tool_call event per call, the first with the reply's
-        token usage (a sidecar, outside the chain); and the tool_call events' ids."""
-        batch: list[AgentEvent] = []
-        logs: list[SessionLog] = []
-        call_events: list[UUID] = []
-        if reply.tool_calls and reply.text.strip():
-            thought = ReasoningEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=parent,
-                timestamp=now(),
-                content=ReasoningPayload(text=reply.text),
-            )
-            batch.append(thought)
-            logs.append(self.log("inner_voice", reply.text, thought.id))
-            parent = thought.id
-        for index, call in enumerate(reply.tool_calls):
-            event = ToolCallEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=parent,
-                timestamp=now(),
-                content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
-                metadata={"call_id": call.id},
-            )
-            batch.append(event)
-            if index == 0:
-                batch.append(usage_event(reply, event))
-            call_events.append(event.id)
-            parent = event.id
-        return batch, logs, call_events
+    async def user(self, message: IncomingMessage) -> list[SessionMessage]:
+        """`user_in` in a transaction of its own (after a compaction)."""
+        return await self.record(*self._user_rows(message))
 
-    def error_rows(
-        self, code: str, text: str, *, parent: UUID | None
-    ) -> tuple[list[AgentEvent], SessionLog]:
+    async def compaction(
+        self, event: MessageEvent, note: LogLine, reply: ChatResponse | None
+    ) -> None:
+        """A compaction summary chained after `last` (with its model call's usage)."""
+        batch: list[AgentEvent] = [event]
+        if reply is not None:
+            batch.append(usage_event(reply, event))
+        self.last = event.id
+        await self.record(batch, [note], [])
+
+    async def reply(self, reply: ChatResponse, *, hold: bool) -> list[UUID]:
+        """A model reply; returns its tool_call events' ids. With tool calls: its text as
+        reasoning (with an inner_voice line), one tool_call event per call, the first with
+        the reply's token usage (a sidecar, outside the chain); with `hold` these wait to
+        be written with the next record (its first store-only call's result). A plain-text
+        reply writes nothing yet: its usage hangs off the event that says it or refuses it."""
+        batch, logs, call_events = self._reply_rows(reply)
+        self.unanswered = list(zip(reply.tool_calls, call_events, strict=True))
+        if batch and hold:
+            self.held = (batch, logs)
+        elif batch:
+            await self.record(batch, logs, [])
+        if not reply.tool_calls:
+            self.pending_usage = reply
+        return call_events
+
+    async def result(
+        self,
+        call: ToolCall,
+        call_event_id: UUID,
+        outcome: ActionResult,
+        *,
+        logs: Sequence[LogLine] = (),
+        speech: str | None = None,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> tuple[UUID, Spoke | None]:
+        """A call's result: its tool_result event and action line (with the action's own
+        `logs` and writes, `extra`), and a turn-ending `speech` it made, in one step.
+        Returns the result event's id and the speech as said."""
+        output = outcome.output()
+        self.unanswered = [(c, e) for c, e in self.unanswered if e != call_event_id]
+        event = self._result_event(call, call_event_id, output, is_error=not outcome.success)
+        line = self.log(
+            "action",
+            f"{call.name}: {output[:500]}",
+            event.id,
+            metadata={
+                "action": call.name,
+                "success": outcome.success,
+                "turn": self.turn_id,
+                "metrics_id": self.state.last_metrics_id,
+            },
+        )
+        batch: list[AgentEvent] = [event]
+        lines = [line, *logs]
+        chat: list[Said] = []
+        said: list[AgentEvent] = []
+        if speech is not None:
+            said, said_line, chat = self._speech_rows(speech, via=call.name)
+            batch += said
+            lines.append(said_line)
+        stored = await self.record(batch, lines, chat, extra=extra)
+        if speech is None:
+            return event.id, None
+        return event.id, Spoke(speech, call.name, str(said[0].id), next(iter(stored), None))
+
+    async def refused(
+        self,
+        calls: Sequence[tuple[ToolCall, UUID]],
+        output: str,
+        note: LogLine,
+        *,
+        extra: Callable[[Connection], None] | None = None,
+    ) -> list[UUID]:
+        """The reply's last calls settled unrun, in one step: `calls` answered with the
+        error `output` (any other still open is held for a person), a system `note` saying
+        why and `extra`'s writes. Returns the result events' ids."""
+        self.unanswered = []
+        batch = [self._result_event(c, event_id, output, is_error=True) for c, event_id in calls]
+        await self.record(batch, [note], [], extra=extra)
+        return [event.id for event in batch]
+
+    async def error(self, code: str, text: str) -> UUID:
         """The error that ends a turn: a message event `{"kind": "error"}` (with the usage
         of a reply it refuses: an empty reply's call still counts) and its system line."""
-        event = MessageEvent(
-            id=uuid4(),
-            trace_id=self.trace_uuid,
-            parent_id=parent,
-            timestamp=now(),
-            content=MessagePayload(text=text),
-            metadata={"kind": "error", "error": code},
+        event = self._chained(
+            MessageEvent(
+                id=uuid4(),
+                trace_id=self.trace_uuid,
+                parent_id=self.last,
+                timestamp=now(),
+                content=MessagePayload(text=text),
+                metadata={"kind": "error", "error": code},
+            )
         )
         batch: list[AgentEvent] = [event]
         if self.pending_usage is not None:
             batch.append(usage_event(self.pending_usage, event))
             self.pending_usage = None
         line = self.log("system", f"{code}: {text}", event.id, metadata={"error": code})
-        return batch, line
+        await self.record(batch, [line], [])
+        return event.id
 
-    def speech_rows(
-        self,
-        text: str,
-        *,
-        via: str,
-        parent: UUID | None,
-        interrupted: bool = False,
-    ) -> tuple[list[AgentEvent], SessionLog, list[Said]]:
-        """What the agent said: its message event (a plain-text reply's with its call's
-        usage sidecar), its memory speech line and its chat message naming the speaker."""
+    async def speech(self, text: str, *, via: str) -> Spoke:
+        """What the agent said: a message event, a speech line, a session message."""
+        batch, line, chat = self._speech_rows(text, via=via)
+        stored = await self.record(batch, [line], chat)
+        return Spoke(text, via, str(batch[0].id), next(iter(stored), None))
+
+    async def note(self, content: str) -> None:
+        """A system line of the turn's own, naming no event (e.g. why the loop stopped)."""
+        line = Line(self.session_id, "system", content, None, self.state.turn_number or None)
+        await self.record([], [line], [])
+
+    def interrupted(self, partial: str) -> bool:
+        """Record a turn stopped from outside: calls left unanswered get an error result;
+        the text streamed so far is kept as the reply, marked interrupted (else a system
+        line says so). Runs on the caller's thread; True when `partial` was said."""
+        unanswered, self.unanswered = self.unanswered, []
+        batch: list[AgentEvent] = [
+            self._result_event(call, event_id, "interrupted by the user", is_error=True)
+            for call, event_id in unanswered
+        ]
+        if partial.strip():
+            said, line, chat = self._speech_rows(partial, via="message", interrupted=True)
+            self.commit([*batch, *said], [line], chat)
+            return True
+        note = self.log("system", "turn interrupted", None, metadata={"interrupted": True})
+        self.commit(batch, [note], [])
+        return False
+
+    # ------------------------------------------------------------ the chained rows
+    def _chained(self, event: _Event) -> _Event:
+        self.last = event.id
+        return event
+
+    def _user_rows(
+        self, message: IncomingMessage
+    ) -> tuple[list[AgentEvent], list[LogLine], list[Said]]:
+        event = self._chained(
+            UserEvent(
+                id=uuid4(),
+                trace_id=self.trace_uuid,
+                parent_id=self.last,
+                timestamp=now(),
+                content=UserPayload(text=message.content.text),
+                metadata={"source": message.source.kind, "sender": message.sender.id},
+            )
+        )
+        self.turn_id = str(event.id)
+        internal = message.source.kind == "internal"
+        sender = message.sender
+        line = Line(
+            self.session_id,
+            "system" if internal else "speech",
+            message.content.text,
+            sender.id,
+            self.state.turn_number or None,
+            None,
+            str(event.id),
+        )
+        said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
+        return [event], [line], [] if internal else [said]
+
+    def _reply_rows(
+        self, reply: ChatResponse
+    ) -> tuple[list[AgentEvent], list[LogLine], list[UUID]]:
+        batch: list[AgentEvent] = []
+        logs: list[LogLine] = []
+        call_events: list[UUID] = []
+        if reply.tool_calls and reply.text.strip():
+            thought = self._chained(
+                ReasoningEvent(
+                    id=uuid4(),
+                    trace_id=self.trace_uuid,
+                    parent_id=self.last,
+                    timestamp=now(),
+                    content=ReasoningPayload(text=reply.text),
+                )
+            )
+            batch.append(thought)
+            logs.append(self.log("inner_voice", reply.text, thought.id))
+        for index, call in enumerate(reply.tool_calls):
+            event = self._chained(
+                ToolCallEvent(
+                    id=uuid4(),
+                    trace_id=self.trace_uuid,
+                    parent_id=self.last,
+                    timestamp=now(),
+                    content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
+                    metadata={"call_id": call.id},
+                )
+            )
+            batch.append(event)
+            if index == 0:
+                batch.append(usage_event(reply, event))
+            call_events.append(event.id)
+        return batch, logs, call_events
+
+    def _speech_rows(
+        self, text: str, *, via: str, interrupted: bool = False
+    ) -> tuple[list[AgentEvent], LogLine, list[Said]]:
         usage = self.pending_usage if via == "message" else None
         self.pending_usage = None
         meta: dict[str, Any] = {} if via == "message" else {"via": via}
         if interrupted:
             meta["interrupted"] = True
-        event = MessageEvent(
-            id=uuid4(),
-            trace_id=self.trace_uuid,
-            parent_id=parent,
-            timestamp=now(),
-            content=MessagePayload(text=text),
-            metadata=meta or None,
+        event = self._chained(
+            MessageEvent(
+                id=uuid4(),
+                trace_id=self.trace_uuid,
+                parent_id=self.last,
+                timestamp=now(),
+                content=MessagePayload(text=text),
+                metadata=meta or None,
+            )
         )
         batch: list[AgentEvent] = [event]
         if usage is not None:
             batch.append(usage_event(usage, event))
-        line = SessionLog(
-            session_id=self.session_id,
-            log_type="speech",
-            content=text,
-            speaker_id=self.agent.id,
-            turn_number=self.state.turn_number or None,
-            metadata={"interrupted": True} if interrupted else None,
-            event_id=str(event.id),
+        line = Line(
+            self.session_id,
+            "speech",
+            text,
+            self.agent.id,
+            self.state.turn_number or None,
+            {"interrupted": True} if interrupted else None,
+            str(event.id),
         )
         said = Said("assistant", text, str(event.id), self.agent.id, self.agent.name, interrupted)
         return batch, line, [said]
 
-    def interrupted(
-        self, unanswered: Sequence[tuple[ToolCall, UUID]], partial: str, last: UUID | None
-    ) -> tuple[UUID | None, bool]:
-        """Record a turn stopped from outside: calls left unanswered get an error result;
-        the text streamed so far is kept as the reply, marked interrupted (else a system
-        line says so). Returns the last event written and whether `partial` was said."""
-        batch: list[AgentEvent] = []
-        for call, event_id in unanswered:
-            batch.append(
-                self.result_event(
-                    call, event_id, "interrupted by the user", parent=last, is_error=True
-                )
-            )
-            last = batch[-1].id
-        if partial.strip():
-            said, line, chat = self.speech_rows(
-                partial, via="message", parent=last, interrupted=True
-            )
-            self.commit([*batch, *said], [line], chat)
-            return said[0].id, True
-        note = self.log("system", "turn interrupted", None, metadata={"interrupted": True})
-        self.commit(batch, [note], [])
-        return last, False
-
-    def result_event(
-        self,
-        call: ToolCall,
-        call_event_id: UUID,
-        output: str,
-        *,
-        parent: UUID | None,
-        is_error: bool,
+    def _result_event(
+        self, call: ToolCall, call_event_id: UUID, output: str, *, is_error: bool
     ) -> ToolResultEvent:
-        """The result of a tool call, answering its call event."""
-        return ToolResultEvent(
-            id=uuid4(),
-            trace_id=self.trace_uuid,
-            parent_id=parent,
-            timestamp=now(),
-            content=ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
-            metadata={"call_id": call.id, "name": call.name},
+        return self._chained(
+            ToolResultEvent(
+                id=uuid4(),
+                trace_id=self.trace_uuid,
+                parent_id=self.last,
+                timestamp=now(),
+                content=ToolResultPayload(
+                    output=output, tool_call_id=call_event_id, is_error=is_error
+                ),
+                metadata={"call_id": call.id, "name": call.name},
+            )
         )
 
+    # ------------------------------------------------------------ the writes
     async def record(
         self,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
     ) -> list[SessionMessage]:
-        """`commit` in a worker thread. The turn's own state (last_event, …) is set
-        before it is called: a turn cancelled meanwhile waits for the commit to end
-        (run_blocking) and then records its interruption after it."""
+        """`commit` in a worker thread. The chain (`last`) has moved on before it is
+        called: a turn cancelled meanwhile waits for the commit to end (run_blocking) and
+        then records its interruption after it."""
         return await run_blocking(self.commit, batch, logs, chat, extra=extra)
 
     def commit(
         self,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
@@ -316,11 +465,11 @@ class TurnRecorder:
         self,
         conn: Connection,
         batch: Sequence[AgentEvent],
-        logs: Sequence[SessionLog],
+        logs: Sequence[LogLine],
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
-    ) -> Callable[[], list[SessionMessage]]:
+    ) -> Stored:
         """`commit`'s writes in the caller's write transaction `conn`; call the result once
         it has committed for the session messages as stored (on PostgreSQL their ids, and
         `read_along`'s rows, come with the COMMIT)."""
@@ -330,26 +479,25 @@ class TurnRecorder:
             self.held = None
         cap = self.max_event_bytes
         batch = [cap_event(event, cap) for event in batch]
-        logs = [cap_log(line, cap) for line in logs]
         chat = [cap_said(said, cap) for said in chat]
         calls = self._calls_named(batch)  # taken out: written here or never
         if batch:
             # fresh ids: a failure fails the step (no savepoint to recover in)
-            self.events.append_many(batch, conn=conn, known=self.known, recoverable=False)
+            events_repo.insert(conn, self._event_rows(batch))
         if logs:
-            self.memory.append_session_logs(logs, conn=conn)
+            memory_repo.append_log_rows(conn, self._log_rows(logs, cap))
         # their ids are read after the commit (on PostgreSQL they come with it)
         written = queue_messages(conn, self.session_id, chat)
         if calls:
             insert_records(conn, calls)
         if extra is not None:
             extra(conn)
-        read = None if self.read_along is None else self.read_along(conn)
+        along = self.read_along
+        read = None if along is None else along.queue(conn)
 
         def stored() -> list[SessionMessage]:
-            self.read_result = read
-            for event in batch:
-                self.known[str(event.id)] = (str(event.trace_id), event.type)
+            if along is not None and read is not None:
+                along.landed(read)
             return [
                 SessionMessage(
                     id=message_id,
@@ -366,6 +514,45 @@ class TurnRecorder:
 
         return stored
 
+    def _event_rows(self, batch: Sequence[AgentEvent]) -> list[EventRow]:
+        """The events' stored rows, encoded by the one encoder (event_log.event_row); the
+        chain rules EventLog checks for events from outside hold here by construction."""
+        trace = self._trace_text
+        return [
+            event_row(
+                str(event.id),
+                trace,
+                None if event.parent_id is None else str(event.parent_id),
+                format_timestamp(event.timestamp),
+                event.content,
+                event.metadata,
+            )
+            for event in batch
+        ]
+
+    def _log_rows(self, logs: Sequence[LogLine], cap: int) -> list[tuple[Any, ...]]:
+        """The lines' stored rows (LOG_COLUMNS order), each cut to `cap` bytes; in the
+        agent's memory (MemoryManager.append_session_logs' rows)."""
+        agent_id, at = self.agent.id, datetime.now(UTC)
+        return [
+            (
+                agent_id,
+                line.session_id,
+                line.log_type,
+                cut_text(line.content, cap)[0],
+                line.speaker_id,
+                line.turn_number,
+                line.metadata,
+                line.event_id,
+                at,
+            )
+            for line in logs
+        ]
+
+    @cached_property
+    def _trace_text(self) -> str:
+        return str(self.trace_uuid)
+
     def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
         """The turn's call records whose token_usage event is in `batch`."""
         named = {
@@ -379,13 +566,11 @@ class TurnRecorder:
         self.calls[:] = [call for call in self.calls if call.id not in named]
         return taken
 
-    def release(self, metrics: MetricsRecorder | None) -> None:
-        """Hand the calls no event named to the router's metrics writer (queued there)."""
+    def unnamed_calls(self) -> list[CallRecord]:
+        """Take the turn's calls no event named (for the router's metrics writer)."""
         calls = list(self.calls)
         self.calls.clear()
-        if metrics is not None:
-            for call in calls:
-                metrics.record(call)
+        return calls
 
 
 def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:
