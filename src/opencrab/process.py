@@ -37,7 +37,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from opencrab.agentmode.credentials import SubAgentCredentials
-from opencrab.agentmode.runner import AgentModeRunner, open_runner
+from opencrab.agentmode.opening import open_runner
+from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.auth import TokenStore
 from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.heartbeat import DEFAULT_REFRESH_SECS, HeartbeatService, start_heartbeats

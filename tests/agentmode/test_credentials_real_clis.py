@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from opencrab.agentmode.model import SubAgentStatus, TaskStatus
-from opencrab.agentmode.runner import open_runner
+from opencrab.agentmode.opening import open_runner
 from opencrab.agentmode.tmux import TmuxServer
 from opencrab.agentmode.validation import PlannedTask
 from opencrab.config import Settings, load_settings

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from opencrab.agentmode.instance import tmux_socket
-from opencrab.agentmode.runner import open_runner
+from opencrab.agentmode.opening import open_runner
 from opencrab.config import load_settings
 from opencrab.store import Database
 

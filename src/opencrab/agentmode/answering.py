@@ -18,9 +18,27 @@ from __future__ import annotations
 import re
 
 from opencrab.agentmode.clis import Profile, ScreenMatch, match_screen
-from opencrab.agentmode.tmux import TmuxServer
+from opencrab.agentmode.tmux import PaneEnded, TmuxError, TmuxServer
 
 CHOICE = re.compile(r"^\s*([1-9])\s*$")
+
+
+async def answer_in_pane(
+    tmux: TmuxServer, task_id: str, pane_id: str, profile: Profile, text: str, prompt: str
+) -> None:
+    """`type_answer` into a task's live pane; PaneEnded when the pane is gone or the
+    program in it exited (then nothing is typed)."""
+    try:
+        if (await tmux.pane_state(pane_id)).dead:
+            raise PaneEnded(
+                f"{task_id} has ended: the program in its tmux pane {pane_id} exited "
+                "(nothing was typed)"
+            )
+        await type_answer(tmux, pane_id, profile, text, prompt)
+    except TmuxError as error:
+        raise PaneEnded(
+            f"{task_id} has ended: its tmux pane {pane_id} is gone (nothing was typed)"
+        ) from error
 
 
 async def type_answer(

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencrab.agentmode import worktrees
 from opencrab.agentmode.model import PullRequestRef
+from opencrab.agentmode.runstate import TaskOutcome
 from opencrab.agentmode.worktrees import git
 from opencrab.importers import gemini, opencode
 from opencrab.importers.common import UsageImport
@@ -49,6 +51,46 @@ class Delivery:
 
     pull_request: PullRequestRef | None
     text: str
+
+
+async def deliver_work(
+    repo: Path,
+    worktree: Path,
+    branch: str,
+    start_branch: str,
+    task: tuple[str, str],
+    summary: str,
+    patch: Path,
+) -> tuple[TaskOutcome, PullRequestRef | None]:
+    """A finished task's work delivered (`task`: its id and name): everything committed,
+    its diff against `start_branch` written to `patch`, then a pull request, or the
+    local branch; what happened, and the pull request when one was opened. A failure is
+    logged and said in the outcome's `delivery` (the task did finish; its delivery did
+    not)."""
+    outcome = TaskOutcome(branch=branch)
+    try:
+        task_id, name = task
+        await commit_all(worktree, f"{task_id}: {name}\n\n{summary}")
+        diff = await worktrees.worktree_diff(worktree, start_branch)
+        patch.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        patch.write_text(diff.patch, encoding="utf-8")
+        outcome = TaskOutcome(
+            branch=branch,
+            diff_stat=diff.stat,
+            files_changed=diff.files_changed,
+            insertions=diff.insertions,
+            deletions=diff.deletions,
+            patch_file=str(patch),
+        )
+        delivery = await open_pull_request(repo, worktree, branch, start_branch, name, summary)
+    except Exception as error:
+        log.exception("agent-mode: delivering %s failed", branch)
+        outcome.delivery = f"local branch {branch} (delivering failed: {error})"
+        return outcome, None
+    outcome.delivery = delivery.text
+    pull = delivery.pull_request
+    outcome.pull_request_url = None if pull is None else pull.url
+    return outcome, pull
 
 
 async def commit_all(worktree: Path, message: str) -> bool:

@@ -26,14 +26,18 @@ from opencrab.agentmode.clis import Endpoint, Launch, Observation, Profile
 from opencrab.agentmode.model import (
     AgentSession,
     SubAgent,
+    SubAgentId,
     SubAgentStatus,
+    SubAgentType,
     Task,
+    TaskStatus,
     WorktreeRef,
     WorktreeStrategy,
     utcnow,
 )
 from opencrab.agentmode.runstate import RunState
 from opencrab.agentmode.signals import Signal
+from opencrab.agentmode.states import move_task
 from opencrab.agentmode.tmux import Pane, TmuxError, TmuxServer
 from opencrab.errors import ValidationError
 
@@ -100,6 +104,35 @@ class Opened:
     profile: Profile
     worktree: WorktreeRef
     created: bool  # a new worktree (False: a Shared or retried task's existing one)
+
+
+def record_started(session: AgentSession, task: Task, opened: Opened, prompt: str) -> Watched:
+    """Record on `session` that `task`'s sub-agent started as `opened` (its worktree, its
+    SubAgent Starting until it shows it is up, the task Running); what to watch of it."""
+    ref = next((w for w in session.worktrees if w.branch_name == opened.worktree.branch_name), None)
+    if ref is None:
+        ref = opened.worktree
+        session.worktrees.append(ref)
+    if task.id not in ref.task_ids:
+        ref.task_ids.append(task.id)
+    task.assigned_worktree = ref.model_copy(deep=True)
+    number = sum(1 for t in session.tasks if t.sub_agent is not None) + 1
+    now = utcnow()
+    task.sub_agent = SubAgent(
+        id=SubAgentId(f"agent-{number:03d}"),
+        agent_type=SubAgentType(opened.profile.agent_type),
+        pane_id=opened.pane.pane_id,
+        pid=opened.pane.pid,
+        status=SubAgentStatus.STARTING,  # Running once it shows it is up (idle.py)
+        started_at=now,
+        completed_at=None,
+        completion_source=None,
+    )
+    move_task(task, TaskStatus.RUNNING, now)
+    signal_dir = opened.launch.signal_dir
+    return Watched(
+        task.id, opened.pane.pane_id, opened.pane.pid, signal_dir, opened.profile, prompt
+    )
 
 
 def pid_alive(pid: int) -> bool:

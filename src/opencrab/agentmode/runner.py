@@ -67,8 +67,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from opencrab.agentmode import clis, deliver, idle, instance, worktrees
-from opencrab.agentmode.answering import type_answer
+from opencrab.agentmode import clis, deliver, idle, worktrees
+from opencrab.agentmode.answering import answer_in_pane
 from opencrab.agentmode.cleanup import CleanupReport, clean_session, find_orphans
 from opencrab.agentmode.clis import Endpoint, Observation, Profile
 from opencrab.agentmode.credentials import SubAgentCredentials
@@ -79,6 +79,7 @@ from opencrab.agentmode.launching import (
     ensure_worktree,
     open_sub_agent,
     pid_alive,
+    record_started,
     screen_question,
     task_prompt,
 )
@@ -87,27 +88,21 @@ from opencrab.agentmode.model import (
     CompletionSource,
     MessageRole,
     SessionStatus,
-    SubAgent,
-    SubAgentId,
     SubAgentStatus,
-    SubAgentType,
     Task,
-    TaskId,
     TaskResult,
     TaskStatus,
     utcnow,
 )
-from opencrab.agentmode.runstate import RunFiles, RunState, TaskOutcome
+from opencrab.agentmode.runstate import RunFiles, RunState
 from opencrab.agentmode.service import AgentModeService
 from opencrab.agentmode.signals import read_signals, record, signals_path
-from opencrab.agentmode.states import move_session, move_task
-from opencrab.agentmode.tmux import PaneEnded, TmuxError, TmuxServer
+from opencrab.agentmode.states import fail_task, move_session, move_task
+from opencrab.agentmode.tmux import TmuxError, TmuxServer
 from opencrab.agentmode.validation import plan_branches
-from opencrab.config import Settings
 from opencrab.core.agent import AgentStore
 from opencrab.errors import ConflictError, NotFoundError, ValidationError
 from opencrab.offload import run_blocking
-from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import agent_mode_key
 
@@ -484,31 +479,10 @@ class AgentModeRunner:
                 branch = task.assigned_worktree.branch_name
                 repo = Path(session.repository_path)
                 name = task.name
-            outcome = TaskOutcome(branch=branch)
-            pull_request = None
-            try:
-                await deliver.commit_all(path, f"{task_id}: {name}\n\n{summary}")
-                diff = await worktrees.worktree_diff(path, state.start_branch)
-                patch = self.runs.task_dir(session_id, task_id) / "diff.patch"
-                patch.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                patch.write_text(diff.patch, encoding="utf-8")
-                outcome = TaskOutcome(
-                    branch=branch,
-                    diff_stat=diff.stat,
-                    files_changed=diff.files_changed,
-                    insertions=diff.insertions,
-                    deletions=diff.deletions,
-                    patch_file=str(patch),
-                )
-                delivery = await deliver.open_pull_request(
-                    repo, path, branch, state.start_branch, name, summary
-                )
-                outcome.delivery = delivery.text
-                pull_request = delivery.pull_request
-                outcome.pull_request_url = None if pull_request is None else pull_request.url
-            except Exception as error:  # the task did finish; its delivery did not
-                log.exception("agent-mode %s %s: delivering failed", session_id, task_id)
-                outcome.delivery = f"local branch {branch} (delivering failed: {error})"
+            patch = self.runs.task_dir(session_id, task_id) / "diff.patch"
+            outcome, pull_request = await deliver.deliver_work(
+                repo, path, branch, state.start_branch, (task_id, name), summary, patch
+            )
             outcome.imported_files = await self._import(session_id, task_id, state)
             self._imported.add((session_id, task_id))
             async with self._lock(session_id):
@@ -547,13 +521,7 @@ class AgentModeRunner:
         return self.agent_id
 
     def _fail(self, session: AgentSession, task: Task, reason: str) -> None:
-        now = utcnow()
-        if task.sub_agent is not None and task.sub_agent.status is not SubAgentStatus.COMPLETED:
-            task.sub_agent.status = SubAgentStatus.ERROR
-            task.sub_agent.completed_at = now
-        task.result = TaskResult(success=False, summary=reason, pull_request=None, error=reason)
-        move_task(task, TaskStatus.FAILED, now)
-        session.conversation.add(MessageRole.SYSTEM, f"{task.id} failed: {reason}", now)
+        fail_task(session, task, reason)
         self._watched.get(session.id, {}).pop(task.id, None)
         self._save(session, task.id)
 
@@ -649,33 +617,7 @@ class AgentModeRunner:
             if task is None or task.status is not TaskStatus.READY:
                 await self._end_pane(opened.pane.pane_id)  # cancelled while it started
                 return
-            ref = next(
-                (w for w in session.worktrees if w.branch_name == opened.worktree.branch_name),
-                None,
-            )
-            if ref is None:
-                ref = opened.worktree
-                session.worktrees.append(ref)
-            if task_id not in ref.task_ids:
-                ref.task_ids.append(TaskId(task_id))
-            task.assigned_worktree = ref.model_copy(deep=True)
-            number = sum(1 for t in session.tasks if t.sub_agent is not None) + 1
-            now = utcnow()
-            task.sub_agent = SubAgent(
-                id=SubAgentId(f"agent-{number:03d}"),
-                agent_type=SubAgentType(opened.profile.agent_type),
-                pane_id=opened.pane.pane_id,
-                pid=opened.pane.pid,
-                status=SubAgentStatus.STARTING,  # Running once it shows it is up (idle.py)
-                started_at=now,
-                completed_at=None,
-                completion_source=None,
-            )
-            move_task(task, TaskStatus.RUNNING, now)
-            signal_dir = opened.launch.signal_dir
-            item = Watched(
-                task_id, opened.pane.pane_id, opened.pane.pid, signal_dir, opened.profile, prompt
-            )
+            item = record_started(session, task, opened, prompt)
             self._watched.setdefault(session_id, {})[task_id] = item
             self._save(session, task_id)
 
@@ -714,18 +656,7 @@ class AgentModeRunner:
             state = self._state(session_id)
             profile = clis.profile_for(state.cli)
             prompt = task_prompt(session, task)
-            pane_id = task.sub_agent.pane_id
-            try:
-                if (await self.tmux.pane_state(pane_id)).dead:
-                    raise PaneEnded(
-                        f"{task_id} has ended: the program in its tmux pane {pane_id} exited "
-                        "(nothing was typed)"
-                    )
-                await type_answer(self.tmux, pane_id, profile, text, prompt)
-            except TmuxError as error:
-                raise PaneEnded(
-                    f"{task_id} has ended: its tmux pane {pane_id} is gone (nothing was typed)"
-                ) from error
+            await answer_in_pane(self.tmux, task_id, task.sub_agent.pane_id, profile, text, prompt)
             signal_dir = self.runs.task_dir(session_id, task_id) / "signals"
             record(signal_dir, "opencrab", '{"hook_event_name": "UserPromptSubmit"}')
             state.questions.pop(task_id, None)
@@ -866,40 +797,3 @@ class AgentModeRunner:
                 self._save(session)
         await find_orphans(self.service, self.tmux, session, report, remove=orphans, force=force)
         return report
-
-
-PASSED_ENV = (
-    "LANG",
-    "LC_ALL",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-)
-"""Variables of OpenCrab's own environment a sub-agent gets (its HOME is its own): the
-locale and the proxy. No provider key or base URL: those come from OpenCrab's LLM
-settings (`credentials.py`), so a key in the environment reaches a CLI only the way
-OpenCrab's config reads it, approved for the CLI, never as a question."""
-
-
-def open_runner(
-    settings: Settings,
-    db: Database,
-    *,
-    agent_id: str | None = None,
-    credentials: SubAgentCredentials | None = None,
-    leases: LeaseKeeper | None = None,
-) -> AgentModeRunner:
-    """A runner over `[agent_mode]` (sessions dir), the data dir and its tmux socket; the
-    sub-agents talk to OpenCrab's configured providers (`credentials`, default: read
-    from `settings` and the store) and get the locale and proxy of its environment; with
-    `leases`, each session is watched under its lease (see the module docstring)."""
-    service = AgentModeService.open(settings, db)
-    extra = {name: os.environ[name] for name in PASSED_ENV if os.environ.get(name)}
-    tmux = TmuxServer(instance.tmux_socket(settings))
-    found = credentials if credentials is not None else SubAgentCredentials.open(settings, db)
-    return AgentModeRunner(
-        service, tmux, agent_id=agent_id, extra_env=extra, credentials=found, leases=leases
-    )

@@ -21,7 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from opencrab.agentmode.model import AgentSession, SessionStatus, Task, TaskStatus, utcnow
+from opencrab.agentmode.model import (
+    AgentSession,
+    MessageRole,
+    SessionStatus,
+    SubAgentStatus,
+    Task,
+    TaskResult,
+    TaskStatus,
+    utcnow,
+)
 from opencrab.errors import TransitionError
 
 TASK_TRANSITIONS: Mapping[TaskStatus, frozenset[TaskStatus]] = {
@@ -90,3 +99,15 @@ def move_session(
     session.status = target
     session.updated_at = at or utcnow()
     return session
+
+
+def fail_task(session: AgentSession, task: Task, reason: str) -> None:
+    """Fail `task` (Running) with `reason`: its sub-agent ends in Error unless it had
+    completed, its result says why, and so does the session's conversation."""
+    now = utcnow()
+    if task.sub_agent is not None and task.sub_agent.status is not SubAgentStatus.COMPLETED:
+        task.sub_agent.status = SubAgentStatus.ERROR
+        task.sub_agent.completed_at = now
+    task.result = TaskResult(success=False, summary=reason, pull_request=None, error=reason)
+    move_task(task, TaskStatus.FAILED, now)
+    session.conversation.add(MessageRole.SYSTEM, f"{task.id} failed: {reason}", now)

@@ -223,7 +223,7 @@ def _with_runner(
     another process watches is left to it."""
     import asyncio
 
-    from opencrab.agentmode.runner import open_runner
+    from opencrab.agentmode.opening import open_runner
     from opencrab.store.lease_keeper import LeaseKeeper
     from opencrab.store.leases import LeaseStore
 
