@@ -79,7 +79,26 @@ def argument_problem(tool: McpTool, arguments: dict[str, Any]) -> str | None:
         return None
     error = errors[0]
     where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-    return f"{tool.name}: {where}: {error.message[:300]}"
+    return f"{tool.name}: {where}: {_explain(error)}"
+
+
+RULES = {
+    "maxLength": "has more than {} characters",
+    "minLength": "has fewer than {} characters",
+    "maximum": "is over the maximum of {}",
+    "minimum": "is under the minimum of {}",
+    "type": "must be of type {}",
+    "enum": "must be one of {}",
+    "pattern": "must match {}",
+}
+"""How a broken rule reads without quoting the value (which may be long or secret)."""
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    rule = RULES.get(str(error.validator))
+    if rule is not None:
+        return rule.format(json.dumps(error.validator_value))
+    return error.message[:300]  # required, additionalProperties: they name the field
 
 
 def scope_problem(tool: McpTool, caller: Caller) -> str | None:
