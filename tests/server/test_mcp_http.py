@@ -158,7 +158,9 @@ def test_chat_approval_memory_tickets_and_spend(served: ServedOpenCrab, llm: Fak
     _, (read_back,) = run_calls(served, ("get_ticket", {"ticket_id": made["id"]}))
     assert (value(read_back)["id"], value(read_back)["agentName"]) == (made["id"], "aki")
     assert "steps" in value(read_back)
-    assert "fleet" in value(spend) or "agents" in value(spend)
+    figures = value(spend)
+    assert {"fleet", "agents", "alerts"} <= set(figures)
+    assert [a["name"] for a in figures["agents"]] == ["aki"]
 
 
 def test_bad_arguments_give_error_results(served: ServedOpenCrab) -> None:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from opencrab.cli.agents import _with_runtime
-from opencrab.cli.common import ConfigOption, DataDirOption, exits_on_error
+from opencrab.cli.common import ConfigOption, DataDirOption, exits_on_error, with_runtime
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:  # loaded when the command runs, not for `--help`
@@ -31,7 +30,7 @@ def mcp(config: ConfigOption = None, data_dir: DataDirOption = None) -> None:
     Example: claude mcp add opencrab -- opencrab mcp --data-dir ./data
     """
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the protocol's
-    _with_runtime(config, data_dir, serve_stdio)
+    with_runtime(config, data_dir, serve_stdio)
 
 
 async def serve_stdio(runtime: Runtime) -> None:

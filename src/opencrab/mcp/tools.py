@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
 
@@ -128,7 +129,7 @@ async def chat(runtime: Runtime, args: dict[str, Any], caller: Caller) -> Any:
         agent,
         args["message"],
         session_id=session_id,
-        source=RestSource(request_id=f"mcp:{caller.name}"),
+        source=RestSource(request_id=str(uuid4())),
         sender=Sender(id=caller.name, name=None),
         create=session_id is None,
         wait_busy=True,
