@@ -64,6 +64,9 @@ async def test_a_suspended_ticket_resumes_with_an_answer(runtime: Runtime, agent
     assert (await ok(runtime, "get_ticket", {"ticket_id": made["id"]}))["status"] == "running"
     hits = await ok(runtime, "search_memory", {"agent": "aki", "query": "red box"})
     assert any("use the red box" in hit["content"] for hit in hits)
+    session = f"opencrab://sessions/{answered['currentSessionId']}"
+    messages = json.loads(read_resource(runtime, session).text)["messages"]
+    assert [m["content"] for m in messages] == ["use the red box"]
     assert "ticket_id" in await refused(runtime, "get_ticket", {"ticket_id": "not-a-uuid"})
 
 
@@ -93,3 +96,5 @@ async def test_resources_name_every_persona(runtime: Runtime, agent: Agent) -> N
         read_resource(runtime, "opencrab://agents/nobody/persona")
     with pytest.raises(MCPError, match="no resource"):
         read_resource(runtime, "file:///etc/passwd")
+    with pytest.raises(MCPError, match="no session"):
+        read_resource(runtime, "opencrab://sessions/not-a-session")

@@ -10,7 +10,9 @@ errors do (opencrab.errors) gets an error result (`isError`) whose text names th
 problem; an unexpected failure is logged and reported by its type, never as a trace.
 
 Resources (read-only): every agent's persona (`opencrab://agents/{agent}/persona`: its
-soul and identity as JSON) and its skills' files (`opencrab://agents/{agent}/skills/{skill}`).
+soul and identity as JSON), its skills' files (`opencrab://agents/{agent}/skills/{skill}`)
+and a session with its messages (`opencrab://sessions/{session_id}`, JSON as
+`GET /api/sessions/{id}` answers it).
 
 Example:
     server = mcp_server(runtime, lambda ctx: Caller("local"))
@@ -25,6 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
+from uuid import UUID
 
 import jsonschema
 import mcp_types as types
@@ -33,16 +36,19 @@ from mcp.shared.exceptions import MCPError
 
 from opencrab import __version__
 from opencrab.core.runtime import Runtime
-from opencrab.errors import OpenCrabError
-from opencrab.mcp.tools import TOOLS, Caller, McpTool
+from opencrab.errors import NotFoundError, OpenCrabError
+from opencrab.mcp.tools import TOOLS, Caller, McpTool, json_of
 from opencrab.offload import run_blocking
+from opencrab.reports import sessions
 
 log = logging.getLogger(__name__)
 
 CallerOf = Callable[[ServerRequestContext[Any, Any]], Caller]
 PERSONA = "opencrab://agents/{agent}/persona"
 SKILL = "opencrab://agents/{agent}/skills/{skill}"
+SESSION = "opencrab://sessions/{session_id}"
 PREFIX = "opencrab://agents/"
+SESSIONS = "opencrab://sessions/"
 INSTRUCTIONS = (
     "OpenCrab runs autonomous LLM agents. list_agents names them; chat talks to one; "
     "tickets give one a task to work through; approvals are tool calls waiting for a "
@@ -162,9 +168,14 @@ def list_resources(runtime: Runtime) -> list[types.Resource]:
 
 
 def read_resource(runtime: Runtime, uri: str) -> types.TextResourceContents:
-    """A persona (JSON) or a skill file (markdown); MCPError for any other URI."""
+    """A persona or a session (JSON), or a skill file (markdown); MCPError for any other
+    URI or one that names nothing."""
     parts = [unquote(p) for p in uri[len(PREFIX) :].split("/")] if uri.startswith(PREFIX) else []
     try:
+        if uri.startswith(SESSIONS):
+            found = sessions.session_view(runtime, _session_id(uri[len(SESSIONS) :]))
+            text = json.dumps(json_of(found), ensure_ascii=False, indent=1)
+            return types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
         if len(parts) == 2 and parts[1] == "persona":
             agent = runtime.agents.get(parts[0])
             persona = {
@@ -178,11 +189,19 @@ def read_resource(runtime: Runtime, uri: str) -> types.TextResourceContents:
             text, mime = runtime.engine.skills_for(agent).get(parts[2]).markdown(), "text/markdown"
         else:
             raise MCPError(
-                types.INVALID_PARAMS, f"no resource {uri[:200]!r}: see {PERSONA}, {SKILL}"
+                types.INVALID_PARAMS,
+                f"no resource {uri[:200]!r}: see {PERSONA}, {SKILL}, {SESSION}",
             )
     except OpenCrabError as exc:
         raise MCPError(types.INVALID_PARAMS, f"{uri[:200]}: {exc}") from None
     return types.TextResourceContents(uri=uri, mime_type=mime, text=text)
+
+
+def _session_id(text: str) -> str:
+    try:
+        return str(UUID(unquote(text)))
+    except ValueError:
+        raise NotFoundError(f"no session {text[:100]!r}") from None
 
 
 def mcp_server(runtime: Runtime, caller_of: CallerOf) -> Server[Any]:
@@ -219,6 +238,12 @@ def mcp_server(runtime: Runtime, caller_of: CallerOf) -> Server[Any]:
                     name="skill",
                     description="One of an agent's skills as a skill file.",
                     mime_type="text/markdown",
+                ),
+                types.ResourceTemplate(
+                    uri_template=SESSION,
+                    name="session",
+                    description="A session and its messages.",
+                    mime_type="application/json",
                 ),
             ]
         )
