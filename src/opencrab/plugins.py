@@ -45,6 +45,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.config",
     "opencrab.cli.agents",
     "opencrab.cli.agent_mode",
+    "opencrab.cli.mcp",
 )
 """opencrab's own CLI commands (modules that import little until a command runs)."""
 

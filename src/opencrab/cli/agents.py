@@ -18,10 +18,10 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -37,6 +37,7 @@ from opencrab.cli.common import (
     open_store,
     print_json,
     settings_from,
+    with_runtime,
 )
 from opencrab.errors import ConfigError, ValidationError
 from opencrab.plugins import hookimpl
@@ -59,30 +60,6 @@ workspace_app = typer.Typer(help="Browse an agent's workspace.", no_args_is_help
 heartbeat_app = typer.Typer(help="Run an agent's heartbeat by hand.", no_args_is_help=True)
 
 AgentArg = Annotated[str, typer.Argument(help="The agent's name or id.", show_default=False)]
-T = TypeVar("T")
-
-
-def _with_runtime(
-    config: Path | None, data_dir: Path | None, body: Callable[[Runtime], Awaitable[T]]
-) -> T:
-    import asyncio
-
-    from opencrab.core.runtime import Runtime
-    from opencrab.core.tool_sources import start_tool_sources
-
-    settings = settings_from(config, data_dir)
-
-    async def main() -> T:
-        async with Runtime.open(settings) as runtime:
-            sources = await start_tool_sources(runtime)  # its turns have the server's tools
-            try:
-                for notice in runtime.notices:
-                    err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
-                return await body(runtime)
-            finally:
-                await sources.stop()
-
-    return asyncio.run(main())
 
 
 @contextmanager
@@ -329,7 +306,7 @@ def chat(
         return await runtime.turns.chat(found, message or "", session_id=session)
 
     if message is not None:
-        result = _with_runtime(config, data_dir, one_turn)
+        result = with_runtime(config, data_dir, one_turn)
         if as_json:
             from opencrab.core.steps import step_json
 
@@ -339,7 +316,7 @@ def chat(
         if result.error is not None:
             raise typer.Exit(1)
         return
-    _with_runtime(config, data_dir, lambda rt: _interactive(rt, agent, session))
+    with_runtime(config, data_dir, lambda rt: _interactive(rt, agent, session))
 
 
 def _print_result(result: TurnResult) -> None:
@@ -623,7 +600,7 @@ def heartbeat_tick(
             "result": done.result,
         }
 
-    outcome = _with_runtime(config, data_dir, tick)
+    outcome = with_runtime(config, data_dir, tick)
     if as_json:
         print_json(outcome)
         return
@@ -706,7 +683,7 @@ def discuss(
         outcome = await discussion.run(runtime, on_turn=show_turn)
         return outcome.as_json()
 
-    result = _with_runtime(config, data_dir, run)
+    result = with_runtime(config, data_dir, run)
     if as_json:
         print_json(result)
     else:

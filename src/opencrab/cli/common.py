@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
@@ -17,6 +17,7 @@ from opencrab.errors import ConfigError, OpenCrabError
 
 if TYPE_CHECKING:  # imported when a command runs, not when `--help` is shown
     from opencrab.config import Settings
+    from opencrab.core.runtime import Runtime
     from opencrab.store import Database
 
 console = Console()
@@ -43,6 +44,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def exits_on_error(func: Callable[P, R]) -> Callable[P, R]:
@@ -109,3 +111,28 @@ def print_json(data: Any) -> None:
 
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     sys.stdout.flush()
+
+
+def with_runtime(
+    config: Path | None, data_dir: Path | None, body: Callable[[Runtime], Awaitable[T]]
+) -> T:
+    """Run `body` on the Runtime over the configured database, with the tool sources
+    started (its turns have the server's tools); notices go to stderr."""
+    import asyncio
+
+    from opencrab.core.runtime import Runtime
+    from opencrab.core.tool_sources import start_tool_sources
+
+    settings = settings_from(config, data_dir)
+
+    async def main() -> T:
+        async with Runtime.open(settings) as runtime:
+            sources = await start_tool_sources(runtime)
+            try:
+                for notice in runtime.notices:
+                    err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
+                return await body(runtime)
+            finally:
+                await sources.stop()
+
+    return asyncio.run(main())

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 from opencrab import __version__
 from opencrab.auth import TokenStore
@@ -28,6 +29,7 @@ from opencrab.server.errors import (
 from opencrab.server.guard import BrowserGuard
 from opencrab.server.instance import MarkedFastAPI
 from opencrab.server.limits import RequestLimits
+from opencrab.server.mcp_http import MCP_PATH, McpEndpoint
 from opencrab.server.scopes import document_scopes, require_scope
 from opencrab.store import Database
 
@@ -50,15 +52,16 @@ def create_app(
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan, and with it the server role's background services (opencrab.process: the
     tool sources first, the live-event hub, discussions and agent-mode sessions by lease,
-    …); `router` replaces the configured one (tests), `heartbeat` also runs the heartbeat scheduler
-    for every agent (what `opencrab up` does), reading the agent list again every
-    `refresh_secs` for agents changed by another process, `tickets` the ticket scheduler
-    when `[tickets] enabled`, `gateways` the chat gateways and `auth` the watch that
-    ends the WebSockets of revoked tokens. Every response carries
-    this process's `X-OpenCrab-Instance` mark (opencrab.server.instance); every request
-    first passes the Host check and the cross-site guard (opencrab.server.guard), then
-    with `auth` the bearer check (opencrab.server.auth) and its token's scope
-    (opencrab.server.scopes), then the body and WebSocket limits (opencrab.server.limits).
+    …) and the MCP server at `/mcp` (opencrab.server.mcp_http); `router` replaces the
+    configured one (tests), `heartbeat` also runs the heartbeat scheduler for every agent
+    (what `opencrab up` does), reading the agent list again every `refresh_secs` for
+    agents changed by another process, `tickets` the ticket scheduler when `[tickets]
+    enabled`, `gateways` the chat gateways and `auth` the watch that ends the WebSockets
+    of revoked tokens. Every response carries this process's `X-OpenCrab-Instance` mark
+    (opencrab.server.instance); every request first passes the Host check and the
+    cross-site guard (opencrab.server.guard), then with `auth` the bearer check
+    (opencrab.server.auth) and its token's scope (opencrab.server.scopes), then the body
+    and WebSocket limits (opencrab.server.limits).
 
     Example:
         app = create_app(load_settings(), db)
@@ -92,7 +95,8 @@ def create_app(
                 app.state.discussions = process.discussions
                 app.state.agent_mode = process.agent_mode
                 app.state.token_watch = process.token_watch
-                yield
+                async with mcp.serving(runtime):
+                    yield
         db.close()
 
     app = MarkedFastAPI(
@@ -114,6 +118,8 @@ def create_app(
     app.state.auth_required = auth
     install_error_handlers(app)
     install_docs(app)
+    mcp = McpEndpoint()
+    app.router.routes.append(Route(MCP_PATH, mcp))
     server_plugin_manager().hook.register_routes(app=app)
     document_validation_errors(app)
     document_security(app, required=auth)

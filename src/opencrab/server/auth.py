@@ -218,9 +218,9 @@ class DashboardPaths:
         self.open_paths = open_paths
 
     def is_page(self, path: str) -> bool:
-        """Not the API, `/v1`, the OpenAPI document or the docs: a page of the dashboard."""
+        """Not the API, `/v1`, `/mcp`, the OpenAPI document or the docs: a dashboard page."""
         return (
-            not (path == "/api" or path.startswith(("/api/", "/v1/", "/static/")) or path == "/v1")
+            not (path in ("/api", "/v1", "/mcp") or path.startswith(("/api/", "/v1/", "/static/")))
             and path not in OPEN_PATHS
         )
 

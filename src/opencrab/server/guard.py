@@ -19,10 +19,13 @@ Refused requests get 403 `cross_site_request` before anything runs. Forms of the
 dashboard post from the server's own origin (`same-origin`) and pass; the same form
 posted from any other page does not.
 
-**WebSocket origin.** A browser always sends Origin on a WebSocket handshake. It must
-be one of the server's own origins or in `cors_origins`, else the socket is closed with
-4403 before it is accepted. The server's own origins are http or https, one of its names
-and the port the connection arrived on; the request's Host header is never used.
+**WebSocket and MCP origin.** A browser always sends Origin on a WebSocket handshake.
+It must be one of the server's own origins or in `cors_origins`, else the socket is
+closed with 4403 before it is accepted. A request to `/mcp` (`STRICT_ORIGIN_PATHS`) of
+any method that carries an Origin is held to the same rule (403 otherwise), as the MCP
+specification asks of a streamable HTTP server: its GET opens an event stream. The
+server's own origins are http or https, one of its names and the port the connection
+arrived on; the request's Host header is never used.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ SAME_ORIGIN = frozenset({"same-origin", "none"})  # Sec-Fetch-Site values that p
 DEFAULT_PORTS = {"http": 80, "https": 443}
 UNKNOWN_HOST = 4421  # WebSocket close code: the Host is not one of the server's names
 FORBIDDEN_ORIGIN = 4403  # WebSocket close code: a page from another origin
+STRICT_ORIGIN_PATHS = frozenset({"/mcp"})
+"""Paths whose every request's Origin, when it has one, must be the server's or trusted."""
 
 
 class ServerNames:
@@ -126,7 +131,7 @@ class BrowserGuard:
     def cross_site_problem(self, headers: Headers, scope: Scope) -> tuple[int, str, str] | None:
         """(403, code, message) for a browser page of another site that may not do this."""
         origin = headers.get("origin")
-        if scope["type"] == "websocket":
+        if scope["type"] == "websocket" or scope["path"] in STRICT_ORIGIN_PATHS:
             allowed = origin is None or self.names.own_origin(origin, scope)
         elif scope["method"] in SAFE_METHODS:
             return None

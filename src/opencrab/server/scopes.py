@@ -13,6 +13,8 @@ other method is declared in `ROUTE_SCOPES` by method and path template:
 A route of a plugin declares its own with `openapi_extra={"x-scope": "chat"}`; a
 state-changing route declared nowhere needs `admin`. The WebSocket opens with `read`;
 its chat and discussion messages need `chat` (server/api/ws.py).
+`/mcp` (server/mcp_http.py) is no route of these: any token may open it, and each
+MCP tool checks the scope it declares (opencrab.mcp.tools: the scope of its REST route).
 
 `require_scope` runs before every route (an app dependency): a token whose scope does
 not cover the route's is refused with 403 `forbidden` naming both. Without a token —

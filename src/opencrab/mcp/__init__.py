@@ -1,0 +1,1 @@
+"""The Model Context Protocol: OpenCrab as an MCP server (`opencrab.mcp.server`)."""
