@@ -21,7 +21,7 @@ from opencrab.events import ToolCallEvent, ToolResultEvent
 from opencrab.importers.codex import parse_file
 from opencrab.importers.sessions import normalized_messages
 from opencrab.importers.store import Importer
-from opencrab.llm.metrics import summarize
+from opencrab.reports.llm_metrics import usage_groups
 from opencrab.store import Database
 from opencrab.store.tables import (
     events,
@@ -118,7 +118,7 @@ def test_the_corpus_becomes_traces_memory_and_metrics(db: Database, agent_id: st
     assert all(h.event_id in said for h in hits)
     assert any(said[h.event_id or ""].type == "user" for h in hits)
     # LLM analytics: one row per counted call, priced from the table
-    rows = summarize(db, group_by="model", agent_id=agent_id)
+    rows = usage_groups(db, group_by="model", agent_id=agent_id)
     assert [(r.key, r.calls, r.total_tokens) for r in rows] == [
         ("gpt-5.3-codex", data["calls"], data["tokens"]["total_tokens"])
     ]
