@@ -12,13 +12,14 @@ A batch that breaks any rule writes nothing; EventValidationError lists every pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 import orjson
 import sqlalchemy as sa
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import EventValidationError
@@ -202,12 +203,14 @@ def event_row(
     content: Payload,
     metadata: Any = None,
 ) -> EventRow:
-    """The stored row of one event: the one encoder of AgentEvents, whoever writes them.
+    """The stored row of one event: the one encoder of AgentEvents, whoever writes them
+    (the event log's appends, the turn recorder, the transcript importer's bulk rows).
 
     `timestamp` is in storage form (`format_timestamp`); the type and a tool_result's
     `tool_call_id` come from the payload (a seed-000 payload model), which is serialised
     by its own pydantic serializer; metadata is any JSON value (None: absent).
     """
+    kind, to_json = _ENCODERS[type(content)]
     # tuple.__new__: an EventRow without NamedTuple's Python-level __new__ (hot path)
     return tuple.__new__(
         EventRow,
@@ -215,13 +218,20 @@ def event_row(
             event_id,
             trace_id,
             parent_id,
-            PAYLOAD_TYPES[type(content)],
+            kind,
             timestamp,
-            content.__pydantic_serializer__.to_json(content).decode(),
+            to_json(content).decode(),
             None if metadata is None else orjson.dumps(metadata).decode(),
             str(content.tool_call_id) if isinstance(content, ToolResultPayload) else None,
         ),
     )
+
+
+_ENCODERS: dict[type[BaseModel], tuple[str, Callable[[Any], bytes]]] = {
+    payload: (kind, payload.__pydantic_serializer__.to_json)
+    for payload, kind in PAYLOAD_TYPES.items()
+}
+"""Each seed-000 payload type's event type and its pydantic serializer's `to_json`."""
 
 
 def _validate(batch: Sequence[AgentEvent], lookup: Any) -> list[EventRow]:

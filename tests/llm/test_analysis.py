@@ -20,7 +20,9 @@ from opencrab.llm.analysis import (
     since_for,
     stats_of,
 )
+from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
+from opencrab.store.repositories import llm_analytics
 from opencrab.store.tables import llm_usage_metrics
 
 AGENT = "analysed-agent"
@@ -195,6 +197,57 @@ def test_task_failures_lower_the_success_rate(db: Database) -> None:
     stats = analyze_usage(db, AGENT, now=NOW).by_model[SMART]
     assert stats.success_rate == pytest.approx(0.25)
     assert stats.avg_latency == 100  # they still returned, so they are timed
+
+
+def test_the_figures_defined_alike_agree_with_the_fleets_and_the_others_differ(
+    db: Database,
+) -> None:
+    """Cost and quality mean the same here and on the Costs page (llm_analytics, read from
+    the rollup for whole days); success (returned and not a failed task) is not the
+    page's error count (status alone)."""
+    day = datetime(2026, 1, 14, tzinfo=UTC)
+    records = [
+        CallRecord(
+            id=str(uuid4()),
+            agent_id=AGENT,
+            provider="openai",
+            model=model,
+            purpose="conversation",
+            task_type="chat",
+            estimated_cost_usd=cost,
+            latency_ms=100,
+            status=status,
+            quality_score=quality,
+            task_success=success,
+            timestamp=day + timedelta(hours=hour),
+        )
+        for hour, (model, cost, status, quality, success) in enumerate(
+            [
+                ("gpt-5.2", 0.02, "ok", 0.9, True),
+                ("gpt-5.2", 0.03, "ok", 0.5, False),  # returned, rated a failed task
+                ("gpt-5.2", 0.0, "error", None, None),
+                ("gpt-5-mini", 0.002, "ok", 0.8, None),
+                ("gpt-5-mini", 0.001, "ok", None, None),
+            ]
+        )
+    ]
+    MetricsRecorder(db).write(records)
+    analysis = analyze_usage(db, AGENT, period="all")
+    fleet = llm_analytics.UsageFilter(since=day, until=day + timedelta(days=1), agent_id=AGENT)
+    assert fleet.whole_days  # the page's figures come from the rollup
+    with db.read() as conn:
+        models = {r.model: r for r in llm_analytics.rollup(conn, fleet)}
+        cells = {c.model: c for c in llm_analytics.efficiency(conn, fleet)}
+    for ref, stats in analysis.by_model.items():
+        model = ref.split("/", 1)[1]
+        assert stats.usage_count == models[model].calls == cells[model].calls
+        assert stats.total_cost == pytest.approx(models[model].cost_usd)
+        assert stats.avg_quality == pytest.approx(cells[model].avg_quality)
+        assert stats.evaluated == cells[model].rated
+    assert analysis.total_cost == pytest.approx(sum(r.cost_usd for r in models.values()))
+    smart = analysis.by_model[SMART]
+    assert models["gpt-5.2"].errors == 1  # the page: one of three calls failed to return
+    assert smart.success_rate == pytest.approx(1 / 3)  # here: one of three succeeded
 
 
 # ------------------------------------------------------------------ periods

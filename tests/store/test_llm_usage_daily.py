@@ -180,8 +180,8 @@ def test_the_importers_calls_add_up(any_db: Database, tmp_path: Path) -> None:
 
 
 def test_rows_in_the_drivers_form_add_up_as_the_same_calls_do(any_db: Database) -> None:
-    """insert_bound (the importer's: timestamps already as the driver takes them, each
-    row's UTC day given) stores what insert stores and rolls it up alike."""
+    """insert_bound (the importer's: each row's timestamp given in storage form too)
+    stores what insert stores and rolls it up alike."""
     rows = [record.as_row() for record in mixed_calls()]
     with any_db.write() as conn:
         metrics_repo.insert(conn, rows)
@@ -189,22 +189,25 @@ def test_rows_in_the_drivers_form_add_up_as_the_same_calls_do(any_db: Database) 
     with any_db.write() as conn:
         conn.execute(llm_usage_daily.delete())
         conn.execute(llm_usage_metrics.delete())
-    sqlite_form = any_db.engine.dialect.name == "sqlite"
-    bound = [
-        tuple(
-            format_timestamp(v) if sqlite_form and isinstance(v, datetime) else v
-            for v in row._replace(id=str(uuid.uuid4()))
-        )
-        for row in rows
-    ]
-    days = [metrics_repo.utc_day_key(row.timestamp) for row in rows]
-    assert "2026-03-01" in days  # 08:30 in Tokyo on the 2nd
+    again = [row._replace(id=str(uuid.uuid4())) for row in rows]
+    stamps = [format_timestamp(row.timestamp) for row in rows]
+    assert "2026-03-01T23:30:00.000000Z" in stamps  # 08:30 in Tokyo on the 2nd
     with any_db.write() as conn:
-        metrics_repo.insert_bound(conn, bound, days)
+        metrics_repo.insert_bound(conn, again, stamps)
     assert assert_in_step(any_db) == stored
     with any_db.read() as conn:
-        have = conn.execute(sa.select(M.timestamp).order_by(M.timestamp)).scalars().all()
-    assert have == sorted(row.timestamp for row in rows)
+        have = conn.execute(sa.select(M.timestamp, M.created_at).order_by(M.timestamp)).all()
+    assert have == sorted((row.timestamp, row.created_at) for row in rows)
+
+
+def test_rows_in_the_drivers_form_keep_their_own_creation_time(any_db: Database) -> None:
+    """insert_bound writes one stamp for both times, so a row whose created_at is not its
+    timestamp is refused rather than stored with the wrong one."""
+    row = mixed_calls()[0].as_row()
+    later = row._replace(created_at=row.timestamp + timedelta(seconds=1))
+    with any_db.write() as conn, pytest.raises(ValueError, match="created_at"):
+        metrics_repo.insert_bound(conn, [later], [format_timestamp(later.timestamp)])
+    assert from_calls(any_db) == {}
 
 
 def test_repricing_and_ratings_change_the_rollup_too(any_db: Database) -> None:

@@ -26,7 +26,8 @@ new lines in one, BATCH_BYTES at a time; a file is never split):
   action), searchable with the rest of its memory;
 - `llm_usage_metrics`: one row per model call the file records, purpose `import`, with
   provider and model from the file and cost from the pricing table; latency is the time
-  from the call's input to the line that recorded its tokens.
+  from the call's input to the line that recorded its tokens. Each row is a `CallRecord`
+  encoded by `as_row`, as the turn recorder's and the router's calls are.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-import orjson
 import zstandard
 from sqlalchemy.engine import Connection
 
@@ -49,6 +49,7 @@ from opencrab.errors import ValidationError
 from opencrab.event_log import EventRow, event_row
 from opencrab.events import (
     MessagePayload,
+    Payload,
     ReasoningPayload,
     TokenUsagePayload,
     ToolCallPayload,
@@ -69,6 +70,7 @@ from opencrab.importers.common import (
 from opencrab.importers.results import FileResult, ImportSummary
 from opencrab.importers.roots import ImportRoots
 from opencrab.importers.rows import Clock, clip, compact, count, header_kept, project
+from opencrab.llm.metrics import SYSTEM_AGENT, CallRecord
 from opencrab.llm.pricing import CostSource, ModelPrice, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -78,6 +80,7 @@ from opencrab.store.repositories import imports as imports_repo
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.imports import ImportSession
 from opencrab.store.repositories.memory import append_log_rows
+from opencrab.store.repositories.metrics import MetricRow
 from opencrab.store.types import utcnow
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://opencrab.dev/imports")
@@ -101,12 +104,6 @@ _MESSAGE = MessagePayload.__pydantic_validator__.validate_python
 _TOOL_CALL = ToolCallPayload.__pydantic_validator__.validate_python
 _TOOL_RESULT = ToolResultPayload.__pydantic_validator__.validate_python
 _TOKEN_USAGE = TokenUsagePayload.__pydantic_validator__.validate_python
-# …and serialised by its own serializer, as event_row does (`_Writer._rows`)
-_USER_JSON = UserPayload.__pydantic_serializer__.to_json
-_REASONING_JSON = ReasoningPayload.__pydantic_serializer__.to_json
-_MESSAGE_JSON = MessagePayload.__pydantic_serializer__.to_json
-_TOOL_CALL_JSON = ToolCallPayload.__pydantic_serializer__.to_json
-_TOOL_RESULT_JSON = ToolResultPayload.__pydantic_serializer__.to_json
 
 
 @dataclass(frozen=True)
@@ -458,14 +455,14 @@ class _Writer:
     ) -> None:
         # memory lines and texts carry their timestamps as the driver takes them (no
         # bind processing per row): storage text on SQLite, the datetime elsewhere
-        events, logs, metrics, days, texts = self._rows(as_text=conn.dialect.name == "sqlite")
+        events, logs, metrics, stamps, texts = self._rows(as_text=conn.dialect.name == "sqlite")
         self._session(conn, first_line, stat, digest)
         imports_repo.add_texts(conn, texts, bound=True)
         events_repo.insert(conn, events)
         if logs:
             append_log_rows(conn, logs, bound=True)
         if metrics:
-            metrics_repo.insert_bound(conn, metrics, days)
+            metrics_repo.insert_bound(conn, metrics, stamps)
         if chunk:
             raw = b"".join(chunk)
             imports_repo.add_chunk(
@@ -480,26 +477,24 @@ class _Writer:
 
     def _rows(
         self, *, as_text: bool
-    ) -> tuple[list[EventRow], list[Row], list[Row], list[str], list[Row]]:
-        """The events, memory lines, metrics rows (with each one's UTC day) and texts of
-        the new lines, timestamps in the driver's form: storage text when `as_text`
+    ) -> tuple[list[EventRow], list[Row], list[MetricRow], list[str], list[Row]]:
+        """The events, memory lines, metrics rows (with each one's timestamp as storage
+        text, for `metrics_repo.insert_bound`) and texts of the new lines; the memory
+        lines' and texts' timestamps in the driver's form: storage text when `as_text`
         (SQLite), else the datetime.
 
-        Each event row is what `event_log.event_row` gives for it (its payload validated
-        as its seed-000 type and serialised by that type's serializer), built inline:
-        this loop runs for every event of an import (tests/importers/test_one_encoding
-        compares every stored row with event_row's)."""
+        Each event's payload is validated as its seed-000 type and its row encoded by
+        `event_log.event_row`, the one encoder of event rows (tests/importers/
+        test_one_encoding compares every stored row with event_row's)."""
         importer = self.importer
         agent_id = importer.agent_id
         session_id = self.session_id
         id_head = session_id[:24]  # event_id(session_id, line, part), inline
-        # orjson.dumps({"import": source, "line": line}), formatted
-        meta_head = '{"import":' + orjson.dumps(importer.source.name).decode() + ',"line":'
-        new_row = tuple.__new__
+        source = importer.source.name
         events: list[EventRow] = []
         logs: list[tuple[Any, ...]] = []
-        metrics: list[tuple[Any, ...]] = []
-        days: list[str] = []
+        metrics: list[MetricRow] = []
+        stamps: list[str] = []
         texts: list[tuple[Any, ...]] = []
         when = Clock()
         last_event = self.last_event
@@ -508,9 +503,9 @@ class _Writer:
             at = stamp if as_text else moment
             kind = entry.kind
             if kind == "usage":
-                metric, usage_event = self._usage(entry, at, stamp)
+                metric, usage_event = self._usage(entry, moment, stamp)
                 metrics.append(metric)
-                days.append(stamp[:10])  # storage text is UTC: its date is the UTC day
+                stamps.append(stamp)
                 if usage_event is not None:
                     events.append(usage_event)
                 continue
@@ -521,56 +516,35 @@ class _Writer:
                 if entry.parent is None
                 else event_id(session_id, entry.parent[0], entry.parent[1])
             )
-            call_id = None
+            payload: Payload
             if kind == "tool_call":
-                type_ = "tool_call"
-                content = _TOOL_CALL_JSON(
-                    _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
-                )
+                payload = _TOOL_CALL({"name": entry.name or "tool", "arguments": entry.arguments})
                 log_type, log_text = "action", clip(f"{entry.name} {compact(entry.arguments)}")
                 speaker: str | None = agent_id
                 self.last_generation = eid
             elif kind == "tool_result":
                 assert entry.call_line is not None
-                type_ = "tool_result"
                 call_id = f"{id_head}{entry.call_line * 256 + entry.call_part:012x}"
-                content = _TOOL_RESULT_JSON(
-                    _TOOL_RESULT(
-                        {"output": text, "tool_call_id": UUID(call_id), "is_error": entry.is_error}
-                    )
+                payload = _TOOL_RESULT(
+                    {"output": text, "tool_call_id": UUID(call_id), "is_error": entry.is_error}
                 )
                 log_type, log_text, speaker = "action", clip(text), agent_id
             elif kind == "user":
-                type_ = "user"
-                content = _USER_JSON(_USER({"text": text}))
+                payload = _USER({"text": text})
                 log_type, log_text, speaker = "speech", text, "user"
                 if text:
                     texts.append((session_id, line, part, "user", at, text))
             elif kind == "reasoning":
-                type_ = "reasoning"
-                content = _REASONING_JSON(_REASONING({"text": text}))
+                payload = _REASONING({"text": text})
                 log_type, log_text, speaker = "inner_voice", text, agent_id
             else:
-                type_ = "message"
-                content = _MESSAGE_JSON(_MESSAGE({"text": text}))
+                payload = _MESSAGE({"text": text})
                 log_type, log_text, speaker = "speech", text, agent_id
                 if text:
                     texts.append((session_id, line, part, "assistant", at, text))
                 self.last_generation = eid
             events.append(
-                new_row(
-                    EventRow,
-                    (
-                        eid,
-                        session_id,
-                        parent,
-                        type_,
-                        stamp,
-                        content.decode(),
-                        f"{meta_head}{line}}}",
-                        call_id,
-                    ),
-                )
+                event_row(eid, session_id, parent, stamp, payload, {"import": source, "line": line})
             )
             last_event = eid
             if agent_id is not None and log_text:
@@ -579,13 +553,14 @@ class _Writer:
                 )
         self.last_event = last_event
         self.result.calls = len(metrics)
-        return events, logs, metrics, days, texts
+        return events, logs, metrics, stamps, texts
 
     def _usage(
-        self, entry: Entry, at: datetime | str, stamp: str
-    ) -> tuple[tuple[Any, ...], EventRow | None]:
-        """A call's metrics row (timestamps `at`, in the driver's form) and its
-        token_usage event (stamped `stamp`), if a generation came before it."""
+        self, entry: Entry, moment: datetime, stamp: str
+    ) -> tuple[MetricRow, EventRow | None]:
+        """A call's metrics row (at `moment`, encoded as the recorder encodes every call:
+        `CallRecord.as_row`) and its token_usage event (stamped `stamp`, `moment` in
+        storage form), if a generation came before it."""
         call = entry.usage
         assert call is not None
         importer = self.importer
@@ -605,40 +580,25 @@ class _Writer:
             result.unpriced.add(f"{self.provider}/{model}")
         result.cost_usd += cost
         uid = event_id(self.session_id, entry.line, USAGE_PART)
-        metric = (  # a row of metrics_repo.COLUMNS
-            uid,
-            importer.agent_id or "system",
-            self.session_id,
-            at,
-            self.provider,
-            model,
-            "import",
-            importer.source.name,
-            None,  # complexity
-            call.input_tokens,
-            call.output_tokens,
-            call.total_tokens,
-            call.cached_input_tokens,
-            call.cache_write_input_tokens,
-            call.reasoning_output_tokens,
-            cost,
-            cost_source,
-            call.latency_ms or 0,
-            None,  # time to first token
-            "ok",
-            None,  # error type
-            None,  # error
-            False,  # stream
-            None,  # request id
-            1,  # attempt
-            None,  # fallback from
-            None,  # quality score
-            None,  # self evaluation
-            None,  # task success
-            None,  # would use again
-            None,  # better model suggestion
-            at,
-        )
+        metric = CallRecord(
+            id=uid,
+            provider=self.provider,
+            model=model,
+            purpose="import",
+            agent_id=importer.agent_id or SYSTEM_AGENT,
+            session_id=self.session_id,
+            task_type=importer.source.name,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            total_tokens=call.total_tokens,
+            cache_read_tokens=call.cached_input_tokens,
+            cache_write_tokens=call.cache_write_input_tokens,
+            reasoning_tokens=call.reasoning_output_tokens,
+            estimated_cost_usd=cost,
+            cost_source=cost_source,
+            latency_ms=call.latency_ms or 0,
+            timestamp=moment,
+        ).as_row()
         if self.last_generation is None:
             return metric, None
         details = None

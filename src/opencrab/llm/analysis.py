@@ -12,6 +12,20 @@ instead of inventing numbers.
 
 Quality is the agent's own `evaluate_response` scores (0..1). Success is a call that
 returned (status ok) and was not evaluated as a failed task.
+
+These are one agent's figures, computed here in Python from its call rows
+(`metrics_repo.agent_calls`) and nowhere else: they need what the daily rollup
+(`llm_usage_daily`) does not keep — each call's `task_success` (for the success rate),
+its complexity (a grouping), and per group of any key the per-call spread behind each
+recommendation and choice. The fleet's figures on the Costs page and `/api/analytics/
+llm/*` (store/repositories/llm_analytics.py, published by reports/llm_costs.py) are other
+measures, computed there and nowhere else: the error count (status other than ok; the
+agent's own judgement of the task plays no part), latency as nearest-rank percentiles
+(not a mean), quality per day or week and per model × task type, and sums over a filter
+of whole UTC days read from the rollup. Two definitions are shared and agree on the same
+calls: cost is the sum of the calls' `estimated_cost_usd`, quality the mean score of the
+rated calls. The model suggestions of the Costs page are this module's (`optimize`), so
+their evidence (`Stats`) carries this module's success rate and mean latency.
 """
 
 from __future__ import annotations
@@ -65,7 +79,15 @@ class Call:
 
 @dataclass
 class Stats:
-    """Seed `ModelStats` / `PurposeStats` for a group of calls."""
+    """Seed `ModelStats` / `PurposeStats` for a group of calls (`stats_of`).
+
+    usage_count: the calls (attempts); total_cost: the sum of their estimated_cost_usd,
+    avg_cost that over usage_count; avg_latency: the mean latency_ms of the calls that
+    returned (status ok), rounded to the ms (0 without any); avg_quality: the mean
+    quality_score of the `evaluated` (rated) calls (None without any); success_rate: the
+    share of calls that returned and were not rated a failed task (`Call.succeeded`);
+    total_tokens: the sum of their total_tokens.
+    """
 
     usage_count: int = 0
     total_cost: float = 0.0

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Literal
 
 from sqlalchemy.engine import Connection
@@ -86,11 +87,14 @@ class CallRecord:
         self.reasoning_tokens = usage.reasoning_tokens
 
     def as_row(self) -> MetricRow:
-        """The stored row (created_at is the call's time)."""
-        return MetricRow(
-            **{name: getattr(self, name) for name in MetricRow._fields[:-1]},
-            created_at=self.timestamp,
-        )
+        """The stored row (created_at is the call's time): the one encoder of a call's
+        `llm_usage_metrics` row, for the turn recorder, the router and the transcript
+        importer alike."""
+        return MetricRow._make((*_ROW_FIELDS(self), self.timestamp))
+
+
+_ROW_FIELDS = attrgetter(*MetricRow._fields[:-1])
+"""A CallRecord's values of every MetricRow column but created_at, in column order."""
 
 
 class MetricsRecorder:

@@ -139,6 +139,10 @@ class CacheReport(ApiModel):
 
 
 class Evidence(ApiModel):
+    """A suggestion's evidence: llm.analysis `Stats` of the agent's calls of one model
+    over the last month (avg_latency: the mean of the calls that returned; success_rate:
+    returned and not rated a failed task), not the page's fleet figures."""
+
     model: str
     calls: int
     avg_cost: float

@@ -37,6 +37,7 @@ from opencrab.events import MessageEvent, MessagePayload, UserEvent, UserPayload
 from opencrab.messages import check_message
 from opencrab.store import Database
 from opencrab.store.leases import LeaseStore, ticket_key
+from opencrab.store.repositories import sessions as sessions_repo
 from opencrab.store.repositories import tickets as repo
 from opencrab.store.repositories.tickets import (
     StepRecord,
@@ -140,12 +141,12 @@ def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None 
     ticket = repo.lock_ticket(conn, ticket_id)
     rule = check_move(ticket_id, ticket.status, move)
     if move == "start":
-        repo.insert_ticket_session(conn, ticket_id, ticket.agent_id)
+        sessions_repo.insert_ticket_session(conn, ticket_id, ticket.agent_id)
     else:
         session = repo.newest_session(conn, ticket_id)
         # only a live session moves: an ended one (a failed run's) stays as it ended
         if session is not None and session.status in ("active", "suspended"):
-            repo.set_session_status(conn, session.id, rule.session)
+            sessions_repo.set_ticket_session_status(conn, session.id, rule.session)
     repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
 
 

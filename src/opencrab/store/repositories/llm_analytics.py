@@ -16,6 +16,14 @@ Percentiles are nearest-rank (the smallest value with at least p of the values a
 below it): PostgreSQL's `percentile_disc` in SQL, the same rule in Python over a narrow
 (key, value) fetch on SQLite, which has no ordered-set aggregates.
 
+These are the fleet's figures over a filter. One agent's usage analysis and its model
+suggestions (opencrab.llm.analysis) are computed from the agent's call rows instead,
+because they need what the rollup does not keep (each call's task_success, its
+complexity): their success rate (returned and not rated a failed task) is not this
+module's error count (status other than ok), nor their mean latency these percentiles;
+cost (the sum of estimated_cost_usd) and quality (the mean score of the rated calls)
+are defined alike in both.
+
 Example:
     flt = UsageFilter(since=datetime(2026, 1, 1, tzinfo=UTC), agent_id="…")
     with db.read() as conn:

@@ -143,13 +143,28 @@ def stored_ids(conn: Connection, ids: Sequence[str], *, per_query: int = 500) ->
     return found
 
 
-def insert_bound(conn: Connection, rows: Sequence[Sequence[Any]], days: Sequence[str]) -> None:
-    """`insert` of rows (values in COLUMNS order) already in the driver's form
-    (`bulk_insert`'s `bound`: timestamps as storage text on SQLite), `days[i]` the UTC
-    day key of row i's timestamp (`utc_day_key`): an import's many calls are not
-    converted again value by value."""
-    bulk_insert(conn, metrics, COLUMNS, rows, bound=True)
-    _accumulate(conn, _daily_sums(rows, days))
+def insert_bound(conn: Connection, rows: Sequence[MetricRow], stamps: Sequence[str]) -> None:
+    """`insert` of rows whose timestamps the caller already holds in storage form:
+    `stamps[i]` is `format_timestamp(rows[i].timestamp)` and each row's created_at is its
+    timestamp (a call's time, as `CallRecord.as_row` gives). The rows go to the driver
+    as they are (`bulk_insert`'s `bound`): on SQLite with the stamps in place of both
+    datetimes, elsewhere with the aware datetimes; the UTC day is the stamp's date. An
+    import's many calls are not converted again value by value."""
+    if any(r.created_at != r.timestamp for r in rows):
+        raise ValueError("insert_bound stores rows whose created_at is their timestamp")
+    if conn.dialect.name == "sqlite":
+        # timestamp and created_at (the row's last column) as the stamp
+        bound: Sequence[Sequence[Any]] = [
+            (*r[:_TIMESTAMP], s, *r[_TIMESTAMP + 1 : -1], s)
+            for r, s in zip(rows, stamps, strict=True)
+        ]
+    else:
+        bound = rows
+    bulk_insert(conn, metrics, COLUMNS, bound, bound=True)
+    _accumulate(conn, _daily_sums(rows, [s[:10] for s in stamps]))
+
+
+_TIMESTAMP = COLUMNS.index("timestamp")
 
 
 # ------------------------------------------------------------------ the daily rollup

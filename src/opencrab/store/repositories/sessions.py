@@ -1,9 +1,10 @@
 """The sessions repository: sessions (chat, discussion, ticket), their messages, and each
 participant's `agent_sessions` row.
 
-The only code that reads and writes `sessions`, `messages` and `agent_sessions`; the
-functions return typed rows (`SessionRow`, `MessageRow`, `DiscussionRow`). Functions
-taking a `Connection` run inside the caller's transaction (a turn's recorder, an action).
+The only code that writes `sessions` (a ticket's too: the tickets repository reads
+them with their tickets), `messages` and `agent_sessions`; the functions return typed
+rows (`SessionRow`, `MessageRow`, `DiscussionRow`). Functions taking a `Connection` run
+inside the caller's transaction (a turn's recorder, an action, a ticket's move).
 
 Example:
     created = claim_chat_session(db, session_id, agent_id)  # None: it was created now
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
+from uuid import uuid4
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -24,6 +26,7 @@ from opencrab.errors import NotFoundError
 from opencrab.store import Database, dialects
 from opencrab.store.prepared import Prepared
 from opencrab.store.tables import agent_sessions, agents, messages, sessions
+from opencrab.store.types import utcnow
 
 
 class Said(NamedTuple):
@@ -371,6 +374,35 @@ def update_context(
             values["updated_at"] = datetime.now(UTC)
         conn.execute(sessions.update().where(sessions.c.id == session_id).values(**values))
     return True
+
+
+# ------------------------------------------------------------------ ticket sessions
+def insert_ticket_session(conn: Connection, ticket_id: str, agent_id: str) -> str:
+    """A new `active` session for the ticket's run; returns its id."""
+    session_id = str(uuid4())
+    now = utcnow()
+    conn.execute(
+        sessions.insert().values(
+            id=session_id,
+            kind="ticket",
+            status="active",
+            agent_id=agent_id,
+            ticket_id=ticket_id,
+            context={},
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    return session_id
+
+
+def set_ticket_session_status(conn: Connection, session_id: str, status: str) -> None:
+    """Store a ticket session's new status."""
+    conn.execute(
+        sessions.update()
+        .where(sessions.c.id == session_id, sessions.c.kind == "ticket")
+        .values(status=status, updated_at=utcnow())
+    )
 
 
 def continued_chat(db: Database, agent_id: str, path: tuple[str, str], value: str) -> str | None:

@@ -1,4 +1,7 @@
 """Tickets with their steps and sessions (seed 002): the only SQL over `tickets` and `steps`.
+It reads a ticket's sessions; they are written by the sessions repository
+(`sessions.insert_ticket_session`, `sessions.set_ticket_session_status`), the one
+writer of `sessions`.
 
 Every function takes the caller's connection, so a state change, its session's change
 and anything written with them (a person's answer) share one transaction; the ticket
@@ -272,34 +275,6 @@ def ticket_session(conn: Connection, session_id: str) -> TicketSessionRecord | N
         sa.select(*_SESSION).where(sessions.c.id == session_id, sessions.c.kind == "ticket")
     ).first()
     return None if row is None else _session(row)
-
-
-def insert_ticket_session(conn: Connection, ticket_id: str, agent_id: str) -> str:
-    """A new `active` session for the ticket's run; returns its id."""
-    session_id = str(uuid4())
-    now = utcnow()
-    conn.execute(
-        sessions.insert().values(
-            id=session_id,
-            kind="ticket",
-            status="active",
-            agent_id=agent_id,
-            ticket_id=ticket_id,
-            context={},
-            created_at=now,
-            updated_at=now,
-        )
-    )
-    return session_id
-
-
-def set_session_status(conn: Connection, session_id: str, status: str) -> None:
-    """Store a ticket session's new status."""
-    conn.execute(
-        sessions.update()
-        .where(sessions.c.id == session_id, sessions.c.kind == "ticket")
-        .values(status=status, updated_at=utcnow())
-    )
 
 
 # ------------------------------------------------------------------ steps
