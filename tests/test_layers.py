@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  process.py  cli/  server/  dashboard/  gateway/
-    3  reports/  tickets/  agentmode/  importers/
+    3  reports/  tickets/  agentmode/  importers/  mcp/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,
+    "mcp": MIDDLE,  # protocols: MCP servers as tool sources
     "core": CORE,
     "actions": CORE,
     "llm": LLM,
