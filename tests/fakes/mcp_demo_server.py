@@ -7,6 +7,7 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 - wipe(): annotated destructive (its call is counted, never harmful);
 - read_path(path): the text of a file (to show what the sandbox lets it read);
 - environment(): the variables the server runs with;
+- authorization(): the Authorization header of the HTTP request that called it;
 - grow(): adds a tool `extra` and announces notifications/tools/list_changed;
 - hang(): never answers; huge(): a 3 MB text; garble(): prints a line that is no
   JSON-RPC on stdout, then answers; crash(): the process exits at once;
@@ -20,6 +21,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 server = MCPServer("demo")
@@ -39,15 +41,25 @@ def wipe() -> str:
 
 @server.tool()
 def read_path(path: str) -> str:
-    """The text of the file at `path`."""
-    with open(path) as file:
-        return file.read()
+    """The text of the file at `path` (an error result saying why it cannot)."""
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror}") from exc
 
 
 @server.tool()
 def environment() -> dict[str, str]:
     """The server's environment variables."""
     return dict(os.environ)
+
+
+@server.tool()
+def authorization(ctx: Context) -> str:
+    """The Authorization header of the HTTP request that called it ("" over stdio)."""
+    request = ctx.request_context.request
+    return "" if request is None else str(request.headers.get("authorization", ""))
 
 
 @server.tool()

@@ -100,6 +100,8 @@ class McpServerSource(ToolSource):
                 raise
             except Exception as exc:
                 error = _explain(exc)
+                if "AddressRefused" in error:
+                    error += f", or set allow_private = true in [mcp.servers.{self.server}]"
             self.session = None
             if self._stderr:
                 error += f"; its last words on stderr: {self._stderr}"
