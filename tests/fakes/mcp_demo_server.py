@@ -6,6 +6,7 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 - add(a, b): a + b, annotated read-only;
 - wipe(): annotated destructive (its call is counted, never harmful);
 - read_path(path): the text of a file (to show what the sandbox lets it read);
+- reach(port): whether it can connect to 127.0.0.1:PORT (its box's network or ours);
 - environment(): the variables the server runs with;
 - authorization(): the Authorization header of the HTTP request that called it;
 - grow(): adds a tool `extra` and announces notifications/tools/list_changed;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -47,6 +49,16 @@ def read_path(path: str) -> str:
             return file.read()
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+@server.tool()
+def reach(port: int) -> str:
+    """Whether a TCP connection to 127.0.0.1:`port` is made ("connected"), or why not."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            return "connected"
+    except OSError as exc:
+        return f"not connected: {exc.strerror or exc}"
 
 
 @server.tool()

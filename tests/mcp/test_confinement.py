@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,29 @@ async def test_no_key_of_the_server_reaches_an_mcp_server(
         assert (env["PATH"], env["HOME"], env["LANG"]) == (SAFE_PATH, BOX_HOME, "C.UTF-8")
     finally:
         await sources.stop()
+
+
+@pytest.mark.parametrize(
+    ("servers", "reached"),
+    [
+        ({"demo": demo_stdio()}, False),
+        ({"demo": demo_stdio(network=True)}, True),
+    ],
+    ids=["no network", "network = true"],
+)
+async def test_a_boxed_server_reaches_the_network_only_when_its_table_says_so(
+    runtime: Runtime,
+    agent: Agent,
+    scripted: ScriptedProvider,
+    demo: McpServerSource,
+    reached: bool,
+) -> None:
+    with socket.socket() as listener:  # ours, on the host's loopback
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        grant(runtime, agent, "mcp__demo__reach")
+        script(scripted, calls(("mcp__demo__reach", {"port": port})), speak("tried"))
+        result = await runtime.chat(agent, "reach it")
+    said = json.loads(outcome(result, "mcp__demo__reach")[1])["text"]
+    assert (said == "connected") is reached, said
