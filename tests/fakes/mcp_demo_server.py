@@ -9,6 +9,7 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 - reach(port): whether it can connect to 127.0.0.1:PORT (its box's network or ours);
 - environment(): the variables the server runs with;
 - authorization(): the Authorization header of the HTTP request that called it;
+- picture(): a caption and an image;
 - grow(): adds a tool `extra` and announces notifications/tools/list_changed;
 - hang(): never answers; huge(): a 3 MB text; garble(): prints a line that is no
   JSON-RPC on stdout, then answers; crash(): the process exits at once;
@@ -18,10 +19,12 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import socket
 import sys
 
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -92,6 +95,17 @@ async def hang() -> str:
     """Never answer."""
     await asyncio.Event().wait()
     return "never"
+
+
+@server.tool()
+def picture() -> list[types.ContentBlock]:
+    """A caption and a 4-byte "PNG"."""
+    return [
+        types.TextContent(type="text", text="a red dot"),
+        types.ImageContent(
+            type="image", data=base64.b64encode(b"\x89PNG").decode(), mime_type="image/png"
+        ),
+    ]
 
 
 @server.tool()

@@ -4,8 +4,11 @@ its calls with errors naming it while the rest works; a crashed one is started a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +20,7 @@ from opencrab.core.tools import offered_tools, tool_id
 from opencrab.mcp.client import McpServerSource
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.mcp.conftest import demo_stdio, offered_when, outcome, script
+from tests.mcp.conftest import DEMO, demo_stdio, offered_when, outcome, script
 
 
 def grant(runtime: Runtime, agent: Agent, *names: str) -> None:
@@ -139,3 +142,42 @@ async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     script(scripted, calls(("mcp__demo__add", {"a": 5, "b": 5})), speak("ten"))
     again = await runtime.chat(agent, "add")
     assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"
+
+
+async def test_an_image_is_described_and_the_text_kept(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, "mcp__demo__picture")
+    script(scripted, calls(("mcp__demo__picture", {})), speak("seen"))
+    result = await runtime.chat(agent, "show me")
+    success, said = outcome(result, "mcp__demo__picture")
+    assert success
+    assert json.loads(said) == {
+        "text": "a red dot",
+        "content": [{"type": "image", "mime_type": "image/png", "bytes": 4}],
+    }
+
+
+async def test_stopping_the_sources_ends_the_servers_process(
+    runtime: Runtime, sources: RunningToolSources, demo: McpServerSource
+) -> None:
+    marker = str(DEMO)
+    assert any(marker in line for line in _command_lines())  # running now
+    await sources.stop()
+    assert demo.state == "stopped"
+    assert "mcp__demo__add" not in runtime.registry
+    for _ in range(600):  # its process tree is being killed; gone within moments
+        if not any(marker in line for line in _command_lines()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(marker in line for line in _command_lines())
+
+
+def _command_lines() -> list[str]:
+    """The command line of every process of this machine we can read."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return lines
