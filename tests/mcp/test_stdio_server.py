@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from opencrab.actions.base import ToolSource
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.runtime import Runtime
@@ -132,13 +133,27 @@ async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     after = await runtime.chat(agent, "add")
     assert json.loads(outcome(after, "mcp__demo__add")[1])["text"] == "8"
     assert demo.state == "running"
+    offered_after_start = len(demo.actions())
 
+    seen: list[tuple[str, str | None, int]] = []
+
+    async def journal(_: ToolSource) -> None:
+        seen.append((demo.state, demo.last_error, len(demo.actions())))
+
+    demo.subscribe(journal)
     script(scripted, calls(("mcp__demo__crash", {})), speak("crashed"))
     crashed = await runtime.chat(agent, "crash")
     success, said = outcome(crashed, "mcp__demo__crash")
     assert not success
     assert "MCP server 'demo'" in said
     await offered_when(demo, lambda: demo.restarts == 1 and demo.state == "running")
+    status = demo.status()
+    assert (status["state"], status["restarts"], status["last_error"]) == ("running", 1, None)
+    assert "add" in status["tools"]
+    (failed, error, offered), (running, _, again) = seen  # tools withdrawn, then back
+    assert (failed, offered, running) == ("failed", 0, "running")
+    assert "the connection ended" in (error or "")
+    assert again == offered_after_start
     script(scripted, calls(("mcp__demo__add", {"a": 5, "b": 5})), speak("ten"))
     again = await runtime.chat(agent, "add")
     assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"

@@ -64,6 +64,19 @@ class McpServerSource(ToolSource):
         self._relist = asyncio.Event()
         self._stderr = ""  # the end of it once the connection ended
 
+    def status(self) -> dict[str, Any]:
+        """Where the server is now, for a page or an API: its state, last error, restarts."""
+        return {
+            "server": self.server,
+            "namespace": self.namespace,
+            "transport": self.config.transport,
+            "state": self.state,
+            "last_error": self.last_error,
+            "restarts": self.restarts,
+            "sandbox": self.sandbox,
+            "tools": sorted(a.definition().name for a in self.actions()),
+        }
+
     async def start(self) -> None:
         """Connect and offer the tools; McpServerError when the first connection fails."""
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
