@@ -14,6 +14,7 @@ import pytest
 
 from opencrab.actions.base import ToolSource
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
+from opencrab.config.mcp import McpServerConfig
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources
@@ -196,3 +197,26 @@ def _command_lines() -> list[str]:
             with contextlib.suppress(OSError):
                 lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
     return lines
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [
+        {
+            "mute": McpServerConfig(
+                command="/bin/sh",
+                args=["-c", "echo this is no JSON-RPC; exec sleep 600"],
+                start_timeout_secs=1,
+            ),
+            "demo": demo_stdio(),
+        }
+    ],
+)
+async def test_a_server_that_never_answers_initialize_is_named_and_the_others_run(
+    runtime: Runtime, sources: RunningToolSources
+) -> None:
+    reason = sources.failed["mcp__mute"]
+    assert "MCP server 'mute': no answer to initialize and tools/list within 1 s" in reason
+    assert "[mcp.servers.mute] start_timeout_secs" in reason
+    assert any("tool source mcp__mute did not start" in n for n in runtime.notices)
+    assert "mcp__demo__add" in runtime.registry
