@@ -62,6 +62,7 @@ class McpServerSource(ToolSource):
         self.session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._relist = asyncio.Event()
+        self._stopping = False
         self._stderr = ""  # the end of it once the connection ended
 
     def status(self) -> dict[str, Any]:
@@ -79,6 +80,7 @@ class McpServerSource(ToolSource):
 
     async def start(self) -> None:
         """Connect and offer the tools; McpServerError when the first connection fails."""
+        self._stopping = False
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._keep(first), name=f"mcp server {self.server}")
         try:
@@ -96,9 +98,13 @@ class McpServerSource(ToolSource):
     async def _end(self) -> None:
         task, self._task = self._task, None
         if task is not None:
+            self._stopping = True  # a cancel the SDK's cleanup swallows still ends it
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            # waited for, not awaited: its end is not ours, and a cancel of the caller
+            # still reaches the caller
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is not None:
+                log.error("MCP server %s: its task ended with %r", self.server, task.exception())
         self.session = None
 
     async def _keep(self, first: asyncio.Future[None]) -> None:
@@ -116,6 +122,8 @@ class McpServerSource(ToolSource):
                 if "AddressRefused" in error:
                     error += f", or set allow_private = true in [mcp.servers.{self.server}]"
             self.session = None
+            if self._stopping:
+                return
             if self._stderr:
                 error += f"; its last words on stderr: {self._stderr}"
                 self._stderr = ""
