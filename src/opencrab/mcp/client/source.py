@@ -1,14 +1,16 @@
 """One configured MCP server as a tool source (`mcp__<name>`), kept connected.
 
 `start` connects (launching a stdio server, opencrab.mcp.client.launch), initializes the
-session, lists the tools and offers them; it fails, naming the server, when the first
-connection does not come up within `start_timeout_secs`. Then a task keeps the
-connection: a `notifications/tools/list_changed` lists the tools again and offers the new
-list; a connection that ends (a stdio server that crashed or exited, garbage on its
-stdout that ends the stream, an HTTP server gone) withdraws the tools and is made again
-after a backoff of 1, 2, 4… up to 60 seconds. `state` ("starting", "running", "failed",
-"stopped") and `last_error` say where it is, for the dashboard and the API. `stop` ends
-the session (a stdio server's process with it) and withdraws the tools.
+session, lists the tools and offers them; it fails, naming the server (and what a stdio
+server last wrote to stderr), when the first connection fails or does not come up within
+`start_timeout_secs`. Then a task keeps the connection: a
+`notifications/tools/list_changed` lists the tools again and offers the new list; a line
+on a stdio server's stdout that is no JSON-RPC message is logged and skipped; a
+connection that ends (a stdio server that crashed or exited, an HTTP server gone, seen at
+the next call) withdraws the tools and is made again after a backoff of 1, 2, 4… up to
+60 seconds. `state` ("starting", "running", "failed", "stopped"), `last_error` and
+`restarts` say where it is (`status()`, for a dashboard page or an API). `stop` ends the
+session (a stdio server's process with it) and withdraws the tools.
 """
 
 from __future__ import annotations

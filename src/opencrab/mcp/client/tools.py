@@ -6,6 +6,9 @@ text blocks become the action's `text`, its structuredContent is kept as `struct
 images, audio and resources are described (kind, MIME type, size, URI): the model reads
 text only. A result with `isError` is a failed ActionResult. What the model gets is
 capped like any recorded text (`[agent] max_event_bytes`, opencrab.core.record_cap).
+A call not answered within the table's `call_timeout_secs` fails, naming the server and
+that key. `read_only` follows the tool's annotations (readOnlyHint and not
+destructiveHint), which the `unsafe` approval policy reads (core/approvals.py).
 """
 
 from __future__ import annotations
