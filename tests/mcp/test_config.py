@@ -3,11 +3,13 @@ with an error naming the key; every table becomes a tool source `mcp__<name>`.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from opencrab.config import load_settings
+from opencrab.config.provenance import effective_values
 from opencrab.core.tool_sources import registered_tool_sources
 from opencrab.errors import ConfigError
 from opencrab.mcp.client import McpServerSource
@@ -89,3 +91,24 @@ def test_a_bad_table_is_refused_naming_its_key(
         load_settings(config(tmp_path, table), env={})
     assert key in str(raised.value)
     assert problem in str(raised.value)
+
+
+def test_an_mcp_servers_env_and_headers_are_redacted_when_shown(tmp_path: Path) -> None:
+    file = config(
+        tmp_path,
+        """
+[mcp.servers.files]
+command = "files-server"
+env = { ROOT = "/mcp", GH = "ghp_secret1" }
+
+[mcp.servers.tracker]
+url = "https://tracker.example.org/mcp"
+headers = { Authorization = "Bearer secret2" }
+""",
+    )
+    shown = {key: value for key, value, *_ in effective_values(load_settings(file, env={}))}
+    assert shown["mcp.servers.files.env.GH"] == "<redacted>"
+    assert shown["mcp.servers.files.env.ROOT"] == "<redacted>"
+    assert shown["mcp.servers.tracker.headers.Authorization"] == "<redacted>"
+    assert shown["mcp.servers.files.command"] == "files-server"
+    assert "secret" not in json.dumps(shown)
