@@ -53,7 +53,7 @@ LAYERS: dict[str, int] = {
     "tickets": MIDDLE,
     "agentmode": MIDDLE,
     "importers": MIDDLE,
-    "mcp": MIDDLE,
+    "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one
     "core": CORE,
     "actions": CORE,
     "llm": LLM,

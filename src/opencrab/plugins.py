@@ -64,6 +64,7 @@ DEFAULT_PLUGINS = (
     "opencrab.core.skills",
     "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",
+    "opencrab.mcp.client",
 )
 """Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
 

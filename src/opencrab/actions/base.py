@@ -177,6 +177,10 @@ class Action(ABC):
     # together with its result, one transaction instead of two, and lose nothing on a
     # crash (before that commit the action has done nothing that lasts)
     store_only: ClassVar[bool] = False
+    # a tool source's action that declares it changes nothing (an MCP tool annotated
+    # readOnlyHint and not destructiveHint): the `unsafe` approval policy lets it run;
+    # every other source action is held under `unsafe` (core/approvals.py)
+    read_only: bool = False
 
     @abstractmethod
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:

@@ -146,13 +146,30 @@ def bwrap_argv(
 
     `etc` is a folder holding the `passwd` and `group` files the box gets.
     """
+    argv = box_base(bwrap, user, etc, network=False)
+    argv += ["--size", str(limits.command_tmp_size_mb * MB), "--perms", "1777"]
+    argv += ["--tmpfs", "/tmp"]  # noqa: S108
+    argv += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    if user.switched:
+        argv += drop_to(user, setpriv_path())
+    return [*argv, "/bin/sh", "-c", command]
+
+
+def box_base(bwrap: str, user: CommandUser, etc: Path, *, network: bool) -> list[str]:
+    """The part of a box every boxed program shares (an execute_command command, a stdio
+    MCP server): its namespaces (the network's only when `network` is False), no
+    capabilities, /usr and the top-level links read-only, ETC_ALLOWED, the passwd and
+    group in `etc`, a fresh /proc and /dev. The caller adds /tmp, what is writable, and
+    `drop_to` when `user.switched`."""
     if user.switched:  # root: no user namespace, setpriv drops to the user at the end
-        argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+        if not network:
+            argv.append("--unshare-net")
         argv += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
         for needed in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):  # setpriv's, dropped by it
             argv += ["--cap-add", needed]
     else:
-        argv = [bwrap, "--unshare-all", "--cap-drop", "ALL"]
+        argv = [bwrap, "--unshare-all", *(["--share-net"] if network else []), "--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64"):
         path = Path("/") / top
@@ -164,13 +181,7 @@ def bwrap_argv(
     for name in ("passwd", "group"):
         argv += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     argv += ["--symlink", "../proc/self/mounts", "/etc/mtab"]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(limits.command_tmp_size_mb * MB), "--perms", "1777"]
-    argv += ["--tmpfs", "/tmp"]  # noqa: S108
-    argv += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
-    if user.switched:
-        argv += drop_to(user, setpriv_path())
-    return [*argv, "/bin/sh", "-c", command]
+    return [*argv, "--proc", "/proc", "--dev", "/dev"]
 
 
 def _etc_binds() -> list[str]:

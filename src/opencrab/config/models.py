@@ -4,7 +4,8 @@ Every model forbids unknown keys, so a typo in a file or an `OPENCRAB_…` varia
 reported instead of silently ignored; a `[llm.providers.<name>]` table takes the keys of
 its provider's options model besides the common ones (`reference_problems` checks them),
 and the open `[gateway]` table holds one table per registered gateway, each checked by
-that gateway's own model (opencrab.config.gateways).
+that gateway's own model (opencrab.config.gateways); `[mcp.servers.<name>]` tables are
+opencrab.config.mcp's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticError
 
 from opencrab.config.gateways import gateway_models, unknown_gateway
+from opencrab.config.mcp import McpSection
 from opencrab.config.origins import KeyPath, origin_of
 from opencrab.config.providers import registered_providers
 from opencrab.errors import ConfigError
@@ -336,6 +338,7 @@ class Settings(Section):
     tickets: TicketsSection = Field(default_factory=TicketsSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
+    mcp: McpSection = Field(default_factory=McpSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
     _keys_needed: dict[str, str] = PrivateAttr(default_factory=dict)

@@ -139,14 +139,15 @@ def purpose_model(settings: Settings, purpose: str) -> ModelRef | None:
 # ------------------------------------------------------------------ config show
 SECRET_WORDS = ("key", "token", "secret", "password")
 REDACTED = "<redacted>"
+SECRET_TABLES = ("env", "headers")  # of an [mcp.servers.<name>]: where its credentials go
 
 
 def effective_values(settings: Settings) -> list[tuple[str, Any, SourceKind, str]]:
     """Every value of the effective configuration: (dotted key, value, source, label).
 
-    Secrets (SecretStr fields, keys naming a key, token, secret or password, and the
-    password in a database URL) are shown as `<redacted>` when set; a model reference
-    is one value `{provider, model}`.
+    Secrets (SecretStr fields, keys naming a key, token, secret or password, every value
+    of an MCP server's `env` and `headers`, and the password in a database URL) are shown
+    as `<redacted>` when set; a model reference is one value `{provider, model}`.
     """
     from pydantic import BaseModel, SecretStr
 
@@ -168,6 +169,8 @@ def effective_values(settings: Settings) -> list[tuple[str, Any, SourceKind, str
             value = value.model_dump()
         elif isinstance(value, str) and value and any(w in name for w in SECRET_WORDS):
             value = REDACTED
+        elif path[:2] == ("mcp", "servers") and len(path) == 5 and path[3] in SECRET_TABLES:
+            value = REDACTED if value else value
         elif path == ("database", "url") and value:
             value = _hide_password(str(value))
         elif not isinstance(value, str | int | float | bool | list | type(None)):

@@ -5,7 +5,8 @@ Each agent has an approval policy per tool in its tool settings
 `{"approvals": {"write_file": "unsafe"}}`): `never` (every tool's default), `always`, or
 `unsafe` — only calls that may change something outside the store (`unsafe_call`), and
 every call of a tool source's tool (an MCP server's, core/tool_sources.py: what it
-changes is not known here).
+changes is not known here) unless the tool declares itself read-only (`Action.read_only`,
+an MCP tool annotated readOnlyHint and not destructive).
 
 In a turn, a valid call its policy holds back is not run (SkillEngine's one hook,
 `hold_calls`): in one transaction the call is stored as a `pending` approval
@@ -101,7 +102,7 @@ class ApprovalGate:
         """True when this call must wait for a person: its policy says so and it is a
         valid call the agent may make (an invalid one runs, and fails, as usual)."""
         policy = self.policies.get(name, "never")
-        unsafe = unsafe_call(name, arguments) or self.registry.source_of(name) is not None
+        unsafe = unsafe_call(name, arguments) or self._unknown_effects(name)
         if policy == "never" or (policy == "unsafe" and not unsafe):
             return False
         try:
@@ -109,6 +110,13 @@ class ApprovalGate:
         except ActionCallError:
             return False
         return True
+
+    def _unknown_effects(self, name: str) -> bool:
+        """A tool source's tool that does not declare itself read-only."""
+        if self.registry.source_of(name) is None:
+            return False
+        action = self.registry.get(name)
+        return action is None or not action.read_only
 
 
 class HeldTurn(Protocol):

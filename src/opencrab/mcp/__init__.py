@@ -1,1 +1,2 @@
-"""The Model Context Protocol: OpenCrab as an MCP server (`opencrab.mcp.server`)."""
+"""The Model Context Protocol (official `mcp` SDK): MCP servers as tool sources
+(`opencrab.mcp.client`) and OpenCrab as an MCP server (`opencrab.mcp.server`)."""

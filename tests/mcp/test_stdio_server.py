@@ -1,0 +1,222 @@
+"""An MCP server over stdio as a tool source: its tools granted, called in turns, held
+for approval by their annotations, re-listed on list_changed; a hostile server fails
+its calls with errors naming it while the rest works; a crashed one is started again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from opencrab.actions.base import ToolSource
+from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
+from opencrab.config.mcp import McpServerConfig
+from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
+from opencrab.core.runtime import Runtime
+from opencrab.core.tool_sources import RunningToolSources
+from opencrab.core.tools import offered_tools, tool_id
+from opencrab.mcp.client import McpServerSource
+from tests.core.conftest import calls, speak
+from tests.fakes.scripted_provider import ScriptedProvider
+from tests.mcp.conftest import DEMO, demo_stdio, offered_when, outcome, script
+
+
+def grant(runtime: Runtime, agent: Agent, *names: str) -> None:
+    runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id(n) for n in names]))
+
+
+async def test_a_granted_mcp_tool_is_called_in_a_turn_and_an_ungranted_one_refused(
+    runtime: Runtime,
+    agent: Agent,
+    scripted: ScriptedProvider,
+    demo: McpServerSource,
+    sources: RunningToolSources,
+) -> None:
+    assert demo.state == "running"
+    assert {"mcp__demo__add", "mcp__demo__wipe"} <= set(runtime.registry.names())
+    assert "mcp__demo__add" in {row.name for row in offered_tools(runtime.db, runtime.registry)}
+    grant(runtime, agent, "mcp__demo__add")
+    script(scripted, calls(("mcp__demo__add", {"a": 2, "b": 3})), speak("five"))
+    result = await runtime.chat(agent, "add 2 and 3")
+    success, said = outcome(result, "mcp__demo__add")
+    assert success
+    assert json.loads(said) == {"text": "5", "structured": {"result": 5}}
+    offered = {t.name for t in scripted.requests[0].tools or []}
+    assert "mcp__demo__add" in offered
+    assert "mcp__demo__wipe" not in offered  # offered by the server, not granted
+    schema = next(t for t in scripted.requests[0].tools or [] if t.name == "mcp__demo__add")
+    assert schema.parameters["properties"]["a"]["type"] == "integer"  # the server's own
+
+    other = runtime.agents.create(AgentCreate(name="bo", prompt="You use tools."))
+    script(scripted, calls(("mcp__demo__add", {"a": 1, "b": 1})), speak("no"))
+    refused = await runtime.chat(other, "add 1 and 1")
+    success, said = outcome(refused, "mcp__demo__add")
+    assert not success
+    assert "you may not call 'mcp__demo__add'" in said
+
+
+async def test_a_tool_whose_schema_is_no_json_schema_is_left_out_naming_server_and_tool(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture, sources: RunningToolSources
+) -> None:
+    assert "mcp__demo__broken" not in runtime.registry
+    assert "mcp__demo__add" in runtime.registry
+    said = [r.getMessage() for r in caplog.get_records("setup") if r.levelno == logging.ERROR]
+    assert any(
+        "MCP server demo: tool 'broken' left out: its input schema is no JSON Schema" in line
+        for line in said
+    )
+
+
+async def test_unsafe_holds_a_destructive_mcp_tool_and_lets_a_read_only_one_run(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, "mcp__demo__add", "mcp__demo__wipe", "mcp__demo__environment")
+    policies = dict.fromkeys(("mcp__demo__add", "mcp__demo__wipe"), "unsafe")
+    save_tool_settings(runtime.db, agent.id, ToolSettings(approvals=policies))  # type: ignore[arg-type]
+    script(scripted, calls(("mcp__demo__add", {"a": 1, "b": 2})), speak("three"))
+    ran = await runtime.turns.chat(agent, "add")
+    assert ran.stopped_by != "approval"
+    assert outcome(ran, "mcp__demo__add")[0]
+
+    script(scripted, calls(("mcp__demo__wipe", {})))
+    held = await runtime.turns.chat(agent, "wipe it")
+    assert held.stopped_by == "approval"
+    [pending] = runtime.approvals.list_approvals(session_id=held.session_id)
+    assert pending.tool_name == "mcp__demo__wipe"
+
+
+async def test_list_changed_offers_the_new_list(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    assert "mcp__demo__extra" not in runtime.registry
+    grant(runtime, agent, "mcp__demo__grow")
+    script(scripted, calls(("mcp__demo__grow", {})), speak("grown"))
+    grown = await runtime.chat(agent, "grow")
+    assert outcome(grown, "mcp__demo__grow")[0]
+    await offered_when(demo, lambda: "mcp__demo__extra" in runtime.registry)
+    grant(runtime, agent, "mcp__demo__grow", "mcp__demo__extra")  # its tools row is there now
+    script(scripted, calls(("mcp__demo__extra", {})), speak("extra"))
+    extra = await runtime.chat(agent, "the new one", session_id=grown.session_id)
+    success, said = outcome(extra, "mcp__demo__extra")
+    assert success
+    assert json.loads(said)["text"] == "extra!"
+
+
+@pytest.mark.parametrize("servers", [{"demo": demo_stdio(call_timeout_secs=1)}])
+async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, *(f"mcp__demo__{n}" for n in ("hang", "huge", "garble", "add", "crash")))
+    script(scripted, calls(("mcp__demo__hang", {})), speak("late"))
+    hung = await runtime.chat(agent, "hang")
+    success, said = outcome(hung, "mcp__demo__hang")
+    assert not success
+    assert "MCP server 'demo' did not answer hang within 1 s" in said
+    assert "[mcp.servers.demo] call_timeout_secs" in said
+
+    script(scripted, calls(("mcp__demo__huge", {})), speak("big"))
+    big = await runtime.chat(agent, "huge")
+    success, said = outcome(big, "mcp__demo__huge")
+    cap = runtime.settings.agent.max_event_bytes
+    assert success
+    assert len(said.encode()) < cap + 1024  # capped like any record, not 3 MB
+    assert json.loads(said)["cut"] == {"text": 3_000_000}
+
+    script(scripted, calls(("mcp__demo__garble", {})), speak("garbled"))
+    garbled = await runtime.chat(agent, "garble")
+    assert outcome(garbled, "mcp__demo__garble")[0]
+
+    script(scripted, calls(("mcp__demo__add", {"a": 4, "b": 4})), speak("eight"))
+    after = await runtime.chat(agent, "add")
+    assert json.loads(outcome(after, "mcp__demo__add")[1])["text"] == "8"
+    assert demo.state == "running"
+    offered_after_start = len(demo.actions())
+
+    seen: list[tuple[str, str | None, int]] = []
+
+    async def journal(_: ToolSource) -> None:
+        seen.append((demo.state, demo.last_error, len(demo.actions())))
+
+    demo.subscribe(journal)
+    script(scripted, calls(("mcp__demo__crash", {})), speak("crashed"))
+    crashed = await runtime.chat(agent, "crash")
+    success, said = outcome(crashed, "mcp__demo__crash")
+    assert not success
+    assert "MCP server 'demo'" in said
+    await offered_when(demo, lambda: demo.restarts == 1 and demo.state == "running")
+    status = demo.status()
+    assert (status["state"], status["restarts"], status["last_error"]) == ("running", 1, None)
+    assert "add" in status["tools"]
+    (failed, error, offered), (running, _, again) = seen  # tools withdrawn, then back
+    assert (failed, offered, running) == ("failed", 0, "running")
+    assert "the connection ended" in (error or "")
+    assert again == offered_after_start
+    script(scripted, calls(("mcp__demo__add", {"a": 5, "b": 5})), speak("ten"))
+    again = await runtime.chat(agent, "add")
+    assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"
+
+
+async def test_an_image_is_described_and_the_text_kept(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, "mcp__demo__picture")
+    script(scripted, calls(("mcp__demo__picture", {})), speak("seen"))
+    result = await runtime.chat(agent, "show me")
+    success, said = outcome(result, "mcp__demo__picture")
+    assert success
+    assert json.loads(said) == {
+        "text": "a red dot",
+        "content": [{"type": "image", "mime_type": "image/png", "bytes": 4}],
+    }
+
+
+async def test_stopping_the_sources_ends_the_servers_process(
+    runtime: Runtime, sources: RunningToolSources, demo: McpServerSource
+) -> None:
+    marker = str(DEMO)
+    assert any(marker in line for line in _command_lines())  # running now
+    await sources.stop()
+    assert demo.state == "stopped"
+    assert "mcp__demo__add" not in runtime.registry
+    for _ in range(600):  # its process tree is being killed; gone within moments
+        if not any(marker in line for line in _command_lines()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(marker in line for line in _command_lines())
+
+
+def _command_lines() -> list[str]:
+    """The command line of every process of this machine we can read."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return lines
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [
+        {
+            "mute": McpServerConfig(
+                command="/bin/sh",
+                args=["-c", "echo this is no JSON-RPC; exec sleep 600"],
+                start_timeout_secs=1,
+            ),
+            "demo": demo_stdio(),
+        }
+    ],
+)
+async def test_a_server_that_never_answers_initialize_is_named_and_the_others_run(
+    runtime: Runtime, sources: RunningToolSources
+) -> None:
+    reason = sources.failed["mcp__mute"]
+    assert "MCP server 'mute': no answer to initialize and tools/list within 1 s" in reason
+    assert "[mcp.servers.mute] start_timeout_secs" in reason
+    assert any("tool source mcp__mute did not start" in n for n in runtime.notices)
+    assert "mcp__demo__add" in runtime.registry
