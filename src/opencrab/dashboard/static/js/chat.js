@@ -1,7 +1,7 @@
 /* Chat: send a message over the public WebSocket (/api/ws) and show the turn as it runs.
  *
  * Each message is {"type": "chat", "agent", "content", "sessionId"?, "requestId"}; what
- * comes back for that request (see opencrab.server.api.ws) is drawn into the transcript:
+ * comes back for that request (see server/api/ws.py) is drawn into the transcript:
  * - chat.started: the session's id goes into the address (?session=), so a reload shows
  *   the conversation again, rendered by the server;
  * - token: the model's text as it streams, into the agent's reply;
