@@ -15,7 +15,7 @@ import hashlib
 import io
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,10 @@ from typing import Any
 
 import nh3
 import orjson
+
+from opencrab.store import Database
+from opencrab.store.repositories import metrics as metrics_repo
+from opencrab.store.repositories.metrics import MetricRow
 
 ALLOWED_TAGS = {"p", "pre", "code", "strong", "em", "ul", "ol", "li", "a"}
 MB = 1024 * 1024
@@ -92,6 +96,19 @@ class UsageImport:
     files: int = 0  # files read (chat files, databases)
     calls: int = 0  # metrics rows added (calls stored before are not counted again)
     problems: list[Problem] = field(default_factory=list)
+
+
+def store_new_calls(db: Database, rows: Sequence[MetricRow]) -> int:
+    """Store those of a usage import's `rows` not stored yet (their ids are stable, so
+    a file read again adds nothing), in one transaction; how many were new."""
+    if not rows:
+        return 0
+    with db.write() as conn:
+        stored = metrics_repo.stored_ids(conn, [row.id for row in rows])
+        new = [row for row in rows if row.id not in stored]
+        if new:
+            metrics_repo.insert(conn, new)
+    return len(new)
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ from opencrab.importers.common import (
     find_files,
     parse_time,
     read_lines,
+    store_new_calls,
 )
 from opencrab.importers.rows import I32
 from opencrab.importers.store import (
@@ -231,15 +232,7 @@ def import_usage(
         chat = read_chat(path, limits)
         result.problems += chat.problems
         result.files += 1
-        rows = list(_rows(chat, agent_id or "system", prices))
-        if not rows:
-            continue
-        with db.write() as conn:
-            stored = metrics_repo.stored_ids(conn, [row.id for row in rows])
-            new = [row for row in rows if row.id not in stored]
-            if new:
-                metrics_repo.insert(conn, new)
-        result.calls += len(new)
+        result.calls += store_new_calls(db, list(_rows(chat, agent_id or "system", prices)))
     return result
 
 

@@ -51,7 +51,14 @@ from uuid import uuid5
 
 import orjson
 
-from opencrab.importers.common import MB, Problem, ReadLimits, UsageImport, find_files
+from opencrab.importers.common import (
+    MB,
+    Problem,
+    ReadLimits,
+    UsageImport,
+    find_files,
+    store_new_calls,
+)
 from opencrab.importers.rows import I32
 from opencrab.importers.store import MODEL_CHARS, NAMESPACE, PROVIDER_CHARS
 from opencrab.llm.pricing import MAX_PRICE_PER_1M, PriceBook
@@ -323,15 +330,7 @@ def import_usage(
         found = read_database(path, limits)
         result.problems += found.problems
         result.files += 1
-        rows = list(_rows(found, agent_id or "system", prices))
-        if not rows:
-            continue
-        with db.write() as conn:
-            stored = metrics_repo.stored_ids(conn, [row.id for row in rows])
-            new = [row for row in rows if row.id not in stored]
-            if new:
-                metrics_repo.insert(conn, new)
-        result.calls += len(new)
+        result.calls += store_new_calls(db, list(_rows(found, agent_id or "system", prices)))
     return result
 
 
