@@ -20,9 +20,15 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources
 from opencrab.core.tools import offered_tools, tool_id
 from opencrab.mcp.client import McpServerSource
+from opencrab.store.repositories import tools as tools_repo
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.mcp.conftest import DEMO, demo_stdio, offered_when, outcome, script
+
+
+def tool_stored(runtime: Runtime, name: str) -> bool:
+    with runtime.db.read() as conn:
+        return tools_repo.tool_by_id(conn, tool_id(name)) is not None
 
 
 def grant(runtime: Runtime, agent: Agent, *names: str) -> None:
@@ -98,7 +104,10 @@ async def test_list_changed_offers_the_new_list(
     grown = await runtime.chat(agent, "grow")
     assert outcome(grown, "mcp__demo__grow")[0]
     await offered_when(demo, lambda: "mcp__demo__extra" in runtime.registry)
-    grant(runtime, agent, "mcp__demo__grow", "mcp__demo__extra")  # its tools row is there now
+    async with asyncio.timeout(60):  # the change's tools row is written just after (mirror)
+        while not tool_stored(runtime, "mcp__demo__extra"):
+            await asyncio.sleep(0.05)
+    grant(runtime, agent, "mcp__demo__grow", "mcp__demo__extra")
     script(scripted, calls(("mcp__demo__extra", {})), speak("extra"))
     extra = await runtime.chat(agent, "the new one", session_id=grown.session_id)
     success, said = outcome(extra, "mcp__demo__extra")
