@@ -66,6 +66,10 @@ def test_a_worker_watches_an_agent_mode_session_on_after_its_server_was_killed(
         assert lease.owner.split(":")[1] == str(server.pid)  # the server watches it
 
         wait_for("the sub-agent to start", started.exists)
+        wait_for(  # and the server to have recorded it (the launch itself is not the test)
+            "the server to record the sub-agent",
+            lambda: service.get(session_id).tasks[0].sub_agent is not None,
+        )
         server.kill()  # no shutdown: the pane lives on in the instance's tmux server
         gate.touch()
         wait_for(
