@@ -8,7 +8,8 @@ switches are read when the tool runs, so switching one off takes effect at the n
 `approvals` says which tools' calls wait for a person first, per tool:
 `{"approvals": {"execute_command": "always", "http_request": "unsafe"}}` — `never` (every
 tool's default), `always`, or `unsafe`: only calls that may change something outside the
-store (execute_command, write_file, http_request other than GET, any tool of a tool source);
+store (execute_command, write_file, http_request other than GET, a tool of a tool source
+unless it is marked read-only, as an MCP tool with readOnlyHint and no destructiveHint);
 opencrab.core.approvals holds such calls back and runs them once a person approves.
 
 Example:
