@@ -98,6 +98,17 @@ class UsageImport:
     problems: list[Problem] = field(default_factory=list)
 
 
+def text_or_none(value: object) -> str | None:
+    """`value` when it is a non-empty string, else None (a field a file may leave out)."""
+    return value if isinstance(value, str) and value else None
+
+
+def shown(value: object) -> str:
+    """`value` as a problem quotes it: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def store_new_calls(db: Database, rows: Sequence[MetricRow]) -> int:
     """Store those of a usage import's `rows` not stored yet (their ids are stable, so
     a file read again adds nothing), in one transaction; how many were new."""

@@ -45,7 +45,9 @@ from opencrab.importers.common import (
     find_files,
     parse_time,
     read_lines,
+    shown,
     store_new_calls,
+    text_or_none,
 )
 from opencrab.importers.rows import I32
 from opencrab.importers.store import (
@@ -111,7 +113,7 @@ def _read(chat: ChatUsage, lines: Iterator[bytes]) -> None:
             if not isinstance(message, dict):
                 chat.problems.append(Problem(str(chat.path), number, "a message is not an object"))
             elif message.get("type") == "user":
-                last_input = parse_time(_text(message.get("timestamp"))) or last_input
+                last_input = parse_time(text_or_none(message.get("timestamp"))) or last_input
             elif message.get("type") == "gemini":
                 _call(chat, number, message, last_input)
 
@@ -152,7 +154,7 @@ def _call(chat: ChatUsage, number: int, message: dict[str, Any], since: datetime
     message_id = message.get("id")
     found = _usage(message, since)
     if isinstance(found, str):
-        where = f"model message {message_id!r}" if _text(message_id) else "a model message"
+        where = f"model message {message_id!r}" if text_or_none(message_id) else "a model message"
         chat.problems.append(Problem(str(chat.path), number, f"{where}: {found}"))
     elif found is not None:
         found.line = number
@@ -165,7 +167,7 @@ def _usage(message: dict[str, Any], since: datetime | None) -> UsageCall | str |
     tokens = message.get("tokens")
     if tokens is None:
         return None
-    message_id = _text(message.get("id"))
+    message_id = text_or_none(message.get("id"))
     if message_id is None:
         return "has no id, so its tokens are not counted"
     if not isinstance(tokens, dict):
@@ -177,18 +179,18 @@ def _usage(message: dict[str, Any], since: datetime | None) -> UsageCall | str |
     for name in COUNTS:
         value = tokens.get(name, 0)
         if type(value) is not int or not 0 <= value <= I32:
-            return f"tokens.{name} = {_shown(value)} is not a token count"
+            return f"tokens.{name} = {shown(value)} is not a token count"
         counts[name] = value
     input_tokens = counts["input"] + counts["tool"]
     output_tokens = counts["output"] + counts["thoughts"]
     if input_tokens + output_tokens > I32:
         return f"{input_tokens + output_tokens} tokens in one call is not a count"
-    stamp = _text(message.get("timestamp")) or ""
+    stamp = text_or_none(message.get("timestamp")) or ""
     at = parse_time(stamp)
     latency = None
     if at is not None and since is not None and at >= since:
         latency = min(int((at - since).total_seconds() * 1000), I32)
-    model = _text(message.get("model"))
+    model = text_or_none(message.get("model"))
     return UsageCall(
         timestamp=stamp,
         line=0,
@@ -201,15 +203,6 @@ def _usage(message: dict[str, Any], since: datetime | None) -> UsageCall | str |
         latency_ms=latency,
         message_id=message_id,
     )
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 # ------------------------------------------------------------------ storing

@@ -57,7 +57,9 @@ from opencrab.importers.common import (
     ReadLimits,
     UsageImport,
     find_files,
+    shown,
     store_new_calls,
+    text_or_none,
 )
 from opencrab.importers.rows import I32
 from opencrab.importers.store import MODEL_CHARS, NAMESPACE, PROVIDER_CHARS
@@ -192,7 +194,7 @@ def _read(found: DatabaseUsage, conn: sqlite3.Connection, limits: ReadLimits) ->
 
 def _message(found: DatabaseUsage, number: int, row: tuple[Any, ...], limits: ReadLimits) -> None:
     message_id, session, created, data, length = row
-    where = f"message {_shown(message_id)}"
+    where = f"message {shown(message_id)}"
     if data is None:
         why = "data is missing" if length is None else f"data of {length} characters, skipped"
         found.problems.append(Problem(str(found.path), number, f"{where}: {why}"))
@@ -242,7 +244,7 @@ def _call(
         *((f"cache.{n}", cache.get(n, 0)) for n in ("read", "write")),
     ):
         if type(value) is not int or not 0 <= value <= I32:
-            return f"tokens.{name} = {_shown(value)} is not a token count"
+            return f"tokens.{name} = {shown(value)} is not a token count"
         counts[name] = value
     input_tokens = counts["input"] + counts["cache.read"] + counts["cache.write"]
     output_tokens = counts["output"] + counts["reasoning"]
@@ -256,7 +258,7 @@ def _call(
     latency = None
     if begun is not None and ended is not None and ended >= begun:
         latency = min(int((ended - begun).total_seconds() * 1000), I32)
-    provider, model = _text(message.get("providerID")), _text(message.get("modelID"))
+    provider, model = text_or_none(message.get("providerID")), text_or_none(message.get("modelID"))
     cost = message.get("cost")
     usage = Usage(
         input_tokens=input_tokens,
@@ -283,7 +285,7 @@ def _error_type(error: object) -> str | None:
     """The name of a failed call's error (`{"name": …, "data": …}`), else "error"."""
     if error is None:
         return None
-    name = _text(error.get("name")) if isinstance(error, dict) else None
+    name = text_or_none(error.get("name")) if isinstance(error, dict) else None
     return name[:ERROR_TYPE_CHARS] if name else "error"
 
 
@@ -299,15 +301,6 @@ def _moment(value: object) -> datetime | None:
     if type(value) is not int or not 0 <= value <= LAST_MS:
         return None
     return datetime.fromtimestamp(value / 1000, UTC)
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 # ------------------------------------------------------------------ storing
