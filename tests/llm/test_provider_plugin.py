@@ -166,7 +166,9 @@ def test_a_plugin_provider_is_configured_keyed_routed_and_priced(served: ServedO
         assert "ECHO_PLUGIN_API_KEY" in page.text
         assert "••••4242" in page.text
 
-        agent = client.post("/api/agents", json={"name": "parrot", "prompt": "Repeat."})
+        # no heartbeat: its tick (every 29 s by default) would be a second call to count
+        parrot = {"name": "parrot", "prompt": "Repeat.", "heartbeat": {"enabled": False}}
+        agent = client.post("/api/agents", json=parrot)
         assert agent.status_code == 201, agent.text
         session = client.post("/api/sessions", json={"agentId": agent.json()["id"]}).json()
         turn = client.post(f"/api/sessions/{session['id']}/messages", json={"content": "crabs"})

@@ -126,7 +126,8 @@ RACER = textwrap.dedent(
     print("ready", flush=True)
     sys.stdin.readline()  # go
     won = [k for k in keys if store.try_acquire(k, PROCESS_OWNER, 60)]
-    print(json.dumps({"owner": PROCESS_OWNER, "won": won}))
+    print(json.dumps({"owner": PROCESS_OWNER, "won": won}), flush=True)
+    sys.stdin.readline()  # stay alive: a gone owner's leases are free for the others
     """
 )
 
@@ -151,10 +152,12 @@ def test_processes_racing_for_the_same_keys_each_key_goes_to_one(store_url: str)
         assert racer.stdin is not None
         racer.stdin.write("go\n")
         racer.stdin.flush()
+    for racer in racers:  # every racer is done taking before any exits
+        assert racer.stdout is not None
+        outputs.append(json.loads(racer.stdout.readline()))
     for racer in racers:
-        out, _ = racer.communicate(timeout=60)
+        racer.communicate("exit\n", timeout=60)
         assert racer.returncode == 0
-        outputs.append(json.loads(out))
     taken = [k for o in outputs for k in o["won"]]
     assert sorted(taken) == sorted(f"heartbeat:{i}" for i in range(60))
     assert len({o["owner"] for o in outputs}) == 3  # one owner name per process
