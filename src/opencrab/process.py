@@ -45,6 +45,7 @@ from opencrab.core.heartbeat import DEFAULT_REFRESH_SECS, HeartbeatService, star
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import start_tool_sources
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
+from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.reports.agent_mode import agent_mode_notice
 from opencrab.server.auth import TokenWatch
 from opencrab.server.live import EventHub
@@ -86,6 +87,7 @@ class Process:
     discussions: DiscussionRunner | None = None
     agent_mode: AgentModeRunner | None = None
     token_watch: TokenWatch | None = None
+    mcp: StoredMcpServers | None = None  # the MCP servers added in the dashboard, running here
 
     @property
     def claim_secs(self) -> float:
@@ -98,7 +100,20 @@ class Process:
 # ------------------------------------------------------------ the services
 async def _tool_sources(process: Process) -> Stop:
     sources = await start_tool_sources(process.runtime)
-    return sources.stop
+    stored = process.mcp = StoredMcpServers(process.runtime, sources)
+    try:
+        await stored.sync()  # the MCP servers added in the dashboard
+    except BaseException:
+        await stored.stop()
+        await sources.stop()
+        raise
+    stored.start_watching()
+
+    async def stop() -> None:
+        await stored.stop()
+        await sources.stop()
+
+    return stop
 
 
 async def _live_events(process: Process) -> Stop:
@@ -200,7 +215,8 @@ class Service:
 
 
 SERVICES: tuple[Service, ...] = (
-    Service("tool-sources", EVERY, _tool_sources),  # first: the registry is whole
+    Service("tool-sources", EVERY, _tool_sources),  # first: the registry is whole (config's
+    # and dashboard's MCP servers included; the latter followed while the process runs)
     Service("live-events", HTTP, _live_events),  # before the others: they announce to it
     Service("heartbeats", EVERY, _heartbeats),
     Service("tickets", EVERY, _tickets),

@@ -122,17 +122,21 @@ def with_runtime(
 
     from opencrab.core.runtime import Runtime
     from opencrab.core.tool_sources import start_tool_sources
+    from opencrab.mcp.client.stored import StoredMcpServers
 
     settings = settings_from(config, data_dir)
 
     async def main() -> T:
         async with Runtime.open(settings) as runtime:
             sources = await start_tool_sources(runtime)
+            stored = StoredMcpServers(runtime, sources)  # the dashboard's MCP servers too
             try:
+                await stored.sync()
                 for notice in runtime.notices:
                     err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False)
                 return await body(runtime)
             finally:
+                await stored.stop()
                 await sources.stop()
 
     return asyncio.run(main())

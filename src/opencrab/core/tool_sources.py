@@ -72,6 +72,26 @@ class RunningToolSources:
         """Store a `tools` row for every tool the registry offers now (new ones included)."""
         await run_blocking(sync_tools, self.db, self.registry)
 
+    async def add(self, source: ToolSource, notices: list[str]) -> None:
+        """Attach and start one more source while the process runs (an MCP server added
+        in the dashboard); a failure is recorded in `failed` and `notices` as at start-up."""
+        self.failed.pop(source.namespace, None)
+        await _start(self, source, notices)
+
+    async def remove(self, source: ToolSource) -> None:
+        """Stop one source and take it out of the registry (its tools rows and grants stay)."""
+        if source in self.started:
+            try:
+                await source.stop()
+            except Exception:
+                log.exception("tool source %s did not stop cleanly", source.namespace)
+            self.started.remove(source)
+        if source in self.attached:
+            source.unsubscribe(self.mirror)
+            self.registry.detach(source)
+            self.attached.remove(source)
+        self.failed.pop(source.namespace, None)
+
     async def stop(self) -> None:
         """Stop the started sources, the last started first; each leaves the registry."""
         for source in reversed(self.attached):

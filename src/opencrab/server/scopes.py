@@ -99,6 +99,12 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     # changing security
     "PUT /api/agents/{id}/tool-settings": ADMIN,
     "PUT /api/agents/{id}/tools/{name}": ADMIN,
+    # an MCP server added here runs a command (or reaches a URL) with its secrets
+    "POST /api/mcp/servers": ADMIN,
+    "PUT /api/mcp/servers/{name}": ADMIN,
+    "DELETE /api/mcp/servers/{name}": ADMIN,
+    "PUT /api/mcp/servers/{name}/agents/{id}": ADMIN,  # grants, as the route above
+    "POST /api/mcp/servers/{name}/tools/{tool}/call": OPERATE,
 }
 """The scope of every state-changing route, by "METHOD /path/template"."""
 

@@ -720,3 +720,22 @@ llm_usage_daily = sa.Table(
     sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
 )
 sa.Index(None, llm_usage_daily.c.agent_id, llm_usage_daily.c.day)
+
+# revision 0031: MCP servers added in the dashboard (issue 34); `[mcp.servers.<name>]` of
+# the config wins on a name clash
+mcp_servers = sa.Table(
+    "mcp_servers",
+    metadata,
+    sa.Column("name", sa.String(40), primary_key=True),  # the namespace mcp__<name>
+    # McpServerConfig's fields but the secrets (command/args/env/read_paths/network, or
+    # url/headers/allow_private), as the dashboard saved them
+    sa.Column("config_json", sa.JSON, nullable=False),
+    # a Fernet token of {"bearer_token": …, "headers": {…}, "env": {…}}; never in clear
+    sa.Column("secrets_encrypted", sa.Text),
+    # what the page shows of them: {"bearer_token": "last4", "headers": {"X-Key": "last4"}, …}
+    sa.Column("secrets_shown_json", sa.JSON, nullable=False),
+    sa.Column("revision", sa.Integer, nullable=False),  # 1, then one more at each edit
+    sa.Column("updated_by", sa.String(200), nullable=False),  # a token's name, or "local"
+    _created(),
+    _updated(),
+)

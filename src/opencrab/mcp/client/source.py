@@ -9,7 +9,8 @@ on a stdio server's stdout that is no JSON-RPC message is logged and skipped; a
 connection that ends (a stdio server that crashed or exited, an HTTP server gone, seen at
 the next call) withdraws the tools and is made again after a backoff of 1, 2, 4… up to
 60 seconds. `state` ("starting", "running", "failed", "stopped"), `last_error` and
-`restarts` say where it is (`status()`, for a dashboard page or an API). `stop` ends the
+`restarts` say where it is (`status()`, for the dashboard's MCP page and its API, where a
+failed connection waiting for its next try shows as "restarting"). `stop` ends the
 session (a stdio server's process with it) and withdraws the tools.
 """
 
@@ -67,13 +68,20 @@ class McpServerSource(ToolSource):
         self._stopping = False
         self._stderr = ""  # the end of it once the connection ended
 
+    @property
+    def shown_state(self) -> str:
+        """`state`, with "restarting" for a failed connection that is made again after
+        its backoff (a failed first start is not tried again: "failed")."""
+        alive = self._task is not None and not self._task.done()
+        return "restarting" if self.state == "failed" and alive else self.state
+
     def status(self) -> dict[str, Any]:
         """Where the server is now, for a page or an API: its state, last error, restarts."""
         return {
             "server": self.server,
             "namespace": self.namespace,
             "transport": self.config.transport,
-            "state": self.state,
+            "state": self.shown_state,
             "last_error": self.last_error,
             "restarts": self.restarts,
             "sandbox": self.sandbox,

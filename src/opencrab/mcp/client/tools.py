@@ -61,11 +61,19 @@ class McpTool(Action):
         self.read_only = bool(
             hints is not None and hints.read_only_hint and not hints.destructive_hint
         )
+        self.annotations: dict[str, Any] = (
+            {} if hints is None else hints.model_dump(by_alias=True, exclude_none=True)
+        )
+        """The tool's annotations as the server sent them (readOnlyHint, destructiveHint…)."""
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.tool_name, description=self.text, parameters=self.schema)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
+        return await self.call(args, ctx.settings.agent.max_event_bytes)
+
+    async def call(self, args: dict[str, Any], max_bytes: int) -> ActionResult:
+        """Call the tool with checked `args`; its result capped at `max_bytes` of text."""
         server = self.source.server
         timeout = self.source.config.call_timeout_secs
         session = self.source.session
@@ -87,7 +95,7 @@ class McpTool(Action):
             return ActionResult.fail(
                 f"MCP server {server!r}: calling {self.tool_name} failed: {message}"
             )
-        return tool_result(server, self.tool_name, result, ctx.settings.agent.max_event_bytes)
+        return tool_result(server, self.tool_name, result, max_bytes)
 
 
 def _late(server: str, tool: str, timeout: float) -> str:
