@@ -24,9 +24,10 @@ from opencrab.llm.router import LlmRouter
 from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.fakes.ports import free_port
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.mcp.conftest import demo_stdio, offered_when
-from tests.mcp.test_http_server import http_demo, http_port  # noqa: F401 - fixtures
+from tests.mcp.test_http_server import serve_demo
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import LocalClient
 
@@ -39,6 +40,18 @@ def client(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iter
     router.register_provider(scripted)
     with LocalClient(create_app(settings, db, router=router)) as c:
         yield c
+
+
+@pytest.fixture
+def http_demo() -> Iterator[str]:
+    """The demo server's streamable HTTP endpoint, served by its own process."""
+    port = free_port()
+    process = serve_demo(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def web_body(url: str, **extra: object) -> dict[str, object]:
@@ -55,7 +68,7 @@ def web_body(url: str, **extra: object) -> dict[str, object]:
 def test_a_server_added_starts_and_its_tools_are_granted_and_called(
     client: LocalClient,
     http_demo: str,
-    settings: Settings,  # noqa: F811
+    settings: Settings,
 ) -> None:
     agent = new_agent(client)
     made = client.post("/api/mcp/servers", json=web_body(http_demo))
@@ -117,7 +130,7 @@ def test_a_server_added_starts_and_its_tools_are_granted_and_called(
 
 def test_an_edit_keeps_the_stored_token_and_restarts_the_server(
     client: LocalClient,
-    http_demo: str,  # noqa: F811
+    http_demo: str,
 ) -> None:
     assert client.post("/api/mcp/servers", json=web_body(http_demo)).status_code == 201
     body = web_body(http_demo, headers={"X-Team": "lobsters"})
@@ -159,11 +172,12 @@ def test_a_failing_server_shows_its_error_and_the_others_run(client: LocalClient
         ({"name": "x", "url": "http://h/mcp", "headers": {"Authorization": "Bearer t"}}, "headers"),
         ({"name": "x", "url": "http://h/mcp", "headers": {"X-A": "a\r\nInjected: 1"}}, "headers"),
         ({"name": "x", "command": "a", "env": {"1BAD": "v"}}, "env"),
+        ({"name": "x", "url": "http://h/mcp", "headers": {"X-Team": "カニ"}}, "headers: X-Team"),
         ({"name": "x", "command": "a", "bearerToken": "t"}, "bearerToken"),
         ({"name": "x", "url": "http://h/mcp", "secretEnv": {"A": "v"}}, "secretEnv"),
         ({"name": "x", "command": "a", "callTimeoutSecs": 0}, "callTimeoutSecs"),
         ({"name": "x", "command": "a", "colour": "red"}, "colour"),
-        ({"name": "x", "command": "a", "secretEnv": {"TOKEN": ""}}, "secretEnv.TOKEN"),
+        ({"name": "x", "command": "a", "secretEnv": {"TOKEN": ""}}, "secretEnv: TOKEN"),
     ],
 )
 def test_bad_bodies_are_400s_naming_the_field(
@@ -198,7 +212,7 @@ def test_a_config_servers_env_values_are_hidden(client: LocalClient) -> None:
 async def test_another_process_follows_a_server_added_and_removed(
     runtime: Runtime,
     http_demo: str,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """Two processes' worth of sources over one database: what one saves, the other
     starts within its poll and stops once it is removed."""

@@ -50,6 +50,7 @@ NAV: list[NavItem] = [
     NavItem("Costs", "/costs", ()),
     NavItem("Budgets", "/budgets", ()),
     NavItem("LLM", "/settings/llm", ("/settings/llm",)),
+    NavItem("MCP", "/settings/mcp", ("/settings/mcp",)),
     NavItem("Agent mode", "/agent-mode", ("/agent-mode/",)),
 ]
 """The top bar's areas, in order: the agents' work (sessions, tickets, imported

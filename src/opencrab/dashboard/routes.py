@@ -36,6 +36,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.budgets",
     "opencrab.dashboard.pages.costs",
     "opencrab.dashboard.pages.llm_settings",
+    "opencrab.dashboard.pages.mcp",
     "opencrab.dashboard.pages.transcripts",
     "opencrab.dashboard.pages.traces",
     "opencrab.dashboard.pages.agent_mode",

@@ -121,8 +121,13 @@ def _check_map(field_name: str, values: dict[str, str], names: re.Pattern[str]) 
             raise ValidationError(f"{field_name}: {key[:60]!r} is no valid name")
         if len(value) > MAX_TEXT or CONTROL.search(value):
             raise ValidationError(
-                f"{field_name}.{key}: at most {MAX_TEXT} characters, no line breaks or "
+                f"{field_name}: {key}: at most {MAX_TEXT} characters, no line breaks or "
                 "control characters"
+            )
+        if names is HEADER_NAME and not value.isascii():
+            raise ValidationError(
+                f"{field_name}: {key}: a header value is ASCII (encode other text, e.g. "
+                "percent-encoded)"
             )
 
 
@@ -152,7 +157,7 @@ def checked(body: dict[str, Any], old: Secrets | None) -> tuple[dict[str, Any], 
     _check_map("env", dict(config.get("env", {})), ENV_NAME)
     if any(k.lower() == "authorization" for k in headers):
         raise ValidationError(
-            "headers.Authorization: give it as bearerToken or in secretHeaders, so it is "
+            "headers: Authorization: give it as bearerToken or in secretHeaders, so it is "
             "stored encrypted and never shown"
         )
     old = old or Secrets()
@@ -171,7 +176,7 @@ def checked(body: dict[str, Any], old: Secrets | None) -> tuple[dict[str, Any], 
     for kind, values in (("secretHeaders", secrets.headers), ("secretEnv", secrets.env)):
         empty = [k for k, v in values.items() if not v]
         if empty:
-            raise ValidationError(f"{kind}.{empty[0]}: give its value (it has none stored)")
+            raise ValidationError(f"{kind}: {empty[0]}: give its value (it has none stored)")
     if stdio and (secrets.bearer_token or secrets.headers):
         field_name = "bearerToken" if secrets.bearer_token else "secretHeaders"
         raise ValidationError(f"{field_name}: a setting of an HTTP server (url); this one is stdio")
