@@ -96,11 +96,28 @@ def _known_ids(case: Any, flip: bool) -> None:
         params["id"] = KNOWN["session"]
 
 
+CLOSED = f"http://127.0.0.1:{free_port()}/mcp"
+"""Where a generated MCP server's URL points: loopback, refused by the SSRF guard."""
+
+
+def _no_outside_server(case: Any) -> None:
+    """A generated MCP server reaches nothing: its URL is CLOSED without allowPrivate (the
+    guard refuses it before a packet is sent), its command /bin/false."""
+    body = case.body
+    if not case.path.startswith("/api/mcp/servers") or not isinstance(body, dict):
+        return
+    if body.get("url"):
+        body["url"], body["allowPrivate"] = CLOSED, False
+    if body.get("command"):
+        body["command"] = "/bin/false"
+
+
 # One test per OpenAPI tag and generation mode, so that each test is a fraction of the
 # whole run (the suite's watchdog stops any test at 300 s); every operation and mode is in
 # exactly one of these groups (test_every_case_is_in_exactly_one_group), so together they
 # cover the document as one run did.
 TAGS = (  # in the order the document lists them
+    "MCP",
     "LLM settings",
     "LLM analytics",
     "Agent mode",
@@ -184,6 +201,7 @@ def test_the_api_matches_its_spec(api: Any, tag: str, mode: schemathesis.Generat
         )
         def check(case: Any, flip: bool) -> None:
             _known_ids(case, flip)
+            _no_outside_server(case)
             case.call_and_validate(timeout=30)
 
         try:
