@@ -8,6 +8,10 @@ the database; enabling it for an agent grants the agent its tools; the call form
 a tool and shows its text and structured content, and a bad argument's error; a server
 that cannot start shows its error; removing a server stops it.
 
+The server's config file names a stdio server too (`[mcp.servers.files]`, the same demo
+server run in bubblewrap): it is shown read-only, its env value hidden, and its name
+cannot be taken on the page.
+
 `OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/dashboard-mcp.png.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,13 +30,37 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import QUIET, make_agent
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.ports import free_port
 from tests.fakes.served import ServedOpenCrab
+from tests.mcp.conftest import DEMO
 from tests.mcp.test_http_server import serve_demo
 
 TOKEN = "mcp-token-typed-in-the-page-K7w2"
 DOCS_SHOTS = bool(os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"))
 DOCS = Path(__file__).parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, _llm_server_session: FakeLlmServer
+) -> Iterator[ServedOpenCrab]:
+    """`opencrab up` with a config file naming the demo server over stdio as `files`."""
+    folder = tmp_path_factory.mktemp("served-mcp")
+    readable = sorted({sys.prefix, sys.base_prefix, str(DEMO.parent)})
+    config = folder / "opencrab.toml"
+    config.write_text(
+        "[mcp.servers.files]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(DEMO))}]\n"
+        f"read_paths = {json.dumps(readable)}\n"
+        'env = { FILES_KEY = "config-secret-value-1234" }\n',
+        encoding="utf-8",
+    )
+    with ServedOpenCrab(
+        folder / "data", llm=_llm_server_session, args=("--config", str(config))
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +85,21 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     p.goto("/settings/mcp")
     expect(p.get_by_role("heading", name="MCP servers")).to_be_visible()
     expect(p.locator('nav a[aria-current="page"]')).to_have_text("MCP")
-    expect(p.locator(".empty")).to_contain_text("No MCP servers yet")
+    files = p.locator('li[data-server="files"]')
+    expect(files.locator("[data-state]")).to_have_text("running")
+    expect(files).to_contain_text("config file")
+    expect(files.get_by_role("button", name="Remove")).to_have_count(0)
+    expect(files.locator("details.edit")).to_have_count(0)
+    expect(files.locator('tr[data-tool="mcp__files__add"]')).to_be_visible()
+    assert "config-secret-value-1234" not in p.content()
 
     form = p.locator("form[data-mcp-form]").last
+    page.allow("409")
+    form.get_by_label("Name", exact=True).fill("files")
+    form.get_by_label("Command", exact=True).fill("/bin/true")
+    form.get_by_role("button", name="Add and start").click()
+    expect(form.locator(".form-error")).to_contain_text("set in the config file")
+    form.get_by_label("Command", exact=True).fill("")
     form.get_by_label("Name", exact=True).fill("tracker")
     form.get_by_label("Streamable HTTP (a URL)").check()
     form.get_by_label("URL", exact=True).fill(demo_url)
@@ -90,6 +131,8 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     assert tools["mcp__tracker__wipe"]["granted"]
     grants = api.get("/api/mcp/servers/tracker").json()["agents"]
     assert [(g["agentName"], g["enabled"]) for g in grants] == [("aki", False), ("さくら", True)]
+    config_grants = api.get("/api/mcp/servers/files").json()["agents"]
+    assert not any(g["granted"] for g in config_grants)
 
     # the call form: text and structured content, a bad argument named
     add.get_by_role("button", name="Call…").click()
@@ -123,16 +166,19 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     assert answer.json()["text"] == "Bearer <redacted>"
 
     written = shoot(p, "mcp")
-    if DOCS_SHOTS:  # the page down to the end of the server's panel, the schema folded
+    if DOCS_SHOTS:  # the server's panel, its schema folded, the call's result in it
         add.locator(".schema summary").click()
         p.evaluate("window.scrollTo(0, 0)")
+        top = p.evaluate(
+            "() => document.querySelector('li[data-server=\"tracker\"]')"
+            ".getBoundingClientRect().top + window.scrollY"
+        )
         box = server.bounding_box()
         assert box is not None
-        height = box["y"] + box["height"] + 16
         p.screenshot(
             path=str(DOCS / "dashboard-mcp.png"),
             full_page=True,
-            clip={"x": 0, "y": 0, "width": 1280, "height": height},
+            clip={"x": 0, "y": top - 12, "width": 1280, "height": box["height"] + 24},
         )
     assert all(path.stat().st_size > 0 for path in written)
 
@@ -145,6 +191,9 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     # an edit keeps the stored token; removing the server stops it and its tools go
     server.locator("details.edit summary").click()
     edit = server.locator("form[data-mcp-form]")
+    expect(edit.get_by_label(re.compile("^Bearer token"))).to_have_value("")  # never filled
+    edit.scroll_into_view_if_needed()
+    shoot(p, "mcp-edit")
     edit.get_by_label(re.compile("^Call timeout")).fill("20")
     with p.expect_navigation():  # the page reloads once the server restarted
         edit.get_by_role("button", name="Save and restart tracker").click()
