@@ -29,7 +29,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import QUIET, make_agent
-from tests.fakes.browser import Watched, shoot
+from tests.fakes.browser import ARTIFACTS, Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.ports import free_port
 from tests.fakes.served import ServedOpenCrab
@@ -192,8 +192,7 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     server.locator("details.edit summary").click()
     edit = server.locator("form[data-mcp-form]")
     expect(edit.get_by_label(re.compile("^Bearer token"))).to_have_value("")  # never filled
-    edit.scroll_into_view_if_needed()
-    shoot(p, "mcp-edit")
+    edit.screenshot(path=str(ARTIFACTS / "screenshots" / "mcp-edit-form.png"))
     edit.get_by_label(re.compile("^Call timeout")).fill("20")
     with p.expect_navigation():  # the page reloads once the server restarted
         edit.get_by_role("button", name="Save and restart tracker").click()
