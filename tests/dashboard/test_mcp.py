@@ -165,6 +165,12 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     answer = api.post("/api/mcp/servers/tracker/tools/authorization/call", json={})
     assert answer.json()["text"] == "Bearer <redacted>"
 
+    p.set_viewport_size({"width": 1024, "height": 800})  # it fits a 1024 px window
+    overflow = p.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, f"the MCP page is {overflow} px wider than a 1024 px window"
+    p.set_viewport_size({"width": 1280, "height": 900})
     written = shoot(p, "mcp")
     if DOCS_SHOTS:  # the server's panel, its schema folded, the call's result in it
         add.locator(".schema summary").click()
