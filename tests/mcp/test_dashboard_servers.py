@@ -147,6 +147,25 @@ def test_an_edit_keeps_the_stored_token_and_restarts_the_server(
     assert echoed.json()["text"] is None or echoed.json()["text"] == ""
 
 
+def test_a_server_edited_into_the_other_transport_drops_the_old_kinds_secrets(
+    client: LocalClient, http_demo: str
+) -> None:
+    assert client.post("/api/mcp/servers", json=web_body(http_demo)).status_code == 201
+    stdio = demo_stdio()
+    body = {"command": stdio.command, "args": stdio.args, "readPaths": stdio.read_paths}
+    body["secretEnv"] = {"DEMO_KEY": "env-secret-5678"}
+    edited = client.put("/api/mcp/servers/web", json=body)
+    assert edited.status_code == 200, edited.text
+    view = edited.json()
+    assert (view["transport"], view["state"]) == ("stdio", "running")
+    assert view["secrets"] == {"bearerToken": None, "headers": {}, "env": {"DEMO_KEY": "5678"}}
+    env = client.post("/api/mcp/servers/web/tools/environment/call", json={})
+    assert env.json()["structured"]["DEMO_KEY"] == "<redacted>"  # it has it; not shown
+    assert "env-secret-5678" not in env.text
+    back = client.put("/api/mcp/servers/web", json={"url": http_demo, "allowPrivate": True})
+    assert back.json()["secrets"] == {"bearerToken": None, "headers": {}, "env": {}}
+
+
 def test_a_failing_server_shows_its_error_and_the_others_run(client: LocalClient) -> None:
     made = client.post(
         "/api/mcp/servers", json={"name": "broken", "command": "/nonexistent/mcp-server"}

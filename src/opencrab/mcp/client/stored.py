@@ -177,11 +177,15 @@ def checked(body: dict[str, Any], old: Secrets | None) -> tuple[dict[str, Any], 
         empty = [k for k, v in values.items() if not v]
         if empty:
             raise ValidationError(f"{kind}: {empty[0]}: give its value (it has none stored)")
-    if stdio and (secrets.bearer_token or secrets.headers):
-        field_name = "bearerToken" if secrets.bearer_token else "secretHeaders"
+    if stdio and (token or secret_headers):
+        field_name = "bearerToken" if token else "secretHeaders"
         raise ValidationError(f"{field_name}: a setting of an HTTP server (url); this one is stdio")
-    if not stdio and secrets.env:
+    if not stdio and secret_env:
         raise ValidationError("secretEnv: a setting of a stdio server (command); this one is HTTP")
+    if stdio:  # a server that changed its transport keeps none of the other kind's secrets
+        secrets.bearer_token, secrets.headers = "", {}
+    else:
+        secrets.env = {}
     clash = set(headers) & set(secrets.headers) or set(config.get("env", {})) & set(secrets.env)
     if clash:
         raise ValidationError(f"{sorted(clash)[0]}: set both in clear and as a secret; keep one")
@@ -283,8 +287,16 @@ def save_server(
     if row is not None and row.secrets_encrypted:
         try:
             old = stored_secrets(runtime, row)
-        except ConfigError:
-            old = None  # unreadable: the edit must give them again (checked below)
+        except ConfigError as exc:
+            # unreadable: an edit that would keep them must give them again
+            if (
+                body.get("bearer_token") is None
+                and row.secrets_shown.get("bearer_token") is not None
+            ):
+                raise ConflictError(
+                    f"bearerToken: the stored secrets of MCP server {name!r} cannot be "
+                    f"decrypted ({exc}); enter the token again, or restore the key"
+                ) from None
     config, secrets = checked(body, old)
     for value in secrets.values():
         runtime.router.redactor.add(value)
