@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from opencrab.config import Settings
 from opencrab.core.runtime import Runtime
@@ -164,6 +166,31 @@ def test_a_server_edited_into_the_other_transport_drops_the_old_kinds_secrets(
     assert "env-secret-5678" not in env.text
     back = client.put("/api/mcp/servers/web", json={"url": http_demo, "allowPrivate": True})
     assert back.json()["secrets"] == {"bearerToken": None, "headers": {}, "env": {}}
+
+
+def test_secrets_the_key_cannot_decrypt_are_named_and_asked_for_again(
+    client: LocalClient, http_demo: str, settings: Settings
+) -> None:
+    assert client.post("/api/mcp/servers", json=web_body(http_demo)).status_code == 201
+    foreign = Fernet(Fernet.generate_key()).encrypt(b'{"bearer_token": "x"}').decode()
+    with sqlite3.connect(settings.database_url.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "UPDATE mcp_servers SET secrets_encrypted = ?, revision = revision + 1", (foreign,)
+        )
+    # the app's watcher (every 3 s) sees the new revision and starts it from the row
+    deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+    while (view := client.get("/api/mcp/servers/web").json())["state"] != "failed":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    assert "does not decrypt" in view["problem"]
+    kept = client.put("/api/mcp/servers/web", json={"url": http_demo, "allowPrivate": True})
+    assert "enter the token again" in error_of(kept, 409, "conflict")
+    again = client.put(
+        "/api/mcp/servers/web",
+        json={"url": http_demo, "allowPrivate": True, "bearerToken": TOKEN},
+    )
+    assert again.json()["state"] == "running"
+    assert again.json()["problem"] is None
 
 
 def test_a_failing_server_shows_its_error_and_the_others_run(client: LocalClient) -> None:
