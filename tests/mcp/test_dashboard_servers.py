@@ -279,9 +279,10 @@ async def test_another_process_follows_a_server_added_and_removed(
         assert source is not None
         await offered_when(source, lambda: source.state == "running")
         await asyncio.to_thread(remove_server, runtime, "web", actor="local")
-        async with asyncio.timeout(120):
-            while "mcp__web__add" in runtime.registry:
+        async with asyncio.timeout(120):  # stopped, then detached from the registry
+            while any(s.namespace == "mcp__web" for s in runtime.registry.sources()):
                 await asyncio.sleep(0.1)
+        assert "mcp__web__add" not in runtime.registry
         assert other.source("web") is None
     finally:
         await other.stop()

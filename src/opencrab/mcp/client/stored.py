@@ -342,6 +342,8 @@ class StoredMcpServers:
         """The running source of server `name`, the config's or the dashboard's."""
         if name in self.running:
             return self.running[name][1]
+        if name not in config_names(self.runtime):
+            return None  # (a dashboard server being stopped is still attached a moment)
         for source in self.sources.attached:
             if isinstance(source, McpServerSource) and source.server == name:
                 return source
