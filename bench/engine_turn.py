@@ -12,16 +12,17 @@ That is four recorded steps (user, tool call, tool result, speech).
   before the next.
 
 Two legs, each OpenCrab against LangGraph in the same run:
-- SQLite: OpenCrab's store file against SqliteSaver on a file beside it (target:
-  OpenCrab >= 5x faster per turn). Both run in WAL mode; OpenCrab's store commits with
-  synchronous=NORMAL, SqliteSaver with SQLite's default FULL (an fsync per commit) unless
-  --langgraph-sqlite-synchronous NORMAL; the modes are printed.
+- SQLite: OpenCrab's store file against SqliteSaver on a file beside it. Both run in WAL
+  mode; OpenCrab's store commits with synchronous=NORMAL, SqliteSaver with SQLite's
+  default FULL (an fsync per commit) unless --langgraph-sqlite-synchronous NORMAL; the
+  modes are printed. Target: OpenCrab >= 2x faster per turn at equal durability (NORMAL),
+  >= 5x against SqliteSaver's default FULL.
 - PostgreSQL: OpenCrab on `postgresql+psycopg://` against PostgresSaver
   (langgraph-checkpoint-postgres, opened the documented way: `from_conn_string`), each in
   its own database of one server (target: OpenCrab >= 2x faster per turn). The server is
   OPENCRAB_TEST_PG_URL when set, otherwise a throwaway cluster started like the tests'
   (tests/fakes/postgres.py); both sides commit under that server's settings, which are
-  printed.
+  printed. Target: OpenCrab >= 1.6x faster per turn.
 
 Each turn starts a new session / thread; the two run alternately, turn by turn, in one
 process, so machine noise hits both alike. Prints p50/p95/mean per turn, p50 per step and
@@ -67,8 +68,10 @@ from opencrab.store.database import Database
 
 STEPS_PER_TURN = 4
 WARM_UP_TURNS = 20
-TARGETS = {"sqlite": 5.0, "postgresql": 2.0}
-"""How many times faster than LangGraph (p50 per turn) OpenCrab should be on each database."""
+TARGETS = {"sqlite": 2.0, "postgresql": 1.6}
+"""How many times faster than LangGraph (p50 per turn) OpenCrab should be on each database,
+at equal durability (issue 33); SQLite against SqliteSaver at its default FULL: 5x."""
+SQLITE_FULL_TARGET = 5.0
 
 
 def script() -> list[Any]:
@@ -297,6 +300,13 @@ async def postgres_leg(turns: int) -> Leg:
 NAMES = {"sqlite": "SqliteSaver", "postgresql": "PostgresSaver"}
 
 
+def target_of(leg: Leg) -> float:
+    """The leg's target ratio (SQLite's depends on SqliteSaver's synchronous mode)."""
+    if leg.database == "sqlite" and "SqliteSaver wal/synchronous=NORMAL" not in leg.setting:
+        return SQLITE_FULL_TARGET
+    return TARGETS[leg.database]
+
+
 async def main(turns: int, only: str | None, sqlite_synchronous: str | None) -> None:
     legs = []
     if only in (None, "sqlite"):
@@ -310,11 +320,11 @@ async def main(turns: int, only: str | None, sqlite_synchronous: str | None) -> 
         print(f"events stored by OpenCrab: {leg.events} ({STEPS_PER_TURN}+ per turn, all durable)")
     print("== ratios LangGraph / OpenCrab (p50 per turn)")
     for leg in legs:
-        target = TARGETS[leg.database]
+        target = target_of(leg)
         verdict = "met" if leg.ratio >= target else "NOT met"
         cpu = statistics.median(leg.theirs_cpu) / statistics.median(leg.ours_cpu)
         print(
-            f"{leg.database:11s} {leg.ratio:5.2f}x  (target >= {target:.0f}x: {verdict}); "
+            f"{leg.database:11s} {leg.ratio:5.2f}x  (target >= {target:g}x: {verdict}); "
             f"client CPU per turn {cpu:5.2f}x"
         )
 

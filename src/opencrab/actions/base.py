@@ -36,7 +36,7 @@ import json
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -404,8 +404,10 @@ class ActionRegistry:
         """
         entries = self._entries  # one consistent set for the whole check
         entry = entries.get(name)
-        permitted = set(entries) if allowed is None else set(allowed) & entries.keys()
-        if entry is None or name not in permitted:
+        if allowed is not None and not isinstance(allowed, Collection):
+            allowed = set(allowed)  # asked twice below
+        if entry is None or (allowed is not None and name not in allowed):
+            permitted = set(entries) if allowed is None else set(allowed) & entries.keys()
             offered = ", ".join(sorted(permitted))
             raise ActionCallError(
                 f"{self._refusal(name, entry)}; the actions you can call are: {offered}"

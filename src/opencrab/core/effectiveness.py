@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -74,10 +75,17 @@ def record_turn(db: Database, agent_id: str, facts: TurnFacts) -> dict[str, floa
         return fold_turn(conn, agent_id, facts)
 
 
-def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, float]:
+def fold_turn(
+    conn: Connection, agent_id: str, facts: TurnFacts, *, count: Collection[str] = ()
+) -> dict[str, float]:
     """`record_turn` inside the caller's transaction (the turn's last step, say); a
-    guidance skill that was in context also counts the turn as one use."""
+    guidance skill that was in context also counts the turn as one use, and so do the
+    skills in `count` (the last action's: SkillManager.record_action_use, written with
+    their scores where a skill gets both)."""
+    now = datetime.now(UTC)
+    uncounted = set(count)
     if not facts.anything():
+        _count_uses(conn, uncounted, now)
         return {}
     # evaluate_response is the only writer of ratings, and it rates this turn's calls
     rated = (
@@ -86,7 +94,6 @@ def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, fl
         else []
     )
     updated: dict[str, float] = {}
-    now = datetime.now(UTC)
     for row in skills_repo.skill_scores(conn, agent_id):
         if row.actions:
             used = [facts.runs[a] for a in row.actions if a in facts.runs]
@@ -103,9 +110,17 @@ def fold_turn(conn: Connection, agent_id: str, facts: TurnFacts) -> dict[str, fl
             score = sum(ok for ok, _ in used) / sum(ran for _, ran in used)
         scores = [*row.recent_scores[-(WINDOW - 1) :], round(score, 4)]
         value = round(sum(scores) / len(scores), 4)
-        skills_repo.set_scores(conn, row.id, value, scores)
+        used_now = row.id in uncounted
+        uncounted.discard(row.id)
+        skills_repo.set_scores(conn, row.id, value, scores, used_at=now if used_now else None)
         updated[row.name] = value
+    _count_uses(conn, uncounted, now)
     return updated
+
+
+def _count_uses(conn: Connection, skill_ids: Collection[str], now: datetime) -> None:
+    for skill_id in sorted(skill_ids):
+        skills_repo.count_use(conn, skill_id, now)
 
 
 def _ratings(conn: Connection, agent_id: str, metrics_ids: set[str]) -> dict[str, float]:

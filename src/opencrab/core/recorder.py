@@ -105,7 +105,8 @@ _Event = TypeVar("_Event", UserEvent, ReasoningEvent, ToolCallEvent, ToolResultE
 
 class ReadAlong(Protocol):
     """A read each step's transaction makes too (the fleet's budget caps, for the check
-    before the next call: core/turn_budget.py); on PostgreSQL it travels with the COMMIT."""
+    before the next call: core/turn_budget.py); on PostgreSQL it travels with the COMMIT.
+    The turn's last step (`final`: no call comes after it) leaves it out."""
 
     def queue(self, conn: Connection) -> Callable[[], Any]: ...
 
@@ -219,10 +220,12 @@ class TurnRecorder:
         logs: Sequence[LogLine] = (),
         speech: str | None = None,
         extra: Callable[[Connection], None] | None = None,
+        final: bool = False,
     ) -> tuple[UUID, Spoke | None]:
         """A call's result: its tool_result event and action line (with the action's own
-        `logs` and writes, `extra`), and a turn-ending `speech` it made, in one step.
-        Returns the result event's id and the speech as said."""
+        `logs` and writes, `extra`), and a turn-ending `speech` it made, in one step
+        (`final`: the call ends the turn). Returns the result event's id and the speech
+        as said."""
         output = outcome.output()
         self.unanswered = [(c, e) for c, e in self.unanswered if e != call_event_id]
         event = self._result_event(call, call_event_id, output, is_error=not outcome.success)
@@ -245,7 +248,7 @@ class TurnRecorder:
             said, said_line, chat = self._speech_rows(speech, via=call.name)
             batch += said
             lines.append(said_line)
-        stored = await self.record(batch, lines, chat, extra=extra)
+        stored = await self.record(batch, lines, chat, extra=extra, final=final)
         if speech is None:
             return event.id, None
         return event.id, Spoke(speech, call.name, str(said[0].id), next(iter(stored), None))
@@ -284,19 +287,20 @@ class TurnRecorder:
             batch.append(usage_event(self.pending_usage, event))
             self.pending_usage = None
         line = self.log("system", f"{code}: {text}", event.id, metadata={"error": code})
-        await self.record(batch, [line], [])
+        await self.record(batch, [line], [], final=True)
         return event.id
 
     async def speech(self, text: str, *, via: str) -> Spoke:
-        """What the agent said: a message event, a speech line, a session message."""
+        """What the agent said (ending the turn): a message event, a speech line, a
+        session message."""
         batch, line, chat = self._speech_rows(text, via=via)
-        stored = await self.record(batch, [line], chat)
+        stored = await self.record(batch, [line], chat, final=True)
         return Spoke(text, via, str(batch[0].id), next(iter(stored), None))
 
     async def note(self, content: str) -> None:
         """A system line of the turn's own, naming no event (e.g. why the loop stopped)."""
         line = Line(self.session_id, "system", content, None, self.state.turn_number or None)
-        await self.record([], [line], [])
+        await self.record([], [line], [], final=True)
 
     def interrupted(self, partial: str) -> bool:
         """Record a turn stopped from outside: calls left unanswered get an error result;
@@ -309,10 +313,10 @@ class TurnRecorder:
         ]
         if partial.strip():
             said, line, chat = self._speech_rows(partial, via="message", interrupted=True)
-            self.commit([*batch, *said], [line], chat)
+            self.commit([*batch, *said], [line], chat, final=True)
             return True
         note = self.log("system", "turn interrupted", None, metadata={"interrupted": True})
-        self.commit(batch, [note], [])
+        self.commit(batch, [note], [], final=True)
         return False
 
     # ------------------------------------------------------------ the chained rows
@@ -440,11 +444,12 @@ class TurnRecorder:
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
+        final: bool = False,
     ) -> list[SessionMessage]:
         """`commit` in a worker thread. The chain (`last`) has moved on before it is
         called: a turn cancelled meanwhile waits for the commit to end (run_blocking) and
         then records its interruption after it."""
-        return await run_blocking(self.commit, batch, logs, chat, extra=extra)
+        return await run_blocking(self.commit, batch, logs, chat, extra=extra, final=final)
 
     def commit(
         self,
@@ -453,12 +458,13 @@ class TurnRecorder:
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
+        final: bool = False,
     ) -> list[SessionMessage]:
         """Events, memory logs, session messages and metrics rows of one step (and what
         was held), in one transaction; each cut to `[agent] max_event_bytes`. Returns the
-        session messages as stored."""
+        session messages as stored. `final`: the turn's last step (no read along)."""
         with self.db.write() as conn:
-            stored = self.write(conn, batch, logs, chat, extra=extra)
+            stored = self.write(conn, batch, logs, chat, extra=extra, final=final)
         return stored()
 
     def write(
@@ -469,10 +475,11 @@ class TurnRecorder:
         chat: list[Said],
         *,
         extra: Callable[[Connection], None] | None = None,
+        final: bool = False,
     ) -> Stored:
         """`commit`'s writes in the caller's write transaction `conn`; call the result once
         it has committed for the session messages as stored (on PostgreSQL their ids, and
-        `read_along`'s rows, come with the COMMIT)."""
+        `read_along`'s rows, come with the COMMIT; the `final` step reads none)."""
         if self.held is not None:
             held_batch, held_logs = self.held
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
@@ -493,7 +500,7 @@ class TurnRecorder:
         if extra is not None:
             extra(conn)
         along = self.read_along
-        read = None if along is None else along.queue(conn)
+        read = None if along is None or final else along.queue(conn)
 
         def stored() -> list[SessionMessage]:
             if along is not None and read is not None:

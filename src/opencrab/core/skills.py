@@ -348,10 +348,10 @@ class SkillManager:
 
         def run(c: Connection) -> int:
             if active is not None:
-                ids = [s.id for s in active if action_name in s.actions]
+                ids = self.offering(action_name, active)
             else:
                 rows = repo.active_skill_actions(c, self.agent_id)
-                ids = [skill_id for skill_id, actions in rows if action_name in actions]
+                ids = tuple(skill_id for skill_id, actions in rows if action_name in actions)
             now = datetime.now(UTC)
             for skill_id in ids:
                 repo.count_use(c, skill_id, now)
@@ -361,6 +361,11 @@ class SkillManager:
             return run(conn)
         with self.db.write() as own:
             return run(own)
+
+    @staticmethod
+    def offering(action_name: str, active: Sequence[Skill]) -> tuple[str, ...]:
+        """The ids of the skills among `active` that offer `action_name`."""
+        return tuple(s.id for s in active if action_name in s.actions)
 
     def record_turn(self, facts: TurnFacts) -> dict[str, float]:
         """Fold a finished turn's outcome into the effectiveness of the skills it used."""

@@ -81,17 +81,19 @@ class TurnActions:
         def also(conn: Connection) -> None:
             for write in pending:
                 write(conn)
-            if result.success and action is not None:
-                self.skills.record_action_use(call.name, conn=conn, active=active)
-            if ends_turn:  # the turn's last step: its effectiveness goes in with it
-                fold_turn(conn, agent_id, self.facts)
+            if ends_turn:  # the turn's last step: its effectiveness goes in with it, and
+                # the use of the action's skills (with their scores: one write a skill)
+                used = self.skills.offering(call.name, active)
+                fold_turn(conn, agent_id, self.facts, count=used)
                 self.facts = TurnFacts()
+            elif result.success and action is not None:
+                self.skills.record_action_use(call.name, conn=conn, active=active)
 
         speech = self._speech_of(call.name) if result.success else None
         if speech is not None:  # a turn-ending speech is recorded in the same step
             self.result.reply = speech
         event_id, self.said = await self.recorder.result(
-            call, call_event_id, result, logs=own_logs, speech=speech, extra=also
+            call, call_event_id, result, logs=own_logs, speech=speech, extra=also, final=ends_turn
         )
         return self._done(call, call_event_id, result, event_id)
 

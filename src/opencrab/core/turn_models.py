@@ -3,8 +3,9 @@
 A turn's own calls use the agent's model for the turn's purpose (tool_calling for a chat,
 conversation for discussion speech), or thinking / creative when the agent chose that
 work with `select_llm` this turn or this session (core/llm_config.py); compaction uses
-the analysis model. The session's choices are read once per turn, and again after a
-`select_llm` call (`forget_session_choices`).
+the analysis model. The session's choices are read once per turn, and the turn's model
+resolved once (the router's `resolve`), both again after a `select_llm` call
+(`forget_session_choices`), the only thing that changes them within a turn.
 
 Example:
     models = TurnModels(db, router, agent, session_id, "tool_calling", state, None)
@@ -38,6 +39,7 @@ class TurnModels:
         self.session_id, self.state = session_id, state
         self.turn_purpose, self.max_tokens = purpose, max_tokens
         self._overrides: dict[str, str] | None = None
+        self._target: Target | None = None  # the turn's own calls' model, once resolved
 
     def session_choices(self) -> dict[str, str]:
         """This session's select_llm choices (read once per turn, and after select_llm)."""
@@ -46,8 +48,10 @@ class TurnModels:
         return self._overrides
 
     def forget_session_choices(self) -> None:
-        """Read the session's choices again before the next call (select_llm ran)."""
+        """Read the session's choices again, and resolve the turn's model again, before
+        the next call (select_llm ran)."""
         self._overrides = None
+        self._target = None
 
     def model_for(self, purpose: str) -> str:
         """The agent's model for `purpose` this turn ("" for the router's choice)."""
@@ -61,9 +65,11 @@ class TurnModels:
         return turn_purpose(self.turn_purpose, overrides, self.session_choices())
 
     def target(self) -> Target:
-        """The model of the turn's own calls, for its purpose."""
-        purpose = self.purpose()
-        return self.router.resolve(self.model_for(purpose) or None, purpose)
+        """The model of the turn's own calls, for its purpose (resolved once per turn)."""
+        if self._target is None:
+            purpose = self.purpose()
+            self._target = self.router.resolve(self.model_for(purpose) or None, purpose)
+        return self._target
 
     def request(self, history: list[Message], tools: list[ToolDefinition]) -> ChatRequest:
         """One model call of the turn: its model for the turn's purpose, the allowed tools."""

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,12 +65,21 @@ class SkillHead:
 
 @dataclass(frozen=True)
 class SkillScores:
-    """A skill's actions and its recent turn scores, oldest first (for effectiveness)."""
+    """A skill's actions and its recent turn scores, oldest first (for effectiveness);
+    the scores are decoded when asked for (a turn scores only the skills it used)."""
 
     id: str
     name: str
     actions: list[str]
-    recent_scores: list[float]
+    stored_scores: Any  # the column as the driver gave it: JSON text, a list or None
+
+    @property
+    def recent_scores(self) -> list[float]:
+        """The recent turn scores, oldest first."""
+        scores = self.stored_scores
+        if isinstance(scores, str):
+            scores = json.loads(scores)
+        return [float(s) for s in scores or ()]
 
 
 @dataclass(frozen=True)
@@ -220,7 +230,7 @@ def skill_scores(conn: Connection, agent_id: str) -> list[SkillScores]:
             id=str(r.id),
             name=r.name,
             actions=list(r.actions_json or []),
-            recent_scores=[float(s) for s in r.effectiveness_scores or ()],
+            stored_scores=r.effectiveness_scores,
         )
         for r in rows
     ]
@@ -277,9 +287,20 @@ def update_skill(
     return int(conn.execute(query.values(_columns(values))).rowcount)
 
 
-def set_scores(conn: Connection, skill_id: str, effectiveness: float, scores: list[float]) -> None:
-    """Store a skill's effectiveness and the recent scores it is the mean of."""
-    _SET_SCORES.run(conn, id=skill_id, value=effectiveness, scores=scores)
+def set_scores(
+    conn: Connection,
+    skill_id: str,
+    effectiveness: float,
+    scores: list[float],
+    *,
+    used_at: datetime | None = None,
+) -> None:
+    """Store a skill's effectiveness and the recent scores it is the mean of; with
+    `used_at`, one more use at that time too (`count_use` in the same statement)."""
+    if used_at is None:
+        _SET_SCORES.run(conn, id=skill_id, value=effectiveness, scores=scores)
+    else:
+        _SET_SCORES_USED.run(conn, id=skill_id, value=effectiveness, scores=scores, now=used_at)
 
 
 def count_use(conn: Connection, skill_id: str, now: datetime) -> None:
@@ -373,11 +394,25 @@ _COUNT_USE = Prepared(
 )
 _SKILL_SCORES = Prepared(
     sa.select(
-        skills.c.id, skills.c.name, skills.c.actions_json, skills.c.effectiveness_scores
+        skills.c.id,
+        skills.c.name,
+        skills.c.actions_json,
+        # as stored: decoded by SkillScores for the skills a turn used only
+        sa.type_coerce(skills.c.effectiveness_scores, sa.Text).label("effectiveness_scores"),
     ).where(skills.c.agent_id == sa.bindparam("agent_id"))
 )
 _SET_SCORES = Prepared(
     skills.update()
     .where(skills.c.id == sa.bindparam("id"))
     .values(effectiveness=sa.bindparam("value"), effectiveness_scores=sa.bindparam("scores"))
+)
+_SET_SCORES_USED = Prepared(
+    skills.update()
+    .where(skills.c.id == sa.bindparam("id"))
+    .values(
+        effectiveness=sa.bindparam("value"),
+        effectiveness_scores=sa.bindparam("scores"),
+        usage_count=skills.c.usage_count + 1,
+        last_used_at=sa.bindparam("now"),
+    )
 )
