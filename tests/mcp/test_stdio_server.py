@@ -14,10 +14,10 @@ import pytest
 
 from opencrab.actions.base import ToolSource
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
-from opencrab.config.mcp import McpServerConfig
+from opencrab.config.mcp import McpSection, McpServerConfig
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.runtime import Runtime
-from opencrab.core.tool_sources import RunningToolSources
+from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import offered_tools, tool_id
 from opencrab.mcp.client import McpServerSource
 from opencrab.store.repositories import tools as tools_repo
@@ -115,23 +115,29 @@ async def test_list_changed_offers_the_new_list(
     assert json.loads(said)["text"] == "extra!"
 
 
-@pytest.mark.parametrize("servers", [{"demo": demo_stdio(call_timeout_secs=1)}])
+@pytest.mark.parametrize(
+    "servers",
+    # the hang waits for its own server's short call timeout; the 3 MB answer of
+    # `huge` may take a loaded machine more than a second to make and read
+    [{"demo": demo_stdio(call_timeout_secs=60), "stuck": demo_stdio(call_timeout_secs=1)}],
+)
 async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
 ) -> None:
-    grant(runtime, agent, *(f"mcp__demo__{n}" for n in ("hang", "huge", "garble", "add", "crash")))
-    script(scripted, calls(("mcp__demo__hang", {})), speak("late"))
+    names = ("huge", "garble", "add", "crash")
+    grant(runtime, agent, "mcp__stuck__hang", *(f"mcp__demo__{n}" for n in names))
+    script(scripted, calls(("mcp__stuck__hang", {})), speak("late"))
     hung = await runtime.chat(agent, "hang")
-    success, said = outcome(hung, "mcp__demo__hang")
+    success, said = outcome(hung, "mcp__stuck__hang")
     assert not success
-    assert "MCP server 'demo' did not answer hang within 1 s" in said
-    assert "[mcp.servers.demo] call_timeout_secs" in said
+    assert "MCP server 'stuck' did not answer hang within 1 s" in said
+    assert "[mcp.servers.stuck] call_timeout_secs" in said
 
     script(scripted, calls(("mcp__demo__huge", {})), speak("big"))
     big = await runtime.chat(agent, "huge")
     success, said = outcome(big, "mcp__demo__huge")
     cap = runtime.settings.agent.max_event_bytes
-    assert success
+    assert success, said
     assert len(said.encode()) < cap + 1024  # capped like any record, not 3 MB
     assert json.loads(said)["cut"] == {"text": 3_000_000}
 
@@ -229,3 +235,39 @@ async def test_a_server_that_never_answers_initialize_is_named_and_the_others_ru
     assert "[mcp.servers.mute] start_timeout_secs" in reason
     assert any("tool source mcp__mute did not start" in n for n in runtime.notices)
     assert "mcp__demo__add" in runtime.registry
+
+
+async def test_a_stdio_server_that_fails_at_start_is_tried_again_with_backoff(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, tmp_path: Path
+) -> None:
+    folder = tmp_path / "later"
+    folder.mkdir()
+    script_path = folder / "server.py"  # not there yet: the first launches exit at once
+    table = demo_stdio(call_timeout_secs=10)
+    table = table.model_copy(
+        update={"args": [str(script_path)], "read_paths": [*table.read_paths, str(folder)]}
+    )
+    runtime.settings.mcp = McpSection(servers={"later": table})
+    sources = await start_tool_sources(runtime)
+    try:
+        reason = sources.failed["mcp__later"]
+        assert "MCP server 'later'" in reason
+        assert "trying again in 1 s" in reason
+        assert "server.py" in reason  # Python's own complaint, from its stderr
+        (later,) = sources.started
+        assert isinstance(later, McpServerSource)
+        assert "mcp__later__add" not in runtime.registry
+
+        script_path.write_text(DEMO.read_text())
+        await offered_when(later, lambda: later.state == "running")
+        assert later.restarts >= 1
+        assert later.last_error is None
+        grant(runtime, agent, "mcp__later__add")
+        script(scripted, calls(("mcp__later__add", {"a": 3, "b": 4})), speak("seven"))
+        result = await runtime.chat(agent, "add")
+        assert json.loads(outcome(result, "mcp__later__add")[1])["text"] == "7"
+    finally:
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure
+            await sources.stop()
+    assert later.state == "stopped"
+    assert not any(str(script_path) in line for line in _command_lines())

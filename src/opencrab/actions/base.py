@@ -201,6 +201,13 @@ SEPARATOR = "__"
 Listener = Callable[["ToolSource"], Awaitable[None]]
 
 
+class StillTrying(Exception):
+    """Raised by a ToolSource's `start` whose first connection failed while the source
+    keeps trying in the background (with backoff): it is named among the sources that
+    did not start and in the notices, yet counts as started, so `stop` ends its tries
+    (core/tool_sources.py); once connected it offers its tools as usual."""
+
+
 class ToolSource(ABC):
     """Actions from something that starts, stops and may change its list while it runs.
 
@@ -213,7 +220,8 @@ class ToolSource(ABC):
     (agent_tools), approval policies and permissions apply to a source's tools exactly
     as to the built-in actions. A source whose `start` raises is logged and offers
     nothing; the server runs on. `start` that fails must release what it took itself
-    (`stop` is not called then).
+    (`stop` is not called then), unless it raises StillTrying (it keeps trying, and
+    `stop` ends that).
 
     Example:
         class Clock(ToolSource):

@@ -1,9 +1,12 @@
 """One configured MCP server as a tool source (`mcp__<name>`), kept connected.
 
 `start` connects (launching a stdio server, opencrab.mcp.client.launch), initializes the
-session, lists the tools and offers them; it fails, naming the server (and what a stdio
-server last wrote to stderr), when the first connection fails or does not come up within
-`start_timeout_secs`. Then a task keeps the connection: a
+session, lists the tools and offers them. When the first connection fails or does not
+come up within `start_timeout_secs` it raises McpServerRetrying (a StillTrying), naming
+the server (and what a stdio server last wrote to stderr), and goes on trying with the
+backoff below: a server not up yet when OpenCrab starts offers its tools once it is; a
+table this machine cannot run at all (McpLaunchError: no bubblewrap, no token) fails
+for good. Then a task keeps the connection: a
 `notifications/tools/list_changed` lists the tools again and offers the new list; a line
 on a stdio server's stdout that is no JSON-RPC message is logged and skipped; a
 connection that ends (a stdio server that crashed or exited, an HTTP server gone, seen at
@@ -30,11 +33,11 @@ from mcp import ClientSession, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from opencrab.actions.base import SEPARATOR, ToolSource
+from opencrab.actions.base import SEPARATOR, StillTrying, ToolSource
 from opencrab.config import Settings
 from opencrab.config.mcp import McpServerConfig
 from opencrab.errors import OpenCrabError
-from opencrab.mcp.client.launch import http_client, stdio_parameters
+from opencrab.mcp.client.launch import McpLaunchError, http_client, stdio_parameters
 from opencrab.mcp.client.tools import McpTool, checked_schema
 from opencrab.offload import run_blocking
 
@@ -47,6 +50,10 @@ MAX_PAGES = 100  # tools/list pages read before the list is taken as it is
 
 class McpServerError(OpenCrabError):
     """An MCP server that cannot be reached or would not start."""
+
+
+class McpServerRetrying(McpServerError, StillTrying):
+    """An MCP server whose first connection failed; its source keeps trying."""
 
 
 class McpServerSource(ToolSource):
@@ -87,6 +94,8 @@ class McpServerSource(ToolSource):
         self._task = asyncio.create_task(self._keep(first), name=f"mcp server {self.server}")
         try:
             await first
+        except McpServerRetrying:
+            raise  # its task goes on trying; `stop` ends it
         except BaseException:
             await self._end()
             raise
@@ -115,14 +124,17 @@ class McpServerSource(ToolSource):
         while True:
             self.state = "starting"
             began = time.monotonic()
+            for_good = False  # no try will do better: the table must change
             try:
                 error = await self._connect(first)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 error = _explain(exc)
+                for_good = isinstance(_unwrapped(exc), McpLaunchError)
                 if "AddressRefused" in error:
                     error += f", or set allow_private = true in [mcp.servers.{self.server}]"
+                    for_good = True
             self.session = None
             if self._stopping:
                 return
@@ -131,9 +143,16 @@ class McpServerSource(ToolSource):
                 self._stderr = ""
             self.state = "failed"
             self.last_error = error
-            if not first.done():
+            if not first.done() and for_good:
                 first.set_exception(McpServerError(f"MCP server {self.server!r}: {error}"))
                 return
+            if not first.done():
+                first.set_exception(
+                    McpServerRetrying(
+                        f"MCP server {self.server!r}: {error}; trying again in {delay:g} s, "
+                        f"then with backoff up to {MAX_BACKOFF_SECS:g} s"
+                    )
+                )
             log.warning("MCP server %s: %s; connecting again in %g s", self.server, error, delay)
             await self.offer([])
             if time.monotonic() - began > MAX_BACKOFF_SECS:
@@ -281,8 +300,14 @@ def _tail(errlog: IO[bytes], limit: int = 500) -> str:
     return " ".join(errlog.read().decode("utf-8", "replace").split())
 
 
-def _explain(exc: BaseException) -> str:
-    """An exception (or an SDK exception group) as one line."""
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The one exception an SDK exception group (of groups) of one holds."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _explain(exc: BaseException) -> str:
+    """An exception (or an SDK exception group) as one line."""
+    exc = _unwrapped(exc)
     return f"{type(exc).__name__}: {exc}"
