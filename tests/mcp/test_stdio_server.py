@@ -5,6 +5,7 @@ its calls with errors naming it while the rest works; a crashed one is started a
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -19,6 +20,9 @@ from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import offered_tools, tool_id
+from opencrab.core.workspace import Workspace
+from opencrab.llm.providers import anthropic_wire
+from opencrab.llm.types import ImagePart
 from opencrab.mcp.client import McpServerSource
 from opencrab.store.repositories import tools as tools_repo
 from tests.core.conftest import calls, speak
@@ -175,18 +179,63 @@ async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"
 
 
-async def test_an_image_is_described_and_the_text_kept(
+async def test_an_image_and_a_blob_become_attachments_the_model_is_shown(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
 ) -> None:
     grant(runtime, agent, "mcp__demo__picture")
     script(scripted, calls(("mcp__demo__picture", {})), speak("seen"))
     result = await runtime.chat(agent, "show me")
-    success, said = outcome(result, "mcp__demo__picture")
-    assert success
-    assert json.loads(said) == {
-        "text": "a red dot",
-        "content": [{"type": "image", "mime_type": "image/png", "bytes": 4}],
+    (done,) = [a for a in result.actions if a.name == "mcp__demo__picture"]
+    assert done.result.success
+    said = json.loads(done.result.output())
+    assert said["text"] == "a red dot"
+    image, pdf = said["content"]
+    workspace = Workspace.for_agent(runtime.settings, str(agent.id))
+    png = workspace.read_bytes(image["path"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert image == {"type": "image", "mime_type": "image/png", "bytes": len(png)} | {
+        "path": image["path"]
     }
+    assert image["path"].startswith("mcp/demo/picture-")
+    assert image["path"].endswith(".png")
+    assert pdf["uri"] == "file:///report.pdf"
+    assert pdf["path"].endswith(".pdf")
+    assert workspace.read_bytes(pdf["path"]).startswith(b"%PDF-1.4")
+    written = [e.path for e in done.result.side_effects if e.type == "file_written"]
+    assert written == [image["path"], pdf["path"]]
+
+    # the model's next request holds the tool result with the image beside its text …
+    (tool,) = [m for m in scripted.requests[1].messages if m.role == "tool"]
+    (shown,) = [p for p in tool.parts if isinstance(p, ImagePart)]
+    assert shown.data() == ("image/png", base64.b64encode(png).decode())
+    assert json.loads(tool.text) == said
+    # … which Anthropic's wire format sends as an image block inside the tool_result
+    _, turns = anthropic_wire.wire_messages(scripted.requests[1].messages)
+    (block,) = [b for t in turns for b in t["content"] if b["type"] == "tool_result"]
+    kinds = [part["type"] for part in block["content"]]
+    assert kinds == ["text", "image"]
+    assert block["content"][1]["source"]["media_type"] == "image/png"
+    # the recorded result keeps the description only, never the bytes
+    assert "base64" not in done.result.model_dump_json()
+
+
+async def test_an_image_whose_bytes_are_not_its_type_is_left_out_saying_why(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, "mcp__demo__forged")
+    script(scripted, calls(("mcp__demo__forged", {})), speak("refused"))
+    result = await runtime.chat(agent, "show me")
+    (done,) = [a for a in result.actions if a.name == "mcp__demo__forged"]
+    forged, svg, enormous = json.loads(done.result.output())["content"]
+    assert forged["error"] == "left out: its bytes are no image/png"
+    assert "path" not in forged
+    assert svg["error"].startswith("left out: image/svg+xml is no image type a model is shown")
+    assert enormous["error"] == f"left out: over {5 * 1024 * 1024} bytes"
+    assert enormous["bytes"] == 5 * 1024 * 1024 + 8
+    assert done.result.side_effects == []
+    assert done.result.images == []
+    workspace = Workspace.for_agent(runtime.settings, str(agent.id))
+    assert not workspace.exists("mcp/demo")
 
 
 async def test_stopping_the_sources_ends_the_servers_process(

@@ -88,6 +88,9 @@ class ActionResult(BaseModel):
     data: Any = None
     error: str | None = None
     side_effects: list[SideEffect] = Field(default_factory=list)
+    # images (data: URLs) shown to the model beside the output where its provider takes
+    # images in a tool result (Anthropic's tool_result); never recorded or sent elsewhere
+    images: list[str] = Field(default_factory=list, exclude=True, repr=False)
 
     @classmethod
     def ok(cls, data: Any = None, *effects: SideEffect) -> ActionResult:
