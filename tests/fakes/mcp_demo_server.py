@@ -15,7 +15,8 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 - grow(): adds a tool `extra` and announces notifications/tools/list_changed;
 - hang(): never answers; huge(): a 3 MB text; garble(): prints a line that is no
   JSON-RPC on stdout, then answers; crash(): the process exits at once;
-- broken: a tool whose input schema is no JSON Schema.
+- broken: a tool whose input schema is no JSON Schema;
+- with DEMO_TWIN=1 in its environment it lists `add` a second time (another text).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import socket
 import struct
 import sys
 import zlib
+from typing import Any
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
@@ -187,6 +189,16 @@ server._tool_manager.get_tool("broken").parameters = {
     "type": "object",
     "properties": {"x": {"type": "frobnicate"}},
 }
+
+if os.environ.get("DEMO_TWIN") == "1":
+    _listed = server._tool_manager.list_tools
+
+    def _with_twin() -> list[Any]:
+        tools = _listed()
+        (first,) = [t for t in tools if t.name == "add"]
+        return [*tools, first.model_copy(update={"description": "The twin of add."})]
+
+    server._tool_manager.list_tools = _with_twin  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -320,3 +320,18 @@ async def test_a_stdio_server_that_fails_at_start_is_tried_again_with_backoff(
             await sources.stop()
     assert later.state == "stopped"
     assert not any(str(script_path) in line for line in _command_lines())
+
+
+@pytest.mark.parametrize(
+    "servers", [{"demo": demo_stdio(env={"DEMO_TWIN": "1"}), "other": demo_stdio()}]
+)
+async def test_a_tool_listed_twice_keeps_the_first_naming_the_server(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture, demo: McpServerSource
+) -> None:
+    said = [r.getMessage() for r in caplog.get_records("setup") if r.levelno == logging.ERROR]
+    assert "MCP server demo: tool 'add' is listed twice; the first one is kept" in said
+    (add,) = [a for a in demo.actions() if a.definition().name == "add"]
+    assert add.definition().description == "Add two integers."
+    assert demo.state == "running"
+    # the same tool names on another server are no clash: each has its own namespace
+    assert {"mcp__demo__add", "mcp__other__add"} <= set(runtime.registry.names())

@@ -233,7 +233,8 @@ class McpServerSource(ToolSource):
             await run_blocking(shutil.rmtree, etc, ignore_errors=True)
 
     async def _tools(self, session: ClientSession) -> list[McpTool]:
-        """Every tool the server lists now whose schema is a JSON Schema."""
+        """Every tool the server lists now whose schema is a JSON Schema; of a name
+        listed twice, the first (the second is logged, naming the server)."""
         found: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -243,7 +244,17 @@ class McpServerSource(ToolSource):
             cursor = page.next_cursor
             if not cursor:
                 break
-        return [McpTool(self, tool) for tool in found if checked_schema(self.server, tool)]
+        tools: dict[str, McpTool] = {}
+        for tool in found:
+            if tool.name in tools:
+                log.error(
+                    "MCP server %s: tool %r is listed twice; the first one is kept",
+                    self.server,
+                    tool.name,
+                )
+            elif checked_schema(self.server, tool):
+                tools[tool.name] = McpTool(self, tool)
+        return list(tools.values())
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
