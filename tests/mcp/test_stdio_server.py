@@ -335,3 +335,29 @@ async def test_a_tool_listed_twice_keeps_the_first_naming_the_server(
     assert demo.state == "running"
     # the same tool names on another server are no clash: each has its own namespace
     assert {"mcp__demo__add", "mcp__other__add"} <= set(runtime.registry.names())
+
+
+STUCK = "if [ -e once ]; then exec sleep 43217; else touch once; exit 3; fi"
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [{"stuck": McpServerConfig(command="/bin/sh", args=["-c", STUCK], start_timeout_secs=600)}],
+)
+async def test_stopping_a_server_being_tried_again_ends_its_process(
+    runtime: Runtime, sources: RunningToolSources
+) -> None:
+    assert "Connection closed; trying again in 1 s" in sources.failed["mcp__stuck"]
+    (stuck,) = sources.started
+    assert isinstance(stuck, McpServerSource)
+    async with asyncio.timeout(60):  # the second launch: alive, never answering initialize
+        while not any("sleep 43217" in line for line in _command_lines()):
+            await asyncio.sleep(0.05)
+    async with asyncio.timeout(60):  # a guard against a hang, not a measure
+        await sources.stop()
+    assert stuck.state == "stopped"
+    for _ in range(600):  # its process tree is being killed; gone within moments
+        if not any("sleep 43217" in line for line in _command_lines()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any("sleep 43217" in line for line in _command_lines())

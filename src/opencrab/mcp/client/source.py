@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any, Literal, TextIO, cast
 
+import anyio
 from mcp import ClientSession, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 State = Literal["starting", "running", "failed", "stopped"]
 MAX_BACKOFF_SECS = 60.0
 MAX_PAGES = 100  # tools/list pages read before the list is taken as it is
+STOP_SECS = 30.0  # the SDK bounds its own shutdown well within this
 
 
 class McpServerError(OpenCrabError):
@@ -70,6 +72,7 @@ class McpServerSource(ToolSource):
         self.sandbox: str | None = None  # "bwrap" or "none" for a stdio server once launched
         self.session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None  # what `stop` cancels (see `_end`)
         self._relist = asyncio.Event()
         self._stopping = False
         self._stderr = ""  # the end of it once the connection ended
@@ -90,6 +93,7 @@ class McpServerSource(ToolSource):
     async def start(self) -> None:
         """Connect and offer the tools; McpServerError when the first connection fails."""
         self._stopping = False
+        self._scope = None  # the new task's own, once it runs
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._keep(first), name=f"mcp server {self.server}")
         try:
@@ -110,16 +114,33 @@ class McpServerSource(ToolSource):
         task, self._task = self._task, None
         if task is not None:
             self._stopping = True  # a cancel the SDK's cleanup swallows still ends it
-            task.cancel()
+            # an anyio cancel, which the SDK's shielded shutdown of a stdio server
+            # (close stdin, wait, kill the tree) lets finish; a native task.cancel()
+            # could cut it short and leave its stdout reader waiting on a live process
+            if self._scope is not None:
+                self._scope.cancel()
+            else:
+                task.cancel()
             # waited for, not awaited: its end is not ours, and a cancel of the caller
             # still reaches the caller
-            await asyncio.wait({task})
+            await asyncio.wait({task}, timeout=STOP_SECS)
+            if not task.done():  # a last resort
+                log.error("MCP server %s: not stopped in %g s; cancelling", self.server, STOP_SECS)
+                task.cancel()
+                await asyncio.wait({task})
             if not task.cancelled() and task.exception() is not None:
                 log.error("MCP server %s: its task ended with %r", self.server, task.exception())
         self.session = None
 
     async def _keep(self, first: asyncio.Future[None]) -> None:
-        """Connect, serve, and connect again after a backoff whenever the connection ends."""
+        """Connect, serve, and connect again after a backoff whenever the connection ends,
+        until `stop` cancels the scope."""
+        with anyio.CancelScope() as self._scope:
+            await self._connections(first)
+        if not first.done():  # stopped before the first connection was made or failed
+            first.cancel()
+
+    async def _connections(self, first: asyncio.Future[None]) -> None:
         delay = 1.0
         while True:
             self.state = "starting"
