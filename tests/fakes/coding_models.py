@@ -48,10 +48,14 @@ class Text:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The model calls one tool (Claude Code: Write, Edit, Bash; Codex: exec_command)."""
+    """The model calls one tool (Claude Code: Write, Edit, Bash; Codex: exec_command).
+
+    `namespace` is the Responses API's tool namespace the tool is offered in (Codex
+    offers an MCP server's tools in `mcp__<server>`), sent with the call when set."""
 
     name: str
     arguments: dict[str, Any]
+    namespace: str | None = None
 
 
 Turn = Text | ToolCall
@@ -227,6 +231,8 @@ def responses_events(turn: Turn, model: str, number: int) -> list[SseEvent]:
             "arguments": arguments,
             "status": "completed",
         }
+        if turn.namespace:
+            done["namespace"] = turn.namespace
         added = {**done, "status": "in_progress", "arguments": ""}
         middle = [
             _event(

@@ -9,11 +9,14 @@ PORT` streamable HTTP on 127.0.0.1:PORT (path /mcp). Its tools:
 - reach(port): whether it can connect to 127.0.0.1:PORT (its box's network or ours);
 - environment(): the variables the server runs with;
 - authorization(): the Authorization header of the HTTP request that called it;
-- picture(): a caption and an image;
+- picture(): a caption, a real 2×2 PNG and a PDF embedded as a blob resource;
+  forged(): an "image/png" that is text, an SVG (no image a model is shown) and a
+  PNG over the 5 MiB an attachment may have;
 - grow(): adds a tool `extra` and announces notifications/tools/list_changed;
 - hang(): never answers; huge(): a 3 MB text; garble(): prints a line that is no
   JSON-RPC on stdout, then answers; crash(): the process exits at once;
-- broken: a tool whose input schema is no JSON Schema.
+- broken: a tool whose input schema is no JSON Schema;
+- with DEMO_TWIN=1 in its environment it lists `add` a second time (another text).
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import asyncio
 import base64
 import os
 import socket
+import struct
 import sys
+import zlib
+from typing import Any
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
@@ -97,13 +103,59 @@ async def hang() -> str:
     return "never"
 
 
+def red_png() -> bytes:
+    """A real 2×2 red PNG (signature, IHDR, IDAT, IEND)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+PDF = b"%PDF-1.4\n% a tiny document\n%%EOF\n"
+
+
 @server.tool()
 def picture() -> list[types.ContentBlock]:
-    """A caption and a 4-byte "PNG"."""
+    """A caption, a red PNG and a PDF."""
     return [
         types.TextContent(type="text", text="a red dot"),
         types.ImageContent(
-            type="image", data=base64.b64encode(b"\x89PNG").decode(), mime_type="image/png"
+            type="image", data=base64.b64encode(red_png()).decode(), mime_type="image/png"
+        ),
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="file:///report.pdf",
+                mime_type="application/pdf",
+                blob=base64.b64encode(PDF).decode(),
+            ),
+        ),
+    ]
+
+
+@server.tool()
+def forged() -> list[types.ContentBlock]:
+    """An "image/png" whose bytes are text, an SVG, and a PNG of more than 5 MiB."""
+    enormous = b"\x89PNG\r\n\x1a\n" + bytes(5 * 1024 * 1024)
+    return [
+        types.ImageContent(
+            type="image", data=base64.b64encode(b"<html>hi</html>").decode(), mime_type="image/png"
+        ),
+        types.ImageContent(
+            type="image", data=base64.b64encode(b"<svg/>").decode(), mime_type="image/svg+xml"
+        ),
+        types.ImageContent(
+            type="image", data=base64.b64encode(enormous).decode(), mime_type="image/png"
         ),
     ]
 
@@ -137,6 +189,16 @@ server._tool_manager.get_tool("broken").parameters = {
     "type": "object",
     "properties": {"x": {"type": "frobnicate"}},
 }
+
+if os.environ.get("DEMO_TWIN") == "1":
+    _listed = server._tool_manager.list_tools
+
+    def _with_twin() -> list[Any]:
+        tools = _listed()
+        (first,) = [t for t in tools if t.name == "add"]
+        return [*tools, first.model_copy(update={"description": "The twin of add."})]
+
+    server._tool_manager.list_tools = _with_twin  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -159,3 +159,38 @@ async def test_a_call_to_a_gone_http_server_fails_and_it_is_connected_again(
                 process.kill()
                 process.wait(timeout=30)
     assert web.state == "stopped"
+
+
+async def test_an_http_server_not_up_at_start_is_tried_again_until_it_is(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, http_port: int
+) -> None:
+    url = f"http://127.0.0.1:{http_port}/mcp"
+    runtime.settings.mcp = McpSection(
+        servers={"late": McpServerConfig(url=url, allow_private=True)}
+    )
+    sources = await start_tool_sources(runtime)
+    process = None
+    try:
+        reason = sources.failed["mcp__late"]
+        assert "MCP server 'late'" in reason
+        assert "trying again in 1 s" in reason
+        assert any("tool source mcp__late did not start yet" in n for n in runtime.notices)
+        (late,) = sources.started  # counted as started: stopping it ends the tries
+        assert isinstance(late, McpServerSource)
+        assert late.state in ("failed", "starting")
+        assert "mcp__late__add" not in runtime.registry
+
+        process = serve_demo(http_port)  # up now, after OpenCrab started
+        await offered_when(late, lambda: late.state == "running")
+        assert late.restarts >= 1
+        runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id("mcp__late__add")]))
+        script(scripted, calls(("mcp__late__add", {"a": 20, "b": 22})), speak("42"))
+        result = await runtime.chat(agent, "add")
+        assert json.loads(outcome(result, "mcp__late__add")[1])["text"] == "42"
+    finally:
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure
+            await sources.stop()
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=30)
+    assert late.state == "stopped"

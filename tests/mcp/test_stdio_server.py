@@ -5,6 +5,7 @@ its calls with errors naming it while the rest works; a crashed one is started a
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -14,11 +15,14 @@ import pytest
 
 from opencrab.actions.base import ToolSource
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
-from opencrab.config.mcp import McpServerConfig
+from opencrab.config.mcp import McpSection, McpServerConfig
 from opencrab.core.agent import Agent, AgentCreate, AgentUpdate
 from opencrab.core.runtime import Runtime
-from opencrab.core.tool_sources import RunningToolSources
+from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import offered_tools, tool_id
+from opencrab.core.workspace import Workspace
+from opencrab.llm.providers import anthropic_wire
+from opencrab.llm.types import ImagePart
 from opencrab.mcp.client import McpServerSource
 from opencrab.store.repositories import tools as tools_repo
 from tests.core.conftest import calls, speak
@@ -115,23 +119,29 @@ async def test_list_changed_offers_the_new_list(
     assert json.loads(said)["text"] == "extra!"
 
 
-@pytest.mark.parametrize("servers", [{"demo": demo_stdio(call_timeout_secs=1)}])
+@pytest.mark.parametrize(
+    "servers",
+    # the hang waits for its own server's short call timeout; the 3 MB answer of
+    # `huge` may take a loaded machine more than a second to make and read
+    [{"demo": demo_stdio(call_timeout_secs=60), "stuck": demo_stdio(call_timeout_secs=1)}],
+)
 async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
 ) -> None:
-    grant(runtime, agent, *(f"mcp__demo__{n}" for n in ("hang", "huge", "garble", "add", "crash")))
-    script(scripted, calls(("mcp__demo__hang", {})), speak("late"))
+    names = ("huge", "garble", "add", "crash")
+    grant(runtime, agent, "mcp__stuck__hang", *(f"mcp__demo__{n}" for n in names))
+    script(scripted, calls(("mcp__stuck__hang", {})), speak("late"))
     hung = await runtime.chat(agent, "hang")
-    success, said = outcome(hung, "mcp__demo__hang")
+    success, said = outcome(hung, "mcp__stuck__hang")
     assert not success
-    assert "MCP server 'demo' did not answer hang within 1 s" in said
-    assert "[mcp.servers.demo] call_timeout_secs" in said
+    assert "MCP server 'stuck' did not answer hang within 1 s" in said
+    assert "[mcp.servers.stuck] call_timeout_secs" in said
 
     script(scripted, calls(("mcp__demo__huge", {})), speak("big"))
     big = await runtime.chat(agent, "huge")
     success, said = outcome(big, "mcp__demo__huge")
     cap = runtime.settings.agent.max_event_bytes
-    assert success
+    assert success, said
     assert len(said.encode()) < cap + 1024  # capped like any record, not 3 MB
     assert json.loads(said)["cut"] == {"text": 3_000_000}
 
@@ -169,18 +179,63 @@ async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"
 
 
-async def test_an_image_is_described_and_the_text_kept(
+async def test_an_image_and_a_blob_become_attachments_the_model_is_shown(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
 ) -> None:
     grant(runtime, agent, "mcp__demo__picture")
     script(scripted, calls(("mcp__demo__picture", {})), speak("seen"))
     result = await runtime.chat(agent, "show me")
-    success, said = outcome(result, "mcp__demo__picture")
-    assert success
-    assert json.loads(said) == {
-        "text": "a red dot",
-        "content": [{"type": "image", "mime_type": "image/png", "bytes": 4}],
+    (done,) = [a for a in result.actions if a.name == "mcp__demo__picture"]
+    assert done.result.success
+    said = json.loads(done.result.output())
+    assert said["text"] == "a red dot"
+    image, pdf = said["content"]
+    workspace = Workspace.for_agent(runtime.settings, str(agent.id))
+    png = workspace.read_bytes(image["path"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert image == {"type": "image", "mime_type": "image/png", "bytes": len(png)} | {
+        "path": image["path"]
     }
+    assert image["path"].startswith("mcp/demo/picture-")
+    assert image["path"].endswith(".png")
+    assert pdf["uri"] == "file:///report.pdf"
+    assert pdf["path"].endswith(".pdf")
+    assert workspace.read_bytes(pdf["path"]).startswith(b"%PDF-1.4")
+    written = [e.path for e in done.result.side_effects if e.type == "file_written"]
+    assert written == [image["path"], pdf["path"]]
+
+    # the model's next request holds the tool result with the image beside its text …
+    (tool,) = [m for m in scripted.requests[1].messages if m.role == "tool"]
+    (shown,) = [p for p in tool.parts if isinstance(p, ImagePart)]
+    assert shown.data() == ("image/png", base64.b64encode(png).decode())
+    assert json.loads(tool.text) == said
+    # … which Anthropic's wire format sends as an image block inside the tool_result
+    _, turns = anthropic_wire.wire_messages(scripted.requests[1].messages)
+    (block,) = [b for t in turns for b in t["content"] if b["type"] == "tool_result"]
+    kinds = [part["type"] for part in block["content"]]
+    assert kinds == ["text", "image"]
+    assert block["content"][1]["source"]["media_type"] == "image/png"
+    # the recorded result keeps the description only, never the bytes
+    assert "base64" not in done.result.model_dump_json()
+
+
+async def test_an_image_whose_bytes_are_not_its_type_is_left_out_saying_why(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    grant(runtime, agent, "mcp__demo__forged")
+    script(scripted, calls(("mcp__demo__forged", {})), speak("refused"))
+    result = await runtime.chat(agent, "show me")
+    (done,) = [a for a in result.actions if a.name == "mcp__demo__forged"]
+    forged, svg, enormous = json.loads(done.result.output())["content"]
+    assert forged["error"] == "left out: its bytes are no image/png"
+    assert "path" not in forged
+    assert svg["error"].startswith("left out: image/svg+xml is no image type a model is shown")
+    assert enormous["error"] == f"left out: over {5 * 1024 * 1024} bytes"
+    assert enormous["bytes"] == 5 * 1024 * 1024 + 8
+    assert done.result.side_effects == []
+    assert done.result.images == []
+    workspace = Workspace.for_agent(runtime.settings, str(agent.id))
+    assert not workspace.exists("mcp/demo")
 
 
 async def test_stopping_the_sources_ends_the_servers_process(
@@ -229,3 +284,80 @@ async def test_a_server_that_never_answers_initialize_is_named_and_the_others_ru
     assert "[mcp.servers.mute] start_timeout_secs" in reason
     assert any("tool source mcp__mute did not start" in n for n in runtime.notices)
     assert "mcp__demo__add" in runtime.registry
+
+
+async def test_a_stdio_server_that_fails_at_start_is_tried_again_with_backoff(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, tmp_path: Path
+) -> None:
+    folder = tmp_path / "later"
+    folder.mkdir()
+    script_path = folder / "server.py"  # not there yet: the first launches exit at once
+    table = demo_stdio(call_timeout_secs=10)
+    table = table.model_copy(
+        update={"args": [str(script_path)], "read_paths": [*table.read_paths, str(folder)]}
+    )
+    runtime.settings.mcp = McpSection(servers={"later": table})
+    sources = await start_tool_sources(runtime)
+    try:
+        reason = sources.failed["mcp__later"]
+        assert "MCP server 'later'" in reason
+        assert "trying again in 1 s" in reason
+        assert "server.py" in reason  # Python's own complaint, from its stderr
+        (later,) = sources.started
+        assert isinstance(later, McpServerSource)
+        assert "mcp__later__add" not in runtime.registry
+
+        script_path.write_text(DEMO.read_text())
+        await offered_when(later, lambda: later.state == "running")
+        assert later.restarts >= 1
+        assert later.last_error is None
+        grant(runtime, agent, "mcp__later__add")
+        script(scripted, calls(("mcp__later__add", {"a": 3, "b": 4})), speak("seven"))
+        result = await runtime.chat(agent, "add")
+        assert json.loads(outcome(result, "mcp__later__add")[1])["text"] == "7"
+    finally:
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure
+            await sources.stop()
+    assert later.state == "stopped"
+    assert not any(str(script_path) in line for line in _command_lines())
+
+
+@pytest.mark.parametrize(
+    "servers", [{"demo": demo_stdio(env={"DEMO_TWIN": "1"}), "other": demo_stdio()}]
+)
+async def test_a_tool_listed_twice_keeps_the_first_naming_the_server(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture, demo: McpServerSource
+) -> None:
+    said = [r.getMessage() for r in caplog.get_records("setup") if r.levelno == logging.ERROR]
+    assert "MCP server demo: tool 'add' is listed twice; the first one is kept" in said
+    (add,) = [a for a in demo.actions() if a.definition().name == "add"]
+    assert add.definition().description == "Add two integers."
+    assert demo.state == "running"
+    # the same tool names on another server are no clash: each has its own namespace
+    assert {"mcp__demo__add", "mcp__other__add"} <= set(runtime.registry.names())
+
+
+STUCK = "if [ -e once ]; then exec sleep 43217; else touch once; exit 3; fi"
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [{"stuck": McpServerConfig(command="/bin/sh", args=["-c", STUCK], start_timeout_secs=600)}],
+)
+async def test_stopping_a_server_being_tried_again_ends_its_process(
+    runtime: Runtime, sources: RunningToolSources
+) -> None:
+    assert "Connection closed; trying again in 1 s" in sources.failed["mcp__stuck"]
+    (stuck,) = sources.started
+    assert isinstance(stuck, McpServerSource)
+    async with asyncio.timeout(60):  # the second launch: alive, never answering initialize
+        while not any("sleep 43217" in line for line in _command_lines()):
+            await asyncio.sleep(0.05)
+    async with asyncio.timeout(60):  # a guard against a hang, not a measure
+        await sources.stop()
+    assert stuck.state == "stopped"
+    for _ in range(600):  # its process tree is being killed; gone within moments
+        if not any("sleep 43217" in line for line in _command_lines()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any("sleep 43217" in line for line in _command_lines())

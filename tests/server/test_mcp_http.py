@@ -212,3 +212,68 @@ def test_mcp_needs_a_token_and_refuses_other_sites(served: ServedOpenCrab) -> No
     assert httpx.get(served.url + "/mcp", headers=other_site).status_code == 403
     rebound = {**accept, **served.headers, "Host": "evil.example"}
     assert httpx.post(served.url + "/mcp", json=hello, headers=rebound).status_code == 421
+
+
+def json_rpc(answer: httpx.Response) -> Any:
+    """The one JSON-RPC message of an answer, sent as JSON or as one SSE event."""
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        (data,) = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+        return json.loads(data)
+    return answer.json()
+
+
+def test_malformed_json_rpc_gets_json_rpc_errors_and_no_trace(served: ServedOpenCrab) -> None:
+    accept = {"Accept": "application/json, text/event-stream", **served.headers}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "hostile", "version": "1"},
+        },
+    }
+    with httpx.Client(base_url=served.url, headers=accept, timeout=60) as client:
+        opened = client.post("/mcp", json=hello)
+        assert opened.status_code == 200, opened.text
+        session = {"MCP-Protocol-Version": "2025-06-18"}
+        if "mcp-session-id" in opened.headers:
+            session["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert client.post("/mcp", json=ready, headers=session).status_code == 202
+
+        def sent(body: bytes | dict[str, Any] | list[Any]) -> httpx.Response:
+            if isinstance(body, bytes):
+                headers = {**session, "Content-Type": "application/json"}
+                return client.post("/mcp", content=body, headers=headers)
+            return client.post("/mcp", json=body, headers=session)
+
+        cases: list[tuple[bytes | dict[str, Any] | list[Any], int]] = [
+            (b"{not json", -32700),
+            (b"\xff\xfe\x00", -32700),
+            ({"hello": "there"}, -32600),
+            ({"jsonrpc": "1.0", "id": 2, "method": "ping"}, -32600),
+            ({"jsonrpc": "2.0", "id": 3, "method": "launch/rockets"}, -32601),
+            ({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": 5}}, -32602),
+            ({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "chat"}, -32600),
+        ]
+        for body, code in cases:
+            answer = sent(body)
+            assert "Traceback" not in answer.text
+            assert answer.status_code in (200, 400), (body, answer.status_code, answer.text)
+            error = json_rpc(answer)["error"]
+            assert error["code"] == code, (body, answer.text)
+            assert error["message"], answer.text
+            assert "pydantic" not in error["message"], answer.text
+            assert "there" not in error["message"]  # the value is never echoed
+        named = json_rpc(sent({"jsonrpc": "2.0", "id": 6, "method": 7}))["error"]["message"]
+        assert named == 'Invalid Request: "method" must be a string'
+        # the session still works after all that
+        ping = sent({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+        assert json_rpc(ping) == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        too_big = client.post(
+            "/mcp", content=b'{"x":"' + b"x" * (20 * 1024 * 1024) + b'"}', headers=session
+        )
+        assert too_big.status_code == 413
+        assert "Traceback" not in too_big.text

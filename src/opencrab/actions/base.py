@@ -88,6 +88,9 @@ class ActionResult(BaseModel):
     data: Any = None
     error: str | None = None
     side_effects: list[SideEffect] = Field(default_factory=list)
+    # images (data: URLs) shown to the model beside the output where its provider takes
+    # images in a tool result (Anthropic's tool_result); never recorded or sent elsewhere
+    images: list[str] = Field(default_factory=list, exclude=True, repr=False)
 
     @classmethod
     def ok(cls, data: Any = None, *effects: SideEffect) -> ActionResult:
@@ -201,6 +204,13 @@ SEPARATOR = "__"
 Listener = Callable[["ToolSource"], Awaitable[None]]
 
 
+class StillTrying(Exception):
+    """Raised by a ToolSource's `start` whose first connection failed while the source
+    keeps trying in the background (with backoff): it is named among the sources that
+    did not start and in the notices, yet counts as started, so `stop` ends its tries
+    (core/tool_sources.py); once connected it offers its tools as usual."""
+
+
 class ToolSource(ABC):
     """Actions from something that starts, stops and may change its list while it runs.
 
@@ -213,7 +223,8 @@ class ToolSource(ABC):
     (agent_tools), approval policies and permissions apply to a source's tools exactly
     as to the built-in actions. A source whose `start` raises is logged and offers
     nothing; the server runs on. `start` that fails must release what it took itself
-    (`stop` is not called then).
+    (`stop` is not called then), unless it raises StillTrying (it keeps trying, and
+    `stop` ends that).
 
     Example:
         class Clock(ToolSource):

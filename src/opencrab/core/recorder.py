@@ -67,7 +67,7 @@ from opencrab.events import (
     UserPayload,
 )
 from opencrab.llm.metrics import CallRecord, insert_records
-from opencrab.llm.types import ChatResponse, Message, ToolCall
+from opencrab.llm.types import ChatResponse, ImagePart, Message, TextPart, ToolCall
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import events as events_repo
@@ -631,9 +631,17 @@ def jsonable_arguments(call: ToolCall) -> Any:
 
 
 def tool_message(call: ToolCall, done: ActionDone) -> Message:
-    """The model's view of a call's result."""
+    """The model's view of a call's result (with its images, e.g. an MCP tool's, for a
+    provider that shows images in a tool result; the others read the text)."""
     output = clip_output(done.result.output())
-    return Message.tool(call.id, output, name=call.name, is_error=not done.result.success)
+    failed = not done.result.success
+    if not done.result.images:
+        return Message.tool(call.id, output, name=call.name, is_error=failed)
+    parts: list[TextPart | ImagePart] = [TextPart(text=output)]
+    parts += [ImagePart(url=url) for url in done.result.images]
+    return Message(
+        role="tool", content=list(parts), tool_call_id=call.id, name=call.name, is_error=failed
+    )
 
 
 def clip_output(text: str) -> str:

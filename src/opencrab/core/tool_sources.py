@@ -11,7 +11,10 @@ it can be granted. A tool that vanishes keeps its row and its grants: it is not
 callable (and not listed by `/api/tools`) until its source offers it again.
 
 A source that fails to start (or whose namespace clashes with another's) is logged,
-named among the runtime's notices and offers nothing; the others run.
+named among the runtime's notices and offers nothing; the others run. One whose start
+raises StillTrying (an MCP server not reachable yet) is named the same way but keeps
+trying in the background, offers its tools once it connects, and is stopped with the
+others.
 
 Example:
     sources = await start_tool_sources(runtime)
@@ -27,7 +30,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from opencrab.actions.base import ActionRegistry, ToolSource
+from opencrab.actions.base import ActionRegistry, StillTrying, ToolSource
 from opencrab.core.tools import sync_tools
 from opencrab.errors import ConfigError
 from opencrab.offload import run_blocking
@@ -130,6 +133,12 @@ async def _start(running: RunningToolSources, source: ToolSource, notices: list[
     source.subscribe(running.mirror)
     try:
         await source.start()
+    except StillTrying as exc:
+        log.warning("tool source %s did not start yet: %s", source.namespace, exc)
+        running.failed[source.namespace] = f"{exc}"
+        notices.append(f"tool source {source.namespace} did not start yet ({exc})")
+        running.started.append(source)  # its tries go on until it is stopped
+        return
     except Exception as exc:
         log.exception("tool source %s did not start; its tools are absent", source.namespace)
         reason = f"{type(exc).__name__}: {exc}"

@@ -329,9 +329,9 @@ class EmbeddedProvider(LlmProvider):
     def _wire_messages(self, messages: list[Message]) -> list[ChatCompletionRequestMessage]:
         wire: list[dict[str, Any]] = []
         for message in messages:
-            if any(isinstance(part, ImagePart) for part in message.parts):
+            if message.role != "tool" and any(isinstance(p, ImagePart) for p in message.parts):
                 raise self._bad_request("the embedded model has no vision")
-            text = message.text
+            text = message.text  # a tool result's images left out: it reads the text
             calls = [
                 f"[called {c.name}({arguments_json(c.arguments)})]" for c in message.tool_calls
             ]

@@ -105,7 +105,7 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     for message in messages:
         wire: dict[str, Any] = {"role": message.role, "content": message.text}
         images = [image_data(p) for p in message.parts if isinstance(p, ImagePart)]
-        if images:
+        if images and message.role != "tool":  # a tool result's images: its text only
             wire["images"] = images
         if message.tool_calls:
             names.update((call.id, call.name) for call in message.tool_calls)

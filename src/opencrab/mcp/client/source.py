@@ -1,9 +1,12 @@
 """One configured MCP server as a tool source (`mcp__<name>`), kept connected.
 
 `start` connects (launching a stdio server, opencrab.mcp.client.launch), initializes the
-session, lists the tools and offers them; it fails, naming the server (and what a stdio
-server last wrote to stderr), when the first connection fails or does not come up within
-`start_timeout_secs`. Then a task keeps the connection: a
+session, lists the tools and offers them. When the first connection fails or does not
+come up within `start_timeout_secs` it raises McpServerRetrying (a StillTrying), naming
+the server (and what a stdio server last wrote to stderr), and goes on trying with the
+backoff below: a server not up yet when OpenCrab starts offers its tools once it is; a
+table this machine cannot run at all (McpLaunchError: no bubblewrap, no token) fails
+for good. Then a task keeps the connection: a
 `notifications/tools/list_changed` lists the tools again and offers the new list; a line
 on a stdio server's stdout that is no JSON-RPC message is logged and skipped; a
 connection that ends (a stdio server that crashed or exited, an HTTP server gone, seen at
@@ -27,15 +30,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any, Literal, TextIO, cast
 
+import anyio
 from mcp import ClientSession, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from opencrab.actions.base import SEPARATOR, ToolSource
+from opencrab.actions.base import SEPARATOR, StillTrying, ToolSource
 from opencrab.config import Settings
 from opencrab.config.mcp import McpServerConfig
 from opencrab.errors import OpenCrabError
-from opencrab.mcp.client.launch import http_client, stdio_parameters
+from opencrab.mcp.client.launch import McpLaunchError, http_client, stdio_parameters
 from opencrab.mcp.client.tools import McpTool, checked_schema
 from opencrab.offload import run_blocking
 
@@ -44,10 +48,15 @@ log = logging.getLogger(__name__)
 State = Literal["starting", "running", "failed", "stopped"]
 MAX_BACKOFF_SECS = 60.0
 MAX_PAGES = 100  # tools/list pages read before the list is taken as it is
+STOP_SECS = 30.0  # the SDK bounds its own shutdown well within this
 
 
 class McpServerError(OpenCrabError):
     """An MCP server that cannot be reached or would not start."""
+
+
+class McpServerRetrying(McpServerError, StillTrying):
+    """An MCP server whose first connection failed; its source keeps trying."""
 
 
 class McpServerSource(ToolSource):
@@ -64,6 +73,7 @@ class McpServerSource(ToolSource):
         self.sandbox: str | None = None  # "bwrap" or "none" for a stdio server once launched
         self.session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None  # what `stop` cancels (see `_end`)
         self._relist = asyncio.Event()
         self._stopping = False
         self._stderr = ""  # the end of it once the connection ended
@@ -91,10 +101,13 @@ class McpServerSource(ToolSource):
     async def start(self) -> None:
         """Connect and offer the tools; McpServerError when the first connection fails."""
         self._stopping = False
+        self._scope = None  # the new task's own, once it runs
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._keep(first), name=f"mcp server {self.server}")
         try:
             await first
+        except McpServerRetrying:
+            raise  # its task goes on trying; `stop` ends it
         except BaseException:
             await self._end()
             raise
@@ -109,28 +122,48 @@ class McpServerSource(ToolSource):
         task, self._task = self._task, None
         if task is not None:
             self._stopping = True  # a cancel the SDK's cleanup swallows still ends it
-            task.cancel()
+            # an anyio cancel, which the SDK's shielded shutdown of a stdio server
+            # (close stdin, wait, kill the tree) lets finish; a native task.cancel()
+            # could cut it short and leave its stdout reader waiting on a live process
+            if self._scope is not None:
+                self._scope.cancel()
+            else:
+                task.cancel()
             # waited for, not awaited: its end is not ours, and a cancel of the caller
             # still reaches the caller
-            await asyncio.wait({task})
+            await asyncio.wait({task}, timeout=STOP_SECS)
+            if not task.done():  # a last resort
+                log.error("MCP server %s: not stopped in %g s; cancelling", self.server, STOP_SECS)
+                task.cancel()
+                await asyncio.wait({task})
             if not task.cancelled() and task.exception() is not None:
                 log.error("MCP server %s: its task ended with %r", self.server, task.exception())
         self.session = None
 
     async def _keep(self, first: asyncio.Future[None]) -> None:
-        """Connect, serve, and connect again after a backoff whenever the connection ends."""
+        """Connect, serve, and connect again after a backoff whenever the connection ends,
+        until `stop` cancels the scope."""
+        with anyio.CancelScope() as self._scope:
+            await self._connections(first)
+        if not first.done():  # stopped before the first connection was made or failed
+            first.cancel()
+
+    async def _connections(self, first: asyncio.Future[None]) -> None:
         delay = 1.0
         while True:
             self.state = "starting"
             began = time.monotonic()
+            for_good = False  # no try will do better: the table must change
             try:
                 error = await self._connect(first)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 error = _explain(exc)
+                for_good = isinstance(_unwrapped(exc), McpLaunchError)
                 if "AddressRefused" in error:
                     error += f", or set allow_private = true in [mcp.servers.{self.server}]"
+                    for_good = True
             self.session = None
             if self._stopping:
                 return
@@ -139,9 +172,16 @@ class McpServerSource(ToolSource):
                 self._stderr = ""
             self.state = "failed"
             self.last_error = error
-            if not first.done():
+            if not first.done() and for_good:
                 first.set_exception(McpServerError(f"MCP server {self.server!r}: {error}"))
                 return
+            if not first.done():
+                first.set_exception(
+                    McpServerRetrying(
+                        f"MCP server {self.server!r}: {error}; trying again in {delay:g} s, "
+                        f"then with backoff up to {MAX_BACKOFF_SECS:g} s"
+                    )
+                )
             log.warning("MCP server %s: %s; connecting again in %g s", self.server, error, delay)
             await self.offer([])
             if time.monotonic() - began > MAX_BACKOFF_SECS:
@@ -222,7 +262,8 @@ class McpServerSource(ToolSource):
             await run_blocking(shutil.rmtree, etc, ignore_errors=True)
 
     async def _tools(self, session: ClientSession) -> list[McpTool]:
-        """Every tool the server lists now whose schema is a JSON Schema."""
+        """Every tool the server lists now whose schema is a JSON Schema; of a name
+        listed twice, the first (the second is logged, naming the server)."""
         found: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -232,7 +273,17 @@ class McpServerSource(ToolSource):
             cursor = page.next_cursor
             if not cursor:
                 break
-        return [McpTool(self, tool) for tool in found if checked_schema(self.server, tool)]
+        tools: dict[str, McpTool] = {}
+        for tool in found:
+            if tool.name in tools:
+                log.error(
+                    "MCP server %s: tool %r is listed twice; the first one is kept",
+                    self.server,
+                    tool.name,
+                )
+            elif checked_schema(self.server, tool):
+                tools[tool.name] = McpTool(self, tool)
+        return list(tools.values())
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -289,8 +340,14 @@ def _tail(errlog: IO[bytes], limit: int = 500) -> str:
     return " ".join(errlog.read().decode("utf-8", "replace").split())
 
 
-def _explain(exc: BaseException) -> str:
-    """An exception (or an SDK exception group) as one line."""
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The one exception an SDK exception group (of groups) of one holds."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _explain(exc: BaseException) -> str:
+    """An exception (or an SDK exception group) as one line."""
+    exc = _unwrapped(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -2,9 +2,15 @@
 
 The tool's input JSON Schema is the action's `parameters` (a schema that is no JSON
 Schema leaves the tool out, logged with the server's and the tool's name). A result's
-text blocks become the action's `text`, its structuredContent is kept as `structured`,
-images, audio and resources are described (kind, MIME type, size, URI): the model reads
-text only. A result with `isError` is a failed ActionResult. What the model gets is
+text blocks become the action's `text`, its structuredContent is kept as `structured`.
+An image, and a resource embedded as bytes (a blob), becomes an attachment: stored in
+the agent's workspace as `mcp/<server>/<tool>-<id>.<ext>` (a file_written side effect)
+and named in `content` with its path, MIME type and size; at most
+MAX_ATTACHMENT_BYTES each, an image only as PNG, JPEG, GIF or WebP whose bytes are
+what its MIME type says (else left out, saying why). The model is shown a stored image
+where its provider takes images in a tool result (ActionResult.images); audio, links
+and text resources are described (kind, MIME type, size, URI, the text's start).
+A result with `isError` is a failed ActionResult. What the model gets is
 capped like any recorded text (`[agent] max_event_bytes`, opencrab.core.record_cap).
 A call not answered within the table's `call_timeout_secs` fails, naming the server and
 that key. `read_only` follows the tool's annotations (readOnlyHint and not
@@ -18,17 +24,33 @@ import base64
 import binascii
 import json
 import logging
+import mimetypes
+import re
+import uuid
 from typing import Any, Protocol
 
 import jsonschema
 from mcp import ClientSession, types
 
-from opencrab.actions.base import Action, ActionContext, ActionResult
+from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.config.mcp import McpServerConfig
 from opencrab.core.record_cap import cut_text
+from opencrab.core.workspace import Workspace
+from opencrab.errors import WorkspaceError
 from opencrab.llm.types import ToolDefinition
+from opencrab.offload import run_blocking
 
 log = logging.getLogger(__name__)
+
+MAX_ATTACHMENT_BYTES = 5 * 1024 * 1024  # Anthropic's own limit for one image
+MAX_ATTACHMENTS = 20  # per result; more are described, not stored
+# the image types a model is shown, each with how its bytes begin and its extension
+IMAGE_TYPES: dict[str, tuple[tuple[bytes, ...], str]] = {
+    "image/png": ((b"\x89PNG\r\n\x1a\n",), ".png"),
+    "image/jpeg": ((b"\xff\xd8\xff",), ".jpg"),
+    "image/gif": ((b"GIF87a", b"GIF89a"), ".gif"),
+    "image/webp": ((b"RIFF",), ".webp"),  # and WEBP at offset 8, checked below
+}
 
 
 class Server(Protocol):
@@ -70,10 +92,14 @@ class McpTool(Action):
         return ToolDefinition(name=self.tool_name, description=self.text, parameters=self.schema)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        return await self.call(args, ctx.settings.agent.max_event_bytes)
+        return await self.call(args, ctx.settings.agent.max_event_bytes, ctx.workspace)
 
-    async def call(self, args: dict[str, Any], max_bytes: int) -> ActionResult:
-        """Call the tool with checked `args`; its result capped at `max_bytes` of text."""
+    async def call(
+        self, args: dict[str, Any], max_bytes: int, workspace: Workspace | None = None
+    ) -> ActionResult:
+        """Call the tool with checked `args`; its result capped at `max_bytes` of text, its
+        images and blobs stored in `workspace` (described only without one: the MCP page's
+        test call)."""
         server = self.source.server
         timeout = self.source.config.call_timeout_secs
         session = self.source.session
@@ -95,7 +121,10 @@ class McpTool(Action):
             return ActionResult.fail(
                 f"MCP server {server!r}: calling {self.tool_name} failed: {message}"
             )
-        return tool_result(server, self.tool_name, result, max_bytes)
+        if workspace is None or all(isinstance(b, types.TextContent) for b in result.content):
+            return tool_result(server, self.tool_name, result, max_bytes)
+        keeper = Attachments(workspace, server, self.tool_name)
+        return await run_blocking(tool_result, server, self.tool_name, result, max_bytes, keeper)
 
 
 def _late(server: str, tool: str, timeout: float) -> str:
@@ -122,14 +151,22 @@ def checked_schema(server: str, tool: types.Tool) -> bool:
 
 
 def tool_result(
-    server: str, tool: str, result: types.CallToolResult, max_bytes: int
+    server: str,
+    tool: str,
+    result: types.CallToolResult,
+    max_bytes: int,
+    keeper: Attachments | None = None,
 ) -> ActionResult:
-    """The ActionResult of one tools/call result (see the module docstring)."""
+    """The ActionResult of one tools/call result (see the module docstring); without a
+    `keeper` (no workspace) images and blobs are described, not stored. Blocking when
+    `keeper` stores something."""
     texts: list[str] = []
     others: list[dict[str, Any]] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             texts.append(block.text)
+        elif keeper is not None and _bytes_of(block) is not None:
+            others.append(keeper.keep(block))
         else:
             others.append(_described(block))
     data: dict[str, Any] = {}
@@ -146,14 +183,94 @@ def tool_result(
             data["structured_cut"] = f"structuredContent of {len(encoded.encode())} bytes left out"
     if others:
         data["content"] = others[:50]
+    effects = keeper.effects if keeper is not None else []
+    images = keeper.images if keeper is not None else []
     if result.is_error:
         reason = text or "no message"
         return ActionResult(
             success=False,
             data=data,
             error=f"MCP server {server!r}: {tool} reported an error: {reason[:2000]}",
+            side_effects=effects,
         )
-    return ActionResult.ok(data)
+    return ActionResult(success=True, data=data, side_effects=effects, images=images)
+
+
+def _bytes_of(block: Any) -> tuple[str, str] | None:
+    """(MIME type, base64 data) of an image or an embedded blob resource, else None."""
+    if isinstance(block, types.ImageContent):
+        return block.mime_type, block.data
+    if isinstance(block, types.EmbeddedResource) and isinstance(
+        block.resource, types.BlobResourceContents
+    ):
+        return block.resource.mime_type or "application/octet-stream", block.resource.blob
+    return None
+
+
+class Attachments:
+    """Stores one result's images and blobs in the agent's workspace (see the module
+    docstring); `effects` are the files written, `images` the data URLs to show."""
+
+    def __init__(self, workspace: Workspace, server: str, tool: str) -> None:
+        self.workspace = workspace
+        self.folder = f"mcp/{_safe(server)}"
+        self.stem = _safe(tool)
+        self.effects: list[SideEffect] = []
+        self.images: list[str] = []
+
+    def keep(self, block: Any) -> dict[str, Any]:
+        """What the model reads of `block`: where it was stored, or why it was not."""
+        found = _bytes_of(block)
+        assert found is not None
+        mime, encoded = found
+        mime = mime.split(";")[0].strip().lower()
+        image = isinstance(block, types.ImageContent) or mime.startswith("image/")
+        described: dict[str, Any] = {"type": "image" if image else "resource", "mime_type": mime}
+        if isinstance(block, types.EmbeddedResource):
+            described["uri"] = str(block.resource.uri)
+        if len(encoded) > MAX_ATTACHMENT_BYTES * 4 // 3 + 4:  # judged before decoding
+            described["bytes"] = len(encoded.rstrip("=")) * 3 // 4
+            return described | {"error": f"left out: over {MAX_ATTACHMENT_BYTES} bytes"}
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            return described | {"error": "left out: its data is not base64"}
+        described["bytes"] = len(raw)
+        if len(raw) > MAX_ATTACHMENT_BYTES:
+            return described | {"error": f"left out: over {MAX_ATTACHMENT_BYTES} bytes"}
+        if len(self.effects) >= MAX_ATTACHMENTS:
+            return described | {"error": f"left out: over {MAX_ATTACHMENTS} attachments"}
+        if image:
+            problem = _image_problem(mime, raw)
+            if problem:
+                return described | {"error": f"left out: {problem}"}
+            extension = IMAGE_TYPES[mime][1]
+        else:
+            extension = mimetypes.guess_extension(mime) or ".bin"
+        path = f"{self.folder}/{self.stem}-{uuid.uuid4().hex[:12]}{extension}"
+        try:
+            self.workspace.write(path, raw)
+        except WorkspaceError as exc:  # the quota, most likely
+            return described | {"error": f"left out: {exc}"}
+        self.effects.append(SideEffect(type="file_written", path=path))
+        if image:
+            self.images.append(f"data:{mime};base64,{base64.b64encode(raw).decode()}")
+        return described | {"path": path}
+
+
+def _image_problem(mime: str, raw: bytes) -> str | None:
+    """Why `raw` is not shown as an image of type `mime` (None when it is one)."""
+    if mime not in IMAGE_TYPES:
+        return f"{mime} is no image type a model is shown ({', '.join(IMAGE_TYPES)})"
+    starts, _ = IMAGE_TYPES[mime]
+    if not raw.startswith(starts) or (mime == "image/webp" and raw[8:12] != b"WEBP"):
+        return f"its bytes are no {mime}"
+    return None
+
+
+def _safe(name: str) -> str:
+    """A server's or tool's name as one safe file-name part."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".")[:64] or "tool"
 
 
 def _described(block: Any) -> dict[str, Any]:
