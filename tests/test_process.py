@@ -101,6 +101,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
         "approval-follow-ups",
         "discussions",
         "agent-mode",
+        "memory-index",
     ]
     for role in Role:
         runs = services_of(role)
