@@ -181,8 +181,10 @@ async def _chat_gateways(process: Process) -> Stop:
     return lambda: stop_chat_gateways(chats)
 
 
-async def _memory_index(process: Process) -> Stop:
+async def _memory_index(process: Process) -> Stop | None:
     runtime = process.runtime
+    if not runtime.settings.agent.memory_embedding:
+        return None
     indexer = process.memory_index = start_memory_index(
         runtime.db, runtime.settings, runtime.router.providers, runtime.leases
     )

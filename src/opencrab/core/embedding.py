@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -146,17 +147,16 @@ class OpenAICompatibleEmbedder:
         model: str,
         *,
         api_key: str | None = None,
-        hooks: Mapping[str, list[Any]] | None = None,
         batch: int = 64,
+        max_reply_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.name = name
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.batch = batch
+        self.max_reply_bytes = max_reply_bytes
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            timeout=HTTP_TIMEOUT_SECS, headers=headers, event_hooks=dict(hooks or {})
-        )
+        self._client = httpx.Client(timeout=HTTP_TIMEOUT_SECS, headers=headers)
 
     def _embed(self, texts: Sequence[str]) -> Matrix:
         import numpy as np
@@ -170,16 +170,28 @@ class OpenAICompatibleEmbedder:
         return _normalised(rows)
 
     def _call(self, texts: list[str]) -> list[list[float]]:
+        body = {"model": self.model, "input": texts}
+        chunks: list[bytes] = []
         try:
-            response = self._client.post(self.url, json={"model": self.model, "input": texts})
+            with self._client.stream("POST", self.url, json=body) as response:
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.max_reply_bytes:
+                        raise EmbedderUnavailable(
+                            f"{self.name}: {self.url} sent more than {self.max_reply_bytes} bytes"
+                        )
+                    chunks.append(chunk)
         except httpx.HTTPError as exc:
             raise EmbedderUnavailable(f"{self.name}: cannot reach {self.url}: {exc}") from exc
+        raw = b"".join(chunks)
         if response.status_code != 200:
+            text = raw[:300].decode("utf-8", "replace")
             raise EmbedderUnavailable(
-                f"{self.name}: HTTP {response.status_code} from {self.url}: {response.text[:300]}"
+                f"{self.name}: HTTP {response.status_code} from {self.url}: {text}"
             )
         try:
-            data = response.json()["data"]
+            data = json.loads(raw)["data"]
             ordered = sorted(data, key=lambda item: int(item["index"]))
             vectors = [[float(x) for x in item["embedding"]] for item in ordered]
         except (ValueError, KeyError, TypeError) as exc:
@@ -250,7 +262,11 @@ def endpoint_embedder(ref: ModelRef, providers: Mapping[str, LlmProvider]) -> Em
             "or the packaged embedder)"
         )
     return OpenAICompatibleEmbedder(
-        embedder_name(ref), base, ref.model, api_key=key or None, hooks=provider.http_hooks()
+        embedder_name(ref),
+        base,
+        ref.model,
+        api_key=key or None,
+        max_reply_bytes=provider.max_reply_bytes,
     )
 
 

@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -248,23 +248,14 @@ class MemoryManager:
     def _fused(
         self, lexical: list[SearchResult], vector: list[tuple[int, float]], limit: int
     ) -> list[SearchResult]:
-        scores: dict[int, float] = {}
-        legs: dict[int, list[Leg]] = {}
-        for rank, hit in enumerate(lexical, start=1):
-            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
-            legs.setdefault(hit.id, []).append("lexical")
-        for rank, (log_id, _) in enumerate(vector, start=1):
-            scores[log_id] = scores.get(log_id, 0.0) + 1.0 / (RRF_K + rank)
-            legs.setdefault(log_id, []).append("vector")
-        best = sorted(scores, key=lambda i: (-scores[i], -i))[:limit]
+        ranked = fuse({"lexical": [h.id for h in lexical], "vector": [i for i, _ in vector]})
+        best = ranked[:limit]
         known: dict[int, StoredLog] = {hit.id: hit for hit in lexical}
-        missing = [i for i in best if i not in known]
+        missing = [i for i, _, _ in best if i not in known]
         known.update(repo.logs_by_ids(self.db, self.agent_id, missing))
         return [
-            SearchResult(
-                **known[i].model_dump(exclude={"score", "legs"}), score=scores[i], legs=legs[i]
-            )
-            for i in best
+            SearchResult(**known[i].model_dump(exclude={"score", "legs"}), score=score, legs=legs)
+            for i, score, legs in best
             if i in known
         ]
 
@@ -338,6 +329,22 @@ class MemoryManager:
         if len(text) > MAX_CONTEXT_CHARS:
             text = text[: MAX_CONTEXT_CHARS - 1] + "…"
         return text
+
+
+def fuse(
+    ranked: Mapping[Leg, Sequence[int]], k: float = RRF_K
+) -> list[tuple[int, float, list[Leg]]]:
+    """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the legs
+    that ranked it (rank 1 = best); returns (id, score, legs), best first (ties: newer
+    line first)."""
+    scores: dict[int, float] = {}
+    legs: dict[int, list[Leg]] = {}
+    for leg, ids in ranked.items():
+        for rank, line in enumerate(ids, start=1):
+            scores[line] = scores.get(line, 0.0) + 1.0 / (k + rank)
+            legs.setdefault(line, []).append(leg)
+    order = sorted(scores, key=lambda i: (-scores[i], -i))
+    return [(i, scores[i], legs[i]) for i in order]
 
 
 def search_terms(query: str) -> list[str]:
