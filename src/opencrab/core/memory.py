@@ -242,9 +242,8 @@ class MemoryManager:
         found = VECTORS.search(self.db, self.agent_id, state.model, query, limit=depth, only=only)
         if not found:
             return None, "lexical only: this agent's memory has no vectors yet"
-        embedded = vectors_repo.count_embedded(self.db, self.agent_id, state.model)
-        total = vectors_repo.count_lines(self.db, self.agent_id)
-        note = f"hybrid: lexical + vector ({state.model}, {embedded} of {total} lines embedded)"
+        embedded = VECTORS.held(self.db, self.agent_id, state.model)
+        note = f"hybrid: lexical + vector ({state.model}, {embedded} lines embedded)"
         return found, note
 
     def _fused(

@@ -3,9 +3,9 @@
 Vectors live in `memory_embeddings` (store/repositories/memory_vectors.py); this module
 keeps, per process, one float32 matrix per (database, agent, embedder) and reads only
 the rows stored since its last read (`seq` grows with each insert). When the number of
-stored vectors is not what the matrix holds plus what is new (lines were deleted), the
-matrix is read again whole. A search is one matrix-vector product: at 100,000 lines of
-384 dimensions that is a few milliseconds (bench/memory_search.py).
+stored vectors is not what the matrix holds (lines were deleted; counted at most every
+RECOUNT_SECS), the matrix is read again whole. A search is one matrix-vector product:
+at 100,000 lines of 384 dimensions a few milliseconds (bench/memory_search.py).
 
 Why not sqlite-vec or pgvector: the CPython builds this project runs on often lack
 `sqlite3.enable_load_extension` (so sqlite-vec cannot load), and pgvector is not packaged
@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,9 +32,16 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
+RECOUNT_SECS = 10.0
+"""How often a matrix checks that no stored vector went (deleted lines): a deleted line
+in between only takes a place among the candidates; its row is not found, so it is never
+shown."""
+
+
 @dataclass
 class _Matrix:
     seq: int = 0  # the highest seq read
+    counted_at: float = float("-inf")  # (monotonic) when the stored vectors were last counted
     ids: Any = None  # int64 log ids, one per row
     rows: Any = None  # float32 (n, dim)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,9 +82,12 @@ class VectorIndex:
                 matrix.ids = np.concatenate([matrix.ids, ids])
                 matrix.rows = np.concatenate([matrix.rows, rows])
             matrix.seq = new[-1][0]
-        if held and repo.count_embedded(db, agent_id, model) != len(matrix.ids):
-            matrix.seq, matrix.ids, matrix.rows = 0, None, None  # lines were deleted
-            self._refresh(db, agent_id, model, matrix)
+        now = time.monotonic()
+        if held and now - matrix.counted_at >= RECOUNT_SECS:
+            matrix.counted_at = now
+            if repo.count_embedded(db, agent_id, model) != len(matrix.ids):
+                matrix.seq, matrix.ids, matrix.rows = 0, None, None  # lines were deleted
+                self._refresh(db, agent_id, model, matrix)
 
     def search(
         self,
@@ -106,6 +117,11 @@ class VectorIndex:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top])]
         return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def held(self, db: Database, agent_id: str, model: str) -> int:
+        """How many vectors the agent's matrix held at its last refresh."""
+        matrix = self._matrix(db, agent_id, model)
+        return 0 if matrix.ids is None else len(matrix.ids)
 
     def forget(self, db: Database) -> None:
         """Drop every matrix of `db` (it was closed)."""

@@ -308,10 +308,13 @@ def logs_by_ids(db: Database, agent_id: str, ids: Sequence[int]) -> dict[int, St
     """The agent's lines among `ids`, by id (a line deleted meanwhile is left out)."""
     if not ids:
         return {}
-    m = memory_sessions.c
+    # by primary key alone: with the agent in the WHERE clause SQLite walks the agent's
+    # index (every line of the agent) instead; the agent is checked on the rows found
     with db.read() as conn:
-        query = sa.select(memory_sessions).where(m.id.in_(list(ids)), m.agent_id == agent_id)
-        return {int(row.id): _stored(row) for row in conn.execute(query)}
+        query = sa.select(memory_sessions).where(memory_sessions.c.id.in_(list(ids)))
+        return {
+            int(row.id): _stored(row) for row in conn.execute(query) if row.agent_id == agent_id
+        }
 
 
 def index_pending(db: Database) -> int:

@@ -79,9 +79,12 @@ def save_vectors(
         return 0
     m, e = memory_sessions.c, memory_embeddings.c
     ids = [log_id for log_id, _ in vectors]
+    # by primary key alone (with the agent in the WHERE clause SQLite would walk the
+    # agent's index); the agent is checked on the rows found
     live = {
-        int(r[0])
-        for r in conn.execute(sa.select(m.id).where(m.id.in_(ids), m.agent_id == agent_id))
+        int(r.id)
+        for r in conn.execute(sa.select(m.id, m.agent_id).where(m.id.in_(ids)))
+        if r.agent_id == agent_id
     }
     embedded = sa.select(e.log_id).where(e.log_id.in_(ids), e.model == model)
     done = {int(r[0]) for r in conn.execute(embedded)}
