@@ -53,7 +53,6 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     "POST /v1/chat/completions": CHAT,
     "POST /api/agents/{id}/preview": CHAT,
     "POST /api/agents/{id}/memory/search": READ,  # a search with a body, changes nothing
-    "GET /api/agents/{id}/memory/index": READ,
     # changing state
     "POST /api/approvals/{id}/approve": OPERATE,
     "POST /api/approvals/{id}/deny": OPERATE,
