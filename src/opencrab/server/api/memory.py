@@ -2,7 +2,9 @@
 
 Curated memory is what the agent keeps in its prompt (read, add, edit, delete here);
 session logs are everything said and done, searchable in full text (every word of the
-query must match; words are literal, never FTS syntax); impressions are what the agent
+query must match; words are literal, never FTS syntax) fused with a search by meaning
+once the lines are embedded (core/memory.py; `…/memory/index` shows how far the
+background embedding is); impressions are what the agent
 thinks of the others it met, one per session and person (written by its
 `update_impression` action, read here). The export of all of it is in memory_export.py.
 """
@@ -174,7 +176,9 @@ def search_memory(
     found = _memory(request, agent.id).search_detail(
         body.query, limit=body.limit, session_id=body.session_id, log_types=body.log_types
     )
-    response.headers["X-Memory-Search"] = found.note.encode("ascii", "replace").decode()
+    # printable ASCII only: a model name from the config must not break the header
+    note = "".join(c if 32 <= ord(c) < 127 else "?" for c in found.note)
+    response.headers["X-Memory-Search"] = note
     return found.hits
 
 
