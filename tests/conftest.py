@@ -64,12 +64,16 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test gets its own data directory, no OPENCRAB_* settings and no provider keys."""
+    """Each test gets its own data directory, no provider keys and no OPENCRAB_* settings
+    but one: no background memory embedding."""
     for name in list(os.environ):
         if name.startswith("OPENCRAB_") or name in PROVIDER_KEYS:
             monkeypatch.delenv(name)
     home = tmp_path / "data"
     monkeypatch.setenv("OPENCRAB_HOME", str(home))
+    # no background embedding of memory (a model load and CPU in every served process,
+    # and searches that turn hybrid at a moment of its choosing); tests of it turn it on
+    monkeypatch.setenv("OPENCRAB_AGENT__MEMORY_EMBEDDING", "false")
     monkeypatch.chdir(tmp_path)
     return home
 

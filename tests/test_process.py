@@ -13,7 +13,7 @@ import pytest
 
 from opencrab.cli.up import serve_without_http
 from opencrab.cli.worker import run_worker
-from opencrab.config import Settings
+from opencrab.config import Settings, load_settings
 from opencrab.process import SERVICES, Role, running, services_of
 from opencrab.server.app import create_app
 from opencrab.store import Database
@@ -78,8 +78,10 @@ async def run_until_started(
     ids=["up", "headless-up", "worker"],
 )
 async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
-    entry: Entry, role: Role, settings: Settings, caplog: pytest.LogCaptureFixture
+    entry: Entry, role: Role, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("OPENCRAB_AGENT__MEMORY_EMBEDDING", "true")  # every service runs
+    settings = load_settings()
     caplog.set_level(logging.INFO, logger="opencrab.process")
     line = await run_until_started(entry, settings, caplog)
     expected = [service.name for service in SERVICES if role in service.roles]
@@ -101,6 +103,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
         "approval-follow-ups",
         "discussions",
         "agent-mode",
+        "memory-index",
     ]
     for role in Role:
         runs = services_of(role)

@@ -42,6 +42,7 @@ from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.auth import TokenStore
 from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.heartbeat import DEFAULT_REFRESH_SECS, HeartbeatService, start_heartbeats
+from opencrab.core.memory_index import MemoryIndexer, start_memory_index
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import start_tool_sources
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
@@ -88,6 +89,7 @@ class Process:
     agent_mode: AgentModeRunner | None = None
     token_watch: TokenWatch | None = None
     mcp: StoredMcpServers | None = None  # the MCP servers added in the dashboard, running here
+    memory_index: MemoryIndexer | None = None
 
     @property
     def claim_secs(self) -> float:
@@ -194,6 +196,16 @@ async def _chat_gateways(process: Process) -> Stop:
     return lambda: stop_chat_gateways(chats)
 
 
+async def _memory_index(process: Process) -> Stop | None:
+    runtime = process.runtime
+    if not runtime.settings.agent.memory_embedding:
+        return None
+    indexer = process.memory_index = start_memory_index(
+        runtime.db, runtime.settings, runtime.router.providers, runtime.leases
+    )
+    return indexer.stop
+
+
 async def _token_watch(process: Process) -> Stop:
     watch = process.token_watch = TokenWatch(TokenStore(process.runtime.db))
     watching = asyncio.create_task(watch.run(), name="token-watch")
@@ -223,6 +235,7 @@ SERVICES: tuple[Service, ...] = (
     Service("approval-follow-ups", EVERY, _approval_follow_ups),
     Service("discussions", EVERY, _discussions),
     Service("agent-mode", EVERY, _agent_mode),
+    Service("memory-index", EVERY, _memory_index),  # embeds log lines, off the turn's path
     Service("chat-gateways", UP, _chat_gateways),
     Service("token-watch", HTTP, _token_watch),
 )

@@ -479,3 +479,26 @@ def test_chat_runs_the_plugins_tool_sources_around_its_turn(
     assert counted["name"] == "shelf__count"
     assert not counted["success"]  # offered by the source, but not granted to aki
     assert "you may not call 'shelf__count'" in json.dumps(counted)
+
+
+def test_memory_index_shows_and_does_the_embedding(openai_fake: FakeLlmServer) -> None:
+    ok("agent", "create", "--name", "neko")
+    openai_fake.reply(CHAT, Reply(json=completion({"content": "Noted, Tama it is."})))
+    ok("chat", "neko", "-m", "my cat is called Tama", "--json")
+    before = json.loads(ok("memory", "index", "neko", "--json"))
+    assert before["model"] == "opencrab/multilingual-e5-small"
+    assert before["embedded"] == 0
+    assert before["total"] >= 2
+    lexical = ok("memory", "search", "neko", "what pet do I have")
+    assert "lexical only: this agent's memory has no vectors yet" in lexical
+
+    code, out, err = run("memory", "index", "neko", "--now")
+    assert code == 0, err
+    total = before["total"]
+    assert out.strip() == f"embedded {total} of {total} with opencrab/multilingual-e5-small"
+    hits = json.loads(ok("memory", "search", "neko", "what pet do I have", "--json"))
+    assert hits[0]["content"] == "my cat is called Tama"
+    assert hits[0]["legs"] == ["vector"]
+    shown = ok("memory", "search", "neko", "what pet do I have")
+    assert "hybrid: lexical + vector" in shown
+    assert "vector" in shown

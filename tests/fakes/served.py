@@ -140,6 +140,10 @@ class ServedOpenCrab:
             OPENCRAB_DASHBOARD__PORT=str(self.port),  # no second port unless a test asks
             # imports over the API read the test's folders, never ~/.codex or ~/.claude
             OPENCRAB_IMPORTS__ROOTS=json.dumps([str(data_dir.parent)]),
+            # background memory embedding as the test has it (tests/conftest.py: off)
+            OPENCRAB_AGENT__MEMORY_EMBEDDING=os.environ.get(
+                "OPENCRAB_AGENT__MEMORY_EMBEDDING", "false"
+            ),
         )
         self.env.update(env or {})
         self.args = args

@@ -199,8 +199,12 @@ def test_a_failing_server_shows_its_error_and_the_others_run(client: LocalClient
     )
     assert made.status_code == 201, made.text
     view = made.json()
-    assert view["state"] == "failed"
-    assert view["lastError"]
+    # a command missing now may appear later (an install still running): tried again
+    assert view["state"] in ("starting", "restarting")
+    while (view := client.get("/api/mcp/servers/broken").json())["lastError"] is None:
+        time.sleep(0.2)
+    assert view["state"] == "restarting"
+    assert "/nonexistent/mcp-server" in view["lastError"]
     assert view["tools"] == []
     demo = client.get("/api/mcp/servers/demo").json()
     assert demo["state"] == "running"

@@ -177,14 +177,18 @@ class SearchMyHistory(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        results = ctx.memory.search(
-            args["query"], limit=args.get("limit", 10), session_id=args.get("session_id")
+        found = await run_blocking(
+            ctx.memory.search_detail,
+            args["query"],
+            limit=args.get("limit", 10),
+            session_id=args.get("session_id"),
         )
         return ActionResult.ok(
             {
                 "query": args["query"],
-                "count": len(results),
-                "results": [r.model_dump(mode="json") for r in results],
+                "count": len(found.hits),
+                "search": found.note,  # hybrid (both legs) or lexical only, and why
+                "results": [r.model_dump(mode="json") for r in found.hits],
             }
         )
 

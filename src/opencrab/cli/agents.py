@@ -6,6 +6,7 @@ opencrab chat AGENT                      interactive, streaming; Ctrl-C stops a 
                                          /quit or a second Ctrl-C leaves
 opencrab chat AGENT -m TEXT [--json]     one turn
 opencrab memory search AGENT QUERY [--json]
+opencrab memory index AGENT [--now] [--json]   embedded N of M lines with <model>
 opencrab skills list AGENT [--json]
 opencrab workspace ls AGENT [PATH]
 opencrab heartbeat tick AGENT [--json]
@@ -54,7 +55,9 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
     from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
-memory_app = typer.Typer(help="Search an agent's memory.", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Search an agent's memory; see how far it is embedded.", no_args_is_help=True
+)
 skills_app = typer.Typer(help="List an agent's skills.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Browse an agent's workspace.", no_args_is_help=True)
 heartbeat_app = typer.Typer(help="Run an agent's heartbeat by hand.", no_args_is_help=True)
@@ -468,27 +471,64 @@ def memory_search(
     data_dir: DataDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Search the agent's session logs (FTS5, bm25 ranking)."""
+    """Search the agent's session logs: full text (every word) fused with meaning
+    (once the lines are embedded); each hit says which leg found it."""
     from opencrab.core.memory import MemoryManager
 
     with _agents(config, data_dir) as store:
         found = store.get(agent)
-        hits = MemoryManager(store.db, found.id).search(query, limit=limit, session_id=session)
+        result = MemoryManager(store.db, found.id).search_detail(
+            query, limit=limit, session_id=session
+        )
+    hits = result.hits
     if as_json:
         print_json([h.model_dump(mode="json") for h in hits])
         return
-    table = Table(title=f"{len(hits)} matches for {escape(query)!r}")
-    for column in ("score", "type", "when", "session", "content"):
+    table = Table(title=f"{len(hits)} matches for {escape(query)!r}", caption=escape(result.note))
+    for column in ("score", "found by", "type", "when", "session", "content"):
         table.add_column(column)
     for h in hits:
         table.add_row(
-            f"{h.score:.2f}",
+            f"{h.score:.3f}",
+            "+".join(h.legs),
             h.log_type,
             h.created_at.strftime("%Y-%m-%d %H:%M"),
             h.session_id[:8],
             escape(h.content[:200]),
         )
     console.print(table)
+
+
+@memory_app.command("index")
+@exits_on_error
+def memory_index(
+    agent: AgentArg,
+    now: Annotated[
+        bool,
+        typer.Option("--now", help="Embed the lines not yet embedded here, showing progress."),
+    ] = False,
+    config: ConfigOption = None,
+    data_dir: DataDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """How far the agent's memory is embedded for meaning search ("embedded N of M with
+    <model>"); a running server embeds in the background, --now does it in this process."""
+    from opencrab.core.memory_index import MemoryIndexer, progress
+    from opencrab.llm.router import LlmRouter
+
+    with _agents(config, data_dir) as store:
+        found = store.get(agent)
+        if now:
+            providers = LlmRouter.from_settings(store.settings).providers
+            indexer = MemoryIndexer(store.db, store.settings, providers=providers)
+            while indexer.index_agent(found.id, most=256):
+                if not as_json:
+                    err_console.print(progress(store.db, store.settings, found.id).text)
+        shown = progress(store.db, store.settings, found.id)
+    if as_json:
+        print_json(shown.as_json())
+        return
+    console.print(escape(shown.text))
 
 
 def _skill_manager(db: Database, settings: Settings, agent: Agent) -> SkillManager:

@@ -73,6 +73,9 @@ class AgentSection(Section):
     # a turn's overall deadline (every model call included); past it the turn ends
     # with a turn_timeout error
     turn_timeout_secs: float = Field(default=300.0, gt=0)
+    # embed session log lines in the background for memory search by meaning (the
+    # memory-index service); false: no process embeds, searches use what is stored
+    memory_embedding: bool = True
 
 
 class LlmModels(Section):

@@ -7,7 +7,9 @@ Three stores, all keyed by the agent, kept by `opencrab.store.repositories.memor
 - session logs (`memory_sessions`): every speech, inner voice, action and system note,
   searchable in any language on either database (SQLite: FTS5 with the trigram
   tokenizer; PostgreSQL: pg_trgm): words of 3+ characters rank with bm25, shorter ones
-  (which trigrams cannot index) filter; query text is never query syntax;
+  (which trigrams cannot index) filter; query text is never query syntax; and by
+  meaning: a background indexer (core/memory_index.py) stores a vector per line, and
+  `search_detail` fuses both legs by reciprocal rank (hybrid search);
 - impressions (`impressions`): what the agent thinks of others in a session, one row
   per session and target, updated field by field.
 
@@ -19,16 +21,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
+from opencrab.core.embedding import EmbedderUnavailable, known_embedder
+from opencrab.core.memory_vectors import VECTORS
 from opencrab.errors import ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 from opencrab.store.repositories import memory as repo
+from opencrab.store.repositories import memory_vectors as vectors_repo
 from opencrab.store.repositories.memory import (
     LOG_COLUMNS,
     LOG_TYPES,
@@ -51,6 +57,7 @@ __all__ = [
     "Impression",
     "LogType",
     "MemoryManager",
+    "MemorySearch",
     "SearchResult",
     "SessionLog",
     "SessionSummary",
@@ -62,6 +69,25 @@ __all__ = [
 CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this order
 MAX_CONTEXT_CHARS = 4000
 MAX_QUERY_CHARS = 1000
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant: a hit's score is the sum over the legs that found
+it of 1 / (RRF_K + its rank there). bench/memory_fusion.py measured k from 1 to 100 on
+its generated set: all ranked alike (the lexical leg's lists are short and precise), so
+the conventional 60 is kept (see the README)."""
+
+FUSION_DEPTH = 30
+"""How many hits each leg hands to the fusion at least (3 x the limit when more)."""
+
+Leg = Literal["lexical", "vector"]
+
+
+class MemorySearch(BaseModel):
+    """A memory search's hits, the legs that ran and a note saying how it went."""
+
+    hits: list[SearchResult]
+    legs: list[Leg]
+    note: str
 
 
 class MemoryManager:
@@ -146,12 +172,31 @@ class MemoryManager:
         session_id: str | None = None,
         log_types: Iterable[str] | None = None,
     ) -> list[SearchResult]:
-        """Session log lines matching every word of `query` (case-insensitive), best first.
+        """Session log lines for `query`, best first (`search_detail`'s hits)."""
+        return self.search_detail(
+            query, limit=limit, session_id=session_id, log_types=log_types
+        ).hits
 
-        Works for any language and on either database: words of 3+ characters rank the
-        hits with bm25 (SQLite: the trigram FTS index; PostgreSQL: pg_trgm); with only
-        shorter words (e.g. two-character Japanese words) the newest matching lines come
-        first, scored 0. The query is always literal text, never query syntax.
+    def search_detail(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+        log_types: Iterable[str] | None = None,
+    ) -> MemorySearch:
+        """Hybrid search of the session logs: the lexical leg and the vector leg, fused by
+        reciprocal rank (`RRF_K`); each hit names the leg(s) that found it.
+
+        Lexical: lines containing every word of `query` (case-insensitive, any language,
+        either database): words of 3+ characters rank with bm25 (SQLite: the trigram FTS
+        index; PostgreSQL: pg_trgm); with only shorter words the newest matching lines
+        come first. The query is always literal text, never query syntax.
+
+        Vector: the lines whose stored vectors (the agent's embedder, written in the
+        background by core/memory_index.py) are nearest to the query's. When the agent has
+        no vectors yet, or its embedder cannot run here, the search is lexical alone and
+        `note` says why.
         """
         terms = search_terms(query)
         if not terms:
@@ -161,14 +206,59 @@ class MemoryManager:
         bad = [t for t in types if t not in LOG_TYPES]
         if bad:
             raise ValidationError(f"unknown log types {bad}; known: {', '.join(LOG_TYPES)}")
-        return repo.search(
-            self.db,
-            self.agent_id,
-            terms,
-            limit=limit,
-            session_id=None if session_id is None else str(session_id),
-            log_types=types,
+        session = None if session_id is None else str(session_id)
+        depth = max(limit * 3, FUSION_DEPTH)
+        lexical = repo.search(
+            self.db, self.agent_id, terms, limit=depth, session_id=session, log_types=types
         )
+        vector, note = self._vector_leg(" ".join(terms), depth, session, types)
+        if vector is None:
+            hits = [hit.model_copy(update={"legs": ["lexical"]}) for hit in lexical[:limit]]
+            return MemorySearch(hits=hits, legs=["lexical"], note=note)
+        return MemorySearch(
+            hits=self._fused(lexical, vector, limit), legs=["lexical", "vector"], note=note
+        )
+
+    def _vector_leg(
+        self, text: str, depth: int, session_id: str | None, log_types: list[str]
+    ) -> tuple[list[tuple[int, float]] | None, str]:
+        """The vector leg's (log id, similarity) list, or None and why there is none."""
+        state = vectors_repo.embedder_state(self.db, self.agent_id)
+        if state is None or state.dim is None:
+            return None, "lexical only: this agent's memory has no vectors yet"
+        try:
+            embedder = known_embedder(state.model)
+        except EmbedderUnavailable as exc:
+            return None, f"lexical only: {exc}"
+        if embedder is None:
+            return None, f"lexical only: the embedder {state.model} is not loaded in this process"
+        try:
+            query = embedder.embed_query(text)
+        except EmbedderUnavailable as exc:
+            return None, f"lexical only: {exc}"
+        only = None
+        if session_id is not None or log_types:
+            only = vectors_repo.lines_matching(self.db, self.agent_id, session_id, log_types)
+        found = VECTORS.search(self.db, self.agent_id, state.model, query, limit=depth, only=only)
+        if not found:
+            return None, "lexical only: this agent's memory has no vectors yet"
+        embedded = VECTORS.held(self.db, self.agent_id, state.model)
+        note = f"hybrid: lexical + vector ({state.model}, {embedded} lines embedded)"
+        return found, note
+
+    def _fused(
+        self, lexical: list[SearchResult], vector: list[tuple[int, float]], limit: int
+    ) -> list[SearchResult]:
+        ranked = fuse({"lexical": [h.id for h in lexical], "vector": [i for i, _ in vector]})
+        best = ranked[:limit]
+        known: dict[int, StoredLog] = {hit.id: hit for hit in lexical}
+        missing = [i for i, _, _ in best if i not in known]
+        known.update(repo.logs_by_ids(self.db, self.agent_id, missing))
+        return [
+            SearchResult(**known[i].model_dump(exclude={"score", "legs"}), score=score, legs=legs)
+            for i, score, legs in best
+            if i in known
+        ]
 
     # ------------------------------------------------------------ impressions
     def update_impression(
@@ -240,6 +330,22 @@ class MemoryManager:
         if len(text) > MAX_CONTEXT_CHARS:
             text = text[: MAX_CONTEXT_CHARS - 1] + "…"
         return text
+
+
+def fuse(
+    ranked: Mapping[Leg, Sequence[int]], k: float = RRF_K
+) -> list[tuple[int, float, list[Leg]]]:
+    """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the legs
+    that ranked it (rank 1 = best); returns (id, score, legs), best first (ties: newer
+    line first)."""
+    scores: dict[int, float] = {}
+    legs: dict[int, list[Leg]] = {}
+    for leg, ids in ranked.items():
+        for rank, line in enumerate(ids, start=1):
+            scores[line] = scores.get(line, 0.0) + 1.0 / (k + rank)
+            legs.setdefault(line, []).append(leg)
+    order = sorted(scores, key=lambda i: (-scores[i], -i))
+    return [(i, scores[i], legs[i]) for i in order]
 
 
 def search_terms(query: str) -> list[str]:

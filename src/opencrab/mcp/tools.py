@@ -324,10 +324,12 @@ def _tools() -> dict[str, McpTool]:
         McpTool(
             "search_memory",
             "Search an agent's memory",
-            "The agent's session log lines holding every word of query, best first.",
+            "The agent's session log lines for query, best first: those holding every word "
+            "(lexical) fused with those nearest in meaning (vector, once embedded); each "
+            "hit's legs say which found it.",
             {
                 "agent": AGENT,
-                "query": _text("Words, all required.", 1_000),
+                "query": _text("Words or a question (any language).", 1_000),
                 "limit": _int("At most this many hits.", 1, 100, 10),
                 "session_id": _text("Only this session's lines.", 64),
             },

@@ -739,3 +739,36 @@ mcp_servers = sa.Table(
     _created(),
     _updated(),
 )
+
+# revision 0032: memory search's vector leg (issue 35). One vector per session log line and
+# embedder ("model": "opencrab/multilingual-e5-small", "openai/text-embedding-3-small", …),
+# float32 little-endian; `seq` grows with every insert, so an in-process index reads only
+# what is new (core/memory_vectors.py). Written off the turn's path by core/memory_index.py.
+memory_embeddings = sa.Table(
+    "memory_embeddings",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "log_id",
+        sa.Integer,
+        sa.ForeignKey("memory_sessions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    _agent_fk(),
+    sa.Column("model", sa.String(200), nullable=False),
+    sa.Column("dim", sa.Integer, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),
+    sa.UniqueConstraint("log_id", "model"),
+    sa.Index(None, "agent_id", "model", "seq"),
+)
+
+# revision 0032: the embedder each agent's memory is indexed with now, and how that goes
+memory_embedders = sa.Table(
+    "memory_embedders",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("model", sa.String(200), nullable=False),
+    sa.Column("dim", sa.Integer),  # None until the first vector is written
+    sa.Column("error", sa.Text),  # the last pass's failure, None when it went well
+    _updated(),
+)

@@ -5,7 +5,9 @@ hits (a GET form: it works without JavaScript); HTMX asks `/agents/{name}/memory
 for the hits alone and swaps them in place. Curated memories are changed through the
 public REST API (`/api/agents/{id}/memory/curated…`), after which HTMX reloads the
 `/agents/{name}/memory/curated` fragment. The export links point at the REST route
-`/api/agents/{id}/memory/export`. Reads call the MemoryManager the API calls.
+`/api/agents/{id}/memory/export`. Reads call the MemoryManager the API calls. The search
+is hybrid once the agent's lines are embedded: each hit says whether its words matched
+(lexical) or its meaning was near (vector), and the page says how far the embedding is.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.memory import (
     MAX_QUERY_CHARS,
@@ -28,9 +31,11 @@ from opencrab.core.memory import (
     SessionSummary,
     search_terms,
 )
+from opencrab.core.memory_index import IndexProgress, progress
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import fragment, render
 from opencrab.dashboard.snippets import snippet
+from opencrab.errors import NotFoundError
 from opencrab.offload import run_blocking
 from opencrab.store import Database
 
@@ -73,6 +78,8 @@ class Search:
     log_type: str = ""
     asked: bool = False
     hits: list[Hit] = field(default_factory=list)
+    note: str = ""  # which legs ran ("hybrid: …", or "lexical only: " and why)
+    hybrid: bool = False
 
     @property
     def full(self) -> bool:
@@ -87,6 +94,7 @@ class Remembered:
     curated: list[tuple[str, list[CuratedMemory]]]
     impressions: list[tuple[str, list[Impression]]]
     sessions: list[SessionSummary]
+    index: IndexProgress | None  # how far the lines are embedded (None: no agent row)
 
 
 def _memory(request: Request, agent: Agent) -> MemoryManager:
@@ -100,7 +108,9 @@ def _search(memory: MemoryManager, agents: AgentStore, q: str, log_type: str) ->
     found = Search(q=q, log_type=log_type, asked=bool(terms))
     if not terms:
         return found
-    results = memory.search(q, limit=SEARCH_LIMIT, log_types=[log_type] if log_type else None)
+    detail = memory.search_detail(q, limit=SEARCH_LIMIT, log_types=[log_type] if log_type else None)
+    results = detail.hits
+    found.note, found.hybrid = detail.note, "vector" in detail.legs
     names = {id: name for id, name, _ in agents.summaries()} if results else {}
     found.hits = [
         Hit(
@@ -119,9 +129,14 @@ def _curated(memory: MemoryManager) -> list[tuple[str, list[CuratedMemory]]]:
     return [(category, list(group)) for category, group in groupby(items, lambda m: m.category)]
 
 
-def _remembered(memory: MemoryManager) -> Remembered:
+def _remembered(memory: MemoryManager, settings: Settings) -> Remembered:
     impressions = memory.all_impressions()
+    try:
+        index: IndexProgress | None = progress(memory.db, settings, memory.agent_id)
+    except NotFoundError:
+        index = None
     return Remembered(
+        index=index,
         curated=_curated(memory),
         impressions=[
             (target, list(group)) for target, group in groupby(impressions, lambda i: i.target_id)
@@ -144,7 +159,7 @@ async def memory_page(
     """The agent's memory: search, curated memories, impressions, export."""
     memory = _memory(request, agent)
     search = await run_blocking(_search, memory, request.app.state.runtime.agents, q, log_type)
-    remembered = await run_blocking(_remembered, memory)
+    remembered = await run_blocking(_remembered, memory, request.app.state.settings)
     return render(
         request,
         "memory.html",

@@ -2,7 +2,9 @@
 
 Curated memory is what the agent keeps in its prompt (read, add, edit, delete here);
 session logs are everything said and done, searchable in full text (every word of the
-query must match; words are literal, never FTS syntax); impressions are what the agent
+query must match; words are literal, never FTS syntax) fused with a search by meaning
+once the lines are embedded (core/memory.py; `…/memory/index` shows how far the
+background embedding is); impressions are what the agent
 thinks of the others it met, one per session and person (written by its
 `update_impression` action, read here). The export of all of it is in memory_export.py.
 """
@@ -10,13 +12,14 @@ thinks of the others it met, one per session and person (written by its
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
 from opencrab.core.memory import Impression, LogType, MemoryManager, StoredLog
+from opencrab.core.memory_index import progress
 from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep
@@ -55,6 +58,19 @@ class SessionLogResponse(ApiModel):
 
 class SearchHit(SessionLogResponse):
     score: float = Field(description="Relevance: higher is better.")
+    legs: list[Literal["lexical", "vector"]] = Field(
+        description="The search legs that found the line: full text, meaning, or both."
+    )
+
+
+class IndexProgressResponse(ApiModel):
+    """How far the agent's memory is embedded for the vector leg of search."""
+
+    model: str = Field(description="The embedder the agent uses now (provider/model).")
+    embedded: int = Field(description="Session log lines with a vector of that model.")
+    total: int = Field(description="All the agent's session log lines.")
+    error: str | None = Field(description="The last indexing pass's failure, if it failed.")
+    text: str = Field(examples=["embedded 120 of 130 with opencrab/multilingual-e5-small"])
 
 
 class SearchRequest(ApiInput):
@@ -150,11 +166,32 @@ def delete_curated_memory(agent: AgentDep, memory_id: MemoryId, request: Request
     response_model=list[SearchHit],
     responses=error_responses(400, 404),
 )
-def search_memory(agent: AgentDep, body: SearchRequest, request: Request) -> list[Any]:
-    """Session log lines containing every word of `query`, best first."""
-    return _memory(request, agent.id).search(
+def search_memory(
+    agent: AgentDep, body: SearchRequest, request: Request, response: Response
+) -> list[Any]:
+    """Session log lines for `query`, best first: those containing every word of it
+    (lexical leg) fused by reciprocal rank with those nearest in meaning (vector leg, once
+    the agent's lines are embedded). Each hit names its legs; the `X-Memory-Search`
+    header says which legs ran and, when only the lexical one did, why."""
+    found = _memory(request, agent.id).search_detail(
         body.query, limit=body.limit, session_id=body.session_id, log_types=body.log_types
     )
+    # printable ASCII only: a model name from the config must not break the header
+    note = "".join(c if 32 <= ord(c) < 127 else "?" for c in found.note)
+    response.headers["X-Memory-Search"] = note
+    return found.hits
+
+
+@router.get(
+    "/agents/{id}/memory/index",
+    operation_id="getMemoryIndexProgress",
+    response_model=IndexProgressResponse,
+    responses=error_responses(404),
+)
+def memory_index_progress(agent: AgentDep, request: Request) -> Any:
+    """How many of the agent's session log lines are embedded with its embedder (the
+    background indexer's progress; after a model change it starts again from 0)."""
+    return progress(request.app.state.db, request.app.state.settings, agent.id).as_json()
 
 
 @router.get(

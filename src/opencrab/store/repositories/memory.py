@@ -71,7 +71,13 @@ class StoredLog(SessionLog):
 
 
 class SearchResult(StoredLog):
-    score: float = Field(description="relevance: higher is better (negated bm25)")
+    score: float = Field(
+        description="relevance: higher is better (negated bm25 for the lexical leg alone; "
+        "the reciprocal-rank fusion of both legs in a hybrid search)"
+    )
+    legs: list[Literal["lexical", "vector"]] = Field(
+        default_factory=list, description="the search legs that found the line"
+    )
 
 
 class SessionSummary(BaseModel):
@@ -296,6 +302,19 @@ def search(
         for rid, score in ranked
         if rid in rows
     ]
+
+
+def logs_by_ids(db: Database, agent_id: str, ids: Sequence[int]) -> dict[int, StoredLog]:
+    """The agent's lines among `ids`, by id (a line deleted meanwhile is left out)."""
+    if not ids:
+        return {}
+    # by primary key alone: with the agent in the WHERE clause SQLite walks the agent's
+    # index (every line of the agent) instead; the agent is checked on the rows found
+    with db.read() as conn:
+        query = sa.select(memory_sessions).where(memory_sessions.c.id.in_(list(ids)))
+        return {
+            int(row.id): _stored(row) for row in conn.execute(query) if row.agent_id == agent_id
+        }
 
 
 def index_pending(db: Database) -> int:

@@ -1,0 +1,134 @@
+"""The vector leg of memory search: exact cosine search over an agent's stored vectors.
+
+Vectors live in `memory_embeddings` (store/repositories/memory_vectors.py); this module
+keeps, per process, one float32 matrix per (database, agent, embedder) and reads only
+the rows stored since its last read (`seq` grows with each insert). When the number of
+stored vectors is not what the matrix holds (lines were deleted; counted at most every
+RECOUNT_SECS), the matrix is read again whole. A search is one matrix-vector product:
+at 100,000 lines of 384 dimensions a few milliseconds (bench/memory_search.py).
+
+Why not sqlite-vec or pgvector: the CPython builds this project runs on often lack
+`sqlite3.enable_load_extension` (so sqlite-vec cannot load), and pgvector is not packaged
+for Debian 12's PostgreSQL 15; an exact search in process works on every database the
+project supports and returns the same neighbours.
+
+Example:
+    hits = VECTORS.search(db, agent_id, "opencrab/multilingual-e5-small", query, limit=20)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from opencrab.store import Database
+from opencrab.store.repositories import memory_vectors as repo
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+RECOUNT_SECS = 10.0
+"""How often a matrix checks that no stored vector went (deleted lines): a deleted line
+in between only takes a place among the candidates; its row is not found, so it is never
+shown."""
+
+
+@dataclass
+class _Matrix:
+    seq: int = 0  # the highest seq read
+    counted_at: float = float("-inf")  # (monotonic) when the stored vectors were last counted
+    ids: Any = None  # int64 log ids, one per row
+    rows: Any = None  # float32 (n, dim)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class VectorIndex:
+    """Per-process matrices of stored vectors, refreshed on each search."""
+
+    def __init__(self) -> None:
+        self._matrices: dict[tuple[int, str, str], _Matrix] = {}
+        self._lock = threading.Lock()
+
+    def _matrix(self, db: Database, agent_id: str, model: str) -> _Matrix:
+        key = (id(db), agent_id, model)
+        with self._lock:
+            found = self._matrices.get(key)
+            if found is None:
+                found = self._matrices[key] = _Matrix()
+            return found
+
+    def _refresh(self, db: Database, agent_id: str, model: str, matrix: _Matrix) -> None:
+        import numpy as np
+
+        new = repo.vectors_since(db, agent_id, model, matrix.seq)
+        held = 0 if matrix.ids is None else len(matrix.ids)
+        if new:
+            dims = {len(blob) for _, _, blob in new}
+            if len(dims) > 1 or (matrix.rows is not None and matrix.rows.shape[1] * 4 not in dims):
+                matrix.seq, matrix.ids, matrix.rows = 0, None, None  # dimension changed
+                new, held = repo.vectors_since(db, agent_id, model, 0), 0
+        if new:
+            ids = np.fromiter((log_id for _, log_id, _ in new), dtype=np.int64, count=len(new))
+            rows = np.frombuffer(b"".join(blob for _, _, blob in new), dtype=np.float32)
+            rows = rows.reshape(len(new), -1)
+            if matrix.ids is None:
+                matrix.ids, matrix.rows = ids, rows
+            else:
+                matrix.ids = np.concatenate([matrix.ids, ids])
+                matrix.rows = np.concatenate([matrix.rows, rows])
+            matrix.seq = new[-1][0]
+        now = time.monotonic()
+        if held and now - matrix.counted_at >= RECOUNT_SECS:
+            matrix.counted_at = now
+            if repo.count_embedded(db, agent_id, model) != len(matrix.ids):
+                matrix.seq, matrix.ids, matrix.rows = 0, None, None  # lines were deleted
+                self._refresh(db, agent_id, model, matrix)
+
+    def search(
+        self,
+        db: Database,
+        agent_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        only: Collection[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The `limit` stored lines nearest to `query` (cosine), best first, as (log id,
+        similarity); within `only` (log ids) when given."""
+        import numpy as np
+
+        matrix = self._matrix(db, agent_id, model)
+        with matrix.lock:
+            self._refresh(db, agent_id, model, matrix)
+            ids, rows = matrix.ids, matrix.rows
+        if ids is None or not len(ids) or rows.shape[1] != query.shape[0]:
+            return []
+        scores = rows @ query
+        if only is not None:
+            allowed = np.isin(ids, np.fromiter(only, dtype=np.int64, count=len(only)))
+            scores = np.where(allowed, scores, -np.inf)
+        k = min(limit, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def held(self, db: Database, agent_id: str, model: str) -> int:
+        """How many vectors the agent's matrix held at its last refresh."""
+        matrix = self._matrix(db, agent_id, model)
+        return 0 if matrix.ids is None else len(matrix.ids)
+
+    def forget(self, db: Database) -> None:
+        """Drop every matrix of `db` (it was closed)."""
+        with self._lock:
+            for key in [k for k in self._matrices if k[0] == id(db)]:
+                del self._matrices[key]
+
+
+VECTORS = VectorIndex()
+"""This process's vector matrices."""
