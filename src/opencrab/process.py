@@ -48,6 +48,7 @@ from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.reports.agent_mode import agent_mode_notice
 from opencrab.server.auth import TokenWatch
 from opencrab.server.live import EventHub
+from opencrab.telemetry import Telemetry, start_telemetry
 from opencrab.tickets.scheduler import TicketScheduler, start_tickets
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class Process:
     discussions: DiscussionRunner | None = None
     agent_mode: AgentModeRunner | None = None
     token_watch: TokenWatch | None = None
+    telemetry: Telemetry | None = None
 
     @property
     def claim_secs(self) -> float:
@@ -96,6 +98,14 @@ class Process:
 
 
 # ------------------------------------------------------------ the services
+async def _telemetry(process: Process) -> Stop | None:
+    telemetry = process.telemetry = start_telemetry(process.runtime)
+    if telemetry is None:
+        return None
+    log.info("telemetry: exporting traces and metrics to %s", telemetry.target.traces_url)
+    return telemetry.stop
+
+
 async def _tool_sources(process: Process) -> Stop:
     sources = await start_tool_sources(process.runtime)
     return sources.stop
@@ -158,6 +168,8 @@ async def _agent_mode(process: Process) -> Stop:
         credentials=SubAgentCredentials(runtime.llm_settings),
         leases=runtime.leases,
     )
+    if process.telemetry is not None:
+        process.telemetry.follow_agent_mode(runner)
     hub = process.hub
     if hub is not None:
         runner.listeners.append(
@@ -200,7 +212,8 @@ class Service:
 
 
 SERVICES: tuple[Service, ...] = (
-    Service("tool-sources", EVERY, _tool_sources),  # first: the registry is whole
+    Service("telemetry", EVERY, _telemetry),  # first in, last out: it sees all the rest
+    Service("tool-sources", EVERY, _tool_sources),  # the registry is whole
     Service("live-events", HTTP, _live_events),  # before the others: they announce to it
     Service("heartbeats", EVERY, _heartbeats),
     Service("tickets", EVERY, _tickets),

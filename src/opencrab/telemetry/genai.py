@@ -1,0 +1,340 @@
+"""Turns, model calls and actions as spans of the OpenTelemetry GenAI semantic conventions.
+
+One object sees everything from two places that already see every turn and every call:
+it is a turn listener (TurnService.listeners: every step of every turn) and a call
+observer (LlmRouter.observers: every attempt of every model call). From them it makes
+
+- `invoke_agent {agent}` per turn (INTERNAL): `gen_ai.agent.id` / `.name`, the session
+  as `gen_ai.conversation.id`; its trace id is the turn's AgentEvent trace id and its
+  span id the low 64 bits of the turn's user event id (export.EventIds). In a ticket's
+  run (or any work span of the same trace) it hangs below that span; in a heartbeat's
+  (another trace) it is linked to it;
+- `chat {model}` per model call attempt (CLIENT), below its turn's span: provider,
+  request and response model, input/output/cached/reasoning tokens, finish reasons,
+  time to first chunk (streamed calls), `error.type` for a failed attempt, and the
+  call's `llm_usage_metrics` id (`opencrab.metrics_id`, which its token_usage event names);
+- `execute_tool {name}` per action run (INTERNAL), below its turn's span: tool name,
+  call id, `error.type` when it failed; its span id is the low 64 bits of its tool_call
+  event's id, and `opencrab.event.id` names its tool_result event;
+- the metrics `gen_ai.client.token.usage` and `gen_ai.client.operation.duration` (and
+  `gen_ai.client.operation.time_to_first_chunk`) per call.
+Message text (the user's message, the prompts, replies, tool arguments and results) is
+set only with `[telemetry] capture_content = true`.
+
+Everything here runs on the turn's path and only builds span objects; the batch span
+processor exports them from its own thread (export.py).
+
+Example:
+    spans = GenAiSpans(sdk)
+    runtime.turns.listeners.append(spans.on_step)
+    runtime.router.observers.append(spans)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from opentelemetry.context import Context
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as GA
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
+
+from opencrab.core.steps import ActionDone, EngineStep, LlmReplied, TurnResult, TurnStarted
+from opencrab.core.turns import TurnInfo
+from opencrab.core.work_spans import current_work
+from opencrab.llm.metrics import CallRecord
+from opencrab.llm.router import CallInfo
+from opencrab.llm.types import ChatRequest, ChatResponse, Message
+from opencrab.telemetry.export import TelemetrySdk
+from opencrab.telemetry.work import OtelWorkSpan
+
+PROVIDER_NAMES = {"google": "gcp.gemini", "azure": "azure.ai.openai"}
+"""OpenCrab's provider names that the conventions spell otherwise (the rest are alike, or
+have no well-known value and keep ours)."""
+TOOL_ERROR = "tool_error"
+"""`error.type` of an action that failed (its message is the span's status)."""
+STALE_SECS = 3600.0
+"""An open turn span older than this whose turn never ended (a cancelled stream) is closed."""
+_LOW64 = (1 << 64) - 1
+
+
+def event_span_id(event_id: str) -> int:
+    """The span id of the span that stands for an AgentEvent: the id's low 64 bits."""
+    return (UUID(event_id).int & _LOW64) or 1
+
+
+def trace_of(trace_id: str) -> int:
+    """An AgentEvent trace id (a UUID) as an OpenTelemetry trace id."""
+    return UUID(trace_id).int or 1
+
+
+def provider_name(provider: str) -> str:
+    """`gen_ai.provider.name` for an OpenCrab provider."""
+    return PROVIDER_NAMES.get(provider, provider)
+
+
+@dataclass
+class _OpenTurn:
+    """A turn whose `invoke_agent` span is open."""
+
+    span: Span
+    context: Context
+    started: float  # time.monotonic()
+    agent_id: str
+    agent_name: str
+    mark_ns: int  # when the last call or action ended: the next action's start
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (call id, name) to run
+
+
+class GenAiSpans:
+    """The turn listener and call observer that make the GenAI spans and metrics."""
+
+    def __init__(self, sdk: TelemetrySdk) -> None:
+        self.sdk = sdk
+        self.tracer = sdk.tracer
+        self.capture = sdk.target.capture_content
+        self.turns: dict[str, _OpenTurn] = {}  # session id -> its running turn
+        self.token_usage = gen_ai_metrics.create_gen_ai_client_token_usage(sdk.meter)
+        self.duration = gen_ai_metrics.create_gen_ai_client_operation_duration(sdk.meter)
+        self.first_chunk = gen_ai_metrics.create_gen_ai_client_operation_time_to_first_chunk(
+            sdk.meter
+        )
+
+    # ------------------------------------------------------------ turns (a listener)
+    def on_step(self, info: TurnInfo, step: EngineStep) -> None:
+        """TurnService listener: open, fill and close the turn's spans."""
+        if isinstance(step, TurnStarted):
+            self._started(info, step)
+        elif isinstance(step, LlmReplied):
+            turn = self.turns.get(info.session_id)
+            if turn is not None:
+                turn.calls += [(call.id, call.name) for call in step.tool_calls]
+        elif isinstance(step, ActionDone):
+            self._action(info.session_id, step)
+        elif isinstance(step, TurnResult):
+            self._ended(info.session_id, step)
+
+    def _started(self, info: TurnInfo, step: TurnStarted) -> None:
+        now = time.monotonic()
+        for session_id, turn in list(self.turns.items()):  # turns that never ended
+            if session_id == info.session_id or now - turn.started > STALE_SECS:
+                self._close(self.turns.pop(session_id), "interrupted")
+        agent = info.agent
+        attributes: dict[str, Any] = {
+            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.INVOKE_AGENT.value,
+            GA.GEN_AI_AGENT_ID: agent.id,
+            GA.GEN_AI_AGENT_NAME: agent.name,
+            GA.GEN_AI_CONVERSATION_ID: info.session_id,
+            "opencrab.session.kind": info.kind,
+            "opencrab.source": info.message.source.kind,
+            "opencrab.event.id": step.user_event_id,
+        }
+        if self.capture:
+            attributes[GA.GEN_AI_INPUT_MESSAGES] = _json(
+                [_text_message("user", info.message.content.text)]
+            )
+        trace_id = trace_of(step.trace_id)
+        parent, links = Context(), []
+        work = current_work()
+        if isinstance(work, OtelWorkSpan):
+            if work.span_context.trace_id == trace_id:
+                parent = set_span_in_context(work.span)
+            else:
+                links.append(Link(work.span_context))
+        with self.sdk.ids.chosen(trace_id, event_span_id(step.user_event_id)):
+            span = self.tracer.start_span(
+                f"invoke_agent {agent.name}",
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                links=links,
+            )
+        self.turns[info.session_id] = _OpenTurn(
+            span, set_span_in_context(span), now, agent.id, agent.name, time.time_ns()
+        )
+
+    def _action(self, session_id: str, step: ActionDone) -> None:
+        turn = self.turns.get(session_id)
+        if turn is None:
+            return
+        call_id = _take_call(turn, step.name)
+        attributes: dict[str, Any] = {
+            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.EXECUTE_TOOL.value,
+            GA.GEN_AI_TOOL_NAME: step.name,
+            GA.GEN_AI_TOOL_TYPE: "function",
+            GA.GEN_AI_CONVERSATION_ID: session_id,
+            GA.GEN_AI_AGENT_ID: turn.agent_id,
+            "opencrab.event.id": step.result_event_id,
+            "opencrab.call_event.id": step.call_event_id,
+        }
+        if call_id is not None:
+            attributes[GA.GEN_AI_TOOL_CALL_ID] = call_id
+        if self.capture:
+            attributes[GA.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(step.arguments)
+            attributes[GA.GEN_AI_TOOL_CALL_RESULT] = step.result.output()
+        if not step.result.success:
+            attributes[ERROR_TYPE] = TOOL_ERROR
+        end = time.time_ns()
+        with self.sdk.ids.chosen(None, event_span_id(step.call_event_id)):
+            span = self.tracer.start_span(
+                f"execute_tool {step.name}",
+                context=turn.context,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=min(turn.mark_ns, end),
+            )
+        if not step.result.success:
+            span.set_status(Status(StatusCode.ERROR, step.result.error or ""))
+        span.end(end_time=end)
+        turn.mark_ns = end
+
+    def _ended(self, session_id: str, result: TurnResult) -> None:
+        turn = self.turns.pop(session_id, None)
+        if turn is None:
+            return
+        span = turn.span
+        span.set_attribute("opencrab.iterations", result.iterations)
+        if result.stopped_by is not None:
+            span.set_attribute("opencrab.stopped_by", result.stopped_by)
+        if self.capture and result.reply is not None:
+            span.set_attribute(
+                GA.GEN_AI_OUTPUT_MESSAGES, _json([_text_message("assistant", result.reply)])
+            )
+        if result.error is not None:
+            self._close(turn, result.error.error, result.error.message)
+        else:
+            span.end()
+
+    def _close(self, turn: _OpenTurn, error_type: str, message: str = "") -> None:
+        turn.span.set_attribute(ERROR_TYPE, error_type)
+        turn.span.set_status(Status(StatusCode.ERROR, message or error_type))
+        turn.span.end()
+
+    def close(self) -> None:
+        """End the spans of turns still open (the process is stopping)."""
+        for turn in self.turns.values():
+            self._close(turn, "interrupted")
+        self.turns.clear()
+
+    # ------------------------------------------------------------ calls (an observer)
+    def call_ended(
+        self,
+        record: CallRecord,
+        info: CallInfo,
+        request: ChatRequest,
+        reply: ChatResponse | None,
+    ) -> None:
+        """LlmRouter observer: a `chat` span and the call's metrics."""
+        end = time.time_ns()
+        start = end - record.latency_ms * 1_000_000
+        turn = self.turns.get(info.session_id) if info.session_id else None
+        provider = provider_name(record.provider)
+        common: dict[str, Any] = {
+            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.CHAT.value,
+            GA.GEN_AI_PROVIDER_NAME: provider,
+            GA.GEN_AI_REQUEST_MODEL: record.model,
+        }
+        if reply is not None and reply.model:
+            common[GA.GEN_AI_RESPONSE_MODEL] = reply.model
+        attributes = dict(common)
+        attributes.update(
+            {
+                GA.GEN_AI_USAGE_INPUT_TOKENS: record.input_tokens,
+                GA.GEN_AI_USAGE_OUTPUT_TOKENS: record.output_tokens,
+                GA.GEN_AI_REQUEST_STREAM: record.stream,
+                "opencrab.metrics_id": record.id,
+                "opencrab.purpose": record.purpose,
+                "opencrab.attempt": record.attempt,
+                "opencrab.cost_usd": record.estimated_cost_usd,
+            }
+        )
+        if record.cache_read_tokens:
+            attributes[GA.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = record.cache_read_tokens
+        if record.cache_write_tokens:
+            attributes[GA.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = record.cache_write_tokens
+        if record.reasoning_tokens:
+            attributes[GA.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = record.reasoning_tokens
+        if record.time_to_first_token_ms is not None:
+            attributes[GA.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                record.time_to_first_token_ms / 1000
+            )
+        if request.max_tokens is not None:
+            attributes[GA.GEN_AI_REQUEST_MAX_TOKENS] = request.max_tokens
+        if request.temperature is not None:
+            attributes[GA.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
+        if info.session_id:
+            attributes[GA.GEN_AI_CONVERSATION_ID] = info.session_id
+        if info.agent_id:
+            attributes[GA.GEN_AI_AGENT_ID] = info.agent_id
+        if record.fallback_from:
+            attributes["opencrab.fallback_from"] = record.fallback_from
+        if reply is not None and reply.finish_reason:
+            attributes[GA.GEN_AI_RESPONSE_FINISH_REASONS] = (reply.finish_reason,)
+        if record.status == "error":
+            attributes[ERROR_TYPE] = common[ERROR_TYPE] = record.error_type or "_OTHER"
+        if self.capture:
+            attributes[GA.GEN_AI_INPUT_MESSAGES] = _json(
+                [_message_json(m) for m in request.messages]
+            )
+            if reply is not None:
+                output = _message_json(reply.message)
+                output["finish_reason"] = reply.finish_reason or ""
+                attributes[GA.GEN_AI_OUTPUT_MESSAGES] = _json([output])
+        span = self.tracer.start_span(
+            f"chat {record.model}",
+            context=turn.context if turn is not None else Context(),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start,
+        )
+        if record.status == "error":
+            span.set_status(Status(StatusCode.ERROR, record.error or ""))
+        span.end(end_time=end)
+        if turn is not None:
+            turn.mark_ns = end
+        self.duration.record(record.latency_ms / 1000, common)
+        if record.time_to_first_token_ms is not None:
+            self.first_chunk.record(record.time_to_first_token_ms / 1000, common)
+        if record.status != "error":
+            self.token_usage.record(record.input_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(
+                record.output_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "output"}
+            )
+
+
+def _take_call(turn: _OpenTurn, name: str) -> str | None:
+    """The id of the reply's first call of `name` not run yet (the actions run in order)."""
+    for index, (call_id, call_name) in enumerate(turn.calls):
+        if call_name == name:
+            del turn.calls[index]
+            return call_id
+    return None
+
+
+def _text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    """A message in the conventions' shape (role and parts)."""
+    parts: list[dict[str, Any]] = []
+    if message.role == "tool":
+        parts.append(
+            {"type": "tool_call_response", "id": message.tool_call_id, "response": message.text}
+        )
+    elif message.text:
+        parts.append({"type": "text", "content": message.text})
+    for call in message.tool_calls:
+        parts.append(
+            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+        )
+    return {"role": message.role, "parts": parts}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
