@@ -21,8 +21,10 @@ observer (LlmRouter.observers: every attempt of every model call). From them it 
 Message text (the user's message, the prompts, replies, tool arguments and results) is
 set only with `[telemetry] capture_content = true`.
 
-Everything here runs on the turn's path and only builds span objects; the batch span
-processor exports them from its own thread (export.py).
+On the turn's path the hooks only take the time and put what they were told on a queue:
+a thread of the export's own builds the spans from it, with those times, in order, and
+the batch span processor exports them from another (export.py). `close` builds what is
+queued and ends the spans of turns still open.
 
 Example:
     spans = GenAiSpans(sdk)
@@ -33,7 +35,11 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
+import queue
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -44,14 +50,23 @@ from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
 
-from opencrab.core.steps import ActionDone, EngineStep, LlmReplied, TurnResult, TurnStarted
+from opencrab.core.steps import (
+    ActionDone,
+    EngineStep,
+    LlmReplied,
+    TextDelta,
+    TurnResult,
+    TurnStarted,
+)
 from opencrab.core.turns import TurnInfo
-from opencrab.core.work_spans import current_work
+from opencrab.core.work_spans import WorkSpan, current_work
 from opencrab.llm.metrics import CallRecord
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, ChatResponse, Message
 from opencrab.telemetry.export import TelemetrySdk
 from opencrab.telemetry.work import OtelWorkSpan
+
+log = logging.getLogger(__name__)
 
 PROVIDER_NAMES = {"google": "gcp.gemini", "azure": "azure.ai.openai"}
 """OpenCrab's provider names that the conventions spell otherwise (the rest are alike, or
@@ -84,7 +99,7 @@ class _OpenTurn:
 
     span: Span
     context: Context
-    started: float  # time.monotonic()
+    started: int  # time.time_ns()
     agent_id: str
     agent_name: str
     mark_ns: int  # when the last call or action ended: the next action's start
@@ -104,26 +119,44 @@ class GenAiSpans:
         self.first_chunk = gen_ai_metrics.create_gen_ai_client_operation_time_to_first_chunk(
             sdk.meter
         )
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[object, ...]] | None]
+        self._queue = queue.SimpleQueue()
+        self._builder = threading.Thread(target=self._build, name="opencrab-genai-spans")
+        self._builder.daemon = True
+        self._builder.start()
+
+    def _build(self) -> None:
+        """The builder thread: make the spans of what the hooks queued, in order."""
+        while (item := self._queue.get()) is not None:
+            handler, args = item
+            try:
+                handler(*args)
+            except Exception:  # a bad record never stops the export
+                log.exception("telemetry: a span could not be built")
 
     # ------------------------------------------------------------ turns (a listener)
     def on_step(self, info: TurnInfo, step: EngineStep) -> None:
-        """TurnService listener: open, fill and close the turn's spans."""
+        """TurnService listener: queue the step (with its time and the current work)."""
+        if type(step) is not TextDelta:
+            self._queue.put((self._on_step, (info, step, time.time_ns(), current_work())))
+
+    def _on_step(self, info: TurnInfo, step: EngineStep, at: int, work: WorkSpan | None) -> None:
+        """Open, fill and close the turn's spans."""
         if isinstance(step, TurnStarted):
-            self._started(info, step)
+            self._started(info, step, at, work)
         elif isinstance(step, LlmReplied):
             turn = self.turns.get(info.session_id)
             if turn is not None:
                 turn.calls += [(call.id, call.name) for call in step.tool_calls]
         elif isinstance(step, ActionDone):
-            self._action(info.session_id, step)
+            self._action(info.session_id, step, at)
         elif isinstance(step, TurnResult):
-            self._ended(info.session_id, step)
+            self._ended(info.session_id, step, at)
 
-    def _started(self, info: TurnInfo, step: TurnStarted) -> None:
-        now = time.monotonic()
+    def _started(self, info: TurnInfo, step: TurnStarted, at: int, work: WorkSpan | None) -> None:
         for session_id, turn in list(self.turns.items()):  # turns that never ended
-            if session_id == info.session_id or now - turn.started > STALE_SECS:
-                self._close(self.turns.pop(session_id), "interrupted")
+            if session_id == info.session_id or (at - turn.started) / 1e9 > STALE_SECS:
+                self._close(self.turns.pop(session_id), "interrupted", at=at)
         agent = info.agent
         attributes: dict[str, Any] = {
             GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.INVOKE_AGENT.value,
@@ -140,7 +173,6 @@ class GenAiSpans:
             )
         trace_id = trace_of(step.trace_id)
         parent, links = Context(), []
-        work = current_work()
         if isinstance(work, OtelWorkSpan):
             if work.span_context.trace_id == trace_id:
                 parent = set_span_in_context(work.span)
@@ -153,12 +185,13 @@ class GenAiSpans:
                 kind=SpanKind.INTERNAL,
                 attributes=attributes,
                 links=links,
+                start_time=at,
             )
         self.turns[info.session_id] = _OpenTurn(
-            span, set_span_in_context(span), now, agent.id, agent.name, time.time_ns()
+            span, set_span_in_context(span), at, agent.id, agent.name, at
         )
 
-    def _action(self, session_id: str, step: ActionDone) -> None:
+    def _action(self, session_id: str, step: ActionDone, end: int) -> None:
         turn = self.turns.get(session_id)
         if turn is None:
             return
@@ -179,7 +212,6 @@ class GenAiSpans:
             attributes[GA.GEN_AI_TOOL_CALL_RESULT] = step.result.output()
         if not step.result.success:
             attributes[ERROR_TYPE] = TOOL_ERROR
-        end = time.time_ns()
         with self.sdk.ids.chosen(None, event_span_id(step.call_event_id)):
             span = self.tracer.start_span(
                 f"execute_tool {step.name}",
@@ -193,7 +225,7 @@ class GenAiSpans:
         span.end(end_time=end)
         turn.mark_ns = end
 
-    def _ended(self, session_id: str, result: TurnResult) -> None:
+    def _ended(self, session_id: str, result: TurnResult, at: int) -> None:
         turn = self.turns.pop(session_id, None)
         if turn is None:
             return
@@ -206,19 +238,23 @@ class GenAiSpans:
                 GA.GEN_AI_OUTPUT_MESSAGES, _json([_text_message("assistant", result.reply)])
             )
         if result.error is not None:
-            self._close(turn, result.error.error, result.error.message)
+            self._close(turn, result.error.error, result.error.message, at=at)
         else:
-            span.end()
+            span.end(end_time=at)
 
-    def _close(self, turn: _OpenTurn, error_type: str, message: str = "") -> None:
+    def _close(self, turn: _OpenTurn, error_type: str, message: str = "", *, at: int) -> None:
         turn.span.set_attribute(ERROR_TYPE, error_type)
         turn.span.set_status(Status(StatusCode.ERROR, message or error_type))
-        turn.span.end()
+        turn.span.end(end_time=at)
 
     def close(self) -> None:
-        """End the spans of turns still open (the process is stopping)."""
+        """Build what is queued, then end the spans of turns still open (the process is
+        stopping)."""
+        self._queue.put(None)
+        self._builder.join()
+        at = time.time_ns()
         for turn in self.turns.values():
-            self._close(turn, "interrupted")
+            self._close(turn, "interrupted", at=at)
         self.turns.clear()
 
     # ------------------------------------------------------------ calls (an observer)
@@ -229,8 +265,18 @@ class GenAiSpans:
         request: ChatRequest,
         reply: ChatResponse | None,
     ) -> None:
-        """LlmRouter observer: a `chat` span and the call's metrics."""
-        end = time.time_ns()
+        """LlmRouter observer: queue the call (with its time)."""
+        self._queue.put((self._call_ended, (record, info, request, reply, time.time_ns())))
+
+    def _call_ended(
+        self,
+        record: CallRecord,
+        info: CallInfo,
+        request: ChatRequest,
+        reply: ChatResponse | None,
+        end: int,
+    ) -> None:
+        """A `chat` span and the call's metrics."""
         start = end - record.latency_ms * 1_000_000
         turn = self.turns.get(info.session_id) if info.session_id else None
         provider = provider_name(record.provider)
