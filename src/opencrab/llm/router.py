@@ -21,7 +21,8 @@ row there and writes it itself, with the call's token_usage event.
 Before each attempt the router's `guard` (core/reservations.BudgetGuard, installed by the
 Runtime) reserves the attempt's estimated cost under the caps that apply, or refuses it
 with BudgetExceeded; the attempt's metrics row settles the reservation when stored, and
-an attempt that ends without one (cancelled) releases it.
+an attempt that ends without one (cancelled) releases it. Each attempt's end is told to
+the router's `observers` (CallObserver: the telemetry export's chat spans).
 When no provider has credentials and no local server answers, the embedded model is
 used and the user is told once how to configure a real provider; when the configured
 default provider cannot answer but another can (a key for another cloud, a running

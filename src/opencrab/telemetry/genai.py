@@ -6,9 +6,9 @@ observer (LlmRouter.observers: every attempt of every model call). From them it 
 
 - `invoke_agent {agent}` per turn (INTERNAL): `gen_ai.agent.id` / `.name`, the session
   as `gen_ai.conversation.id`; its trace id is the turn's AgentEvent trace id and its
-  span id the low 64 bits of the turn's user event id (export.EventIds). In a ticket's
-  run (or any work span of the same trace) it hangs below that span; in a heartbeat's
-  (another trace) it is linked to it;
+  span id the low 64 bits of the turn's user event id (export.event_span_id). In a
+  ticket's run (or any work span of the same trace) it hangs below that span; in a
+  heartbeat's (another trace) it is linked to it;
 - `chat {model}` per model call attempt (CLIENT), below its turn's span: provider,
   request and response model, input/output/cached/reasoning tokens, finish reasons,
   time to first chunk (streamed calls), `error.type` for a failed attempt, and the
@@ -22,9 +22,9 @@ Message text (the user's message, the prompts, replies, tool arguments and resul
 set only with `[telemetry] capture_content = true`.
 
 On the turn's path the hooks only take the time and put what they were told on a queue:
-a thread of the export's own builds the spans from it, with those times, in order, and
-the batch span processor exports them from another (export.py). `close` builds what is
-queued and ends the spans of turns still open.
+a thread of the export's own builds the spans from it, in order, as finished spans with
+those times (a turn's when it ends), and the batch span processor exports them from
+another (export.py). `close` builds what is queued and ends the turns still open.
 
 Example:
     spans = GenAiSpans(sdk)
@@ -42,13 +42,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
-from opentelemetry.context import Context
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as GA
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
+from opentelemetry.trace import Link, SpanContext, SpanKind
 
 from opencrab.core.steps import (
     ActionDone,
@@ -63,7 +61,14 @@ from opencrab.core.work_spans import WorkSpan, current_work
 from opencrab.llm.metrics import CallRecord
 from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, ChatResponse, Message
-from opencrab.telemetry.export import TelemetrySdk
+from opencrab.telemetry.export import (
+    TelemetrySdk,
+    context_of,
+    event_span_id,
+    new_span_id,
+    new_trace_id,
+    trace_of,
+)
 from opencrab.telemetry.work import OtelWorkSpan
 
 log = logging.getLogger(__name__)
@@ -74,18 +79,10 @@ have no well-known value and keep ours)."""
 TOOL_ERROR = "tool_error"
 """`error.type` of an action that failed (its message is the span's status)."""
 STALE_SECS = 3600.0
-"""An open turn span older than this whose turn never ended (a cancelled stream) is closed."""
-_LOW64 = (1 << 64) - 1
-
-
-def event_span_id(event_id: str) -> int:
-    """The span id of the span that stands for an AgentEvent: the id's low 64 bits."""
-    return (UUID(event_id).int & _LOW64) or 1
-
-
-def trace_of(trace_id: str) -> int:
-    """An AgentEvent trace id (a UUID) as an OpenTelemetry trace id."""
-    return UUID(trace_id).int or 1
+"""An open turn whose turn never ended (a cancelled stream) is closed after this long."""
+INVOKE_AGENT = GA.GenAiOperationNameValues.INVOKE_AGENT.value
+CHAT = GA.GenAiOperationNameValues.CHAT.value
+EXECUTE_TOOL = GA.GenAiOperationNameValues.EXECUTE_TOOL.value
 
 
 def provider_name(provider: str) -> str:
@@ -95,14 +92,15 @@ def provider_name(provider: str) -> str:
 
 @dataclass
 class _OpenTurn:
-    """A turn whose `invoke_agent` span is open."""
+    """A turn whose `invoke_agent` span is made when it ends."""
 
-    span: Span
-    context: Context
-    started: int  # time.time_ns()
-    agent_id: str
-    agent_name: str
-    mark_ns: int  # when the last call or action ended: the next action's start
+    name: str
+    context: SpanContext
+    parent: SpanContext | None
+    links: list[Link]
+    start: int  # ns since the epoch
+    attributes: dict[str, Any]
+    mark: int  # when the last call or action ended: the next action's start
     calls: list[tuple[str, str]] = field(default_factory=list)  # (call id, name) to run
 
 
@@ -111,7 +109,6 @@ class GenAiSpans:
 
     def __init__(self, sdk: TelemetrySdk) -> None:
         self.sdk = sdk
-        self.tracer = sdk.tracer
         self.capture = sdk.target.capture_content
         self.turns: dict[str, _OpenTurn] = {}  # session id -> its running turn
         self.token_usage = gen_ai_metrics.create_gen_ai_client_token_usage(sdk.meter)
@@ -119,14 +116,40 @@ class GenAiSpans:
         self.first_chunk = gen_ai_metrics.create_gen_ai_client_operation_time_to_first_chunk(
             sdk.meter
         )
-        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[object, ...]] | None]
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
         self._queue = queue.SimpleQueue()
         self._builder = threading.Thread(target=self._build, name="opencrab-genai-spans")
         self._builder.daemon = True
         self._builder.start()
 
+    # ------------------------------------------------------------ the hooks (turn's path)
+    def on_step(self, info: TurnInfo, step: EngineStep) -> None:
+        """TurnService listener: queue the step (with its time and the current work)."""
+        if type(step) is not TextDelta:
+            self._queue.put((self._on_step, (info, step, time.time_ns(), current_work())))
+
+    def call_ended(
+        self,
+        record: CallRecord,
+        info: CallInfo,
+        request: ChatRequest,
+        reply: ChatResponse | None,
+    ) -> None:
+        """LlmRouter observer: queue the call (with its time)."""
+        self._queue.put((self._call_ended, (record, info, request, reply, time.time_ns())))
+
+    def close(self) -> None:
+        """Build what is queued, then end the turns still open (the process is stopping)."""
+        self._queue.put(None)
+        self._builder.join()
+        at = time.time_ns()
+        for turn in self.turns.values():
+            self._end(turn, at, error=("interrupted", "the process stopped"))
+        self.turns.clear()
+
+    # ------------------------------------------------------------ the builder thread
     def _build(self) -> None:
-        """The builder thread: make the spans of what the hooks queued, in order."""
+        """Make the spans of what the hooks queued, in order."""
         while (item := self._queue.get()) is not None:
             handler, args = item
             try:
@@ -134,14 +157,7 @@ class GenAiSpans:
             except Exception:  # a bad record never stops the export
                 log.exception("telemetry: a span could not be built")
 
-    # ------------------------------------------------------------ turns (a listener)
-    def on_step(self, info: TurnInfo, step: EngineStep) -> None:
-        """TurnService listener: queue the step (with its time and the current work)."""
-        if type(step) is not TextDelta:
-            self._queue.put((self._on_step, (info, step, time.time_ns(), current_work())))
-
     def _on_step(self, info: TurnInfo, step: EngineStep, at: int, work: WorkSpan | None) -> None:
-        """Open, fill and close the turn's spans."""
         if isinstance(step, TurnStarted):
             self._started(info, step, at, work)
         elif isinstance(step, LlmReplied):
@@ -155,11 +171,11 @@ class GenAiSpans:
 
     def _started(self, info: TurnInfo, step: TurnStarted, at: int, work: WorkSpan | None) -> None:
         for session_id, turn in list(self.turns.items()):  # turns that never ended
-            if session_id == info.session_id or (at - turn.started) / 1e9 > STALE_SECS:
-                self._close(self.turns.pop(session_id), "interrupted", at=at)
+            if session_id == info.session_id or (at - turn.start) / 1e9 > STALE_SECS:
+                self._end(self.turns.pop(session_id), at, error=("interrupted", "interrupted"))
         agent = info.agent
         attributes: dict[str, Any] = {
-            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.INVOKE_AGENT.value,
+            GA.GEN_AI_OPERATION_NAME: INVOKE_AGENT,
             GA.GEN_AI_AGENT_ID: agent.id,
             GA.GEN_AI_AGENT_NAME: agent.name,
             GA.GEN_AI_CONVERSATION_ID: info.session_id,
@@ -172,23 +188,20 @@ class GenAiSpans:
                 [_text_message("user", info.message.content.text)]
             )
         trace_id = trace_of(step.trace_id)
-        parent, links = Context(), []
+        parent, links = None, []
         if isinstance(work, OtelWorkSpan):
-            if work.span_context.trace_id == trace_id:
-                parent = set_span_in_context(work.span)
+            if work.context.trace_id == trace_id:
+                parent = work.context
             else:
-                links.append(Link(work.span_context))
-        with self.sdk.ids.chosen(trace_id, event_span_id(step.user_event_id)):
-            span = self.tracer.start_span(
-                f"invoke_agent {agent.name}",
-                context=parent,
-                kind=SpanKind.INTERNAL,
-                attributes=attributes,
-                links=links,
-                start_time=at,
-            )
+                links.append(Link(work.context))
         self.turns[info.session_id] = _OpenTurn(
-            span, set_span_in_context(span), at, agent.id, agent.name, at
+            f"invoke_agent {agent.name}",
+            context_of(trace_id, event_span_id(step.user_event_id)),
+            parent,
+            links,
+            at,
+            attributes,
+            at,
         )
 
     def _action(self, session_id: str, step: ActionDone, end: int) -> None:
@@ -197,11 +210,11 @@ class GenAiSpans:
             return
         call_id = _take_call(turn, step.name)
         attributes: dict[str, Any] = {
-            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.EXECUTE_TOOL.value,
+            GA.GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
             GA.GEN_AI_TOOL_NAME: step.name,
             GA.GEN_AI_TOOL_TYPE: "function",
             GA.GEN_AI_CONVERSATION_ID: session_id,
-            GA.GEN_AI_AGENT_ID: turn.agent_id,
+            GA.GEN_AI_AGENT_ID: turn.attributes[GA.GEN_AI_AGENT_ID],
             "opencrab.event.id": step.result_event_id,
             "opencrab.call_event.id": step.call_event_id,
         }
@@ -210,63 +223,53 @@ class GenAiSpans:
         if self.capture:
             attributes[GA.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(step.arguments)
             attributes[GA.GEN_AI_TOOL_CALL_RESULT] = step.result.output()
+        error = None
         if not step.result.success:
             attributes[ERROR_TYPE] = TOOL_ERROR
-        with self.sdk.ids.chosen(None, event_span_id(step.call_event_id)):
-            span = self.tracer.start_span(
+            error = step.result.error or TOOL_ERROR
+        self.sdk.emit(
+            self.sdk.span(
                 f"execute_tool {step.name}",
-                context=turn.context,
-                kind=SpanKind.INTERNAL,
+                context_of(turn.context.trace_id, event_span_id(step.call_event_id)),
+                parent=turn.context,
+                start=min(turn.mark, end),
+                end=end,
                 attributes=attributes,
-                start_time=min(turn.mark_ns, end),
+                error=error,
             )
-        if not step.result.success:
-            span.set_status(Status(StatusCode.ERROR, step.result.error or ""))
-        span.end(end_time=end)
-        turn.mark_ns = end
+        )
+        turn.mark = end
 
     def _ended(self, session_id: str, result: TurnResult, at: int) -> None:
         turn = self.turns.pop(session_id, None)
         if turn is None:
             return
-        span = turn.span
-        span.set_attribute("opencrab.iterations", result.iterations)
+        turn.attributes["opencrab.iterations"] = result.iterations
         if result.stopped_by is not None:
-            span.set_attribute("opencrab.stopped_by", result.stopped_by)
+            turn.attributes["opencrab.stopped_by"] = result.stopped_by
         if self.capture and result.reply is not None:
-            span.set_attribute(
-                GA.GEN_AI_OUTPUT_MESSAGES, _json([_text_message("assistant", result.reply)])
+            turn.attributes[GA.GEN_AI_OUTPUT_MESSAGES] = _json(
+                [_text_message("assistant", result.reply)]
             )
-        if result.error is not None:
-            self._close(turn, result.error.error, result.error.message, at=at)
-        else:
-            span.end(end_time=at)
+        failed = result.error
+        self._end(turn, at, error=None if failed is None else (failed.error, failed.message))
 
-    def _close(self, turn: _OpenTurn, error_type: str, message: str = "", *, at: int) -> None:
-        turn.span.set_attribute(ERROR_TYPE, error_type)
-        turn.span.set_status(Status(StatusCode.ERROR, message or error_type))
-        turn.span.end(end_time=at)
-
-    def close(self) -> None:
-        """Build what is queued, then end the spans of turns still open (the process is
-        stopping)."""
-        self._queue.put(None)
-        self._builder.join()
-        at = time.time_ns()
-        for turn in self.turns.values():
-            self._close(turn, "interrupted", at=at)
-        self.turns.clear()
-
-    # ------------------------------------------------------------ calls (an observer)
-    def call_ended(
-        self,
-        record: CallRecord,
-        info: CallInfo,
-        request: ChatRequest,
-        reply: ChatResponse | None,
-    ) -> None:
-        """LlmRouter observer: queue the call (with its time)."""
-        self._queue.put((self._call_ended, (record, info, request, reply, time.time_ns())))
+    def _end(self, turn: _OpenTurn, at: int, *, error: tuple[str, str] | None) -> None:
+        """Emit the turn's `invoke_agent` span (`error`: its error type and message)."""
+        if error is not None:
+            turn.attributes[ERROR_TYPE] = error[0]
+        self.sdk.emit(
+            self.sdk.span(
+                turn.name,
+                turn.context,
+                parent=turn.parent,
+                start=turn.start,
+                end=at,
+                attributes=turn.attributes,
+                links=turn.links,
+                error=None if error is None else error[1] or error[0],
+            )
+        )
 
     def _call_ended(
         self,
@@ -277,16 +280,51 @@ class GenAiSpans:
         end: int,
     ) -> None:
         """A `chat` span and the call's metrics."""
-        start = end - record.latency_ms * 1_000_000
         turn = self.turns.get(info.session_id) if info.session_id else None
-        provider = provider_name(record.provider)
         common: dict[str, Any] = {
-            GA.GEN_AI_OPERATION_NAME: GA.GenAiOperationNameValues.CHAT.value,
-            GA.GEN_AI_PROVIDER_NAME: provider,
+            GA.GEN_AI_OPERATION_NAME: CHAT,
+            GA.GEN_AI_PROVIDER_NAME: provider_name(record.provider),
             GA.GEN_AI_REQUEST_MODEL: record.model,
         }
         if reply is not None and reply.model:
             common[GA.GEN_AI_RESPONSE_MODEL] = reply.model
+        failed = record.status == "error"
+        if failed:
+            common[ERROR_TYPE] = record.error_type or "_OTHER"
+        attributes = self._chat_attributes(common, record, info, request, reply)
+        trace_id = turn.context.trace_id if turn is not None else new_trace_id()
+        self.sdk.emit(
+            self.sdk.span(
+                f"chat {record.model}",
+                context_of(trace_id, new_span_id()),
+                parent=None if turn is None else turn.context,
+                start=end - record.latency_ms * 1_000_000,
+                end=end,
+                attributes=attributes,
+                kind=SpanKind.CLIENT,
+                error=(record.error or common[ERROR_TYPE]) if failed else None,
+            )
+        )
+        if turn is not None:
+            turn.mark = end
+        self.duration.record(record.latency_ms / 1000, common)
+        if record.time_to_first_token_ms is not None:
+            self.first_chunk.record(record.time_to_first_token_ms / 1000, common)
+        if not failed:
+            self.token_usage.record(record.input_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(
+                record.output_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "output"}
+            )
+
+    def _chat_attributes(
+        self,
+        common: dict[str, Any],
+        record: CallRecord,
+        info: CallInfo,
+        request: ChatRequest,
+        reply: ChatResponse | None,
+    ) -> dict[str, Any]:
+        """A `chat` span's attributes: `common` (the metrics') and the call's own."""
         attributes = dict(common)
         attributes.update(
             {
@@ -299,30 +337,23 @@ class GenAiSpans:
                 "opencrab.cost_usd": record.estimated_cost_usd,
             }
         )
-        if record.cache_read_tokens:
-            attributes[GA.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = record.cache_read_tokens
-        if record.cache_write_tokens:
-            attributes[GA.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = record.cache_write_tokens
-        if record.reasoning_tokens:
-            attributes[GA.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = record.reasoning_tokens
+        optional = {
+            GA.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: record.cache_read_tokens or None,
+            GA.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: record.cache_write_tokens or None,
+            GA.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: record.reasoning_tokens or None,
+            GA.GEN_AI_REQUEST_MAX_TOKENS: request.max_tokens,
+            GA.GEN_AI_REQUEST_TEMPERATURE: request.temperature,
+            GA.GEN_AI_CONVERSATION_ID: info.session_id,
+            GA.GEN_AI_AGENT_ID: info.agent_id,
+            "opencrab.fallback_from": record.fallback_from,
+        }
+        attributes.update((key, value) for key, value in optional.items() if value is not None)
         if record.time_to_first_token_ms is not None:
             attributes[GA.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
                 record.time_to_first_token_ms / 1000
             )
-        if request.max_tokens is not None:
-            attributes[GA.GEN_AI_REQUEST_MAX_TOKENS] = request.max_tokens
-        if request.temperature is not None:
-            attributes[GA.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
-        if info.session_id:
-            attributes[GA.GEN_AI_CONVERSATION_ID] = info.session_id
-        if info.agent_id:
-            attributes[GA.GEN_AI_AGENT_ID] = info.agent_id
-        if record.fallback_from:
-            attributes["opencrab.fallback_from"] = record.fallback_from
         if reply is not None and reply.finish_reason:
             attributes[GA.GEN_AI_RESPONSE_FINISH_REASONS] = (reply.finish_reason,)
-        if record.status == "error":
-            attributes[ERROR_TYPE] = common[ERROR_TYPE] = record.error_type or "_OTHER"
         if self.capture:
             attributes[GA.GEN_AI_INPUT_MESSAGES] = _json(
                 [_message_json(m) for m in request.messages]
@@ -331,26 +362,7 @@ class GenAiSpans:
                 output = _message_json(reply.message)
                 output["finish_reason"] = reply.finish_reason or ""
                 attributes[GA.GEN_AI_OUTPUT_MESSAGES] = _json([output])
-        span = self.tracer.start_span(
-            f"chat {record.model}",
-            context=turn.context if turn is not None else Context(),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=start,
-        )
-        if record.status == "error":
-            span.set_status(Status(StatusCode.ERROR, record.error or ""))
-        span.end(end_time=end)
-        if turn is not None:
-            turn.mark_ns = end
-        self.duration.record(record.latency_ms / 1000, common)
-        if record.time_to_first_token_ms is not None:
-            self.first_chunk.record(record.time_to_first_token_ms / 1000, common)
-        if record.status != "error":
-            self.token_usage.record(record.input_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "input"})
-            self.token_usage.record(
-                record.output_tokens, {**common, GA.GEN_AI_TOKEN_TYPE: "output"}
-            )
+        return attributes
 
 
 def _take_call(turn: _OpenTurn, name: str) -> str | None:

@@ -16,25 +16,17 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping
 from uuid import UUID
 
-from opentelemetry.context import Context
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
-from opentelemetry.trace import (
-    Link,
-    Span,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    set_span_in_context,
-)
+from opentelemetry.trace import Link, SpanContext
 
 from opencrab.agentmode.model import TaskStatus
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.core.work_spans import Value, WorkSpan, current_work
-from opencrab.telemetry.export import TelemetrySdk
+from opencrab.telemetry.export import TelemetrySdk, context_of, new_span_id, new_trace_id
 
 ENDED = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
@@ -48,27 +40,51 @@ def trace_for(key: str) -> int:
 
 
 class OtelWorkSpan:
-    """A WorkSpan over an SDK span."""
+    """A WorkSpan exported as a finished span when it ends."""
 
-    def __init__(self, span: Span) -> None:
-        self.span = span
+    def __init__(
+        self,
+        sdk: TelemetrySdk,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        links: list[Link],
+        attributes: dict[str, Value],
+        start: int,
+    ) -> None:
+        self.sdk = sdk
+        self.name = name
+        self.context = context
+        self.parent = parent
+        self.links = links
+        self.attributes = attributes
+        self.start = start
+        self.error: str | None = None
         self._ended = False
 
-    @property
-    def span_context(self) -> SpanContext:
-        return self.span.get_span_context()
-
     def set(self, key: str, value: Value) -> None:
-        self.span.set_attribute(key, value)
+        self.attributes[key] = value
 
     def fail(self, error_type: str, message: str = "") -> None:
-        self.span.set_attribute(ERROR_TYPE, error_type)
-        self.span.set_status(Status(StatusCode.ERROR, message or error_type))
+        self.attributes[ERROR_TYPE] = error_type
+        self.error = message or error_type
 
     def end(self) -> None:
-        if not self._ended:
-            self._ended = True
-            self.span.end()
+        if self._ended:
+            return
+        self._ended = True
+        self.sdk.emit(
+            self.sdk.span(
+                self.name,
+                self.context,
+                parent=self.parent,
+                start=self.start,
+                end=time.time_ns(),
+                attributes=self.attributes,
+                links=self.links,
+                error=self.error,
+            )
+        )
 
 
 class WorkSpans:
@@ -92,25 +108,25 @@ class WorkSpans:
         start_time: int | None = None,
     ) -> OtelWorkSpan:
         """A span `{kind} {name}` in `trace` (None: the current work's, else a new one)."""
-        parent, links = Context(), []
+        parent, links = None, []
         work = current_work()
         if isinstance(work, OtelWorkSpan):
-            if trace is None or work.span_context.trace_id == trace:
-                parent = set_span_in_context(work.span)
+            if trace is None or work.context.trace_id == trace:
+                parent = work.context
+                trace = work.context.trace_id
             else:
-                links.append(Link(work.span_context))
+                links.append(Link(work.context))
         named: dict[str, Value] = {"opencrab.work.kind": kind}
         named.update({f"opencrab.{kind}.{key}": value for key, value in attributes.items()})
-        with self.sdk.ids.chosen(trace, None):
-            span = self.sdk.tracer.start_span(
-                f"{kind} {name}",
-                context=parent,
-                kind=SpanKind.INTERNAL,
-                attributes=named,
-                links=links,
-                start_time=start_time,
-            )
-        return OtelWorkSpan(span)
+        return OtelWorkSpan(
+            self.sdk,
+            f"{kind} {name}",
+            context_of(trace or new_trace_id(), new_span_id()),
+            parent,
+            links,
+            named,
+            time.time_ns() if start_time is None else start_time,
+        )
 
 
 class AgentModeTasks:
