@@ -3,6 +3,7 @@ OTLP/HTTP to a real receiver on loopback (issue 36 §3), and sends nothing by de
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from tests.fakes.openai_bodies import CHAT, call, chunk, completion, tool_reply
 from tests.fakes.otlp_receiver import OtlpReceiver, attributes
 from tests.fakes.served import ServedOpenCrab, wait_for
 
-GENAI = "gen_ai."
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _config(path: Path, receiver: str | None, *, capture: bool = False) -> Path:
@@ -275,3 +276,55 @@ def test_nothing_is_sent_and_no_exporter_exists_by_default(
     )
     assert ran.returncode == 0, ran.stderr
     assert "loaded: []" in ran.stdout
+
+
+def test_tickets_and_imports_are_spans_of_their_own(
+    tmp_path: Path, fake_llm_server: FakeLlmServer
+) -> None:
+    corpus = tmp_path / "corpus"
+    shutil.copytree(FIXTURES / "codex" / "localpush-2026-02-23", corpus)
+    fake_llm_server.reply(CHAT, tool_reply(call("c1", "complete_ticket", {"summary": "Done."})))
+    with OtlpReceiver() as receiver:
+        config = _config(tmp_path / "opencrab.toml", receiver.url)
+        served = ServedOpenCrab(
+            tmp_path / "data", llm=fake_llm_server, env={"OPENCRAB_CONFIG": str(config)}
+        )
+        with served, served.client() as client:
+            agent = client.post("/api/agents", json={"name": "aki", "prompt": "Work."}).json()
+            made = client.post(
+                "/api/tickets", json={"agentId": agent["id"], "context": {"goal": "ship"}}
+            )
+            assert made.status_code == 201, made.text
+            ticket_id = made.json()["id"]
+            wait_for(
+                "the ticket to complete",
+                lambda: client.get(f"/api/tickets/{ticket_id}").json()["status"] == "completed",
+            )
+            job = client.post("/api/imports", json={"path": str(corpus), "source": "codex"})
+            assert job.status_code == 202, job.text
+            job_id = job.json()["id"]
+            wait_for(
+                "the import job",
+                lambda: client.get(f"/api/imports/jobs/{job_id}").json()["status"] == "done",
+            )
+            ticket = client.get(f"/api/tickets/{ticket_id}").json()
+        spans = receiver.spans()
+    named = _by_name(spans)
+    (ticket_span,) = named[f"ticket {ticket_id}"]
+    session_id = ticket["currentSessionId"] or ticket["sessions"][-1]["id"]
+    assert ticket_span.trace_id == UUID(session_id).bytes  # the ticket session's trace
+    ticket_attrs = attributes(ticket_span.attributes)
+    assert ticket_attrs["opencrab.work.kind"] == "ticket"
+    assert ticket_attrs["opencrab.ticket.agent_id"] == agent["id"]
+    assert ticket_attrs["opencrab.ticket.turns"] == 1
+    (turn,) = named["invoke_agent aki"]
+    assert turn.trace_id == ticket_span.trace_id
+    assert turn.parent_span_id == ticket_span.span_id  # the ticket's turn hangs below it
+    assert attributes(turn.attributes)["opencrab.session.kind"] == "ticket"
+    (done,) = named["execute_tool complete_ticket"]
+    assert done.parent_span_id == turn.span_id
+    (imported,) = named["import codex"]
+    import_attrs = attributes(imported.attributes)
+    assert import_attrs["opencrab.import.files"] >= 1
+    assert import_attrs["opencrab.import.messages"] > 0
+    assert imported.end_time_unix_nano >= imported.start_time_unix_nano
