@@ -102,7 +102,10 @@ async def _telemetry(process: Process) -> Stop | None:
     telemetry = process.telemetry = start_telemetry(process.runtime)
     if telemetry is None:
         return None
-    log.info("telemetry: exporting traces and metrics to %s", telemetry.target.traces_url)
+    target = telemetry.target
+    log.info(
+        "telemetry: exporting traces to %s, metrics to %s", target.traces_url, target.metrics_url
+    )
     return telemetry.stop
 
 

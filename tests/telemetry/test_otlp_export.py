@@ -112,10 +112,12 @@ def test_a_turn_with_tool_calls_is_exported_as_genai_spans_and_metrics(
                     len([s for s in receiver.spans() if s.name.startswith("invoke_agent")]) == 2
                 ),
             )
+            told = served.output()
         assert served.returncode is not None
         spans = receiver.spans()
         metrics = {m.name: m for m in receiver.metrics()}  # flushed at shutdown
 
+    assert f"telemetry: exporting traces to {receiver.url}/v1/traces" in told
     assert {"service.name": "opencrab"}.items() <= receiver.resources()[0].items()
     named = _by_name(spans)
     session_id = done["session"]["id"]

@@ -9,7 +9,8 @@ observer (LlmRouter.observers: every attempt of every model call). From them it 
   span id the low 64 bits of the turn's user event id (export.event_span_id). In a
   ticket's run (or any work span of the same trace) it hangs below that span; in a
   heartbeat's (another trace) it is linked to it;
-- `chat {model}` per model call attempt (CLIENT), below its turn's span: provider,
+- `chat {model}` per model call attempt (CLIENT), below its turn's span (outside a turn,
+  below the current work's, e.g. a heartbeat's reflection; else a trace of its own): provider,
   request and response model, input/output/cached/reasoning tokens, finish reasons,
   time to first chunk (streamed calls), `error.type` for a failed attempt, and the
   call's `llm_usage_metrics` id (`opencrab.metrics_id`, which its token_usage event names);
@@ -135,8 +136,9 @@ class GenAiSpans:
         request: ChatRequest,
         reply: ChatResponse | None,
     ) -> None:
-        """LlmRouter observer: queue the call (with its time)."""
-        self._queue.put((self._call_ended, (record, info, request, reply, time.time_ns())))
+        """LlmRouter observer: queue the call (with its time and the current work)."""
+        now = time.time_ns()
+        self._queue.put((self._call_ended, (record, info, request, reply, now, current_work())))
 
     def close(self) -> None:
         """Build what is queued, then end the turns still open (the process is stopping)."""
@@ -278,9 +280,14 @@ class GenAiSpans:
         request: ChatRequest,
         reply: ChatResponse | None,
         end: int,
+        work: WorkSpan | None,
     ) -> None:
-        """A `chat` span and the call's metrics."""
+        """A `chat` span (below its turn's span, else the work's: a heartbeat's reflection)
+        and the call's metrics."""
         turn = self.turns.get(info.session_id) if info.session_id else None
+        parent = turn.context if turn is not None else None
+        if parent is None and isinstance(work, OtelWorkSpan):
+            parent = work.context
         common: dict[str, Any] = {
             GA.GEN_AI_OPERATION_NAME: CHAT,
             GA.GEN_AI_PROVIDER_NAME: provider_name(record.provider),
@@ -292,12 +299,12 @@ class GenAiSpans:
         if failed:
             common[ERROR_TYPE] = record.error_type or "_OTHER"
         attributes = self._chat_attributes(common, record, info, request, reply)
-        trace_id = turn.context.trace_id if turn is not None else new_trace_id()
+        trace_id = parent.trace_id if parent is not None else new_trace_id()
         self.sdk.emit(
             self.sdk.span(
                 f"chat {record.model}",
                 context_of(trace_id, new_span_id()),
-                parent=None if turn is None else turn.context,
+                parent=parent,
                 start=end - record.latency_ms * 1_000_000,
                 end=end,
                 attributes=attributes,

@@ -29,6 +29,8 @@ from opencrab.core.work_spans import Value, WorkSpan, current_work
 from opencrab.telemetry.export import TelemetrySdk, context_of, new_span_id, new_trace_id
 
 ENDED = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+KEEP_ENDED = 10_000
+"""Ended agent-mode tasks remembered, so a later save of their session exports none again."""
 
 
 def trace_for(key: str) -> int:
@@ -136,6 +138,7 @@ class AgentModeTasks:
         self.spans = spans
         self.runner = runner
         self.open: dict[tuple[str, str], OtelWorkSpan] = {}
+        self.ended: dict[tuple[str, str], None] = {}  # exported already (the newest KEEP)
 
     def on_change(self, session_id: str, task_id: str | None) -> None:
         """AgentModeRunner listener: open a task's span when it runs, end it when it ends."""
@@ -148,9 +151,12 @@ class AgentModeTasks:
                 continue
             key = (session_id, task.id)
             span = self.open.get(key)
-            if span is None and task.status in (TaskStatus.RUNNING, *ENDED):
-                if task.status in ENDED and task.started_at is None:
-                    continue  # never ran (cancelled before it started)
+            # a task seen ended without having been seen running gets its span only when
+            # this call is about it (a save of the whole session tells old ends again)
+            fresh = task.status is TaskStatus.RUNNING or (
+                task_id is not None and task.status in ENDED and task.started_at is not None
+            )
+            if span is None and fresh and key not in self.ended:
                 start = task.started_at
                 span = self.open[key] = self.spans.start(
                     "agent_mode.task",
@@ -162,6 +168,9 @@ class AgentModeTasks:
             if span is None or task.status not in ENDED:
                 continue
             del self.open[key]
+            self.ended[key] = None
+            if len(self.ended) > KEEP_ENDED:
+                del self.ended[next(iter(self.ended))]
             span.set("opencrab.agent_mode.task.status", task.status.value)
             if task.sub_agent is not None:
                 span.set("opencrab.agent_mode.task.agent_type", str(task.sub_agent.agent_type))
