@@ -102,9 +102,9 @@ async def _telemetry(process: Process) -> Stop | None:
     telemetry = process.telemetry = start_telemetry(process.runtime)
     if telemetry is None:
         return None
-    target = telemetry.target
-    log.info(
-        "telemetry: exporting traces to %s, metrics to %s", target.traces_url, target.metrics_url
+    to = telemetry.target  # said at start: what leaves the machine, and where to
+    process.runtime.notices.append(
+        f"telemetry: exporting traces to {to.traces_url}, metrics to {to.metrics_url}"
     )
     return telemetry.stop
 
