@@ -22,10 +22,11 @@ observer (LlmRouter.observers: every attempt of every model call). From them it 
 Message text (the user's message, the prompts, replies, tool arguments and results) is
 set only with `[telemetry] capture_content = true`.
 
-On the turn's path the hooks only take the time and put what they were told on a queue:
-a thread of the export's own builds the spans from it, in order, as finished spans with
-those times (a turn's when it ends), and the batch span processor exports them from
-another (export.py). `close` builds what is queued and ends the turns still open.
+On the turn's path the hooks only take the time and append what they were told to a
+queue: every BUILD_SECS a thread of the export's own builds the spans from it, in order,
+as finished spans with those times (a turn's when it ends), and the batch span processor
+exports them from another (export.py). `close` builds what is queued and ends the turns
+still open.
 
 Example:
     spans = GenAiSpans(sdk)
@@ -37,9 +38,9 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,8 @@ TOOL_ERROR = "tool_error"
 """`error.type` of an action that failed (its message is the span's status)."""
 STALE_SECS = 3600.0
 """An open turn whose turn never ended (a cancelled stream) is closed after this long."""
+BUILD_SECS = 0.25
+"""How often the builder thread makes the spans of what was queued."""
 INVOKE_AGENT = GA.GenAiOperationNameValues.INVOKE_AGENT.value
 CHAT = GA.GenAiOperationNameValues.CHAT.value
 EXECUTE_TOOL = GA.GenAiOperationNameValues.EXECUTE_TOOL.value
@@ -117,8 +120,10 @@ class GenAiSpans:
         self.first_chunk = gen_ai_metrics.create_gen_ai_client_operation_time_to_first_chunk(
             sdk.meter
         )
-        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
-        self._queue = queue.SimpleQueue()
+        # what the hooks were told, in order; taken every BUILD_SECS by the builder thread
+        self._pending: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._closing = threading.Event()
+        self._draining = threading.Lock()  # the builder's, or a `flush`'s caller's
         self._builder = threading.Thread(target=self._build, name="opencrab-genai-spans")
         self._builder.daemon = True
         self._builder.start()
@@ -127,7 +132,7 @@ class GenAiSpans:
     def on_step(self, info: TurnInfo, step: EngineStep) -> None:
         """TurnService listener: queue the step (with its time and the current work)."""
         if type(step) is not TextDelta:
-            self._queue.put((self._on_step, (info, step, time.time_ns(), current_work())))
+            self._pending.append((self._on_step, (info, step, time.time_ns(), current_work())))
 
     def call_ended(
         self,
@@ -138,11 +143,13 @@ class GenAiSpans:
     ) -> None:
         """LlmRouter observer: queue the call (with its time and the current work)."""
         now = time.time_ns()
-        self._queue.put((self._call_ended, (record, info, request, reply, now, current_work())))
+        self._pending.append(
+            (self._call_ended, (record, info, request, reply, now, current_work()))
+        )
 
     def close(self) -> None:
         """Build what is queued, then end the turns still open (the process is stopping)."""
-        self._queue.put(None)
+        self._closing.set()
         self._builder.join()
         at = time.time_ns()
         for turn in self.turns.values():
@@ -151,13 +158,25 @@ class GenAiSpans:
 
     # ------------------------------------------------------------ the builder thread
     def _build(self) -> None:
-        """Make the spans of what the hooks queued, in order."""
-        while (item := self._queue.get()) is not None:
-            handler, args = item
-            try:
-                handler(*args)
-            except Exception:  # a bad record never stops the export
-                log.exception("telemetry: a span could not be built")
+        """Every BUILD_SECS, make the spans of what the hooks queued, in order (waking
+        for each step would cost a turn more in thread switches than the spans do)."""
+        while not self._closing.wait(BUILD_SECS):
+            self._drain()
+        self._drain()
+
+    def flush(self) -> None:
+        """Build what is queued now, in the caller's thread."""
+        self._drain()
+
+    def _drain(self) -> None:
+        pending = self._pending
+        with self._draining:
+            while pending:
+                handler, args = pending.popleft()
+                try:
+                    handler(*args)
+                except Exception:  # a bad record never stops the export
+                    log.exception("telemetry: a span could not be built")
 
     def _on_step(self, info: TurnInfo, step: EngineStep, at: int, work: WorkSpan | None) -> None:
         if isinstance(step, TurnStarted):
@@ -216,7 +235,6 @@ class GenAiSpans:
             GA.GEN_AI_TOOL_NAME: step.name,
             GA.GEN_AI_TOOL_TYPE: "function",
             GA.GEN_AI_CONVERSATION_ID: session_id,
-            GA.GEN_AI_AGENT_ID: turn.attributes[GA.GEN_AI_AGENT_ID],
             "opencrab.event.id": step.result_event_id,
             "opencrab.call_event.id": step.call_event_id,
         }
@@ -298,7 +316,7 @@ class GenAiSpans:
         failed = record.status == "error"
         if failed:
             common[ERROR_TYPE] = record.error_type or "_OTHER"
-        attributes = self._chat_attributes(common, record, info, request, reply)
+        attributes = self._chat_attributes(common, record, info, request, reply, turn is not None)
         trace_id = parent.trace_id if parent is not None else new_trace_id()
         self.sdk.emit(
             self.sdk.span(
@@ -330,6 +348,7 @@ class GenAiSpans:
         info: CallInfo,
         request: ChatRequest,
         reply: ChatResponse | None,
+        turn_span: bool,
     ) -> dict[str, Any]:
         """A `chat` span's attributes: `common` (the metrics') and the call's own."""
         attributes = dict(common)
@@ -337,21 +356,21 @@ class GenAiSpans:
             {
                 GA.GEN_AI_USAGE_INPUT_TOKENS: record.input_tokens,
                 GA.GEN_AI_USAGE_OUTPUT_TOKENS: record.output_tokens,
-                GA.GEN_AI_REQUEST_STREAM: record.stream,
                 "opencrab.metrics_id": record.id,
-                "opencrab.purpose": record.purpose,
-                "opencrab.attempt": record.attempt,
                 "opencrab.cost_usd": record.estimated_cost_usd,
             }
         )
+        # each attribute costs its encoding in every export: the usual values are left out
         optional = {
+            GA.GEN_AI_REQUEST_STREAM: record.stream or None,
+            "opencrab.attempt": record.attempt if record.attempt > 1 else None,
             GA.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: record.cache_read_tokens or None,
             GA.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: record.cache_write_tokens or None,
             GA.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: record.reasoning_tokens or None,
             GA.GEN_AI_REQUEST_MAX_TOKENS: request.max_tokens,
             GA.GEN_AI_REQUEST_TEMPERATURE: request.temperature,
             GA.GEN_AI_CONVERSATION_ID: info.session_id,
-            GA.GEN_AI_AGENT_ID: info.agent_id,
+            GA.GEN_AI_AGENT_ID: None if turn_span else info.agent_id,  # a turn's span has it
             "opencrab.fallback_from": record.fallback_from,
         }
         attributes.update((key, value) for key, value in optional.items() if value is not None)
