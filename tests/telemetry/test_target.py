@@ -22,7 +22,7 @@ def test_the_endpoint_in_the_config_turns_it_on() -> None:
     assert target is not None
     assert target.traces_url == "http://127.0.0.1:4318/v1/traces"
     assert target.metrics_url == "http://127.0.0.1:4318/v1/metrics"
-    assert target.headers is None  # the exporter reads OTEL_EXPORTER_OTLP_HEADERS
+    assert target.headers is None  # the exporter adds OTEL_EXPORTER_OTLP_HEADERS itself
     assert target.capture_content is False
 
 

@@ -10,9 +10,10 @@ it off whatever the variables say. OpenCrab sends no other telemetry, ever.
 `{endpoint}/v1/traces` and metrics to `{endpoint}/v1/metrics`, OTLP over HTTP with
 protobuf bodies. gRPC is not built in (it would bring grpcio); every collector that takes
 OTLP (Jaeger, Phoenix, Langfuse, the OpenTelemetry Collector) also takes it over HTTP.
-`headers` are sent with every export (a collector's API key: `Authorization = "Basic …"`);
-left empty, `OTEL_EXPORTER_OTLP_HEADERS` is read. Message text (prompts, replies, tool
-arguments and results) is exported only with `capture_content = true`.
+`headers` are sent with every export (a collector's API key: `Authorization = "Basic …"`),
+besides those of `OTEL_EXPORTER_OTLP_HEADERS` (a key in both: this one). Message text
+(prompts, replies, tool arguments and results) is exported only with
+`capture_content = true`.
 
 Example:
     [telemetry]

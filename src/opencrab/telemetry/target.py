@@ -41,7 +41,8 @@ class ExportTarget:
 
     traces_url: str | None
     metrics_url: str | None
-    headers: dict[str, str] | None  # None: the exporter reads OTEL_EXPORTER_OTLP_HEADERS
+    # [telemetry] headers (None: none); the exporter adds OTEL_EXPORTER_OTLP_HEADERS' own
+    headers: dict[str, str] | None
     service_name: str
     capture_content: bool
     metric_interval_secs: float
