@@ -90,6 +90,11 @@ def _by_name(spans: list[Any]) -> dict[str, list[Any]]:
     return found
 
 
+def _has(receiver: OtlpReceiver, name: str) -> bool:
+    """Whether a span of this name has come (the batch processor sends every 5 s)."""
+    return any(span.name == name for span in receiver.spans())
+
+
 def _low64(event_id: str) -> bytes:
     return UUID(event_id).bytes[8:]
 
@@ -228,6 +233,7 @@ def test_capture_content_exports_the_messages(
             tmp_path / "data", llm=fake_llm_server, env={"OPENCRAB_CONFIG": str(config)}
         ) as served:
             _turn_with_tool_calls(served, fake_llm_server)
+            wait_for("the turn's spans", lambda: _has(receiver, "invoke_agent aki"))
         spans = receiver.spans()
     named = _by_name(spans)
     turn = attributes(named["invoke_agent aki"][0].attributes)
@@ -310,6 +316,10 @@ def test_tickets_and_imports_are_spans_of_their_own(
                 lambda: client.get(f"/api/imports/jobs/{job_id}").json()["status"] == "done",
             )
             ticket = client.get(f"/api/tickets/{ticket_id}").json()
+            wait_for(
+                "the ticket's and the import's spans",
+                lambda: _has(receiver, f"ticket {ticket_id}") and _has(receiver, "import codex"),
+            )
         spans = receiver.spans()
     named = _by_name(spans)
     (ticket_span,) = named[f"ticket {ticket_id}"]
