@@ -64,10 +64,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test gets its own data directory, no provider keys and no OPENCRAB_* settings
-    but one: no background memory embedding."""
+    """Each test gets its own data directory, no provider keys, no OTEL_* variables (a
+    developer's collector is never sent to) and no OPENCRAB_* settings but one: no
+    background memory embedding."""
     for name in list(os.environ):
-        if name.startswith("OPENCRAB_") or name in PROVIDER_KEYS:
+        if name.startswith(("OPENCRAB_", "OTEL_")) or name in PROVIDER_KEYS:
             monkeypatch.delenv(name)
     home = tmp_path / "data"
     monkeypatch.setenv("OPENCRAB_HOME", str(home))

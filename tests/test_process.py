@@ -84,7 +84,8 @@ async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
     settings = load_settings()
     caplog.set_level(logging.INFO, logger="opencrab.process")
     line = await run_until_started(entry, settings, caplog)
-    expected = [service.name for service in SERVICES if role in service.roles]
+    # the telemetry export is off by default ([telemetry]): it does not run
+    expected = [s.name for s in SERVICES if role in s.roles and s.name != "telemetry"]
     assert line == f"{role.value}: running {', '.join(expected)}"
     assert said(caplog, role, "started") == expected
     assert said(caplog, role, "stopped") == expected[::-1]
@@ -92,11 +93,12 @@ async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
 
 
 def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
-    """The tool sources (first), heartbeats, tickets, approval follow-ups, discussions and
-    agent-mode sessions run in every role, in one order; only what needs HTTP or a chat
-    connection is left to `up`."""
+    """The telemetry export (first: it sees the others), the tool sources, heartbeats,
+    tickets, approval follow-ups, discussions and agent-mode sessions run in every role, in
+    one order; only what needs HTTP or a chat connection is left to `up`."""
     shared = [s.name for s in SERVICES if s.roles == frozenset(Role)]
     assert shared == [
+        "telemetry",
         "tool-sources",
         "heartbeats",
         "tickets",

@@ -50,6 +50,7 @@ from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.reports.agent_mode import agent_mode_notice
 from opencrab.server.auth import TokenWatch
 from opencrab.server.live import EventHub
+from opencrab.telemetry import Telemetry, start_telemetry
 from opencrab.tickets.scheduler import TicketScheduler, start_tickets
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class Process:
     token_watch: TokenWatch | None = None
     mcp: StoredMcpServers | None = None  # the MCP servers added in the dashboard, running here
     memory_index: MemoryIndexer | None = None
+    telemetry: Telemetry | None = None
 
     @property
     def claim_secs(self) -> float:
@@ -100,6 +102,17 @@ class Process:
 
 
 # ------------------------------------------------------------ the services
+async def _telemetry(process: Process) -> Stop | None:
+    telemetry = process.telemetry = start_telemetry(process.runtime)
+    if telemetry is None:
+        return None
+    to = telemetry.target  # said at start: what leaves the machine, and where to
+    process.runtime.notices.append(
+        f"telemetry: exporting traces to {to.traces_url}, metrics to {to.metrics_url}"
+    )
+    return telemetry.stop
+
+
 async def _tool_sources(process: Process) -> Stop:
     sources = await start_tool_sources(process.runtime)
     stored = process.mcp = StoredMcpServers(process.runtime, sources)
@@ -175,6 +188,8 @@ async def _agent_mode(process: Process) -> Stop:
         credentials=SubAgentCredentials(runtime.llm_settings),
         leases=runtime.leases,
     )
+    if process.telemetry is not None:
+        process.telemetry.follow_agent_mode(runner)
     hub = process.hub
     if hub is not None:
         runner.listeners.append(
@@ -227,7 +242,8 @@ class Service:
 
 
 SERVICES: tuple[Service, ...] = (
-    Service("tool-sources", EVERY, _tool_sources),  # first: the registry is whole (config's
+    Service("telemetry", EVERY, _telemetry),  # first in, last out: it sees all the rest
+    Service("tool-sources", EVERY, _tool_sources),  # the registry is whole (config's
     # and dashboard's MCP servers included; the latter followed while the process runs)
     Service("live-events", HTTP, _live_events),  # before the others: they announce to it
     Service("heartbeats", EVERY, _heartbeats),

@@ -29,6 +29,7 @@ from opencrab.config.gateways import gateway_models, unknown_gateway
 from opencrab.config.mcp import McpSection
 from opencrab.config.origins import KeyPath, origin_of
 from opencrab.config.providers import registered_providers
+from opencrab.config.telemetry import TelemetrySection
 from opencrab.errors import ConfigError
 from opencrab.prompts import DEFAULT_LANGUAGE, Language
 
@@ -342,6 +343,7 @@ class Settings(Section):
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     mcp: McpSection = Field(default_factory=McpSection)
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
     _keys_needed: dict[str, str] = PrivateAttr(default_factory=dict)

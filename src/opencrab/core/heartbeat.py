@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, ChannelHome
 from opencrab.core.budgets import Budgets, Standing
+from opencrab.core.work_spans import work_span
 from opencrab.messages import (
     IncomingMessage,
     InternalSource,
@@ -374,7 +375,14 @@ class HeartbeatScheduler:
     async def _carry_out(self, pulse: AgentPulse, tick: Tick, now: float) -> None:
         if tick.decision in ("speak", "learn") and self.act is not None:
             try:
-                tick.result = await self.act(tick)
+                with work_span(  # in the trace of the session it speaks in (telemetry)
+                    "heartbeat",
+                    tick.decision,
+                    trace_id=tick.session_id,
+                    agent_id=pulse.agent_id,
+                    decision=tick.decision,
+                ):
+                    tick.result = await self.act(tick)
             except Exception as exc:
                 log.exception("heartbeat action of %s failed", pulse.agent_id)
                 tick.result = {"error": f"{type(exc).__name__}: {exc}"}

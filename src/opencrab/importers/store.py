@@ -45,6 +45,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 import zstandard
 from sqlalchemy.engine import Connection
 
+from opencrab.core.work_spans import work_span
 from opencrab.errors import ValidationError
 from opencrab.event_log import EventRow, event_row
 from opencrab.events import (
@@ -258,7 +259,19 @@ class Importer:
         stored. Files are written BATCH_BYTES of new lines per transaction (each file
         whole in one), so many small files cost few commits. When `stop()` turns true
         the files read so far are stored and the rest are left (`summary.files` holds
-        those done)."""
+        those done). The import is a span of telemetry when that is exported."""
+        with work_span("import", self.source.name, agent_id=self.agent_id or "") as span:
+            summary = self._run(paths, progress, stop)
+            span.set("opencrab.import.files", len(summary.files))
+            span.set("opencrab.import.messages", sum(f.messages for f in summary.files))
+        return summary
+
+    def _run(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        progress: Callable[[FileResult, int], None] | None,
+        stop: Callable[[], bool] | None,
+    ) -> ImportSummary:
         files, problems = self.find(paths)
         summary = ImportSummary(self.source.name, self.agent_id, problems=problems)
         batch: list[_Pending] = []

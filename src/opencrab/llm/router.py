@@ -21,7 +21,8 @@ row there and writes it itself, with the call's token_usage event.
 Before each attempt the router's `guard` (core/reservations.BudgetGuard, installed by the
 Runtime) reserves the attempt's estimated cost under the caps that apply, or refuses it
 with BudgetExceeded; the attempt's metrics row settles the reservation when stored, and
-an attempt that ends without one (cancelled) releases it.
+an attempt that ends without one (cancelled) releases it. Each attempt's end is told to
+the router's `observers` (CallObserver: the telemetry export's chat spans).
 When no provider has credentials and no local server answers, the embedded model is
 used and the user is told once how to configure a real provider; when the configured
 default provider cannot answer but another can (a key for another cloud, a running
@@ -134,6 +135,30 @@ class CallGuard(Protocol):
         ...
 
 
+class CallObserver(Protocol):
+    """Told of every attempt once it has ended (LlmRouter.observers): the telemetry export
+    (opencrab.telemetry) makes a `chat` span of it. Runs on the call's path: it must be
+    quick and never raise.
+
+    Example:
+        class Observer:
+            def call_ended(self, record, info, request, reply):
+                print(record.provider, record.model, record.latency_ms, record.status)
+        router.observers.append(Observer())
+    """
+
+    def call_ended(
+        self,
+        record: CallRecord,
+        info: CallInfo,
+        request: ChatRequest,
+        reply: ChatResponse | None,
+    ) -> None:
+        """`record` is the attempt's metrics row (status, latency, usage, error type);
+        `reply` the model's answer, None for a failed attempt."""
+        ...
+
+
 class LlmRouter:
     """Routes chat calls to providers with aliases, purposes, fallback and metrics.
 
@@ -180,6 +205,8 @@ class LlmRouter:
         self._calls: dict[LlmProvider, int] = {}  # provider -> calls running on it
         self.retiring: list[LlmProvider] = []
         """Replaced providers with calls still running: closed when the last one ends."""
+        self.observers: list[CallObserver] = []
+        """Told of every attempt when it ends (opencrab.telemetry's chat spans)."""
 
     # ------------------------------------------------------------ set-up
     @classmethod
@@ -496,6 +523,7 @@ class LlmRouter:
                     )
             except LlmError as exc:
                 self._failed(record, exc, start)
+                self._observe(record, info, request, None)
                 last = exc
                 if self._gives_up(exc):
                     raise
@@ -507,6 +535,7 @@ class LlmRouter:
             self._finish(record, reply, info)
             reply.metrics_id = record.id
             reply.latency_ms = record.latency_ms
+            self._observe(record, info, request, reply)
             return reply
         assert last is not None, "no provider to try"
         raise last
@@ -549,6 +578,7 @@ class LlmRouter:
                         yield chunk
             except LlmError as exc:
                 self._failed(record, exc, start, acc)
+                self._observe(record, info, request, None)
                 last = exc
                 if started or self._gives_up(exc):
                     raise
@@ -560,6 +590,7 @@ class LlmRouter:
             reply = acc.response()
             self._finish(record, reply, info)
             reply.metrics_id, reply.latency_ms = record.id, record.latency_ms
+            self._observe(record, info, request, reply)
             if result is not None:
                 result.response = reply
             return
@@ -573,6 +604,15 @@ class LlmRouter:
         """Ask the guard before an attempt (BudgetExceeded refuses it, with no row)."""
         if self.guard is not None:
             record.reserved = await self.guard.reserve(target, request, info, record.id)
+
+    def _observe(
+        self, record: CallRecord, info: CallInfo, request: ChatRequest, reply: ChatResponse | None
+    ) -> None:
+        for observer in self.observers:
+            try:
+                observer.call_ended(record, info, request, reply)
+            except Exception:  # an observer's bug never fails the call
+                log.exception("call observer %r failed", observer)
 
     def _let_go(self, record: CallRecord) -> None:
         if record.reserved and self.guard is not None:

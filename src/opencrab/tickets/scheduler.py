@@ -48,6 +48,7 @@ from opencrab.config.models import TicketsSection
 from opencrab.core.budgets import CostCap
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import LlmReplied, TurnResult
+from opencrab.core.work_spans import work_span
 from opencrab.errors import ConflictError, NotFoundError, OpenCrabError, ValidationError
 from opencrab.messages import IncomingMessage, InternalSource, Sender
 from opencrab.offload import run_blocking
@@ -302,6 +303,22 @@ class TicketScheduler:
             await run_blocking(service.fail_ticket, db, ticket_id, str(exc))
             return
         stretch = Stretch(limits, time.monotonic())
+        # the run is a span in its session's trace: its turns hang below it (telemetry)
+        with work_span("ticket", ticket_id, trace_id=session_id, agent_id=agent.id) as span:
+            await self._stretch(ticket_id, session_id, agent, limits, stretch, message)
+            span.set("opencrab.ticket.turns", stretch.turns)
+
+    async def _stretch(
+        self,
+        ticket_id: str,
+        session_id: str,
+        agent: Any,
+        limits: Limits,
+        stretch: Stretch,
+        message: str,
+    ) -> None:
+        """Turns of the ticket's agent until the ticket stops, is suspended or fails."""
+        db = self.runtime.db
         while True:
             reason = stretch.exceeded(time.monotonic())
             if reason is not None:
