@@ -168,3 +168,22 @@ def acknowledge_run(db: Database, run_id: str) -> None:
     with db.write() as conn:
         if not repo.acknowledge_run(conn, run_id, _now()):
             raise NotFoundError(f"no unacknowledged failed schedule run {run_id}")
+
+
+def get_run(db: Database, run_id: str) -> RunRow:
+    """One run; NotFoundError when there is none."""
+    try:
+        run_id = str(UUID(str(run_id)))
+    except ValueError:
+        raise NotFoundError(f"no schedule run {run_id!r}") from None
+    with db.read() as conn:
+        found = repo.run(conn, run_id)
+    if found is None:
+        raise NotFoundError(f"no schedule run {run_id}")
+    return found
+
+
+def agent_names(db: Database) -> dict[str, str]:
+    """Every agent's name by id (for lists of schedules)."""
+    with db.read() as conn:
+        return {str(r.id): str(r.name) for r in agents_repo.all_agents(conn)}
