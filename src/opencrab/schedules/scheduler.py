@@ -89,12 +89,14 @@ class ScheduleScheduler:
         self.section = section or runtime.settings.schedules
         self.wall = wall
         self.schedules: dict[str, ScheduleRow] = {}
-        self._heap: list[tuple[float, int, str]] = []
+        self._heap: list[tuple[float, int, str, datetime]] = []  # (due, entry, id, slot)
         self._entry: dict[str, int] = {}  # schedule id -> its live heap entry
         self._seq = itertools.count()
         self._mark: tuple[int, datetime | None] | None = None
         self.active: dict[str, str] = {}  # schedule id -> the run id it runs here now
         self.tasks: set[asyncio.Task[None]] = set()
+        # one claim at a time per schedule, in the order its slots came due (FIFO locks)
+        self._claiming: dict[str, asyncio.Lock] = {}
         self.lateness_secs: deque[float] = deque(maxlen=LATENESS_KEPT)
         self.claims = 0  # runs this process recorded (any status)
         self.elsewhere = 0  # due slots another process held the lease of
@@ -185,21 +187,21 @@ class ScheduleScheduler:
             self.schedules[schedule_id] = row
             missed = latest_slot(row, at)
             if missed is not None and (row.last_slot is None or missed > row.last_slot):
-                self._push(schedule_id, missed.timestamp())  # due now: late or on time
+                self._push(schedule_id, missed)  # due now: late or on time
             else:
                 self._push_next(row, at)
 
-    def _push(self, schedule_id: str, due: float) -> None:
+    def _push(self, schedule_id: str, slot: datetime) -> None:
         entry = next(self._seq)
         self._entry[schedule_id] = entry
-        heapq.heappush(self._heap, (due, entry, schedule_id))
+        heapq.heappush(self._heap, (slot.timestamp(), entry, schedule_id, slot))
 
     def _push_next(self, row: ScheduleRow, after: datetime) -> None:
         upcoming = next_slot(row, after)
         if upcoming is None:
             self._entry.pop(row.id, None)  # a one-shot schedule past its time
             return
-        self._push(row.id, upcoming.timestamp())
+        self._push(row.id, upcoming)
 
     def next_due_in(self) -> float | None:
         """Seconds until the earliest slot this process waits for (None: none)."""
@@ -209,22 +211,34 @@ class ScheduleScheduler:
 
     # ------------------------------------------------------------ due slots
     def fire_due(self) -> float | None:
-        """Start a claim for every schedule due now; seconds until the next is due."""
+        """Start a claim for every slot due now; seconds until the next is due.
+
+        A slot found due within `late_grace_secs` of its time is claimed as on time, and
+        the next slot is waited for from it (so a process that was busy for a moment
+        still records each slot); one found later follows the catch-up policy for the
+        latest slot due, and the slots before it are passed by.
+        """
         while True:
             delay = self.next_due_in()
             if delay is None or delay > 0.0005:
                 return delay
-            _, _, schedule_id = heapq.heappop(self._heap)
+            due, _, schedule_id, slot = heapq.heappop(self._heap)
             row = self.schedules[schedule_id]
             now = self.wall()
-            at = datetime.fromtimestamp(now, UTC)
-            slot = latest_slot(row, at)
-            self._push_next(row, at)
-            if slot is None:
+            if now - due <= self.section.late_grace_secs:
+                self._push_next(row, slot)
+                self._spawn(self.claim_and_run(row, slot, "slot"))
                 continue
-            late = now - slot.timestamp()
-            trigger = "slot" if late <= self.section.late_grace_secs else "late"
-            self._spawn(self.claim_and_run(row, slot, trigger))
+            at = datetime.fromtimestamp(now, UTC)
+            latest = latest_slot(row, at) or slot
+            self._push_next(row, at)
+            self._spawn(self.claim_and_run(row, latest, "late"))
+
+    def _lock(self, schedule_id: str) -> asyncio.Lock:
+        lock = self._claiming.get(schedule_id)
+        if lock is None:
+            lock = self._claiming[schedule_id] = asyncio.Lock()
+        return lock
 
     def _spawn(self, work: object) -> None:
         task: asyncio.Task[None] = asyncio.create_task(work)  # type: ignore[arg-type]
@@ -329,7 +343,8 @@ class ScheduleScheduler:
                     detail=detail,
                 )
 
-        run_id = await run_blocking(write)
+        async with self._lock(row.id):
+            run_id = await run_blocking(write)
         if run_id is None:
             return None
         self.claims += 1
@@ -362,8 +377,9 @@ class ScheduleScheduler:
                     detail=why,
                 )
 
-        if await run_blocking(write) is not None:
-            self.claims += 1
+        async with self._lock(row.id):
+            if await run_blocking(write) is not None:
+                self.claims += 1
 
     async def _run(self, claimed: Claimed) -> None:
         """Carry out a claimed run and record its end (failed, with the reason, when the

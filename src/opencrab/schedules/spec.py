@@ -262,7 +262,8 @@ def _check_cron(expr: str, tz: str | None, now: datetime, min_interval_secs: int
         times = [next(slots) for _ in range(CRON_SAMPLES)]
     except (CronSimError, StopIteration) as exc:
         raise ValidationError(f"cron: {expr!r} is not a valid cron expression ({exc})") from None
-    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    utc = [t.astimezone(UTC) for t in times]  # local times subtract naively (DST)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(utc)]
     if gaps and min(gaps) < min_interval_secs:
         raise ValidationError(
             f"cron: {expr!r} runs every {min(gaps):.0f} s at times, under the minimum interval "
