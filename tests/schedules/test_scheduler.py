@@ -269,7 +269,13 @@ def test_the_session_of_a_turn_action_holds_the_prompt(
         f"/api/agents/{agent}/schedules",
         json={"everySecs": 1, "action": {"kind": "turn", "prompt": "Nudge", "sessionId": session}},
     ).json()
-    found = ended(api, schedule["id"], 2)
+    found = wait_for(
+        "two runs that succeeded",
+        lambda: (
+            [r for r in runs(api, schedule["id"]) if r["status"] == "succeeded"][1:]
+            and runs(api, schedule["id"])
+        ),
+    )
     assert {r["sessionId"] for r in found if r["status"] == "succeeded"} == {session}
     said = [m.content for m in session_messages(app_db, session)]
     assert said.count("done: Nudge") >= 2  # each run's turn, one after the other, in it
