@@ -113,3 +113,38 @@ def one_schedule(runtime: Runtime, row: ScheduleRow) -> ScheduleResponse:
 
 def run_list(rows: Sequence[RunRow]) -> list[RunResponse]:
     return [run_response(row) for row in rows]
+
+
+class AgentChoice(ApiModel):
+    id: str
+    name: str
+    language: str
+
+
+class SchedulesPage(ApiModel):
+    """What the Schedules page shows: every schedule, the failed runs waiting for a
+    person, the latest runs, and the agents a schedule may be made for."""
+
+    schedules: list[ScheduleResponse]
+    failed: list[RunResponse]
+    recent: list[RunResponse]
+    agents: list[AgentChoice]
+    last_status: dict[str, str]  # schedule id -> its latest run's status
+
+
+def schedules_page(runtime: Runtime) -> SchedulesPage:
+    """The Schedules page's view (the same calls the API makes)."""
+    agents = runtime.agents.list()
+    names = {a.id: a.name for a in agents}
+    rows = service.list_schedules(runtime.db)
+    recent = service.recent_runs(runtime.db, limit=30)
+    latest: dict[str, str] = {}
+    for run in recent:
+        latest.setdefault(run.schedule_id, run.status)
+    return SchedulesPage(
+        schedules=[schedule_response(row, names) for row in rows],
+        failed=run_list(service.failed_runs(runtime.db, limit=50)),
+        recent=run_list(recent),
+        agents=[AgentChoice(id=a.id, name=a.name, language=a.language) for a in agents],
+        last_status=latest,
+    )

@@ -7,22 +7,25 @@ run starts at its slot, not at the next poll. Whether the schedules changed (cre
 paused, resumed, deleted by any process) is one indexed read every `[schedules]
 refresh_secs`; only then are they read again. A slot that comes due is
 
-1. claimed under the schedule's lease (`schedule:<id>`, store/leases.py): a process that
-   cannot take it leaves the slot to the holder. Holding it, the process records the
-   runs of that schedule still `running` as `abandoned` (their process died: a run's
-   lease is taken before its row is written and let go of after its end is), checks the
-   agent's and the fleet's budgets, and claims the slot in one transaction
+1. claimed, by every process that sees it due, in one transaction each
    (store/repositories/schedules.claim_slot: the schedule's last slot moves forward only
-   from an earlier one, and a run row is unique per slot), so a slot is recorded once
-   however many processes see it due;
+   from an earlier one, and a run row is unique per slot): one process records it, the
+   others find it taken. The claimer first takes the run's lease
+   (`schedule-run:<run id>`, store/leases.py), held until the run's end is recorded;
+   so a run recorded as `running` whose lease nobody holds died with its process, and
+   the claim records it as `abandoned`. A slot that comes while a run of the schedule
+   still goes on (its lease held, in any process) is recorded as skipped, as is one
+   the agent's or the fleet's budget refuses;
 2. run: the action (schedules/runs.py's `carry_out`) — a turn, a ticket, a post to a
    gateway channel — and its end recorded (status, cost, the session or ticket it made);
 3. a slot found due more than `[schedules] late_grace_secs` after its time (no process
    ran, or this one was busy) follows the schedule's `catchUp`: `once` runs it now (one
    run for the latest missed slot, whatever the number missed), `skip` records it as
-   skipped; the earlier missed slots are never run. A slot due while the schedule's
-   previous run is still going is recorded as skipped; a spent budget too.
+   skipped; the earlier missed slots are never run. Slots found due within the grace
+   are claimed one by one, in order.
 
+No process waits on another to claim a slot: if one is busy or stopped, the others
+record the slot on time.
 Runs recorded as running whose lease nobody holds (a process killed mid-run) are also
 looked for every lease_ttl/3, for the schedules no slot of which is due again soon.
 
@@ -45,6 +48,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from uuid import uuid4
 
 from opencrab.config.models import SchedulesSection
 from opencrab.core.budgets import Budgets
@@ -54,13 +58,12 @@ from opencrab.offload import run_blocking
 from opencrab.schedules import service
 from opencrab.schedules.runs import carry_out
 from opencrab.schedules.spec import latest_slot, next_slot
-from opencrab.store.leases import schedule_key
+from opencrab.store.leases import schedule_run_key
 from opencrab.store.repositories import schedules as repo
 from opencrab.store.repositories.schedules import RunEnd, ScheduleRow
 
 log = logging.getLogger(__name__)
 
-CLAIMING = ""  # `active`'s value while a slot of the schedule is being claimed here
 LATENESS_KEPT = 10_000  # the latest on-time starts' lateness kept for `lateness()`
 
 
@@ -93,7 +96,7 @@ class ScheduleScheduler:
         self._entry: dict[str, int] = {}  # schedule id -> its live heap entry
         self._seq = itertools.count()
         self._mark: tuple[int, datetime | None] | None = None
-        self.active: dict[str, str] = {}  # schedule id -> the run id it runs here now
+        self.active: dict[str, str] = {}  # run id -> schedule id: the runs going on here
         self.tasks: set[asyncio.Task[None]] = set()
         # one claim at a time per schedule, in the order its slots came due (FIFO locks)
         self._claiming: dict[str, asyncio.Lock] = {}
@@ -246,31 +249,15 @@ class ScheduleScheduler:
         task.add_done_callback(self.tasks.discard)
 
     async def claim_and_run(self, row: ScheduleRow, slot: datetime, trigger: str) -> str | None:
-        """Claim `slot` of the schedule by lease and run it; the run's id (None: another
-        process has it, or it was claimed already)."""
-        if row.id in self.active:  # its previous run is still claimed or going on here
-            await self._record_skip(row, slot, trigger, "the previous run was still going")
-            return None
-        self.active[row.id] = CLAIMING
-        key = schedule_key(row.id)
-        try:
-            if not await self.runtime.leases.acquire(key):
-                self.elsewhere += 1
-                return None
-            try:
-                claimed = await self._claim(row, slot, trigger)
-                if claimed is None or claimed.status != "running":
-                    return None if claimed is None else claimed.run_id
-                if trigger == "slot":
-                    self.lateness_secs.append(self.wall() - slot.timestamp())
-                self.active[row.id] = claimed.run_id
-                await self._run(claimed)
-                return claimed.run_id
-            finally:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.runtime.leases.release(key))
-        finally:
-            self.active.pop(row.id, None)
+        """Claim `slot` of the schedule and run it; the run's id (None: the slot was
+        claimed already, here or in another process)."""
+        claimed = await self._claim(row, slot, trigger)
+        if claimed is None or claimed.status != "running":
+            return None if claimed is None else claimed.run_id
+        if trigger == "slot":
+            self.lateness_secs.append(self.wall() - slot.timestamp())
+        await self._run(claimed)
+        return claimed.run_id
 
     async def run_now(self, schedule_id: str) -> str:
         """Run the schedule once now, besides its slots (run-now); the run's id once it is
@@ -278,43 +265,22 @@ class ScheduleScheduler:
         under way (here or in another process)."""
         db = self.runtime.db
         row = await run_blocking(service.get_schedule, db, schedule_id)
-        key = schedule_key(row.id)
-        busy = ConflictError(f"a run of schedule {row.id} is under way; try again when it ends")
-        if row.id in self.active:
-            raise busy
-        self.active[row.id] = CLAIMING
-        try:
-            if not await self.runtime.leases.acquire(key):
-                raise busy
-            try:
-                claimed = await self._claim(row, datetime.now(UTC), "manual")
-                if claimed is None:
-                    raise NotFoundError(f"no schedule {row.id}")
-            except BaseException:
-                await self.runtime.leases.release(key)
-                raise
-        except BaseException:
-            self.active.pop(row.id, None)
-            raise
-        if claimed.status != "running":  # recorded as skipped (a spent budget)
-            self.active.pop(row.id, None)
-            await self.runtime.leases.release(key)
-            return claimed.run_id
-        self.active[row.id] = claimed.run_id
-        self._spawn(self._manual(claimed, key))
+        claimed = await self._claim(row, datetime.now(UTC), "manual")
+        if claimed is None:
+            raise NotFoundError(f"no schedule {row.id}")
+        if claimed.status == "busy":
+            raise ConflictError(f"a run of schedule {row.id} is under way; try again when it ends")
+        if claimed.status == "running":
+            self._spawn(self._run(claimed))
         return claimed.run_id
 
-    async def _manual(self, claimed: Claimed, key: str) -> None:
-        try:
-            await self._run(claimed)
-        finally:
-            self.active.pop(claimed.schedule.id, None)
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.runtime.leases.release(key))
-
     async def _claim(self, row: ScheduleRow, slot: datetime, trigger: str) -> Claimed | None:
-        """Holding the schedule's lease: abandon its dead runs, check the budgets and the
-        catch-up policy, and claim the slot (running, or skipped with the reason)."""
+        """Claim the slot: the run's lease first (`schedule-run:<id>`, held until its end
+        is recorded), then one transaction that records the schedule's runs whose lease
+        nobody holds as abandoned and the slot as running — or as skipped, with the
+        reason: a run of the schedule still going, the catch-up policy, a spent budget.
+        None when the slot was claimed already (or the schedule is paused or gone); a
+        manual run while another goes on is not recorded (status `busy`)."""
         runtime = self.runtime
         owner = runtime.leases.owner
         status, detail = "running", None
@@ -324,33 +290,55 @@ class ScheduleScheduler:
             refusal = await self._budget_refusal(row.agent_id)
             if refusal is not None:
                 status, detail = "skipped", refusal
+        run_id = str(uuid4())
+        key = schedule_run_key(run_id)
+        if status == "running":
+            await runtime.leases.acquire(key)  # a new key: always free
 
-        def write() -> str | None:
+        def write() -> tuple[str | None, str]:
+            with runtime.db.read() as conn:
+                running = repo.running_runs(conn, row.id)
+            live = runtime.leases.store.live(schedule_run_key(r.id) for r in running)
+            going = [r for r in running if schedule_run_key(r.id) in live]
+            dead = [r.id for r in running if schedule_run_key(r.id) not in live]
+            final, why = status, detail
+            if going and final == "running":
+                if trigger == "manual":
+                    return None, "busy"
+                final, why = "skipped", "the previous run was still going"
             now = datetime.now(UTC)
             with runtime.db.write() as conn:
-                dead = [
-                    r.id for r in repo.running_runs(conn, row.id) if self.active.get(row.id) != r.id
-                ]
-                repo.abandon_runs(conn, dead, now, _ABANDONED)
-                return repo.claim_slot(
+                claimed = repo.claim_slot(
                     conn,
                     row.id,
                     slot,
                     trigger=trigger,
                     process=owner,
                     now=now,
-                    status=status,
-                    detail=detail,
+                    status=final,
+                    detail=why,
+                    run_id=run_id,
                 )
+                if claimed is not None:
+                    repo.abandon_runs(conn, dead, now, _ABANDONED)
+            return claimed, final
 
-        async with self._lock(row.id):
-            run_id = await run_blocking(write)
-        if run_id is None:
+        try:
+            async with self._lock(row.id):
+                found, final = await run_blocking(write)
+        except BaseException:
+            await _let_go(runtime, key)
+            raise
+        if found is None or final != "running":
+            await _let_go(runtime, key)
+        if final == "busy":
+            return Claimed(run_id, row, slot, trigger, "busy")
+        if found is None:
             return None
         self.claims += 1
-        if status != "running":
-            log.info("schedule %s: slot %s %s: %s", row.id, slot.isoformat(), status, detail)
-        return Claimed(run_id, row, slot, trigger, status)
+        if final != "running":
+            log.info("schedule %s: slot %s %s", row.id, slot.isoformat(), final)
+        return Claimed(found, row, slot, trigger, final)
 
     async def _budget_refusal(self, agent_id: str) -> str | None:
         try:
@@ -361,39 +349,24 @@ class ScheduleScheduler:
         verdict = await run_blocking(budgets.verdict, agent)
         return verdict.refusal
 
-    async def _record_skip(self, row: ScheduleRow, slot: datetime, trigger: str, why: str) -> None:
-        owner = self.runtime.leases.owner
-
-        def write() -> str | None:
-            with self.runtime.db.write() as conn:
-                return repo.claim_slot(
-                    conn,
-                    row.id,
-                    slot,
-                    trigger=trigger,
-                    process=owner,
-                    now=datetime.now(UTC),
-                    status="skipped",
-                    detail=why,
-                )
-
-        async with self._lock(row.id):
-            if await run_blocking(write) is not None:
-                self.claims += 1
-
     async def _run(self, claimed: Claimed) -> None:
-        """Carry out a claimed run and record its end (failed, with the reason, when the
-        action raised or the process is stopping)."""
+        """Carry out a claimed run, record its end (failed, with the reason, when the
+        action raised or the process is stopping), then let go of its lease."""
+        self.active[claimed.run_id] = claimed.schedule.id
         try:
-            end = await carry_out(self.runtime, claimed.schedule)
-        except asyncio.CancelledError:
-            end = RunEnd("failed", datetime.now(UTC), detail="the process stopped during the run")
-            await asyncio.shield(self._finish(claimed.run_id, end))
-            raise
-        except Exception as exc:
-            log.exception("schedule %s: the run failed", claimed.schedule.id)
-            end = RunEnd("failed", datetime.now(UTC), detail=f"{type(exc).__name__}: {exc}")
-        await self._finish(claimed.run_id, end)
+            try:
+                end = await carry_out(self.runtime, claimed.schedule)
+            except asyncio.CancelledError:
+                end = RunEnd("failed", datetime.now(UTC), detail=_STOPPED)
+                await asyncio.shield(self._finish(claimed.run_id, end))
+                raise
+            except Exception as exc:
+                log.exception("schedule %s: the run failed", claimed.schedule.id)
+                end = RunEnd("failed", datetime.now(UTC), detail=f"{type(exc).__name__}: {exc}")
+            await self._finish(claimed.run_id, end)
+        finally:
+            self.active.pop(claimed.run_id, None)
+            await _let_go(self.runtime, schedule_run_key(claimed.run_id))
 
     async def _finish(self, run_id: str, end: RunEnd) -> None:
         def write() -> None:
@@ -404,41 +377,23 @@ class ScheduleScheduler:
 
     # ------------------------------------------------------------ runs of dead processes
     async def sweep(self) -> int:
-        """Record as abandoned the runs recorded as running whose process is gone (their
-        schedule's lease nobody holds); how many."""
+        """Record as abandoned the runs recorded as running whose lease nobody holds (their
+        process died mid-run); how many."""
         db = self.runtime.db
 
-        def running() -> list[tuple[str, str]]:
+        def abandon() -> int:
             with db.read() as conn:
-                return [(r.id, r.schedule_id) for r in repo.running_runs(conn)]
+                running = [r.id for r in repo.running_runs(conn) if r.id not in self.active]
+            if not running:
+                return 0
+            live = self.runtime.leases.store.live(schedule_run_key(r) for r in running)
+            dead = [r for r in running if schedule_run_key(r) not in live]
+            if not dead:
+                return 0
+            with db.write() as conn:
+                return repo.abandon_runs(conn, dead, datetime.now(UTC), _ABANDONED)
 
-        found = [
-            (run_id, sid)
-            for run_id, sid in await run_blocking(running)
-            if self.active.get(sid) != run_id
-        ]
-        if not found:
-            return 0
-        live = await run_blocking(
-            self.runtime.leases.store.live, {schedule_key(sid) for _, sid in found}
-        )
-        count = 0
-        for run_id, schedule_id in found:
-            key = schedule_key(schedule_id)
-            if key in live or schedule_id in self.active:
-                continue
-            if not await self.runtime.leases.acquire(key):
-                continue
-            try:
-
-                def write(run_id: str = run_id) -> int:
-                    with db.write() as conn:
-                        return repo.abandon_runs(conn, [run_id], datetime.now(UTC), _ABANDONED)
-
-                count += await run_blocking(write)
-            finally:
-                await self.runtime.leases.release(key)
-        return count
+        return await run_blocking(abandon)
 
     # ------------------------------------------------------------ figures
     def lateness(self) -> dict[str, float]:
@@ -454,6 +409,12 @@ class ScheduleScheduler:
 
 
 _ABANDONED = "abandoned: the process running it stopped before it ended (killed or crashed)"
+_STOPPED = "the process stopped during the run"
+
+
+async def _let_go(runtime: Runtime, key: str) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.shield(runtime.leases.release(key))
 
 
 def start_schedules(runtime: Runtime) -> ScheduleScheduler | None:

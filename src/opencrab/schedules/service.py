@@ -187,3 +187,9 @@ def agent_names(db: Database) -> dict[str, str]:
     """Every agent's name by id (for lists of schedules)."""
     with db.read() as conn:
         return {str(r.id): str(r.name) for r in agents_repo.all_agents(conn)}
+
+
+def recent_runs(db: Database, *, limit: int = 30) -> list[RunRow]:
+    """The latest runs of every schedule, latest first."""
+    with db.read() as conn:
+        return repo.runs(conn, limit=limit)

@@ -2,7 +2,7 @@
 
 A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
 `ticket:<ticket id>`, `follow-up:<approval id>`, `discussion:<session id>`,
-`agent-mode:<session id>`, `schedule:<schedule id>`, or `member:<owner>`: a process
+`agent-mode:<session id>`, `schedule-run:<run id>`, or `member:<owner>`: a process
 sharing the heartbeats, see store.lease_keeper), the process that holds it (`owner`,
 unique per process: `PROCESS_OWNER`) and when it expires. A lease is taken when it is
 free, expired or already the taker's; taking one's own lease again renews it. A process
@@ -109,11 +109,11 @@ def agent_mode_key(session_id: str) -> str:
     return f"agent-mode:{session_id}"
 
 
-def schedule_key(schedule_id: str) -> str:
-    """The lease a process holds while it claims and runs a slot of `schedule_id`
+def schedule_run_key(run_id: str) -> str:
+    """The lease a process holds while it runs the schedule run `run_id`
     (schedules/scheduler.py): taken before the run is recorded, let go of after its end
     is, so a run recorded as running whose lease nobody holds died with its process."""
-    return f"schedule:{schedule_id}"
+    return f"schedule-run:{run_id}"
 
 
 MEMBER_PREFIX = "member:"

@@ -192,6 +192,7 @@ def claim_slot(
     now: datetime,
     status: str = "running",
     detail: str | None = None,
+    run_id: str | None = None,
 ) -> str | None:
     """Claim `slot` of the schedule and record its run (`status` running, or skipped
     with `detail`); the run's id, or None when the slot (or a later one) was claimed
@@ -212,7 +213,7 @@ def claim_slot(
     found = conn.execute(sa.select(c.agent_id).where(c.id == schedule_id)).first()
     if found is None:
         return None
-    run_id = str(uuid4())
+    run_id = run_id or str(uuid4())
     ended = now if status != "running" else None
     conn.execute(
         schedule_runs.insert().values(
