@@ -189,7 +189,11 @@ class ScheduleScheduler:
                 continue
             self.schedules[schedule_id] = row
             missed = latest_slot(row, at)
-            if missed is not None and (row.last_slot is None or missed > row.last_slot):
+            if (
+                missed is not None
+                and (row.last_slot is None or missed > row.last_slot)
+                and (row.resumed_at is None or missed > row.resumed_at)
+            ):
                 self._push(schedule_id, missed)  # due now: late or on time
             else:
                 self._push_next(row, at)

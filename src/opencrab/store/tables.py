@@ -744,6 +744,7 @@ schedules = sa.Table(
     sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_by", sa.String(200), nullable=False),  # api, cli, mcp, agent, …
     sa.Column("last_slot", UtcDateTime),  # the latest slot claimed (run or skipped)
+    sa.Column("resumed_at", UtcDateTime),  # slots at or before it are not run (paused then)
     _created(),
     sa.Column("updated_at", UtcDateTime, nullable=False, index=True),  # definition changes
     sa.CheckConstraint(_in("kind", SCHEDULE_KINDS), name="kind"),

@@ -1,10 +1,10 @@
 """The schedules repository: `schedules` and `schedule_runs` (their only writer).
 
-A slot is claimed in one write transaction (`claim_slot`): the schedule's `last_slot`
-moves forward only from an earlier value (a compare-and-set: of several processes
-claiming the same slot, one changes the row and the others change nothing) and the run
-row is inserted, unique per (schedule, slot). A manual run (run-now) takes no slot of
-the schedule: its slot is the moment it was asked for.
+A slot is claimed in one write transaction (`claim_slot`): the run row is inserted,
+unique per (schedule, slot), so of several processes claiming the same slot one
+records it and the others find it taken; the schedule's `last_slot` moves forward to it.
+A manual run (run-now) takes no slot of the schedule: its slot is the moment it was
+asked for.
 
 Example:
     with db.write() as conn:
@@ -49,6 +49,7 @@ class ScheduleRow:
     last_slot: datetime | None
     created_at: datetime
     updated_at: datetime
+    resumed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ def set_paused(
     agent_id: str | None = None,
 ) -> int:
     """Pause or resume one schedule, or every schedule of an agent; how many changed.
-    A resumed schedule's slots missed while paused are skipped (its last slot moves to
-    `now`), never run late."""
+    A resumed schedule's slots missed while paused are skipped (no slot at or before
+    `resumed_at`, now, is claimed), never run late."""
     c = schedules.c
     query = schedules.update().where(c.paused == (not paused))
     if schedule_id is not None:
@@ -168,9 +169,7 @@ def set_paused(
         query = query.where(c.agent_id == agent_id)
     values: dict[str, Any] = {"paused": paused, "updated_at": now}
     if not paused:
-        values["last_slot"] = sa.case(
-            (sa.or_(c.last_slot.is_(None), c.last_slot < now), now), else_=c.last_slot
-        )
+        values["resumed_at"] = now
     return int(conn.execute(query.values(values)).rowcount)
 
 
@@ -195,40 +194,45 @@ def claim_slot(
     run_id: str | None = None,
 ) -> str | None:
     """Claim `slot` of the schedule and record its run (`status` running, or skipped
-    with `detail`); the run's id, or None when the slot (or a later one) was claimed
-    already, the schedule is paused or gone. A `manual` run claims no slot."""
+    with `detail`); the run's id, or None when the slot was claimed already (the run
+    row is unique per slot), the schedule is paused or gone, or the slot is at or before
+    its last resume. A `manual` run's slot is the moment it was asked for."""
     c = schedules.c
-    if trigger != "manual":
-        moved = conn.execute(
-            schedules.update()
-            .where(
-                c.id == schedule_id,
-                c.paused == sa.false(),
-                sa.or_(c.last_slot.is_(None), c.last_slot < slot),
-            )
-            .values(last_slot=slot)
-        )
-        if moved.rowcount != 1:
-            return None
-    found = conn.execute(sa.select(c.agent_id).where(c.id == schedule_id)).first()
+    found = conn.execute(
+        sa.select(c.agent_id, c.paused, c.resumed_at, c.last_slot).where(c.id == schedule_id)
+    ).first()
     if found is None:
+        return None
+    if trigger != "manual" and (
+        found.paused or (found.resumed_at is not None and slot <= found.resumed_at)
+    ):
         return None
     run_id = run_id or str(uuid4())
     ended = now if status != "running" else None
-    conn.execute(
-        schedule_runs.insert().values(
-            id=run_id,
-            schedule_id=schedule_id,
-            agent_id=found.agent_id,
-            slot=slot,
-            trigger=trigger,
-            status=status,
-            process=process,
-            started_at=now,
-            ended_at=ended,
-            detail=detail,
+    try:
+        with conn.begin_nested():  # a savepoint: a slot taken already leaves the rest
+            conn.execute(
+                schedule_runs.insert().values(
+                    id=run_id,
+                    schedule_id=schedule_id,
+                    agent_id=found.agent_id,
+                    slot=slot,
+                    trigger=trigger,
+                    status=status,
+                    process=process,
+                    started_at=now,
+                    ended_at=ended,
+                    detail=detail,
+                )
+            )
+    except sa.exc.IntegrityError:
+        return None
+    if trigger != "manual" and (found.last_slot is None or slot > found.last_slot):
+        conn.execute(
+            schedules.update()
+            .where(c.id == schedule_id, sa.or_(c.last_slot.is_(None), c.last_slot < slot))
+            .values(last_slot=slot)
         )
-    )
     return run_id
 
 

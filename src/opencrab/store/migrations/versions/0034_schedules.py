@@ -6,7 +6,8 @@ Create Date: 2026-12-02
 
 `schedules`: an agent's schedule (a cron expression in a time zone, a fixed interval or
 one time), what each run does (`action_json`), what a window missed while no process ran
-becomes (`catch_up`: once or skip), and the latest slot claimed. `schedule_runs`: one row
+becomes (`catch_up`: once or skip), the latest slot claimed and when it was last resumed
+(the slots before are not run). `schedule_runs`: one row
 per slot claimed, unique per (schedule, slot), so a slot runs once however many
 processes see it due; each row says which process ran it, when, how it ended, what it
 cost and produced.
@@ -42,6 +43,7 @@ def upgrade() -> None:
         sa.Column("paused", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("created_by", sa.String(length=200), nullable=False),
         sa.Column("last_slot", opencrab.store.types.UtcDateTime(), nullable=True),
+        sa.Column("resumed_at", opencrab.store.types.UtcDateTime(), nullable=True),
         sa.Column("created_at", opencrab.store.types.UtcDateTime(), nullable=False),
         sa.Column("updated_at", opencrab.store.types.UtcDateTime(), nullable=False),
         sa.CheckConstraint("kind IN ('cron', 'every', 'at')", name=op.f("ck_schedules_kind")),
