@@ -37,6 +37,7 @@ def test_make_run_pause_and_acknowledge_schedules_in_the_page(
     page.allow("/schedules")  # the 400 the bad cron provokes on purpose
     form.get_by_role("button", name="Create schedule").click()
     expect(form.locator('[data-error-for="cron"]')).to_contain_text("not a valid cron")
+    shoot(p, "schedules-new")
     assert api.get("/api/schedules").json() == []
 
     form.get_by_label("Cron expression").fill("0 9 * * 1-5")
