@@ -6,8 +6,9 @@ three processes on PostgreSQL running every slot once.
    several time zones, daily intervals): the CPU it uses over `--idle-secs`, as a share
    of one core, beside the same Runtime without the schedules' scheduler (the baseline,
    measured in the same run just before).
-2. Lateness. With those 10,000 loaded, `--due` more schedules every 2 s (their action
-   creates a ticket: a write, no model call) run for `--due-secs`: how long after its
+2. Lateness. With those 10,000 loaded, `--due` more schedules every 2 s, their slots
+   spread over the interval (their action creates a ticket: a write, no model call),
+   run for `--due-secs`: how long after its
    slot each run started (p50, p99, max), beside what a 1-second poll (the ticket
    scheduler's default) would give for the same slots.
 3. Three processes. Three `opencrab worker` subprocesses on one fresh PostgreSQL
@@ -16,7 +17,7 @@ three processes on PostgreSQL running every slot once.
    table's unique key makes it impossible, counted anyway) and missed slots (a slot
    between the first and the stop with no run), and the lateness across the three.
 
-    python bench/schedules.py [--idle-secs 20] [--due 100] [--due-secs 20] [--pg 20] [--pg-secs 60]
+    python bench/schedules.py [--idle-secs 20] [--due 20] [--due-secs 20] [--pg 20] [--pg-secs 60]
 """
 
 from __future__ import annotations
@@ -124,7 +125,9 @@ async def one_process(idle: int, idle_secs: float, due: int, due_secs: float) ->
         )
         ticket = {"kind": "ticket", "template": {"context": {"goal": "bench"}}}
         start = datetime.now(UTC)
-        insert(runtime.db, agent.id, [{"everySecs": EVERY, "action": ticket}] * due, start)
+        for i in range(due):  # their slots spread over the interval, as schedules made apart
+            spread = start + timedelta(seconds=EVERY * i / due)
+            insert(runtime.db, agent.id, [{"everySecs": EVERY, "action": ticket}], spread)
         scheduler.changed()
         await asyncio.sleep(due_secs)
         await scheduler.stop()
@@ -169,9 +172,12 @@ def three_processes(n: int, secs: float) -> None:
                 AgentCreate(name="bench", prompt="Terse.", heartbeat=HeartbeatConfig(enabled=False))
             )
             ticket = {"kind": "ticket", "template": {"context": {"goal": "bench"}}}
-            start = datetime.now(UTC)
-            insert(db, agent.id, [{"everySecs": EVERY, "action": ticket}] * n, start)
-            time.sleep(secs)
+            # the first slots a few seconds on: every worker has its schedules running
+            start = datetime.now(UTC) + timedelta(seconds=8)
+            for i in range(n):
+                spread = start + timedelta(seconds=EVERY * i / n)
+                insert(db, agent.id, [{"everySecs": EVERY, "action": ticket}], spread)
+            time.sleep(secs + 8)
             stopped = datetime.now(UTC)
             for worker in workers:
                 worker.stop()
@@ -197,12 +203,14 @@ def three_processes(n: int, secs: float) -> None:
     doubles = sum(count - 1 for count in seen.values())
     missed = 0
     expected = 0
+    missing_at: dict[int, int] = {}
     for schedule_id, anchor in anchors.items():
         due = int((stopped - timedelta(seconds=EVERY) - anchor).total_seconds() // EVERY)
         for k in range(1, due + 1):
             expected += 1
             if (schedule_id, anchor + timedelta(seconds=EVERY * k)) not in seen:
                 missed += 1
+                missing_at[k] = missing_at.get(k, 0) + 1
     late = [(r.started_at - r.slot).total_seconds() for r in runs]
     by_process: dict[str, int] = {}
     for r in runs:
@@ -215,7 +223,8 @@ def three_processes(n: int, secs: float) -> None:
         f"{len(runs)} runs of {expected} slots due, {doubles} double runs, {missed} missed "
         f"slots; started p50 {percentile(late, 0.5) * 1000:.0f} ms, p99 "
         f"{percentile(late, 0.99) * 1000:.0f} ms after their slot; runs per process "
-        f"{sorted(by_process.values())}; outcomes {statuses}",
+        f"{sorted(by_process.values())}; outcomes {statuses}"
+        + (f"; missed slots by number {dict(sorted(missing_at.items()))}" if missed else ""),
         flush=True,
     )
 
@@ -224,7 +233,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--idle", type=int, default=10_000, help="schedules not due")
     parser.add_argument("--idle-secs", type=float, default=20.0)
-    parser.add_argument("--due", type=int, default=100, help="schedules every 2 s")
+    parser.add_argument("--due", type=int, default=20, help="schedules every 2 s")
     parser.add_argument("--due-secs", type=float, default=20.0)
     parser.add_argument("--pg", type=int, default=20, help="schedules on PostgreSQL")
     parser.add_argument("--pg-secs", type=float, default=60.0)

@@ -47,7 +47,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 from opencrab.config.models import SchedulesSection
@@ -188,27 +188,33 @@ class ScheduleScheduler:
             if known is not None and known.updated_at == row.updated_at:
                 continue
             self.schedules[schedule_id] = row
-            missed = latest_slot(row, at)
-            if (
-                missed is not None
-                and (row.last_slot is None or missed > row.last_slot)
-                and (row.resumed_at is None or missed > row.resumed_at)
-            ):
-                self._push(schedule_id, missed)  # due now: late or on time
-            else:
-                self._push_next(row, at)
+            self._push(schedule_id, self._first_due(row, at))
 
-    def _push(self, schedule_id: str, slot: datetime) -> None:
+    def _first_due(self, row: ScheduleRow, at: datetime) -> datetime | None:
+        """The slot to wait for first: the earliest one not claimed yet within the grace
+        (a process that starts or learns of the schedule late still records each one),
+        else the latest one missed before it (the catch-up policy decides), else the next
+        one to come."""
+        done = max((t for t in (row.last_slot, row.resumed_at) if t is not None), default=None)
+        missed = latest_slot(row, at)
+        if missed is None or (done is not None and missed <= done):
+            return next_slot(row, at)
+        grace_start = at - timedelta(seconds=self.section.late_grace_secs)
+        first = next_slot(row, grace_start if done is None else max(done, grace_start))
+        if first is not None and first <= at:
+            return first  # claimed on time, then the ones after it in order
+        return missed  # older than the grace: claimed as late
+
+    def _push(self, schedule_id: str, slot: datetime | None) -> None:
+        if slot is None:  # a one-shot schedule past its time
+            self._entry.pop(schedule_id, None)
+            return
         entry = next(self._seq)
         self._entry[schedule_id] = entry
         heapq.heappush(self._heap, (slot.timestamp(), entry, schedule_id, slot))
 
     def _push_next(self, row: ScheduleRow, after: datetime) -> None:
-        upcoming = next_slot(row, after)
-        if upcoming is None:
-            self._entry.pop(row.id, None)  # a one-shot schedule past its time
-            return
-        self._push(row.id, upcoming)
+        self._push(row.id, next_slot(row, after))
 
     def next_due_in(self) -> float | None:
         """Seconds until the earliest slot this process waits for (None: none)."""
