@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  process.py  cli/  server/  dashboard/  gateway/
-    3  reports/  tickets/  agentmode/  importers/  mcp/  telemetry/
+    3  reports/  tickets/  schedules/  agentmode/  importers/  mcp/  telemetry/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "reports": MIDDLE,
     "process": TOP,  # the one assembly of background services, per role
     "tickets": MIDDLE,
+    "schedules": MIDDLE,  # an agent's cron, interval and one-shot jobs (issue 37)
     "agentmode": MIDDLE,
     "importers": MIDDLE,
     "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one

@@ -33,7 +33,9 @@ def said(caplog: pytest.LogCaptureFixture, role: Role, verb: str) -> list[str]:
 
 async def serve_http(settings: Settings, db: Database, stop: asyncio.Event) -> None:
     """`opencrab up`'s app with everything on, from its lifespan's start to its end."""
-    app = create_app(settings, db, heartbeat=True, tickets=True, auth=True, gateways=True)
+    app = create_app(
+        settings, db, heartbeat=True, tickets=True, schedules=True, auth=True, gateways=True
+    )
     async with app.router.lifespan_context(app):
         await stop.wait()
 
@@ -94,14 +96,15 @@ async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
 
 def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
     """The telemetry export (first: it sees the others), the tool sources, heartbeats,
-    tickets, approval follow-ups, discussions and agent-mode sessions run in every role, in
-    one order; only what needs HTTP or a chat connection is left to `up`."""
+    tickets, schedules, approval follow-ups, discussions and agent-mode sessions run in every
+    role, in one order; only what needs HTTP or a chat connection is left to `up`."""
     shared = [s.name for s in SERVICES if s.roles == frozenset(Role)]
     assert shared == [
         "telemetry",
         "tool-sources",
         "heartbeats",
         "tickets",
+        "schedules",
         "approval-follow-ups",
         "discussions",
         "agent-mode",

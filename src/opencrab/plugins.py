@@ -44,6 +44,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.llm",
     "opencrab.cli.config",
     "opencrab.cli.agents",
+    "opencrab.cli.schedules",
     "opencrab.cli.agent_mode",
     "opencrab.cli.mcp",
 )
@@ -61,6 +62,7 @@ DEFAULT_PLUGINS = (
     "opencrab.actions.web",
     "opencrab.actions.web_search",
     "opencrab.tickets.actions",
+    "opencrab.schedules.actions",
     "opencrab.core.skills",
     "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",
@@ -77,6 +79,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.session_events",
     "opencrab.server.api.discussions",
     "opencrab.server.api.tickets",
+    "opencrab.server.api.schedules",
     "opencrab.server.api.approvals",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",

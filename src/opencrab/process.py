@@ -11,7 +11,8 @@ docs/architecture.md, "Runtime and the turn service"):
 starts the rows that name it, top to bottom, and stops them bottom to top when it shuts
 down (SIGINT/SIGTERM for the headless roles, the end of the lifespan for the server). A
 service that fails to start stops the ones started before it. Work that must run once
-(heartbeats, tickets, approval follow-ups, discussions, agent-mode sessions) is claimed
+(heartbeats, tickets, schedules, approval follow-ups, discussions, agent-mode
+sessions) is claimed
 by lease in every role, so any process may run it and none runs one twice (store/leases.py).
 
 Adding a service is one row: its name, the roles that run it and a start function that
@@ -48,6 +49,7 @@ from opencrab.core.tool_sources import start_tool_sources
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
 from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.reports.agent_mode import agent_mode_notice
+from opencrab.schedules.scheduler import ScheduleScheduler, start_schedules
 from opencrab.server.auth import TokenWatch
 from opencrab.server.live import EventHub
 from opencrab.telemetry import Telemetry, start_telemetry
@@ -86,6 +88,7 @@ class Process:
     hub: EventHub | None = None
     heartbeats: HeartbeatService | None = None
     tickets: TicketScheduler | None = None
+    schedules: ScheduleScheduler | None = None
     discussions: DiscussionRunner | None = None
     agent_mode: AgentModeRunner | None = None
     token_watch: TokenWatch | None = None
@@ -152,6 +155,11 @@ async def _heartbeats(process: Process) -> Stop:
 
 async def _tickets(process: Process) -> Stop | None:
     scheduler = process.tickets = start_tickets(process.runtime)
+    return None if scheduler is None else scheduler.stop
+
+
+async def _schedules(process: Process) -> Stop | None:
+    scheduler = process.schedules = start_schedules(process.runtime)
     return None if scheduler is None else scheduler.stop
 
 
@@ -248,6 +256,7 @@ SERVICES: tuple[Service, ...] = (
     Service("live-events", HTTP, _live_events),  # before the others: they announce to it
     Service("heartbeats", EVERY, _heartbeats),
     Service("tickets", EVERY, _tickets),
+    Service("schedules", EVERY, _schedules),
     Service("approval-follow-ups", EVERY, _approval_follow_ups),
     Service("discussions", EVERY, _discussions),
     Service("agent-mode", EVERY, _agent_mode),

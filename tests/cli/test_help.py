@@ -38,6 +38,7 @@ MAIN_COMMANDS = (
     "import claude",
     "token create",
     "agent create",
+    "schedule add",
     "chat",
     "discuss",
     "llm chat",
@@ -161,7 +162,7 @@ def test_help_does_not_import_heavy_libraries() -> None:
 def test_a_group_help_does_not_import_heavy_libraries() -> None:
     # Typer itself coerces a group's parameters with pydantic, so that one is allowed here
     heavy = set(HEAVY) - {"pydantic"}
-    for group in ("agent", "llm", "import", "events", "db", "token"):
+    for group in ("agent", "llm", "import", "events", "db", "token", "schedule"):
         assert sorted(_modules_after(group, "--help") & heavy) == [], group
 
 

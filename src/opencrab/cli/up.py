@@ -190,6 +190,7 @@ def up(
         db,
         heartbeat=True,
         tickets=True,
+        schedules=True,
         auth=auth,
         gateways=True,
         refresh_secs=refresh_secs,

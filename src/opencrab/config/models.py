@@ -267,6 +267,21 @@ class TicketsSection(Section):
     max_cost_usd: float | None = Field(default=None, ge=0)
 
 
+class SchedulesSection(Section):
+    """Schedules (issue 37): whether this process runs them, how many an agent may have,
+    the shortest interval, and how stale a due slot may be and still count as on time."""
+
+    enabled: bool = True  # run the schedules in `opencrab up` and `opencrab worker`
+    max_per_agent: int = Field(default=50, ge=1, le=100_000)  # schedules an agent may have
+    min_interval_secs: int = Field(default=60, ge=1, le=86_400)  # everySecs and cron gaps
+    # how often the schedule list is checked for changes made by other processes (one
+    # indexed read; changes made in this process are followed at once)
+    refresh_secs: float = Field(default=1.0, gt=0, le=60)
+    # a slot found due later than this after its time (the process was down, or busy)
+    # follows the schedule's catchUp policy: run once now, or skip
+    late_grace_secs: float = Field(default=10.0, ge=0, le=3600)
+
+
 class AlertOutlet(Section):
     """A channel of a gateway (opencrab.messages.Outlet): where budget alerts are written."""
 
@@ -340,6 +355,7 @@ class Settings(Section):
     imports: ImportsSection = Field(default_factory=ImportsSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
     tickets: TicketsSection = Field(default_factory=TicketsSection)
+    schedules: SchedulesSection = Field(default_factory=SchedulesSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     mcp: McpSection = Field(default_factory=McpSection)

@@ -45,6 +45,7 @@ NAV: list[NavItem] = [
     NavItem("Agents", "/", ("/agents",)),
     NavItem("Sessions", "/sessions", ("/sessions/", "/discussions")),
     NavItem("Tickets", "/tickets", ("/tickets/",)),
+    NavItem("Schedules", "/schedules", ("/schedules/",)),
     NavItem("Transcripts", "/transcripts", ("/transcripts/", "/traces/")),
     NavItem("Analytics", "/analytics", ()),
     NavItem("Costs", "/costs", ()),
@@ -53,8 +54,8 @@ NAV: list[NavItem] = [
     NavItem("MCP", "/settings/mcp", ("/settings/mcp",)),
     NavItem("Agent mode", "/agent-mode", ("/agent-mode/",)),
 ]
-"""The top bar's areas, in order: the agents' work (sessions, tickets, imported
-transcripts), then what it amounts to (analytics, costs, budgets), then the settings."""
+"""The top bar's areas, in order: the agents' work (sessions, tickets, schedules,
+imported transcripts), then what it amounts to (analytics, costs, budgets), then the settings."""
 
 AGENT_TABS: list[tuple[str, str]] = [
     ("Persona", "persona"),

@@ -32,6 +32,9 @@ from opencrab.errors import ValidationError
 from opencrab.messages import MAX_MESSAGE_CHARS, RestSource, Sender
 from opencrab.offload import run_blocking
 from opencrab.reports import approvals, budgets, tickets, transcripts
+from opencrab.reports import schedules as schedule_views
+from opencrab.schedules import service as schedules
+from opencrab.schedules.spec import parse_input
 from opencrab.tickets import service
 
 MAX_OFFSET = 1_000_000_000
@@ -291,6 +294,39 @@ async def get_spend(runtime: Runtime, args: dict[str, Any], caller: Caller) -> A
     return json_of(await budgets.budgets_view(runtime))
 
 
+# ------------------------------------------------------------------ schedules
+SCHEDULE_FIELDS = ("name", "cron", "timezone", "everySecs", "at", "action", "catchUp")
+
+
+async def create_schedule(runtime: Runtime, args: dict[str, Any], caller: Caller) -> Any:
+    """`POST /api/agents/{id}/schedules`: the schedules run it at its slots."""
+    given = parse_input({k: args[k] for k in SCHEDULE_FIELDS if k in args})
+    row = await run_blocking(
+        schedules.create_schedule,
+        runtime.db,
+        runtime.settings,
+        args["agent"],
+        given,
+        created_by=f"mcp:{caller.name}",
+    )
+    return json_of(await run_blocking(schedule_views.one_schedule, runtime, row))
+
+
+async def list_schedules(runtime: Runtime, args: dict[str, Any], caller: Caller) -> Any:
+    """`GET /api/schedules`: schedules with their next slot, newest first."""
+    return json_of(
+        await run_blocking(schedule_views.schedule_list, runtime, agent=args.get("agent"))
+    )
+
+
+async def list_schedule_runs(runtime: Runtime, args: dict[str, Any], caller: Caller) -> Any:
+    """`GET /api/schedules/{id}/runs`: a schedule's runs, latest first."""
+    found = await run_blocking(
+        schedules.schedule_runs, runtime.db, args["schedule_id"], limit=args.get("limit", 20)
+    )
+    return json_of(schedule_views.run_list(found))
+
+
 def _tools() -> dict[str, McpTool]:
     read, chat_, operate = Scope.read, Scope.chat, Scope.operate
     found = [
@@ -443,6 +479,53 @@ def _tools() -> dict[str, McpTool]:
             read_only=False,
             destructive=True,
             idempotent=False,
+        ),
+        McpTool(
+            "create_schedule",
+            "Schedule an agent's work",
+            "Give an agent a job that runs on its own: on a 5-field cron expression in an "
+            "IANA timezone, every everySecs seconds, or once at a time (ISO 8601 with its "
+            "offset). action is {kind: turn, prompt, sessionId?} (a turn, in a new session "
+            "unless sessionId), {kind: ticket, template: {params, context}} or {kind: post, "
+            "prompt, home: {gateway, channel}} (the reply is sent to that channel).",
+            {
+                "agent": AGENT,
+                "name": _text("What the schedule is called.", 200),
+                "cron": _text("A 5-field cron expression, e.g. '0 9 * * 1-5'.", 200),
+                "timezone": _text("The cron's IANA time zone, e.g. 'Europe/Berlin'.", 64),
+                "everySecs": {"type": "integer", "minimum": 1, "description": "Interval."},
+                "at": _text("Once, at this time: 2026-12-24T09:00:00+01:00.", 64),
+                "action": {"type": "object", "description": "What a run does (see above)."},
+                "catchUp": {
+                    "type": "string",
+                    "enum": ["once", "skip"],
+                    "description": "A slot missed while no process ran: run once now, or skip.",
+                },
+            },
+            ("agent", "action"),
+            operate,
+            create_schedule,
+            read_only=False,
+            idempotent=False,
+        ),
+        McpTool(
+            "list_schedules",
+            "List schedules",
+            "Schedules (one agent's, given agent), each with its timing and next slot.",
+            {"agent": AGENT},
+            (),
+            read,
+            list_schedules,
+        ),
+        McpTool(
+            "list_schedule_runs",
+            "List a schedule's runs",
+            "A schedule's runs, latest first: slot, start, end, process, outcome, cost and "
+            "the session or ticket each produced.",
+            {"schedule_id": _uuid("schedule"), "limit": _int("At most this many.", 1, 1000, 20)},
+            ("schedule_id",),
+            read,
+            list_schedule_runs,
         ),
         McpTool(
             "search_transcripts",

@@ -43,6 +43,7 @@ def create_app(
     router: LlmRouter | None = None,
     heartbeat: bool = False,
     tickets: bool = False,
+    schedules: bool = False,
     auth: bool = False,
     gateways: bool = False,
     refresh_secs: float = 5.0,
@@ -56,12 +57,13 @@ def create_app(
     configured one (tests), `heartbeat` also runs the heartbeat scheduler for every agent
     (what `opencrab up` does), reading the agent list again every `refresh_secs` for
     agents changed by another process, `tickets` the ticket scheduler when `[tickets]
-    enabled`, `gateways` the chat gateways and `auth` the watch that ends the WebSockets
-    of revoked tokens. Every response carries this process's `X-OpenCrab-Instance` mark
-    (opencrab.server.instance); every request first passes the Host check and the
-    cross-site guard (opencrab.server.guard), then with `auth` the bearer check
-    (opencrab.server.auth) and its token's scope (opencrab.server.scopes), then the body
-    and WebSocket limits (opencrab.server.limits).
+    enabled`, `schedules` the schedules when `[schedules] enabled`, `gateways` the chat
+    gateways and `auth` the watch that ends the WebSockets of revoked tokens. Every
+    response carries this process's `X-OpenCrab-Instance` mark (opencrab.server.instance);
+    every request first passes the Host check and the cross-site guard
+    (opencrab.server.guard), then with `auth` the bearer check (opencrab.server.auth) and
+    its token's scope (opencrab.server.scopes), then the body and WebSocket limits
+    (opencrab.server.limits).
 
     Example:
         app = create_app(load_settings(), db)
@@ -73,6 +75,7 @@ def create_app(
         for name, wanted in (
             ("heartbeats", heartbeat),
             ("tickets", tickets),
+            ("schedules", schedules),
             ("chat-gateways", gateways),
             ("token-watch", auth),
         )
@@ -91,6 +94,7 @@ def create_app(
                     log.warning("%s", notice)
                 app.state.heartbeats = process.heartbeats
                 app.state.tickets = process.tickets
+                app.state.schedules = process.schedules
                 app.state.hub = process.hub
                 app.state.discussions = process.discussions
                 app.state.agent_mode = process.agent_mode

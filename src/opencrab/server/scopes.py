@@ -6,7 +6,8 @@ other method is declared in `ROUTE_SCOPES` by method and path template:
 - `chat`: talking to agents — a chat session and its messages, discussions, `/v1` chat
   completions, a persona preview (one model call, nothing stored);
 - `operate`: every other change — approvals, agents and their persona, memory, skills,
-  workspace files, LLM settings and budgets, tickets, imports, agent mode, deletions;
+  workspace files, LLM settings and budgets, tickets, schedules, imports, agent mode,
+  deletions;
 - `admin`: what changes security — an agent's tool settings (switching on
   execute_command, http_request, fetch_webpage);
 - `OPEN` (None): the sign-in and sign-out forms, which need no token.
@@ -85,6 +86,14 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     "DELETE /api/tickets/{id}": OPERATE,
     "PATCH /api/tickets/{id}/resume": OPERATE,
     "PATCH /api/tickets/{id}/reset": OPERATE,
+    "POST /api/agents/{id}/schedules": OPERATE,
+    "POST /api/agents/{id}/schedules/pause": OPERATE,
+    "POST /api/agents/{id}/schedules/resume": OPERATE,
+    "POST /api/schedules/{id}/pause": OPERATE,
+    "POST /api/schedules/{id}/resume": OPERATE,
+    "POST /api/schedules/{id}/run-now": OPERATE,
+    "DELETE /api/schedules/{id}": OPERATE,
+    "POST /api/schedule-runs/{id}/acknowledge": OPERATE,
     "POST /api/imports": OPERATE,
     "POST /api/imports/jobs/{id}/cancel": OPERATE,
     "POST /api/agent-mode/sessions": OPERATE,

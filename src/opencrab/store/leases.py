@@ -2,12 +2,12 @@
 
 A lease names what is leased (a key: `turn:<session id>`, `heartbeat:<agent id>`,
 `ticket:<ticket id>`, `follow-up:<approval id>`, `discussion:<session id>`,
-`agent-mode:<session id>`, or `member:<owner>`: a process sharing the heartbeats, see
-store.lease_keeper), the process that holds it (`owner`, unique per process:
-`PROCESS_OWNER`) and when it expires. A lease is taken when it is free, expired or
-already the taker's; taking one's own lease again renews it. A process that dies stops
-renewing, so its leases expire and another process may take the work. One on this
-machine whose process is gone (`kill -9`: store.lease_owners tells from the owner's
+`agent-mode:<session id>`, `schedule-run:<run id>`, or `member:<owner>`: a process
+sharing the heartbeats, see store.lease_keeper), the process that holds it (`owner`,
+unique per process: `PROCESS_OWNER`) and when it expires. A lease is taken when it is
+free, expired or already the taker's; taking one's own lease again renews it. A process
+that dies stops renewing, so its leases expire and another process may take the work.
+One on this machine whose process is gone (`kill -9`: store.lease_owners tells from the owner's
 name) need not wait for that: its leases are taken at once, as if expired, so a session
 whose turn died with its process is free for the next turn in seconds, not after the
 ttl.
@@ -107,6 +107,13 @@ def agent_mode_key(session_id: str) -> str:
     """The lease a process holds while it watches the agent-mode session `session_id`
     (agentmode.runner.AgentModeRunner)."""
     return f"agent-mode:{session_id}"
+
+
+def schedule_run_key(run_id: str) -> str:
+    """The lease a process holds while it runs the schedule run `run_id`
+    (schedules/scheduler.py): taken before the run is recorded, let go of after its end
+    is, so a run recorded as running whose lease nobody holds died with its process."""
+    return f"schedule-run:{run_id}"
 
 
 MEMBER_PREFIX = "member:"

@@ -772,3 +772,58 @@ memory_embedders = sa.Table(
     sa.Column("error", sa.Text),  # the last pass's failure, None when it went well
     _updated(),
 )
+
+# ------------------------------------------------------- schedules (issue 37, §1; 0034)
+SCHEDULE_KINDS = ("cron", "every", "at")
+SCHEDULE_CATCH_UPS = ("once", "skip")
+SCHEDULE_RUN_STATUSES = ("running", "succeeded", "failed", "skipped", "abandoned")
+SCHEDULE_RUN_TRIGGERS = ("slot", "late", "manual")
+
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    _agent_fk(),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),  # cron | every | at
+    sa.Column("cron", sa.String(200)),  # 5 fields, read in `timezone`
+    sa.Column("timezone", sa.String(64)),  # an IANA name (cron only)
+    sa.Column("every_secs", sa.Integer),  # slots: anchor_at + k * every_secs
+    sa.Column("at", UtcDateTime),  # the one slot of a one-shot schedule
+    sa.Column("anchor_at", UtcDateTime, nullable=False),
+    sa.Column("action_json", sa.JSON, nullable=False),  # what a run does (schedules/spec.py)
+    sa.Column("catch_up", sa.String(8), nullable=False, server_default="once"),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_by", sa.String(200), nullable=False),  # api, cli, mcp, agent, …
+    sa.Column("last_slot", UtcDateTime),  # the latest slot claimed (run or skipped)
+    sa.Column("resumed_at", UtcDateTime),  # slots at or before it are not run (paused then)
+    _created(),
+    sa.Column("updated_at", UtcDateTime, nullable=False, index=True),  # definition changes
+    sa.CheckConstraint(_in("kind", SCHEDULE_KINDS), name="kind"),
+    sa.CheckConstraint(_in("catch_up", SCHEDULE_CATCH_UPS), name="catch_up"),
+)
+
+schedule_runs = sa.Table(
+    "schedule_runs",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    sa.Column(
+        "schedule_id", Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("agent_id", Uuid, nullable=False, index=True),
+    sa.Column("slot", UtcDateTime, nullable=False),  # the time the run was due
+    sa.Column("trigger", sa.String(8), nullable=False),  # slot | late | manual
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("process", sa.String(200), nullable=False),  # the lease owner that ran it
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("ended_at", UtcDateTime),
+    sa.Column("cost_usd", sa.Float, nullable=False, server_default="0"),
+    sa.Column("session_id", sa.String(36)),  # what it produced: the turn's session …
+    sa.Column("ticket_id", sa.String(36)),  # … or the ticket it created
+    sa.Column("detail", sa.Text),  # the reply, the error, why it was skipped
+    sa.Column("acknowledged_at", UtcDateTime),  # a failed run a person has seen (inbox)
+    sa.UniqueConstraint("schedule_id", "slot"),  # a slot is claimed once, ever
+    sa.Index(None, "schedule_id", "started_at"),
+    sa.CheckConstraint(_in("status", SCHEDULE_RUN_STATUSES), name="status"),
+    sa.CheckConstraint(_in("trigger", SCHEDULE_RUN_TRIGGERS), name="trigger"),
+)
