@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  process.py  cli/  server/  dashboard/  gateway/
-    3  reports/  tickets/  agentmode/  importers/  mcp/
+    3  reports/  tickets/  agentmode/  importers/  mcp/  inbox/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "agentmode": MIDDLE,
     "importers": MIDDLE,
     "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one
+    "inbox": MIDDLE,  # notifications of what waits for a person
     "core": CORE,
     "actions": CORE,
     "llm": LLM,

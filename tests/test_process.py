@@ -101,6 +101,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
         "approval-follow-ups",
         "discussions",
         "agent-mode",
+        "inbox-notifications",
     ]
     for role in Role:
         runs = services_of(role)
@@ -110,6 +111,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
     assert set(services_of(Role.SERVER)) - set(shared) == {
         "live-events",
         "chat-gateways",
+        "inbox-count",
         "token-watch",
     }
 
