@@ -7,7 +7,8 @@ items of one kind waiting now, and the inbox is their union, newest first. Built
   with `POST /api/approvals/{subjectId}/approve|deny`;
 - `ticket_question`: a suspended ticket (its agent asked with `ask_human`, or a limit
   paused it), answered with `POST /api/sessions/{subjectId}/messages` (the ticket's
-  current session: the ticket runs on);
+  current session: the ticket runs on); one suspended on a held call is that call's
+  `approval` item only;
 - `agent_mode_question`: a sub-agent of agent mode waiting for input (WaitingInput),
   answered with `POST /api/agent-mode/sessions/{sessionId}/tasks/{taskId}/answer`;
 - `budget_alert`: 80 % or 100 % of a cap reached this period (the highest threshold of
@@ -178,6 +179,8 @@ def ticket_question_items(runtime: Runtime, query: InboxQuery) -> list[InboxItem
         session_id = ticket.current_session_id
         if session_id is None:
             continue
+        if runtime.approvals.list_approvals(session_id=str(session_id), status="pending", limit=1):
+            continue  # it waits for a held call's decision: that item says so
         said = latest_spoken(runtime.db, str(session_id), after=0, limit=20)
         question = next((s.content for s in said if s.role == "assistant"), None)
         text = question or "Suspended without a question (a limit was reached): answer to resume"

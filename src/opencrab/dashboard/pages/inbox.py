@@ -55,7 +55,7 @@ async def _view(runtime: Runtime, agent: str, kind: str) -> dict[str, Any]:
         "view": view,
         "agent": agent,
         "kind": kind,
-        "kinds": kinds,
+        "kinds": [(k, KIND_LABELS.get(k, k)) for k in kinds],
         "labels": KIND_LABELS,
         "unknown_agent": unknown,
         "agents": sorted((name, lang) for name, lang in names.values()),
