@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
+    field_validator,
     model_validator,
 )
 from pydantic import ValidationError as PydanticError
@@ -334,6 +335,16 @@ class InboxSection(Section):
     batch_secs: float = Field(default=10.0, ge=0.2, le=3600)  # one message per this window
     # the dashboard's address, for the link in a message (default: the server's own)
     public_url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @field_validator("webhook_secret_env")
+    @classmethod
+    def _not_a_setting(cls, name: str) -> str:
+        if name.startswith("OPENCRAB_") and name != "OPENCRAB_INBOX_WEBHOOK_SECRET":
+            raise ValueError(
+                "a variable starting with OPENCRAB_ is read as a setting; name another one "
+                "(the default OPENCRAB_INBOX_WEBHOOK_SECRET is kept out of the settings)"
+            )
+        return name
 
 
 class AgentModeSection(Section):
