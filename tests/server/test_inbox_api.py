@@ -208,3 +208,22 @@ def test_the_webhook_secret_is_stored_encrypted_and_never_shown(
     assert api.put("/api/inbox/webhook-secret", json={"secret": None}).status_code == 200
     monkeypatch.delenv("OPENCRAB_INBOX_WEBHOOK_SECRET")
     assert api.get("/api/inbox/webhook-secret").json() == {"source": None}
+
+
+def test_the_websocket_tells_the_count_and_each_change(api: TestClient) -> None:
+    aki = new_agent(api, "aki")
+    runtime = runtime_of(api)
+    with api.websocket_connect("/api/ws") as conn:
+        conn.send_json({"type": "inbox.subscribe"})
+        assert conn.receive_json() == {"type": "inbox", "count": 0}
+        ticket_id, session_id = ask(runtime.db, aki["id"], "Ready?")  # as another process
+        assert conn.receive_json() == {"type": "inbox", "count": 1}
+        api.post(f"/api/sessions/{session_id}/messages", json={"content": "yes"})
+        assert conn.receive_json() == {"type": "inbox", "count": 0}
+        conn.send_json({"type": "inbox.unsubscribe"})
+        assert conn.receive_json() == {"type": "inbox.unsubscribed"}
+        conn.send_json({"type": "inbox.subscribe", "agent": "aki"})
+        error = conn.receive_json()
+        assert (error["type"], error["error"]) == ("error", "validation_error")
+        assert "agent" in error["message"]
+        assert ticket_id
