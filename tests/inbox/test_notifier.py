@@ -172,3 +172,17 @@ async def test_nothing_is_claimed_without_an_outlet_or_where_the_gateway_is_miss
     batch = await InboxNotifier(runtime).tick()  # a process where it runs sends it
     assert batch is not None
     assert len(chat.sent) == 1
+
+
+def test_bad_inbox_settings_are_refused_naming_the_key() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="batch_secs"):
+        InboxSection(batch_secs=0)
+    with pytest.raises(ValidationError, match="webhook_url"):
+        InboxSection(webhook_url="ftp://example.org/hook")
+    with pytest.raises(ValidationError, match="read as a setting"):
+        InboxSection(webhook_secret_env="OPENCRAB_HOOK_SECRET")
+    with pytest.raises(ValidationError, match="webhook_secret_env"):
+        InboxSection(webhook_secret_env="BAD NAME")
+    assert InboxSection(webhook_secret_env="HOOK_SECRET").webhook_secret_env == "HOOK_SECRET"
