@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  process.py  cli/  server/  dashboard/  gateway/
-    3  reports/  tickets/  schedules/  agentmode/  importers/  mcp/  telemetry/
+    3  reports/  tickets/  schedules/  agentmode/  importers/  mcp/  telemetry/  inbox/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "importers": MIDDLE,
     "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one
     "telemetry": MIDDLE,  # protocols: OpenTelemetry export of turns, calls and work
+    "inbox": MIDDLE,  # notifications of what waits for a person
     "core": CORE,
     "actions": CORE,
     "llm": LLM,

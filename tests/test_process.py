@@ -109,6 +109,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
         "discussions",
         "agent-mode",
         "memory-index",
+        "inbox-notifications",
     ]
     for role in Role:
         runs = services_of(role)
@@ -118,6 +119,7 @@ def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
     assert set(services_of(Role.SERVER)) - set(shared) == {
         "live-events",
         "chat-gateways",
+        "inbox-count",
         "token-watch",
     }
 

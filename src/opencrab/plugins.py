@@ -81,6 +81,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.tickets",
     "opencrab.server.api.schedules",
     "opencrab.server.api.approvals",
+    "opencrab.server.api.inbox",
     "opencrab.server.api.openai_compat",
     "opencrab.server.api.tools",
     "opencrab.server.api.tool_settings",

@@ -12,8 +12,9 @@ starts the rows that name it, top to bottom, and stops them bottom to top when i
 down (SIGINT/SIGTERM for the headless roles, the end of the lifespan for the server). A
 service that fails to start stops the ones started before it. Work that must run once
 (heartbeats, tickets, schedules, approval follow-ups, discussions, agent-mode
-sessions) is claimed
-by lease in every role, so any process may run it and none runs one twice (store/leases.py).
+sessions) is claimed by lease in every role (an inbox item's notification by its row,
+opencrab/inbox/notifier.py), so any process may run it and none runs one twice
+(store/leases.py).
 
 Adding a service is one row: its name, the roles that run it and a start function that
 returns how to stop it (None: it does not run here, e.g. `[tickets] enabled = false`).
@@ -47,10 +48,13 @@ from opencrab.core.memory_index import MemoryIndexer, start_memory_index
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import start_tool_sources
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
+from opencrab.inbox.notifier import InboxNotifier
 from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.reports.agent_mode import agent_mode_notice
+from opencrab.reports.inbox import inbox_count
 from opencrab.schedules.scheduler import ScheduleScheduler, start_schedules
 from opencrab.server.auth import TokenWatch
+from opencrab.server.inbox_live import InboxCounter
 from opencrab.server.live import EventHub
 from opencrab.telemetry import Telemetry, start_telemetry
 from opencrab.tickets.scheduler import TicketScheduler, start_tickets
@@ -95,6 +99,8 @@ class Process:
     mcp: StoredMcpServers | None = None  # the MCP servers added in the dashboard, running here
     memory_index: MemoryIndexer | None = None
     telemetry: Telemetry | None = None
+    inbox_counter: InboxCounter | None = None
+    inbox_notifier: InboxNotifier | None = None
 
     @property
     def claim_secs(self) -> float:
@@ -229,6 +235,32 @@ async def _memory_index(process: Process) -> Stop | None:
     return indexer.stop
 
 
+async def _inbox_count(process: Process) -> Stop:
+    runtime = process.runtime
+    counter = process.inbox_counter = InboxCounter(lambda: inbox_count(runtime))
+    runtime.on_write.append(counter.nudge)
+    counting = asyncio.create_task(counter.run(), name="inbox-count")
+
+    async def stop() -> None:
+        await counter.stop()
+        await counting
+
+    return stop
+
+
+async def _inbox_notifications(process: Process) -> Stop:
+    # its looks do nothing while no outlet is configured ([inbox] webhook_url,
+    # [budgets] alert_outlet): a config reloaded later needs no restart of this row
+    notifier = process.inbox_notifier = InboxNotifier(process.runtime)
+    sending = asyncio.create_task(notifier.run(), name="inbox-notifications")
+
+    async def stop() -> None:
+        notifier.stop()
+        await sending
+
+    return stop
+
+
 async def _token_watch(process: Process) -> Stop:
     watch = process.token_watch = TokenWatch(TokenStore(process.runtime.db))
     watching = asyncio.create_task(watch.run(), name="token-watch")
@@ -262,6 +294,8 @@ SERVICES: tuple[Service, ...] = (
     Service("agent-mode", EVERY, _agent_mode),
     Service("memory-index", EVERY, _memory_index),  # embeds log lines, off the turn's path
     Service("chat-gateways", UP, _chat_gateways),
+    Service("inbox-count", HTTP, _inbox_count),
+    Service("inbox-notifications", EVERY, _inbox_notifications),  # after the gateways
     Service("token-watch", HTTP, _token_watch),
 )
 """Every background service, in the order they start (and the reverse: they stop)."""

@@ -84,6 +84,7 @@ def test_every_page_renders_cleanly_at_1024_px(page: Watched, tour: dict[str, st
         "agent-llm": f"/agents/{name}/llm",
         "session-trace": f"/sessions/{tour['session']}/trace",
         "agent-mode": "/agent-mode",
+        "inbox": "/inbox",
     }
     page.page.set_viewport_size({"width": 1024, "height": 800})
     for label, path in pages.items():

@@ -98,3 +98,23 @@ async def test_resources_name_every_persona(runtime: Runtime, agent: Agent) -> N
         read_resource(runtime, "file:///etc/passwd")
     with pytest.raises(MCPError, match="no session"):
         read_resource(runtime, "opencrab://sessions/not-a-session")
+
+
+async def test_the_inbox_lists_a_question_to_answer_with_answer_ticket(
+    runtime: Runtime, agent: Agent
+) -> None:
+    from tests.fakes.inbox_items import ask
+
+    ticket_id, session_id = ask(runtime.db, agent.id, "Which box?")
+    view = await ok(runtime, "inbox", {"agent": "aki", "kind": "ticket_question"})
+    [item] = view["items"]
+    assert (item["kind"], item["agent"], item["summary"]) == (
+        "ticket_question",
+        "aki",
+        "Which box?",
+    )
+    assert (item["ticketId"], item["subjectId"]) == (ticket_id, session_id)
+    await ok(runtime, "answer_ticket", {"ticket_id": ticket_id, "message": "the red one"})
+    assert (await ok(runtime, "inbox", {}))["items"] == []
+    assert "kind" in await refused(runtime, "inbox", {"kind": "memo"})
+    assert "ghost" in await refused(runtime, "inbox", {"agent": "ghost"})

@@ -218,8 +218,15 @@ def test_a_run_whose_process_died_is_abandoned_and_waits_for_a_person(
         assert "abandoned" in run["detail"]
         failed = api.get("/api/schedule-runs/failed", params={"agent": "aki"}).json()
         assert [r["id"] for r in failed] == [run_id]
-        assert api.post(f"/api/schedule-runs/{run_id}/acknowledge").status_code == 204
+        # it waits in the inbox too, and a dismissal there acknowledges it
+        waiting = api.get("/api/inbox", params={"kind": "schedule_failure"}).json()
+        (item,) = waiting["items"]
+        assert (item["id"], item["subjectId"]) == (f"schedule_failure:{run_id}", run_id)
+        assert (item["agent"], item["link"]) == ("aki", "/schedules")
+        assert "was abandoned" in item["summary"]
+        assert api.post(f"/api/inbox/{item['id']}/dismiss").status_code == 200
         assert api.get("/api/schedule-runs/failed").json() == []
+        assert api.get("/api/inbox").json()["counts"]["schedule_failure"] == 0
         assert api.post(f"/api/schedule-runs/{run_id}/acknowledge").status_code == 404
 
 

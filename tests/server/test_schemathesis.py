@@ -133,6 +133,7 @@ TAGS = (  # in the order the document lists them
     "Tools",
     "OpenAI-compatible",
     "Approvals",
+    "Inbox",
     "Tickets",
     "Discussions",
     "Sessions",

@@ -40,7 +40,13 @@ from opencrab.config.provenance import DEFAULT_SOURCE, KeyPath, origin_of, packa
 from opencrab.errors import ConfigError
 
 ENV_PREFIX = "OPENCRAB_"
-RESERVED_ENV = {"OPENCRAB_CONFIG", "OPENCRAB_HOME", "OPENCRAB_TEST_PG_URL", "OPENCRAB_SECRET_KEY"}
+RESERVED_ENV = {
+    "OPENCRAB_CONFIG",
+    "OPENCRAB_HOME",
+    "OPENCRAB_TEST_PG_URL",
+    "OPENCRAB_SECRET_KEY",
+    "OPENCRAB_INBOX_WEBHOOK_SECRET",  # the inbox webhook's signing secret, not a setting
+}
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOML_LITERAL = re.compile(
     r"^\s*([\[{]|[+-]?\d[\d_]*(\.\d+)?([eE][+-]?\d+)?\s*$|true\s*$|false\s*$)"

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
+    field_validator,
     model_validator,
 )
 from pydantic import ValidationError as PydanticError
@@ -289,6 +290,23 @@ class AlertOutlet(Section):
     channel: str = Field(min_length=1, max_length=500)
 
 
+class SpendAlarms(Section):
+    """Slow-burn alarms (core/spend_alarms.py): spend that no cap stops but a person
+    should hear of. Keys of the two tables are agent names or ids, and "fleet"."""
+
+    enabled: bool = True
+    baseline_days: int = Field(default=14, ge=3, le=90)  # the trailing window (before today)
+    baseline_factor: float = Field(default=2.0, gt=1, le=100)  # today > factor x median
+    min_usd: float = Field(default=0.5, ge=0)  # today's spend below this never alarms
+    # today's spend above a scope's expected daily spend alarms
+    expected_daily_usd: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    # the month's forecast above this alarms (default: the scope's monthly cap, if any)
+    forecast_month_usd: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    # an agent spending on its own (heartbeats, tickets, schedules) with no call a person
+    # started (chat, discussion, CLI) today and on the days before
+    unattended_quiet_days: int = Field(default=1, ge=0, le=30)
+
+
 class BudgetsSection(Section):
     """Fleet-wide LLM spend caps (UTC day and calendar month; None: no cap) and where
     budget alerts (80 % and 100 % of any cap) are also delivered. Caps set through
@@ -308,6 +326,7 @@ class BudgetsSection(Section):
     # [agent] turn_timeout_secs + 120 s)
     reserve_output_tokens: int = Field(default=1024, ge=1, le=1_000_000)
     reservation_ttl_secs: float | None = Field(default=None, gt=0, le=86_400)
+    alarms: SpendAlarms = Field(default_factory=SpendAlarms)
 
     @model_validator(mode="before")
     @classmethod
@@ -317,6 +336,34 @@ class BudgetsSection(Section):
             if isinstance(channel, int) and not isinstance(channel, bool) and channel >= 1:
                 data = {**data, "alert_outlet": {"gateway": "discord", "channel": str(channel)}}
         return data
+
+
+class InboxSection(Section):
+    """Where a person hears of new inbox items (opencrab/inbox/notifier.py): a webhook
+    with a signed body and the gateway channel `[budgets] alert_outlet` names, in one
+    message per batch."""
+
+    notify: bool = True  # off: nothing is sent (the inbox still lists everything)
+    webhook_url: str | None = Field(default=None, pattern=r"^https?://")
+    # the environment variable holding the signing secret; without one the webhook is
+    # not sent (the failure is recorded and shown)
+    webhook_secret_env: str = Field(
+        default="OPENCRAB_INBOX_WEBHOOK_SECRET", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
+    webhook_timeout_secs: float = Field(default=5.0, gt=0, le=60)
+    batch_secs: float = Field(default=10.0, ge=0.2, le=3600)  # one message per this window
+    # the dashboard's address, for the link in a message (default: the server's own)
+    public_url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @field_validator("webhook_secret_env")
+    @classmethod
+    def _not_a_setting(cls, name: str) -> str:
+        if name.startswith("OPENCRAB_") and name != "OPENCRAB_INBOX_WEBHOOK_SECRET":
+            raise ValueError(
+                "a variable starting with OPENCRAB_ is read as a setting; name another one "
+                "(the default OPENCRAB_INBOX_WEBHOOK_SECRET is kept out of the settings)"
+            )
+        return name
 
 
 class AgentModeSection(Section):
@@ -357,6 +404,7 @@ class Settings(Section):
     tickets: TicketsSection = Field(default_factory=TicketsSection)
     schedules: SchedulesSection = Field(default_factory=SchedulesSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
+    inbox: InboxSection = Field(default_factory=InboxSection)
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     mcp: McpSection = Field(default_factory=McpSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)

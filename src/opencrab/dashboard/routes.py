@@ -33,6 +33,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.session_view",
     "opencrab.dashboard.pages.tickets",
     "opencrab.dashboard.pages.schedules",
+    "opencrab.dashboard.pages.inbox",
     "opencrab.dashboard.pages.analytics",
     "opencrab.dashboard.pages.budgets",
     "opencrab.dashboard.pages.costs",

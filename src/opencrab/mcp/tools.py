@@ -31,7 +31,7 @@ from opencrab.core.steps import LlmReplied, TurnResult
 from opencrab.errors import ValidationError
 from opencrab.messages import MAX_MESSAGE_CHARS, RestSource, Sender
 from opencrab.offload import run_blocking
-from opencrab.reports import approvals, budgets, tickets, transcripts
+from opencrab.reports import approvals, budgets, inbox, tickets, transcripts
 from opencrab.reports import schedules as schedule_views
 from opencrab.schedules import service as schedules
 from opencrab.schedules.spec import parse_input
@@ -327,6 +327,19 @@ async def list_schedule_runs(runtime: Runtime, args: dict[str, Any], caller: Cal
     return json_of(schedule_views.run_list(found))
 
 
+async def list_inbox(runtime: Runtime, args: dict[str, Any], caller: Caller) -> Any:
+    """`GET /api/inbox`: what waits for a person, newest first."""
+    kind = args.get("kind")
+    return json_of(
+        await inbox.inbox_view(
+            runtime,
+            agent=args.get("agent"),
+            kinds=None if kind is None else [kind],
+            limit=args.get("limit", 100),
+        )
+    )
+
+
 def _tools() -> dict[str, McpTool]:
     read, chat_, operate = Scope.read, Scope.chat, Scope.operate
     found = [
@@ -550,6 +563,26 @@ def _tools() -> dict[str, McpTool]:
             (),
             read,
             get_spend,
+        ),
+        McpTool(
+            "inbox",
+            "Read the inbox",
+            "Everything waiting for a person across the fleet, newest first: held tool "
+            "calls (decide with decide_approval and the item's subjectId), tickets' "
+            "questions (answer_ticket), agent-mode questions, budget alerts and spend "
+            "alarms; each with its kind, agent, createdAt, summary and subjectId.",
+            {
+                "agent": {**AGENT, "description": "Only this agent's items (id or name)."},
+                "kind": {
+                    "type": "string",
+                    "enum": list(inbox.SOURCES),
+                    "description": "Only items of this kind.",
+                },
+                "limit": _int("At most this many items.", 1, 1000, 100),
+            },
+            (),
+            read,
+            list_inbox,
         ),
     ]
     return {tool.name: tool for tool in found}

@@ -100,6 +100,7 @@ def create_app(
                 app.state.agent_mode = process.agent_mode
                 app.state.token_watch = process.token_watch
                 app.state.mcp = process.mcp
+                app.state.inbox_counter = process.inbox_counter
                 async with mcp.serving(runtime):
                     yield
         db.close()

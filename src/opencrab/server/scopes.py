@@ -7,9 +7,9 @@ other method is declared in `ROUTE_SCOPES` by method and path template:
   completions, a persona preview (one model call, nothing stored);
 - `operate`: every other change — approvals, agents and their persona, memory, skills,
   workspace files, LLM settings and budgets, tickets, schedules, imports, agent mode,
-  deletions;
+  deletions, dismissing an inbox item;
 - `admin`: what changes security — an agent's tool settings (switching on
-  execute_command, http_request, fetch_webpage);
+  execute_command, http_request, fetch_webpage) and the inbox webhook's signing secret;
 - `OPEN` (None): the sign-in and sign-out forms, which need no token.
 A route of a plugin declares its own with `openapi_extra={"x-scope": "chat"}`; a
 state-changing route declared nowhere needs `admin`. The WebSocket opens with `read`;
@@ -57,6 +57,8 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     # changing state
     "POST /api/approvals/{id}/approve": OPERATE,
     "POST /api/approvals/{id}/deny": OPERATE,
+    "POST /api/inbox/{id}/dismiss": OPERATE,
+    "PUT /api/inbox/webhook-secret": ADMIN,
     "POST /api/agents": OPERATE,
     "PUT /api/agents/{id}": OPERATE,
     "DELETE /api/agents/{id}": OPERATE,

@@ -827,3 +827,34 @@ schedule_runs = sa.Table(
     sa.CheckConstraint(_in("status", SCHEDULE_RUN_STATUSES), name="status"),
     sa.CheckConstraint(_in("trigger", SCHEDULE_RUN_TRIGGERS), name="trigger"),
 )
+
+# ---------------------------------------------------------- the inbox (issue 37, §2; 0035)
+inbox_items = sa.Table(
+    "inbox_items",
+    metadata,
+    # one row per inbox item ever noticed (reports/inbox.py): the process that inserts it
+    # sends its notification (opencrab/inbox/notifier.py); alerts and alarms are dismissed here
+    sa.Column("key", sa.String(300), primary_key=True),  # "<kind>:<subject>"
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("agent_id", sa.String(64)),
+    sa.Column("summary", sa.String(500), nullable=False, server_default=""),
+    sa.Column("first_seen_at", UtcDateTime, nullable=False, index=True),
+    # sending | sent | failed | quiet (not notified: noticed while nothing was configured)
+    sa.Column("notify_status", sa.String(16), nullable=False),
+    sa.Column("notify_owner", sa.String(200)),  # the process that claimed the sending
+    sa.Column("notify_claimed_at", UtcDateTime),
+    sa.Column("notified_at", UtcDateTime),
+    sa.Column("notify_error", sa.String(500)),  # per outlet, never a URL or a secret
+    sa.Column("dismissed_at", UtcDateTime),
+    sa.Column("dismissed_by", sa.String(200)),
+)
+
+inbox_secrets = sa.Table(
+    "inbox_secrets",
+    metadata,
+    # secrets of the inbox's outlets set through the API (the webhook's signing secret),
+    # encrypted with the data directory's key (config/secret_key.py)
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value_encrypted", sa.Text, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)

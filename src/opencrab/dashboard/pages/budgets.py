@@ -1,4 +1,5 @@
-"""Budgets: the fleet's and each agent's caps, spend, forecast, idle cost and alerts, with
+"""Budgets: the fleet's and each agent's caps, spend, forecast, idle cost, slow-burn
+alarms (with the numbers behind them) and alerts, with
 forms that set the caps through `PUT /api/budgets` and `PUT /api/agents/{id}/budget`.
 
 It reads what `GET /api/budgets` answers (opencrab.reports.budgets.budgets_view), so the page
@@ -33,4 +34,11 @@ async def budgets_page(request: Request) -> HTMLResponse:
     runtime: Runtime = request.app.state.runtime
     view = await reports.budgets_view(runtime)
     languages = {a.id: a.language for a in await run_blocking(runtime.agents.list)}
-    return render(request, "budgets.html", title="Budgets", view=view, languages=languages)
+    return render(
+        request,
+        "budgets.html",
+        title="Budgets",
+        view=view,
+        languages=languages,
+        alarms=runtime.settings.budgets.alarms,
+    )

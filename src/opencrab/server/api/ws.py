@@ -57,6 +57,10 @@ notice for the rest (questions, diffs, deliveries). `unsubscribe` stops them; th
 subscription limit counts these sessions too. An id that is neither a session nor an
 agent-mode session is a `not_found` error.
 
+The inbox (the same as `GET /api/inbox`): `{"type": "inbox.subscribe"}` → `{"type":
+"inbox", "count": N}` at once and again whenever the number of items waiting for a
+person changes (server/inbox_live.py); `{"type": "inbox.unsubscribe"}` stops it.
+
 Problems are answered with `{"type": "error", "error": CODE, "message": TEXT,
 "requestId": R?}` and the connection stays open. Any token may open the socket and
 follow sessions (`read`); `chat` and the `discussion.*` messages need a token whose
@@ -103,6 +107,7 @@ from opencrab.plugins import hookimpl
 from opencrab.reports.sessions import message_response
 from opencrab.server.api.discussions import DiscussionResponse, describe, start_discussion
 from opencrab.server.auth import UNAUTHORIZED, TokenWatch, ws_subprotocol
+from opencrab.server.inbox_live import InboxCounter
 from opencrab.server.live import Client, EventHub, event_message
 from opencrab.server.schemas import MAX_SQL_INTEGER
 from opencrab.server.scopes import refusal
@@ -167,8 +172,19 @@ class DiscussionJoin(_In):
     request_id: str | None = Field(default=None, alias="requestId", max_length=200)
 
 
+class InboxFollow(_In):
+    type: Literal["inbox.subscribe", "inbox.unsubscribe"]
+
+
 ClientMessage = (
-    Ping | Subscribe | Unsubscribe | Chat | DiscussionStart | DiscussionPost | DiscussionJoin
+    Ping
+    | Subscribe
+    | Unsubscribe
+    | Chat
+    | DiscussionStart
+    | DiscussionPost
+    | DiscussionJoin
+    | InboxFollow
 )
 Incoming: TypeAdapter[ClientMessage] = TypeAdapter(
     Annotated[ClientMessage, Field(discriminator="type")]
@@ -207,8 +223,10 @@ class Connection:
         discussions: DiscussionRunner | None = None,
         agent_mode: AgentModeRunner | None = None,
         token: ApiToken | None = None,
+        inbox: InboxCounter | None = None,
     ) -> None:
         self.websocket = websocket
+        self.inbox = inbox
         self.token = token
         self.agent_mode = agent_mode
         self.runtime = runtime
@@ -229,6 +247,8 @@ class Connection:
         finally:
             for watcher in self.watchers:
                 self.runtime.approvals.follow_ups.unwatch(watcher)
+            if self.inbox is not None:
+                self.inbox.remove(self.client)
             for task in (receiver, pump, dropped):
                 task.cancel()
             self.hub.unsubscribe(self.client)
@@ -281,6 +301,8 @@ class Connection:
                 self.client.offer(
                     _dump({"type": "unsubscribed", "sessionId": str(message.session_id)})
                 )
+            elif isinstance(message, InboxFollow):
+                self.follow_inbox(message.type == "inbox.subscribe")
             elif isinstance(message, DiscussionStart | DiscussionPost | DiscussionJoin):
                 self.may(Scope.chat, f"a {message.type!r} message")
                 await self.discussion(message)
@@ -289,6 +311,16 @@ class Connection:
                 self.start_chat(message)
         except OpenCrabError as exc:
             self.client.offer(_error(exc.code, str(exc), getattr(message, "request_id", None)))
+
+    def follow_inbox(self, follow: bool) -> None:
+        """Start (`inbox` messages with the count follow) or stop following the inbox."""
+        if self.inbox is None:
+            raise OpenCrabError("this server does not count the inbox (no HTTP role)")
+        if follow:
+            self.inbox.add(self.client)
+        else:
+            self.inbox.remove(self.client)
+            self.client.offer('{"type":"inbox.unsubscribed"}')
 
     def may(self, needed: Scope, doing: str) -> None:
         """ForbiddenError unless the connection's token covers `needed`."""
@@ -481,7 +513,13 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     token: ApiToken | None = state.get("api_token")
     login_id: str | None = state.get("login_id")
     connection = Connection(
-        websocket, app.state.runtime, app.state.hub, runner, agent_mode, token=token
+        websocket,
+        app.state.runtime,
+        app.state.hub,
+        runner,
+        agent_mode,
+        token=token,
+        inbox=getattr(app.state, "inbox_counter", None),
     )
     watch: TokenWatch | None = getattr(app.state, "token_watch", None)
     if token is None or watch is None:

@@ -189,3 +189,15 @@ def _spend_query(
         today, period = m.timestamp >= day, m.timestamp >= month
     query = sa.select(sa.func.sum(sa.case((today, cost), else_=0.0)), sa.func.sum(cost))
     return agent, task, query.where(period)
+
+
+def daily_spend(conn: Connection, since_day: str) -> list[tuple[str, str, str, float]]:
+    """(agent id, day, task type, USD) of every day from `since_day` (YYYY-MM-DD, UTC)
+    on: one grouped query over the daily rollup."""
+    d = llm_usage_daily.c
+    query = (
+        sa.select(d.agent_id, d.day, d.task_type, sa.func.sum(d.cost_usd))
+        .where(d.day >= since_day)
+        .group_by(d.agent_id, d.day, d.task_type)
+    )
+    return [(str(a), str(day), str(t), float(c or 0.0)) for a, day, t, c in conn.execute(query)]
