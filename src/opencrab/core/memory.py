@@ -11,6 +11,13 @@ Three stores, all keyed by the agent, kept by `opencrab.store.repositories.memor
 - impressions (`impressions`): what the agent thinks of others in a session, one row
   per session and target, updated field by field.
 
+A curated memory that says the same as one the agent keeps in that category (the same
+text once normalised, or character trigrams nearly all shared: `says_the_same`) is
+merged into the older one (`remember`): its id and first time kept, its time updated and
+its count (`times_seen`) up, never a second copy. Every log line has its time
+(`created_at`); a search naming a time ("what did we decide last Tuesday", 先週の火曜日,
+昨日, 3日前: core/memory_time.py) looks only at the lines of that span (`search_in_time`).
+
 Example:
     memory = MemoryManager(db, agent_id)
     memory.append_session_log(SessionLog(session_id=s, log_type="speech", content="東京の話"))
@@ -19,12 +26,16 @@ Example:
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from opencrab.core.memory_time import TimeWindow, time_window
 from opencrab.errors import ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
@@ -51,17 +62,89 @@ __all__ = [
     "Impression",
     "LogType",
     "MemoryManager",
+    "MemorySearch",
     "SearchResult",
     "SessionLog",
     "SessionSummary",
     "StoredLog",
     "index_pending",
+    "says_the_same",
     "search_terms",
 ]
 
 CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this order
 MAX_CONTEXT_CHARS = 4000
 MAX_QUERY_CHARS = 1000
+SAME_TRIGRAMS = 0.8
+"""Two memories whose normalised texts share this much of their character trigrams
+(Jaccard) say the same."""
+# words a question about time asks with, which no remembered line needs to contain
+QUESTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "the",
+        "of",
+        "on",
+        "in",
+        "at",
+        "to",
+        "for",
+        "with",
+        "about",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "did",
+        "do",
+        "does",
+        "was",
+        "were",
+        "is",
+        "are",
+        "we",
+        "i",
+        "you",
+        "he",
+        "she",
+        "they",
+        "it",
+        "our",
+        "my",
+        "your",
+        "their",
+        "me",
+        "us",
+        "them",
+        "tell",
+        "say",
+        "said",
+        "remind",
+        "talk",
+        "talked",
+        "discuss",
+        "discussed",
+        "happen",
+        "happened",
+    ]
+)
+JA_PARTICLES = re.compile(
+    r"[のにをはがでともへやか何、。？?！!「」『』（）()\s]+|について|って|ました|した"
+)
+
+
+@dataclass(frozen=True)
+class MemorySearch:
+    """A search's hits, and the span of time its query named (None: it named none)."""
+
+    hits: list[SearchResult]
+    window: TimeWindow | None
 
 
 class MemoryManager:
@@ -84,6 +167,17 @@ class MemoryManager:
         if not content.strip():
             raise ValidationError("memory content is empty")
         return repo.save_curated(self.db, self.agent_id, category, content, id)
+
+    def remember(self, category: str, content: str) -> tuple[CuratedMemory, bool]:
+        """Keep a memory, merged into an older one of `category` that says the same
+        (`says_the_same`; the longer text is kept) rather than kept twice. Returns the
+        memory and whether it was merged."""
+        category = category.strip()
+        if not category or len(category) > 64:
+            raise ValidationError("category must be 1 to 64 characters")
+        if not content.strip():
+            raise ValidationError("memory content is empty")
+        return repo.remember_curated(self.db, self.agent_id, category, content, says_the_same)
 
     def delete_curated(self, id: str) -> None:
         """Forget one curated memory (NotFoundError if there is none)."""
@@ -145,14 +239,35 @@ class MemoryManager:
         limit: int = 10,
         session_id: str | None = None,
         log_types: Iterable[str] | None = None,
+        now: datetime | None = None,
     ) -> list[SearchResult]:
         """Session log lines matching every word of `query` (case-insensitive), best first.
 
         Works for any language and on either database: words of 3+ characters rank the
         hits with bm25 (SQLite: the trigram FTS index; PostgreSQL: pg_trgm); with only
         shorter words (e.g. two-character Japanese words) the newest matching lines come
-        first, scored 0. The query is always literal text, never query syntax.
+        first, scored 0. The query is always literal text, never query syntax. A query
+        naming a time looks in that span only (`search_in_time`).
         """
+        return self.search_in_time(
+            query, limit=limit, session_id=session_id, log_types=log_types, now=now
+        ).hits
+
+    def search_in_time(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+        log_types: Iterable[str] | None = None,
+        now: datetime | None = None,
+    ) -> MemorySearch:
+        """`search`, with the span of time the query names (core/memory_time.py; days
+        counted in `now`'s zone, default the server's). With a span, only lines written
+        in it are searched: first those holding every other word of the query, then
+        those holding some of its words (question words and particles left out), most
+        first, then the span's other lines, newest first; the query may be a time alone
+        ("昨日", "yesterday")."""
         terms = search_terms(query)
         if not terms:
             raise ValidationError("search query is empty")
@@ -161,14 +276,34 @@ class MemoryManager:
         bad = [t for t in types if t not in LOG_TYPES]
         if bad:
             raise ValidationError(f"unknown log types {bad}; known: {', '.join(LOG_TYPES)}")
-        return repo.search(
-            self.db,
-            self.agent_id,
-            terms,
-            limit=limit,
-            session_id=None if session_id is None else str(session_id),
-            log_types=types,
-        )
+        window = time_window(query, now)
+        where: dict[str, Any] = {
+            "limit": limit,
+            "session_id": None if session_id is None else str(session_id),
+            "log_types": types,
+        }
+        if window is None:
+            return MemorySearch(repo.search(self.db, self.agent_id, terms, **where), None)
+        where.update(since=window.start, until=window.end)
+        rest = search_terms(window.rest) if window.rest else []
+        found: dict[int, SearchResult] = {}
+        if rest:
+            for hit in repo.search(self.db, self.agent_id, rest, **where):
+                found.setdefault(hit.id, hit)
+        words = content_words(window.rest)
+        if len(found) < limit and words and (len(words) > 1 or words != rest):
+            matched: dict[int, tuple[int, SearchResult]] = {}
+            for word in words:
+                for hit in repo.search(self.db, self.agent_id, [word], **where):
+                    count, _ = matched.get(hit.id, (0, hit))
+                    matched[hit.id] = (count + 1, hit)
+            ranked = sorted(matched.values(), key=lambda pair: (-pair[0], -pair[1].id))
+            for _, hit in ranked:
+                found.setdefault(hit.id, hit)
+        if len(found) < limit:
+            for hit in repo.search(self.db, self.agent_id, [], **where):
+                found.setdefault(hit.id, hit)
+        return MemorySearch(list(found.values())[:limit], window)
 
     # ------------------------------------------------------------ impressions
     def update_impression(
@@ -252,3 +387,42 @@ def search_terms(query: str) -> list[str]:
         if word not in terms:
             terms.append(word)
     return terms
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` a remembered line would hold: question words (English) and
+    particles (Japanese) left out; each once, in order."""
+    words: list[str] = []
+    for piece in JA_PARTICLES.split(unicodedata.normalize("NFKC", text)):
+        word = piece.strip(" .,;:!?\"'").lower()
+        if word and word not in QUESTION_WORDS and word not in words:
+            words.append(word)
+    return words
+
+
+def normalised(text: str) -> str:
+    """`text` compared for sameness: NFKC, case-folded, punctuation dropped, one space."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(c if c.isalnum() or c.isspace() else " " for c in folded)
+    return " ".join(kept.split())
+
+
+def trigrams(text: str) -> set[str]:
+    """Character trigrams of a normalised text (spaces count: words' edges matter)."""
+    padded = f" {text} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+def says_the_same(old: str, new: str) -> bool:
+    """Whether two memory texts say the same: equal once normalised, or sharing at least
+    SAME_TRIGRAMS of their character trigrams (so "The user's cat is called Tama." and
+    "the user's cat is called Tama" are one memory, and a changed number is not)."""
+    a, b = normalised(old), normalised(new)
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if any(c.isdigit() for c in a + b) and re.findall(r"\d+", a) != re.findall(r"\d+", b):
+        return False  # "meet at 3" and "meet at 4" are two different facts
+    x, y = trigrams(a), trigrams(b)
+    return len(x & y) / len(x | y) >= SAME_TRIGRAMS
