@@ -160,12 +160,15 @@ class MemoryManager:
         return repo.list_curated(self.db, self.agent_id, category)
 
     def save_curated(self, category: str, content: str, *, id: str | None = None) -> CuratedMemory:
-        """Add a memory, or replace memory `id`'s category and content."""
+        """Add a memory (merged into one of its category saying the same: `remember`), or
+        replace memory `id`'s category and content."""
         category = category.strip()
         if not category or len(category) > 64:
             raise ValidationError("category must be 1 to 64 characters")
         if not content.strip():
             raise ValidationError("memory content is empty")
+        if id is None:
+            return self.remember(category, content)[0]
         return repo.save_curated(self.db, self.agent_id, category, content, id)
 
     def remember(self, category: str, content: str) -> tuple[CuratedMemory, bool]:
@@ -263,11 +266,12 @@ class MemoryManager:
         now: datetime | None = None,
     ) -> MemorySearch:
         """`search`, with the span of time the query names (core/memory_time.py; days
-        counted in `now`'s zone, default the server's). With a span, only lines written
-        in it are searched: first those holding every other word of the query, then
-        those holding some of its words (question words and particles left out), most
-        first, then the span's other lines, newest first; the query may be a time alone
-        ("昨日", "yesterday")."""
+        counted in `now`'s zone, default the server's). With a span, the lines written in
+        it come first: those holding every other word of the query; then the lines
+        holding every word of the query itself at any time (the words of the time may be
+        a line's: "meet on Friday"); then the span's lines holding some of its words
+        (question words and particles left out), most first; then the span's other
+        lines, newest first. The query may be a time alone ("昨日", "yesterday")."""
         terms = search_terms(query)
         if not terms:
             raise ValidationError("search query is empty")
@@ -290,6 +294,11 @@ class MemoryManager:
         if rest:
             for hit in repo.search(self.db, self.agent_id, rest, **where):
                 found.setdefault(hit.id, hit)
+        # the words of the time may be words of a line too ("meet on Friday"): the lines
+        # holding every word of the query, at any time, come next
+        anytime = {**where, "since": None, "until": None}
+        for hit in repo.search(self.db, self.agent_id, terms, **anytime):
+            found.setdefault(hit.id, hit)
         words = content_words(window.rest)
         if len(found) < limit and words and (len(words) > 1 or words != rest):
             matched: dict[int, tuple[int, SearchResult]] = {}

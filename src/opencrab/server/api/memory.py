@@ -34,6 +34,10 @@ class CuratedMemoryResponse(ApiModel):
     category: str
     content: str
     updated_at: datetime
+    created_at: datetime | None = Field(default=None, description="When it was first kept.")
+    times_seen: int = Field(
+        default=1, description="How often it was said: the same said again is merged into it."
+    )
 
 
 class CuratedMemoryRequest(ApiInput):
@@ -114,7 +118,9 @@ def list_curated_memory(
     responses=error_responses(400, 404),
 )
 def add_curated_memory(agent: AgentDep, body: CuratedMemoryRequest, request: Request) -> Any:
-    """Add a curated memory (category `core` is always in the agent's prompt)."""
+    """Add a curated memory (category `core` is always in the agent's prompt); one saying
+    the same as a memory of its category (the same text once normalised, or nearly all
+    its character trigrams) is merged into that older one: its id, `timesSeen` + 1."""
     return _memory(request, agent.id).save_curated(body.category, body.content)
 
 
@@ -151,7 +157,9 @@ def delete_curated_memory(agent: AgentDep, memory_id: MemoryId, request: Request
     responses=error_responses(400, 404),
 )
 def search_memory(agent: AgentDep, body: SearchRequest, request: Request) -> list[Any]:
-    """Session log lines containing every word of `query`, best first."""
+    """Session log lines containing every word of `query`, best first, each with its
+    time (`createdAt`). A query naming a time ("last Tuesday", 先週の火曜日, 昨日, 3日前,
+    2026-11-24) searches the lines of that span only (days in the server's time zone)."""
     return _memory(request, agent.id).search(
         body.query, limit=body.limit, session_id=body.session_id, log_types=body.log_types
     )
