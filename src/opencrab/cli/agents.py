@@ -6,6 +6,7 @@ opencrab chat AGENT                      interactive, streaming; Ctrl-C stops a 
                                          /quit or a second Ctrl-C leaves
 opencrab chat AGENT -m TEXT [--json]     one turn
 opencrab memory search AGENT QUERY [--json]
+opencrab memory eval AGENT [--questions N] [--generator auto|builtin|model] [--json]
 opencrab skills list AGENT [--json]
 opencrab workspace ls AGENT [PATH]
 opencrab heartbeat tick AGENT [--json]
@@ -39,6 +40,7 @@ from opencrab.cli.common import (
     settings_from,
     with_runtime,
 )
+from opencrab.cli.memory_eval import memory_eval
 from opencrab.errors import ConfigError, ValidationError
 from opencrab.plugins import hookimpl
 
@@ -54,7 +56,9 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
     from opencrab.store import Database
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
-memory_app = typer.Typer(help="Search an agent's memory.", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Search an agent's memory; measure how well it finds things.", no_args_is_help=True
+)
 skills_app = typer.Typer(help="List an agent's skills.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Browse an agent's workspace.", no_args_is_help=True)
 heartbeat_app = typer.Typer(help="Run an agent's heartbeat by hand.", no_args_is_help=True)
@@ -489,6 +493,9 @@ def memory_search(
             escape(h.content[:200]),
         )
     console.print(table)
+
+
+memory_app.command("eval")(memory_eval)
 
 
 def _skill_manager(db: Database, settings: Settings, agent: Agent) -> SkillManager:

@@ -461,6 +461,11 @@ def _curated(row: Any) -> CuratedMemory:
     )
 
 
+def stored_log(row: Any) -> StoredLog:
+    """A `memory_sessions` row as a StoredLog (for repositories reading these rows)."""
+    return _stored(row)
+
+
 def _stored(row: Any) -> StoredLog:
     return StoredLog(
         id=row.id,
