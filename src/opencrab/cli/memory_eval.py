@@ -101,7 +101,7 @@ def show(run: Any) -> None:
         for name, leg in run.legs.items()
         if not leg.get("available")
     ]
-    table = Table(title=escape(title), caption=escape("; ".join(notes)) or None)
+    table = Table(title=escape(title))
     for column in ("leg", "recall@1", "recall@5", "recall@10", "MRR", "p50 ms", "mean ms"):
         table.add_column(column, justify="left" if column == "leg" else "right")
     for name, leg in run.legs.items():
@@ -118,3 +118,5 @@ def show(run: Any) -> None:
             f"{leg['mean_ms']:.1f}",
         )
     console.print(table)
+    for note in notes:
+        console.print(escape(note), soft_wrap=True)

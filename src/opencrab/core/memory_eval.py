@@ -70,7 +70,7 @@ POOL_LINES = 3000
 MODEL_BATCH = 8
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 KANA = re.compile(r"[\u3040-\u309f]")  # hiragana: particles and endings, not keywords
-LATIN = re.compile(r"[^\W\d_][\w'-]{2,}")
+LATIN = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f'-]{2,}")
 COMMON = QUESTION_WORDS | frozenset(
     [
         "this",
