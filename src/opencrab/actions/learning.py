@@ -168,7 +168,10 @@ class ReflectAndLearn(Action):
 
 class SearchMyHistory(Action):
     name = "search_my_history"
-    description = "Search your own past conversations and actions."
+    description = (
+        "Search your own past conversations and actions; each hit has its time. A query "
+        "naming a time (last Tuesday, yesterday, 先週の火曜日, 3日前) looks in that span."
+    )
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["query"],
         query={"type": "string", "minLength": 1, "maxLength": 500},
@@ -177,16 +180,17 @@ class SearchMyHistory(Action):
     )
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        results = ctx.memory.search(
+        found = ctx.memory.search_in_time(
             args["query"], limit=args.get("limit", 10), session_id=args.get("session_id")
         )
-        return ActionResult.ok(
-            {
-                "query": args["query"],
-                "count": len(results),
-                "results": [r.model_dump(mode="json") for r in results],
-            }
-        )
+        data: dict[str, Any] = {
+            "query": args["query"],
+            "count": len(found.hits),
+            "results": [r.model_dump(mode="json") for r in found.hits],  # each with created_at
+        }
+        if found.window is not None:  # "last Tuesday", 昨日: the span searched first
+            data["window"] = found.window.as_json()
+        return ActionResult.ok(data)
 
 
 class SummarizeAndSave(Action):

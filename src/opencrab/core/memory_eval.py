@@ -356,7 +356,7 @@ async def evaluate(
     if not lines:
         raise ValidationError(
             f"agent {agent.name!r} has no memory lines to ask about yet (it needs lines "
-            "of 12 characters or more: chat with it, or import transcripts)"
+            "of 8 characters or more: chat with it, or import transcripts)"
         )
     used = "builtin"
     asked: list[Question] = []

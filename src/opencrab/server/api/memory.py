@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
 from opencrab.core.memory import Impression, LogType, MemoryManager, StoredLog
+from opencrab.core.memory_eval import runs as memory_eval_runs
 from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import AgentDep
@@ -88,6 +89,31 @@ class SessionSummaryResponse(ApiModel):
     entries: int
     first_at: datetime
     last_at: datetime
+
+
+class EvalLegResponse(ApiModel):
+    """One search leg's figures in an eval run (`available` false: the install has no
+    such leg, and `note` says so; no figures then)."""
+
+    available: bool
+    note: str | None = None
+    recall_at_1: float | None = Field(default=None, alias="recall@1")
+    recall_at_5: float | None = Field(default=None, alias="recall@5")
+    recall_at_10: float | None = Field(default=None, alias="recall@10")
+    mrr: float | None = Field(default=None, description="Mean reciprocal rank (0 to 1).")
+    p50_ms: float | None = Field(default=None, description="Median latency per question.")
+    mean_ms: float | None = None
+    errors: int | None = Field(default=None, description="Questions the leg refused.")
+
+
+class EvalRunResponse(ApiModel):
+    """One `opencrab memory eval` run: the questions asked and each leg's figures."""
+
+    id: str
+    questions: int
+    generator: str = Field(description="builtin (keyword questions) or model (paraphrases).")
+    legs: dict[str, EvalLegResponse]
+    created_at: datetime
 
 
 def _memory(request: Request, agent_id: str) -> MemoryManager:
@@ -212,6 +238,24 @@ def list_impressions(
     """The agent's impressions of others, by the other's name (newest first for each)."""
     memory = _memory(request, agent.id)
     return memory.all_impressions() if session_id is None else memory.impressions(str(session_id))
+
+
+@router.get(
+    "/agents/{id}/memory/evals",
+    operation_id="listMemoryEvals",
+    response_model=list[EvalRunResponse],
+    response_model_by_alias=True,
+    responses=error_responses(400, 404),
+)
+def list_memory_evals(
+    agent: AgentDep,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[Any]:
+    """The agent's memory eval runs (`opencrab memory eval`), newest first: recall@1/5/10,
+    MRR and latency of each search leg on questions built from its own memory."""
+    db: Database = request.app.state.db
+    return [run.model_dump() for run in memory_eval_runs(db, agent.id, limit=limit)]
 
 
 @hookimpl

@@ -34,9 +34,9 @@ class EvalRun(BaseModel):
     created_at: datetime
 
 
-def eval_pool(db: Database, agent_id: str, *, limit: int, min_chars: int = 12) -> list[StoredLog]:
+def eval_pool(db: Database, agent_id: str, *, limit: int, min_chars: int = 8) -> list[StoredLog]:
     """The agent's latest `limit` lines an eval may ask about (said, thought or noted, at
-    least `min_chars` long; imported transcripts' lines included), oldest first."""
+    least `min_chars` characters; imported transcripts' lines included), oldest first."""
     m = memory_sessions.c
     query = (
         sa.select(memory_sessions)
