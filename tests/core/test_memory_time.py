@@ -135,7 +135,8 @@ def test_numbers_in_words_and_kanji() -> None:
         None,
     ]
     assert content_words("what did we decide") == ["decide"]
-    assert content_words("に何を決めた") == ["決めた"]
+    assert content_words("に何を決めた") == ["決"]
+    assert content_words("what was decided about the meetings") == ["decid", "meeting"]
 
 
 # ------------------------------------------------------------------ search in a span

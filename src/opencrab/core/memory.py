@@ -400,13 +400,31 @@ def search_terms(query: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """The words of `text` a remembered line would hold: question words (English) and
-    particles (Japanese) left out; each once, in order."""
+    particles (Japanese) left out, each cut to its stem (an inflected ending dropped:
+    "decided" → "decid", 決めた → 決, so "decide" and 決めました are found); each once, in
+    order."""
     words: list[str] = []
     for piece in JA_PARTICLES.split(unicodedata.normalize("NFKC", text)):
-        word = piece.strip(" .,;:!?\"'").lower()
+        word = stem(piece.strip(" .,;:!?\"'").lower())
         if word and word not in QUESTION_WORDS and word not in words:
             words.append(word)
     return words
+
+
+KANJI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+HIRAGANA_END = re.compile(r"[\u3040-\u309f]+$")
+ENGLISH_ENDING = re.compile(r"(?<=[a-z]{3})(?:ing|ed|es|s)$")
+
+
+def stem(word: str) -> str:
+    """`word` without an inflected ending: a Japanese word written kanji then kana is cut
+    after its last kanji (決めた → 決, 話した → 話); an English one loses -ing, -ed, -es, -s."""
+    if HIRAGANA_END.search(word) and KANJI.search(word):
+        last = max(m.end() for m in KANJI.finditer(word))
+        return word[:last]
+    if word.isascii() and word not in QUESTION_WORDS:
+        return ENGLISH_ENDING.sub("", word)
+    return word
 
 
 def normalised(text: str) -> str:
