@@ -277,8 +277,9 @@ memory_curated = sa.Table(
     _updated(),
     sa.Index(None, "agent_id", "category"),
     # revision 0033: when it was first kept, and how often the same was said again and
-    # merged into it (core/memory.py `remember`) instead of being kept twice
-    sa.Column("created_at", UtcDateTime, nullable=False),
+    # merged into it (core/memory.py `remember`) instead of being kept twice; a row written
+    # without created_at (by older code) reads as created when it was last updated
+    sa.Column("created_at", UtcDateTime),
     sa.Column("times_seen", sa.Integer, nullable=False, server_default="1"),
 )
 

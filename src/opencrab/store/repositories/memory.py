@@ -167,7 +167,7 @@ def remember_curated(
         rows = conn.execute(
             sa.select(c.id, c.content)
             .where(c.agent_id == agent_id, c.category == category)
-            .order_by(c.created_at, c.id)
+            .order_by(sa.func.coalesce(c.created_at, c.updated_at), c.id)
         ).all()
         match = next((r for r in rows if same(r.content, content)), None)
         if match is None:
@@ -456,7 +456,7 @@ def _curated(row: Any) -> CuratedMemory:
         category=row.category,
         content=row.content,
         updated_at=row.updated_at,
-        created_at=row.created_at,
+        created_at=row.created_at or row.updated_at,
         times_seen=row.times_seen,
     )
 

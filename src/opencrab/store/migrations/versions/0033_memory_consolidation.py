@@ -32,8 +32,6 @@ def upgrade() -> None:
         batch.add_column(sa.Column("created_at", UtcDateTime(), nullable=True))
         batch.add_column(sa.Column("times_seen", sa.Integer(), server_default="1", nullable=False))
     op.execute("UPDATE memory_curated SET created_at = updated_at")
-    with op.batch_alter_table("memory_curated") as batch:
-        batch.alter_column("created_at", existing_type=UtcDateTime(), nullable=False)
     op.create_table(
         "memory_consolidations",
         sa.Column("agent_id", sa.String(length=36), nullable=False),
