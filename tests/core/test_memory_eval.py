@@ -120,7 +120,7 @@ async def test_a_leg_plugs_in_by_name_and_is_scored_like_the_others(
         register_leg("Vector Leg!", backwards)
     run = await evaluate(live.db, aki, generator="builtin", router=None)
     assert run.generator == "builtin"
-    assert run.questions == 10  # one per distinct line of 12+ characters
+    assert run.questions == 10  # one per distinct line of 8+ characters
     assert list(run.legs) == ["lexical", "vector", "hybrid"]
     assert run.legs["lexical"]["recall@10"] == 1.0
     assert run.legs["vector"]["available"] is True

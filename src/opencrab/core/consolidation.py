@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
 
 from opencrab.core.llm_config import agent_model, session_overrides
 from opencrab.core.memory import MemoryManager, SessionLog, StoredLog
@@ -42,6 +45,7 @@ from opencrab.llm.router import CallInfo
 from opencrab.llm.types import ChatRequest, Message
 from opencrab.offload import run_blocking
 from opencrab.prompts import prompts
+from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.repositories import consolidation as repo
 from opencrab.store.repositories.consolidation import consolidation_key
@@ -151,7 +155,7 @@ class Consolidator:
         if outcome.error:
             detail["error"] = outcome.error
 
-        def write(conn: Any) -> None:
+        def write(conn: Connection) -> None:
             last = top
             if outcome.summary:  # a line of the session, consolidated with the others
                 summary = SessionLog(
@@ -263,7 +267,7 @@ class Consolidator:
             outcome.status = "empty"
 
 
-def _in_transaction(db: Any, change: Any) -> None:
+def _in_transaction(db: Database, change: Callable[[Connection], None]) -> None:
     with db.write() as conn:
         change(conn)
 

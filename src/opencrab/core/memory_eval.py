@@ -2,7 +2,7 @@
 (`opencrab memory eval`, the dashboard's memory page, `GET /api/agents/{id}/memory/evals`).
 
 A question set is built from the agent's own log lines (what it said, thought and noted,
-imported transcripts' lines included; the latest POOL_LINES of them, `questions` of
+imported transcripts' lines included; the latest POOL_LINES of 8+ characters, `questions` of
 them drawn with a fixed seed): each question's answer is its line (or any line with the
 same text). The questions come from
 
