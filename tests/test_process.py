@@ -92,13 +92,14 @@ async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
 
 
 def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
-    """The tool sources (first), heartbeats, tickets, approval follow-ups, discussions and
-    agent-mode sessions run in every role, in one order; only what needs HTTP or a chat
-    connection is left to `up`."""
+    """The tool sources (first), heartbeats, the consolidation of ended sessions' memory,
+    tickets, approval follow-ups, discussions and agent-mode sessions run in every role,
+    in one order; only what needs HTTP or a chat connection is left to `up`."""
     shared = [s.name for s in SERVICES if s.roles == frozenset(Role)]
     assert shared == [
         "tool-sources",
         "heartbeats",
+        "memory-consolidation",
         "tickets",
         "approval-follow-ups",
         "discussions",
