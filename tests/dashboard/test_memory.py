@@ -311,8 +311,8 @@ def test_the_recall_panel_shows_the_eval_runs_and_a_search_names_its_time(
     expect(rows).to_have_count(3)
     expect(rows.nth(0)).to_contain_text("lexical")
     expect(rows.nth(0)).to_contain_text(f"{second['legs']['lexical']['recall@5']:.2f}")
-    expect(rows.nth(1)).to_contain_text("Not available: no vector search leg in this install")
-    expect(rows.nth(2)).to_contain_text("Not available: no hybrid search leg in this install")
+    expect(rows.nth(1)).to_contain_text("Not available: this agent's memory has no vectors yet")
+    expect(rows.nth(2)).to_contain_text("Not available: this agent's memory has no vectors yet")
     chart = panel.locator(".recall-chart svg")
     expect(chart).to_have_attribute("aria-label", re.compile(r"Recall@5 .* last 2 runs"))
     expect(chart.locator("polyline")).to_have_count(1)  # lexical: the only leg with figures

@@ -218,7 +218,7 @@ def test_memory_evals_are_listed_newest_first(client: TestClient, db: Database) 
     assert set(lexical) >= {"recall@1", "recall@5", "mrr", "p50Ms", "meanMs"}
     assert runs[1]["legs"]["vector"] == {
         "available": False,
-        "note": "no vector search leg in this install",
+        "note": "this agent's memory has no vectors yet",
         "recall@1": None,
         "recall@5": None,
         "recall@10": None,
