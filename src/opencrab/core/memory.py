@@ -304,9 +304,10 @@ class MemoryManager:
         word of the query first; then the lines holding every word of the query itself at
         any time (the words of the time may be a line's: "meet on Friday"); then the
         span's lines holding some of its words (question words and particles left out),
-        most first; then the span's other lines, newest first. The vector leg looks only
-        at the span's lines, nearest to the query without its time; a query that is a time
-        alone ("昨日", "yesterday") has no vector leg.
+        most first; then, when there is no vector leg, the span's other lines, newest
+        first (with one they would be fused as evidence they are not). The vector leg
+        looks only at the span's lines, nearest to the query without its time; a query
+        that is a time alone ("昨日", "yesterday") has no vector leg.
 
         `mode` "lexical" or "vector" runs one leg alone (`opencrab memory eval` scores
         each); "vector" alone with no usable vectors finds nothing, `note` saying why.
@@ -322,9 +323,6 @@ class MemoryManager:
         session = None if session_id is None else str(session_id)
         window = time_window(query, now)
         depth = limit if mode == "lexical" else max(limit * 3, FUSION_DEPTH)
-        lexical: list[SearchResult] = []
-        if mode != "vector":
-            lexical = self._lexical_leg(terms, window, depth, session, types)
         vector: list[tuple[int, float]] | None = None
         note = "lexical only: asked for the lexical leg alone"
         if mode != "lexical":
@@ -333,6 +331,11 @@ class MemoryManager:
                 vector, note = self._vector_leg(text, depth, session, types, window)
             else:
                 note = "lexical only: the query names a time and nothing else"
+        lexical: list[SearchResult] = []
+        if mode != "vector":
+            # the span's other lines fill a lexical answer, but are no evidence to fuse
+            fill = vector is None
+            lexical = self._lexical_leg(terms, window, depth, session, types, fill=fill)
         if mode == "vector":
             hits = [] if vector is None else self._fused([], vector, limit)
             legs: list[Leg] = [] if vector is None else ["vector"]
@@ -369,9 +372,11 @@ class MemoryManager:
         limit: int,
         session_id: str | None,
         log_types: list[str],
+        *,
+        fill: bool = True,
     ) -> list[SearchResult]:
         """The lexical leg's hits, best first, within `window` first when there is one
-        (see `search_detail`)."""
+        (see `search_detail`); `fill`: the span's other lines, newest first, after them."""
         where: dict[str, Any] = {
             "limit": limit,
             "session_id": session_id,
@@ -400,7 +405,7 @@ class MemoryManager:
             ranked = sorted(matched.values(), key=lambda pair: (-pair[0], -pair[1].id))
             for _, hit in ranked:
                 found.setdefault(hit.id, hit)
-        if len(found) < limit:
+        if fill and len(found) < limit:
             for hit in repo.search(self.db, self.agent_id, [], **where):
                 found.setdefault(hit.id, hit)
         return list(found.values())[:limit]
