@@ -95,14 +95,16 @@ async def test_each_role_starts_the_table_in_order_and_stops_it_in_reverse(
 
 
 def test_the_three_roles_run_the_leased_work_in_the_same_order() -> None:
-    """The telemetry export (first: it sees the others), the tool sources, heartbeats,
-    tickets, schedules, approval follow-ups, discussions and agent-mode sessions run in every
-    role, in one order; only what needs HTTP or a chat connection is left to `up`."""
+    """The telemetry export (first: it sees the others), the tool sources, heartbeats, the
+    consolidation of ended sessions' memory, tickets, schedules, approval follow-ups,
+    discussions and agent-mode sessions run in every role, in one order; only what needs
+    HTTP or a chat connection is left to `up`."""
     shared = [s.name for s in SERVICES if s.roles == frozenset(Role)]
     assert shared == [
         "telemetry",
         "tool-sources",
         "heartbeats",
+        "memory-consolidation",
         "tickets",
         "schedules",
         "approval-follow-ups",

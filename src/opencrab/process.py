@@ -12,9 +12,9 @@ starts the rows that name it, top to bottom, and stops them bottom to top when i
 down (SIGINT/SIGTERM for the headless roles, the end of the lifespan for the server). A
 service that fails to start stops the ones started before it. Work that must run once
 (heartbeats, tickets, schedules, approval follow-ups, discussions, agent-mode
-sessions) is claimed by lease in every role (an inbox item's notification by its row,
-opencrab/inbox/notifier.py), so any process may run it and none runs one twice
-(store/leases.py).
+sessions, the consolidation of an ended session's memory) is claimed by lease in every
+role (an inbox item's notification by its row, opencrab/inbox/notifier.py), so any
+process may run it and none runs one twice (store/leases.py).
 
 Adding a service is one row: its name, the roles that run it and a start function that
 returns how to stop it (None: it does not run here, e.g. `[tickets] enabled = false`).
@@ -42,6 +42,7 @@ from opencrab.agentmode.credentials import SubAgentCredentials
 from opencrab.agentmode.opening import open_runner
 from opencrab.agentmode.runner import AgentModeRunner
 from opencrab.auth import TokenStore
+from opencrab.core.consolidation import Consolidator
 from opencrab.core.discussion import DiscussionRunner
 from opencrab.core.heartbeat import DEFAULT_REFRESH_SECS, HeartbeatService, start_heartbeats
 from opencrab.core.memory_index import MemoryIndexer, start_memory_index
@@ -95,6 +96,7 @@ class Process:
     schedules: ScheduleScheduler | None = None
     discussions: DiscussionRunner | None = None
     agent_mode: AgentModeRunner | None = None
+    consolidator: Consolidator | None = None
     token_watch: TokenWatch | None = None
     mcp: StoredMcpServers | None = None  # the MCP servers added in the dashboard, running here
     memory_index: MemoryIndexer | None = None
@@ -157,6 +159,14 @@ async def _heartbeats(process: Process) -> Stop:
         process.runtime, refresh_secs=process.refresh_secs
     )
     return beats.stop
+
+
+async def _memory_consolidation(process: Process) -> Stop | None:
+    learning = process.runtime.settings.learning
+    if not learning.session_end:
+        return None
+    consolidator = process.consolidator = Consolidator(process.runtime)
+    return _every(learning.check_secs, consolidator.sweep, "ended sessions to consolidate")
 
 
 async def _tickets(process: Process) -> Stop | None:
@@ -287,6 +297,7 @@ SERVICES: tuple[Service, ...] = (
     # and dashboard's MCP servers included; the latter followed while the process runs)
     Service("live-events", HTTP, _live_events),  # before the others: they announce to it
     Service("heartbeats", EVERY, _heartbeats),
+    Service("memory-consolidation", EVERY, _memory_consolidation),
     Service("tickets", EVERY, _tickets),
     Service("schedules", EVERY, _schedules),
     Service("approval-follow-ups", EVERY, _approval_follow_ups),

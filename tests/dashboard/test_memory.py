@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 from playwright.sync_api import Browser, Page, expect
 
-from tests.dashboard.conftest import CHAT, make_agent
+from tests.dashboard.conftest import CHAT, QUIET, make_agent
 from tests.fakes.browser import Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer, Reply
 from tests.fakes.openai_bodies import completion
@@ -263,3 +266,67 @@ def test_the_search_fragment_and_bad_queries(api: httpx.Client) -> None:
     missing = api.get(memory_url("だれも"))
     assert missing.status_code == 404
     assert "text/html" in missing.headers["content-type"]
+
+
+def memory_eval(served: ServedOpenCrab, agent: str, *args: str) -> dict[str, Any]:
+    """`opencrab memory eval` on the served data directory, as a user runs it."""
+    exe = str(Path(sys.executable).parent / "opencrab")
+    done = subprocess.run(
+        [exe, "memory", "eval", agent, "--json", "--data-dir", str(served.data_dir), *args],
+        env=served.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_the_recall_panel_shows_the_eval_runs_and_a_search_names_its_time(
+    page: Watched, api: httpx.Client, served: ServedOpenCrab, fake_llm_server: FakeLlmServer
+) -> None:
+    make_agent(api, "タマの係", language="ja", heartbeat=QUIET)
+    p = page.page
+    p.goto(memory_url("タマの係"))
+    panel = p.locator(".memory-recall")
+    expect(panel).to_contain_text("No measurement yet")
+    expect(panel).to_contain_text("opencrab memory eval タマの係")
+    chat(
+        api,
+        fake_llm_server,
+        "タマの係",
+        ("ユーザーの猫の名前はタマで、マグロが好きです", [said("タマはマグロが好きなんですね。")]),
+        ("来週の会議は大阪支社で開かれます", [said("大阪支社の会議、承知しました。")]),
+        ("The printer on the third floor needs toner", [said("I will order toner today.")]),
+    )
+    first = memory_eval(served, "タマの係", "--generator", "builtin")
+    second = memory_eval(served, "タマの係", "--generator", "builtin", "--questions", "3")
+    assert first["legs"]["lexical"]["available"] is True
+
+    p.goto(memory_url("タマの係"))
+    expect(panel).to_contain_text("The latest of 2 runs")
+    expect(panel).to_contain_text(f"{second['questions']} keyword questions")
+    rows = panel.locator(".recall-table tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0)).to_contain_text("lexical")
+    expect(rows.nth(0)).to_contain_text(f"{second['legs']['lexical']['recall@5']:.2f}")
+    expect(rows.nth(1)).to_contain_text("Not available: this agent's memory has no vectors yet")
+    expect(rows.nth(2)).to_contain_text("Not available: this agent's memory has no vectors yet")
+    chart = panel.locator(".recall-chart svg")
+    expect(chart).to_have_attribute("aria-label", re.compile(r"Recall@5 .* last 2 runs"))
+    expect(chart.locator("polyline")).to_have_count(1)  # lexical: the only leg with figures
+    expect(chart.locator("circle")).to_have_count(2)  # one point per run
+    expect(panel.locator("figcaption")).to_contain_text("lexical")
+
+    search(p, "今日 マグロ")  # a time: what was said today, the tuna first
+    expect(p.locator(".time-window")).to_contain_text("今日")
+    hits = p.locator(".hit")
+    expect(hits.first).to_contain_text("マグロ")
+    expect(hits.first.locator(".meta")).to_contain_text(re.compile(r"\d"))  # its time
+    search(p, "去年")  # last year: nothing was said then
+    expect(p.locator(".time-window")).to_contain_text("去年")
+    expect(p.locator(".result-count")).to_contain_text("No lines for")
+    search(p, "今日 マグロ")
+    expect(p.locator(".result-count")).to_contain_text("6 lines for")
+    shoot(p, "memory-recall")

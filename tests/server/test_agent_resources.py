@@ -6,6 +6,7 @@ changes, 400 naming the field. Turns run through the real engine with a scripted
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from opencrab.config import Settings
+from opencrab.core.agent import AgentStore
+from opencrab.core.memory import MemoryManager, SessionLog
+from opencrab.core.memory_eval import evaluate
 from opencrab.core.workspace import Workspace
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.llm.router import LlmRouter
@@ -178,6 +182,70 @@ def test_memory_of_a_turn_is_listed_and_searchable(
     assert "query" in error_of(
         client.post(f"{base}/search", json={"query": ""}), 400, "validation_error"
     )
+
+
+def test_the_same_memory_added_twice_is_merged(client: TestClient) -> None:
+    agent_id = new_agent(client)["id"]
+    base = f"/api/agents/{agent_id}/memory/curated"
+    first = client.post(base, json={"category": "facts", "content": "The cat is called Tama."})
+    again = client.post(base, json={"category": "facts", "content": "the cat is called tama"})
+    assert again.status_code == 201
+    assert (again.json()["id"], again.json()["timesSeen"]) == (first.json()["id"], 2)
+    assert again.json()["createdAt"] == first.json()["createdAt"]
+    assert [m["timesSeen"] for m in client.get(base).json()] == [2]
+
+
+def test_memory_evals_are_listed_newest_first(client: TestClient, db: Database) -> None:
+    agent = new_agent(client)
+    base = f"/api/agents/{agent['id']}/memory/evals"
+    assert client.get(base).json() == []
+    MemoryManager(db, agent["id"]).append_session_logs(
+        [
+            SessionLog(session_id=str(uuid4()), log_type="speech", content=text)
+            for text in ("The tomatoes need water on Fridays", "猫の名前はタマです")
+        ]
+    )
+    aki = AgentStore(db, Settings()).get(agent["id"])
+    older = asyncio.run(evaluate(db, aki, generator="builtin"))
+    newer = asyncio.run(evaluate(db, aki, questions=1, generator="builtin"))
+    runs = client.get(base).json()
+    assert [r["id"] for r in runs] == [newer.id, older.id]
+    assert runs[1]["questions"] == 2
+    assert runs[1]["generator"] == "builtin"
+    lexical = runs[1]["legs"]["lexical"]
+    assert lexical["available"] is True
+    assert lexical["recall@10"] == 1.0
+    assert set(lexical) >= {"recall@1", "recall@5", "mrr", "p50Ms", "meanMs"}
+    assert runs[1]["legs"]["vector"] == {
+        "available": False,
+        "note": "this agent's memory has no vectors yet",
+        "recall@1": None,
+        "recall@5": None,
+        "recall@10": None,
+        "mrr": None,
+        "p50Ms": None,
+        "meanMs": None,
+        "errors": None,
+    }
+    assert [r["id"] for r in client.get(f"{base}?limit=1").json()] == [newer.id]
+    error_of(client.get(f"/api/agents/{MISSING}/memory/evals"), 404, "not_found")
+    assert "limit" in error_of(client.get(f"{base}?limit=0"), 400, "validation_error")
+
+
+def test_a_search_naming_a_time_looks_in_that_span(
+    client: TestClient, scripted: ScriptedProvider
+) -> None:
+    agent_id = new_agent(client)["id"]
+    session_id = client.post("/api/sessions", json={"agentId": agent_id}).json()["id"]
+    scripted.then(speak("We decided to plant tomatoes."))
+    client.post(f"/api/sessions/{session_id}/messages", json={"content": "Garden plan?"})
+    base = f"/api/agents/{agent_id}/memory/search"
+    today = client.post(base, json={"query": "what did we decide today"}).json()
+    assert today
+    assert today[0]["content"] == "We decided to plant tomatoes."
+    assert today[0]["createdAt"].endswith("Z") or "+00:00" in today[0]["createdAt"]
+    assert client.post(base, json={"query": "what did we decide last year"}).json() == []
+    assert client.post(base, json={"query": "昨日"}).json() == []
 
 
 # ------------------------------------------------------------------ workspace

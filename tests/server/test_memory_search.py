@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -77,6 +78,21 @@ def test_the_background_indexer_makes_search_hybrid(
     both = client.post(f"/api/agents/{agent_id}/memory/search", json={"query": "Tama"}).json()
     assert both[0]["content"] == "My cat is called Tama"
     assert both[0]["legs"] == ["lexical", "vector"]
+
+    # a time in the query: both legs search its span, the header gives it, and every hit
+    # keeps its legs and its time
+    today = client.post(
+        f"/api/agents/{agent_id}/memory/search", json={"query": "what pet do I have today"}
+    )
+    assert today.status_code == 200, today.text
+    assert today.headers["x-memory-search"].startswith("hybrid: lexical + vector")
+    start, end = (datetime.fromisoformat(t) for t in today.headers["x-memory-window"].split("/"))
+    hits = today.json()
+    assert hits[0]["content"] == "My cat is called Tama"
+    assert "vector" in hits[0]["legs"]
+    for hit in hits:
+        assert hit["legs"]
+        assert start <= datetime.fromisoformat(hit["createdAt"]) < end
 
 
 def test_search_is_lexical_and_says_so_before_any_embedding(

@@ -168,7 +168,10 @@ class ReflectAndLearn(Action):
 
 class SearchMyHistory(Action):
     name = "search_my_history"
-    description = "Search your own past conversations and actions."
+    description = (
+        "Search your own past conversations and actions; each hit has its time. A query "
+        "naming a time (last Tuesday, yesterday, 先週の火曜日, 3日前) looks in that span."
+    )
     parameters: ClassVar[dict[str, Any]] = _schema(
         ["query"],
         query={"type": "string", "minLength": 1, "maxLength": 500},
@@ -183,14 +186,16 @@ class SearchMyHistory(Action):
             limit=args.get("limit", 10),
             session_id=args.get("session_id"),
         )
-        return ActionResult.ok(
-            {
-                "query": args["query"],
-                "count": len(found.hits),
-                "search": found.note,  # hybrid (both legs) or lexical only, and why
-                "results": [r.model_dump(mode="json") for r in found.hits],
-            }
-        )
+        data: dict[str, Any] = {
+            "query": args["query"],
+            "count": len(found.hits),
+            "search": found.note,  # hybrid (both legs) or lexical only, and why
+            # each with created_at and the legs that found it
+            "results": [r.model_dump(mode="json") for r in found.hits],
+        }
+        if found.window is not None:  # "last Tuesday", 昨日: the span searched first
+            data["window"] = found.window.as_json()
+        return ActionResult.ok(data)
 
 
 class SummarizeAndSave(Action):

@@ -7,6 +7,7 @@ opencrab chat AGENT                      interactive, streaming; Ctrl-C stops a 
 opencrab chat AGENT -m TEXT [--json]     one turn
 opencrab memory search AGENT QUERY [--json]
 opencrab memory index AGENT [--now] [--json]   embedded N of M lines with <model>
+opencrab memory eval AGENT [--questions N] [--generator auto|builtin|model] [--json]
 opencrab skills list AGENT [--json]
 opencrab workspace ls AGENT [PATH]
 opencrab heartbeat tick AGENT [--json]
@@ -40,6 +41,7 @@ from opencrab.cli.common import (
     settings_from,
     with_runtime,
 )
+from opencrab.cli.memory_eval import memory_eval
 from opencrab.errors import ConfigError, ValidationError
 from opencrab.plugins import hookimpl
 
@@ -56,7 +58,8 @@ if TYPE_CHECKING:  # the core loads when a command runs, not for `--help`
 
 agent_app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
 memory_app = typer.Typer(
-    help="Search an agent's memory; see how far it is embedded.", no_args_is_help=True
+    help="Search an agent's memory; see how far it is embedded; measure how well it finds things.",
+    no_args_is_help=True,
 )
 skills_app = typer.Typer(help="List an agent's skills.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Browse an agent's workspace.", no_args_is_help=True)
@@ -529,6 +532,9 @@ def memory_index(
         print_json(shown.as_json())
         return
     console.print(escape(shown.text))
+
+
+memory_app.command("eval")(memory_eval)
 
 
 def _skill_manager(db: Database, settings: Settings, agent: Agent) -> SkillManager:

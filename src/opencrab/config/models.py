@@ -283,6 +283,19 @@ class SchedulesSection(Section):
     late_grace_secs: float = Field(default=10.0, ge=0, le=3600)
 
 
+class LearningSection(Section):
+    """Seed 001's learning loop at the end of a session (core/consolidation.py): a session
+    idle for `session_idle_minutes`, or ended (API, CLI, dashboard), is summarised into
+    curated memories and impressions by the agent's analysis model."""
+
+    session_end: bool = True  # consolidate ended sessions in `opencrab up` and `worker`
+    session_idle_minutes: float = Field(default=30.0, gt=0, le=7 * 24 * 60)
+    check_secs: float = Field(default=60.0, gt=0, le=3600)  # how often it looks
+    # sessions whose latest line is older are left alone (imported history, an old store)
+    max_age_hours: float = Field(default=72.0, gt=0)
+    max_lines: int = Field(default=80, ge=1, le=1000)  # the latest lines one summary reads
+
+
 class AlertOutlet(Section):
     """A channel of a gateway (opencrab.messages.Outlet): where budget alerts are written."""
 
@@ -403,6 +416,7 @@ class Settings(Section):
     tools: ToolsSection = Field(default_factory=ToolsSection)
     tickets: TicketsSection = Field(default_factory=TicketsSection)
     schedules: SchedulesSection = Field(default_factory=SchedulesSection)
+    learning: LearningSection = Field(default_factory=LearningSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
     inbox: InboxSection = Field(default_factory=InboxSection)
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)

@@ -13,6 +13,14 @@ Three stores, all keyed by the agent, kept by `opencrab.store.repositories.memor
 - impressions (`impressions`): what the agent thinks of others in a session, one row
   per session and target, updated field by field.
 
+A curated memory that says the same as one the agent keeps in that category (the same
+text once normalised, or character trigrams nearly all shared: `says_the_same`) is
+merged into the older one (`remember`): its id and first time kept, its time updated and
+its count (`times_seen`) up, never a second copy. Every log line has its time
+(`created_at`), and every hit keeps it; a search naming a time ("what did we decide last
+Tuesday", 先週の火曜日, 昨日, 3日前: core/memory_time.py) searches the lines of that span
+first, in both legs (`search_detail`, also called `search_in_time`).
+
 Example:
     memory = MemoryManager(db, agent_id)
     memory.append_session_log(SessionLog(session_id=s, log_type="speech", content="東京の話"))
@@ -21,14 +29,17 @@ Example:
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection
 
 from opencrab.core.embedding import EmbedderUnavailable, known_embedder
+from opencrab.core.memory_time import TimeWindow, time_window
 from opencrab.core.memory_vectors import VECTORS
 from opencrab.errors import ValidationError
 from opencrab.prompts import Language, prompts
@@ -63,12 +74,76 @@ __all__ = [
     "SessionSummary",
     "StoredLog",
     "index_pending",
+    "says_the_same",
     "search_terms",
 ]
 
 CONTEXT_CATEGORIES = ("core",)  # categories always put in the prompt, in this order
 MAX_CONTEXT_CHARS = 4000
 MAX_QUERY_CHARS = 1000
+SAME_TRIGRAMS = 0.8
+"""Two memories whose normalised texts share this much of their character trigrams
+(Jaccard) say the same."""
+# words a question about time asks with, which no remembered line needs to contain
+QUESTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "the",
+        "of",
+        "on",
+        "in",
+        "at",
+        "to",
+        "for",
+        "with",
+        "about",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "did",
+        "do",
+        "does",
+        "was",
+        "were",
+        "is",
+        "are",
+        "we",
+        "i",
+        "you",
+        "he",
+        "she",
+        "they",
+        "it",
+        "our",
+        "my",
+        "your",
+        "their",
+        "me",
+        "us",
+        "them",
+        "tell",
+        "say",
+        "said",
+        "remind",
+        "talk",
+        "talked",
+        "discuss",
+        "discussed",
+        "happen",
+        "happened",
+    ]
+)
+JA_PARTICLES = re.compile(
+    r"[のにをはがでともへやか何、。？?！!「」『』（）()\s]+|について|って|ました|した"
+)
+
 
 RRF_K = 60
 """Reciprocal rank fusion's constant: a hit's score is the sum over the legs that found
@@ -82,12 +157,19 @@ FUSION_DEPTH = 30
 Leg = Literal["lexical", "vector"]
 
 
+SearchMode = Literal["hybrid", "lexical", "vector"]
+
+
 class MemorySearch(BaseModel):
-    """A memory search's hits, the legs that ran and a note saying how it went."""
+    """A memory search's hits, the legs that ran, a note saying how it went, and the
+    span of time its query named (None: it named none)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     hits: list[SearchResult]
     legs: list[Leg]
     note: str
+    window: TimeWindow | None = None
 
 
 class MemoryManager:
@@ -103,13 +185,27 @@ class MemoryManager:
         return repo.list_curated(self.db, self.agent_id, category)
 
     def save_curated(self, category: str, content: str, *, id: str | None = None) -> CuratedMemory:
-        """Add a memory, or replace memory `id`'s category and content."""
+        """Add a memory (merged into one of its category saying the same: `remember`), or
+        replace memory `id`'s category and content."""
         category = category.strip()
         if not category or len(category) > 64:
             raise ValidationError("category must be 1 to 64 characters")
         if not content.strip():
             raise ValidationError("memory content is empty")
+        if id is None:
+            return self.remember(category, content)[0]
         return repo.save_curated(self.db, self.agent_id, category, content, id)
+
+    def remember(self, category: str, content: str) -> tuple[CuratedMemory, bool]:
+        """Keep a memory, merged into an older one of `category` that says the same
+        (`says_the_same`; the longer text is kept) rather than kept twice. Returns the
+        memory and whether it was merged."""
+        category = category.strip()
+        if not category or len(category) > 64:
+            raise ValidationError("category must be 1 to 64 characters")
+        if not content.strip():
+            raise ValidationError("memory content is empty")
+        return repo.remember_curated(self.db, self.agent_id, category, content, says_the_same)
 
     def delete_curated(self, id: str) -> None:
         """Forget one curated memory (NotFoundError if there is none)."""
@@ -171,10 +267,11 @@ class MemoryManager:
         limit: int = 10,
         session_id: str | None = None,
         log_types: Iterable[str] | None = None,
+        now: datetime | None = None,
     ) -> list[SearchResult]:
         """Session log lines for `query`, best first (`search_detail`'s hits)."""
         return self.search_detail(
-            query, limit=limit, session_id=session_id, log_types=log_types
+            query, limit=limit, session_id=session_id, log_types=log_types, now=now
         ).hits
 
     def search_detail(
@@ -184,9 +281,12 @@ class MemoryManager:
         limit: int = 10,
         session_id: str | None = None,
         log_types: Iterable[str] | None = None,
+        now: datetime | None = None,
+        mode: SearchMode = "hybrid",
     ) -> MemorySearch:
         """Hybrid search of the session logs: the lexical leg and the vector leg, fused by
-        reciprocal rank (`RRF_K`); each hit names the leg(s) that found it.
+        reciprocal rank (`RRF_K`); each hit names the leg(s) that found it and keeps its
+        time (`created_at`).
 
         Lexical: lines containing every word of `query` (case-insensitive, any language,
         either database): words of 3+ characters rank with bm25 (SQLite: the trigram FTS
@@ -197,6 +297,20 @@ class MemoryManager:
         background by core/memory_index.py) are nearest to the query's. When the agent has
         no vectors yet, or its embedder cannot run here, the search is lexical alone and
         `note` says why.
+
+        Time: a query naming a span ("what did we decide last Tuesday", 先週の火曜日, 昨日:
+        core/memory_time.py; days counted in `now`'s zone, default the server's) searches
+        that span (`window`). The lexical leg puts the span's lines holding every other
+        word of the query first; then the lines holding every word of the query itself at
+        any time (the words of the time may be a line's: "meet on Friday"); then the
+        span's lines holding some of its words (question words and particles left out),
+        most first; then, when there is no vector leg, the span's other lines, newest
+        first (with one they would be fused as evidence they are not). The vector leg
+        looks only at the span's lines, nearest to the query without its time; a query
+        that is a time alone ("昨日", "yesterday") has no vector leg.
+
+        `mode` "lexical" or "vector" runs one leg alone (`opencrab memory eval` scores
+        each); "vector" alone with no usable vectors finds nothing, `note` saying why.
         """
         terms = search_terms(query)
         if not terms:
@@ -207,20 +321,115 @@ class MemoryManager:
         if bad:
             raise ValidationError(f"unknown log types {bad}; known: {', '.join(LOG_TYPES)}")
         session = None if session_id is None else str(session_id)
-        depth = max(limit * 3, FUSION_DEPTH)
-        lexical = repo.search(
-            self.db, self.agent_id, terms, limit=depth, session_id=session, log_types=types
-        )
-        vector, note = self._vector_leg(" ".join(terms), depth, session, types)
+        window = time_window(query, now)
+        depth = limit if mode == "lexical" else max(limit * 3, FUSION_DEPTH)
+        vector: list[tuple[int, float]] | None = None
+        note = "lexical only: asked for the lexical leg alone"
+        if mode != "lexical":
+            text = " ".join(terms) if window is None else " ".join(search_terms(window.rest))
+            if text:
+                vector, note = self._vector_leg(text, depth, session, types, window)
+            else:
+                note = "lexical only: the query names a time and nothing else"
+        lexical: list[SearchResult] = []
+        if mode != "vector":
+            # the span's other lines fill a lexical answer, but are no evidence to fuse
+            fill = vector is None
+            lexical = self._lexical_leg(terms, window, depth, session, types, fill=fill)
+        if mode == "vector":
+            hits = [] if vector is None else self._fused([], vector, limit)
+            legs: list[Leg] = [] if vector is None else ["vector"]
+            return MemorySearch(hits=hits, legs=legs, note=note, window=window)
         if vector is None:
             hits = [hit.model_copy(update={"legs": ["lexical"]}) for hit in lexical[:limit]]
-            return MemorySearch(hits=hits, legs=["lexical"], note=note)
+            return MemorySearch(hits=hits, legs=["lexical"], note=note, window=window)
         return MemorySearch(
-            hits=self._fused(lexical, vector, limit), legs=["lexical", "vector"], note=note
+            hits=self._fused(lexical, vector, limit),
+            legs=["lexical", "vector"],
+            note=note,
+            window=window,
         )
 
+    def search_in_time(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+        log_types: Iterable[str] | None = None,
+        now: datetime | None = None,
+    ) -> MemorySearch:
+        """`search_detail` (hybrid, within the span the query names), by the name the
+        time-aware callers use."""
+        return self.search_detail(
+            query, limit=limit, session_id=session_id, log_types=log_types, now=now
+        )
+
+    def _lexical_leg(
+        self,
+        terms: list[str],
+        window: TimeWindow | None,
+        limit: int,
+        session_id: str | None,
+        log_types: list[str],
+        *,
+        fill: bool = True,
+    ) -> list[SearchResult]:
+        """The lexical leg's hits, best first, within `window` first when there is one
+        (see `search_detail`); `fill`: the span's other lines, newest first, after them."""
+        where: dict[str, Any] = {
+            "limit": limit,
+            "session_id": session_id,
+            "log_types": log_types,
+        }
+        if window is None:
+            return repo.search(self.db, self.agent_id, terms, **where)
+        where.update(since=window.start, until=window.end)
+        rest = search_terms(window.rest) if window.rest else []
+        found: dict[int, SearchResult] = {}
+        if rest:
+            for hit in repo.search(self.db, self.agent_id, rest, **where):
+                found.setdefault(hit.id, hit)
+        # the words of the time may be words of a line too ("meet on Friday"): the lines
+        # holding every word of the query, at any time, come next
+        anytime = {**where, "since": None, "until": None}
+        for hit in repo.search(self.db, self.agent_id, terms, **anytime):
+            found.setdefault(hit.id, hit)
+        words = content_words(window.rest)
+        if len(found) < limit and words and (len(words) > 1 or words != rest):
+            matched: dict[int, tuple[int, SearchResult]] = {}
+            for word in words:
+                for hit in repo.search(self.db, self.agent_id, [word], **where):
+                    count, _ = matched.get(hit.id, (0, hit))
+                    matched[hit.id] = (count + 1, hit)
+            ranked = sorted(matched.values(), key=lambda pair: (-pair[0], -pair[1].id))
+            for _, hit in ranked:
+                found.setdefault(hit.id, hit)
+        if fill and len(found) < limit:
+            for hit in repo.search(self.db, self.agent_id, [], **where):
+                found.setdefault(hit.id, hit)
+        return list(found.values())[:limit]
+
+    def vector_unavailable(self) -> str | None:
+        """Why this agent's search has no vector leg here (None: it has one)."""
+        state = vectors_repo.embedder_state(self.db, self.agent_id)
+        if state is None or state.dim is None:
+            return "this agent's memory has no vectors yet"
+        try:
+            embedder = known_embedder(state.model)
+        except EmbedderUnavailable as exc:
+            return str(exc)
+        if embedder is None:
+            return f"the embedder {state.model} is not loaded in this process"
+        return None  # the indexer wrote a vector (it keeps the dimension from then on)
+
     def _vector_leg(
-        self, text: str, depth: int, session_id: str | None, log_types: list[str]
+        self,
+        text: str,
+        depth: int,
+        session_id: str | None,
+        log_types: list[str],
+        window: TimeWindow | None,
     ) -> tuple[list[tuple[int, float]] | None, str]:
         """The vector leg's (log id, similarity) list, or None and why there is none."""
         state = vectors_repo.embedder_state(self.db, self.agent_id)
@@ -237,12 +446,21 @@ class MemoryManager:
         except EmbedderUnavailable as exc:
             return None, f"lexical only: {exc}"
         only = None
-        if session_id is not None or log_types:
-            only = vectors_repo.lines_matching(self.db, self.agent_id, session_id, log_types)
+        if session_id is not None or log_types or window is not None:
+            only = vectors_repo.lines_matching(
+                self.db,
+                self.agent_id,
+                session_id,
+                log_types,
+                since=None if window is None else window.start,
+                until=None if window is None else window.end,
+            )
         found = VECTORS.search(self.db, self.agent_id, state.model, query, limit=depth, only=only)
-        if not found:
-            return None, "lexical only: this agent's memory has no vectors yet"
         embedded = VECTORS.held(self.db, self.agent_id, state.model)
+        if not found:
+            if window is not None and embedded:
+                return [], f"hybrid: lexical + vector ({state.model}, no embedded line in the span)"
+            return None, "lexical only: this agent's memory has no vectors yet"
         note = f"hybrid: lexical + vector ({state.model}, {embedded} lines embedded)"
         return found, note
 
@@ -358,3 +576,60 @@ def search_terms(query: str) -> list[str]:
         if word not in terms:
             terms.append(word)
     return terms
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` a remembered line would hold: question words (English) and
+    particles (Japanese) left out, each cut to its stem (an inflected ending dropped:
+    "decided" → "decid", 決めた → 決, so "decide" and 決めました are found); each once, in
+    order."""
+    words: list[str] = []
+    for piece in JA_PARTICLES.split(unicodedata.normalize("NFKC", text)):
+        word = stem(piece.strip(" .,;:!?\"'").lower())
+        if word and word not in QUESTION_WORDS and word not in words:
+            words.append(word)
+    return words
+
+
+KANJI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+HIRAGANA_END = re.compile(r"[\u3040-\u309f]+$")
+ENGLISH_ENDING = re.compile(r"(?<=[a-z]{3})(?:ing|ed|es|s)$")
+
+
+def stem(word: str) -> str:
+    """`word` without an inflected ending: a Japanese word written kanji then kana is cut
+    after its last kanji (決めた → 決, 話した → 話); an English one loses -ing, -ed, -es, -s."""
+    if HIRAGANA_END.search(word) and KANJI.search(word):
+        last = max(m.end() for m in KANJI.finditer(word))
+        return word[:last]
+    if word.isascii() and word not in QUESTION_WORDS:
+        return ENGLISH_ENDING.sub("", word)
+    return word
+
+
+def normalised(text: str) -> str:
+    """`text` compared for sameness: NFKC, case-folded, punctuation dropped, one space."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(c if c.isalnum() or c.isspace() else " " for c in folded)
+    return " ".join(kept.split())
+
+
+def trigrams(text: str) -> set[str]:
+    """Character trigrams of a normalised text (spaces count: words' edges matter)."""
+    padded = f" {text} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+def says_the_same(old: str, new: str) -> bool:
+    """Whether two memory texts say the same: equal once normalised, or sharing at least
+    SAME_TRIGRAMS of their character trigrams (so "The user's cat is called Tama." and
+    "the user's cat is called Tama" are one memory, and a changed number is not)."""
+    a, b = normalised(old), normalised(new)
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if any(c.isdigit() for c in a + b) and re.findall(r"\d+", a) != re.findall(r"\d+", b):
+        return False  # "meet at 3" and "meet at 4" are two different facts
+    x, y = trigrams(a), trigrams(b)
+    return len(x & y) / len(x | y) >= SAME_TRIGRAMS

@@ -29,6 +29,7 @@ metadata = sa.MetaData(
 
 TICKET_STATUSES = ("pending", "running", "suspended", "completed", "failed")
 TICKET_SESSION_STATUSES = ("active", "suspended", "completed", "failed")
+CONSOLIDATION_STATUSES = ("done", "failed", "empty")
 STEP_STATUSES = ("pending", "running", "completed", "failed")
 MESSAGE_ROLES = ("user", "assistant", "system", "tool")
 SESSION_KINDS = ("chat", "discussion", "ticket")
@@ -275,6 +276,11 @@ memory_curated = sa.Table(
     sa.Column("content", sa.Text, nullable=False),
     _updated(),
     sa.Index(None, "agent_id", "category"),
+    # revision 0033: when it was first kept, and how often the same was said again and
+    # merged into it (core/memory.py `remember`) instead of being kept twice; a row written
+    # without created_at (by older code) reads as created when it was last updated
+    sa.Column("created_at", UtcDateTime),
+    sa.Column("times_seen", sa.Integer, nullable=False, server_default="1"),
 )
 
 memory_sessions = sa.Table(
@@ -857,4 +863,36 @@ inbox_secrets = sa.Table(
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value_encrypted", sa.Text, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# revision 0033: how far each session's lines were consolidated into memory at its end
+# (core/consolidation.py): lines above `last_log_id` are new since
+memory_consolidations = sa.Table(
+    "memory_consolidations",
+    metadata,
+    _agent_fk(primary_key=True),
+    sa.Column("session_id", Uuid, primary_key=True),
+    sa.Column("last_log_id", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("memories", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("merged", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("impressions", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("detail_json", sa.JSON),
+    _created(),
+    _updated(),
+    sa.CheckConstraint(_in("status", CONSOLIDATION_STATUSES), name="status"),
+)
+
+# revision 0033: one `opencrab memory eval` run over an agent's own memories
+# (core/memory_eval.py): its question set's size and each search leg's figures
+memory_eval_runs = sa.Table(
+    "memory_eval_runs",
+    metadata,
+    sa.Column("id", Uuid, primary_key=True),
+    _agent_fk(),
+    sa.Column("questions", sa.Integer, nullable=False),
+    sa.Column("generator", sa.String(32), nullable=False),
+    sa.Column("legs_json", sa.JSON, nullable=False),
+    _created(),
+    sa.Index(None, "agent_id", "created_at"),
 )

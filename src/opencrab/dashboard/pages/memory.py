@@ -8,6 +8,10 @@ public REST API (`/api/agents/{id}/memory/curated…`), after which HTMX reloads
 `/api/agents/{id}/memory/export`. Reads call the MemoryManager the API calls. The search
 is hybrid once the agent's lines are embedded: each hit says whether its words matched
 (lexical) or its meaning was near (vector), and the page says how far the embedding is.
+A search naming a time ("last Tuesday", 昨日) says which span it looked in (both legs
+search it). The recall panel shows the agent's `opencrab memory eval` runs: the latest
+run's table and a chart of each leg's recall@5 over the runs (inline SVG, drawn here, no
+script).
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ from opencrab.core.memory import (
     SessionSummary,
     search_terms,
 )
+from opencrab.core.memory_eval import EvalRun
+from opencrab.core.memory_eval import runs as eval_runs
 from opencrab.core.memory_index import IndexProgress, progress
+from opencrab.core.memory_time import TimeWindow
 from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import fragment, render
 from opencrab.dashboard.snippets import snippet
@@ -80,11 +87,72 @@ class Search:
     hits: list[Hit] = field(default_factory=list)
     note: str = ""  # which legs ran ("hybrid: …", or "lexical only: " and why)
     hybrid: bool = False
+    window: TimeWindow | None = None  # the span of time the query named
 
     @property
     def full(self) -> bool:
         """True when there may be more hits than were shown."""
         return len(self.hits) >= SEARCH_LIMIT
+
+
+EVAL_RUNS_CHARTED = 30
+CHART_W, CHART_H, CHART_PAD, CHART_LEFT = 320, 110, 8, 30  # the left margin holds the labels
+
+
+@dataclass(frozen=True)
+class Line:
+    """One leg's recall@5 over the runs, as an SVG polyline."""
+
+    leg: str
+    color: int  # --chart-N
+    points: str
+    last: float
+
+
+@dataclass(frozen=True)
+class Recall:
+    """The eval panel: the latest run and the chart of the runs, oldest to newest."""
+
+    latest: EvalRun | None
+    runs: int
+    lines: list[Line]
+    first_at: str = ""
+    last_at: str = ""
+
+
+def recall_chart(runs: list[EvalRun]) -> Recall:
+    """The panel of `runs` (newest first, as stored): one line per leg that has figures."""
+    if not runs:
+        return Recall(None, 0, [])
+    ordered = list(reversed(runs[:EVAL_RUNS_CHARTED]))
+    names = [
+        n for n in ordered[-1].legs if any(r.legs.get(n, {}).get("available") for r in ordered)
+    ]
+    lines = []
+    span = max(1, len(ordered) - 1)
+    for index, name in enumerate(names):
+        points = []
+        for i, run in enumerate(ordered):
+            leg = run.legs.get(name, {})
+            if not leg.get("available"):
+                continue
+            width = CHART_W - CHART_LEFT - CHART_PAD
+            x = CHART_LEFT + width * (i / span if len(ordered) > 1 else 0.5)
+            y = CHART_H - CHART_PAD - (CHART_H - 2 * CHART_PAD) * float(leg["recall@5"])
+            points.append(f"{x:.1f},{y:.1f}")
+        last = next(
+            float(r.legs[name]["recall@5"])
+            for r in reversed(ordered)
+            if r.legs.get(name, {}).get("available")
+        )
+        lines.append(Line(name, index % 8 + 1, " ".join(points), last))
+    return Recall(
+        runs[0],
+        len(ordered),
+        lines,
+        first_at=f"{ordered[0].created_at:%Y-%m-%d}",
+        last_at=f"{ordered[-1].created_at:%Y-%m-%d}",
+    )
 
 
 @dataclass(frozen=True)
@@ -95,6 +163,7 @@ class Remembered:
     impressions: list[tuple[str, list[Impression]]]
     sessions: list[SessionSummary]
     index: IndexProgress | None  # how far the lines are embedded (None: no agent row)
+    recall: Recall
 
 
 def _memory(request: Request, agent: Agent) -> MemoryManager:
@@ -111,6 +180,7 @@ def _search(memory: MemoryManager, agents: AgentStore, q: str, log_type: str) ->
     detail = memory.search_detail(q, limit=SEARCH_LIMIT, log_types=[log_type] if log_type else None)
     results = detail.hits
     found.note, found.hybrid = detail.note, "vector" in detail.legs
+    found.window = detail.window
     names = {id: name for id, name, _ in agents.summaries()} if results else {}
     found.hits = [
         Hit(
@@ -142,6 +212,7 @@ def _remembered(memory: MemoryManager, settings: Settings) -> Remembered:
             (target, list(group)) for target, group in groupby(impressions, lambda i: i.target_id)
         ],
         sessions=memory.sessions(limit=RECENT_SESSIONS),
+        recall=recall_chart(eval_runs(memory.db, memory.agent_id, limit=EVAL_RUNS_CHARTED)),
     )
 
 
@@ -170,6 +241,7 @@ async def memory_page(
         remembered=remembered,
         log_types=LOG_TYPE_LABELS,
         search_example=SEARCH_EXAMPLES[agent.language],
+        chart=(CHART_W, CHART_H, CHART_PAD, CHART_LEFT),
     )
 
 

@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from pydantic import Field
 
 from opencrab.core.memory import Impression, LogType, MemoryManager, StoredLog
+from opencrab.core.memory_eval import runs as memory_eval_runs
 from opencrab.core.memory_index import progress
 from opencrab.errors import NotFoundError
 from opencrab.plugins import hookimpl
@@ -37,6 +38,10 @@ class CuratedMemoryResponse(ApiModel):
     category: str
     content: str
     updated_at: datetime
+    created_at: datetime | None = Field(default=None, description="When it was first kept.")
+    times_seen: int = Field(
+        default=1, description="How often it was said: the same said again is merged into it."
+    )
 
 
 class CuratedMemoryRequest(ApiInput):
@@ -102,6 +107,31 @@ class SessionSummaryResponse(ApiModel):
     last_at: datetime
 
 
+class EvalLegResponse(ApiModel):
+    """One search leg's figures in an eval run (`available` false: the install has no
+    such leg, and `note` says so; no figures then)."""
+
+    available: bool
+    note: str | None = None
+    recall_at_1: float | None = Field(default=None, alias="recall@1")
+    recall_at_5: float | None = Field(default=None, alias="recall@5")
+    recall_at_10: float | None = Field(default=None, alias="recall@10")
+    mrr: float | None = Field(default=None, description="Mean reciprocal rank (0 to 1).")
+    p50_ms: float | None = Field(default=None, description="Median latency per question.")
+    mean_ms: float | None = None
+    errors: int | None = Field(default=None, description="Questions the leg refused.")
+
+
+class EvalRunResponse(ApiModel):
+    """One `opencrab memory eval` run: the questions asked and each leg's figures."""
+
+    id: str
+    questions: int
+    generator: str = Field(description="builtin (keyword questions) or model (paraphrases).")
+    legs: dict[str, EvalLegResponse]
+    created_at: datetime
+
+
 def _memory(request: Request, agent_id: str) -> MemoryManager:
     db: Database = request.app.state.db
     return MemoryManager(db, agent_id)
@@ -130,7 +160,9 @@ def list_curated_memory(
     responses=error_responses(400, 404),
 )
 def add_curated_memory(agent: AgentDep, body: CuratedMemoryRequest, request: Request) -> Any:
-    """Add a curated memory (category `core` is always in the agent's prompt)."""
+    """Add a curated memory (category `core` is always in the agent's prompt); one saying
+    the same as a memory of its category (the same text once normalised, or nearly all
+    its character trigrams) is merged into that older one: its id, `timesSeen` + 1."""
     return _memory(request, agent.id).save_curated(body.category, body.content)
 
 
@@ -171,14 +203,20 @@ def search_memory(
 ) -> list[Any]:
     """Session log lines for `query`, best first: those containing every word of it
     (lexical leg) fused by reciprocal rank with those nearest in meaning (vector leg, once
-    the agent's lines are embedded). Each hit names its legs; the `X-Memory-Search`
-    header says which legs ran and, when only the lexical one did, why."""
+    the agent's lines are embedded). Each hit names its legs and its time (`createdAt`);
+    the `X-Memory-Search` header says which legs ran and, when only the lexical one did,
+    why. A query naming a time ("last Tuesday", 先週の火曜日, 昨日, 3日前, 2026-11-24)
+    searches that span first in both legs (days in the server's time zone); the
+    `X-Memory-Window` header gives the span as `from/to` (ISO 8601)."""
     found = _memory(request, agent.id).search_detail(
         body.query, limit=body.limit, session_id=body.session_id, log_types=body.log_types
     )
     # printable ASCII only: a model name from the config must not break the header
     note = "".join(c if 32 <= ord(c) < 127 else "?" for c in found.note)
     response.headers["X-Memory-Search"] = note
+    if found.window is not None:
+        span = f"{found.window.start.isoformat()}/{found.window.end.isoformat()}"
+        response.headers["X-Memory-Window"] = span
     return found.hits
 
 
@@ -241,6 +279,24 @@ def list_impressions(
     """The agent's impressions of others, by the other's name (newest first for each)."""
     memory = _memory(request, agent.id)
     return memory.all_impressions() if session_id is None else memory.impressions(str(session_id))
+
+
+@router.get(
+    "/agents/{id}/memory/evals",
+    operation_id="listMemoryEvals",
+    response_model=list[EvalRunResponse],
+    response_model_by_alias=True,
+    responses=error_responses(400, 404),
+)
+def list_memory_evals(
+    agent: AgentDep,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[Any]:
+    """The agent's memory eval runs (`opencrab memory eval`), newest first: recall@1/5/10,
+    MRR and latency of each search leg on questions built from its own memory."""
+    db: Database = request.app.state.db
+    return [run.model_dump() for run in memory_eval_runs(db, agent.id, limit=limit)]
 
 
 @hookimpl

@@ -17,7 +17,12 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from opencrab.store.dialects.queries import MemoryQuery, TextQuery, like_pattern
+from opencrab.store.dialects.queries import (
+    MemoryQuery,
+    TextQuery,
+    like_pattern,
+    window_statement,
+)
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +294,15 @@ BM25_B = 0.75
 """FTS5's bm25 constants: PostgreSQL ranks memory search hits with the same formula."""
 
 
-def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms: int) -> str:
+def search_memory_sql(
+    *,
+    ranked: int,
+    with_session: bool,
+    log_types: int,
+    terms: int,
+    since: bool = False,
+    until: bool = False,
+) -> str:
     """SQL finding an agent's session log lines containing every term (ILIKE, which the
     trigram index serves); the first `ranked` terms score the hits with bm25 (as FTS5
     does: term frequency saturated by k1, line length normalised by b against the
@@ -301,7 +314,7 @@ def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms:
 
     Parameters: :agent_id, :limit, :like_0.. (ILIKE patterns, `\\` escaping) for `terms`,
     :term_0.. (the raw text) for the `ranked` ones, :session_id when `with_session`,
-    :log_type_0.. for `log_types`.
+    :log_type_0.. for `log_types`, :since/:until when `since`/`until` (the time window).
     """
     where = ["m.agent_id = :agent_id"]
     if with_session:
@@ -309,6 +322,10 @@ def search_memory_sql(*, ranked: int, with_session: bool, log_types: int, terms:
     if log_types:
         names = ", ".join(f":log_type_{i}" for i in range(log_types))
         where.append(f"m.log_type IN ({names})")
+    if since:
+        where.append("m.created_at >= :since")
+    if until:
+        where.append("m.created_at < :until")
     where += [f"m.content ILIKE :like_{i} ESCAPE '\\'" for i in range(terms)]
     if not ranked:
         return (
@@ -355,6 +372,8 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
         ranked=len(ranked),
         with_session=query.session_id is not None,
         log_types=len(query.log_types),
+        since=query.since is not None,
+        until=query.until is not None,
         terms=len(terms),
     )
     params: dict[str, Any] = {
@@ -366,7 +385,8 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
     }
     if query.session_id is not None:
         params["session_id"] = query.session_id
-    return [(int(r.id), float(r.score)) for r in conn.execute(sa.text(sql), params)]
+    statement = window_statement(sql, query, params)
+    return [(int(r.id), float(r.score)) for r in conn.execute(statement, params)]
 
 
 EVENTS_CHANNEL = "opencrab_events"

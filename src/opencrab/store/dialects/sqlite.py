@@ -9,7 +9,12 @@ import sqlalchemy as sa
 from sqlalchemy import event, func
 from sqlalchemy.engine import Connection, Engine
 
-from opencrab.store.dialects.queries import MemoryQuery, TextQuery, like_pattern
+from opencrab.store.dialects.queries import (
+    MemoryQuery,
+    TextQuery,
+    like_pattern,
+    window_statement,
+)
 
 FTS_TABLE = "memory_sessions_fts"
 """The FTS5 index over `memory_sessions.content` (trigram: works for CJK and English)."""
@@ -85,12 +90,21 @@ def fts_query(terms: list[str]) -> str:
     return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def search_memory_sql(*, ranked: bool, with_session: bool, log_types: int, short_terms: int) -> str:
+def search_memory_sql(
+    *,
+    ranked: bool,
+    with_session: bool,
+    log_types: int,
+    short_terms: int,
+    since: bool = False,
+    until: bool = False,
+) -> str:
     """SQL finding an agent's session log lines: ranked with bm25 (lower is better in
     FTS5) when `ranked`, else the newest lines matching every term with LIKE.
 
     Parameters: :agent_id, :limit, :match when `ranked`, :session_id when
-    `with_session`, :log_type_0.. for `log_types`, :like_0.. for `short_terms` (LIKE
+    `with_session`, :log_type_0.. for `log_types`, :since/:until when `since`/`until`
+    (the time window), :like_0.. for `short_terms` (LIKE
     patterns, `\\` escaping; without `ranked`, every term is a LIKE term).
     """
     where = ["m.agent_id = :agent_id"]
@@ -101,6 +115,10 @@ def search_memory_sql(*, ranked: bool, with_session: bool, log_types: int, short
     if log_types:
         names = ", ".join(f":log_type_{i}" for i in range(log_types))
         where.append(f"m.log_type IN ({names})")
+    if since:
+        where.append("m.created_at >= :since")
+    if until:
+        where.append("m.created_at < :until")
     where += [f"m.content LIKE :like_{i} ESCAPE '\\'" for i in range(short_terms)]
     if not ranked:
         return (
@@ -138,6 +156,8 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
         ranked=bool(ranked),
         with_session=query.session_id is not None,
         log_types=len(query.log_types),
+        since=query.since is not None,
+        until=query.until is not None,
         short_terms=len(likes),
     )
     params: dict[str, Any] = {
@@ -150,7 +170,8 @@ def search_memory(conn: Connection, query: MemoryQuery) -> list[tuple[int, float
         params["match"] = fts_query(ranked)
     if query.session_id is not None:
         params["session_id"] = query.session_id
-    return [(int(r.id), -float(r.rank) or 0.0) for r in conn.execute(sa.text(sql), params)]
+    statement = window_statement(sql, query, params)
+    return [(int(r.id), -float(r.rank) or 0.0) for r in conn.execute(statement, params)]
 
 
 IMPORT_SEARCH_CREATE = (

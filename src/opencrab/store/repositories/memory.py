@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import uuid4
@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError
 from opencrab.store import Database
+from opencrab.store.advisory import hold
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import MemoryQuery, search_memory
 from opencrab.store.dialects import sqlite as sqlite_dialect
@@ -51,6 +52,8 @@ class CuratedMemory(BaseModel):
     category: str
     content: str
     updated_at: datetime
+    created_at: datetime | None = None  # when it was first kept
+    times_seen: int = 1  # how often it was said (the same said again is merged into it)
 
 
 class SessionLog(BaseModel):
@@ -110,10 +113,7 @@ def list_curated(db: Database, agent_id: str, category: str | None = None) -> li
             rows = _CURATED.rows(conn, agent_id=agent_id)
         else:
             rows = _CURATED_IN.rows(conn, agent_id=agent_id, category=category)
-    return [
-        CuratedMemory(id=r.id, category=r.category, content=r.content, updated_at=r.updated_at)
-        for r in rows
-    ]
+    return [_curated(r) for r in rows]
 
 
 def queue_context_reads(conn: Connection, agent_id: str, session_id: str | None) -> None:
@@ -134,7 +134,12 @@ def save_curated(
             id = str(uuid4())
             conn.execute(
                 memory_curated.insert().values(
-                    id=id, agent_id=agent_id, category=category, content=content, updated_at=now
+                    id=id,
+                    agent_id=agent_id,
+                    category=category,
+                    content=content,
+                    updated_at=now,
+                    created_at=now,
                 )
             )
         else:
@@ -145,7 +150,52 @@ def save_curated(
             )
             if done.rowcount == 0:
                 raise NotFoundError(f"no memory {id} for this agent")
-    return CuratedMemory(id=id, category=category, content=content, updated_at=now)
+        row = conn.execute(sa.select(memory_curated).where(memory_curated.c.id == id)).one()
+    return _curated(row)
+
+
+Same = Callable[[str, str], bool]
+"""Whether two memory texts say the same (core/memory.py `says_the_same`)."""
+
+
+def remember_curated(
+    db: Database, agent_id: str, category: str, content: str, same: Same
+) -> tuple[CuratedMemory, bool]:
+    """Add a memory of `category`, unless one of that category says the same (`same`):
+    then that older one is kept (its id and creation time), its `times_seen` counted up,
+    its `updated_at` set to now and its text replaced by `content` when that is longer.
+    Returns the memory and whether it was merged. One transaction, serialised per agent
+    and category (advisory lock), so two writers never both add the same."""
+    now = datetime.now(UTC)
+    c = memory_curated.c
+    with db.write() as conn:
+        hold(conn, [f"memory-curated:{agent_id}:{category}"])
+        rows = conn.execute(
+            sa.select(c.id, c.content)
+            .where(c.agent_id == agent_id, c.category == category)
+            .order_by(sa.func.coalesce(c.created_at, c.updated_at), c.id)
+        ).all()
+        match = next((r for r in rows if same(r.content, content)), None)
+        if match is None:
+            id = str(uuid4())
+            conn.execute(
+                memory_curated.insert().values(
+                    id=id,
+                    agent_id=agent_id,
+                    category=category,
+                    content=content,
+                    updated_at=now,
+                    created_at=now,
+                )
+            )
+        else:
+            id = match.id
+            values: dict[str, Any] = {"updated_at": now, "times_seen": c.times_seen + 1}
+            if len(content.strip()) > len(match.content.strip()):
+                values["content"] = content
+            conn.execute(memory_curated.update().where(c.id == id).values(**values))
+        row = conn.execute(sa.select(memory_curated).where(c.id == id)).one()
+    return _curated(row), match is not None
 
 
 def delete_curated(db: Database, agent_id: str, id: str) -> None:
@@ -275,14 +325,19 @@ def search(
     limit: int,
     session_id: str | None = None,
     log_types: Sequence[str] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> list[SearchResult]:
-    """The agent's lines containing every term, best first (see `opencrab.store.dialects`)."""
+    """The agent's lines containing every term (written in [since, until) when given),
+    best first (see `opencrab.store.dialects`); with no term, the newest lines."""
     query = MemoryQuery(
         agent_id=agent_id,
         terms=tuple(terms),
         limit=limit,
         session_id=session_id,
         log_types=tuple(log_types),
+        since=since,
+        until=until,
     )
     index_pending(db)
     with db.read() as conn:
@@ -412,6 +467,22 @@ def all_impressions(db: Database, agent_id: str) -> list[Impression]:
 def _as_datetime(value: Any) -> datetime:
     """Aggregates (min/max) skip the column type, so SQLite gives back the stored text."""
     return value if isinstance(value, datetime) else parse_timestamp(value)
+
+
+def _curated(row: Any) -> CuratedMemory:
+    return CuratedMemory(
+        id=row.id,
+        category=row.category,
+        content=row.content,
+        updated_at=row.updated_at,
+        created_at=row.created_at or row.updated_at,
+        times_seen=row.times_seen,
+    )
+
+
+def stored_log(row: Any) -> StoredLog:
+    """A `memory_sessions` row as a StoredLog (for repositories reading these rows)."""
+    return _stored(row)
 
 
 def _stored(row: Any) -> StoredLog:

@@ -137,11 +137,22 @@ def count_lines(db: Database, agent_id: str) -> int:
 
 
 def lines_matching(
-    db: Database, agent_id: str, session_id: str | None, log_types: Sequence[str]
+    db: Database,
+    agent_id: str,
+    session_id: str | None,
+    log_types: Sequence[str],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> set[int]:
-    """The ids of the agent's lines in `session_id` and of `log_types` (each when given)."""
+    """The ids of the agent's lines in `session_id`, of `log_types` and written in
+    [since, until) (each when given)."""
     m = memory_sessions.c
     query = sa.select(m.id).where(m.agent_id == agent_id)
+    if since is not None:
+        query = query.where(m.created_at >= since)
+    if until is not None:
+        query = query.where(m.created_at < until)
     if session_id is not None:
         query = query.where(m.session_id == session_id)
     if log_types:

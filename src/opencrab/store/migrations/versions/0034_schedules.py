@@ -21,7 +21,7 @@ from alembic import op
 import opencrab.store.types
 
 revision = "0034"
-down_revision = "0032"
+down_revision = "0033"
 branch_labels = None
 depends_on = None
 

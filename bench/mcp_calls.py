@@ -16,7 +16,7 @@
 Calls alternate one by one, and which side goes first alternates, so machine noise hits
 both alike. Prints p50 of each side, the baseline beside it and the ratio.
 
-    python bench/mcp.py [--calls N] [--turns N]
+    python bench/mcp_calls.py [--calls N] [--turns N]
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-# the repository instead of bench/: this file's name would hide the `mcp` package
-sys.path.remove(sys.path[0])
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
