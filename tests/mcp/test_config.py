@@ -111,4 +111,5 @@ headers = { Authorization = "Bearer secret2" }
     assert shown["mcp.servers.files.env.ROOT"] == "<redacted>"
     assert shown["mcp.servers.tracker.headers.Authorization"] == "<redacted>"
     assert shown["mcp.servers.files.command"] == "files-server"
-    assert "secret" not in json.dumps(shown)
+    assert "ghp_secret1" not in json.dumps(shown)
+    assert "secret2" not in json.dumps(shown)

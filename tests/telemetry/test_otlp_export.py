@@ -52,7 +52,9 @@ def _turn_with_tool_calls(served: ServedOpenCrab, llm: FakeLlmServer) -> dict[st
         ),
     )
     with served.client() as client:
-        made = client.post("/api/agents", json={"name": "aki", "prompt": "Be brief."})
+        # no heartbeat: its tick (every 29 s by default) would add a reflection's spans
+        aki = {"name": "aki", "prompt": "Be brief.", "heartbeat": {"enabled": False}}
+        made = client.post("/api/agents", json=aki)
         assert made.status_code == 201, made.text
         session = client.post("/api/sessions", json={"agentId": "aki"}).json()
         turn = client.post(f"/api/sessions/{session['id']}/messages", json={"content": "hi"})
@@ -141,7 +143,11 @@ def test_a_turn_with_tool_calls_is_exported_as_genai_spans_and_metrics(
     assert attrs["opencrab.stopped_by"] == "message"
     assert "gen_ai.input.messages" not in attrs  # no content unless capture_content
 
-    [chat_name] = [name for name in named if name.startswith("chat ")]
+    [chat_name] = [  # the turn's own model calls (a trace is one session)
+        name
+        for name, found in named.items()
+        if name.startswith("chat ") and any(s.trace_id == trace for s in found)
+    ]
     model = chat_name.removeprefix("chat ")  # the agent's tool_calling model
     chats = [s for s in named[chat_name] if s.trace_id == trace]
     assert len(chats) == 2
