@@ -146,6 +146,11 @@ def test_the_overview_reads_a_fixed_number_of_queries(served: TestClient, db: Da
             counted.append(str(args[2]))
 
     def statements() -> int:
+        """The fewest statements of three reads: the app's background services (schedules,
+        inbox count, MCP watcher) may run a statement of their own during one."""
+        return min(one_read() for _ in range(3))
+
+    def one_read() -> int:
         counted.clear()
         sa.event.listen(db.engine, "before_cursor_execute", count)
         try:
