@@ -88,6 +88,14 @@ from opencrab.errors import (
     StreamInterrupted,
 )
 from opencrab.gateway.base import Gateway, GatewayConfig
+from opencrab.gateway.platform import (
+    Button,
+    Connection,
+    PlatformConfig,
+    buttons_for,
+    press,
+    split_text,
+)
 from opencrab.gateway.serve import ChatGateway
 from opencrab.llm.base import LlmProvider
 from opencrab.llm.types import (
@@ -121,12 +129,14 @@ __all__ = [
     "Action",
     "ActionContext",
     "ActionResult",
+    "Button",
     "ChatChunk",
     "ChatGateway",
     "ChatRequest",
     "ChatResponse",
     "ChatSource",
     "Choice",
+    "Connection",
     "FinishReason",
     "Gateway",
     "GatewayConfig",
@@ -142,6 +152,7 @@ __all__ = [
     "ModelInfo",
     "OutgoingMessage",
     "Outlet",
+    "PlatformConfig",
     "Price",
     "ProviderAuthError",
     "ProviderBadRequest",
@@ -161,5 +172,8 @@ __all__ = [
     "ToolDefinition",
     "ToolSource",
     "Usage",
+    "buttons_for",
     "hookimpl",
+    "press",
+    "split_text",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from opencrab.core.agent import Agent
 from opencrab.core.approval_followups import FollowUpOutcome, Watcher
@@ -27,6 +28,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.steps import TurnResult, step_from_json
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
+from opencrab.gateway.platform import APPROVAL_METADATA
 from opencrab.gateway.registry import build_gateways
 from opencrab.messages import (
     ChatSource,
@@ -70,6 +72,15 @@ class ChatGateway(Gateway):
         """The agent (name or id) configured to answer; None: the only agent there is."""
         return None
 
+    def agent_for_message(self, message: IncomingMessage) -> str | None:
+        """The agent (name or id) that answers `message` (a channel bound to its own
+        agent, say); `agent()` unless the gateway overrides this."""
+        return self.agent()
+
+    def max_concurrent(self) -> int:
+        """How many turns this gateway runs at once."""
+        return int(getattr(self.config(), "max_concurrent", 8))
+
 
 class GatewayRunner:
     """Feeds a gateway's messages to an agent; `run()` until cancelled."""
@@ -79,7 +90,8 @@ class GatewayRunner:
     ) -> None:
         self.gateway = gateway
         self.runtime = runtime
-        self.agent = agent
+        self.agent = agent  # the gateway's own; a message may name another (agent_for_message)
+        self._agents: dict[str, Agent] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
         self.watchers: list[Watcher] = []  # the follow-ups its conversations wait for
@@ -100,22 +112,37 @@ class GatewayRunner:
 
     async def handle(self, message: IncomingMessage) -> str | None:
         """Run the turn for one message and send the reply; returns what was sent."""
-        session_id = session_for(
-            self.gateway.name, self.gateway.conversation_key(message), self.agent.id
-        )
+        metadata: dict[str, Any] = {}
         try:
+            agent = await self._agent_of(message)
+            session_id = session_for(
+                self.gateway.name, self.gateway.conversation_key(message), agent.id
+            )
             check_message(message.content.text)  # before the session: a refusal stores nothing
-            result = await self.runtime.turns.run(self.agent, message, session_id=session_id)
-            text = await self._answer_of(result, message)
+            result = await self.runtime.turns.run(agent, message, session_id=session_id)
+            text = await self._answer_of(result, message, metadata)
         except ValidationError as exc:
             text = f"Sorry, I could not answer that: {exc}."
         except OpenCrabError as exc:
             log.warning("%s: turn failed: %s", self.gateway.name, exc)
             text = f"Sorry, I could not answer that ({exc.code})."
-        return await self._send(text, message)
+        return await self._send(text, message, metadata)
 
-    async def _answer_of(self, result: TurnResult, message: IncomingMessage) -> str | None:
-        """What a turn's result says in the conversation (a held call: where to decide it)."""
+    async def _agent_of(self, message: IncomingMessage) -> Agent:
+        named = self.gateway.agent_for_message(message)
+        if not named or named == self.gateway.agent():
+            return self.agent
+        if named not in self._agents:
+            self._agents[named] = await run_blocking(
+                agent_for, self.runtime, named, self.gateway.name
+            )
+        return self._agents[named]
+
+    async def _answer_of(
+        self, result: TurnResult, message: IncomingMessage, metadata: dict[str, Any]
+    ) -> str | None:
+        """What a turn's result says in the conversation (a held call: where to decide it,
+        and `metadata["approval"]` for a gateway that offers buttons)."""
         text = result.reply
         if result.approval_id is not None:
             watcher = self.follow_up(message)
@@ -123,11 +150,14 @@ class GatewayRunner:
             self.runtime.approvals.follow_ups.watch(result.approval_id, watcher)
             notice = await run_blocking(self.runtime.approvals.notice, result.approval_id)
             text = f"{text}\n\n{notice}" if text else notice
+            metadata[APPROVAL_METADATA] = {"id": result.approval_id}
         elif result.error is not None and not text:
             text = f"Sorry, I could not answer that ({result.error.error})."
         return text
 
-    async def _send(self, text: str | None, message: IncomingMessage) -> str | None:
+    async def _send(
+        self, text: str | None, message: IncomingMessage, metadata: dict[str, Any]
+    ) -> str | None:
         if not text:
             return None
         await self.gateway.send(
@@ -135,6 +165,7 @@ class GatewayRunner:
                 content=MessageContent(text=text),
                 target=self.gateway.reply_target(message),
                 reply_to=message.id,
+                metadata=metadata,
             )
         )
         return text
@@ -156,8 +187,9 @@ class GatewayRunner:
         return told
 
     async def _follow(self, result: TurnResult, message: IncomingMessage) -> None:
+        metadata: dict[str, Any] = {}
         try:
-            await self._send(await self._answer_of(result, message), message)
+            await self._send(await self._answer_of(result, message, metadata), message, metadata)
         except Exception:
             log.exception("%s: could not send the follow-up to %s", self.gateway.name, message.id)
 
@@ -203,7 +235,8 @@ async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, async
             agent = agent_for(runtime, gateway.agent(), gateway.name)
             await gateway.connect()
             runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
-            task = asyncio.create_task(GatewayRunner(gateway, runtime, agent).run(), name=name)
+            runner = GatewayRunner(gateway, runtime, agent, max_concurrent=gateway.max_concurrent())
+            task = asyncio.create_task(runner.run(), name=name)
             started.append((gateway, task))
     except BaseException:
         await stop_chat_gateways(started)

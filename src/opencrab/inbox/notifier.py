@@ -215,8 +215,14 @@ class InboxNotifier:
         if outlet is None:
             return f"{where.gateway}: the gateway is not running"
         target = Outlet(gateway=where.gateway, channel=where.channel).target()
+        waiting = [
+            {"kind": item.kind, "subjectId": item.subject_id, "summary": item.summary}
+            for item in items
+        ]
         message = OutgoingMessage(
-            content=MessageContent(text=chat_text(items, base)), target=target
+            content=MessageContent(text=chat_text(items, base)),
+            target=target,
+            metadata={"inbox": waiting},  # a gateway with buttons offers them per item
         )
         try:
             async with asyncio.timeout(self.section.webhook_timeout_secs * 2):
