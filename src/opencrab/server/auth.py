@@ -39,8 +39,10 @@ from opencrab.server.errors import error_body, is_openai_path, openai_error_body
 log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/api/health", "/openapi.json", *DOC_PATHS})
-OPEN_PREFIXES = ("/static/",)
-"""Static assets (the docs' and the dashboard's scripts and styles): no secrets in them."""
+OPEN_PREFIXES = ("/static/", "/hooks/")
+"""Static assets (the docs' and the dashboard's scripts and styles): no secrets in them;
+and the chat platforms' webhooks (`/hooks/<gateway>/…`), which carry no token of ours:
+each route checks its platform's signature or secret before it reads anything."""
 SESSION_COOKIE = "opencrab_session"
 """The dashboard's login cookie: a sign-in's id (not the token), HttpOnly, SameSite=Strict."""
 WS_SUBPROTOCOL = "opencrab"
