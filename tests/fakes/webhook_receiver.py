@@ -80,8 +80,8 @@ class WebhookReceiver:
     def serving(self) -> Iterator[str]:
         """Serve until the block ends; yields the hook's URL."""
         app = Starlette(routes=[Route("/hook", self.hook, methods=["POST"])])
-        try:
-            with serve_in_thread(app, free_port()) as base:
+        with serve_in_thread(app, free_port()) as base:
+            try:
                 yield f"{base}/hook"
-        finally:
-            self.released.set()
+            finally:
+                self.released.set()  # before the server stops: it waits for a hanging hook
