@@ -281,6 +281,10 @@ class SchedulesSection(Section):
     # a slot found due later than this after its time (the process was down, or busy)
     # follows the schedule's catchUp policy: run once now, or skip
     late_grace_secs: float = Field(default=10.0, ge=0, le=3600)
+    # a `post` slot whose gateway does not run in this process (a worker, a server without
+    # that gateway) is claimed only after this wait, so that a process running the gateway
+    # records it first; with none running, the run is recorded as failed, saying so
+    post_elsewhere_secs: float = Field(default=3.0, ge=0, le=3600)
 
 
 class LearningSection(Section):

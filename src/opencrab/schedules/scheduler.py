@@ -18,6 +18,9 @@ refresh_secs`; only then are they read again. A slot that comes due is
    the agent's or the fleet's budget refuses;
 2. run: the action (schedules/runs.py's `carry_out`) — a turn, a ticket, a post to a
    gateway channel — and its end recorded (status, cost, the session or ticket it made);
+   A `post` slot whose gateway does not run in this process is claimed here only
+   `post_elsewhere_secs` after it came due, so a process running that gateway (the
+   server, say, not a worker) records it first;
 3. a slot found due more than `[schedules] late_grace_secs` after its time (no process
    ran, or this one was busy) follows the schedule's `catchUp`: `once` runs it now (one
    run for the latest missed slot, whatever the number missed), `skip` records it as
@@ -260,7 +263,10 @@ class ScheduleScheduler:
 
     async def claim_and_run(self, row: ScheduleRow, slot: datetime, trigger: str) -> str | None:
         """Claim `slot` of the schedule and run it; the run's id (None: the slot was
-        claimed already, here or in another process)."""
+        claimed already, here or in another process). A `post` whose gateway does not
+        run here waits `post_elsewhere_secs` first: a process that runs it claims first."""
+        if not self._posts_here(row):
+            await asyncio.sleep(self.section.post_elsewhere_secs)
         claimed = await self._claim(row, slot, trigger)
         if claimed is None or claimed.status != "running":
             return None if claimed is None else claimed.run_id
@@ -268,6 +274,13 @@ class ScheduleScheduler:
             self.lateness_secs.append(self.wall() - slot.timestamp())
         await self._run(claimed)
         return claimed.run_id
+
+    def _posts_here(self, row: ScheduleRow) -> bool:
+        """False for a `post` schedule whose gateway this process does not run."""
+        if row.action.get("kind") != "post":
+            return True
+        home = row.action.get("home") or {}
+        return home.get("gateway") in self.runtime.outlets
 
     async def run_now(self, schedule_id: str) -> str:
         """Run the schedule once now, besides its slots (run-now); the run's id once it is
