@@ -1,8 +1,9 @@
 """The vector leg of memory search: exact cosine search over an agent's stored vectors.
 
 Vectors live in `memory_embeddings` (store/repositories/memory_vectors.py); this module
-keeps, per process, one float32 matrix per (database, agent, embedder) and reads only
-the rows stored since its last read (`seq` grows with each insert). When the number of
+keeps, per process, one float32 matrix per (database, agent, embedder) — together at most
+`MAX_BYTES`, the least recently searched let go first — and reads only the rows stored
+since its last read (`seq` grows with each insert). When the number of
 stored vectors is not what the matrix holds (lines were deleted; counted at most every
 RECOUNT_SECS), the matrix is read again whole. A search is one matrix-vector product:
 at 100,000 lines of 384 dimensions a few milliseconds (bench/memory_search.py).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+
+MAX_BYTES = 512 * 1024 * 1024
+"""What this process's matrices may hold together: past it, the matrices searched least
+recently are let go (read again whole on their next search). 100,000 vectors of 384
+dimensions are 154 MB."""
 
 RECOUNT_SECS = 10.0
 """How often a matrix checks that no stored vector went (deleted lines): a deleted line
@@ -46,12 +53,18 @@ class _Matrix:
     rows: Any = None  # float32 (n, dim)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.ids is None else int(self.ids.nbytes + self.rows.nbytes)
+
 
 class VectorIndex:
-    """Per-process matrices of stored vectors, refreshed on each search."""
+    """Per-process matrices of stored vectors, refreshed on each search; together at most
+    `max_bytes` (the least recently searched are let go first)."""
 
-    def __init__(self) -> None:
-        self._matrices: dict[tuple[int, str, str], _Matrix] = {}
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._matrices: OrderedDict[tuple[int, str, str], _Matrix] = OrderedDict()
         self._lock = threading.Lock()
 
     def _matrix(self, db: Database, agent_id: str, model: str) -> _Matrix:
@@ -60,7 +73,28 @@ class VectorIndex:
             found = self._matrices.get(key)
             if found is None:
                 found = self._matrices[key] = _Matrix()
+            self._matrices.move_to_end(key)  # the most recently searched last
             return found
+
+    def _evict(self, keep: _Matrix) -> None:
+        """Let go of the least recently searched matrices (never `keep`) while together
+        they hold more than `max_bytes`."""
+        with self._lock:
+            total = sum(m.nbytes for m in self._matrices.values())
+            for key in list(self._matrices):
+                if total <= self.max_bytes:
+                    break
+                matrix = self._matrices[key]
+                if matrix is keep:
+                    continue
+                total -= matrix.nbytes
+                del self._matrices[key]
+
+    @property
+    def nbytes(self) -> int:
+        """What the matrices hold now, in bytes."""
+        with self._lock:
+            return sum(m.nbytes for m in self._matrices.values())
 
     def _refresh(self, db: Database, agent_id: str, model: str, matrix: _Matrix) -> None:
         import numpy as np
@@ -107,6 +141,7 @@ class VectorIndex:
         with matrix.lock:
             self._refresh(db, agent_id, model, matrix)
             ids, rows = matrix.ids, matrix.rows
+        self._evict(keep=matrix)
         if ids is None or not len(ids) or rows.shape[1] != query.shape[0]:
             return []
         scores = rows @ query

@@ -28,6 +28,7 @@ from opencrab.core.agent import Agent, AgentStore
 from opencrab.core.approval_decisions import ApprovalService
 from opencrab.core.engine import SkillEngine
 from opencrab.core.memory import MemoryManager
+from opencrab.core.memory_vectors import VECTORS
 from opencrab.core.reservations import BudgetGuard
 from opencrab.core.skill_files import SkillDoc, SkillProblem, load_standard_skills
 from opencrab.core.skills import standard_skill_dirs
@@ -140,6 +141,7 @@ class Runtime:
                 await recorder.aclose()
             if own_router:
                 await router.aclose()
+            VECTORS.forget(db)  # its matrices would outlive it otherwise
             if own_db:
                 db.close()
 
