@@ -205,3 +205,33 @@ def test_a_reply_past_the_cap_is_refused(fake_llm_server: Any) -> None:
     )
     with pytest.raises(EmbedderUnavailable, match="more than 100 bytes"):
         embedder.embed_passages(["one", "two", "three"])
+
+
+def test_a_changed_key_reaches_the_embedder_without_a_restart(
+    db: Database, settings: Settings, fake_llm_server: Any
+) -> None:
+    fake_llm_server.respond("/v1/embeddings", _embeddings)
+    store = AgentStore(db, settings)
+    agent = store.create(AgentCreate(name="k"))
+    config = agent.llm_config
+    config.models.embedding = ModelRef(provider="openai", model="text-embedding-3-small")
+    store.save_llm_config(agent.id, config)
+    memory = MemoryManager(db, agent.id)
+
+    def provider(key: str) -> OpenAIProvider:
+        return OpenAIProvider(
+            ProviderConfig(base_url=fake_llm_server.url + "/v1", api_key=SecretStr(key))
+        )
+
+    providers = {"openai": provider("sk-old")}  # the router's live mapping
+    indexer = MemoryIndexer(db, settings, providers=providers)
+    try:
+        memory.append_session_logs([SessionLog(session_id=S1, log_type="speech", content="a cat")])
+        assert indexer.index_agent(agent.id) == 1
+        providers["openai"] = provider("sk-new")  # a key saved on the dashboard
+        memory.append_session_logs([SessionLog(session_id=S1, log_type="speech", content="a dog")])
+        assert indexer.index_agent(agent.id) == 1
+        keys = [r.headers["authorization"] for r in fake_llm_server.requests_to("/v1/embeddings")]
+        assert keys[-2:] == ["Bearer sk-old", "Bearer sk-new"]
+    finally:
+        forget_embedder("openai/text-embedding-3-small")

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -161,6 +162,7 @@ class OpenAICompatibleEmbedder:
         max_reply_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.name = name
+        self.signature = _signature(base_url, api_key)  # (endpoint_signature)
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.batch = batch
@@ -249,6 +251,26 @@ def embedder_name(ref: ModelRef | None) -> str:
 def endpoint_embedder(ref: ModelRef, providers: Mapping[str, LlmProvider]) -> Embedder:
     """An OpenAI-compatible embedder on the provider `ref` names (as configured: its
     base URL and key); EmbedderUnavailable when it has no such endpoint."""
+    base, key, max_reply_bytes = endpoint_of(ref, providers)
+    return OpenAICompatibleEmbedder(
+        embedder_name(ref), base, ref.model, api_key=key, max_reply_bytes=max_reply_bytes
+    )
+
+
+def endpoint_signature(ref: ModelRef, providers: Mapping[str, LlmProvider]) -> str:
+    """What identifies the endpoint `ref` reaches as configured now (URL and a digest of
+    the key): an embedder made under another signature is stale."""
+    base, key, _ = endpoint_of(ref, providers)
+    return _signature(base, key)
+
+
+def _signature(base: str, key: str | None) -> str:
+    digest = hashlib.sha256((key or "").encode()).hexdigest()[:16]
+    return f"{base.rstrip('/')}#{digest}"
+
+
+def endpoint_of(ref: ModelRef, providers: Mapping[str, LlmProvider]) -> tuple[str, str | None, int]:
+    """(base URL, key, reply limit) of the provider `ref` names, for its embeddings."""
     from opencrab.llm.providers.ollama import OllamaProvider
     from opencrab.llm.providers.openai import OpenAIProvider
 
@@ -271,13 +293,7 @@ def endpoint_embedder(ref: ModelRef, providers: Mapping[str, LlmProvider]) -> Em
             "OpenAI-compatible embeddings endpoint here (use openai, ollama or llamacpp, "
             "or the packaged embedder)"
         )
-    return OpenAICompatibleEmbedder(
-        embedder_name(ref),
-        base,
-        ref.model,
-        api_key=key or None,
-        max_reply_bytes=provider.max_reply_bytes,
-    )
+    return base, key or None, provider.max_reply_bytes
 
 
 _KNOWN: dict[str, Embedder] = {}

@@ -33,6 +33,8 @@ from opencrab.core.embedding import (
     chosen_ref,
     embedder_name,
     endpoint_embedder,
+    endpoint_signature,
+    forget_embedder,
     known_embedder,
     remember_embedder,
 )
@@ -127,9 +129,13 @@ class MemoryIndexer:
         ref = chosen_ref(self.settings, agent.llm_config.models.embedding)
         name = embedder_name(ref)
         found = known_embedder(name)
-        if found is not None:
+        if ref is None:
+            assert found is not None  # the packaged one is always known
             return found
-        assert ref is not None  # the packaged one is always known
+        if found is not None:
+            if getattr(found, "signature", None) == endpoint_signature(ref, self.providers):
+                return found
+            forget_embedder(name)  # its provider's URL or key changed since it was made
         return remember_embedder(endpoint_embedder(ref, self.providers))
 
     def index_agent(self, agent_id: str, *, most: int | None = None) -> int:
