@@ -2,7 +2,8 @@
 architecture names for it, and no other.
 
 The writers are found by reading the source, not by running it: every module of the
-package is parsed, the names it binds to the table objects of store/tables.py are
+package is parsed, the names it binds to the table objects of store/tables.py (and the
+modules it re-exports) are
 followed (imported under any name, `from opencrab.store import tables` then
 `tables.<name>`, or a local `table = <name>`), and a module writes a table when it calls
 the table's `insert()`, `update()` or `delete()`, hands the table to a statement builder
@@ -23,7 +24,6 @@ import opencrab
 
 PACKAGE = Path(opencrab.__file__).parent
 ARCHITECTURE = PACKAGE.parent.parent / "docs" / "architecture.md"
-TABLES_MODULE = "opencrab.store.tables"
 
 WRITING_HELPERS = {
     "bulk_insert": "store/bulk.py",
@@ -36,18 +36,26 @@ STATEMENTS = {"insert", "update", "delete"}
 RAW_SQL = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+\"?(\w+)", re.IGNORECASE)
 
 
+TABLE_FILES = ("tables.py", "tables_ops.py", "tables_imports.py")
+"""Where the table objects are defined (store/tables.py re-exports the other two's)."""
+TABLE_MODULES = {f"opencrab.store.{name.removesuffix('.py')}" for name in TABLE_FILES}
+
+
 def table_names() -> set[str]:
-    """The names of the table objects store/tables.py defines (`x = sa.Table(...)`)."""
-    tree = ast.parse((PACKAGE / "store" / "tables.py").read_text(encoding="utf-8"))
-    return {
-        target.id
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Call)
-        and ast.unparse(node.value.func) in ("sa.Table", "Table")
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
+    """The names of the table objects the table modules define (`x = sa.Table(...)`)."""
+    names: set[str] = set()
+    for file in TABLE_FILES:
+        tree = ast.parse((PACKAGE / "store" / file).read_text(encoding="utf-8"))
+        names |= {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) in ("sa.Table", "Table")
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+    return names
 
 
 TABLES = table_names()
@@ -60,14 +68,16 @@ def _writes(tree: ast.Module) -> set[str]:
     named: dict[str, set[str]] = {}
     modules: set[str] = set()  # local names of opencrab.store.tables itself
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == TABLES_MODULE:
+        if isinstance(node, ast.ImportFrom) and node.module in TABLE_MODULES:
             for alias in node.names:
                 if alias.name in TABLES:
                     named.setdefault(alias.asname or alias.name, set()).add(alias.name)
         elif isinstance(node, ast.ImportFrom) and node.module == "opencrab.store":
-            modules.update(a.asname or a.name for a in node.names if a.name == "tables")
+            for alias in node.names:
+                if f"opencrab.store.{alias.name}" in TABLE_MODULES:
+                    modules.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
-            modules.update(a.asname or a.name for a in node.names if a.name == TABLES_MODULE)
+            modules.update(a.asname or a.name for a in node.names if a.name in TABLE_MODULES)
 
     def tables_of(node: ast.expr) -> set[str]:
         if isinstance(node, ast.Name):
