@@ -5,6 +5,7 @@ fake LINE platform on loopback (tests/fakes/line_platform.py). No network."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -348,3 +349,38 @@ def test_its_secrets_must_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     bad.write_text('[gateway.line]\napi_url = "https://api.line.me/x?y"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"gateway\.line\.api_url"):
         load_settings(bad)
+
+
+def test_it_needs_the_http_server_and_the_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: Database
+) -> None:
+    from opencrab.gateway.builtins import Line
+
+    monkeypatch.setenv("LINE_CHANNEL_SECRET", SECRET)
+    monkeypatch.setenv("LINE_CHANNEL_ACCESS_TOKEN", TOKEN)
+    file = tmp_path / "line.toml"
+    file.write_text(
+        "[gateway.rest]\nenabled = false\n\n[gateway.line]\nenabled = true\n"
+        'channel_secret = "${LINE_CHANNEL_SECRET}"\n'
+        'channel_access_token = "${LINE_CHANNEL_ACCESS_TOKEN}"\n',
+        encoding="utf-8",
+    )
+    headless = load_settings(file)
+    runtime = type("R", (), {"settings": headless})()
+    with pytest.raises(ConfigError, match=r"webhook arrives over HTTP"):
+        Line.from_config(runtime, headless.gateway.tables["line"])
+    served = load_settings(overrides={"gateway": {"line": {"enabled": True}}})
+    served_runtime = type("R", (), {"settings": served})()
+    monkeypatch.setitem(sys.modules, "linebot.v3.messaging", None)  # not installed
+    with pytest.raises(ConfigError, match=r"pip install 'opencrab\[line\]'"):
+        Line.from_config(served_runtime, served.gateway.tables["line"])
+
+
+def test_without_a_running_gateway_the_webhook_is_unavailable(
+    settings: Settings, db: Database
+) -> None:
+    with LocalClient(create_app(settings, db)) as client:
+        body = webhook()
+        answer = client.post("/hooks/line", content=body, headers={"X-Line-Signature": sign(body)})
+    assert answer.status_code == 503
+    assert answer.json()["error"] == "unavailable"

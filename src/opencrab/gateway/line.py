@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import logging
@@ -254,24 +255,37 @@ class LineGateway(ChatGateway):
         if where is None:
             return
         user, chat = where
-        if not self.settings.allows(user, chat):
-            return
+        work: Callable[[], Awaitable[None]] | None = None
         if isinstance(event, PostbackEvent):
-            self._spawn(self._pressed(event, user))
+            work = functools.partial(self._pressed, event, user)
+        elif isinstance(event, MessageEvent):
+            content = event.message
+            if isinstance(content, TextMessageContent):
+                text = content.text
+                if not chat.startswith("U"):  # a group or room: only when it mentions the bot
+                    mentioned = _mentions_of(content)
+                    if not any(getattr(m, "is_self", False) for m in mentioned):
+                        return
+                    text = _without_mentions(text, mentioned)
+                work = functools.partial(self._enqueue_text, event, user, chat, text)
+            elif isinstance(content, ImageMessageContent | FileMessageContent) and chat.startswith(
+                "U"
+            ):  # 1:1 only: a group's file mentions nobody
+                work = functools.partial(self._fetch, event, user, chat)
+        if work is None:
             return
-        if not isinstance(event, MessageEvent):
+        if not self.settings.allows(user, chat):
+            log.warning(
+                "line: not answering %s in chat %s: neither is in gateway.line allow_users "
+                "or allow_channels",
+                user or "someone",
+                chat,
+            )
             return
-        content = event.message
-        if isinstance(content, TextMessageContent):
-            text = content.text
-            if not chat.startswith("U"):  # a group or room: only when it mentions the bot
-                mentioned = _mentions_of(content)
-                if not any(getattr(m, "is_self", False) for m in mentioned):
-                    return
-                text = _without_mentions(text, mentioned)
-            self._enqueue(self._incoming(event, user, chat, text))
-        elif isinstance(content, ImageMessageContent | FileMessageContent) and chat.startswith("U"):
-            self._spawn(self._fetch(event, user, chat))
+        self._spawn(work())
+
+    async def _enqueue_text(self, event: Any, user: str, chat: str, text: str) -> None:
+        self._enqueue(self._incoming(event, user, chat, text))
 
     def _incoming(
         self,
