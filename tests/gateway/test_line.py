@@ -127,7 +127,8 @@ def served(
         )
         router = LlmRouter(settings)
         router.register_provider(scripted)
-        app = create_app(settings, db, router=router, gateways=True)
+        # tokens required, as off loopback: LINE's webhook carries none, only its signature
+        app = create_app(settings, db, router=router, gateways=True, auth=True)
         with LocalClient(app) as client:
             served = Served(client, line, agent, settings, db)
             line.wait(lambda: served.gateway.connection.state.state == "connected")
