@@ -135,9 +135,7 @@ async def measure(turns: int) -> dict[str, Any]:
 
             before = len(line.sent("reply"))
             began = time.perf_counter()
-            await asyncio.gather(
-                *(by_line(10_000 + n, f"Uall{n:029d}") for n in range(AT_ONCE))
-            )
+            await asyncio.gather(*(by_line(10_000 + n, f"Uall{n:029d}") for n in range(AT_ONCE)))
             deadline = time.monotonic() + 120
             while len(line.sent("reply")) < before + AT_ONCE and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
