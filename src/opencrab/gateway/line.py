@@ -225,7 +225,7 @@ class LineGateway(ChatGateway):
         parser = WebhookParser(self.secret, skip_signature_verification=lambda: True)
         try:
             events = parser.parse(body.decode("utf-8"), "")
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ValueError(f"not a LINE webhook body ({type(exc).__name__})") from exc
         new = 0
         for event in events:
