@@ -61,7 +61,7 @@ allow_channels = ["{GROUP}"]
 api_url = "{line.api_url}"
 data_url = "{line.data_url}"
 retry_first_secs = 0.05
-retry_cap_secs = 0.5
+retry_cap_secs = 1.0
 send_attempts = 10
 """
 
