@@ -385,3 +385,33 @@ def test_without_a_running_gateway_the_webhook_is_unavailable(
         answer = client.post("/hooks/line", content=body, headers={"X-Line-Signature": sign(body)})
     assert answer.status_code == 503
     assert answer.json()["error"] == "unavailable"
+
+
+def test_the_bots_mention_is_cut_out_counting_utf16_and_others_stay() -> None:
+    from types import SimpleNamespace as Mentionee
+
+    from opencrab.gateway.line import _without_mentions
+
+    text = "😀 @Crab 明日の予定は？ @Mina"  # the emoji is two UTF-16 units
+    me = Mentionee(index=3, length=5, is_self=True)
+    mina = Mentionee(index=text.index("@Mina") + 1, length=5, is_self=False)
+    assert _without_mentions(text, [mina, me]) == "😀  明日の予定は？ @Mina"
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("報告書.pdf", "42-報告書.pdf"),
+        ("../../etc/passwd", "42-passwd"),
+        ("..\\..\\boot.ini", "42-boot.ini"),
+        ("a\x00b; rm -rf ~.txt", "42-a_b_rm_-rf_.txt"),
+        ("...", "42-file"),
+    ],
+)
+def test_a_files_name_is_made_safe_for_the_workspace(given: str, stored: str) -> None:
+    from types import SimpleNamespace as Content
+
+    from opencrab.gateway.line import _file_name
+
+    assert _file_name(Content(id="42", file_name=given)) == stored
+    assert _file_name(Content(id="42")) == "42.jpg"
