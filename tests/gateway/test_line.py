@@ -278,6 +278,16 @@ def test_an_image_lands_in_the_workspace_and_the_turn_names_it(
     assert "line/587000111.jpg" in said
     assert line.texts("reply") == ["いい写真ですね。"]
 
+    # one over the workspace's quota is not kept, and the agent is told so
+    served.settings.agent.max_workspace_size_mb = 1
+    line.contents["587000222"] = (b"\xff" * (1024 * 1024 + 1), "image/jpeg")
+    scripted.then(reply("容量がいっぱいです。"))
+    served.post(image_event(user(ALLOWED), "587000222", reply_token=line.issue_token()))
+    line.wait(lambda: len(line.sent("reply")) == 2)
+    told = served.said(ALLOWED)[2]
+    assert told == ("user", "(I could not keep the image you sent: quota_exceeded.)")
+    assert [e.name for e in ws.list("line")] == ["587000111.jpg"]
+
 
 def test_a_long_japanese_reply_is_split_at_full_stops_five_per_call(
     served: Served, scripted: ScriptedProvider
