@@ -288,6 +288,12 @@ def test_an_image_lands_in_the_workspace_and_the_turn_names_it(
     assert told == ("user", "(I could not keep the image you sent: quota_exceeded.)")
     assert [e.name for e in ws.list("line")] == ["587000111.jpg"]
 
+    # one LINE no longer has (its content expired): the agent is told that too
+    served.post(image_event(user(ALLOWED), "587000333", reply_token=line.issue_token()))
+    line.wait(lambda: len(line.sent("reply")) == 3)
+    told = served.said(ALLOWED)[4]
+    assert told == ("user", "(I could not keep the image you sent: LINE answered HTTP 404.)")
+
 
 def test_a_long_japanese_reply_is_split_at_full_stops_five_per_call(
     served: Served, scripted: ScriptedProvider

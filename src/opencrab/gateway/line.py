@@ -62,7 +62,7 @@ from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 
 from opencrab.core.workspace import Workspace
-from opencrab.errors import ConfigError, OpenCrabError
+from opencrab.errors import ConfigError, OpenCrabError, QuotaExceeded
 from opencrab.gateway.base import GatewayConfig
 from opencrab.gateway.configs import LineConfig
 from opencrab.gateway.platform import Connection, buttons_for, press, split_text
@@ -332,9 +332,15 @@ class LineGateway(ChatGateway):
     async def _fetch(self, event: Any, user: str, chat: str) -> None:
         """An image or a file: its bytes from the content API into the workspace of the
         agent answering this chat, then the turn's message naming where it is."""
+        from linebot.v3.messaging import ApiException
+
         content = event.message
         try:
             agent = await run_blocking(agent_for, self.runtime, self.settings.agent_of(chat), NAME)
+            ws = Workspace.for_agent(self.runtime.settings, agent.id)
+            size = getattr(content, "file_size", None)  # a file says its size: none to fetch
+            if isinstance(size, int) and size > ws.max_size_bytes:
+                raise QuotaExceeded(f"{size} bytes are over the workspace quota")
             data = await self._call(
                 lambda: self._blob.get_message_content(
                     content.id, _request_timeout=self.settings.request_timeout_secs
@@ -342,11 +348,15 @@ class LineGateway(ChatGateway):
                 "content",
             )
             path = f"line/{_file_name(content)}"
-            ws = Workspace.for_agent(self.runtime.settings, agent.id)
             await run_blocking(ws.write, path, bytes(data))
-        except (OpenCrabError, LineApiDown) as exc:
-            kind = getattr(exc, "code", "unreachable")
-            text = f"(I could not keep the {content.type} you sent: {kind}.)"
+        except (OpenCrabError, LineApiDown, ApiException) as exc:
+            if isinstance(exc, OpenCrabError):
+                why = exc.code
+            elif isinstance(exc, LineApiDown):
+                why = "LINE could not be reached"
+            else:
+                why = f"LINE answered {_status(exc)}"
+            text = f"(I could not keep the {content.type} you sent: {why}.)"
             self._enqueue(self._incoming(event, user, chat, text))
             return
         noun = "an image" if content.type == "image" else "a file"
