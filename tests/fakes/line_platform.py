@@ -6,7 +6,8 @@ webhook bodies LINE posts, signed the way LINE signs them.
 `/v2/bot/chat/loading/start`) and, on a second port, the content host
 (`/v2/bot/message/{id}/content`). It checks the bearer token, takes each reply token once
 and each `X-Line-Retry-Key` once (409 the second time, as LINE does), and records every
-call. `down = True` makes every call a 503; `throttle = n` answers the next n calls 429.
+call. `down = True` makes every call a 503; `throttle = n` answers the next n calls 429;
+`lose_answers = n` delivers the next n pushes but answers them 500 (a lost answer).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class FakeLine:
     contents: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # id -> bytes, type
     down: bool = False
     throttle: int = 0
+    lose_answers: int = 0  # pushes taken whose answer is lost (a 500 after delivering)
     lock: threading.Lock = field(default_factory=threading.Lock)
     api_url: str = ""
     data_url: str = ""
@@ -127,6 +129,7 @@ class FakeLine:
 
             @app.post("/v2/bot/message/push")
             async def push(request: Request) -> Response:
+                body = request.state.body
                 key = request.headers.get("x-line-retry-key")
                 with self.lock:
                     if key in self.retry_keys:
@@ -135,6 +138,11 @@ class FakeLine:
                         )
                     if key:
                         self.retry_keys.add(key)
+                    if self.lose_answers > 0:
+                        self.lose_answers -= 1
+                        headers = dict(request.headers)
+                        self.calls.append(Call(host, "POST", request.url.path, body, headers))
+                        return JSONResponse({"message": "Internal error"}, status_code=500)
                 return _sent(request.state.body)
 
             @app.post("/v2/bot/chat/loading/start")

@@ -329,7 +329,7 @@ def test_the_platform_down_then_back(served: Served, scripted: ScriptedProvider)
     assert served.client.get("/api/health").status_code == 200  # nothing else was held up
 
 
-def test_an_outlet_message_is_pushed_with_the_inbox_buttons_and_a_429_is_waited_out(
+def test_an_outlet_message_is_pushed_with_the_inbox_buttons_once_through_429_and_lost_answers(
     served: Served,
 ) -> None:
     line, gateway = served.line, served.gateway
@@ -350,6 +350,14 @@ def test_an_outlet_message_is_pushed_with_the_inbox_buttons_and_a_429_is_waited_
         "ap:a1b2:n",
     ]
     assert [c.path for c in line.calls].count("/v2/bot/message/push") == 2  # 429, then sent
+
+    # a push LINE took but whose answer was lost: tried again under its key (409), sent once
+    line.lose_answers = 1
+    portal.call(gateway.send, notice.model_copy(update={"metadata": {}}))
+    assert len(line.sent("push")) == 2
+    assert line.sent("push")[1].body["messages"] == [
+        {"type": "text", "text": "承認待ちが1件あります。"}
+    ]
 
 
 def test_its_secrets_must_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

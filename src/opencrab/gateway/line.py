@@ -405,16 +405,23 @@ class LineGateway(ChatGateway):
         return True
 
     async def _push(self, chat: str, objects: list[Any]) -> None:
-        from linebot.v3.messaging import PushMessageRequest
+        from linebot.v3.messaging import ApiException, PushMessageRequest
 
         request = PushMessageRequest(to=chat, messages=objects)
         key = str(uuid.uuid4())  # the same key on every try: LINE delivers it once
-        await self._call(
-            lambda: self._api.push_message(
-                request, x_line_retry_key=key, _request_timeout=self.settings.request_timeout_secs
-            ),
-            "push",
-        )
+        try:
+            await self._call(
+                lambda: self._api.push_message(
+                    request,
+                    x_line_retry_key=key,
+                    _request_timeout=self.settings.request_timeout_secs,
+                ),
+                "push",
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            # 409: LINE took this key already (a try whose answer was lost): it was sent
 
     async def _loading(self, chat: str) -> None:
         from linebot.v3.messaging import ShowLoadingAnimationRequest
