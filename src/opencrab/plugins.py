@@ -101,6 +101,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.llm_export",
     "opencrab.server.api.llm_settings",
     "opencrab.server.api.mcp",
+    "opencrab.gateway.line",  # POST /hooks/line, LINE's webhook
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

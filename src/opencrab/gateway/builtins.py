@@ -2,9 +2,10 @@
 
 Each declares the model of its `[gateway.<name>]` table (opencrab.gateway.configs) and
 builds itself from the checked table (`from_config`). Each adapter module is imported
-only when its gateway is built, so discord.py (an optional extra) loads only when
-`[gateway.discord] enabled = true`. `rest` and `openai_compat` are served by the HTTP
-server (`opencrab up`): they have tables to check but no gateway loop to run.
+only when its gateway is built, so discord.py and line-bot-sdk (optional extras) load
+only when `[gateway.discord]` / `[gateway.line]` says `enabled = true`. `rest` and
+`openai_compat` are served by the HTTP server (`opencrab up`): they have tables to check
+but no gateway loop to run.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from opencrab.errors import ConfigError
-from opencrab.gateway.configs import CliConfig, DiscordConfig, OpenAiCompatConfig, RestConfig
+from opencrab.gateway.configs import (
+    CliConfig,
+    DiscordConfig,
+    LineConfig,
+    OpenAiCompatConfig,
+    RestConfig,
+)
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:
     from opencrab.gateway.base import GatewayConfig
     from opencrab.gateway.cli import CliGateway
     from opencrab.gateway.discord import DiscordGateway
+    from opencrab.gateway.line import LineGateway
 
 
 class Discord:
@@ -42,6 +50,37 @@ class Discord:
                 key="gateway.discord.enabled",
             ) from exc
         return DiscordGateway(config, **options)
+
+
+class Line:
+    """`[gateway.line]`: the LINE Messaging API bot (opencrab.gateway.line)."""
+
+    name: ClassVar[str] = "line"
+    config_model: ClassVar[type[GatewayConfig]] = LineConfig
+
+    @staticmethod
+    def from_config(runtime: Any, config: LineConfig, **options: Any) -> LineGateway | None:
+        """The LINE gateway the table configures; None unless it is enabled. LINE's
+        webhook comes in over HTTP, so it needs the server's HTTP side."""
+        if not config.enabled:
+            return None
+        if not runtime.settings.gateway.rest.enabled:
+            raise ConfigError(
+                "gateway.line is enabled but LINE's webhook arrives over HTTP and "
+                "[gateway.rest] enabled = false: turn the REST gateway on, or this one off",
+                key="gateway.line.enabled",
+            )
+        try:
+            import linebot.v3.messaging  # noqa: F401  (the SDK the gateway runs on)
+
+            from opencrab.gateway.line import LineGateway
+        except ImportError as exc:
+            raise ConfigError(
+                f"gateway.line is enabled but line-bot-sdk is not installed ({exc.name or exc}): "
+                "pip install 'opencrab[line]', or set it to false",
+                key="gateway.line.enabled",
+            ) from exc
+        return LineGateway(config, runtime=runtime)
 
 
 class Cli:
@@ -101,5 +140,6 @@ class OpenAiCompat(_Served):
 def register_gateways(register: Callable[[Any], None]) -> None:
     register(Rest)
     register(Discord)
+    register(Line)
     register(Cli)
     register(OpenAiCompat)

@@ -1,5 +1,5 @@
 """The config models of the built-in gateways: `[gateway.rest]`, `[gateway.discord]`,
-`[gateway.cli]`, `[gateway.openai_compat]`.
+`[gateway.cli]`, `[gateway.openai_compat]`, `[gateway.line]`.
 
 Each is declared by its gateway's `config_model` (opencrab.gateway.builtins), exactly as a
 plugin's gateway declares its own; the config reads them through the `register_gateways`
@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, SecretStr
 
 from opencrab.config.hosts import host_name
 from opencrab.gateway.base import GatewayConfig
+from opencrab.gateway.platform import PlatformConfig
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -72,3 +73,21 @@ class OpenAiCompatConfig(GatewayConfig):
     """`[gateway.openai_compat]`: the OpenAI-compatible `/v1` routes of the server."""
 
     enabled: bool = False
+
+
+_BASE_URL = r"^https?://[A-Za-z0-9.:\[\]-]+$"  # scheme and host (and port), no path
+
+
+class LineConfig(PlatformConfig):
+    """`[gateway.line]`: the Messaging API channel and who may talk to the agent."""
+
+    channel_secret: SecretStr | None = None  # ${LINE_CHANNEL_SECRET}
+    channel_access_token: SecretStr | None = None  # ${LINE_CHANNEL_ACCESS_TOKEN}
+    # the Messaging API and its content API (images, files); changed only for tests
+    api_url: str = Field(default="https://api.line.me", pattern=_BASE_URL)
+    data_url: str = Field(default="https://api-data.line.me", pattern=_BASE_URL)
+    reply_token_secs: float = Field(default=50.0, gt=0, le=600)  # a reply token's use-by
+    request_timeout_secs: float = Field(default=15.0, gt=0, le=300)
+    send_attempts: int = Field(default=4, ge=1, le=10)  # tries of a reply/push
+    retry_first_secs: float = Field(default=1.0, gt=0)  # backoff of the link and sends
+    retry_cap_secs: float = Field(default=60.0, gt=0)

@@ -10,7 +10,8 @@ other method is declared in `ROUTE_SCOPES` by method and path template:
   deletions, dismissing an inbox item;
 - `admin`: what changes security — an agent's tool settings (switching on
   execute_command, http_request, fetch_webpage) and the inbox webhook's signing secret;
-- `OPEN` (None): the sign-in and sign-out forms, which need no token.
+- `OPEN` (None): the sign-in and sign-out forms, which need no token, and the chat
+  platforms' webhooks (`/hooks/<gateway>`), which carry their platform's signature instead.
 A route of a plugin declares its own with `openapi_extra={"x-scope": "chat"}`; a
 state-changing route declared nowhere needs `admin`. The WebSocket opens with `read`;
 its chat and discussion messages need `chat` (server/api/ws.py).
@@ -44,6 +45,8 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     # the dashboard's forms
     "POST /login": OPEN,
     "POST /logout": OPEN,
+    # the chat platforms' webhooks (server/auth.py OPEN_PREFIXES): signed, not tokened
+    "POST /hooks/line": OPEN,
     "WEBSOCKET /api/ws": READ,
     # talking to agents
     "POST /api/sessions": CHAT,
