@@ -2,8 +2,9 @@
 
 Each declares the model of its `[gateway.<name>]` table (opencrab.gateway.configs) and
 builds itself from the checked table (`from_config`). Each adapter module is imported
-only when its gateway is built, so discord.py (an optional extra) loads only when
-`[gateway.discord] enabled = true`. `rest` and `openai_compat` are served by the HTTP
+only when its gateway is built, so discord.py and python-telegram-bot (optional
+extras) load only when `[gateway.discord]` / `[gateway.telegram]` says `enabled = true`.
+`rest` and `openai_compat` are served by the HTTP
 server (`opencrab up`): they have tables to check but no gateway loop to run.
 """
 
@@ -13,13 +14,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from opencrab.errors import ConfigError
-from opencrab.gateway.configs import CliConfig, DiscordConfig, OpenAiCompatConfig, RestConfig
+from opencrab.gateway.configs import (
+    CliConfig,
+    DiscordConfig,
+    OpenAiCompatConfig,
+    RestConfig,
+    TelegramConfig,
+)
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:
     from opencrab.gateway.base import GatewayConfig
     from opencrab.gateway.cli import CliGateway
     from opencrab.gateway.discord import DiscordGateway
+    from opencrab.gateway.telegram import TelegramGateway
 
 
 class Discord:
@@ -42,6 +50,28 @@ class Discord:
                 key="gateway.discord.enabled",
             ) from exc
         return DiscordGateway(config, **options)
+
+
+class Telegram:
+    """`[gateway.telegram]`: the Telegram bot (opencrab.gateway.telegram)."""
+
+    name: ClassVar[str] = "telegram"
+    config_model: ClassVar[type[GatewayConfig]] = TelegramConfig
+
+    @staticmethod
+    def from_config(runtime: Any, config: TelegramConfig, **options: Any) -> TelegramGateway | None:
+        """The Telegram gateway the table configures; None unless it is enabled."""
+        if not config.enabled:
+            return None
+        try:
+            from opencrab.gateway.telegram import TelegramGateway
+        except ImportError as exc:
+            raise ConfigError(
+                "gateway.telegram is enabled but python-telegram-bot is not installed "
+                f"({exc.name or exc}): pip install 'opencrab[telegram]', or set it to false",
+                key="gateway.telegram.enabled",
+            ) from exc
+        return TelegramGateway(config, runtime, **options)
 
 
 class Cli:
@@ -101,5 +131,6 @@ class OpenAiCompat(_Served):
 def register_gateways(register: Callable[[Any], None]) -> None:
     register(Rest)
     register(Discord)
+    register(Telegram)
     register(Cli)
     register(OpenAiCompat)

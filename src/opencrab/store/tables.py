@@ -896,3 +896,15 @@ memory_eval_runs = sa.Table(
     _created(),
     sa.Index(None, "agent_id", "created_at"),
 )
+
+# revision 0039: the agent a chat conversation chose with its gateway's command (Telegram's
+# `/use <agent>`), kept across restarts; gone with its agent
+chat_agents = sa.Table(
+    "chat_agents",
+    metadata,
+    sa.Column("gateway", sa.String(100), primary_key=True),
+    sa.Column("conversation", sa.String(500), primary_key=True),
+    _agent_fk(),
+    sa.Column("set_by", sa.String(200), nullable=False, server_default=""),
+    _updated(),
+)
