@@ -13,6 +13,7 @@ is a 502) or rate-limit one method once (`limit_once`: a 429 with retry_after).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import threading
@@ -57,6 +58,8 @@ class FakeTelegram:
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _messages: Iterator[int] = field(default_factory=lambda: itertools.count(5000))
     url: str = ""
+    _wake: asyncio.Event | None = None  # set in the server's loop when an update comes
+    _loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------ the test's side
     @contextmanager
@@ -153,6 +156,10 @@ class FakeTelegram:
         with self._lock:
             update = {"update_id": 700000 + next(self._ids), **body}
             self._updates.append(update)
+            loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:  # a long poll waiting answers at once
+            with contextlib.suppress(RuntimeError):  # the server has stopped
+                loop.call_soon_threadsafe(wake.set)
         return update
 
     def of(self, method: str) -> list[Call]:
@@ -206,11 +213,17 @@ class FakeTelegram:
         deadline = time.monotonic() + float(params.get("timeout") or 0)
         while True:
             with self._lock:
+                if self._wake is None:
+                    self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+                wake = self._wake
+                wake.clear()
                 self._updates = [u for u in self._updates if u["update_id"] >= offset]
                 ready = list(self._updates[: int(params.get("limit") or 100)])
-            if ready or time.monotonic() >= deadline or self.down:
+            left = deadline - time.monotonic()
+            if ready or left <= 0 or self.down:
                 return ready
-            await asyncio.sleep(0.01)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), min(left, 0.2))
 
     def _sent(self, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
