@@ -282,6 +282,13 @@ class FakeTelegram:
         self.webhook = {"url": params["url"], "secret_token": params.get("secret_token")}
         return True
 
+    async def _getWebhookInfo(self, params: dict[str, Any], files: Any) -> Any:
+        return {
+            "url": self.webhook.get("url", ""),
+            "has_custom_certificate": False,
+            "pending_update_count": 0,
+        }
+
     async def _deleteWebhook(self, params: dict[str, Any], files: Any) -> Any:
         self.webhook = {}
         return True

@@ -22,7 +22,7 @@ from opencrab.core.sessions import session_messages
 from opencrab.core.tools import tool_id
 from opencrab.core.workspace import Workspace
 from opencrab.errors import ConfigError, NotFoundError
-from opencrab.gateway import telegram_webhook
+from opencrab.gateway import telegram, telegram_webhook
 from opencrab.gateway.builtins import Telegram
 from opencrab.gateway.configs import TelegramConfig
 from opencrab.gateway.serve import GatewayRunner, agent_for
@@ -349,6 +349,7 @@ async def test_a_file_over_the_quota_is_refused_and_stores_nothing(
 
 # ------------------------------------------------------------------ the webhook
 async def test_the_webhook_refuses_a_wrong_secret_and_answers_a_right_one(
+    monkeypatch: pytest.MonkeyPatch,
     runtime: Runtime,  # noqa: F811
     scripted: ScriptedProvider,  # noqa: F811
     fake: FakeTelegram,
@@ -356,6 +357,7 @@ async def test_the_webhook_refuses_a_wrong_secret_and_answers_a_right_one(
 ) -> None:
     scripted.outcomes.clear()
     scripted.then(reply("via the webhook"))
+    monkeypatch.setattr(telegram, "WEBHOOK_CHECK_EVERY", 0.05)
     app = FastAPI()
     telegram_webhook.register_routes(app)
     app.state.runtime = runtime
@@ -386,6 +388,8 @@ async def test_the_webhook_refuses_a_wrong_secret_and_answers_a_right_one(
                 "/hooks/telegram", content=b"{", headers={header: "s3cret_-token"}
             )
             assert bad.status_code == 400
+            wrong = await client.post("/hooks/telegram", content=b"{", headers={header: "x"})
+            assert wrong.status_code == 401  # the secret is checked before the body is read
             for _ in range(2):  # Telegram retries: answered once
                 taken = await client.post(
                     "/hooks/telegram", json=update, headers={header: "s3cret_-token"}
@@ -393,6 +397,8 @@ async def test_the_webhook_refuses_a_wrong_secret_and_answers_a_right_one(
                 assert taken.status_code == 200
             [answer] = await fake.wait_for("sendMessage")
             assert not fake.of("getUpdates")
+            fake.webhook = {}  # someone removed it on Telegram's side: it is set again
+            await fake.wait_for("setWebhook", 2)
     assert answer.params["text"] == "via the webhook"
     assert answer.params["reply_parameters"]["message_id"] == 10
     told = session_messages(runtime.db, session_for("telegram", str(ALICE), aki.id), limit=5)

@@ -7,9 +7,10 @@ token (from `${TELEGRAM_BOT_TOKEN}`), the allow-lists, the agent, the mode.
   updates only) by default, after `deleteWebhook` so that a bot moved back from webhook
   mode gets its updates again; or `mode = "webhook"`: `setWebhook` with the secret at
   connect, and Telegram POSTs each update to /hooks/telegram (gateway/telegram_webhook.py
-  checks the secret header before reading anything and hands the update to `feed`). The
-  link is a `Connection`: the platform down is retried with backoff and shown as its
-  state; a 429 waits the `retry_after` Telegram names.
+  checks the secret header before reading anything and hands the update to `feed`);
+  getWebhookInfo every minute sets it again if it went. The link is a `Connection`: the
+  platform down is retried with backoff and shown as its state; a 429 waits the
+  `retry_after` Telegram names.
 - Who is answered: a private chat, or a group message that mentions @thebot or replies to
   one of its messages (with privacy mode on, Telegram sends a bot nothing else), from a
   sender the allow-lists admit (user id or @username, or the chat's id); bots never.
@@ -81,6 +82,7 @@ QUEUE_SIZE = 1000
 TYPING_EVERY = 4.0  # Telegram shows "typing…" for 5 s
 TYPING_FOR_AT_MOST = 600.0
 FILES_PER_REPLY = 5
+WEBHOOK_CHECK_EVERY = 60.0  # seconds between getWebhookInfo checks, in webhook mode
 SEEN_UPDATES = 2000  # update ids remembered, so a webhook retry is not answered twice
 _BACKTICKED = re.compile(r"`([^`\n]{1,300})`")
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z0-9_]{1,32})(?:@(?P<bot>[A-Za-z0-9_]+))?(?:\s+|$)")
@@ -129,6 +131,7 @@ class TelegramGateway(ChatGateway):
         self.queue: asyncio.Queue[IncomingMessage] = asyncio.Queue(maxsize=QUEUE_SIZE)
         self.connection = Connection(self.name, self._session, scrub=self._scrub)
         self._offset: int | None = None
+        self.webhook_check_every = WEBHOOK_CHECK_EVERY
         self._seen: deque[int] = deque(maxlen=SEEN_UPDATES)
         self._chosen: dict[str, str] = {}  # chat id -> agent id picked with /use
         self._typing: dict[str, asyncio.Task[None]] = {}  # message id -> its indicator
@@ -230,7 +233,11 @@ class TelegramGateway(ChatGateway):
                 allowed_updates=list(ALLOWED_UPDATES),
             )
             self.connection.mark_connected()
-            await asyncio.Event().wait()  # updates arrive through `feed`
+            while True:  # updates arrive through `feed`; check the webhook now and then
+                await asyncio.sleep(self.webhook_check_every)
+                info = await self._call(self.bot.get_webhook_info)
+                if info.url != self.settings.webhook_url:
+                    raise ConnectionError("the webhook is no longer set on Telegram's side")
         await self._call(self.bot.delete_webhook)
         self.connection.mark_connected()
         while True:
