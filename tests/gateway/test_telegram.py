@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -113,6 +114,7 @@ def texts(fake: FakeTelegram) -> list[str]:
 
 # ------------------------------------------------------------------ messages and replies
 async def test_a_private_message_runs_a_turn_and_the_reply_replies_to_it(
+    caplog: pytest.LogCaptureFixture,
     runtime: Runtime,  # noqa: F811
     scripted: ScriptedProvider,  # noqa: F811
     fake: FakeTelegram,
@@ -121,6 +123,7 @@ async def test_a_private_message_runs_a_turn_and_the_reply_replies_to_it(
     scripted.outcomes.clear()
     scripted.then(reply("Hello Alice."))
     chat = fake.chat(ALICE)
+    caplog.set_level(logging.INFO)
     async with bot(runtime, fake):
         sent = fake.message("hi there", chat=chat, user=fake.user(ALICE, "alice"))
         [answer] = await fake.wait_for("sendMessage")
@@ -129,6 +132,9 @@ async def test_a_private_message_runs_a_turn_and_the_reply_replies_to_it(
     assert answer.params["reply_parameters"]["message_id"] == sent["message_id"]
     assert fake.of("sendChatAction")[0].params["action"] == "typing"
     assert fake.of("deleteWebhook")  # polling: a webhook left from before is removed
+    requests = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert any("/bot***/getMe" in line for line in requests)
+    assert fake.token not in caplog.text
     [poll, *_] = fake.of("getUpdates")
     assert poll.params["allowed_updates"] == ["message", "callback_query"]
     messages = session_messages(runtime.db, session_for("telegram", str(ALICE), aki.id), limit=5)

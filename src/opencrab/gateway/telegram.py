@@ -27,6 +27,8 @@ token (from `${TELEGRAM_BOT_TOKEN}`), the allow-lists, the agent, the mode.
   jail and quota, and the turn's text names where it is. Files out: each path the reply
   writes in backticks (`report.pdf`) that is a file of the agent's workspace is sent
   after the text with sendDocument (at most 5 a reply, each at most `max_file_mb`).
+- The token is never logged: a filter on httpx's and the SDK's loggers writes it out
+  (httpx logs each request's URL, which holds it), and link errors are scrubbed too.
 - "typing…" (sendChatAction) every 4 s from the message's arrival until its reply is
   sent, when `typing = true`.
 """
@@ -83,7 +85,12 @@ TYPING_EVERY = 4.0  # Telegram shows "typing…" for 5 s
 TYPING_FOR_AT_MOST = 600.0
 FILES_PER_REPLY = 5
 WEBHOOK_CHECK_EVERY = 60.0  # seconds between getWebhookInfo checks, in webhook mode
-SEEN_UPDATES = 2000  # update ids remembered, so a webhook retry is not answered twice
+SEEN_UPDATES = 2000
+LOGGERS_WITH_URLS = (
+    "httpx",
+    "httpcore",
+    "telegram",
+)  # update ids remembered, so a webhook retry is not answered twice
 _BACKTICKED = re.compile(r"`([^`\n]{1,300})`")
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z0-9_]{1,32})(?:@(?P<bot>[A-Za-z0-9_]+))?(?:\s+|$)")
 _FILE_NAME = re.compile(r"[^\w.\-]+")
@@ -130,6 +137,7 @@ class TelegramGateway(ChatGateway):
         self.me: User | None = None
         self.queue: asyncio.Queue[IncomingMessage] = asyncio.Queue(maxsize=QUEUE_SIZE)
         self.connection = Connection(self.name, self._session, scrub=self._scrub)
+        self._hidden = _TokenFilter(token)  # httpx logs each request's URL, token included
         self._offset: int | None = None
         self.webhook_check_every = WEBHOOK_CHECK_EVERY
         self._seen: deque[int] = deque(maxlen=SEEN_UPDATES)
@@ -149,6 +157,8 @@ class TelegramGateway(ChatGateway):
     async def connect(self) -> None:
         """Load the chats' choices and keep the link up (in the background)."""
         self._chosen = await run_blocking(chat_agents.load, self.runtime.db, self.name)
+        for name in LOGGERS_WITH_URLS:
+            logging.getLogger(name).addFilter(self._hidden)
         self.connection.start()
 
     async def disconnect(self) -> None:
@@ -157,6 +167,8 @@ class TelegramGateway(ChatGateway):
             task.cancel()
         with contextlib.suppress(TelegramError, RuntimeError):
             await self.bot.shutdown()
+        for name in LOGGERS_WITH_URLS:
+            logging.getLogger(name).removeFilter(self._hidden)
 
     async def receive(self) -> IncomingMessage:
         message = await self.queue.get()
@@ -544,6 +556,21 @@ class TelegramGateway(ChatGateway):
         task = self._typing.pop(message_id, None)
         if task is not None:
             task.cancel()
+
+
+class _TokenFilter(logging.Filter):
+    """Writes the bot token out of log records (httpx logs every request's URL, and the
+    Bot API puts the token in the path)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.token in text:
+            record.msg, record.args = text.replace(self.token, "***"), None
+        return True
 
 
 def _message_number(message_id: str | None) -> int | None:
