@@ -98,6 +98,7 @@ class FakeTelegram:
         reply_to: dict[str, Any] | None = None,
         document: dict[str, Any] | None = None,
         caption: str | None = None,
+        photo: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Queue a `message` update (mentions of @names get their entities); returns it."""
         message: dict[str, Any] = {
@@ -117,6 +118,10 @@ class FakeTelegram:
                 message["entities"] = entities
         if caption is not None:
             message["caption"] = caption
+            if entities := _mentions(caption):
+                message["caption_entities"] = entities
+        if photo is not None:
+            message["photo"] = photo
         if document is not None:
             message["document"] = document
         if reply_to is not None:
@@ -137,6 +142,24 @@ class FakeTelegram:
             "mime_type": mime,
             "file_size": len(data),
         }
+
+    def photo(self, *sizes: bytes) -> list[dict[str, Any]]:
+        """A photo in the sizes Telegram keeps (smallest first), as a message carries it."""
+        shown = []
+        for number, data in enumerate(sizes, 1):
+            file_id = f"photo{len(self.files) + 1}"
+            self.files[file_id] = (f"photos/file_{len(self.files) + 1}.jpg", data)
+            side = 90 * number
+            shown.append(
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u{file_id}",
+                    "width": side,
+                    "height": side,
+                    "file_size": len(data),
+                }
+            )
+        return shown
 
     def callback(self, data: str, *, message: dict[str, Any], user: dict[str, Any]) -> None:
         """Queue a `callback_query`: `user` pressed the button `data` under `message`."""

@@ -298,13 +298,20 @@ async def test_an_inbox_notice_sent_to_a_chat_offers_a_button_pair_per_approval(
                 metadata={"inbox": items},
             )
         )
-    [notice] = fake.of("sendMessage")
+        [notice] = fake.of("sendMessage")
+        shown = {**notice.params, "message_id": 9002, "chat": fake.chat(ALICE), "date": 0}
+        fake.callback("ap:a1:n", message=shown, user=fake.user(ALICE, "alice"))
+        [answered] = await fake.wait_for("answerCallbackQuery")
+        [edited] = await fake.wait_for("editMessageReplyMarkup")
     assert "reply_parameters" not in notice.params  # spontaneous: replies to nothing
     rows = notice.params["reply_markup"]["inline_keyboard"]
     assert [[k["text"] for k in row] for row in rows] == [
         ["Approve #1", "Deny #1"],
         ["Approve #2", "Deny #2"],
     ]
+    assert answered.params["text"].startswith("Not done:")  # a1 is no approval here
+    kept = edited.params["reply_markup"]["inline_keyboard"]
+    assert [[k["callback_data"] for k in row] for row in kept] == [["ap:a2:y", "ap:a2:n"]]
 
 
 # ------------------------------------------------------------------ files
@@ -331,6 +338,28 @@ async def test_a_document_lands_in_the_workspace_and_a_named_file_goes_out(
     )
     assert out.files["document"] == ("summary.txt", b"the summary\n")
     assert out.params["reply_parameters"]["message_id"] == sent["message_id"]
+
+
+async def test_a_photo_with_a_caption_mentioning_the_bot_in_a_group_is_kept_at_its_largest(
+    runtime: Runtime,  # noqa: F811
+    scripted: ScriptedProvider,  # noqa: F811
+    fake: FakeTelegram,
+    aki: Agent,
+) -> None:
+    scripted.outcomes.clear()
+    scripted.then(reply("A fine cat."))
+    group = fake.chat(GROUP, "supergroup", "Crew")
+    photo = fake.photo(b"small", b"largest jpeg")
+    async with bot(runtime, fake, allow_channels=[str(GROUP)]):
+        sent = fake.message(
+            None, chat=group, user=fake.user(9, "dan"), photo=photo, caption="@crab_bot look"
+        )
+        await fake.wait_for("sendMessage")
+    path = f"telegram/{-GROUP}/{sent['message_id']}-photo-{sent['message_id']}.jpg"
+    ws = Workspace.for_agent(runtime.settings, aki.id)
+    assert ws.read_bytes(path) == b"largest jpeg"
+    [asked, _] = session_messages(runtime.db, session_for("telegram", str(GROUP), aki.id), limit=5)
+    assert asked.content.startswith("look\n\n[I sent a file:")
 
 
 async def test_a_file_over_the_quota_is_refused_and_stores_nothing(
