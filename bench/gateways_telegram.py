@@ -6,7 +6,9 @@ gateway starts as `opencrab up` starts it) over a fresh SQLite store, a scripted
 in-process, and the fake Bot API (tests/fakes/telegram_api.py) on 127.0.0.1 that
 python-telegram-bot long-polls. The clock starts when the update is queued on the fake
 platform (Telegram's side) or when the REST request is sent, and stops when the model is
-asked (the turn's first step); p50 of each over `turns` turns, and the difference.
+asked (the turn's first step); each turn is the first of a new conversation on both
+sides (a Telegram chat, a REST session made beforehand), so history does not grow; p50
+of each over `turns` turns, and the difference.
 Then 100 private chats each send a message at once: every one must get its reply.
 
     python bench/gateways_telegram.py [--turns 200]
@@ -83,11 +85,11 @@ async def measure(turns: int) -> dict[str, Any]:
                     await asyncio.sleep(0.01)
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as rest:
-                session = (await rest.post("/api/sessions", json={"agentId": "aki"})).json()["id"]
                 telegram_ms, rest_ms = [], []
-                user = fake.user(1, "bench")
-                chat = fake.chat(1)
                 for n in range(turns + 5):  # the first five warm both paths up
+                    chat, user = fake.chat(10_000 + n), fake.user(10_000 + n, "bench")
+                    created = await rest.post("/api/sessions", json={"agentId": "aki"})
+                    session = created.json()["id"]
                     began = time.perf_counter()
                     fake.message(f"hello {n}", chat=chat, user=user)
                     asked = await model.asked.get()
