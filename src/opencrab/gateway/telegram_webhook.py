@@ -24,7 +24,9 @@ router = APIRouter(tags=["Chat platforms"])
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header's name)
 
 
-@router.post("/hooks/telegram", include_in_schema=False)
+# /hooks/ needs no token (server/auth.py); declared as a plugin's route declares its scope
+# (server/scopes.py), "read": a token sent along, of any scope, changes nothing here
+@router.post("/hooks/telegram", include_in_schema=False, openapi_extra={"x-scope": "read"})
 async def telegram_update(request: Request) -> JSONResponse:
     """Hand one update to the Telegram gateway, once its secret matches."""
     runtime = getattr(request.app.state, "runtime", None)
