@@ -423,6 +423,11 @@ async def test_the_webhook_refuses_a_wrong_secret_and_answers_a_right_one(
                 "/hooks/telegram", content=b"{", headers={header: "s3cret_-token"}
             )
             assert bad.status_code == 400
+            odd = {"update_id": 3, "message": "not a message"}
+            malformed = await client.post(
+                "/hooks/telegram", json=odd, headers={header: "s3cret_-token"}
+            )
+            assert malformed.status_code == 400
             wrong = await client.post("/hooks/telegram", content=b"{", headers={header: "x"})
             assert wrong.status_code == 401  # the secret is checked before the body is read
             for _ in range(2):  # Telegram retries: answered once

@@ -282,8 +282,12 @@ class TelegramGateway(ChatGateway):
         return secret.get_secret_value() if self.settings.mode == "webhook" and secret else None
 
     async def feed(self, data: dict[str, Any]) -> None:
-        """An update POSTed to the webhook (its secret already checked)."""
-        update = Update.de_json(data, self.bot)
+        """An update POSTed to the webhook (its secret already checked); ValueError when
+        it is not one."""
+        try:
+            update = Update.de_json(data, self.bot)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a Telegram update: {type(exc).__name__}") from None
         await self._dispatch(update)
 
     async def _dispatch(self, update: Update) -> None:
@@ -356,7 +360,7 @@ class TelegramGateway(ChatGateway):
         if command is not None and command["name"].lower() in ("start", "agents", "use"):
             try:  # in order, before the chat's next message: /use then a question
                 await self._command(message, command["name"].lower(), text[command.end() :])
-            except TelegramError as exc:
+            except (TelegramError, OpenCrabError) as exc:
                 log.warning("telegram: could not answer a command: %s", self._scrub(str(exc)))
             return
         if message.document is not None or message.photo:

@@ -43,7 +43,10 @@ async def telegram_update(request: Request) -> JSONResponse:
         raise HTTPException(400, "the body is not JSON") from None
     if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
         raise HTTPException(400, "the body is not a Telegram update (no update_id)")
-    await gateway.feed(update)
+    try:
+        await gateway.feed(update)
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from None
     return JSONResponse({"ok": True})
 
 
