@@ -102,6 +102,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.llm_settings",
     "opencrab.server.api.mcp",
     "opencrab.gateway.line",  # POST /hooks/line, LINE's webhook
+    "opencrab.gateway.telegram_webhook",  # POST /hooks/telegram (no Telegram SDK import)
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

@@ -2,10 +2,10 @@
 
 Each declares the model of its `[gateway.<name>]` table (opencrab.gateway.configs) and
 builds itself from the checked table (`from_config`). Each adapter module is imported
-only when its gateway is built, so discord.py and line-bot-sdk (optional extras) load
-only when `[gateway.discord]` / `[gateway.line]` says `enabled = true`. `rest` and
-`openai_compat` are served by the HTTP server (`opencrab up`): they have tables to check
-but no gateway loop to run.
+only when its gateway is built, so each platform's SDK (discord.py, python-telegram-bot,
+line-bot-sdk, slack-sdk: optional extras) loads only when its table says `enabled = true`.
+`rest` and `openai_compat` are served by the HTTP server (`opencrab up`): they have
+tables to check but no gateway loop to run.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from opencrab.gateway.configs import (
     LineConfig,
     OpenAiCompatConfig,
     RestConfig,
+    TelegramConfig,
 )
 from opencrab.plugins import hookimpl
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from opencrab.gateway.cli import CliGateway
     from opencrab.gateway.discord import DiscordGateway
     from opencrab.gateway.line import LineGateway
+    from opencrab.gateway.telegram import TelegramGateway
 
 
 class Discord:
@@ -81,6 +83,28 @@ class Line:
                 key="gateway.line.enabled",
             ) from exc
         return LineGateway(config, runtime=runtime)
+
+
+class Telegram:
+    """`[gateway.telegram]`: the Telegram bot (opencrab.gateway.telegram)."""
+
+    name: ClassVar[str] = "telegram"
+    config_model: ClassVar[type[GatewayConfig]] = TelegramConfig
+
+    @staticmethod
+    def from_config(runtime: Any, config: TelegramConfig, **options: Any) -> TelegramGateway | None:
+        """The Telegram gateway the table configures; None unless it is enabled."""
+        if not config.enabled:
+            return None
+        try:
+            from opencrab.gateway.telegram import TelegramGateway
+        except ImportError as exc:
+            raise ConfigError(
+                "gateway.telegram is enabled but python-telegram-bot is not installed "
+                f"({exc.name or exc}): pip install 'opencrab[telegram]', or set it to false",
+                key="gateway.telegram.enabled",
+            ) from exc
+        return TelegramGateway(config, runtime, **options)
 
 
 class Cli:
@@ -141,5 +165,6 @@ def register_gateways(register: Callable[[Any], None]) -> None:
     register(Rest)
     register(Discord)
     register(Line)
+    register(Telegram)
     register(Cli)
     register(OpenAiCompat)

@@ -1,17 +1,19 @@
 """The config models of the built-in gateways: `[gateway.rest]`, `[gateway.discord]`,
-`[gateway.cli]`, `[gateway.openai_compat]`, `[gateway.line]`.
+`[gateway.cli]`, `[gateway.openai_compat]`, `[gateway.telegram]`, `[gateway.line]`.
 
 Each is declared by its gateway's `config_model` (opencrab.gateway.builtins), exactly as a
 plugin's gateway declares its own; the config reads them through the `register_gateways`
-hook (opencrab.config.gateways). They live apart from the Discord adapter so that
-discord.py (an optional extra) is imported only when that gateway is built.
+hook (opencrab.config.gateways). They live apart from the Discord, Telegram and LINE
+adapters so that the platforms' SDKs (optional extras) are imported only
+when their gateway is built.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from opencrab.config.hosts import host_name
 from opencrab.gateway.base import GatewayConfig
@@ -91,3 +93,47 @@ class LineConfig(PlatformConfig):
     send_attempts: int = Field(default=4, ge=1, le=10)  # tries of a reply/push
     retry_first_secs: float = Field(default=1.0, gt=0)  # backoff of the link and sends
     retry_cap_secs: float = Field(default=60.0, gt=0)
+
+
+_WEBHOOK_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what setWebhook's secret_token takes
+
+
+class TelegramConfig(PlatformConfig):
+    """`[gateway.telegram]`: the Telegram bot (opencrab.gateway.telegram).
+
+    The allow-lists name users by Telegram user id ("123456") or "@username", chats by
+    chat id ("-1001234567890" for a group). `agents` are those `/use` may pick ("*":
+    every agent; empty: `/use` is off); a chat in `channel_agents` keeps its agent."""
+
+    token: SecretStr | None = None  # from ${TELEGRAM_BOT_TOKEN}
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None  # the public https URL that reaches /hooks/telegram
+    webhook_secret: SecretStr | None = None  # X-Telegram-Bot-Api-Secret-Token
+    api_url: str = "https://api.telegram.org"  # a local Bot API server's, say
+    poll_timeout: int = Field(default=30, ge=0, le=50)  # getUpdates long-poll, seconds
+    agents: list[str] = Field(default_factory=lambda: ["*"])
+    files_folder: str = Field(default="telegram", min_length=1, max_length=200)
+    max_file_mb: int = Field(default=20, ge=1, le=2000)  # a file in or out, at most
+
+    @field_validator("api_url", "webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value.rstrip("/") if value else value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        text = value.get_secret_value() if value is not None else ""
+        if value is not None and not text.startswith("${") and not _WEBHOOK_SECRET.match(text):
+            raise ValueError("the webhook secret is 1-256 characters of A-Z a-z 0-9 _ -")
+        return value
+
+    @model_validator(mode="after")
+    def _webhook_settings(self) -> TelegramConfig:
+        if self.enabled and self.mode == "webhook":
+            missing = [k for k in ("webhook_url", "webhook_secret") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"mode = 'webhook' needs {' and '.join(missing)}")
+        return self

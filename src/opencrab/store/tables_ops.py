@@ -20,6 +20,7 @@ __all__ = [
     "budget_alerts",
     "budget_caps",
     "budget_reservations",
+    "chat_agents",
     "inbox_items",
     "inbox_secrets",
     "llm_alias_settings",
@@ -280,4 +281,16 @@ inbox_secrets = sa.Table(
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value_encrypted", sa.Text, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# revision 0039: the agent a chat conversation chose with its gateway's command (Telegram's
+# `/use <agent>`), kept across restarts; gone with its agent
+chat_agents = sa.Table(
+    "chat_agents",
+    metadata,
+    sa.Column("gateway", sa.String(100), primary_key=True),
+    sa.Column("conversation", sa.String(500), primary_key=True),
+    _agent_fk(),
+    sa.Column("set_by", sa.String(200), nullable=False, server_default=""),
+    _updated(),
 )
