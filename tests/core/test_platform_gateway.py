@@ -24,7 +24,7 @@ from opencrab.gateway.platform import (
     press,
     split_text,
 )
-from opencrab.gateway.serve import ChatGateway, GatewayRunner
+from opencrab.gateway.serve import ChatGateway, GatewayRunner, SenderRate
 from opencrab.messages import (
     ChatSource,
     IncomingMessage,
@@ -255,3 +255,52 @@ def test_an_inbox_notice_offers_buttons_for_each_waiting_approval_only() -> None
     )
     assert [c.id for c in buttons_for(notice)] == ["ap:a1:y", "ap:a1:n", "ap:a2:y", "ap:a2:n"]
     assert [c.label for c in buttons_for(notice)][:2] == ["Approve #1", "Deny #1"]
+
+
+# ------------------------------------------------------------------ the rate rule
+def test_a_sender_over_the_rate_is_told_once_and_the_others_go_on() -> None:
+    now = [0.0]
+    rate = SenderRate(3, clock=lambda: now[0])
+
+    def said(user: str, channel: str = "c") -> IncomingMessage:
+        source = ChatSource(gateway="room", conversation=channel)
+        return IncomingMessage.text("hi", source=source, sender=Sender(id=user))
+
+    assert [rate.refusal(said("u1")) for _ in range(3)] == [None, None, None]
+    told = rate.refusal(said("u1"))
+    assert told is not None
+    assert "at most 3 messages a minute" in told
+    assert rate.refusal(said("u1")) == ""  # told once: a flood is not echoed
+    assert rate.refusal(said("u2")) is None  # another sender
+    assert rate.refusal(said("u1", "other")) is None  # another conversation
+    now[0] = 60.0
+    assert rate.refusal(said("u1")) is None  # a minute later
+    assert SenderRate(None).refusal(said("u1")) is None
+
+
+async def test_the_runner_applies_the_rate_and_tells_the_gateway_each_message_is_done(
+    runtime: Runtime, scripted: ScriptedProvider
+) -> None:
+    aki = runtime.agents.create(AgentCreate(name="aki", prompt="You keep notes."))
+    room = Room(PlatformConfig(enabled=True, agent="aki", messages_per_minute=1))
+    done: list[str] = []
+    room.finished = lambda message: done.append(message.content.text)  # type: ignore[method-assign]
+    scripted.outcomes.clear()
+    scripted.then(reply("first answer"))
+    running = asyncio.create_task(GatewayRunner(room, runtime, aki).run())
+    try:
+        room.post("one", "general")
+        await room.replies(1)
+        room.post("two", "general")
+        sent = await room.replies(2)
+        async with asyncio.timeout(30):
+            while len(done) < 2:
+                await asyncio.sleep(0.02)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert sent[0].content.text == "first answer"
+    assert sent[1].content.text.startswith("Slow down: at most 1 message a minute")
+    assert done == ["one", "two"]
+    assert len(scripted.requests) == 1  # the second ran no turn

@@ -211,6 +211,7 @@ async def test_agents_lists_and_use_binds_the_chat_across_a_restart(
     assert "no agent 'nobody'" in unknown
     assert used == "kai answers in this chat from now on."
     assert chat_agents.load(runtime.db, "telegram") == {str(ALICE): kai.id}
+    assert fake._updates == []  # confirmed at the stop: a restart is not given them again
 
     fake.calls.clear()
     async with bot(runtime, fake):  # a new process: the choice was kept

@@ -52,6 +52,8 @@ class PlatformConfig(GatewayConfig):
     allow_channels: list[str] = Field(default_factory=list)
     typing: bool = True  # show "typing…" while a turn runs, where the platform can
     max_concurrent: int = Field(default=8, ge=1, le=256)  # turns at once on this gateway
+    # the message rule of rate: one sender's messages in one conversation, per minute
+    messages_per_minute: int | None = Field(default=20, ge=1, le=10_000)
 
     def allows(self, user: str, channel: str) -> bool:
         """Whether a message from `user` in `channel` may reach an agent."""

@@ -20,6 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from opencrab.core.agent import Agent
@@ -77,6 +80,10 @@ class ChatGateway(Gateway):
         agent, say); `agent()` unless the gateway overrides this."""
         return self.agent()
 
+    def finished(self, message: IncomingMessage) -> None:
+        """Called once `message` is dealt with (answered, refused, or its turn failed):
+        a gateway stops its typing indicator here. Does nothing unless overridden."""
+
     def max_concurrent(self) -> int:
         """How many turns this gateway runs at once."""
         return int(getattr(self.config(), "max_concurrent", 8))
@@ -92,6 +99,8 @@ class GatewayRunner:
         self.runtime = runtime
         self.agent = agent  # the gateway's own; a message may name another (agent_for_message)
         self._agents: dict[str, Agent] = {}
+        per_minute = getattr(gateway.config(), "messages_per_minute", None)
+        self._rate = SenderRate(per_minute)
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
         self.watchers: list[Watcher] = []  # the follow-ups its conversations wait for
@@ -195,11 +204,62 @@ class GatewayRunner:
 
     async def _answer(self, message: IncomingMessage) -> None:
         try:
-            await self.handle(message)
+            refusal = self._rate.refusal(message)
+            if refusal is None:
+                await self.handle(message)
+            elif refusal:
+                await self._send(refusal, message, {})
         except Exception:
             log.exception("%s: could not answer message %s", self.gateway.name, message.id)
         finally:
             self._slots.release()
+            try:
+                self.gateway.finished(message)
+            except Exception:
+                log.exception("%s: finishing message %s failed", self.gateway.name, message.id)
+
+
+class SenderRate:
+    """The message rate rule: at most `per_minute` messages from one sender in one
+    conversation in any 60 s (None: no limit). The first message over it is answered
+    with the rule, the next ones in that minute get no answer at all (a flood is not
+    echoed back)."""
+
+    WINDOW = 60.0
+
+    def __init__(self, per_minute: int | None, clock: Callable[[], float] = time.monotonic):
+        self.per_minute = per_minute
+        self.clock = clock
+        self._seen: dict[tuple[str, str], deque[float]] = {}
+        self._told: dict[tuple[str, str], float] = {}
+
+    def refusal(self, message: IncomingMessage) -> str | None:
+        """None when `message` may run a turn; else what to answer ("" for nothing)."""
+        if self.per_minute is None:
+            return None
+        source = message.source
+        conversation = source.conversation if isinstance(source, ChatSource) else source.kind
+        key = (conversation, message.sender.id)
+        now = self.clock()
+        times = self._seen.setdefault(key, deque())
+        while times and now - times[0] >= self.WINDOW:
+            times.popleft()
+        if len(self._seen) > 10_000:  # forget the senders quiet for a minute
+            for quiet in [k for k, t in self._seen.items() if not t or now - t[-1] >= self.WINDOW]:
+                if quiet != key:
+                    self._seen.pop(quiet, None)
+                    self._told.pop(quiet, None)
+        if len(times) < self.per_minute:
+            times.append(now)
+            return None
+        if now - self._told.get(key, -self.WINDOW) < self.WINDOW:
+            return ""
+        self._told[key] = now
+        return (
+            f"Slow down: at most {self.per_minute} message{'s' if self.per_minute != 1 else ''} "
+            "a minute here. "
+            "This one was not passed on; try again in a minute."
+        )
 
 
 def agent_for(runtime: Runtime, configured: str | None, gateway: str) -> Agent:

@@ -163,6 +163,7 @@ class TelegramGateway(ChatGateway):
 
     async def disconnect(self) -> None:
         await self.connection.stop()
+        await self._confirm_updates()
         for task in [*self._typing.values(), *self._tasks]:
             task.cancel()
         with contextlib.suppress(TelegramError, RuntimeError):
@@ -265,6 +266,15 @@ class TelegramGateway(ChatGateway):
             for update in updates:
                 self._offset = update.update_id + 1
                 await self._dispatch(update)
+
+    async def _confirm_updates(self) -> None:
+        """Tell Telegram the updates taken so far are done (a getUpdates with the next
+        offset confirms them); without it, the next start would be given them again."""
+        if self.settings.mode != "polling" or self._offset is None:
+            return
+        with contextlib.suppress(TelegramError, RuntimeError, TimeoutError):
+            async with asyncio.timeout(5):
+                await self.bot.get_updates(offset=self._offset, timeout=0, limit=1)
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """A Bot API call; a 429 waits what Telegram asks, up to three times."""
@@ -555,6 +565,10 @@ class TelegramGateway(ChatGateway):
                 await asyncio.sleep(TYPING_EVERY)
         finally:
             self._typing.pop(message_id, None)
+
+    def finished(self, message: IncomingMessage) -> None:
+        """The runner is done with `message` (answered, refused, or no reply at all)."""
+        self._stop_typing(message.id)
 
     def _stop_typing(self, message_id: str) -> None:
         task = self._typing.pop(message_id, None)
