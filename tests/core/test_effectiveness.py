@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from opencrab.core.agent import Agent
+from opencrab.config import Settings
+from opencrab.core.agent import Agent, AgentCreate, AgentStore
+from opencrab.core.effectiveness import TurnFacts, fold_turn, record_turn
 from opencrab.core.runtime import Runtime
+from opencrab.core.skills import SkillManager
 from opencrab.llm.types import ChatResponse
+from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
 
@@ -151,3 +158,47 @@ async def test_a_learned_skill_naming_no_action_is_scored_by_the_turns_it_was_in
     script(scripted, speak("Long answer."))
     await runtime.chat(agent, "switched off")  # not in context: not used
     assert skill().usage_count == 3
+
+
+def test_two_turns_ending_at_once_both_count(any_db: Database, settings: Settings) -> None:
+    """Two turns of one agent fold their scores at the same time (PostgreSQL: two
+    connections, READ COMMITTED): the second waits for the first's rows and folds its
+    score after it, so neither is lost."""
+    agent = AgentStore(any_db, settings).create(AgentCreate(name="pair"))
+    skills = SkillManager(any_db, agent.id)
+    skills.acquire(
+        name="writing", description="d", guidance="g", source="reflection", actions=["ws_write"]
+    )
+    ok, failed = TurnFacts(), TurnFacts()
+    ok.add("ws_write", success=True, metrics_id=None)
+    failed.add("ws_write", success=False, metrics_id=None)
+    second: dict[str, float] = {}
+    other = threading.Thread(target=lambda: second.update(record_turn(any_db, agent.id, failed)))
+    with any_db.write() as first:
+        assert fold_turn(first, agent.id, ok) == {"writing": 1.0}
+        if any_db.dialect == "postgresql":  # SQLite runs one write transaction at a time
+            other.start()
+            wait_for_lock(any_db)
+    if any_db.dialect == "postgresql":
+        other.join(timeout=60)
+    else:
+        other.run()
+    assert second == {"writing": 0.5}  # folded after the first: (1 + 0) / 2
+    assert skills.get("writing").effectiveness == pytest.approx(0.5)
+
+
+def wait_for_lock(db: Database) -> None:
+    """Until another connection waits for a row lock (the second turn's read)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with db.read() as conn:
+            waiting = conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            ).scalar_one()
+        if waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the second turn never waited for the first one's rows")

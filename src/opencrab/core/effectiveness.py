@@ -16,7 +16,9 @@ until one did). The engine folds each turn's score in when the turn ends (a rati
 in the turn counts at once): the skill row keeps its recent scores
 (`effectiveness_scores`, newest last), so a turn costs one small read of its own calls'
 ratings and one write (in the transaction of the step that ends the turn, when an
-action ends it), however long the agent's history is. A turn's score is fixed
+action ends it), however long the agent's history is. The read of the scores locks the
+agent's skill rows on PostgreSQL (FOR UPDATE), so two turns ending at once fold one
+after the other instead of one overwriting the other's score. A turn's score is fixed
 when it ends: rating an earlier turn's call later (evaluate_response with its
 `metrics_id`) does not change it.
 

@@ -399,7 +399,13 @@ _SKILL_SCORES = Prepared(
         skills.c.actions_json,
         # as stored: decoded by SkillScores for the skills a turn used only
         sa.type_coerce(skills.c.effectiveness_scores, sa.Text).label("effectiveness_scores"),
-    ).where(skills.c.agent_id == sa.bindparam("agent_id"))
+    )
+    .where(skills.c.agent_id == sa.bindparam("agent_id"))
+    .order_by(skills.c.id)  # locked in one order by every turn
+    # PostgreSQL: rows locked until the scores written from them commit, so two turns of
+    # one agent ending at once fold both scores (READ COMMITTED would lose one); SQLite's
+    # write transactions run one at a time already (it renders no FOR UPDATE)
+    .with_for_update()
 )
 _SET_SCORES = Prepared(
     skills.update()
