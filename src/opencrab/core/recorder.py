@@ -9,10 +9,8 @@ the transaction of the token_usage event naming it, so neither exists without th
 other. Calls no event names (a summary the turn did not use) are handed back to the
 router's metrics writer by the turn's budget gate (`unnamed_calls`, core/turn_budget.py).
 A reply's events may be *held* and written with its first store-only call's result, so
-the two become durable together. The recorder's own records are trusted: its events are
-built unvalidated (`model_construct`: their ids, times and texts are its own or were
-validated where they came in; token counts are still checked) and go straight to their
-rows (event_log.event_row, the one encoder), since the chain rules
+the two become durable together. The recorder's own records are trusted: its events go
+straight to their rows (event_log.event_row, the one encoder), since the chain rules
 EventLog checks for events from outside (parents, tool_call ids) hold by construction;
 its memory lines are plain `Line`s encoded to their rows here. Validation is for what
 comes in: model replies, tool arguments (the registry), API bodies.
@@ -275,12 +273,12 @@ class TurnRecorder:
         """The error that ends a turn: a message event `{"kind": "error"}` (with the usage
         of a reply it refuses: an empty reply's call still counts) and its system line."""
         event = self._chained(
-            MessageEvent.model_construct(
+            MessageEvent(
                 id=uuid4(),
                 trace_id=self.trace_uuid,
                 parent_id=self.last,
                 timestamp=now(),
-                content=MessagePayload.model_construct(text=text),
+                content=MessagePayload(text=text),
                 metadata={"kind": "error", "error": code},
             )
         )
@@ -330,12 +328,12 @@ class TurnRecorder:
         self, message: IncomingMessage
     ) -> tuple[list[AgentEvent], list[LogLine], list[Said]]:
         event = self._chained(
-            UserEvent.model_construct(
+            UserEvent(
                 id=uuid4(),
                 trace_id=self.trace_uuid,
                 parent_id=self.last,
                 timestamp=now(),
-                content=UserPayload.model_construct(text=message.content.text),
+                content=UserPayload(text=message.content.text),
                 metadata={"source": message.source.kind, "sender": message.sender.id},
             )
         )
@@ -362,26 +360,24 @@ class TurnRecorder:
         call_events: list[UUID] = []
         if reply.tool_calls and reply.text.strip():
             thought = self._chained(
-                ReasoningEvent.model_construct(
+                ReasoningEvent(
                     id=uuid4(),
                     trace_id=self.trace_uuid,
                     parent_id=self.last,
                     timestamp=now(),
-                    content=ReasoningPayload.model_construct(text=reply.text),
+                    content=ReasoningPayload(text=reply.text),
                 )
             )
             batch.append(thought)
             logs.append(self.log("inner_voice", reply.text, thought.id))
         for index, call in enumerate(reply.tool_calls):
             event = self._chained(
-                ToolCallEvent.model_construct(
+                ToolCallEvent(
                     id=uuid4(),
                     trace_id=self.trace_uuid,
                     parent_id=self.last,
                     timestamp=now(),
-                    content=ToolCallPayload.model_construct(
-                        name=call.name, arguments=jsonable_arguments(call)
-                    ),
+                    content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
                     metadata={"call_id": call.id},
                 )
             )
@@ -400,12 +396,12 @@ class TurnRecorder:
         if interrupted:
             meta["interrupted"] = True
         event = self._chained(
-            MessageEvent.model_construct(
+            MessageEvent(
                 id=uuid4(),
                 trace_id=self.trace_uuid,
                 parent_id=self.last,
                 timestamp=now(),
-                content=MessagePayload.model_construct(text=text),
+                content=MessagePayload(text=text),
                 metadata=meta or None,
             )
         )
@@ -428,12 +424,12 @@ class TurnRecorder:
         self, call: ToolCall, call_event_id: UUID, output: str, *, is_error: bool
     ) -> ToolResultEvent:
         return self._chained(
-            ToolResultEvent.model_construct(
+            ToolResultEvent(
                 id=uuid4(),
                 trace_id=self.trace_uuid,
                 parent_id=self.last,
                 timestamp=now(),
-                content=ToolResultPayload.model_construct(
+                content=ToolResultPayload(
                     output=output, tool_call_id=call_event_id, is_error=is_error
                 ),
                 metadata={"call_id": call.id, "name": call.name},
@@ -593,7 +589,7 @@ def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> To
             cache_read_input_tokens=usage.cache_read_tokens or None,
             reasoning_output_tokens=usage.reasoning_tokens or None,
         )
-    return TokenUsageEvent.model_construct(
+    return TokenUsageEvent(
         id=uuid4(),
         trace_id=parent.trace_id,
         parent_id=parent.id,
