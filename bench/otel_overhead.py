@@ -14,7 +14,10 @@ Prints, for each side: the p50 of the turns' own times (the latency a caller see
 block time per turn (everything, the export's threads included), wall and CPU of this
 process; then the ratios on/off with the overhead in percent (target: under 5% of the
 per-turn time), and how many spans the receiver decoded (5 per exported turn:
-invoke_agent, two chat, two execute_tool).
+invoke_agent, two chat, two execute_tool). On a busy machine the block figures move by
+more than the export costs, so the export's own threads are also timed alone (their
+thread CPU time: building the spans and metrics, encoding and sending them) and shown
+per exported turn against the off side's CPU per turn.
 
     python bench/otel_overhead.py [--blocks N]
 """
@@ -88,6 +91,34 @@ def hook(runtime: Runtime, telemetry: Telemetry, on: bool) -> None:
         observers.remove(telemetry.spans)
 
 
+class ThreadCpu:
+    """The CPU time the export's own threads spend (time.thread_time around their work)."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.build = 0.0
+        self.send = 0.0
+        spans = telemetry.spans
+        drain = spans._drain  # the builder thread's (and flush's) work
+        assert telemetry.sdk.processor is not None
+        batch = telemetry.sdk.processor._batch_processor  # the SDK's worker
+        export = batch._exporter.export
+
+        def timed_drain() -> None:
+            start = time.thread_time()
+            drain()
+            self.build += time.thread_time() - start
+
+        def timed_export(batch_spans: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return export(batch_spans)
+            finally:
+                self.send += time.thread_time() - start
+
+        spans._drain = timed_drain  # type: ignore[method-assign]
+        batch._exporter.export = timed_export  # type: ignore[method-assign]
+
+
 @dataclass
 class Side:
     """One side's turns: their own times, and their blocks' wall and CPU time."""
@@ -134,6 +165,7 @@ async def main(blocks: int) -> None:
             for exporting in (True, False):  # warm up both ways
                 hook(runtime, telemetry, exporting)
                 await Side().block(runtime, provider, telemetry if exporting else None)
+            threads = ThreadCpu(telemetry)
             for n in range(blocks):
                 for exporting in (True, False) if n % 2 == 0 else (False, True):
                     hook(runtime, telemetry, exporting)
@@ -160,6 +192,15 @@ async def main(blocks: int) -> None:
     ):
         ratio = ours / base
         print(f"ratio on/off {what}: {ratio:.3f} (overhead {100 * (ratio - 1):+.1f}%)")
+    base_cpu = off.cpu / count
+    for what, spent in (("building", threads.build), ("encoding and sending", threads.send)):
+        per_turn = spent / count
+        print(
+            f"export threads, {what}: {per_turn * 1e6:.0f} µs CPU per exported turn "
+            f"({100 * per_turn / base_cpu:.1f}% of the off side's CPU per turn)"
+        )
+    both = (threads.build + threads.send) / count
+    print(f"export threads in all: {100 * both / base_cpu:.1f}% of the off side's CPU per turn")
     print(f"target: overhead < {100 * TARGET_OVERHEAD:.0f}% of the per-turn time")
     exported = (blocks + 1) * BLOCK  # the on-blocks and the warm-up's
     print(f"spans received: {spans} (expected {SPANS_PER_TURN * exported})")
