@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import cProfile
 import os
 import pstats
@@ -40,6 +39,7 @@ from sqlalchemy import event
 from tests.fakes.postgres import ENV_URL, postgres_server
 from tests.fakes.scripted_provider import ScriptedProvider
 
+from opencrab import offload
 from opencrab.core.agent import Agent
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import ensure_chat_session
@@ -118,18 +118,6 @@ def statements_sent(db: Database) -> Iterator[list[str]]:
             setattr(cls, name, original)
 
 
-class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
-    """Runs submitted work at once on the caller's thread (for one profile of it all)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to the awaiting caller, as a thread would
-            future.set_exception(exc)
-        return future
-
-
 async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
     with database(kind) as db:
         async with runtime_on(db) as (runtime, provider):
@@ -154,12 +142,12 @@ async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
                 print(f"  an empty write transaction: {empty_write_us(db):.0f} µs CPU")
                 print(f"  a hop to a worker thread and back: {await hop_us():.0f} µs CPU")
             if profile:
-                asyncio.get_running_loop().set_default_executor(InlineExecutor())
                 profiler = cProfile.Profile(time.process_time)
-                profiler.enable()
-                for session in sessions[:profile]:
-                    await one_turn(runtime, provider, agent, session)
-                profiler.disable()
+                with offload.inline():  # the database work on this thread, in the profile
+                    profiler.enable()
+                    for session in sessions[:profile]:
+                        await one_turn(runtime, provider, agent, session)
+                    profiler.disable()
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
 
 
@@ -173,11 +161,11 @@ def empty_write_us(db: Database, rounds: int = 2000) -> float:
 
 
 async def hop_us(rounds: int = 2000) -> float:
-    """CPU microseconds of a no-op run in the default executor and awaited."""
-    loop = asyncio.get_running_loop()
+    """CPU microseconds of a no-op handed to a worker thread and awaited (run_blocking,
+    as the turn hands its database work over)."""
     start = time.process_time()
     for _ in range(rounds):
-        await loop.run_in_executor(None, lambda: None)
+        await offload.run_blocking(lambda: None)
     return (time.process_time() - start) / rounds * 1e6
 
 
