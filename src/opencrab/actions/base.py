@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
+from opencrab.actions.argcheck import QuickCheck, quick_check
 from opencrab.core.llm_config import agent_model, session_overrides
 from opencrab.errors import OpenCrabError
 from opencrab.llm.types import ToolDefinition
@@ -423,6 +424,8 @@ class ActionRegistry:
             raise ActionCallError(
                 f"{self._refusal(name, entry)}; the actions you can call are: {offered}"
             )
+        if entry.quick is not None and entry.quick(arguments):
+            return entry.action  # certainly valid (argcheck.py); else jsonschema decides
         errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             raise ActionCallError(
@@ -482,12 +485,14 @@ class _Entry:
     action: Action
     validator: jsonschema.protocols.Validator
     definition: ToolDefinition  # under the name the model sees; shared, do not mutate
+    quick: QuickCheck | None = None  # a quick yes for plainly valid arguments
 
 
 def _entry(action: Action, definition: ToolDefinition) -> _Entry:
     validator_cls = jsonschema.validators.validator_for(definition.parameters)
     validator_cls.check_schema(definition.parameters)
-    return _Entry(action, validator_cls(definition.parameters), definition)
+    validator = validator_cls(definition.parameters)
+    return _Entry(action, validator, definition, quick_check(definition.parameters))
 
 
 def nested_too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
