@@ -92,6 +92,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -661,7 +662,17 @@ class A2aEndpoint:
     ) -> Callable[[Request], Awaitable[Response]]:
         async def checked(request: Request) -> Response:
             refused = self._refusal(request, jsonrpc=jsonrpc)
-            return refused if refused is not None else await endpoint(request)
+            if refused is not None:
+                return refused
+            try:  # read here (Starlette keeps it for the SDK): the app's body limit
+                await request.body()
+            except HTTPException as error:  # over the limit: 413 naming it, either binding
+                if jsonrpc:
+                    problem = {"code": -32600, "message": str(error.detail)}
+                    body = {"jsonrpc": "2.0", "id": None, "error": problem}
+                    return JSONResponse(body, status_code=error.status_code)
+                return _http_error(error.status_code, "INVALID_ARGUMENT", str(error.detail))
+            return await endpoint(request)
 
         return checked
 

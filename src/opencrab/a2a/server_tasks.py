@@ -235,7 +235,8 @@ def cancel_task(runtime: Runtime, row: A2aTaskRow, who: str) -> None:
     with runtime.db.write() as conn:
         ticket = tickets_repo.lock_ticket(conn, row.ticket_id)
         if ticket.status in ("completed", "failed"):
-            raise TicketStateError(f"task {row.ticket_id} is already {ticket.status}")
+            ended = "canceled" if row.canceled_by is not None else ticket.status
+            raise TicketStateError(f"task {row.ticket_id} is already {ended}")
         if ticket.status == "pending":
             service.move_in(conn, row.ticket_id, "start")
         service.move_in(conn, row.ticket_id, "fail", reason)

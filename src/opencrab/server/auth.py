@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from opencrab.a2a.server_paths import PREFIX as A2A_PREFIX
 from opencrab.a2a.server_paths import is_card_path
 from opencrab.auth import LOGIN_PREFIX, ApiToken, TokenStore
 from opencrab.server.docs import DOC_PATHS
@@ -221,9 +222,13 @@ class DashboardPaths:
         self.open_paths = open_paths
 
     def is_page(self, path: str) -> bool:
-        """Not the API, `/v1`, `/mcp`, the OpenAPI document or the docs: a dashboard page."""
+        """Not the API, `/v1`, `/mcp`, `/a2a`, the OpenAPI document or the docs: a
+        dashboard page."""
         return (
-            not (path in ("/api", "/v1", "/mcp") or path.startswith(("/api/", "/v1/", "/static/")))
+            not (
+                path in ("/api", "/v1", "/mcp", A2A_PREFIX)
+                or path.startswith(("/api/", "/v1/", "/static/", f"{A2A_PREFIX}/"))
+            )
             and path not in OPEN_PATHS
         )
 
