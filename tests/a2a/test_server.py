@@ -9,8 +9,10 @@ tokens and scopes, a hostile Host, an unknown agent, a budget's refusal."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,6 +45,7 @@ from opencrab.config import Settings, load_settings
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
 from opencrab.store import Database
+from tests.conftest import PROVIDER_KEYS
 from tests.core.conftest import calls
 from tests.fakes.ports import free_port
 from tests.fakes.scripted_provider import ScriptedProvider, reply
@@ -100,17 +103,21 @@ class Served:
             yield await create_client(card, client_config=config)
 
 
-@pytest.fixture
-def scripted() -> ScriptedProvider:
-    return ScriptedProvider("openai")  # each test queues its replies, the last one repeating
+FAST = {
+    "OPENCRAB_TICKETS__POLL_SECS": "0.05",  # the ticket scheduler looks every 50 ms
+    "OPENCRAB_A2A__POLL_SECS": "0.05",  # and so do the A2A followers
+    "OPENCRAB_AGENT__MEMORY_EMBEDDING": "false",
+}
 
 
-@pytest.fixture
-def fast(data_dir: Any, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Settings whose ticket scheduler and A2A followers look every 50 ms."""
-    monkeypatch.setenv("OPENCRAB_TICKETS__POLL_SECS", "0.05")
-    monkeypatch.setenv("OPENCRAB_A2A__POLL_SECS", "0.05")
-    monkeypatch.setenv("OPENCRAB_A2A__TICKET_WAIT_SECS", "60")
+def fast_settings(home: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings of their own data directory (as tests/conftest.py's data_dir), fast."""
+    for name in list(os.environ):
+        if name.startswith(("OPENCRAB_", "OTEL_")) or name in PROVIDER_KEYS:
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("OPENCRAB_HOME", str(home))
+    for name, value in FAST.items():
+        monkeypatch.setenv(name, value)
     return load_settings()
 
 
@@ -122,8 +129,44 @@ def served_over(settings: Settings, url: str, scripted: ScriptedProvider, **kw: 
     return served
 
 
+@pytest.fixture(scope="module")
+def shared_script() -> ScriptedProvider:
+    return ScriptedProvider("openai")
+
+
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, shared_script: ScriptedProvider
+) -> Iterator[Served]:
+    """One served app for the tests that leave each other alone (each its own context)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        settings = fast_settings(tmp_path_factory.mktemp("a2a") / "data", monkeypatch)
+        served = served_over(settings, settings.database_url, shared_script)
+    yield served
+    served.stop()
+
+
 @pytest.fixture
-def served(fast: Settings, scripted: ScriptedProvider) -> Iterator[Served]:
+def scripted(shared_script: ScriptedProvider) -> ScriptedProvider:
+    """The model's script, empty: each test queues its replies, the last one repeating."""
+    shared_script.outcomes.clear()
+    shared_script.requests.clear()
+    return shared_script
+
+
+@pytest.fixture
+def served(shared: Served, scripted: ScriptedProvider) -> Served:
+    return shared
+
+
+@pytest.fixture
+def fast(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return fast_settings(data_dir, monkeypatch)
+
+
+@pytest.fixture
+def own(fast: Settings, scripted: ScriptedProvider) -> Iterator[Served]:
+    """An app of the test's own (restarted by it)."""
     served = served_over(fast, fast.database_url, scripted)
     yield served
     served.stop()
@@ -250,10 +293,13 @@ async def test_a_budget_refusal_is_a_failed_task_naming_it(
     served: Served, scripted: ScriptedProvider
 ) -> None:
     with httpx.Client() as http:
-        changed = http.put(f"{served.url}/api/agents/aki/llm/config", json={"dailyBudgetUsd": 0})
-        assert changed.status_code == 200, changed.text
+        made = http.post(
+            f"{served.url}/api/agents",
+            json={"name": "bu", "prompt": "Spend.", "llm": {"dailyBudgetUsd": 0}},
+        )
+        assert made.status_code == 201, made.text
     scripted.then(reply("Never said."))
-    async with served.client() as client:
+    async with served.client("bu") as client:
         (refused,) = await send(client, say("one"))
     assert refused.task.status.state == FAILED
     assert "budget_exceeded" in text_of(refused.task.status.message)
@@ -292,7 +338,7 @@ async def test_a_ticket_task_streams_its_steps_asks_and_is_answered(
 async def test_tasks_cancel_cancels_the_ticket(served: Served, scripted: ScriptedProvider) -> None:
     ask_and_finish(scripted)
     async with served.client() as client:
-        (asked,) = await send(client, say("Review PR 8", ticket=True))
+        (asked,) = await send(client, say("Review PR 8", ticket=True, context_id="pr-8"))
         assert asked.task.status.state == WAITING
         canceled = await client.cancel_task(CancelTaskRequest(id=asked.task.id))
         assert canceled.status.state == CANCELED
@@ -300,7 +346,7 @@ async def test_tasks_cancel_cancels_the_ticket(served: Served, scripted: Scripte
         assert (await client.get_task(GetTaskRequest(id=asked.task.id))).status.state == CANCELED
         with pytest.raises(TaskNotCancelableError, match="is already canceled"):
             await client.cancel_task(CancelTaskRequest(id=asked.task.id))
-        listed = await client.list_tasks(ListTasksRequest())
+        listed = await client.list_tasks(ListTasksRequest(context_id="pr-8"))
     assert [(t.id, t.status.state) for t in listed.tasks] == [(asked.task.id, CANCELED)]
     with httpx.Client() as http:  # the ticket itself failed, with the reason
         ticket = http.get(f"{served.url}/api/tickets/{asked.task.id}").json()
@@ -308,12 +354,12 @@ async def test_tasks_cancel_cancels_the_ticket(served: Served, scripted: Scripte
     assert ticket["errorMessage"].startswith("canceled over A2A")
 
 
-async def test_a_task_survives_a_restart(served: Served, scripted: ScriptedProvider) -> None:
+async def test_a_task_survives_a_restart(own: Served, scripted: ScriptedProvider) -> None:
     ask_and_finish(scripted, "Which tag?")
-    async with served.client() as client:
+    async with own.client() as client:
         (asked,) = await send(client, say("Release notes", ticket=True, context_id="rel"))
-    served.restart()
-    async with served.client() as client:
+    own.restart()
+    async with own.client() as client:
         again = await client.get_task(GetTaskRequest(id=asked.task.id))
         assert (again.status.state, again.context_id) == (WAITING, "rel")
         assert text_of(again.status.message) == "Which tag?"
