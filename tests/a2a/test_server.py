@@ -347,7 +347,11 @@ async def test_tasks_cancel_cancels_the_ticket(served: Served, scripted: Scripte
         with pytest.raises(TaskNotCancelableError, match="is already canceled"):
             await client.cancel_task(CancelTaskRequest(id=asked.task.id))
         listed = await client.list_tasks(ListTasksRequest(context_id="pr-8"))
+        as_canceled = await client.list_tasks(ListTasksRequest(status=CANCELED))
+        as_failed = await client.list_tasks(ListTasksRequest(status=FAILED, context_id="pr-8"))
     assert [(t.id, t.status.state) for t in listed.tasks] == [(asked.task.id, CANCELED)]
+    assert [t.id for t in as_canceled.tasks] == [asked.task.id]
+    assert list(as_failed.tasks) == []
     with httpx.Client() as http:  # the ticket itself failed, with the reason
         ticket = http.get(f"{served.url}/api/tickets/{asked.task.id}").json()
     assert ticket["status"] == "failed"

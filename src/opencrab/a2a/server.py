@@ -44,6 +44,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -121,6 +122,15 @@ CONTEXT_NAMESPACE = uuid.UUID("6f1d2c57-3a0e-4f7e-9a55-a2a0c0ffee36")
 """Derives a session id from a contextId that is no UUID (uuid5 of agent id and it)."""
 TEXT = "text/plain"
 PAGE_SIZE = 50
+LISTED_STATES: dict[int, tuple[str, bool | None]] = {
+    TaskState.TASK_STATE_SUBMITTED: ("pending", None),
+    TaskState.TASK_STATE_WORKING: ("running", None),
+    TaskState.TASK_STATE_INPUT_REQUIRED: ("suspended", None),
+    TaskState.TASK_STATE_COMPLETED: ("completed", None),
+    TaskState.TASK_STATE_FAILED: ("failed", False),
+    TaskState.TASK_STATE_CANCELED: ("failed", True),
+}
+"""tasks/list's status filter as the ticket's status (and whether it was canceled)."""
 
 
 def wants_ticket(request: SendMessageRequest) -> bool:
@@ -450,12 +460,33 @@ class OpenCrabRequestHandler(RequestHandler):
         if offset < 0:
             raise InvalidParamsError(message="pageToken is not one this server gave")
         history = params.history_length if params.HasField("history_length") else 0
-        found = await run_blocking(
-            self._list, agent, params.context_id or None, size, offset, history
+        ticket_status, canceled = LISTED_STATES.get(params.status, (None, None))
+        if params.status and ticket_status is None:
+            raise InvalidParamsError(
+                message=f"no task of this server is ever {TaskState.Name(params.status)}"
+            )
+        after = (
+            params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            if params.HasField("status_timestamp_after")
+            else None
         )
-        listed, total = found
-        if params.status:
-            listed = [t for t in listed if t.status.state == params.status]
+
+        def read() -> tuple[list[Task], int]:
+            with self.runtime.db.read() as conn:
+                rows, total = repo.tasks(
+                    conn,
+                    agent.id,
+                    context_id=params.context_id or None,
+                    ticket_status=ticket_status,
+                    canceled=canceled,
+                    updated_after=after,
+                    limit=size,
+                    offset=offset,
+                )
+            found = [tasks.read_task(self.runtime, r, history=history).task for r in rows]
+            return found, total
+
+        listed, total = await run_blocking(read)
         if not params.include_artifacts:
             for task in listed:
                 del task.artifacts[:]
@@ -463,15 +494,6 @@ class OpenCrabRequestHandler(RequestHandler):
         if offset + size < total:
             response.next_page_token = str(offset + size)
         return response
-
-    def _list(
-        self, agent: Agent, context_id: str | None, size: int, offset: int, history: int
-    ) -> tuple[list[Task], int]:
-        with self.runtime.db.read() as conn:
-            rows, total = repo.tasks(
-                conn, agent.id, context_id=context_id, limit=size, offset=offset
-            )
-        return [tasks.read_task(self.runtime, row, history=history).task for row in rows], total
 
     @validate_request_params
     @_a2a_errors

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.tables import a2a_tasks as table
+from opencrab.store.tables import tickets
 
 
 @dataclass(frozen=True)
@@ -64,21 +65,35 @@ def tasks(
     agent_id: str,
     *,
     context_id: str | None = None,
+    ticket_status: str | None = None,
+    canceled: bool | None = None,
+    updated_after: datetime | None = None,
     limit: int = 50,
     offset: int = 0,
 ) -> tuple[list[A2aTaskRow], int]:
-    """The agent's tasks, newest first (`context_id` narrows them), and how many in all."""
+    """The agent's tasks, newest first, and how many match in all: `context_id`, the
+    ticket's status, whether it was canceled and its last change after `updated_after`
+    narrow them."""
     where = [table.c.agent_id == agent_id]
     if context_id is not None:
         where.append(table.c.context_id == context_id)
+    if ticket_status is not None:
+        where.append(tickets.c.status == ticket_status)
+    if canceled is not None:
+        by = table.c.canceled_by
+        where.append(by.is_not(None) if canceled else by.is_(None))
+    if updated_after is not None:
+        where.append(tickets.c.updated_at > updated_after)
+    joined = table.join(tickets, tickets.c.id == table.c.ticket_id)
     rows = conn.execute(
         sa.select(table)
+        .select_from(joined)
         .where(*where)
         .order_by(table.c.created_at.desc(), table.c.ticket_id)
         .limit(limit)
         .offset(offset)
     ).all()
-    total = conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one()
+    total = conn.execute(sa.select(sa.func.count()).select_from(joined).where(*where)).scalar_one()
     return [_row(r) for r in rows], int(total)
 
 
