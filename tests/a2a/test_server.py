@@ -29,6 +29,7 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import (
@@ -94,12 +95,19 @@ class Served:
 
     @contextlib.asynccontextmanager
     async def client(
-        self, agent: str = "aki", *, streaming: bool = False, token: str | None = None
+        self,
+        agent: str = "aki",
+        *,
+        streaming: bool = False,
+        token: str | None = None,
+        binding: str = "JSONRPC",
     ) -> AsyncIterator[Client]:
-        """The official SDK's client of `agent`, from its card."""
+        """The official SDK's client of `agent`, from its card, over `binding`."""
         async with httpx.AsyncClient(headers=self.headers(token), timeout=60) as http:
             card = await A2ACardResolver(http, f"{self.url}/a2a/{agent}").get_agent_card()
-            config = ClientConfig(streaming=streaming, httpx_client=http)
+            config = ClientConfig(
+                streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+            )
             yield await create_client(card, client_config=config)
 
 
@@ -269,6 +277,17 @@ async def test_a_message_gets_the_agents_reply_in_its_context(
     assert [m["content"] for m in session["messages"]][-1] == "You said hi before."
 
 
+async def test_the_http_json_binding_answers_too(
+    served: Served, scripted: ScriptedProvider
+) -> None:
+    scripted.then(reply("Over HTTP+JSON."))
+    async with served.client(binding="HTTP+JSON") as client:
+        (answer,) = await send(client, say("hi", context_id="rest-ctx"))
+        with pytest.raises(TaskNotFoundError, match="agent aki has no task"):
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+    assert (text_of(answer.message), answer.message.context_id) == ("Over HTTP+JSON.", "rest-ctx")
+
+
 async def test_a_stream_gives_status_updates_then_the_reply_in_order(
     served: Served, scripted: ScriptedProvider
 ) -> None:
@@ -321,6 +340,9 @@ async def test_a_ticket_task_streams_its_steps_asks_and_is_answered(
     assert all(u.task_id == task.id for u in updates)
     assert updates[-1].status.state == WAITING
     assert text_of(updates[-1].status.message) == "Which branch?"
+    async with served.client(streaming=True, binding="HTTP+JSON") as client:
+        (again,) = [e async for e in client.subscribe(SubscribeToTaskRequest(id=task.id))]
+    assert (again.task.id, again.task.status.state) == (task.id, WAITING)  # it waits: done
     async with served.client() as client:
         got = await client.get_task(GetTaskRequest(id=task.id))
         steps = MessageToDict(got.metadata)["opencrab"]["steps"]
