@@ -473,10 +473,9 @@ async def test_an_oversized_message_is_refused_by_the_message_rules(served: Serv
     assert rpc.json()["error"]["code"] == -32600  # JSON-RPC's invalid request
 
 
-async def test_on_postgresql_too(
-    fast: Settings, any_db: Database, scripted: ScriptedProvider
-) -> None:
-    served = served_over(fast, any_db.url.render_as_string(hide_password=False), scripted)
+async def test_on_postgresql_too(fast: Settings, pg_url: str, scripted: ScriptedProvider) -> None:
+    """The rest runs on SQLite; a reply and a ticket task answered, on PostgreSQL."""
+    served = served_over(fast, pg_url, scripted)
     try:
         scripted.then(reply("Hello."))
         async with served.client() as client:
