@@ -33,6 +33,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
     InvalidParamsError,
     InvalidRequestError,
     TaskNotCancelableError,
@@ -460,6 +461,10 @@ async def test_an_oversized_message_is_refused_by_the_message_rules(served: Serv
     async with served.client() as client:
         with pytest.raises(InvalidParamsError, match="200,000 characters; the limit is 100,000"):
             await send(client, say("x" * 200_000))
+        picture = say("look")
+        picture.message.parts.append(Part(url="https://example.org/crab.png"))
+        with pytest.raises(ContentTypeNotSupportedError, match="part 1 is url"):
+            await send(client, picture)
     limit = served.settings.gateway.rest.max_body_kb * 1024
     body = b'{"jsonrpc": "2.0", "id": 1, "params": {"x": "' + b"x" * limit + b'"}}'
     with httpx.Client() as http:  # a body over the REST API's limit is cut off unread

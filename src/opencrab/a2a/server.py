@@ -148,19 +148,21 @@ def _opencrab_meta(request: SendMessageRequest) -> dict[str, Any]:
 
 
 def message_text(message: Message) -> str:
-    """The message's text (its text parts, then its data parts as JSON), checked by the
-    message rules (ContentTypeNotSupportedError when it has neither)."""
+    """The message's text (its text parts and its data parts as JSON, in order), checked
+    by the message rules (ContentTypeNotSupportedError naming a file or URL part)."""
     texts: list[str] = []
-    for part in message.parts:
+    for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
             texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False))
+        else:
+            raise ContentTypeNotSupportedError(
+                message=f"this agent reads text and data parts; part {index} is {kind or 'empty'}"
+            )
     if not texts:
-        raise ContentTypeNotSupportedError(
-            message="this agent reads text and data parts; the message has neither"
-        )
+        raise ContentTypeNotSupportedError(message="the message has no parts")
     try:
         return check_message("\n".join(texts))
     except ValidationError as error:
@@ -195,7 +197,6 @@ class A2aCallContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["agent_ref"] = request.path_params.get("agent", "")
         context.state["api_token"] = request.scope.get("state", {}).get("api_token")
-        context.state["base_url"] = str(request.base_url).rstrip("/")
         return context
 
 
