@@ -9,6 +9,7 @@ tokens and scopes, a hostile Host, an unknown agent, a budget's refusal."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -339,6 +340,8 @@ async def test_a_ticket_task_streams_its_steps_asks_and_is_answered(
     updates = [e.status_update for e in events[1:]]
     assert updates, "the ticket's progress arrives as status updates"
     assert all(u.task_id == task.id for u in updates)
+    seen = [(u.status.state, text_of(u.status.message)) for u in updates]
+    assert all(a != b for a, b in itertools.pairwise(seen)), seen  # only changes are sent
     assert updates[-1].status.state == WAITING
     assert text_of(updates[-1].status.message) == "Which branch?"
     async with served.client(streaming=True, binding="HTTP+JSON") as client:

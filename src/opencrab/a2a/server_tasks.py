@@ -26,7 +26,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-from uuid import uuid4
+from uuid import NAMESPACE_URL, uuid4, uuid5
 
 from a2a.types import (
     Artifact,
@@ -138,9 +138,16 @@ def read_task(runtime: Runtime, row: A2aTaskRow, *, history: int | None = None) 
     last_word = next((m.content for m in reversed(said) if m.role == "assistant"), None)
     status = TaskStatus(state=state, timestamp=_timestamp(ticket))
     note = _status_text(ticket, state, last_word)
-    if note:
+    if note:  # the same status reads as the same message (its id too)
+        status_id = uuid5(NAMESPACE_URL, f"opencrab:{row.ticket_id}:{state}:{note}")
         status.message.CopyFrom(
-            text_message(note, Role.ROLE_AGENT, context_id=row.context_id, task_id=row.ticket_id)
+            text_message(
+                note,
+                Role.ROLE_AGENT,
+                context_id=row.context_id,
+                task_id=row.ticket_id,
+                message_id=str(status_id),
+            )
         )
     messages = [
         text_message(
@@ -246,22 +253,17 @@ def cancel_task(runtime: Runtime, row: A2aTaskRow, who: str) -> None:
 def _signature(found: TicketTask) -> tuple[Any, ...]:
     """What a follower compares to tell that a task changed."""
     status = found.task.status
-    return (
-        status.state,
-        status.message.SerializeToString(deterministic=True),
-        len(found.task.history),
-    )
+    said = "".join(part.text for part in status.message.parts)
+    return (status.state, said, len(found.task.history))
 
 
 async def follow(
-    runtime: Runtime, row: A2aTaskRow, *, poll_secs: float, first: bool = True
+    runtime: Runtime, row: A2aTaskRow, *, poll_secs: float
 ) -> AsyncIterator[Task | TaskStatusUpdateEvent]:
-    """The task (when `first`), then a status update each time it changes (looked at
-    every `poll_secs`), until it waits for the caller or is over (the last update is
-    marked final when it is over)."""
+    """The task, then a status update each time it changes (looked at
+    every `poll_secs`), until it waits for the caller or is over: the stream ends there."""
     found = await run_blocking(read_task, runtime, row)
-    if first:
-        yield found.task
+    yield found.task
     seen = _signature(found)
     while found.task.status.state not in SETTLED:
         await asyncio.sleep(poll_secs)
