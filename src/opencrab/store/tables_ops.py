@@ -16,6 +16,7 @@ __all__ = [
     "SCHEDULE_RUN_STATUSES",
     "SCHEDULE_RUN_TRIGGERS",
     "TOKEN_SCOPES",
+    "a2a_tasks",
     "api_tokens",
     "budget_alerts",
     "budget_caps",
@@ -293,4 +294,18 @@ chat_agents = sa.Table(
     _agent_fk(),
     sa.Column("set_by", sa.String(200), nullable=False, server_default=""),
     _updated(),
+)
+
+# revision 0036: A2A tasks backed by tickets (issue 36)
+a2a_tasks = sa.Table(
+    "a2a_tasks",
+    metadata,
+    # an A2A task backed by a ticket (opencrab.a2a.server_tasks): the task's id is the
+    # ticket's; its state is read from the ticket. Kept here: the caller's contextId and,
+    # once canceled over A2A, who canceled it (the ticket itself is then `failed`)
+    sa.Column("ticket_id", Uuid, sa.ForeignKey("tickets.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("agent_id", Uuid, sa.ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("context_id", sa.String(200), nullable=False, index=True),
+    sa.Column("canceled_by", sa.String(200)),
+    _created(),
 )

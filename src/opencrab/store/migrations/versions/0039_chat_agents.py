@@ -17,7 +17,7 @@ from alembic import op
 import opencrab.store.types
 
 revision = "0039"
-down_revision = "0035"
+down_revision = "0036"
 branch_labels = None
 depends_on = None
 
