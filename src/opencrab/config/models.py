@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticError
 
+from opencrab.config.a2a import A2aSection
 from opencrab.config.gateways import gateway_models, unknown_gateway
 from opencrab.config.mcp import McpSection
 from opencrab.config.origins import KeyPath, origin_of
@@ -422,6 +423,7 @@ class Settings(Section):
     agent_mode: AgentModeSection = Field(default_factory=AgentModeSection)
     mcp: McpSection = Field(default_factory=McpSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
+    a2a: A2aSection = Field(default_factory=A2aSection)
     _origins: dict[KeyPath, str] = PrivateAttr(default_factory=dict)
     _memo: dict[Any, Any] = PrivateAttr(default_factory=dict)
     _keys_needed: dict[str, str] = PrivateAttr(default_factory=dict)
