@@ -55,6 +55,7 @@ LAYERS: dict[str, int] = {
     "agentmode": MIDDLE,
     "importers": MIDDLE,
     "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one
+    "a2a": MIDDLE,  # protocols: A2A agents served, remote A2A agents as tool sources
     "telemetry": MIDDLE,  # protocols: OpenTelemetry export of turns, calls and work
     "inbox": MIDDLE,  # notifications of what waits for a person
     "core": CORE,

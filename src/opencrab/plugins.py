@@ -67,6 +67,7 @@ DEFAULT_PLUGINS = (
     "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",
     "opencrab.mcp.client",
+    "opencrab.a2a.client",
 )
 """Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
 
