@@ -17,6 +17,7 @@ import pytest
 
 from opencrab.a2a.client_source import A2aRemoteSource
 from opencrab.actions.base import ToolSource
+from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config import Settings, load_settings
 from opencrab.config.a2a import A2aSection
 from opencrab.config.a2a_remotes import A2aRemoteConfig
@@ -45,16 +46,32 @@ def port() -> int:
     return free_port()
 
 
-@pytest.fixture
-def remote(port: int) -> RemoteAgent:
-    return RemoteAgent(port)
-
-
-@pytest.fixture
-def served(remote: RemoteAgent) -> Iterator[RemoteAgent]:
+@pytest.fixture(scope="module")
+def shared() -> Iterator[RemoteAgent]:
+    """One remote agent served for the module's tests."""
+    remote = RemoteAgent(free_port())
     with serve_in_thread(remote.app(), remote.port):
-        yield remote
-    remote.release.set()  # a slow task still waiting ends with the server
+        try:
+            yield remote
+        finally:
+            remote.release.set()  # a slow or hanging task still waiting ends now
+
+
+@pytest.fixture
+def remote(shared: RemoteAgent) -> Iterator[RemoteAgent]:
+    """The served remote agent, as each test begins: its card's first interface JSON-RPC,
+    its description the first, its slow tasks held, no authorization seen."""
+    shared.binding = "JSONRPC"
+    shared.card_description = RemoteAgent.DESCRIPTION
+    shared.release.clear()
+    shared.authorizations.clear()
+    yield shared
+    shared.release.set()
+
+
+@pytest.fixture
+def served(remote: RemoteAgent) -> RemoteAgent:
+    return remote
 
 
 @pytest.fixture
@@ -260,8 +277,9 @@ async def test_an_unknown_task_is_a_clear_failure(
 
 
 async def test_the_card_is_read_again_and_its_new_description_offered(
-    remote: RemoteAgent, port: int, settings: Settings, db: Database, scripted: ScriptedProvider
+    port: int, settings: Settings, db: Database, scripted: ScriptedProvider
 ) -> None:
+    remote = RemoteAgent(port)  # its own: its card changes
     settings.a2a.remotes["echo"] = A2aRemoteConfig(
         url=remote.url, allow_private=True, refresh_secs=0.05
     )
@@ -327,11 +345,12 @@ async def test_a_hanging_remote_is_cut_by_the_turns_deadline(
 
 
 async def test_a_remote_that_went_down_is_a_clear_tool_error(
-    remote: RemoteAgent,
-    port: int,
-    runtime: Runtime,
-    scripted: ScriptedProvider,
+    port: int, runtime: Runtime, scripted: ScriptedProvider
 ) -> None:
+    remote = RemoteAgent(port)  # its own: it goes down
+    runtime.settings.a2a = A2aSection(
+        remotes={"echo": A2aRemoteConfig(url=remote.url, allow_private=True)}
+    )
     with serve_in_thread(remote.app(), port):
         running = await start_tool_sources(runtime)
     try:
@@ -414,3 +433,26 @@ def test_a_table_is_checked() -> None:
         A2aRemoteConfig(url="ftp://a.example")
     with pytest.raises(ValueError, match="it becomes the tool namespace a2a__<name>"):
         A2aSection.model_validate({"remotes": {"a__b": {"url": "https://a.example"}}})
+
+
+async def test_the_unsafe_policy_holds_a_call_until_a_person_approves_it(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, echo: A2aRemoteSource
+) -> None:
+    policies = {TOOL: "unsafe"}  # a remote agent may change anything: it is held
+    save_tool_settings(runtime.db, agent.id, ToolSettings(approvals=policies))  # type: ignore[arg-type]
+    script(scripted, calls((TOOL, {"message": "echo approved"})))
+    held = await runtime.turns.chat(agent, "ask it")
+    assert held.stopped_by == "approval"
+    assert held.approval_id is not None
+    assert not held.actions  # nothing was sent
+
+    decided = await runtime.approvals.decide(held.approval_id, approve=True, by="ops")
+    [event] = [
+        e
+        for e in runtime.engine.events.trace(held.trace_id)
+        if str(e.id) == decided.result_event_id
+    ]
+    assert isinstance(event, ToolResultEvent)
+    assert json.loads(event.content.output)["text"] == "echo: approved"
+    assert event.metadata["cost_usd"] == 0.25
+    assert event.metadata["remote"] == "echo"

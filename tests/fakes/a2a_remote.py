@@ -7,7 +7,7 @@ store, with a small AgentExecutor that answers by the message's first word:
   artifact holding "done: <text>" and a small PNG file sent as bytes;
 - `colour`: a task that asks for input ("Which colour?"); the answer completes it with
   "you chose <answer>";
-- `hang`: nothing at all until the call is given up (the request never gets an answer);
+- `hang`: nothing at all until the test sets `release` (then the task fails);
 - anything else: a task that fails, saying "no skill for that".
 
 `card_description` is read on every card request (change it to see a refresh) and every
@@ -59,11 +59,13 @@ PNG = (
 class RemoteAgent:
     """The remote agent and what the test sees of it (see the module docstring)."""
 
+    DESCRIPTION = "Says things back, and works on slow jobs."
+
     def __init__(self, port: int, *, binding: str = "JSONRPC") -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.binding = binding
-        self.card_description = "Says things back, and works on slow jobs."
+        self.card_description = self.DESCRIPTION
         self.release = threading.Event()
         self.authorizations: list[str] = []
         self.hanging = 0  # calls of `hang` waiting now
@@ -153,7 +155,8 @@ class _Executor(AgentExecutor):
         if word == "hang":
             self.remote.hanging += 1
             try:
-                await asyncio.Event().wait()  # until the request is given up
+                while not self.remote.release.is_set():  # until the test ends
+                    await asyncio.sleep(0.01)
             finally:
                 self.remote.hanging -= 1
         assert context.task_id is not None
