@@ -47,6 +47,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.schedules",
     "opencrab.cli.agent_mode",
     "opencrab.cli.mcp",
+    "opencrab.cli.a2a_remotes",
 )
 """opencrab's own CLI commands (modules that import little until a command runs)."""
 

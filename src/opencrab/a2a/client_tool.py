@@ -37,10 +37,10 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
-from a2a.client import ClientCallContext
+from a2a.client import Client, ClientCallContext
 from a2a.types import (
     AgentCard,
     Artifact,
@@ -57,14 +57,12 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.actions.net_guard import AddressRefused
+from opencrab.config.a2a_remotes import A2aRemoteConfig
 from opencrab.core.record_cap import cut_text
 from opencrab.core.workspace import Workspace
 from opencrab.errors import WorkspaceError
 from opencrab.llm.types import ToolDefinition
 from opencrab.offload import run_blocking
-
-if TYPE_CHECKING:
-    from opencrab.a2a.client_source import A2aRemoteSource
 
 MAX_DESCRIPTION = 4000  # characters of the card shown as the tool's description
 MAX_SKILLS = 30
@@ -117,6 +115,24 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
+class Remote(Protocol):
+    """What the tool needs of its remote's source (opencrab.a2a.client_source)."""
+
+    @property
+    def remote(self) -> str: ...
+    @property
+    def config(self) -> A2aRemoteConfig: ...
+    @property
+    def card(self) -> AgentCard | None: ...
+    @property
+    def client(self) -> Client | None: ...  # None until a card was read
+    @property
+    def state(self) -> str: ...
+    @property
+    def last_error(self) -> str | None: ...
+    def refresh_soon(self) -> None: ...
+
+
 class RemoteAgentTool(Action):
     """The remote agent's one tool (see the module docstring)."""
 
@@ -124,7 +140,7 @@ class RemoteAgentTool(Action):
     description = "Ask a remote A2A agent."
     parameters = PARAMETERS
 
-    def __init__(self, source: A2aRemoteSource, card: AgentCard) -> None:
+    def __init__(self, source: Remote, card: AgentCard) -> None:
         self.source = source
         self.text = describe(source.remote, card)
 
@@ -145,7 +161,7 @@ class RemoteAgentTool(Action):
 class _Call:
     """One call of the tool: send or poll, wait, and shape the answer."""
 
-    def __init__(self, source: A2aRemoteSource, ctx: ActionContext) -> None:
+    def __init__(self, source: Remote, ctx: ActionContext) -> None:
         self.source = source
         self.ctx = ctx
         self.remote = source.remote
