@@ -62,6 +62,7 @@ def remote(shared: RemoteAgent) -> Iterator[RemoteAgent]:
     """The served remote agent, as each test begins: its card's first interface JSON-RPC,
     its description the first, its slow tasks held, no authorization seen."""
     shared.binding = "JSONRPC"
+    shared.interface_url = shared.url
     shared.card_description = RemoteAgent.DESCRIPTION
     shared.release.clear()
     shared.authorizations.clear()
@@ -326,6 +327,27 @@ async def test_the_ssrf_guard_refuses_a_loopback_remote_unless_allowed(
     try:
         assert running.failed == {}
         assert TOOL in runtime.registry.names()
+    finally:
+        await running.stop()
+
+
+async def test_the_guard_covers_the_interfaces_the_card_names(
+    runtime: Runtime, remote: RemoteAgent, scripted: ScriptedProvider
+) -> None:
+    """The card's own address is allow-listed; the interface it names is not: refused."""
+    remote.interface_url = f"http://127.0.0.2:{remote.port}"
+    runtime.settings.tools.http_allow_networks = ["127.0.0.1/32"]
+    runtime.settings.a2a = A2aSection(remotes={"echo": A2aRemoteConfig(url=remote.url)})
+    running = await start_tool_sources(runtime)
+    try:
+        assert running.failed == {}  # the card was read
+        agent = runtime.agents.create(AgentCreate(name="aki", prompt="You ask other agents."))
+        runtime.agents.update(agent.id, AgentUpdate(tool_ids=[tool_id(TOOL)]))
+        call = done(await ask(runtime, agent, scripted, message="echo hi"))
+        assert not call.result.success
+        error = call.result.error or ""
+        assert "refused to connect to 127.0.0.2: a loopback address" in error
+        assert "or set allow_private = true in [a2a.remotes.echo]" in error
     finally:
         await running.stop()
 

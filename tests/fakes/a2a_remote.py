@@ -10,7 +10,8 @@ store, with a small AgentExecutor that answers by the message's first word:
 - `hang`: nothing at all until the test sets `release` (then the task fails);
 - anything else: a task that fails, saying "no skill for that".
 
-`card_description` is read on every card request (change it to see a refresh) and every
+`card_description` is read on every card request (change it to see a refresh),
+`interface_url` is where the card says the agent is served, and every
 Authorization header the agent is sent is kept in `authorizations`.
 
 Example:
@@ -65,6 +66,7 @@ class RemoteAgent:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.binding = binding
+        self.interface_url = self.url  # where the card says it is served
         self.card_description = self.DESCRIPTION
         self.release = threading.Event()
         self.authorizations: list[str] = []
@@ -73,10 +75,12 @@ class RemoteAgent:
     def card(self) -> AgentCard:
         interfaces = {
             "JSONRPC": AgentInterface(
-                url=self.url, protocol_binding="JSONRPC", protocol_version="1.0"
+                url=self.interface_url, protocol_binding="JSONRPC", protocol_version="1.0"
             ),
             "HTTP+JSON": AgentInterface(
-                url=f"{self.url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"
+                url=f"{self.interface_url}/rest",
+                protocol_binding="HTTP+JSON",
+                protocol_version="1.0",
             ),
         }
         first = interfaces.pop(self.binding)

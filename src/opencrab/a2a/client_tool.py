@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import mimetypes
 import re
 import time
@@ -69,6 +70,7 @@ MAX_SKILLS = 30
 MAX_MESSAGE_CHARS = 100_000
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_FILES = 20  # per answer; more are described, not stored
+MAX_LISTED = 50  # files and artifacts listed in one answer (their text is read whole)
 FIRST_POLL_SECS = 0.02
 MAX_POLL_SECS = 1.0
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
@@ -214,9 +216,10 @@ class _Call:
                 self.source.refresh_soon()
                 return self._fail("did not answer in time (its connection timed out)")
             if by_deadline:
+                going = "" if self.task is None else f"; its task {self.task.id} goes on there"
                 return self._fail(
                     "was cut off by the turn's deadline ([agent] turn_timeout_secs) before "
-                    "it answered"
+                    f"it answered{going}"
                 )
             if self.task is None:
                 wait = self.source.config.wait_secs
@@ -283,9 +286,9 @@ class _Call:
         if full is not None:
             data["cut"] = {"text": full}
         if files:
-            data["files"] = files
+            data["files"] = files[:MAX_LISTED]
         if described:
-            data["artifacts"] = [_without_text(a) for a in described]
+            data["artifacts"] = [_without_text(a) for a in described[:MAX_LISTED]]
         facts = {
             "remote": self.remote,
             "latency_ms": round((time.monotonic() - self.began) * 1000),
@@ -337,7 +340,9 @@ def cost_of(metadata: Iterable[Any]) -> float:
         found = MessageToDict(struct) if struct is not None else {}
         for key in ("cost_usd", "costUsd"):
             value = found.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if math.isfinite(value) and value >= 0:
                 return float(value)
     return 0.0
 
