@@ -3,7 +3,7 @@
 "Layers" in docs/architecture.md, top to bottom:
 
     4  process.py  cli/  server/  dashboard/  gateway/
-    3  reports/  tickets/  schedules/  agentmode/  importers/  mcp/  telemetry/  inbox/
+    3  reports/  tickets/  schedules/  agentmode/  importers/  mcp/  telemetry/  inbox/  a2a/
     2  core/  actions/
     1  llm/  events.py  messages.py
     0  store/  config/  errors.py
@@ -55,9 +55,9 @@ LAYERS: dict[str, int] = {
     "agentmode": MIDDLE,
     "importers": MIDDLE,
     "mcp": MIDDLE,  # protocols: MCP servers as tool sources, OpenCrab as one
-    "a2a": MIDDLE,  # protocols: A2A agents served, remote A2A agents as tool sources
     "telemetry": MIDDLE,  # protocols: OpenTelemetry export of turns, calls and work
     "inbox": MIDDLE,  # notifications of what waits for a person
+    "a2a": MIDDLE,  # protocols: A2A 1.0, OpenCrab's agents served to agents, remote agents as tools
     "core": CORE,
     "actions": CORE,
     "llm": LLM,

@@ -31,7 +31,7 @@ import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import AgentCard
 from a2a.utils.constants import TransportProtocol
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from google.protobuf.json_format import MessageToDict
 
 from opencrab.a2a.client_tool import RemoteAgentTool
 from opencrab.actions.base import SEPARATOR, StillTrying, ToolSource

@@ -54,7 +54,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from google.protobuf.json_format import MessageToDict
 
 from opencrab.actions.base import Action, ActionContext, ActionResult, SideEffect
 from opencrab.actions.net_guard import AddressRefused
