@@ -274,7 +274,7 @@ async def test_an_unknown_task_is_a_clear_failure(
     result = done(await ask(runtime, agent, scripted, task_id="no-such-task"))
     assert not result.result.success
     assert "remote agent 'echo' (http://127.0.0.1:" in (result.result.error or "")
-    assert "could not be reached or refused the call" in (result.result.error or "")
+    assert "refused the call: TaskNotFoundError: Task not found" in (result.result.error or "")
 
 
 async def test_the_card_is_read_again_and_its_new_description_offered(

@@ -13,7 +13,8 @@ it completes, fails, asks for input or `wait_secs` pass; a task still working th
 back with its `task_id` and `state` and a note to call again with the task id. The turn's
 deadline (`[agent] turn_timeout_secs`) cuts a call sooner: it fails, saying so, and the
 turn ends. A remote that cannot be reached is a failed call naming it and why (its card
-is read again soon). A task that failed, was rejected or canceled, or wants
+is read again soon); an error the remote answers with (a task it does not know) is a
+failed call with its words. A task that failed, was rejected or canceled, or wants
 authentication, is a failed call with the remote's own words.
 
 The model reads `agent`, `state`, `task_id`, `context_id`, `text` (the reply, or the
@@ -41,7 +42,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 import httpx
-from a2a.client import Client, ClientCallContext
+from a2a.client import A2AClientError, Client, ClientCallContext
 from a2a.types import (
     AgentCard,
     Artifact,
@@ -230,9 +231,11 @@ class _Call:
             return self._fail(
                 f"is refused: {exc}; or set allow_private = true in [a2a.remotes.{self.remote}]"
             )
-        except (A2AError, httpx.HTTPError, OSError) as exc:
-            self.source.refresh_soon()
-            return self._fail(f"could not be reached or refused the call: {_said(exc)}")
+        except (A2AClientError, httpx.HTTPError, OSError) as exc:
+            self.source.refresh_soon()  # moved, or down: its card is read again
+            return self._fail(f"could not be reached: {_said(exc)}")
+        except A2AError as exc:  # an answer: the remote's own error
+            return self._fail(f"refused the call: {_said(exc)}")
         return await self._answer()
 
     async def _answer(self) -> ActionResult:
