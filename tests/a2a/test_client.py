@@ -353,10 +353,16 @@ async def test_the_guard_covers_the_interfaces_the_card_names(
 
 
 async def test_a_hanging_remote_is_cut_by_the_turns_deadline(
-    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, echo: A2aRemoteSource
+    runtime: Runtime,
+    agent: Agent,
+    remote: RemoteAgent,
+    scripted: ScriptedProvider,
+    echo: A2aRemoteSource,
 ) -> None:
-    runtime.settings.agent.turn_timeout_secs = 2.0
+    # the remote never answers; wait_secs (30) is longer than the turn may run
+    runtime.settings.agent.turn_timeout_secs = 3.0
     result = await ask(runtime, agent, scripted, message="hang")
+    assert remote.hanging == 1  # it reached the remote, which still holds it
     call = done(result)
     assert not call.result.success
     assert "was cut off by the turn's deadline ([agent] turn_timeout_secs)" in (
