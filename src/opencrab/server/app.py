@@ -18,6 +18,7 @@ from opencrab.event_log import EventLog
 from opencrab.llm.router import LlmRouter
 from opencrab.plugins import server_plugin_manager
 from opencrab.process import Role, running
+from opencrab.server.a2a_http import mount_a2a
 from opencrab.server.auth import BearerAuth, document_security
 from opencrab.server.docs import install_docs
 from opencrab.server.errors import (
@@ -53,7 +54,8 @@ def create_app(
     The agent runtime (LLM router, actions, skills, engine) opens with the app's
     lifespan, and with it the server role's background services (opencrab.process: the
     tool sources first, the live-event hub, discussions and agent-mode sessions by lease,
-    …) and the MCP server at `/mcp` (opencrab.server.mcp_http); `router` replaces the
+    …), the MCP server at `/mcp` (opencrab.server.mcp_http) and, with `[a2a]` on, the A2A
+    server at `/a2a/{agent}` (opencrab.server.a2a_http); `router` replaces the
     configured one (tests), `heartbeat` also runs the heartbeat scheduler for every agent
     (what `opencrab up` does), reading the agent list again every `refresh_secs` for
     agents changed by another process, `tickets` the ticket scheduler when `[tickets]
@@ -101,7 +103,7 @@ def create_app(
                 app.state.token_watch = process.token_watch
                 app.state.mcp = process.mcp
                 app.state.inbox_counter = process.inbox_counter
-                async with mcp.serving(runtime):
+                async with mcp.serving(runtime), a2a_serving(runtime):
                     yield
         db.close()
 
@@ -126,6 +128,7 @@ def create_app(
     install_docs(app)
     mcp = McpEndpoint()
     app.router.routes.append(Route(MCP_PATH, mcp))
+    a2a_serving = mount_a2a(app, settings)
     server_plugin_manager().hook.register_routes(app=app)
     document_validation_errors(app)
     document_security(app, required=auth)

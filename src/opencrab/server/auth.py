@@ -1,6 +1,7 @@
 """Bearer-token authentication for the HTTP and WebSocket routes (a pure ASGI middleware).
 
-Every request except `OPEN_PATHS` and static assets (`OPEN_PREFIXES`) must carry
+Every request except `OPEN_PATHS`, static assets (`OPEN_PREFIXES`) and the A2A Agent
+Cards (opencrab.a2a.server_paths) must carry
 `Authorization: Bearer ocb_…` naming an active token (opencrab.auth.TokenStore).
 Browsers cannot set headers on a WebSocket, so a WebSocket may offer the token as a
 subprotocol, `opencrab.bearer.<token>` beside `opencrab` (`WS_SUBPROTOCOL`, the one the
@@ -32,6 +33,8 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from opencrab.a2a.server_paths import PREFIX as A2A_PREFIX
+from opencrab.a2a.server_paths import is_card_path
 from opencrab.auth import LOGIN_PREFIX, ApiToken, TokenStore
 from opencrab.server.docs import DOC_PATHS
 from opencrab.server.errors import error_body, is_openai_path, openai_error_body
@@ -52,8 +55,9 @@ UNAUTHORIZED = 4401  # WebSocket close code: no, a wrong or a revoked token
 
 
 def is_open(path: str, open_paths: frozenset[str] = OPEN_PATHS) -> bool:
-    """Whether `path` is served without a token: health, the OpenAPI document, the docs."""
-    return path in open_paths or path.startswith(OPEN_PREFIXES)
+    """Whether `path` is served without a token: health, the OpenAPI document, the docs,
+    the A2A Agent Cards (opencrab.a2a.server_paths)."""
+    return path in open_paths or path.startswith(OPEN_PREFIXES) or is_card_path(path)
 
 
 def bearer_of(scope: Scope) -> str | None:
@@ -218,9 +222,13 @@ class DashboardPaths:
         self.open_paths = open_paths
 
     def is_page(self, path: str) -> bool:
-        """Not the API, `/v1`, `/mcp`, the OpenAPI document or the docs: a dashboard page."""
+        """Not the API, `/v1`, `/mcp`, `/a2a`, the OpenAPI document or the docs: a
+        dashboard page."""
         return (
-            not (path in ("/api", "/v1", "/mcp") or path.startswith(("/api/", "/v1/", "/static/")))
+            not (
+                path in ("/api", "/v1", "/mcp", A2A_PREFIX)
+                or path.startswith(("/api/", "/v1/", "/static/", f"{A2A_PREFIX}/"))
+            )
             and path not in OPEN_PATHS
         )
 

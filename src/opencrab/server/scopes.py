@@ -16,6 +16,8 @@ state-changing route declared nowhere needs `admin`. The WebSocket opens with `r
 its chat and discussion messages need `chat` (server/api/ws.py).
 `/mcp` (server/mcp_http.py) is no route of these: any token may open it, and each
 MCP tool checks the scope it declares (opencrab.mcp.tools: the scope of its REST route).
+Nor is `/a2a/{agent}` (server/a2a_http.py): each A2A operation checks its own (sending a
+message and canceling a task `chat`, reading tasks `read`; opencrab.a2a.server).
 
 `require_scope` runs before every route (an app dependency): a token whose scope does
 not cover the route's is refused with 403 `forbidden` naming both. Without a token —

@@ -896,3 +896,16 @@ memory_eval_runs = sa.Table(
     _created(),
     sa.Index(None, "agent_id", "created_at"),
 )
+
+a2a_tasks = sa.Table(
+    "a2a_tasks",
+    metadata,
+    # an A2A task backed by a ticket (opencrab.a2a.server_tasks): the task's id is the
+    # ticket's; its state is read from the ticket. Kept here: the caller's contextId and,
+    # once canceled over A2A, who canceled it (the ticket itself is then `failed`)
+    sa.Column("ticket_id", Uuid, sa.ForeignKey("tickets.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("agent_id", Uuid, sa.ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("context_id", sa.String(200), nullable=False, index=True),
+    sa.Column("canceled_by", sa.String(200)),
+    _created(),
+)
