@@ -47,6 +47,7 @@ COMMAND_PLUGINS = (
     "opencrab.cli.schedules",
     "opencrab.cli.agent_mode",
     "opencrab.cli.mcp",
+    "opencrab.cli.a2a_remotes",
 )
 """opencrab's own CLI commands (modules that import little until a command runs)."""
 
@@ -67,6 +68,7 @@ DEFAULT_PLUGINS = (
     "opencrab.tickets.approvals",
     "opencrab.gateway.builtins",
     "opencrab.mcp.client",
+    "opencrab.a2a.client",
 )
 """Modules of opencrab itself that implement hooks, loaded before entry-point plugins."""
 

@@ -92,6 +92,9 @@ class ActionResult(BaseModel):
     # images (data: URLs) shown to the model beside the output where its provider takes
     # images in a tool result (Anthropic's tool_result); never recorded or sent elsewhere
     images: list[str] = Field(default_factory=list, exclude=True, repr=False)
+    # facts about the call recorded on its tool_result event's metadata beside the
+    # output (a remote agent's latency_ms and cost_usd); never shown to the model
+    metadata: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
 
     @classmethod
     def ok(cls, data: Any = None, *effects: SideEffect) -> ActionResult:
@@ -121,6 +124,9 @@ class TurnState:
     last_metrics_id: str | None = None  # the turn's latest LLM call, for evaluate_response
     # select_llm with duration this_turn: purpose -> "provider/model"
     llm_overrides: dict[str, str] = field(default_factory=dict)
+    # the event loop's time the turn must end by ([agent] turn_timeout_secs; set by the
+    # engine): an action that waits on something outside (a remote agent) stops there
+    deadline: float | None = None
 
 
 @dataclass

@@ -9,7 +9,8 @@ or ids; `"*"` for every agent); each gets its card at
 published agent by name). A message whose metadata says `{"opencrab": {"ticket": true}}`
 becomes a ticket; `message/send` waits up to `ticket_wait_secs` for it to finish or ask a
 person before answering with the task as it stands, and a stream looks at it every
-`poll_secs`.
+`poll_secs`. `[a2a.remotes.<name>]` tables are remote agents used as tools
+(opencrab.config.a2a_remotes, opencrab.a2a.client).
 
 Example:
     [a2a]
@@ -20,8 +21,11 @@ Example:
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from opencrab.config.a2a_remotes import A2aRemoteConfig, remote_name
 
 MAX_PUBLISHED = 1000
 
@@ -37,7 +41,8 @@ def loopback_host(host: str) -> bool:
 
 
 class A2aSection(BaseModel):
-    """`[a2a]`: which agents are served over A2A, and how ticket tasks are followed."""
+    """`[a2a]`: which agents are served over A2A, how ticket tasks are followed, and the
+    remote agents used as tools."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -46,6 +51,10 @@ class A2aSection(BaseModel):
     default_agent: str = Field(default="", max_length=200)
     ticket_wait_secs: float = Field(default=60.0, ge=0, le=3600)
     poll_secs: float = Field(default=0.5, gt=0, le=60)
+    # remote A2A agents whose one tool, a2a__<name>__ask, agents may be granted
+    remotes: dict[Annotated[str, AfterValidator(remote_name)], A2aRemoteConfig] = Field(
+        default_factory=dict
+    )
 
     @field_validator("publish")
     @classmethod

@@ -196,7 +196,7 @@ class ApprovalService:
                     tool_call_id=UUID(record.call_event_id),
                     is_error=not result.success,
                 ),
-                metadata={"call_id": record.call_id, "name": record.tool_name},
+                metadata={**result.metadata, "call_id": record.call_id, "name": record.tool_name},
             )
             events.append_many([cap_event(event, cap)], conn=conn)
             line = SessionLog(

@@ -260,6 +260,7 @@ class _Turn:
     # ------------------------------------------------------------ the loop
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
         self.deadline.start()
+        self.state.deadline = self.deadline.at
         # one hop to a worker thread reads the context and, when the history fits,
         # records the user's message too (compaction needs a model call in between)
         context, started = await run_blocking(self._open, message)

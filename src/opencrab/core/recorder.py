@@ -228,7 +228,9 @@ class TurnRecorder:
         as said."""
         output = outcome.output()
         self.unanswered = [(c, e) for c, e in self.unanswered if e != call_event_id]
-        event = self._result_event(call, call_event_id, output, is_error=not outcome.success)
+        event = self._result_event(
+            call, call_event_id, output, is_error=not outcome.success, facts=outcome.metadata
+        )
         line = self.log(
             "action",
             f"{call.name}: {output[:500]}",
@@ -421,8 +423,16 @@ class TurnRecorder:
         return batch, line, [said]
 
     def _result_event(
-        self, call: ToolCall, call_event_id: UUID, output: str, *, is_error: bool
+        self,
+        call: ToolCall,
+        call_event_id: UUID,
+        output: str,
+        *,
+        is_error: bool,
+        facts: dict[str, Any] | None = None,
     ) -> ToolResultEvent:
+        """A call's tool_result event; `facts` (ActionResult.metadata: a remote agent's
+        latency and cost) join its metadata."""
         return self._chained(
             ToolResultEvent(
                 id=uuid4(),
@@ -432,7 +442,7 @@ class TurnRecorder:
                 content=ToolResultPayload(
                     output=output, tool_call_id=call_event_id, is_error=is_error
                 ),
-                metadata={"call_id": call.id, "name": call.name},
+                metadata={**(facts or {}), "call_id": call.id, "name": call.name},
             )
         )
 
