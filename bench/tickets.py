@@ -24,18 +24,23 @@ claim by lease, a new session, the turn with its recorded steps, the ticket's mo
 Every leg checks that every ticket ran exactly once (one session each).
 
 Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s):
-with an instant model a ticket is pure CPU — about 40 ms of a worker's CPU, besides
-PostgreSQL's and the fake model's — and this machine has two cores, shared by the
-workers, PostgreSQL, the fake model and this script. One worker already keeps a core
-busy; a second adds the other core, minus what PostgreSQL needs; a third and fourth add
-no core, only costs: each worker's own background work (its ticket poll every
-`poll_secs`, 0.1 s in that bench, reading the runnable tickets and their leases;
-schedule, heartbeat, discussion and agent-mode look-ups; lease renewals), and lease races:
-every worker woken by the same ticket reads the same list of runnable tickets and tries
-to claim them, and every claim lost is a write transaction for nothing. Leg 4 prints
-the workers' CPU seconds per ticket, which grow with the number of workers: the work
-per ticket is the same, the overhead is not. Adding processes only helps where the
-waiting is elsewhere (a model that takes its time: leg 3) or where each gets a core.
+with an instant model a ticket is pure CPU: about 40 ms of a worker's own CPU on a quiet
+machine (some 36 transactions: claim, start, the turn's steps, the ticket's move, the
+lease), besides PostgreSQL's and the fake model's, and this machine has two cores shared
+by the workers, PostgreSQL, the fake model and this script. One worker keeps about a
+core busy; a second adds what is left of the other core; a third and a fourth add no
+core, only costs, and part 4 measures them: the workers' CPU per ticket grows with their
+number (2 December 2026, load average ~10 from other work: 61.5 / 72.8 / 129.5 ms per
+ticket for 1 / 2 / 4 workers, 4.0 / 5.0 / 2.2 tickets/s). The same work per ticket costs
+more because (a) every worker has its own background work — a worker measured 1-6 s
+after it started spends 130-150 ms of CPU per second with nothing to do (its ticket
+poll, which was every 0.1 s, is the smaller part: 148 ms/s at a 0.1 s poll, 128 ms/s at
+1 s), so four of them take over half a core from the tickets; and (b) lease races: every
+worker woken by the same tickets reads the same runnable list and tries to claim from it,
+and every claim lost is a write transaction for nothing, more of them the more workers
+poll. With the wake-up on commit (NOTIFY) the poll can stay at its default of 1 s, and
+adding processes helps where the waiting is elsewhere — a model that takes its time,
+part 3 — or where each process gets a core of its own.
 
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
