@@ -35,12 +35,13 @@ ticket for 1 / 2 / 4 workers, 4.0 / 5.0 / 2.2 tickets/s). The same work per tick
 more because (a) every worker has its own background work — a worker measured 1-6 s
 after it started spends 130-150 ms of CPU per second with nothing to do (its ticket
 poll, which was every 0.1 s, is the smaller part: 148 ms/s at a 0.1 s poll, 128 ms/s at
-1 s), so four of them take over half a core from the tickets; and (b) lease races: every
-worker woken by the same tickets reads the same runnable list and tries to claim from it,
-and every claim lost is a write transaction for nothing, more of them the more workers
-poll. With the wake-up on commit (NOTIFY) the poll can stay at its default of 1 s, and
-adding processes helps where the waiting is elsewhere — a model that takes its time,
-part 3 — or where each process gets a core of its own.
+1 s), so four of them take over half a core from the tickets; and (b), not counted
+here but likely, lease races: every worker woken by the same tickets reads the same
+runnable list and tries to claim from it, and every claim lost is a write transaction
+for nothing, more of them the more workers poll. With the wake-up on commit (NOTIFY)
+the poll can stay at its default of 1 s, and adding processes helps where the waiting
+is elsewhere — a model that takes its time, part 3 — or where each process gets a core
+of its own.
 
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
