@@ -63,7 +63,10 @@ def serve_opencrab(port: int, data: str) -> None:
     from opencrab.server.app import create_app
     from opencrab.store import Database
 
-    settings = load_settings(overrides={"data_dir": data})
+    # the bench's WebSocket clients all come from 127.0.0.1: room for all of them
+    settings = load_settings(
+        overrides={"data_dir": data, "gateway": {"rest": {"ws_max_per_client": WS_CLIENTS}}}
+    )
     db = Database(settings.database_url)
     db.upgrade()
     store = AgentStore(db, settings)
