@@ -262,6 +262,8 @@ async def live_clients(port: int) -> dict[str, Any]:
     connected = time.perf_counter() - connect_started
     go.set()
 
+    api.close()  # idle while the clients connected: past the server's keep-alive
+    api = await Connection.open(port)
     posted = time.perf_counter()
     for n in range(TURNS):
         status, _ = await api.request(
