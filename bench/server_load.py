@@ -11,9 +11,16 @@ so the client costs little next to the servers.
 2. 1,000 `GET /api/agents` started at once, each on its own connection: all must be 200.
 3. 200 WebSocket clients subscribe to one session; 5 messages are posted to it over
    REST: every client must receive every event of those turns; prints the time from the
-   first post to the last delivery and events delivered per second.
+   first post to the last delivery and events delivered per second. Errors: failed
+   posts and clients whose connection failed or that heard nothing for 60 s, and
+   clients that ended with missing, extra or repeated events (a client that holds every
+   event is done, also when it got them before the bench knew how many to expect).
+4. A turn over REST: `POST /api/sessions/{id}/messages` (each in a new session, the
+   scripted model answering at once with send_speech), p50 per turn, beside the engine
+   alone running the same turn (`engine.process`, as bench/engine_turn.py does) in this
+   process on a SQLite store of its own: the difference is what the REST path adds.
 
-Prints errors for each part (must all be 0).
+Prints errors for parts 1-3 (must all be 0).
 
     python bench/server_load.py [--secs 5]
 """
@@ -25,6 +32,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,38 +48,32 @@ CONNECTIONS = 64
 BURST = 1000
 WS_CLIENTS = 200
 TURNS = 5
+TURN_WARM_UP = 20
+REST_TURNS = 200
 
 
 # ------------------------------------------------------------------ the servers (children)
 def serve_opencrab(port: int, data: str) -> None:
     import uvicorn
-    from tests.fakes.scripted_provider import ScriptedProvider, reply
+    from tests.fakes.scripted_provider import ScriptedProvider
 
     from opencrab.config import load_settings
     from opencrab.core.agent import AgentCreate, AgentStore
     from opencrab.llm.router import LlmRouter
-    from opencrab.llm.types import ToolCall
     from opencrab.server.app import create_app
     from opencrab.store import Database
 
-    settings = load_settings(overrides={"data_dir": data})
+    # the bench's WebSocket clients all come from 127.0.0.1: room for all of them
+    settings = load_settings(
+        overrides={"data_dir": data, "gateway": {"rest": {"ws_max_per_client": WS_CLIENTS}}}
+    )
     db = Database(settings.database_url)
     db.upgrade()
     store = AgentStore(db, settings)
     for i in range(AGENTS):
         store.create(AgentCreate(name=f"agent-{i}", prompt="Be brief.", description="bench"))
-    speak = reply(
-        tool_calls=[
-            ToolCall(
-                id="c1",
-                name="send_speech",
-                arguments={"content": "Noted."},
-                raw_arguments='{"content": "Noted."}',
-            )
-        ]
-    )
     router = LlmRouter(settings)
-    router.register_provider(ScriptedProvider("openai", speak))
+    router.register_provider(ScriptedProvider("openai", speech()))
     app = create_app(settings, db, router=router)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
@@ -204,11 +206,15 @@ async def live_clients(port: int) -> dict[str, Any]:
     _, body = await api.request("POST", "/api/sessions", json.dumps({"agentId": agent_id}).encode())
     session = json.loads(body)["id"]
 
-    errors = 0
+    errors = 0  # failed posts, and clients whose connection failed or went silent
     received: list[list[str]] = [[] for _ in range(WS_CLIENTS)]
     last_delivery = 0.0
     expected: list[str] = []
-    all_in = asyncio.Event()
+    known = asyncio.Event()  # `expected` is filled: a client holding all of it is done
+    failed: set[int] = set()
+
+    def has_all(i: int) -> bool:
+        return known.is_set() and len(received[i]) >= len(expected)
 
     async def client(i: int, ready: asyncio.Event, go: asyncio.Event) -> None:
         nonlocal errors, last_delivery
@@ -218,14 +224,32 @@ async def live_clients(port: int) -> dict[str, Any]:
                 assert json.loads(await ws.recv())["type"] == "subscribed"
                 ready.set()
                 await go.wait()
-                while True:
-                    message = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                    received[i].append(message["event"]["id"])
-                    last_delivery = time.perf_counter()
-                    if expected and len(received[i]) >= len(expected):
-                        return
+                deadline = time.perf_counter() + 60
+                while not has_all(i):
+                    # a client may hold every event before the list of expected ones is
+                    # known: it waits for that list, not for events that never come
+                    receiving = asyncio.ensure_future(ws.recv())
+                    waiting = asyncio.ensure_future(known.wait())
+                    done, _ = await asyncio.wait(
+                        {receiving, waiting},
+                        timeout=max(0.0, deadline - time.perf_counter()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    waiting.cancel()
+                    if receiving in done:
+                        message = json.loads(receiving.result())
+                        received[i].append(message["event"]["id"])
+                        last_delivery = time.perf_counter()
+                        continue
+                    receiving.cancel()
+                    if not done:
+                        raise TimeoutError(
+                            f"silent for 60 s with {len(received[i])} of "
+                            f"{len(expected) if known.is_set() else '?'} events"
+                        )
         except Exception as exc:
             errors += 1
+            failed.add(i)
             print(f"  client {i}: {type(exc).__name__}: {exc}", file=sys.stderr)
             ready.set()
 
@@ -238,6 +262,8 @@ async def live_clients(port: int) -> dict[str, Any]:
     connected = time.perf_counter() - connect_started
     go.set()
 
+    api.close()  # idle while the clients connected: past the server's keep-alive
+    api = await Connection.open(port)
     posted = time.perf_counter()
     for n in range(TURNS):
         status, _ = await api.request(
@@ -248,14 +274,26 @@ async def live_clients(port: int) -> dict[str, Any]:
         errors += status != 201
     _, body = await api.request("GET", f"/api/traces/{session}/events")
     expected.extend(e["id"] for e in json.loads(body))
-    await asyncio.wait(tasks, timeout=60)
+    known.set()
+    await asyncio.wait(tasks, timeout=90)
     for task in tasks:
         task.cancel()
     api.close()
+    # a client that got exactly the expected events, each once, is complete; one with
+    # fewer, more or duplicates is wrong (printed), apart from those that failed outright
     complete = sum(1 for got in received if sorted(got) == sorted(expected))
+    wrong = [
+        (i, len(got), len(set(got)))
+        for i, got in enumerate(received)
+        if i not in failed and sorted(got) != sorted(expected)
+    ]
+    for i, count, distinct in wrong[:5]:
+        print(
+            f"  client {i}: {count} events ({distinct} distinct), expected {len(expected)}",
+            file=sys.stderr,
+        )
     delivered = sum(len(got) for got in received)
     span = max(last_delivery - posted, 1e-9)
-    del all_in
     return {
         "clients": WS_CLIENTS,
         "connect_secs": connected,
@@ -263,8 +301,86 @@ async def live_clients(port: int) -> dict[str, Any]:
         "complete_clients": complete,
         "delivered": delivered,
         "span_secs": span,
-        "errors": errors + (WS_CLIENTS - complete),
+        "failed": errors,
+        "wrong": len(wrong),
     }
+
+
+# ------------------------------------------------------------------ 4. a turn over REST
+def speech() -> Any:
+    """The scripted model's reply in both legs of part 4 (and the served app's)."""
+    from tests.fakes.scripted_provider import reply
+
+    from opencrab.llm.types import ToolCall
+
+    return reply(
+        tool_calls=[
+            ToolCall(
+                id="c1",
+                name="send_speech",
+                arguments={"content": "Noted."},
+                raw_arguments='{"content": "Noted."}',
+            )
+        ]
+    )
+
+
+async def rest_turns(port: int, turns: int) -> list[float]:
+    """Seconds per `POST /api/sessions/{id}/messages`, each in a new session."""
+    api = await Connection.open(port)
+    try:
+        _, body = await api.request("GET", "/api/agents")
+        agent_id = json.loads(body)[-1]["id"]
+        times = []
+        for n in range(TURN_WARM_UP + turns):
+            status, body = await api.request(
+                "POST", "/api/sessions", json.dumps({"agentId": agent_id}).encode()
+            )
+            session = json.loads(body)["id"]
+            started = time.perf_counter()
+            status, body = await api.request(
+                "POST", f"/api/sessions/{session}/messages", b'{"content": "Hello!"}'
+            )
+            if status != 201:
+                raise SystemExit(f"a turn over REST failed: {status} {body[:300]!r}")
+            if n >= TURN_WARM_UP:
+                times.append(time.perf_counter() - started)
+        return times
+    finally:
+        api.close()
+
+
+async def engine_turns(turns: int) -> list[float]:
+    """Seconds per turn of the engine alone (bench/engine_turn.py's way: engine.process),
+    the same scripted reply, a new session each, on a SQLite store of its own."""
+    from tests.fakes.scripted_provider import ScriptedProvider
+
+    from opencrab.config import load_settings
+    from opencrab.core.agent import AgentCreate
+    from opencrab.core.runtime import Runtime
+    from opencrab.core.sessions import ensure_chat_session
+    from opencrab.llm.router import LlmRouter
+    from opencrab.messages import CliSource, IncomingMessage
+    from opencrab.store import Database
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(overrides={"data_dir": tmp})
+        db = Database(settings.database_url)
+        db.upgrade()
+        router = LlmRouter(settings)
+        router.register_provider(ScriptedProvider("openai", speech()))
+        times = []
+        async with Runtime.open(settings, db=db, router=router) as runtime:
+            agent = runtime.agents.create(AgentCreate(name="bench", prompt="Be brief."))
+            for n in range(TURN_WARM_UP + turns):
+                session = ensure_chat_session(db, agent.id)
+                message = IncomingMessage.text("Hello!", source=CliSource(session_id=session))
+                started = time.perf_counter()
+                await runtime.engine.process(agent, message, session_id=session)
+                if n >= TURN_WARM_UP:
+                    times.append(time.perf_counter() - started)
+        db.close()
+        return times
 
 
 # ------------------------------------------------------------------ main
@@ -314,7 +430,18 @@ async def main(secs: float) -> None:
             f"{live['connect_secs']:.2f} s; {TURNS} turns × {live['events_per_turn']:.0f} events; "
             f"{live['complete_clients']} clients got every event; "
             f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
-            f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: {live['errors']}"
+            f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: {live['failed']} "
+            f"failed (a post, a connection, 60 s of silence), {live['wrong']} clients with "
+            "missing, extra or repeated events"
+        )
+
+        over_rest = statistics.median(await rest_turns(ours_port, REST_TURNS))
+        engine = statistics.median(await engine_turns(REST_TURNS))
+        print(
+            f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} turns: "
+            f"p50 {over_rest * 1000:.1f} ms per turn; the engine alone (engine.process, as "
+            f"bench/engine_turn.py) {engine * 1000:.1f} ms: OpenCrab's REST path adds "
+            f"{(over_rest - engine) * 1000:.1f} ms per turn (x{over_rest / engine:.2f})"
         )
     finally:
         ours.terminate()

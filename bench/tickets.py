@@ -1,19 +1,47 @@
-"""Tickets completed per second by 1, 2 and 4 `opencrab worker` processes on PostgreSQL.
+"""Tickets: how soon one starts, how many one process runs at once, how far workers scale.
 
-Each leg gets a fresh database on one PostgreSQL server (OPENCRAB_TEST_PG_URL when set,
-otherwise a throwaway cluster started like the tests', tests/fakes/postgres.py), one
-agent, and N worker processes (`opencrab worker`, real subprocesses, each with its
-ticket scheduler: `[tickets] concurrency` tickets at once, looking for work every
-`--poll-secs`). Once every worker is up, the tickets are inserted at once, all
-`pending`; the clock runs until the last one is `completed`. The model is the fake
-OpenAI server (tests/fakes/llm_server.py) answering every call at once with a
-`complete_ticket` tool call, so each ticket is one turn: claim by lease, a new session,
-the turn with its recorded steps, the ticket's move.
+Every leg gets a fresh database on one PostgreSQL server (OPENCRAB_TEST_PG_URL when set,
+otherwise a throwaway cluster started like the tests', tests/fakes/postgres.py), or a
+SQLite file, one agent, and real `opencrab up` / `opencrab worker` subprocesses
+(tests/fakes/served.py). The model is the fake OpenAI server (tests/fakes/llm_server.py)
+answering every call with a `complete_ticket` tool call, so each ticket is one turn:
+claim by lease, a new session, the turn with its recorded steps, the ticket's move.
 
-Prints each leg's tickets per second, the ratio to one worker in the same run, and checks
-that every ticket ran exactly once (one session each). The workers, the PostgreSQL
-server and the fake model share this machine's CPUs: the ratio says how far more
-processes help on it, not on a machine with a core per process.
+1. Start latency: from `POST /api/tickets` to the agent's first model request (the fake
+   model notes when each arrives, in this process's clock), one ticket at a time, on
+   PostgreSQL and on SQLite, `[tickets] poll_secs` at its default of 1 s: p50 and p99.
+   The baseline, same run: tickets written straight into the table with no signal (as a
+   program that is not OpenCrab would), which only the poll finds.
+2. Concurrency: one `opencrab worker`, the model answering after 200 ms; tickets/s at
+   `[tickets] concurrency` 1 and at 32, the ratio, and the most model requests in flight
+   at once (target: >= 20 at once, >= 15x the throughput of one at a time).
+3. Processes: one and two workers on PostgreSQL, the model answering after 200 ms, each
+   worker at concurrency 2, so the model and not the CPU is the limit (a worker's
+   ceiling is 2 / 0.2 s = 10 tickets/s): tickets/s and the ratio (target: >= 1.5x).
+4. The earlier measure: 1, 2 and 4 workers with an instant model (the CPU is the limit),
+   with the CPU seconds the workers spent per ticket and what one idle worker spends.
+
+Every leg checks that every ticket ran exactly once (one session each).
+
+Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s):
+with an instant model a ticket is pure CPU: about 40 ms of a worker's own CPU on a quiet
+machine (some 36 transactions: claim, start, the turn's steps, the ticket's move, the
+lease), besides PostgreSQL's and the fake model's, and this machine has two cores shared
+by the workers, PostgreSQL, the fake model and this script. One worker keeps about a
+core busy; a second adds what is left of the other core; a third and a fourth add no
+core, only costs, and part 4 measures them: the workers' CPU per ticket grows with their
+number (2 December 2026, load average ~10 from other work: 61.5 / 72.8 / 129.5 ms per
+ticket for 1 / 2 / 4 workers, 4.0 / 5.0 / 2.2 tickets/s). The same work per ticket costs
+more because (a) every worker has its own background work — a worker measured 1-6 s
+after it started spends 130-150 ms of CPU per second with nothing to do (its ticket
+poll, which was every 0.1 s, is the smaller part: 148 ms/s at a 0.1 s poll, 128 ms/s at
+1 s), so four of them take over half a core from the tickets; and (b), not counted
+here but likely, lease races: every worker woken by the same tickets reads the same
+runnable list and tries to claim from it, and every claim lost is a write transaction
+for nothing, more of them the more workers poll. With the wake-up on commit (NOTIFY)
+the poll can stay at its default of 1 s, and adding processes helps where the waiting
+is elsewhere — a model that takes its time, part 3 — or where each process gets a core
+of its own.
 
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
@@ -25,55 +53,94 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa
-from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.postgres import ENV_URL, postgres_server
+from tests.fakes.llm_server import FakeLlmServer, Recorded, Reply
+from tests.fakes.postgres import ENV_URL, PostgresServer, postgres_server
 from tests.fakes.served import ServedOpenCrab
 
 from opencrab.config import load_settings
 from opencrab.core.agent import AgentCreate, AgentStore, HeartbeatConfig
 from opencrab.store import Database
 from opencrab.store.repositories import tickets as tickets_repo
-from opencrab.store.tables import sessions, tickets
+from opencrab.store.tables import leases, sessions, tickets
+from opencrab.store.types import utcnow
 
 CHAT = "/v1/chat/completions"
 WORKERS = (1, 2, 4)
+MODEL_SECS = 0.2
+WIDE = 32  # concurrency of the wide leg of part 2
+PER_WORKER = 2  # concurrency of each worker in part 3: the model, not the CPU, limits
+WARM_UP = 3  # tickets run before part 1's timing
 
 
-def complete_at_once() -> Reply:
+def complete_at_once() -> dict[str, object]:
     """The fake model's one reply: complete the ticket."""
     arguments = json.dumps({"summary": "done"})
-    return Reply(
-        json={
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": "complete_ticket", "arguments": arguments},
-                            }
-                        ],
-                    },
-                    "finish_reason": "tool_calls",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-    )
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "complete_ticket", "arguments": arguments},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class Model:
+    """The fake model's replies, after `delay` seconds, noting when each request came."""
+
+    def __init__(self, llm: FakeLlmServer) -> None:
+        self.llm = llm
+        self.delay = 0.0
+        self.arrivals: list[float] = []
+        self.arrived = threading.Event()
+        self.body = complete_at_once()
+        llm.respond(CHAT, self._answer)
+
+    def _answer(self, _: Recorded) -> Reply:
+        self.arrivals.append(time.perf_counter())
+        self.arrived.set()
+        return Reply(json=self.body, delay=self.delay)
+
+    def reset(self, delay: float) -> None:
+        self.delay = delay
+        self.arrivals = []
+        self.arrived.clear()
+        self.llm.requests.clear()
+
+    def most_in_flight(self) -> int:
+        """The most requests held at once (each is held `delay` seconds after it came)."""
+        times = sorted(self.arrivals)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while times[first] <= at - self.delay:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
 
 
 def count(db: Database, table: sa.Table, *where: sa.ColumnElement[bool]) -> int:
@@ -83,76 +150,244 @@ def count(db: Database, table: sa.Table, *where: sa.ColumnElement[bool]) -> int:
         )
 
 
-def leg(url: str, workers: int, n: int, llm: FakeLlmServer, poll_secs: float) -> float:
-    """Tickets per second with `workers` processes on the database at `url`."""
+def cpu_secs(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def store(pg: PostgresServer | None) -> Iterator[tuple[str, Path]]:
+    """A fresh database (PostgreSQL, or SQLite when `pg` is None) and a home folder."""
     home = Path(tempfile.mkdtemp(prefix="opencrab-bench-tickets-"))
+    url = pg.create_database() if pg is not None else f"sqlite:///{home / 'opencrab.db'}"
+    try:
+        yield url, home
+    finally:
+        if pg is not None:
+            pg.drop_database(url)
+
+
+def agent_in(url: str, home: Path) -> tuple[Database, str]:
     settings = load_settings(env={"OPENCRAB_HOME": str(home), "OPENCRAB_DATABASE__URL": url})
     db = Database(url)
     db.upgrade()
     agent = AgentStore(db, settings).create(
         AgentCreate(name="bench", prompt="Work.", heartbeat=HeartbeatConfig(enabled=False))
     )
+    return db, agent.id
+
+
+def env_for(url: str, **tickets: object) -> dict[str, str]:
     env = {
         "OPENCRAB_DATABASE__URL": url,
-        "OPENCRAB_TICKETS__POLL_SECS": str(poll_secs),
         "OPENCRAB_AGENT__HEARTBEAT_INTERVAL_SECS": "3600",
     }
-    running = [
-        ServedOpenCrab(home / f"w{i}", llm=llm, env=env, worker=True) for i in range(workers)
-    ]
-    try:
-        for worker in running:
-            worker.start()
-        started = time.perf_counter()
-        with db.write() as conn:
-            for _ in range(n):
-                tickets_repo.insert_ticket(conn, agent.id, {}, {"goal": "bench"})
-        done = 0
-        while done < n:
-            time.sleep(0.02)
-            done = count(db, tickets, tickets.c.status == "completed")
-            stuck = [w for w in running if w.returncode is not None]
-            if stuck:
-                raise RuntimeError(f"a worker ended early:\n{stuck[0].output()}")
-        elapsed = time.perf_counter() - started
-        ran = count(db, sessions, sessions.c.kind == "ticket")
-        if ran != n:
-            raise RuntimeError(f"{n} tickets ran in {ran} sessions: some ran more than once")
-    finally:
-        for worker in running:
+    env.update({f"OPENCRAB_TICKETS__{k.upper()}": str(v) for k, v in tickets.items()})
+    return env
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+# ------------------------------------------------------------------ 1. start latency
+def start_latency(pg: PostgresServer | None, model: Model, n: int) -> tuple[list[float], ...]:
+    """Seconds from POST /api/tickets to the model request, and from a bare insert."""
+    model.reset(0.0)
+    with store(pg) as (url, home):
+        db, agent_id = agent_in(url, home)
+        served = ServedOpenCrab(home / "up", llm=model.llm, env=env_for(url))
+        served.start()
+        try:
+            with served.client() as client:
+                for _ in range(WARM_UP):  # the first turns load code and connect
+                    _one(db, model, lambda: _post(client, agent_id))
+                posted = [_one(db, model, lambda: _post(client, agent_id)) for _ in range(n)]
+                bare = [
+                    _one(db, model, lambda: _insert_quietly(db, agent_id)) for _ in range(n // 5)
+                ]
+        finally:
+            served.stop()
+            db.close()
+    return posted, bare
+
+
+def _one(db: Database, model: Model, make: object) -> float:
+    """Seconds from `make()` (a new ticket) to its model request, the server idle before:
+    the previous ticket has completed, and its run has let go of its lease."""
+    model.arrived.clear()
+    before = len(model.arrivals)
+    finished = count(db, tickets, tickets.c.status == "completed")
+    started = time.perf_counter()
+    make()  # type: ignore[operator]
+    if not model.arrived.wait(30):
+        raise RuntimeError("no model request within 30 s of the ticket")
+    took = model.arrivals[before] - started
+    deadline = time.monotonic() + 30
+    held = leases.c.key.like("ticket:%")
+    done = tickets.c.status == "completed"
+    while count(db, tickets, done) <= finished or count(db, leases, held):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the ticket did not complete within 30 s")
+        time.sleep(0.005)
+    return took
+
+
+def _post(client: object, agent_id: str) -> None:
+    response = client.post("/api/tickets", json={"agentId": agent_id})  # type: ignore[attr-defined]
+    if response.status_code != 201:
+        raise RuntimeError(f"POST /api/tickets: {response.status_code} {response.text}")
+
+
+def _insert_quietly(db: Database, agent_id: str) -> None:
+    """A pending ticket written without the signal OpenCrab's own writes send."""
+    now = utcnow()
+    with db.write() as conn:
+        conn.execute(
+            tickets.insert().values(
+                id=str(__import__("uuid").uuid4()),
+                agent_id=agent_id,
+                status="pending",
+                params={},
+                context={"goal": "bench"},
+                error_message=None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+
+# ------------------------------------------------------------------ 2-4. throughput
+def throughput(
+    pg: PostgresServer | None, model: Model, workers: int, n: int, **tickets_env: object
+) -> tuple[float, float]:
+    """Tickets per second with `workers` worker processes; and their CPU seconds per ticket."""
+    with store(pg) as (url, home):
+        db, agent_id = agent_in(url, home)
+        env = env_for(url, **tickets_env)
+        running = [
+            ServedOpenCrab(home / f"w{i}", llm=model.llm, env=env, worker=True)
+            for i in range(workers)
+        ]
+        try:
+            for worker in running:
+                worker.start()
+            cpu_before = sum(cpu_secs(w.pid) for w in running)
+            started = time.perf_counter()
+            with db.write() as conn:
+                for _ in range(n):
+                    tickets_repo.insert_ticket(conn, agent_id, {}, {"goal": "bench"})
+            done = 0
+            while done < n:
+                time.sleep(0.02)
+                done = count(db, tickets, tickets.c.status == "completed")
+                stuck = [w for w in running if w.returncode is not None]
+                if stuck:
+                    raise RuntimeError(f"a worker ended early:\n{stuck[0].output()}")
+            elapsed = time.perf_counter() - started
+            cpu = sum(cpu_secs(w.pid) for w in running) - cpu_before
+            ran = count(db, sessions, sessions.c.kind == "ticket")
+            if ran != n:
+                raise RuntimeError(f"{n} tickets ran in {ran} sessions: some ran more than once")
+        finally:
+            for worker in running:
+                worker.stop()
+            db.close()
+    return n / elapsed, cpu / n
+
+
+def idle_cpu(pg: PostgresServer, model: Model, poll_secs: float, secs: float = 5.0) -> float:
+    """CPU seconds per second one idle worker spends (no tickets)."""
+    with store(pg) as (url, home):
+        db, _ = agent_in(url, home)
+        worker = ServedOpenCrab(
+            home / "idle", llm=model.llm, env=env_for(url, poll_secs=poll_secs), worker=True
+        )
+        worker.start()
+        try:
+            time.sleep(1.0)  # past its start
+            before = cpu_secs(worker.pid)
+            time.sleep(secs)
+            return (cpu_secs(worker.pid) - before) / secs
+        finally:
             worker.stop()
-        db.close()
-    return n / elapsed
+            db.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tickets", type=int, default=200, help="tickets per leg")
-    parser.add_argument("--poll-secs", type=float, default=0.1, help="[tickets] poll_secs")
+    parser.add_argument("--tickets", type=int, default=200, help="tickets per throughput leg")
+    parser.add_argument("--starts", type=int, default=50, help="tickets timed in part 1")
+    parser.add_argument(
+        "--poll-secs", type=float, default=0.1, help="[tickets] poll_secs in part 4"
+    )
     args = parser.parse_args()
     pg_url = os.environ.get(ENV_URL)
     for name in list(os.environ):  # a developer's own settings do not leak into the workers
         if name.startswith("OPENCRAB_"):
             del os.environ[name]
-    with FakeLlmServer() as llm, postgres_server(pg_url) as server:
-        llm.reply(CHAT, complete_at_once())
-        rates: dict[int, float] = {}
-        for workers in WORKERS:
-            url = server.create_database()
-            try:
-                rates[workers] = leg(url, workers, args.tickets, llm, args.poll_secs)
-            finally:
-                server.drop_database(url)
-            ratio = rates[workers] / rates[WORKERS[0]]
+    with FakeLlmServer() as llm, postgres_server(pg_url) as pg:
+        model = Model(llm)
+
+        print("1. POST /api/tickets -> the agent's first model request ([tickets] poll 1 s)")
+        for name, server in (("PostgreSQL", pg), ("SQLite", None)):
+            posted, bare = start_latency(server, model, args.starts)
             print(
-                f"{workers} worker{'s' if workers > 1 else ' '}: "
-                f"{rates[workers]:7.1f} tickets/s  (x{ratio:.2f} of 1 worker)",
+                f"   {name:10}: p50 {pct(posted, 0.5) * 1000:6.1f} ms  "
+                f"p99 {pct(posted, 0.99) * 1000:6.1f} ms  (target p99 <= 100 ms)  | "
+                f"found by the poll only (no signal): p50 {pct(bare, 0.5) * 1000:6.1f} ms  "
+                f"p99 {pct(bare, 0.99) * 1000:6.1f} ms  (x{pct(bare, 0.5) / pct(posted, 0.5):.0f})",
                 flush=True,
             )
+
+        print(f"2. one worker, model answering after {MODEL_SECS * 1000:.0f} ms")
+        model.reset(MODEL_SECS)
+        serial, _ = throughput(pg, model, 1, 15, concurrency=1)
+        model.reset(MODEL_SECS)
+        wide, _ = throughput(pg, model, 1, args.tickets, concurrency=WIDE)
+        print(
+            f"   concurrency 1 : {serial:6.1f} tickets/s\n"
+            f"   concurrency {WIDE}: {wide:6.1f} tickets/s  (x{wide / serial:.1f} of one at a "
+            f"time; target >= x15), at most {model.most_in_flight()} model requests in "
+            "flight at once (target >= 20)",
+            flush=True,
+        )
+
+        print(f"3. workers on PostgreSQL, concurrency {PER_WORKER} each, model {MODEL_SECS}s")
+        rates: dict[int, float] = {}
+        for workers in (1, 2):
+            model.reset(MODEL_SECS)
+            rates[workers], _ = throughput(pg, model, workers, args.tickets, concurrency=PER_WORKER)
+        print(
+            f"   1 worker : {rates[1]:6.1f} tickets/s\n"
+            f"   2 workers: {rates[2]:6.1f} tickets/s  (x{rates[2] / rates[1]:.2f} of 1 worker; "
+            "target >= x1.5)",
+            flush=True,
+        )
+
+        print(f"4. instant model (CPU is the limit), [tickets] poll {args.poll_secs} s")
+        instant: dict[int, float] = {}
+        for workers in WORKERS:
+            model.reset(0.0)
+            instant[workers], cpu = throughput(
+                pg, model, workers, args.tickets, poll_secs=args.poll_secs
+            )
+            ratio = instant[workers] / instant[WORKERS[0]]
+            print(
+                f"   {workers} worker{'s' if workers > 1 else ' '}: "
+                f"{instant[workers]:7.1f} tickets/s  (x{ratio:.2f} of 1 worker)  "
+                f"workers' CPU {cpu * 1000:5.1f} ms per ticket",
+                flush=True,
+            )
+        for poll in sorted({args.poll_secs, 1.0}):
+            idle = idle_cpu(pg, model, poll)
+            print(f"   one idle worker, poll {poll} s: {idle * 1000:.0f} ms of CPU per second")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"({args.tickets} tickets per leg, each run exactly once; {os.cpu_count()} CPUs, "
-        f"load average {load}: other work on the machine shares them)"
+        f"({args.tickets} tickets per throughput leg, each run exactly once; "
+        f"{os.cpu_count()} CPUs, load average {load}: other work on the machine shares them)"
     )
 
 

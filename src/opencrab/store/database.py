@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from pathlib import Path
@@ -21,6 +22,9 @@ from opencrab.errors import ConfigError, StoreError
 from opencrab.store.dialects import postgresql as postgresql_dialect
 from opencrab.store.dialects import sqlite as sqlite_dialect
 from opencrab.store.dialects.postgresql import READ_BEGIN, WRITE_BEGIN
+from opencrab.store.signals import take as take_signals
+
+log = logging.getLogger(__name__)
 
 DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
 """The backends OpenCrab runs on, and the driver each URL gets when it names none."""
@@ -52,6 +56,8 @@ class Database:
         weakref.finalize(self, _close_idle, self._idle)
         self.read_only = False
         self.folder: Path | None = None  # the SQLite file's folder
+        # channel -> what runs when a transaction that signalled it commits (signals.py)
+        self._on_commit: dict[str, list[Callable[[], None]]] = {}
         if self.url.get_backend_name() == "sqlite":
             database = self.url.database or ""
             engine_url = self.url
@@ -70,6 +76,14 @@ class Database:
         else:
             self.engine = sa.create_engine(self.url, **postgresql_dialect.ENGINE_OPTIONS)
             postgresql_dialect.configure(self.engine)
+
+    def on_commit(self, channel: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` (in the committing thread) whenever a write transaction of
+        this Database that signalled `channel` commits (store/signals.py); returns the
+        function that stops it."""
+        callbacks = self._on_commit.setdefault(channel, [])
+        callbacks.append(callback)
+        return lambda: callbacks.remove(callback) if callback in callbacks else None
 
     @property
     def dialect(self) -> str:
@@ -143,8 +157,16 @@ class Database:
             with conn.begin(), self._pipelined(conn, begin):
                 yield conn
         except BaseException:
+            take_signals(conn)  # rolled back: nothing happened
             conn.close()
             raise
+        if write and (signalled := take_signals(conn)):
+            for channel in signalled:
+                for callback in list(self._on_commit.get(channel, ())):
+                    try:
+                        callback()
+                    except Exception:  # the write committed: a waiter's bug is not its
+                        log.exception("a callback on %s failed", channel)
         if pool is self.engine.pool and not conn.invalidated:
             self._idle[write].append(_Idle(conn, pool, time.monotonic()))
         else:

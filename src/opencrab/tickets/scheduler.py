@@ -1,7 +1,11 @@
 """The ticket scheduler (docs/architecture.md, "Leases"): runs tickets by lease.
 
-`opencrab up` and `opencrab worker` each run one (`[tickets] enabled`). Every
-`[tickets] poll_secs` (and whenever one of its runs ends) it looks for `pending` tickets
+`opencrab up` and `opencrab worker` each run one (`[tickets] enabled`). It looks for
+work when a ticket becomes runnable — created, reset, resumed, answered — (a commit that
+signals store.signals.TICKETS: at once in this process, through PostgreSQL's
+LISTEN/NOTIFY from any other), whenever one of its runs ends, and otherwise every
+`[tickets] poll_secs` (a ticket whose process died, a write from another process on
+SQLite). Then it looks for `pending` tickets
 and `running` ones whose lease is free — a resumed ticket, or one whose process died —
 and claims each through its `ticket:<id>` lease (store/leases.py), up to
 `[tickets] concurrency` at once; any number of processes share the work, each ticket
@@ -41,6 +45,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +57,7 @@ from opencrab.core.work_spans import work_span
 from opencrab.errors import ConflictError, NotFoundError, OpenCrabError, ValidationError
 from opencrab.messages import IncomingMessage, InternalSource, Sender
 from opencrab.offload import run_blocking
+from opencrab.store import signals
 from opencrab.store.leases import ticket_key
 from opencrab.store.repositories.tickets import TicketRecord
 from opencrab.tickets import service
@@ -207,15 +213,30 @@ class TicketScheduler:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._unhook: Callable[[], None] | None = None
 
     def start(self) -> None:
-        """Run the claiming loop in the background of the running event loop."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="ticket-scheduler")
+        """Run the claiming loop in the background of the running event loop, woken by
+        the tickets made runnable in this process and (PostgreSQL) in any other."""
+        if self._task is not None:
+            return
+        self._event_loop = asyncio.get_running_loop()
+        db = self.runtime.db
+        self._unhook = db.on_commit(signals.TICKETS, self.wake)
+        listening = signals.listen(db, signals.TICKETS, self.wake)
+        if listening is not None:
+            self._listener = asyncio.create_task(listening, name="ticket-scheduler-listen")
+        self._task = asyncio.create_task(self._loop(), name="ticket-scheduler")
 
     def wake(self) -> None:
-        """Look for work now rather than at the next poll."""
-        self._wake.set()
+        """Look for work now rather than at the next poll (from any thread)."""
+        loop = self._event_loop
+        if loop is None or _in_loop(loop):
+            self._wake.set()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
 
     async def stop(self) -> None:
         """Stop claiming; runs under way are cancelled (their turns record the
@@ -223,6 +244,14 @@ class TicketScheduler:
         another process (or the next start) continues them."""
         self._stopping.set()
         self._wake.set()
+        if self._unhook is not None:
+            self._unhook()
+            self._unhook = None
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
         if self._task is not None:
             await self._task
             self._task = None
@@ -393,6 +422,13 @@ def start_tickets(runtime: Runtime) -> TicketScheduler | None:
     scheduler = TicketScheduler(runtime)
     scheduler.start()
     return scheduler
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:  # a thread without a loop (a write run off the event loop)
+        return False
 
 
 def _ticket_or_none(db: Any, ticket_id: str) -> TicketRecord | None:

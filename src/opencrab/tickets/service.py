@@ -46,6 +46,7 @@ from opencrab.store.repositories.tickets import (
     TicketSessionRecord,
     TicketSummaryRecord,
 )
+from opencrab.store.signals import TICKETS, signal
 from opencrab.store.types import utcnow
 from opencrab.tickets.states import MoveName, StepStatus, TicketStatus, check_move
 
@@ -54,6 +55,10 @@ MAX_INPUT_BYTES = 64 * 1024
 """How big a ticket's `params` (and its `context`) may be, as compact JSON in UTF-8."""
 MAX_INPUT_DEPTH = 16
 """How deeply a ticket's `params` (and its `context`) may nest objects and lists."""
+WAKING_MOVES: frozenset[MoveName] = frozenset({"resume", "reset"})
+"""Moves after which a scheduler has work: the ticket is `running` with no process on it
+(resumed: by a person, an answer, a decided approval) or `pending` again (reset). They
+and a new ticket signal store.signals.TICKETS when they commit."""
 
 
 def _uuid(value: str, what: str) -> str:
@@ -148,6 +153,8 @@ def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None 
         if session is not None and session.status in ("active", "suspended"):
             sessions_repo.set_ticket_session_status(conn, session.id, rule.session)
     repo.set_ticket_status(conn, ticket_id, rule.target, error_message=error)
+    if move in WAKING_MOVES:
+        signal(conn, TICKETS)  # a scheduler picks it up at once, not at its next poll
 
 
 def _moved(db: Database, ticket_id: str, move: MoveName, error: str | None = None) -> TicketRecord:

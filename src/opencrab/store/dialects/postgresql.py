@@ -420,7 +420,13 @@ LISTEN_RETRY_SECS = 1.0
 
 
 async def listen_events(url: str, wake: Callable[[], None]) -> None:
-    """LISTEN on EVENTS_CHANNEL and call `wake()` for every notification, until cancelled.
+    """LISTEN on EVENTS_CHANNEL and call `wake()` for every notification, until cancelled
+    (see `listen`)."""
+    await listen(url, EVENTS_CHANNEL, wake)
+
+
+async def listen(url: str, channel: str, wake: Callable[[], None]) -> None:
+    """LISTEN on `channel` and call `wake()` for every notification, until cancelled.
 
     A dedicated connection (psycopg's async one, outside the pool). It reconnects after
     losing the server, calling `wake()` again then: what committed meanwhile is re-read.
@@ -432,12 +438,12 @@ async def listen_events(url: str, wake: Callable[[], None]) -> None:
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
             async with conn:
-                await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                await conn.execute(f"LISTEN {channel}")
                 wake()  # whatever committed before this listened
                 async for _ in conn.notifies():
                     wake()
         except psycopg.Error as exc:
-            log.warning("listening for new events failed (%s); trying again", exc)
+            log.warning("listening on %s failed (%s); trying again", channel, exc)
             await asyncio.sleep(LISTEN_RETRY_SECS)
 
 

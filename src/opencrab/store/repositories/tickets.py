@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError
+from opencrab.store.signals import TICKETS, signal
 from opencrab.store.tables import agents, sessions, steps, tickets
 from opencrab.store.types import utcnow
 
@@ -122,7 +123,8 @@ def count_agent_tickets(conn: Connection, agent_id: str) -> int:
 def insert_ticket(
     conn: Connection, agent_id: str, params: dict[str, Any], context: dict[str, Any]
 ) -> str:
-    """A new `pending` ticket for an existing agent; returns its id."""
+    """A new `pending` ticket for an existing agent; returns its id. Schedulers are
+    woken when it commits (store/signals.py)."""
     ticket_id = str(uuid4())
     now = utcnow()
     conn.execute(
@@ -137,6 +139,7 @@ def insert_ticket(
             updated_at=now,
         )
     )
+    signal(conn, TICKETS)
     return ticket_id
 
 
