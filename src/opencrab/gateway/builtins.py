@@ -3,8 +3,9 @@
 Each declares the model of its `[gateway.<name>]` table (opencrab.gateway.configs) and
 builds itself from the checked table (`from_config`). Each adapter module is imported
 only when its gateway is built, so discord.py (an optional extra) loads only when
-`[gateway.discord] enabled = true`. `rest` and `openai_compat` are served by the HTTP
-server (`opencrab up`): they have tables to check but no gateway loop to run.
+`[gateway.discord] enabled = true`, slack_sdk only when `[gateway.slack]` is. `rest` and
+`openai_compat` are served by the HTTP server (`opencrab up`): they have tables to check
+but no gateway loop to run.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from opencrab.errors import ConfigError
-from opencrab.gateway.configs import CliConfig, DiscordConfig, OpenAiCompatConfig, RestConfig
+from opencrab.gateway.configs import (
+    CliConfig,
+    DiscordConfig,
+    OpenAiCompatConfig,
+    RestConfig,
+    SlackConfig,
+)
 from opencrab.plugins import hookimpl
 
 if TYPE_CHECKING:
     from opencrab.gateway.base import GatewayConfig
     from opencrab.gateway.cli import CliGateway
     from opencrab.gateway.discord import DiscordGateway
+    from opencrab.gateway.slack import SlackGateway
 
 
 class Discord:
@@ -42,6 +50,30 @@ class Discord:
                 key="gateway.discord.enabled",
             ) from exc
         return DiscordGateway(config, **options)
+
+
+class Slack:
+    """`[gateway.slack]`: the Slack app (opencrab.gateway.slack), Socket Mode or Events API."""
+
+    name: ClassVar[str] = "slack"
+    config_model: ClassVar[type[GatewayConfig]] = SlackConfig
+
+    @staticmethod
+    def from_config(runtime: Any, config: SlackConfig, **options: Any) -> SlackGateway | None:
+        """The Slack gateway the table configures; None unless it is enabled."""
+        if not config.enabled:
+            return None
+        try:
+            import slack_sdk.socket_mode.aiohttp  # noqa: F401  (the extra is installed)
+        except ImportError as exc:
+            raise ConfigError(
+                f"gateway.slack is enabled but slack_sdk is not installed ({exc.name or exc}): "
+                "pip install 'opencrab[slack]', or set it to false",
+                key="gateway.slack.enabled",
+            ) from exc
+        from opencrab.gateway.slack import SlackGateway
+
+        return SlackGateway(config, runtime, **options)
 
 
 class Cli:
@@ -101,5 +133,6 @@ class OpenAiCompat(_Served):
 def register_gateways(register: Callable[[Any], None]) -> None:
     register(Rest)
     register(Discord)
+    register(Slack)
     register(Cli)
     register(OpenAiCompat)
