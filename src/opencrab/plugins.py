@@ -101,6 +101,7 @@ SERVER_PLUGINS = (
     "opencrab.server.api.llm_export",
     "opencrab.server.api.llm_settings",
     "opencrab.server.api.mcp",
+    "opencrab.server.api.gateways",
     "opencrab.gateway.slack",  # the Events API's /hooks/slack/… (signature-checked)
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )

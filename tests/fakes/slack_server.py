@@ -16,11 +16,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,3 +243,26 @@ def signed(body: bytes, *, secret: str = SIGNING_SECRET, at: int | None = None) 
     base = b"v0:" + stamp.encode() + b":" + body
     digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
     return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": f"v0={digest}"}
+
+
+@contextlib.contextmanager
+def fake_slack_in_thread() -> Iterator[tuple[FakeSlack, Callable[[Any], Any]]]:
+    """A FakeSlack on its own event loop in a thread (for a test whose app runs in
+    another loop, a TestClient's); yields it and `run(coroutine)`, which runs a coroutine
+    there and returns its result."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(60)
+
+    fake = FakeSlack()
+    run(fake.up())
+    try:
+        yield fake, run
+    finally:
+        run(fake.down())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

@@ -235,7 +235,20 @@ class SlackGateway(ChatGateway):
 
     async def _session(self) -> None:
         """One life of the link: who we are (auth.test), then Socket Mode until the socket
-        drops; in events mode, auth.test alone (Slack comes to us)."""
+        drops; in events mode, auth.test alone (Slack comes to us). Slack's refusals are
+        told by their error code (invalid_auth, …), which the dashboard shows."""
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            await self._link()
+        except SlackApiError as exc:
+            said = exc.response.get("error") if exc.response is not None else None
+            method = urlsplit(str(getattr(exc.response, "api_url", ""))).path.rsplit("/", 1)[-1]
+            raise ConnectionError(
+                f"Slack answered {said or 'an error'} to {method or 'a call'}"
+            ) from None
+
+    async def _link(self) -> None:
         web = self._client()
         who = await web.auth_test()
         self.bot_user_id, self.team_id = who.get("user_id"), who.get("team_id")

@@ -896,3 +896,18 @@ memory_eval_runs = sa.Table(
     _created(),
     sa.Index(None, "agent_id", "created_at"),
 )
+
+# revision 0038: chat-platform gateways' settings made on the dashboard (issue 38), merged
+# under the config file's `[gateway.<name>]` table when the gateway is built (a key the
+# file sets wins). Secrets (the config model's SecretStr fields) are one Fernet token of
+# {key: value}, encrypted with the key of the LLM API keys (config/secret_key.py).
+gateway_settings = sa.Table(
+    "gateway_settings",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),  # the registered gateway's name
+    sa.Column("settings_json", sa.JSON, nullable=False),  # its table's keys but the secrets
+    sa.Column("secrets_encrypted", sa.Text),  # a Fernet token of {"bot_token": …}; or None
+    sa.Column("secrets_shown_json", sa.JSON, nullable=False),  # {"bot_token": "…last4"}
+    sa.Column("updated_by", sa.String(200), nullable=False),  # a token's name, or "local"
+    _updated(),
+)
