@@ -209,6 +209,29 @@ def settings_view(runtime: Runtime, name: str) -> dict[str, Any]:
     }
 
 
+def gateway_view(runtime: Runtime, chats: Any, name: str) -> dict[str, Any]:
+    """`settings_view` and how the gateway runs in this process (`chats`, the process's
+    opencrab.gateway.serve.ChatGateways, or None): `running`, its `link` (the running
+    gateway's `connection.state`; a gateway without one is "connected" while it runs),
+    its last failure to start (`error`)."""
+    view = settings_view(runtime, name)
+    running = chats.running.get(name) if chats is not None else None
+    gateway = running[0] if running is not None else None
+    connection = getattr(gateway, "connection", None)
+    link = None
+    if connection is not None:
+        link = connection.state.as_json()
+    elif gateway is not None:
+        link = {"state": "connected", "since": 0, "attempts": 0}
+    return {
+        **view,
+        "enabled": bool(view["values"].get("enabled")),
+        "running": gateway is not None,
+        "link": link,
+        "error": chats.errors.get(name) if chats is not None else None,
+    }
+
+
 # ------------------------------------------------------------ writing
 def save_settings(runtime: Runtime, name: str, body: dict[str, Any], *, actor: str) -> None:
     """Store the dashboard's settings of gateway `name` (they replace the stored ones; a

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from opencrab.errors import ConfigError, ValidationError
 from opencrab.gateway.serve import ChatGateways
-from opencrab.gateway.settings import model_of, platform_gateways, save_settings, settings_view
+from opencrab.gateway.settings import gateway_view, model_of, platform_gateways, save_settings
 from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.server.deps import RuntimeDep, actor_of
@@ -75,22 +75,7 @@ def _chats(request: Request) -> ChatGateways | None:
 
 
 def _view(runtime: Any, chats: ChatGateways | None, name: str) -> GatewayView:
-    view = settings_view(runtime, name)
-    running = chats.running.get(name) if chats is not None else None
-    gateway = running[0] if running is not None else None
-    connection = getattr(gateway, "connection", None)
-    link = None
-    if connection is not None:
-        link = LinkState.model_validate(connection.state.as_json())
-    elif gateway is not None:  # a gateway without a Connection (Discord): up while it runs
-        link = LinkState(state="connected", since=0, attempts=0)
-    return GatewayView(
-        **view,
-        enabled=bool(view["values"].get("enabled")),
-        running=gateway is not None,
-        link=link,
-        error=chats.errors.get(name) if chats is not None else None,
-    )
+    return GatewayView.model_validate(gateway_view(runtime, chats, name))
 
 
 @router.get("", operation_id="listGateways", response_model=list[GatewayView])
