@@ -139,8 +139,9 @@ async def test_a_mention_runs_a_turn_and_the_reply_goes_to_its_thread(
 async def test_a_direct_message_is_answered_in_the_dm_and_a_slash_command_in_the_channel(
     runtime: Runtime, agent: Agent, scripted: ScriptedProvider, fake: FakeSlack
 ) -> None:
+    Workspace.for_agent(runtime.settings, agent.id).write("plan.md", "# 計画\n")
     scripted.outcomes.clear()
-    scripted.then(speak("Hello in private."), speak("From the command."))
+    scripted.then(speak("Hello in private; see `plan.md`."), speak("From the command."))
     async with running(runtime, agent, fake):
         direct = {
             "type": "message",
@@ -151,10 +152,12 @@ async def test_a_direct_message_is_answered_in_the_dm_and_a_slash_command_in_the
             "ts": "2.1",
         }
         await fake.push("events_api", fake.event(direct))
-        await fake.wait(lambda: len(fake.posted) == 1)
+        await fake.wait(lambda: len(fake.posted) == 1 and len(fake.completed) == 1)
         assert fake.posted[0]["channel"] == "D0MINA"
         assert fake.posted[0].get("thread_ts") is None
-        assert fake.posted[0]["text"] == "Hello in private."
+        assert fake.posted[0]["text"] == "Hello in private; see `plan.md`."
+        assert fake.completed[0]["channel_id"] == "D0MINA"  # the file it names, uploaded
+        assert [u["data"] for u in fake.uploads.values()] == ["# 計画\n".encode()]
 
         command = {
             "command": "/crab",

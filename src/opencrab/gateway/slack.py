@@ -136,7 +136,9 @@ class SlackGateway(ChatGateway):
         self.bot_user_id: str | None = None
         self.team_id: str | None = None
         self._web: AsyncWebClient | None = None
-        self._agent_ids: OrderedDict[str, str] = OrderedDict()  # message id -> its agent's id
+        # message id -> the agent that answers it (name or id; "" the gateway's), so that
+        # files its answer names are looked for in that agent's workspace
+        self._agents: OrderedDict[str, str] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------ the Gateway trait
@@ -198,9 +200,10 @@ class SlackGateway(ChatGateway):
                 blocks=blocks,
                 unfurl_links=False,
             )
-        agent_id = self._agent_ids.get(message.reply_to or "")
-        if agent_id is not None:
-            await self._send_files(message.content.text, agent_id, channel, thread)
+        named = self._agents.get(message.reply_to or "")
+        if named is not None and _NAMED.search(message.content.text):
+            agent = await run_blocking(agent_for, self.runtime, named or None, self.name)
+            await self._send_files(message.content.text, agent.id, channel, thread)
 
     # ------------------------------------------------------------ conversations
     def agent(self) -> str | None:
@@ -417,6 +420,7 @@ class SlackGateway(ChatGateway):
             await web.chat_postMessage(channel=channel, text=said)
 
     def _enqueue(self, message: IncomingMessage) -> None:
+        self._remember(message)
         try:
             self.queue.put_nowait(message)
         except asyncio.QueueFull:
@@ -450,7 +454,6 @@ class SlackGateway(ChatGateway):
                 Attachment(url=f"workspace:{path}", content_type=item.get("mimetype"), name=name)
             )
         text = "\n\n".join(part for part in [message.content.text, *notes] if part)
-        self._remember(message.id, agent_id)
         return message.model_copy(
             update={"content": MessageContent(text=text, attachments=attachments)}
         )
@@ -500,10 +503,10 @@ class SlackGateway(ChatGateway):
         api = urlsplit(self.settings.api_url)
         return bool(host) and host == (api.hostname or "").lower() and parts.scheme == api.scheme
 
-    def _remember(self, message_id: str, agent_id: str) -> None:
-        self._agent_ids[message_id] = agent_id
-        while len(self._agent_ids) > SEEN_EVENTS:
-            self._agent_ids.popitem(last=False)
+    def _remember(self, message: IncomingMessage) -> None:
+        self._agents[message.id] = self.agent_for_message(message) or ""
+        while len(self._agents) > SEEN_EVENTS:
+            self._agents.popitem(last=False)
 
     async def _send_files(self, text: str, agent_id: str, channel: str, thread: str) -> None:
         from opencrab.core.workspace import Workspace
