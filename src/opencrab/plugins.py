@@ -105,6 +105,8 @@ SERVER_PLUGINS = (
     "opencrab.server.api.mcp",
     "opencrab.gateway.line",  # POST /hooks/line, LINE's webhook
     "opencrab.gateway.telegram_webhook",  # POST /hooks/telegram (no Telegram SDK import)
+    "opencrab.server.api.gateways",
+    "opencrab.gateway.slack",  # the Events API's /hooks/slack/… (signature-checked)
     "opencrab.dashboard.routes",  # after the API: its error pages cover the rest
 )
 """opencrab's HTTP routes: loaded (with FastAPI) only when an app is built."""

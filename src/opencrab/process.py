@@ -48,7 +48,7 @@ from opencrab.core.heartbeat import DEFAULT_REFRESH_SECS, HeartbeatService, star
 from opencrab.core.memory_index import MemoryIndexer, start_memory_index
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import start_tool_sources
-from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
+from opencrab.gateway.serve import ChatGateways
 from opencrab.inbox.notifier import InboxNotifier
 from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.reports.agent_mode import agent_mode_notice
@@ -103,6 +103,7 @@ class Process:
     telemetry: Telemetry | None = None
     inbox_counter: InboxCounter | None = None
     inbox_notifier: InboxNotifier | None = None
+    chat_gateways: ChatGateways | None = None  # restarted one by one from /api/gateways
 
     @property
     def claim_secs(self) -> float:
@@ -231,8 +232,9 @@ async def _agent_mode(process: Process) -> Stop:
 
 
 async def _chat_gateways(process: Process) -> Stop:
-    chats = await start_chat_gateways(process.runtime)
-    return lambda: stop_chat_gateways(chats)
+    chats = process.chat_gateways = ChatGateways(process.runtime)
+    await chats.start_all()
+    return chats.stop_all
 
 
 async def _memory_index(process: Process) -> Stop | None:

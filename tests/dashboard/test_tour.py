@@ -81,6 +81,7 @@ def test_every_page_renders_cleanly_at_1024_px(page: Watched, tour: dict[str, st
         "budgets": "/budgets",
         "llm-settings": "/settings/llm",
         "mcp": "/settings/mcp",
+        "gateways": "/settings/gateways",
         "agent-llm": f"/agents/{name}/llm",
         "session-trace": f"/sessions/{tour['session']}/trace",
         "agent-mode": "/agent-mode",

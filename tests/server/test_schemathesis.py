@@ -117,6 +117,7 @@ def _no_outside_server(case: Any) -> None:
 # exactly one of these groups (test_every_case_is_in_exactly_one_group), so together they
 # cover the document as one run did.
 TAGS = (  # in the order the document lists them
+    "Gateways",
     "MCP",
     "LLM settings",
     "LLM analytics",

@@ -52,6 +52,7 @@ NAV: list[NavItem] = [
     NavItem("Budgets", "/budgets", ()),
     NavItem("LLM", "/settings/llm", ("/settings/llm",)),
     NavItem("MCP", "/settings/mcp", ("/settings/mcp",)),
+    NavItem("Gateways", "/settings/gateways", ("/settings/gateways",)),
     NavItem("Agent mode", "/agent-mode", ("/agent-mode/",)),
 ]
 """The top bar's areas, in order: the agents' work (sessions, tickets, schedules,

@@ -39,6 +39,7 @@ PAGE_MODULES = (
     "opencrab.dashboard.pages.costs",
     "opencrab.dashboard.pages.llm_settings",
     "opencrab.dashboard.pages.mcp",
+    "opencrab.dashboard.pages.gateways",
     "opencrab.dashboard.pages.transcripts",
     "opencrab.dashboard.pages.traces",
     "opencrab.dashboard.pages.agent_mode",

@@ -20,6 +20,7 @@ from opencrab.gateway.configs import (
     LineConfig,
     OpenAiCompatConfig,
     RestConfig,
+    SlackConfig,
     TelegramConfig,
 )
 from opencrab.plugins import hookimpl
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from opencrab.gateway.cli import CliGateway
     from opencrab.gateway.discord import DiscordGateway
     from opencrab.gateway.line import LineGateway
+    from opencrab.gateway.slack import SlackGateway
     from opencrab.gateway.telegram import TelegramGateway
 
 
@@ -107,6 +109,30 @@ class Telegram:
         return TelegramGateway(config, runtime, **options)
 
 
+class Slack:
+    """`[gateway.slack]`: the Slack app (opencrab.gateway.slack), Socket Mode or Events API."""
+
+    name: ClassVar[str] = "slack"
+    config_model: ClassVar[type[GatewayConfig]] = SlackConfig
+
+    @staticmethod
+    def from_config(runtime: Any, config: SlackConfig, **options: Any) -> SlackGateway | None:
+        """The Slack gateway the table configures; None unless it is enabled."""
+        if not config.enabled:
+            return None
+        try:
+            import slack_sdk.socket_mode.aiohttp  # noqa: F401  (the extra is installed)
+        except ImportError as exc:
+            raise ConfigError(
+                f"gateway.slack is enabled but slack_sdk is not installed ({exc.name or exc}): "
+                "pip install 'opencrab[slack]', or set it to false",
+                key="gateway.slack.enabled",
+            ) from exc
+        from opencrab.gateway.slack import SlackGateway
+
+        return SlackGateway(config, runtime, **options)
+
+
 class Cli:
     """`[gateway.cli]`: a conversation in a terminal (what `opencrab chat` runs)."""
 
@@ -166,5 +192,6 @@ def register_gateways(register: Callable[[Any], None]) -> None:
     register(Discord)
     register(Line)
     register(Telegram)
+    register(Slack)
     register(Cli)
     register(OpenAiCompat)

@@ -1,10 +1,11 @@
 """The config models of the built-in gateways: `[gateway.rest]`, `[gateway.discord]`,
-`[gateway.cli]`, `[gateway.openai_compat]`, `[gateway.telegram]`, `[gateway.line]`.
+`[gateway.cli]`, `[gateway.openai_compat]`, `[gateway.telegram]`, `[gateway.line]`,
+`[gateway.slack]`.
 
 Each is declared by its gateway's `config_model` (opencrab.gateway.builtins), exactly as a
 plugin's gateway declares its own; the config reads them through the `register_gateways`
-hook (opencrab.config.gateways). They live apart from the Discord, Telegram and LINE
-adapters so that the platforms' SDKs (optional extras) are imported only
+hook (opencrab.config.gateways). They live apart from the Discord, Telegram, LINE and
+Slack adapters so that the platforms' SDKs (optional extras) are imported only
 when their gateway is built.
 """
 
@@ -137,3 +138,19 @@ class TelegramConfig(PlatformConfig):
             if missing:
                 raise ValueError(f"mode = 'webhook' needs {' and '.join(missing)}")
         return self
+
+
+class SlackConfig(PlatformConfig):
+    """`[gateway.slack]`: the Slack app's tokens, how Slack reaches it, who is answered."""
+
+    mode: Literal["socket", "events"] = "socket"
+    bot_token: SecretStr | None = None  # xoxb-…: every Web API call, file downloads
+    app_token: SecretStr | None = None  # xapp-… with connections:write: Socket Mode
+    signing_secret: SecretStr | None = None  # the Events API's request signatures
+    slash_command: str = Field(default="/crab", pattern=r"^/[\w-]{1,31}$")
+    api_url: str = Field(default="https://slack.com/api/", pattern=r"^https?://")
+    file_max_mb: int = Field(default=20, ge=1, le=1024)  # a larger file is not fetched
+    ping_interval_secs: float = Field(default=10.0, gt=0, le=300)
+    connect_timeout_secs: float = Field(default=30.0, gt=0, le=600)
+    retry_first_secs: float = Field(default=1.0, gt=0, le=600)
+    retry_cap_secs: float = Field(default=60.0, gt=0, le=3600)

@@ -13,9 +13,12 @@ if TYPE_CHECKING:
     from opencrab.gateway.base import Gateway
 
 
-def build_gateway(name: str, runtime: Runtime, **options: Any) -> Gateway | None:
-    """The gateway `name` as its table configures it (None when it is off); ConfigError for
-    a name no plugin registered."""
+def build_gateway(
+    name: str, runtime: Runtime, *, config: Any = None, **options: Any
+) -> Gateway | None:
+    """The gateway `name` as its table configures it (or `config`, a checked table: the
+    file's merged with the dashboard's, opencrab.gateway.settings); None when it is off.
+    ConfigError for a name no plugin registered."""
     registered = registered_gateways()
     if name not in registered:
         raise ConfigError(
@@ -24,7 +27,8 @@ def build_gateway(name: str, runtime: Runtime, **options: Any) -> Gateway | None
             key=f"gateway.{name}",
         )
     cls = registered[name]
-    config = runtime.settings.gateway.tables.get(name)
+    if config is None:
+        config = runtime.settings.gateway.tables.get(name)
     if config is None:  # registered after the settings were loaded: its defaults
         config = cls.config_model()
     gateway: Gateway | None = cls.from_config(runtime, config, **options)

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from opencrab.config.gateways import registered_gateways
 from opencrab.core.agent import Agent
 from opencrab.core.approval_followups import FollowUpOutcome, Watcher
 from opencrab.core.runtime import Runtime
@@ -32,7 +33,8 @@ from opencrab.core.steps import TurnResult, step_from_json
 from opencrab.errors import ConfigError, OpenCrabError, ValidationError
 from opencrab.gateway.base import Gateway
 from opencrab.gateway.platform import APPROVAL_METADATA
-from opencrab.gateway.registry import build_gateways
+from opencrab.gateway.registry import build_gateway
+from opencrab.gateway.settings import effective_config
 from opencrab.messages import (
     ChatSource,
     IncomingMessage,
@@ -276,32 +278,102 @@ def agent_for(runtime: Runtime, configured: str | None, gateway: str) -> Agent:
     return agents[0]
 
 
-async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, asyncio.Task[None]]]:
-    """Connect every registered, enabled chat gateway and start answering.
+class ChatGateways:
+    """The chat gateways running in this process, by name: started together, and each
+    rebuilt on its own (`restart`) with its current settings (the config file's table
+    and the dashboard's, opencrab.gateway.settings) while the others keep running."""
 
-    Stop them with `stop_chat_gateways`. When one cannot start (bad config, no agent to
-    answer, a failed login) the ones started before it are stopped and the error raised.
-    """
-    started: list[tuple[ChatGateway, asyncio.Task[None]]] = []
-    try:
-        for name, gateway in build_gateways(runtime).items():
-            if not isinstance(gateway, ChatGateway):
-                raise ConfigError(
-                    f"the gateway {name!r} is not a ChatGateway (conversations and reply "
-                    "targets), so a server cannot answer it; its plugin should return one, "
-                    "or None when there is no server to run",
-                    key=f"gateway.{name}",
-                )
-            agent = agent_for(runtime, gateway.agent(), gateway.name)
-            await gateway.connect()
-            runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
-            runner = GatewayRunner(gateway, runtime, agent, max_concurrent=gateway.max_concurrent())
-            task = asyncio.create_task(runner.run(), name=name)
-            started.append((gateway, task))
-    except BaseException:
-        await stop_chat_gateways(started)
-        raise
-    return started
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.running: dict[str, tuple[ChatGateway, asyncio.Task[None]]] = {}
+        self.errors: dict[str, str] = {}  # a gateway's last failure to (re)start
+        self._lock = asyncio.Lock()
+
+    async def start_all(self) -> None:
+        """Connect every registered, enabled chat gateway and start answering. When one
+        cannot start (bad config, no agent to answer, a failed login) the ones started
+        before it are stopped and the error raised."""
+        try:
+            names = list(registered_gateways())
+            for name in names:
+                gateway = await self._build(name)
+                if gateway is not None:
+                    await self._start(gateway)
+        except BaseException:
+            await self.stop_all()
+            raise
+
+    async def restart(self, name: str) -> ChatGateway | None:
+        """Rebuild gateway `name` from its current settings and reconnect it (None: it is
+        off now). A setting that cannot build a gateway raises before the running one is
+        touched; one that fails to connect leaves it stopped, the failure in `errors`."""
+        async with self._lock:
+            try:
+                gateway = await self._build(name)
+            except OpenCrabError as exc:
+                self.errors[name] = str(exc)
+                raise
+            await self.stop(name)
+            self.errors.pop(name, None)
+            if gateway is None:
+                return None
+            try:
+                await self._start(gateway)
+            except OpenCrabError as exc:
+                self.errors[name] = str(exc)
+                raise
+            return gateway
+
+    async def stop(self, name: str) -> None:
+        """Stop answering on gateway `name` and disconnect it (nothing when not running)."""
+        found = self.running.pop(name, None)
+        if found is None:
+            return
+        gateway, task = found
+        if self.runtime.outlets.get(name) is gateway:
+            del self.runtime.outlets[name]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await gateway.disconnect()
+
+    async def stop_all(self) -> None:
+        for name in list(self.running):
+            await self.stop(name)
+
+    def started(self) -> list[tuple[ChatGateway, asyncio.Task[None]]]:
+        return list(self.running.values())
+
+    async def _build(self, name: str) -> ChatGateway | None:
+        config = await run_blocking(effective_config, self.runtime, name)
+        gateway = build_gateway(name, self.runtime, config=config)
+        if gateway is None:
+            return None
+        if not isinstance(gateway, ChatGateway):
+            raise ConfigError(
+                f"the gateway {name!r} is not a ChatGateway (conversations and reply "
+                "targets), so a server cannot answer it; its plugin should return one, "
+                "or None when there is no server to run",
+                key=f"gateway.{name}",
+            )
+        return gateway
+
+    async def _start(self, gateway: ChatGateway) -> None:
+        agent = await run_blocking(agent_for, self.runtime, gateway.agent(), gateway.name)
+        await gateway.connect()
+        self.runtime.outlets[gateway.name] = gateway  # the heartbeat speaks in home channels
+        most = gateway.max_concurrent()
+        runner = GatewayRunner(gateway, self.runtime, agent, max_concurrent=most)
+        task = asyncio.create_task(runner.run(), name=gateway.name)
+        self.running[gateway.name] = (gateway, task)
+
+
+async def start_chat_gateways(runtime: Runtime) -> list[tuple[ChatGateway, asyncio.Task[None]]]:
+    """Connect every registered, enabled chat gateway and start answering (see
+    `ChatGateways.start_all`); stop them with `stop_chat_gateways`."""
+    gateways = ChatGateways(runtime)
+    await gateways.start_all()
+    return gateways.started()
 
 
 async def stop_chat_gateways(started: list[tuple[ChatGateway, asyncio.Task[None]]]) -> None:

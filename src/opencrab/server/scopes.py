@@ -9,9 +9,10 @@ other method is declared in `ROUTE_SCOPES` by method and path template:
   workspace files, LLM settings and budgets, tickets, schedules, imports, agent mode,
   deletions, dismissing an inbox item;
 - `admin`: what changes security — an agent's tool settings (switching on
-  execute_command, http_request, fetch_webpage) and the inbox webhook's signing secret;
+  execute_command, http_request, fetch_webpage), the inbox webhook's signing secret and
+  a chat gateway's settings (its tokens, who it answers);
 - `OPEN` (None): the sign-in and sign-out forms, which need no token, and the chat
-  platforms' webhooks (`/hooks/<gateway>`), which carry their platform's signature instead.
+  platforms' webhooks (`/hooks/<gateway>/…`, each checking its platform's signature).
 A route of a plugin declares its own with `openapi_extra={"x-scope": "chat"}`; a
 state-changing route declared nowhere needs `admin`. The WebSocket opens with `read`;
 its chat and discussion messages need `chat` (server/api/ws.py).
@@ -121,6 +122,12 @@ ROUTE_SCOPES: dict[str, Scope | None] = {
     "DELETE /api/mcp/servers/{name}": ADMIN,
     "PUT /api/mcp/servers/{name}/agents/{id}": ADMIN,  # grants, as the route above
     "POST /api/mcp/servers/{name}/tools/{tool}/call": OPERATE,
+    "PUT /api/gateways/{name}": ADMIN,  # a chat platform's tokens and who it answers
+    "POST /api/gateways/{name}/restart": OPERATE,
+    # Slack's Events API: no token of ours; each request's signature is checked instead
+    "POST /hooks/slack/events": OPEN,
+    "POST /hooks/slack/commands": OPEN,
+    "POST /hooks/slack/interactive": OPEN,
 }
 """The scope of every state-changing route, by "METHOD /path/template"."""
 

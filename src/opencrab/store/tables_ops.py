@@ -22,6 +22,7 @@ __all__ = [
     "budget_caps",
     "budget_reservations",
     "chat_agents",
+    "gateway_settings",
     "inbox_items",
     "inbox_secrets",
     "llm_alias_settings",
@@ -308,4 +309,19 @@ a2a_tasks = sa.Table(
     sa.Column("context_id", sa.String(200), nullable=False, index=True),
     sa.Column("canceled_by", sa.String(200)),
     _created(),
+)
+
+# revision 0038: chat-platform gateways' settings made on the dashboard (issue 38), merged
+# under the config file's `[gateway.<name>]` table when the gateway is built (a key the
+# file sets wins). Secrets (the config model's SecretStr fields) are one Fernet token of
+# {key: value}, encrypted with the key of the LLM API keys (config/secret_key.py).
+gateway_settings = sa.Table(
+    "gateway_settings",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),  # the registered gateway's name
+    sa.Column("settings_json", sa.JSON, nullable=False),  # its table's keys but the secrets
+    sa.Column("secrets_encrypted", sa.Text),  # a Fernet token of {"bot_token": …}; or None
+    sa.Column("secrets_shown_json", sa.JSON, nullable=False),  # {"bot_token": "…last4"}
+    sa.Column("updated_by", sa.String(200), nullable=False),  # a token's name, or "local"
+    _updated(),
 )

@@ -17,7 +17,7 @@ from alembic import op
 import opencrab.store.types
 
 revision = "0039"
-down_revision = "0036"
+down_revision = "0038"
 branch_labels = None
 depends_on = None
 
