@@ -9,7 +9,7 @@ calls is one message — sent to each configured outlet:
 - the webhook `[inbox] webhook_url`: a JSON body signed with HMAC-SHA256 (inbox/webhook.py;
   the secret from the environment variable `[inbox] webhook_secret_env`, else the one
   stored encrypted with `PUT /api/inbox/webhook-secret`);
-- the gateway channel `[budgets] alert_outlet` (Discord today): a few lines of text,
+- the gateway channel `[budgets] alert_outlet` (any running chat gateway): a few lines of text,
   budget alerts left out (core/budgets.py writes each there at once).
 
 Both carry the items' summaries, cut short, and a link into the inbox; never the secret,
