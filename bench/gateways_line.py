@@ -151,6 +151,10 @@ async def measure(turns: int) -> dict[str, Any]:
         "at_once": AT_ONCE,
         "at_once_answered": answered,
         "at_once_secs": round(burst_secs, 2),
+        # the keys bench/gateways.py reads of every platform
+        "gateway_p50_ms": line_p50,
+        "concurrent_sent": AT_ONCE,
+        "concurrent_answered": answered,
     }
 
 

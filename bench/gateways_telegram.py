@@ -116,6 +116,10 @@ async def measure(turns: int) -> dict[str, Any]:
         "conversations": CONVERSATIONS,
         "answered": answered,
         "lost": CONVERSATIONS - answered,
+        # the keys bench/gateways.py reads of every platform
+        "gateway_p50_ms": telegram_p50,
+        "concurrent_sent": CONVERSATIONS,
+        "concurrent_answered": answered,
     }
 
 
