@@ -741,6 +741,20 @@ llm_usage_fleet_daily = sa.Table(
     sqlite_with_rowid=False,
 )
 
+# revision 0041: each agent's calls and cost per UTC day and task type (the budgets' reads)
+llm_usage_agent_daily = sa.Table(
+    "llm_usage_agent_daily",
+    metadata,
+    # written with llm_usage_daily (store/repositories/metrics.py `_accumulate`): a key's
+    # sums are those of llm_usage_daily's rows of that day, agent and task type
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("agent_id", sa.String(64), primary_key=True),
+    sa.Column("task_type", sa.String(64), primary_key=True),  # "" for a call without one
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 # revision 0041: the successful calls' latency and TTFT per UTC day as log-spaced histograms
 llm_usage_speed = sa.Table(
     "llm_usage_speed",

@@ -1,7 +1,8 @@
 """Budget caps and alerts (`budget_caps`, `budget_alerts`): the one writer of both, and
-the spend sums the budget checks read: from the daily rollup `llm_usage_daily` when the
-periods start at UTC midnights (as core/budgets.py's always do; its rows change in the
-transaction of every call's insert, so a check sees the same spend as a sum over
+the spend sums the budget checks read: from the budgets' rollup `llm_usage_agent_daily`
+(per UTC day, agent and task type) when the periods start at UTC midnights (as
+core/budgets.py's always do; its rows change in the transaction of every call's insert, so
+a check sees the same spend as a sum over
 `llm_usage_metrics`), else from the calls.
 
 Example:
@@ -23,7 +24,12 @@ from sqlalchemy.engine import Connection
 from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
 from opencrab.store.repositories.metrics import midnight_key
-from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_daily, llm_usage_metrics
+from opencrab.store.tables import (
+    budget_alerts,
+    budget_caps,
+    llm_usage_agent_daily,
+    llm_usage_metrics,
+)
 
 FLEET = "fleet"
 
@@ -179,7 +185,7 @@ def _spend_query(
     each call's insert, so no raw calls are added), else over the calls."""
     day_key, month_key = midnight_key(day), midnight_key(month)
     if day_key is not None and month_key is not None:
-        d = llm_usage_daily.c
+        d = llm_usage_agent_daily.c
         agent, cost, task = d.agent_id, d.cost_usd, d.task_type
         today: sa.ColumnElement[bool] = d.day >= day_key
         period = d.day >= month_key
@@ -194,10 +200,11 @@ def _spend_query(
 def daily_spend(conn: Connection, since_day: str) -> list[tuple[str, str, str, float]]:
     """(agent id, day, task type, USD) of every day from `since_day` (YYYY-MM-DD, UTC)
     on: one grouped query over the daily rollup."""
-    d = llm_usage_daily.c
+    d = llm_usage_agent_daily.c
+    agent = d.agent_id
     query = (
-        sa.select(d.agent_id, d.day, d.task_type, sa.func.sum(d.cost_usd))
+        sa.select(agent, d.day, d.task_type, sa.func.sum(d.cost_usd))
         .where(d.day >= since_day)
-        .group_by(d.agent_id, d.day, d.task_type)
+        .group_by(agent, d.day, d.task_type)
     )
     return [(str(a), str(day), str(t), float(c or 0.0)) for a, day, t, c in conn.execute(query)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import accumulate, postgresql, sqlite
 from opencrab.store.prepared import Prepared
+from opencrab.store.tables import llm_usage_agent_daily as agent_daily
 from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
@@ -302,12 +303,20 @@ rows are compiled once each and reused)."""
 def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> None:
     """Add `sums` to the rollup rows of their keys (created when missing), in key order so
     two writers take the rows' locks in the same order; and the same sums without the
-    agent to the fleet's rollup (`llm_usage_fleet_daily`)."""
+    agent to the fleet's rollup (`llm_usage_fleet_daily`), the calls and cost by day,
+    agent and task type to the budgets' (`llm_usage_agent_daily`)."""
     _add_sums(conn, sums, _upsert)
     fleet: dict[tuple[str, ...], list[Any]] = {}
+    agents: dict[tuple[str, ...], list[Any]] = {}
     for key, values in sums.items():
         _add(fleet, (key[0], *key[2:]), values)
+        _add(agents, (key[0], key[1], key[5]), (values[0], values[_COST]))
     _add_sums(conn, fleet, _fleet_upsert)
+    keys = sorted(agents)
+    for start in range(0, len(keys), _CHUNK):
+        part = [(*key, *agents[key]) for key in keys[start : start + _CHUNK]]
+        rows = [dict(zip(AGENT_COLUMNS, values, strict=True)) for values in part]
+        conn.execute(accumulate(conn.dialect, agent_daily, AGENT_COLUMNS[:3], rows))
 
 
 def _fleet_upsert(count: int) -> Prepared:
@@ -324,6 +333,8 @@ def _fleet_upsert(count: int) -> Prepared:
 
 
 _FLEET_UPSERTS: dict[int, Prepared] = {}
+AGENT_COLUMNS = ("day", "agent_id", "task_type", "calls", "cost_usd")
+"""The budgets' rollup (`llm_usage_agent_daily`): its key, then its sums."""
 FLEET_KEYS = tuple(k for k in DAILY_KEYS if k != "agent_id")
 """The fleet rollup's key: the daily rollup's without the agent."""
 
@@ -462,8 +473,6 @@ def _accumulate_speed(conn: Connection, counts: dict[tuple[Any, ...], list[int]]
 def rebuild_speed(conn: Connection) -> int:
     """Derive the speed histograms again from every stored call, one UTC day at a time
     (the migration that made them back-fills with this); the number of calls counted."""
-    from datetime import timedelta
-
     conn.execute(speed_table.delete())
     m = metrics.c
     days = sorted(str(d) for d in conn.execute(sa.select(daily.c.day).distinct()).scalars())
@@ -522,42 +531,127 @@ def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
 def group_totals(
     conn: Connection, group_by: str, *, since: datetime | None, agent_id: str | None
 ) -> list[GroupTotals]:
-    """Calls, errors, tokens, cost and speed per group (GROUP_KEYS), most expensive first."""
+    """Calls, errors, tokens, cost and speed per group (GROUP_KEYS), most expensive first.
+
+    One agent's are summed over its calls; the fleet's over the rollup (the fleet's,
+    or the per-agent one grouped by agent) for the whole UTC days from `since` on, plus
+    the calls of the part of a day before its first midnight: the same sums, and the
+    means as their quotients."""
+    if agent_id is not None:
+        return _totals_of(conn.execute(_raw_totals(conn, group_by, since, None, agent_id)))
+    first, edge = since, None
+    if since is not None and midnight_key(since) is None:
+        start = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        first = start + _DAY
+        edge = _raw_totals(conn, group_by, since, first, None)
+    table = daily if group_by == "agent" else fleet_daily
+    c = table.c
+    if group_by == "agent":
+        key: Any = c.agent_id
+    elif group_by == "day":
+        key = c.day
+    elif group_by == "week":
+        key = (sqlite if conn.dialect.name == "sqlite" else postgresql).utc_week_of_day(c.day)
+    elif group_by == "task_type":
+        key = sa.func.nullif(c.task_type, "")
+    elif group_by in GROUP_KEYS:
+        key = c[group_by]
+    else:
+        raise ValueError(f"unknown grouping {group_by!r}")
+    ok = c.status == "ok"
+    rolled = sa.select(
+        key.label("key"),
+        sa.func.sum(c.calls),
+        sa.func.sum(sa.case((ok, 0), else_=c.calls)),
+        sa.func.sum(c.input_tokens),
+        sa.func.sum(c.output_tokens),
+        sa.func.sum(c.total_tokens),
+        sa.func.sum(c.cost_usd),
+        sa.func.sum(sa.case((ok, c.latency_ms_sum), else_=0)),
+        sa.func.sum(sa.case((ok, c.calls), else_=0)),
+        sa.func.sum(c.ttft_ms_sum),
+        sa.func.sum(c.ttft_count),
+        sa.func.sum(c.quality_sum),
+        sa.func.sum(c.quality_count),
+    ).group_by(key)
+    if first is not None:
+        rolled = rolled.where(c.day >= utc_day_key(first))
+    parts = [conn.execute(rolled)] + ([] if edge is None else [conn.execute(edge)])
+    return _totals_of(*parts)
+
+
+_DAY = timedelta(days=1)
+
+
+def _raw_totals(
+    conn: Connection,
+    group_by: str,
+    since: datetime | None,
+    until: datetime | None,
+    agent_id: str | None,
+) -> sa.Select[Any]:
+    """The sums `_totals_of` reads, over the calls themselves."""
     m = metrics.c
     key = _key(conn, group_by).label("key")
     ok = m.status == "ok"
     query = sa.select(
         key,
-        sa.func.count().label("calls"),
-        sa.func.sum(sa.case((ok, 0), else_=1)).label("errors"),
-        sa.func.coalesce(sa.func.sum(m.input_tokens), 0).label("input_tokens"),
-        sa.func.coalesce(sa.func.sum(m.output_tokens), 0).label("output_tokens"),
-        sa.func.coalesce(sa.func.sum(m.total_tokens), 0).label("total_tokens"),
-        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
-        sa.func.avg(sa.case((ok, m.latency_ms))).label("latency"),
-        sa.func.avg(m.time_to_first_token_ms).label("ttft"),
-        sa.func.avg(m.quality_score).label("quality"),
+        sa.func.count(),
+        sa.func.sum(sa.case((ok, 0), else_=1)),
+        sa.func.sum(m.input_tokens),
+        sa.func.sum(m.output_tokens),
+        sa.func.sum(m.total_tokens),
+        sa.func.sum(m.estimated_cost_usd),
+        sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+        sa.func.sum(sa.case((ok, 1), else_=0)),
+        sa.func.sum(m.time_to_first_token_ms),
+        sa.func.count(m.time_to_first_token_ms),
+        sa.func.sum(m.quality_score),
+        sa.func.count(m.quality_score),
     ).group_by(key)
     if since is not None:
         query = query.where(m.timestamp >= since)
+    if until is not None:
+        query = query.where(m.timestamp < until)
     if agent_id is not None:
         query = query.where(m.agent_id == agent_id)
-    rows = conn.execute(query.order_by(sa.desc("cost"), sa.asc("key"))).all()
-    return [
-        GroupTotals(
-            key=None if r.key is None else str(r.key),
-            calls=int(r.calls),
-            errors=int(r.errors or 0),
-            input_tokens=int(r.input_tokens),
-            output_tokens=int(r.output_tokens),
-            total_tokens=int(r.total_tokens),
-            cost_usd=float(r.cost),
-            avg_latency_ms=None if r.latency is None else float(r.latency),
-            avg_ttft_ms=None if r.ttft is None else float(r.ttft),
-            avg_quality=None if r.quality is None else float(r.quality),
+    return query
+
+
+def _totals_of(*parts: Iterable[Sequence[Any]]) -> list[GroupTotals]:
+    """GroupTotals from rows of (key, calls, errors, input, output, total tokens, cost,
+    ok latency sum, ok calls, TTFT sum, TTFT count, quality sum, rated), adding up rows of
+    the same key; most expensive first, then by key."""
+    sums: dict[str | None, list[float]] = {}
+    for part in parts:
+        for row in part:
+            key = None if row[0] is None else str(row[0])
+            values = [0.0 if x is None else float(x) for x in row[1:]]
+            had = sums.get(key)
+            if had is None:
+                sums[key] = values
+            else:
+                for i, x in enumerate(values):
+                    had[i] += x
+    out = []
+    for key, got in sums.items():
+        calls, errors, inputs, outputs, tokens, cost, lat, ok, ttft, timed, quality, rated = got
+        out.append(
+            GroupTotals(
+                key=key,
+                calls=int(calls),
+                errors=int(errors),
+                input_tokens=int(inputs),
+                output_tokens=int(outputs),
+                total_tokens=int(tokens),
+                cost_usd=float(cost),
+                avg_latency_ms=float(lat) / ok if ok else None,
+                avg_ttft_ms=float(ttft) / timed if timed else None,
+                avg_quality=float(quality) / rated if rated else None,
+            )
         )
-        for r in rows
-    ]
+    out.sort(key=lambda g: (-g.cost_usd, g.key is None, g.key or ""))
+    return out
 
 
 def agent_calls(

@@ -9,6 +9,10 @@ Create Date: 2026-12-02
 figure reads one row per day × provider × model × purpose × task type × status instead
 of one per agent too), back-filled from llm_usage_daily and written with it.
 
+`llm_usage_agent_daily`: each agent's calls and cost per UTC day and task type, what the
+budget checks and the Budgets page sum (llm_usage_daily's rows of an agent and day
+summed over the providers, models, purposes and statuses), likewise.
+
 `llm_usage_speed`: one row per UTC day × provider × model × source (live | imported) × metric (latency |
 ttft) × bucket: how many successful calls' values fell in the bucket, and the smallest
 and largest of them. Buckets are the values themselves below 128 ms and log-spaced
@@ -97,9 +101,27 @@ def upgrade() -> None:
         ),
         sqlite_with_rowid=False,
     )
+    op.create_table(
+        "llm_usage_agent_daily",
+        sa.Column("day", sa.String(length=10), nullable=False),
+        sa.Column("agent_id", sa.String(length=64), nullable=False),
+        sa.Column("task_type", sa.String(length=64), nullable=False),
+        sa.Column("calls", big, nullable=False),
+        sa.Column("cost_usd", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint(
+            "day", "agent_id", "task_type", name=op.f("pk_llm_usage_agent_daily")
+        ),
+        sqlite_with_rowid=False,
+    )
+    op.execute(
+        "INSERT INTO llm_usage_agent_daily (day, agent_id, task_type, calls, cost_usd) "
+        "SELECT day, agent_id, task_type, SUM(calls), SUM(cost_usd) FROM llm_usage_daily "
+        "GROUP BY day, agent_id, task_type"
+    )
     rebuild_speed(op.get_bind())
 
 
 def downgrade() -> None:
     op.drop_table("llm_usage_speed")
+    op.drop_table("llm_usage_agent_daily")
     op.drop_table("llm_usage_fleet_daily")
