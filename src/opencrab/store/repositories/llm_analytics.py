@@ -204,6 +204,16 @@ class _Source:
         self.c = c
         self.task_type = sa.func.nullif(c.task_type, "") if self.rolled else c.task_type
 
+    def key(self, stack: Stack) -> Any:
+        """The column of a grouping (STACK_COLUMNS). The agent over the per-agent rollup is
+        an expression of the same value (agent ids are never NULL), so SQLite reads the
+        period's rows along the day and sorts them instead of walking the whole
+        (agent_id, day) index to save the sort: a month of a large rollup in milliseconds."""
+        column = self.c[STACK_COLUMNS[stack]]
+        if stack == "agent" and self.table is daily:
+            return sa.func.coalesce(column, "")
+        return column
+
     def calls(self) -> Any:
         """The number of calls."""
         return sa.func.sum(self.c.calls) if self.rolled else sa.func.count()
@@ -308,7 +318,7 @@ def cost_series(
 ) -> list[SeriesPoint]:
     """Cost and calls per day or week and per group, oldest first."""
     src = _Source(flt, by_agent=stack == "agent")
-    key = src.c[STACK_COLUMNS[stack]].label("key")
+    key = src.key(stack).label("key")
     when = src.bucket(conn, bucket).label("bucket")
     query = (
         sa.select(when, key, src.total("estimated_cost_usd"), src.calls().label("calls"))
@@ -324,7 +334,7 @@ def cost_series(
 def shares(conn: Connection, flt: UsageFilter, *, by: Stack = "model") -> list[Share]:
     """Each group's calls, cost and tokens, most expensive first."""
     src = _Source(flt, by_agent=by == "agent")
-    key = src.c[STACK_COLUMNS[by]].label("key")
+    key = src.key(by).label("key")
     cost = src.total("estimated_cost_usd").label("cost")
     query = (
         sa.select(key, src.calls(), cost, src.total("total_tokens"))

@@ -654,6 +654,72 @@ def _totals_of(*parts: Iterable[Sequence[Any]]) -> list[GroupTotals]:
     return out
 
 
+class TaskModelSums(NamedTuple):
+    """An agent's calls of one task type (its purpose when it has none), purpose and
+    provider/model: what `optimize_model_selection` weighs (opencrab.llm.analysis)."""
+
+    task: str
+    purpose: str
+    provider: str
+    model: str
+    calls: int
+    cost_usd: float
+    ok_calls: int
+    ok_latency_ms: int
+    rated: int
+    quality_sum: float
+    succeeded: int  # returned (status ok) and not rated a failed task
+    total_tokens: int
+    first: datetime
+
+
+def task_model_sums(conn: Connection, agent_id: str, *, since: datetime) -> list[TaskModelSums]:
+    """An agent's calls since `since` summed per task type, purpose and provider/model:
+    one grouped query along the (agent_id, timestamp) index."""
+    m = metrics.c
+    ok = m.status == "ok"
+    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose).label("task")
+    succeeded = sa.and_(ok, sa.or_(m.task_success.is_(None), m.task_success.is_(True)))
+    query = (
+        sa.select(
+            task,
+            m.purpose,
+            m.provider,
+            m.model,
+            sa.func.count(),
+            sa.func.sum(m.estimated_cost_usd),
+            sa.func.sum(sa.case((ok, 1), else_=0)),
+            sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+            sa.func.count(m.quality_score),
+            sa.func.sum(m.quality_score),
+            sa.func.sum(sa.case((succeeded, 1), else_=0)),
+            sa.func.sum(m.total_tokens),
+            sa.func.min(m.timestamp),
+        )
+        .where(m.agent_id == agent_id, m.timestamp >= since)
+        .group_by(task, m.purpose, m.provider, m.model)
+        .order_by(task, m.purpose, m.provider, m.model)
+    )
+    return [
+        TaskModelSums(
+            str(r[0]),
+            str(r[1]),
+            str(r[2]),
+            str(r[3]),
+            int(r[4]),
+            float(r[5] or 0.0),
+            int(r[6] or 0),
+            int(r[7] or 0),
+            int(r[8] or 0),
+            float(r[9] or 0.0),
+            int(r[10] or 0),
+            int(r[11] or 0),
+            r[12],
+        )
+        for r in conn.execute(query)
+    ]
+
+
 def agent_calls(
     conn: Connection,
     agent_id: str,
