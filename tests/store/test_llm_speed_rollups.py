@@ -230,7 +230,7 @@ def test_the_fleet_rollup_is_the_daily_one_summed_over_agents(
 
 
 def test_concurrent_writers_lose_no_count(any_db: Database) -> None:
-    batches = [mixed_rows(150, days=3, seed=100 + n) for n in range(8)]
+    batches = [mixed_rows(100, days=3, seed=100 + n) for n in range(6)]
     problems: list[BaseException] = []
 
     def write(part: list[list[MetricRow]]) -> None:
@@ -241,7 +241,7 @@ def test_concurrent_writers_lose_no_count(any_db: Database) -> None:
         except BaseException as exc:
             problems.append(exc)
 
-    threads = [threading.Thread(target=write, args=(batches[n::4],)) for n in range(4)]
+    threads = [threading.Thread(target=write, args=(batches[n::3],)) for n in range(3)]
     for t in threads:
         t.start()
     for t in threads:
