@@ -14,7 +14,9 @@ Quality is the agent's own `evaluate_response` scores (0..1). Success is a call 
 returned (status ok) and was not evaluated as a failed task.
 
 These are one agent's figures, computed here in Python from its call rows
-(`metrics_repo.agent_calls`) and nowhere else: they need what the daily rollup
+(`metrics_repo.agent_calls`; `optimize` from their sums per task type, purpose and
+model, `metrics_repo.task_model_sums`, the same figures in one grouped query) and
+nowhere else: they need what the daily rollup
 (`llm_usage_daily`) does not keep — each call's `task_success` (for the success rate),
 its complexity (a grouping), and per group of any key the per-call spread behind each
 recommendation and choice. The fleet's figures on the Costs page and `/api/analytics/
@@ -413,16 +415,25 @@ def optimize(
     if not 0.0 <= min_quality <= 1.0:
         raise ValidationError("min_quality_threshold must be between 0 and 1")
     now = now or datetime.now(UTC)
-    calls = load_calls(db, agent_id, since=now - PERIODS["last_month"])
-    days = _days_spanned(calls, now)
+    with db.read() as conn:
+        sums = metrics_repo.task_model_sums(conn, agent_id, since=now - PERIODS["last_month"])
+    days = _days_since(min((r.first for r in sums), default=None), now)
+    tasks: dict[str, list[metrics_repo.TaskModelSums]] = defaultdict(list)
+    for row in sums:
+        tasks[row.task].append(row)
     by_task: dict[str, TaskOptimization] = {}
     cost_now = cost_new = 0.0
     quality_deltas: list[float] = []
-    for task, group in sorted(_by_task(calls).items()):
-        purposes = _group(group, "purpose")
-        purpose = max(sorted(purposes), key=lambda p: len(purposes[p]))
-        models = {ref: stats_of(cs) for ref, cs in _group(group, "model").items()}
-        calls_per_day = len(group) / days
+    for task, group in sorted(tasks.items()):
+        purposes: dict[str, int] = defaultdict(int)
+        refs: dict[str, list[metrics_repo.TaskModelSums]] = defaultdict(list)
+        for row in group:
+            purposes[row.purpose] += row.calls
+            refs[f"{row.provider}/{row.model}"].append(row)
+        purpose = max(sorted(purposes), key=lambda p: purposes[p])
+        models = {ref: _stats_of_sums(rows) for ref, rows in refs.items()}
+        count = sum(row.calls for row in group)
+        calls_per_day = count / days
         eligible = {
             ref: s
             for ref, s in models.items()
@@ -434,10 +445,10 @@ def optimize(
             continue
         best_ref = max(eligible, key=lambda ref: _score(eligible[ref], eligible, goal))
         used_ref = current.get(purpose) or max(models, key=lambda r: models[r].usage_count)
-        used = models.get(used_ref) or stats_of(group)
+        used = models.get(used_ref) or _stats_of_sums(group)
         best = eligible[best_ref]
-        cost_now += used.avg_cost * len(group)
-        cost_new += best.avg_cost * len(group)
+        cost_now += used.avg_cost * count
+        cost_new += best.avg_cost * count
         if used.avg_quality is not None and best.avg_quality is not None:
             quality_deltas.append(best.avg_quality - used.avg_quality)
         if best_ref == used_ref:
@@ -454,21 +465,33 @@ def optimize(
         )
     reduction = None if cost_now <= 0 else round(1 - cost_new / cost_now, 4)
     quality = round(sum(quality_deltas) / len(quality_deltas), 4) if quality_deltas else None
-    return Optimization(goal, by_task, reduction, quality, len(calls))
+    return Optimization(goal, by_task, reduction, quality, sum(row.calls for row in sums))
 
 
-def _by_task(calls: Iterable[Call]) -> dict[str, list[Call]]:
-    """Calls by task type; those without one under their purpose."""
-    groups: dict[str, list[Call]] = defaultdict(list)
-    for call in calls:
-        groups[call.task_type or call.purpose].append(call)
-    return dict(groups)
-
-
-def _days_spanned(calls: Sequence[Call], now: datetime) -> float:
+def _stats_of_sums(rows: Sequence[metrics_repo.TaskModelSums]) -> Stats:
+    """`stats_of` the calls these sums cover, from the sums."""
+    calls = sum(r.calls for r in rows)
     if not calls:
+        return Stats()
+    ok = sum(r.ok_calls for r in rows)
+    rated = sum(r.rated for r in rows)
+    cost = sum(r.cost_usd for r in rows)
+    return Stats(
+        usage_count=calls,
+        total_cost=cost,
+        avg_latency=round(sum(r.ok_latency_ms for r in rows) / ok) if ok else 0,
+        avg_quality=sum(r.quality_sum for r in rows) / rated if rated else None,
+        success_rate=sum(r.succeeded for r in rows) / calls,
+        evaluated=rated,
+        avg_cost=cost / calls,
+        total_tokens=sum(r.total_tokens for r in rows),
+    )
+
+
+def _days_since(first: datetime | None, now: datetime) -> float:
+    """The days from the first call to now (at least 1)."""
+    if first is None:
         return 1.0
-    first = calls[0].timestamp
     if first.tzinfo is None:
         first = first.replace(tzinfo=UTC)
     return max(1.0, (now - first).total_seconds() / 86_400)

@@ -20,6 +20,7 @@ from opencrab.store import Database
 from opencrab.store.repositories import agents as agents_repo
 from opencrab.store.repositories import llm_analytics as repo
 from opencrab.store.repositories.llm_analytics import Bucket, Stack, UsageFilter
+from opencrab.store.repositories.metrics import PERCENTILE_ERROR
 
 
 class Totals(ApiModel):
@@ -449,6 +450,21 @@ def page_summary(db: Database, flt: UsageFilter) -> tuple[Totals, CacheReport, S
     )
 
 
+def percentile_note(*, filtered: bool = True) -> str:
+    """What the pages say of their percentiles' accuracy (store/repositories/llm_analytics:
+    exact up to EXACT_UP_TO calls, from the speed histograms within PERCENTILE_ERROR
+    beyond)."""
+    return (
+        f"Over more than {repo.EXACT_UP_TO:,} calls the percentiles come from per-day "
+        f"histograms: each within ±{PERCENTILE_ERROR * 100:g} % of the exact value. "
+        + (
+            "Fewer calls, or one agent's or purpose's, are ranked exactly."
+            if filtered
+            else "Fewer calls are ranked exactly; the slowest is exact."
+        )
+    )
+
+
 def costs_page(db: Database, flt: UsageFilter) -> dict[str, Any]:
     """The Costs page's server-rendered figures and its filter bar's choices (the purposes
     and the agents, by name, that have calls)."""
@@ -461,6 +477,7 @@ def costs_page(db: Database, flt: UsageFilter) -> dict[str, Any]:
         "cache": cache,
         "share": share,
         "errors": errors,
+        "percentile_note": percentile_note(),
         "purposes": choices["purposes"],
         "agents": sorted(
             ((agent_id, *names.get(agent_id, (agent_id, None))) for agent_id in choices["agents"]),

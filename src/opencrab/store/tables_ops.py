@@ -29,7 +29,10 @@ __all__ = [
     "llm_chain_settings",
     "llm_provider_settings",
     "llm_settings_audit",
+    "llm_usage_agent_daily",
     "llm_usage_daily",
+    "llm_usage_fleet_daily",
+    "llm_usage_speed",
     "login_sessions",
     "mcp_servers",
     "schedule_runs",
@@ -179,6 +182,52 @@ llm_usage_daily = sa.Table(
     sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
 )
 sa.Index(None, llm_usage_daily.c.agent_id, llm_usage_daily.c.day)
+
+# revision 0041: llm_usage_daily without the agent: the fleet's figures read a row per key
+llm_usage_fleet_daily = sa.Table(
+    "llm_usage_fleet_daily",
+    metadata,
+    # written with llm_usage_daily (store/repositories/metrics.py `_accumulate`): a key's
+    # sums are those of llm_usage_daily's rows of that key over every agent
+    *(
+        sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+        for c in llm_usage_daily.columns
+        if c.name != "agent_id"
+    ),
+    sqlite_with_rowid=False,
+)
+
+# revision 0041: each agent's calls and cost per UTC day and task type (the budgets' reads)
+llm_usage_agent_daily = sa.Table(
+    "llm_usage_agent_daily",
+    metadata,
+    # written with llm_usage_daily (store/repositories/metrics.py `_accumulate`): a key's
+    # sums are those of llm_usage_daily's rows of that day, agent and task type
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("agent_id", sa.String(64), primary_key=True),
+    sa.Column("task_type", sa.String(64), primary_key=True),  # "" for a call without one
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# revision 0041: the successful calls' latency and TTFT per UTC day as log-spaced histograms
+llm_usage_speed = sa.Table(
+    "llm_usage_speed",
+    metadata,
+    # written by store/repositories/metrics.py in the transaction of each insert into
+    # llm_usage_metrics (status ok only); a key's calls equal SQL over its rows
+    sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD of the call (UTC)
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(200), primary_key=True),
+    sa.Column("source", sa.String(8), primary_key=True),  # live | imported
+    sa.Column("metric", sa.String(8), primary_key=True),  # latency | ttft
+    sa.Column("bucket", sa.Integer, primary_key=True),  # metrics.speed_bucket of the value
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("min_ms", sa.BigInteger, nullable=False),  # the bucket's smallest value seen
+    sa.Column("max_ms", sa.BigInteger, nullable=False),  # and its largest
+    sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
+)
 
 # revision 0031: MCP servers added in the dashboard (issue 34); `[mcp.servers.<name>]` of
 # the config wins on a name clash

@@ -19,6 +19,7 @@ from opencrab.dashboard.pages.common import PageAgent
 from opencrab.dashboard.render import render
 from opencrab.llm.registry import provider_names
 from opencrab.offload import run_blocking
+from opencrab.reports.llm_costs import percentile_note
 from opencrab.reports.llm_monitoring import monitoring
 from opencrab.reports.llm_settings import settings_view
 from opencrab.server.schemas import Period
@@ -48,6 +49,7 @@ async def llm_settings(request: Request, period: Period = "week") -> HTMLRespons
         view=view,
         audit=audit,
         usage=usage,
+        percentile_note=percentile_note(filtered=False),
         period=period,
         periods=PERIODS,
         provider_names=provider_names(),

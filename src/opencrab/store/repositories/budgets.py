@@ -1,8 +1,10 @@
 """Budget caps and alerts (`budget_caps`, `budget_alerts`): the one writer of both, and
-the spend sums the budget checks read: from the daily rollup `llm_usage_daily` when the
-periods start at UTC midnights (as core/budgets.py's always do; its rows change in the
-transaction of every call's insert, so a check sees the same spend as a sum over
-`llm_usage_metrics`), else from the calls.
+the spend sums the budget checks read: from the daily rollup `llm_usage_daily` (by agent
+and by day: `llm_usage_agent_daily`, per UTC day, agent and task type, a few rows a day
+instead of one per provider, model, purpose and status) when the periods start at UTC
+midnights (as core/budgets.py's always do; their rows change in the transaction of every
+call's insert, so a check sees the same spend as a sum over `llm_usage_metrics`), else
+from the calls.
 
 Example:
     with db.write() as conn:
@@ -23,7 +25,13 @@ from sqlalchemy.engine import Connection
 from opencrab.store.dialects import recoverable
 from opencrab.store.prepared import Prepared
 from opencrab.store.repositories.metrics import midnight_key
-from opencrab.store.tables import budget_alerts, budget_caps, llm_usage_daily, llm_usage_metrics
+from opencrab.store.tables import (
+    budget_alerts,
+    budget_caps,
+    llm_usage_agent_daily,
+    llm_usage_daily,
+    llm_usage_metrics,
+)
 
 FLEET = "fleet"
 
@@ -152,7 +160,7 @@ def spend(
     """USD spent since `day` and since `month` (`month` <= `day`) by one agent or the
     whole fleet (`agent_id` None): one aggregate query, over the daily rollup when both
     are UTC midnights."""
-    agent, _, query = _spend_query(day, month)
+    agent, _, query = _spend_query(day, month, llm_usage_daily)
     if agent_id is not None:
         query = query.where(agent == str(agent_id))
     since_day, since_month = conn.execute(query).one()
@@ -163,7 +171,8 @@ def spend_by_agent(
     conn: Connection, day: datetime, month: datetime, task_type: str | None = None
 ) -> dict[str, tuple[float, float]]:
     """(since `day`, since `month`) USD by agent, optionally of one task type only: one
-    grouped query, over the daily rollup when both are UTC midnights."""
+    grouped query, over the budgets' rollup (`llm_usage_agent_daily`) when both are UTC
+    midnights."""
     agent, task, query = _spend_query(day, month)
     query = query.add_columns(agent).group_by(agent)
     if task_type is not None:
@@ -172,14 +181,14 @@ def spend_by_agent(
 
 
 def _spend_query(
-    day: datetime, month: datetime
+    day: datetime, month: datetime, rollup: sa.Table = llm_usage_agent_daily
 ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any], sa.Select[Any]]:
     """The agent and task type columns, and SELECT (spend since `day`, since `month`)
     over the rollup when both are UTC midnights (its rows change in the transaction of
     each call's insert, so no raw calls are added), else over the calls."""
     day_key, month_key = midnight_key(day), midnight_key(month)
     if day_key is not None and month_key is not None:
-        d = llm_usage_daily.c
+        d = rollup.c
         agent, cost, task = d.agent_id, d.cost_usd, d.task_type
         today: sa.ColumnElement[bool] = d.day >= day_key
         period = d.day >= month_key
@@ -194,10 +203,11 @@ def _spend_query(
 def daily_spend(conn: Connection, since_day: str) -> list[tuple[str, str, str, float]]:
     """(agent id, day, task type, USD) of every day from `since_day` (YYYY-MM-DD, UTC)
     on: one grouped query over the daily rollup."""
-    d = llm_usage_daily.c
+    d = llm_usage_agent_daily.c
+    agent = d.agent_id
     query = (
-        sa.select(d.agent_id, d.day, d.task_type, sa.func.sum(d.cost_usd))
+        sa.select(agent, d.day, d.task_type, sa.func.sum(d.cost_usd))
         .where(d.day >= since_day)
-        .group_by(d.agent_id, d.day, d.task_type)
+        .group_by(agent, d.day, d.task_type)
     )
     return [(str(a), str(day), str(t), float(c or 0.0)) for a, day, t, c in conn.execute(query)]

@@ -4,17 +4,21 @@ its daily rollup `llm_usage_daily`.
 Every function takes one `UsageFilter` (period, agent, purpose, provider, model, source)
 and answers with one grouped query, so the dashboard's charts, its totals and the CSV
 export all read the same rows. A filter whose period starts and ends at UTC midnights
-(`whole_days`: every filter the routes build) is answered from the rollup, whose sums
+(`whole_days`: every filter the routes build) is answered from the rollup (the fleet's,
+`llm_usage_fleet_daily`, without an agent in the filter or the grouping), whose sums
 equal those of the calls (store/repositories/metrics.py writes both in one
-transaction); any other period sums the calls themselves. The percentiles always rank
-the calls. "Imported" calls are those the transcript importers wrote
-(opencrab.importers.store: purpose `import`, one row per recorded model call); every
-other row is a live call made through the router. Day and week keys are UTC dates
-(store.dialects), a week by its Monday.
+transaction); any other period sums the calls themselves. "Imported" calls are those
+the transcript importers wrote (opencrab.importers.store: purpose `import`, one row per
+recorded model call); every other row is a live call made through the router. Day and
+week keys are UTC dates (store.dialects), a week by its Monday.
 
 Percentiles are nearest-rank (the smallest value with at least p of the values at or
-below it): PostgreSQL's `percentile_disc` in SQL, the same rule in Python over a narrow
-(key, value) fetch on SQLite, which has no ordered-set aggregates.
+below it). Over many calls (more than EXACT_UP_TO, without an agent or purpose) they
+are read from the per-day speed histograms `llm_usage_speed` (metrics.speed_bucket:
+log-spaced buckets), within PERCENTILE_ERROR (2 %) of the exact value, which the
+Costs page states; otherwise the calls are ranked: PostgreSQL's `percentile_disc` in
+SQL, the same rule in Python over a narrow (key, value) fetch on SQLite, which has no
+ordered-set aggregates.
 
 These are the fleet's figures over a filter. One agent's usage analysis and its model
 suggestions (opencrab.llm.analysis) are computed from the agent's call rows instead,
@@ -36,16 +40,23 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import postgresql, sqlite
-from opencrab.store.repositories.metrics import midnight_key, utc_day_key
+from opencrab.store.repositories.metrics import (
+    bucket_value,
+    midnight_key,
+    speed_bucket,
+    utc_day_key,
+)
 from opencrab.store.tables import llm_usage_daily as daily
+from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
+from opencrab.store.tables import llm_usage_speed as speed_table
 
 IMPORT_PURPOSE = "import"
 """The purpose the importers give the calls they record (see the module docstring)."""
@@ -78,7 +89,7 @@ class UsageFilter:
         of their keys when the period is whole days)."""
         m = table.c
         parts: list[sa.ColumnElement[bool]] = []
-        if table is daily:
+        if table is not metrics:
             if self.since is not None:
                 parts.append(m.day >= utc_day_key(self.since))
             if self.until is not None:
@@ -88,14 +99,14 @@ class UsageFilter:
                 parts.append(m.timestamp >= self.since)
             if self.until is not None:
                 parts.append(m.timestamp < self.until)
-        for column, value in (
-            (m.agent_id, self.agent_id),
-            (m.purpose, self.purpose),
-            (m.provider, self.provider),
-            (m.model, self.model),
+        for name, value in (
+            ("agent_id", self.agent_id),
+            ("purpose", self.purpose),
+            ("provider", self.provider),
+            ("model", self.model),
         ):
             if value is not None:
-                parts.append(column == value)
+                parts.append(m[name] == value)
         if self.source == "imported":
             parts.append(m.purpose == IMPORT_PURPOSE)
         elif self.source == "live":
@@ -177,15 +188,31 @@ def _dialect(conn: Connection) -> Any:
 
 
 class _Source:
-    """The calls, or their rollup rows, as the same named sums (see the module docstring)."""
+    """The calls, or their rollup rows, as the same named sums (see the module docstring):
+    the fleet's rollup when neither the filter nor the grouping names an agent."""
 
-    def __init__(self, flt: UsageFilter) -> None:
-        self.table = daily if flt.whole_days else metrics
-        self.rolled = self.table is daily
+    def __init__(self, flt: UsageFilter, *, by_agent: bool = False) -> None:
+        if not flt.whole_days:
+            self.table = metrics
+        elif by_agent or flt.agent_id is not None:
+            self.table = daily
+        else:
+            self.table = fleet_daily
+        self.rolled = self.table is not metrics
         self.where = flt.clause(self.table)
         c = self.table.c
         self.c = c
         self.task_type = sa.func.nullif(c.task_type, "") if self.rolled else c.task_type
+
+    def key(self, stack: Stack) -> Any:
+        """The column of a grouping (STACK_COLUMNS). The agent over the per-agent rollup is
+        an expression of the same value (agent ids are never NULL), so SQLite reads the
+        period's rows along the day and sorts them instead of walking the whole
+        (agent_id, day) index to save the sort: a month of a large rollup in milliseconds."""
+        column = self.c[STACK_COLUMNS[stack]]
+        if stack == "agent" and self.table is daily:
+            return sa.func.coalesce(column, "")
+        return column
 
     def calls(self) -> Any:
         """The number of calls."""
@@ -290,8 +317,8 @@ def cost_series(
     conn: Connection, flt: UsageFilter, *, bucket: Bucket, stack: Stack
 ) -> list[SeriesPoint]:
     """Cost and calls per day or week and per group, oldest first."""
-    src = _Source(flt)
-    key = src.c[STACK_COLUMNS[stack]].label("key")
+    src = _Source(flt, by_agent=stack == "agent")
+    key = src.key(stack).label("key")
     when = src.bucket(conn, bucket).label("bucket")
     query = (
         sa.select(when, key, src.total("estimated_cost_usd"), src.calls().label("calls"))
@@ -306,8 +333,8 @@ def cost_series(
 
 def shares(conn: Connection, flt: UsageFilter, *, by: Stack = "model") -> list[Share]:
     """Each group's calls, cost and tokens, most expensive first."""
-    src = _Source(flt)
-    key = src.c[STACK_COLUMNS[by]].label("key")
+    src = _Source(flt, by_agent=by == "agent")
+    key = src.key(by).label("key")
     cost = src.total("estimated_cost_usd").label("cost")
     query = (
         sa.select(key, src.calls(), cost, src.total("total_tokens"))
@@ -390,8 +417,140 @@ def _percentiles_python(
     return {k: tuple(nearest_rank(vs, p) for p in PERCENTILES) for k, vs in values.items()}
 
 
-def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
-    """Per model: successful calls' latency and TTFT p50/p90/p99 (TTFT of streamed calls)."""
+EXACT_UP_TO = 20_000
+"""`speed` ranks the calls themselves when the filter selects at most this many
+successful calls (or one agent's, or one purpose's): exact, and fast at that size."""
+
+
+class HistogramBucket(NamedTuple):
+    """One histogram bucket of a group's calls: its number, calls, smallest and largest."""
+
+    bucket: int
+    calls: int
+    low: int
+    high: int
+
+
+Histograms = dict[tuple[str, str], list[HistogramBucket]]
+"""(group, metric) → the group's buckets of that metric (latency | ttft), in order."""
+
+
+def _edges(flt: UsageFilter) -> tuple[str | None, str | None, list[tuple[Any, Any]]]:
+    """The whole UTC days of the filter's period as day keys [first, last) (None: open),
+    and the parts of days at its ends as (since, until) periods to read from the calls."""
+    since, until = flt.since, flt.until
+    first = None if since is None else utc_day_key(since)
+    last = None if until is None else utc_day_key(until)
+    edges: list[tuple[Any, Any]] = []
+    if since is not None and midnight_key(since) is None:
+        start = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        following = start + timedelta(days=1)
+        if until is not None and until <= following:
+            return first, first, [(since, until)]  # within one day: no whole day
+        edges.append((since, following))
+        first = utc_day_key(following)
+    if until is not None and midnight_key(until) is None:
+        start = until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        edges.append((start, until))
+    return first, last, edges
+
+
+def speed_histograms(
+    conn: Connection, flt: UsageFilter, *, by: Literal["model", "provider"]
+) -> Histograms:
+    """The successful calls' latency and TTFT histograms per model or provider over a
+    filter without an agent or purpose (the histograms keep neither): the stored
+    per-day rows of its whole UTC days, and the calls of the parts of days at its ends
+    counted into the same buckets."""
+    if flt.agent_id is not None or flt.purpose is not None:
+        raise ValueError("the speed histograms hold no agent or purpose")
+    h = speed_table.c
+    first, last, edges = _edges(flt)
+    where: list[sa.ColumnElement[bool]] = []
+    for column, value in ((h.provider, flt.provider), (h.model, flt.model)):
+        if value is not None:
+            where.append(column == value)
+    if flt.source != "all":
+        where.append(h.source == flt.source)
+    merged: dict[tuple[str, str, int], list[int]] = {}
+    if first is None or last is None or first < last:
+        days = [h.day >= first] if first is not None else []
+        days += [h.day < last] if last is not None else []
+        group = h[by]
+        query = (
+            sa.select(
+                group,
+                h.metric,
+                h.bucket,
+                sa.func.sum(h.calls),
+                sa.func.min(h.min_ms),
+                sa.func.max(h.max_ms),
+            )
+            .where(*where, *days)
+            .group_by(group, h.metric, h.bucket)
+        )
+        for key, metric, bucket, calls, low, high in conn.execute(query):
+            merged[(str(key), str(metric), int(bucket))] = [int(calls), int(low), int(high)]
+    m = metrics.c
+    for since, until in edges:
+        part = UsageFilter(since, until, None, None, flt.provider, flt.model, flt.source)
+        edge = sa.select(m[by], m.latency_ms, m.time_to_first_token_ms).where(part.clause(), _ok())
+        for row in conn.execute(edge):
+            key, values = row[0], (("latency", row[1]), ("ttft", row[2]))
+            for metric, value in values:
+                if value is None:
+                    continue
+                v = int(value)
+                had = merged.setdefault((str(key), metric, speed_bucket(v)), [0, v, v])
+                had[0] += 1
+                had[1], had[2] = min(had[1], v), max(had[2], v)
+    out: Histograms = defaultdict(list)
+    for (key, metric, bucket), (calls, low, high) in sorted(merged.items()):
+        out[(key, metric)].append(HistogramBucket(bucket, calls, low, high))
+    return dict(out)
+
+
+def histogram_rank(buckets: list[HistogramBucket], p: float) -> int:
+    """The nearest-rank percentile p of a histogram's values, within PERCENTILE_ERROR of
+    the exact one: the value of the bucket holding the value of that rank."""
+    total = sum(b.calls for b in buckets)
+    rank = max(1, math.ceil(p * total))
+    seen = 0
+    for b in buckets:
+        seen += b.calls
+        if seen >= rank:
+            return bucket_value(b.bucket, b.low, b.high)
+    raise ValueError("an empty histogram has no percentile")
+
+
+def speed(conn: Connection, flt: UsageFilter, *, exact: bool | None = None) -> list[Percentiles]:
+    """Per model: successful calls' latency and TTFT p50/p90/p99 (TTFT of streamed calls).
+
+    `exact` True ranks the calls themselves; False reads the speed histograms (within
+    PERCENTILE_ERROR); None (the routes) ranks the calls when the filter names an agent
+    or a purpose or selects at most EXACT_UP_TO successful calls, else the histograms.
+    """
+    if exact or flt.agent_id is not None or flt.purpose is not None:
+        return _speed_exact(conn, flt)
+    found = speed_histograms(conn, flt, by="model")
+    counts = {k: sum(b.calls for b in bs) for (k, m), bs in found.items() if m == "latency"}
+    if exact is None and sum(counts.values()) <= EXACT_UP_TO:
+        return _speed_exact(conn, flt)
+
+    def ranks(key: str, metric: str) -> tuple[int, int, int] | None:
+        buckets = found.get((key, metric))
+        if not buckets:
+            return None
+        p50, p90, p99 = (histogram_rank(buckets, p) for p in PERCENTILES)
+        return p50, p90, p99
+
+    return [
+        Percentiles(model, n, ranks(model, "latency"), ranks(model, "ttft"))
+        for model, n in sorted(counts.items())
+    ]
+
+
+def _speed_exact(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
     pick = _percentiles_python if conn.dialect.name == "sqlite" else _percentiles_sql
     latency = pick(conn, flt, "latency_ms")
     ttft = pick(conn, flt, "time_to_first_token_ms")
@@ -413,10 +572,19 @@ def speed(conn: Connection, flt: UsageFilter) -> list[Percentiles]:
     return out
 
 
+_AGENTS = sa.text(
+    "WITH RECURSIVE a(id) AS (SELECT MIN(agent_id) FROM llm_usage_daily UNION ALL "
+    "SELECT (SELECT MIN(agent_id) FROM llm_usage_daily WHERE agent_id > a.id) FROM a "
+    "WHERE a.id IS NOT NULL) SELECT id FROM a WHERE id IS NOT NULL"
+)
+"""The distinct agents of the rollup, one index seek each along its (agent_id, day)
+index instead of a read of every row."""
+
+
 def choices(conn: Connection) -> dict[str, list[str]]:
-    """The distinct agents and purposes stored, for the filter bar (from the rollup)."""
-    m = daily.c
-    out: dict[str, list[str]] = {}
-    for name, column in (("agents", m.agent_id), ("purposes", m.purpose)):
-        out[name] = sorted(str(v) for v in conn.execute(sa.select(column).distinct()).scalars())
-    return out
+    """The distinct agents and purposes stored, for the filter bar (from the rollups)."""
+    purposes = conn.execute(sa.select(fleet_daily.c.purpose).distinct()).scalars()
+    return {
+        "agents": sorted(str(v) for v in conn.execute(_AGENTS).scalars()),
+        "purposes": sorted(str(v) for v in purposes),
+    }

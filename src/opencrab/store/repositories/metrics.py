@@ -20,8 +20,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+import math
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -31,8 +33,11 @@ from sqlalchemy.engine import Connection
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import accumulate, postgresql, sqlite
 from opencrab.store.prepared import Prepared
+from opencrab.store.tables import llm_usage_agent_daily as agent_daily
 from opencrab.store.tables import llm_usage_daily as daily
+from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
+from opencrab.store.tables import llm_usage_speed as speed_table
 from opencrab.store.tables import model_pricing
 
 
@@ -131,7 +136,9 @@ class CostInputs(NamedTuple):
 def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
     """Store call rows with one executemany, and add them to the daily rollup."""
     bulk_insert(conn, metrics, COLUMNS, rows)
-    _accumulate(conn, _daily_sums(rows, [utc_day_key(r.timestamp) for r in rows]))
+    days = [utc_day_key(r.timestamp) for r in rows]
+    _accumulate(conn, _daily_sums(rows, days))
+    _accumulate_speed(conn, speed_counts(rows, days))
 
 
 def stored_ids(conn: Connection, ids: Sequence[str], *, per_query: int = 500) -> set[str]:
@@ -161,7 +168,9 @@ def insert_bound(conn: Connection, rows: Sequence[MetricRow], stamps: Sequence[s
     else:
         bound = rows
     bulk_insert(conn, metrics, COLUMNS, bound, bound=True)
-    _accumulate(conn, _daily_sums(rows, [s[:10] for s in stamps]))
+    days = [s[:10] for s in stamps]
+    _accumulate(conn, _daily_sums(rows, days))
+    _accumulate_speed(conn, speed_counts(rows, days))
 
 
 _TIMESTAMP = COLUMNS.index("timestamp")
@@ -293,17 +302,192 @@ rows are compiled once each and reused)."""
 
 def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> None:
     """Add `sums` to the rollup rows of their keys (created when missing), in key order so
-    two writers take the rows' locks in the same order."""
+    two writers take the rows' locks in the same order; and the same sums without the
+    agent to the fleet's rollup (`llm_usage_fleet_daily`), the calls and cost by day,
+    agent and task type to the budgets' (`llm_usage_agent_daily`)."""
+    _add_sums(conn, sums, _upsert)
+    fleet: dict[tuple[str, ...], list[Any]] = {}
+    agents: dict[tuple[str, ...], list[Any]] = {}
+    for key, values in sums.items():
+        _add(fleet, (key[0], *key[2:]), values)
+        _add(agents, (key[0], key[1], key[5]), (values[0], values[_COST]))
+    _add_sums(conn, fleet, _fleet_upsert)
+    keys = sorted(agents)
+    for start in range(0, len(keys), _CHUNK):
+        part = [(*key, *agents[key]) for key in keys[start : start + _CHUNK]]
+        rows = [dict(zip(AGENT_COLUMNS, values, strict=True)) for values in part]
+        conn.execute(accumulate(conn.dialect, agent_daily, AGENT_COLUMNS[:3], rows))
+
+
+def _fleet_upsert(count: int) -> Prepared:
+    found = _FLEET_UPSERTS.get(count)
+    if found is None:
+        names = FLEET_KEYS + DAILY_SUMS
+        rows: list[dict[str, Any]] = [
+            {n: sa.bindparam(f"{n}_{i}") for n in names} for i in range(count)
+        ]
+        found = _FLEET_UPSERTS[count] = Prepared(
+            lambda d: accumulate(d, fleet_daily, FLEET_KEYS, rows)
+        )
+    return found
+
+
+_FLEET_UPSERTS: dict[int, Prepared] = {}
+AGENT_COLUMNS = ("day", "agent_id", "task_type", "calls", "cost_usd")
+"""The budgets' rollup (`llm_usage_agent_daily`): its key, then its sums."""
+FLEET_KEYS = tuple(k for k in DAILY_KEYS if k != "agent_id")
+"""The fleet rollup's key: the daily rollup's without the agent."""
+
+
+def _add_sums(
+    conn: Connection, sums: dict[tuple[str, ...], list[Any]], upsert: Callable[[int], Prepared]
+) -> None:
     keys = sorted(sums)
+    width = len(next(iter(sums))) if sums else 0
+    names = DAILY_KEYS if width == len(DAILY_KEYS) else FLEET_KEYS
     start = 0
     while start < len(keys):
         count = min(_CHUNK, 1 << ((len(keys) - start).bit_length() - 1))
         params: dict[str, Any] = {}
         for i, key in enumerate(keys[start : start + count]):
-            params.update({f"{n}_{i}": v for n, v in zip(DAILY_KEYS, key, strict=True)})
+            params.update({f"{n}_{i}": v for n, v in zip(names, key, strict=True)})
             params.update({f"{n}_{i}": v for n, v in zip(DAILY_SUMS, sums[key], strict=True)})
-        _upsert(count).run(conn, **params)
+        upsert(count).run(conn, **params)
         start += count
+
+
+# ------------------------------------------------------------------ the speed histograms
+EXACT_BELOW = 128
+"""Values (ms) below this have a bucket each: their percentiles are exact."""
+BUCKET_RATIO = 1.03
+"""Above EXACT_BELOW a bucket spans [lo, lo × BUCKET_RATIO): log-spaced, so its error is
+relative."""
+PERCENTILE_ERROR = 0.02
+"""The bound on a percentile read from the histograms, relative to the exact
+nearest-rank value: a bucket's representative (`bucket_value`) is within
+(r - 1) / (r + 1) = 1.48 % of every value in [lo, lo × r) for r = BUCKET_RATIO, plus at
+most 0.5 ms of rounding (0.39 % at EXACT_BELOW ms) — under 2 %."""
+_LOG_RATIO = math.log(BUCKET_RATIO)
+SPEED_KEYS = ("day", "provider", "model", "source", "metric", "bucket")
+"""The speed histograms' key: a successful call adds 1 to the bucket of its latency
+(metric `latency`) and, when streamed with a first token, of its TTFT (`ttft`)."""
+
+
+def speed_bucket(value: int) -> int:
+    """The histogram bucket of a latency or TTFT in ms: the value itself below
+    EXACT_BELOW, above it EXACT_BELOW + ⌊log(value / EXACT_BELOW) / log(BUCKET_RATIO)⌋."""
+    if value < EXACT_BELOW:
+        return max(0, int(value))
+    return EXACT_BELOW + int(math.log(value / EXACT_BELOW) / _LOG_RATIO)
+
+
+def bucket_value(bucket: int, low: int, high: int) -> int:
+    """The value a percentile falling in `bucket` is read as: the bucket's harmonic middle
+    (within PERCENTILE_ERROR of any value in it), kept within the smallest (`low`) and
+    largest (`high`) value the bucket has seen, so a bucket of one value reads exactly."""
+    if bucket < EXACT_BELOW:
+        return bucket
+    lo = EXACT_BELOW * BUCKET_RATIO ** (bucket - EXACT_BELOW)
+    middle = round(2 * lo * lo * BUCKET_RATIO / (lo + lo * BUCKET_RATIO))
+    return min(max(middle, low), high)
+
+
+def source_of(purpose: str) -> str:
+    """`imported` for the calls the transcript importers wrote (purpose `import`), else
+    `live` (store/repositories/llm_analytics.IMPORT_PURPOSE)."""
+    return "imported" if purpose == "import" else "live"
+
+
+def speed_counts(
+    rows: Sequence[Sequence[Any]], days: Sequence[str]
+) -> dict[tuple[Any, ...], list[int]]:
+    """What rows (values in COLUMNS order) add to the speed histograms: [calls, min, max]
+    by SPEED_KEYS, of the successful calls only, `days[i]` the UTC day key of row i."""
+    provider, model, purpose, status, latency, ttft = (
+        _AT[n]
+        for n in ("provider", "model", "purpose", "status", "latency_ms", "time_to_first_token_ms")
+    )
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for r, day in zip(rows, days, strict=True):
+        if r[status] != "ok":
+            continue
+        source = source_of(r[purpose])
+        for metric, value in (("latency", r[latency]), ("ttft", r[ttft])):
+            if value is None:
+                continue
+            v = int(value)
+            key = (day, r[provider], r[model], source, metric, speed_bucket(v))
+            had = out.get(key)
+            if had is None:
+                out[key] = [1, v, v]
+            else:
+                had[0] += 1
+                had[1] = min(had[1], v)
+                had[2] = max(had[2], v)
+    return out
+
+
+def _speed_upsert(dialect: Any, *, rows: list[dict[str, Any]]) -> Any:
+    from sqlalchemy.dialects import postgresql as pg_sql
+    from sqlalchemy.dialects import sqlite as lite_sql
+
+    lite = dialect.name == "sqlite"
+    stmt = (lite_sql.insert if lite else pg_sql.insert)(speed_table).values(rows)
+    c, new = speed_table.c, stmt.excluded
+    smaller, larger = (sa.func.min, sa.func.max) if lite else (sa.func.least, sa.func.greatest)
+    return stmt.on_conflict_do_update(
+        index_elements=list(SPEED_KEYS),
+        set_={
+            "calls": c.calls + new.calls,
+            "min_ms": smaller(c.min_ms, new.min_ms),
+            "max_ms": larger(c.max_ms, new.max_ms),
+        },
+    )
+
+
+_SPEED_UPSERTS: dict[int, Prepared] = {}
+_SPEED_COLUMNS = (*SPEED_KEYS, "calls", "min_ms", "max_ms")
+
+
+def _accumulate_speed(conn: Connection, counts: dict[tuple[Any, ...], list[int]]) -> None:
+    """Add `counts` to the histogram rows of their keys (created when missing), in key
+    order so two writers take the rows' locks in the same order (as `_accumulate`)."""
+    keys = sorted(counts)
+    start = 0
+    while start < len(keys):
+        count = min(_CHUNK, 1 << ((len(keys) - start).bit_length() - 1))
+        found = _SPEED_UPSERTS.get(count)
+        if found is None:
+            rows: list[dict[str, Any]] = [
+                {n: sa.bindparam(f"{n}_{i}") for n in _SPEED_COLUMNS} for i in range(count)
+            ]
+            found = _SPEED_UPSERTS[count] = Prepared(partial(_speed_upsert, rows=rows))
+        params: dict[str, Any] = {}
+        for i, key in enumerate(keys[start : start + count]):
+            values = (*key, *counts[key])
+            params.update({f"{n}_{i}": v for n, v in zip(_SPEED_COLUMNS, values, strict=True)})
+        found.run(conn, **params)
+        start += count
+
+
+def rebuild_speed(conn: Connection) -> int:
+    """Derive the speed histograms again from every stored call, one UTC day at a time
+    (the migration that made them back-fills with this); the number of calls counted."""
+    conn.execute(speed_table.delete())
+    m = metrics.c
+    days = sorted(str(d) for d in conn.execute(sa.select(daily.c.day).distinct()).scalars())
+    columns = [m[n] for n in COLUMNS]
+    counted = 0
+    for day in days:
+        start = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC)
+        rows = conn.execute(
+            sa.select(*columns).where(
+                m.status == "ok", m.timestamp >= start, m.timestamp < start + timedelta(days=1)
+            )
+        ).all()
+        counted += len(rows)
+        _accumulate_speed(conn, speed_counts(rows, [day] * len(rows)))
+    return counted
 
 
 def _zeros() -> list[Any]:
@@ -347,41 +531,192 @@ def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
 def group_totals(
     conn: Connection, group_by: str, *, since: datetime | None, agent_id: str | None
 ) -> list[GroupTotals]:
-    """Calls, errors, tokens, cost and speed per group (GROUP_KEYS), most expensive first."""
+    """Calls, errors, tokens, cost and speed per group (GROUP_KEYS), most expensive first.
+
+    One agent's are summed over its calls; the fleet's over the rollup (the fleet's,
+    or the per-agent one grouped by agent) for the whole UTC days from `since` on, plus
+    the calls of the part of a day before its first midnight: the same sums, and the
+    means as their quotients."""
+    if agent_id is not None:
+        return _totals_of(conn.execute(_raw_totals(conn, group_by, since, None, agent_id)))
+    first, edge = since, None
+    if since is not None and midnight_key(since) is None:
+        start = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        first = start + _DAY
+        edge = _raw_totals(conn, group_by, since, first, None)
+    table = daily if group_by == "agent" else fleet_daily
+    c = table.c
+    if group_by == "agent":
+        key: Any = c.agent_id
+    elif group_by == "day":
+        key = c.day
+    elif group_by == "week":
+        key = (sqlite if conn.dialect.name == "sqlite" else postgresql).utc_week_of_day(c.day)
+    elif group_by == "task_type":
+        key = sa.func.nullif(c.task_type, "")
+    elif group_by in GROUP_KEYS:
+        key = c[group_by]
+    else:
+        raise ValueError(f"unknown grouping {group_by!r}")
+    ok = c.status == "ok"
+    rolled = sa.select(
+        key.label("key"),
+        sa.func.sum(c.calls),
+        sa.func.sum(sa.case((ok, 0), else_=c.calls)),
+        sa.func.sum(c.input_tokens),
+        sa.func.sum(c.output_tokens),
+        sa.func.sum(c.total_tokens),
+        sa.func.sum(c.cost_usd),
+        sa.func.sum(sa.case((ok, c.latency_ms_sum), else_=0)),
+        sa.func.sum(sa.case((ok, c.calls), else_=0)),
+        sa.func.sum(c.ttft_ms_sum),
+        sa.func.sum(c.ttft_count),
+        sa.func.sum(c.quality_sum),
+        sa.func.sum(c.quality_count),
+    ).group_by(key)
+    if first is not None:
+        rolled = rolled.where(c.day >= utc_day_key(first))
+    parts = [conn.execute(rolled)] + ([] if edge is None else [conn.execute(edge)])
+    return _totals_of(*parts)
+
+
+_DAY = timedelta(days=1)
+
+
+def _raw_totals(
+    conn: Connection,
+    group_by: str,
+    since: datetime | None,
+    until: datetime | None,
+    agent_id: str | None,
+) -> sa.Select[Any]:
+    """The sums `_totals_of` reads, over the calls themselves."""
     m = metrics.c
     key = _key(conn, group_by).label("key")
     ok = m.status == "ok"
     query = sa.select(
         key,
-        sa.func.count().label("calls"),
-        sa.func.sum(sa.case((ok, 0), else_=1)).label("errors"),
-        sa.func.coalesce(sa.func.sum(m.input_tokens), 0).label("input_tokens"),
-        sa.func.coalesce(sa.func.sum(m.output_tokens), 0).label("output_tokens"),
-        sa.func.coalesce(sa.func.sum(m.total_tokens), 0).label("total_tokens"),
-        sa.func.coalesce(sa.func.sum(m.estimated_cost_usd), 0.0).label("cost"),
-        sa.func.avg(sa.case((ok, m.latency_ms))).label("latency"),
-        sa.func.avg(m.time_to_first_token_ms).label("ttft"),
-        sa.func.avg(m.quality_score).label("quality"),
+        sa.func.count(),
+        sa.func.sum(sa.case((ok, 0), else_=1)),
+        sa.func.sum(m.input_tokens),
+        sa.func.sum(m.output_tokens),
+        sa.func.sum(m.total_tokens),
+        sa.func.sum(m.estimated_cost_usd),
+        sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+        sa.func.sum(sa.case((ok, 1), else_=0)),
+        sa.func.sum(m.time_to_first_token_ms),
+        sa.func.count(m.time_to_first_token_ms),
+        sa.func.sum(m.quality_score),
+        sa.func.count(m.quality_score),
     ).group_by(key)
     if since is not None:
         query = query.where(m.timestamp >= since)
+    if until is not None:
+        query = query.where(m.timestamp < until)
     if agent_id is not None:
         query = query.where(m.agent_id == agent_id)
-    rows = conn.execute(query.order_by(sa.desc("cost"), sa.asc("key"))).all()
-    return [
-        GroupTotals(
-            key=None if r.key is None else str(r.key),
-            calls=int(r.calls),
-            errors=int(r.errors or 0),
-            input_tokens=int(r.input_tokens),
-            output_tokens=int(r.output_tokens),
-            total_tokens=int(r.total_tokens),
-            cost_usd=float(r.cost),
-            avg_latency_ms=None if r.latency is None else float(r.latency),
-            avg_ttft_ms=None if r.ttft is None else float(r.ttft),
-            avg_quality=None if r.quality is None else float(r.quality),
+    return query
+
+
+def _totals_of(*parts: Iterable[Sequence[Any]]) -> list[GroupTotals]:
+    """GroupTotals from rows of (key, calls, errors, input, output, total tokens, cost,
+    ok latency sum, ok calls, TTFT sum, TTFT count, quality sum, rated), adding up rows of
+    the same key; most expensive first, then by key."""
+    sums: dict[str | None, list[float]] = {}
+    for part in parts:
+        for row in part:
+            key = None if row[0] is None else str(row[0])
+            values = [0.0 if x is None else float(x) for x in row[1:]]
+            had = sums.get(key)
+            if had is None:
+                sums[key] = values
+            else:
+                for i, x in enumerate(values):
+                    had[i] += x
+    out = []
+    for key, got in sums.items():
+        calls, errors, inputs, outputs, tokens, cost, lat, ok, ttft, timed, quality, rated = got
+        out.append(
+            GroupTotals(
+                key=key,
+                calls=int(calls),
+                errors=int(errors),
+                input_tokens=int(inputs),
+                output_tokens=int(outputs),
+                total_tokens=int(tokens),
+                cost_usd=float(cost),
+                avg_latency_ms=float(lat) / ok if ok else None,
+                avg_ttft_ms=float(ttft) / timed if timed else None,
+                avg_quality=float(quality) / rated if rated else None,
+            )
         )
-        for r in rows
+    out.sort(key=lambda g: (-g.cost_usd, g.key is None, g.key or ""))
+    return out
+
+
+class TaskModelSums(NamedTuple):
+    """An agent's calls of one task type (its purpose when it has none), purpose and
+    provider/model: what `optimize_model_selection` weighs (opencrab.llm.analysis)."""
+
+    task: str
+    purpose: str
+    provider: str
+    model: str
+    calls: int
+    cost_usd: float
+    ok_calls: int
+    ok_latency_ms: int
+    rated: int
+    quality_sum: float
+    succeeded: int  # returned (status ok) and not rated a failed task
+    total_tokens: int
+    first: datetime
+
+
+def task_model_sums(conn: Connection, agent_id: str, *, since: datetime) -> list[TaskModelSums]:
+    """An agent's calls since `since` summed per task type, purpose and provider/model:
+    one grouped query along the (agent_id, timestamp) index."""
+    m = metrics.c
+    ok = m.status == "ok"
+    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose).label("task")
+    succeeded = sa.and_(ok, sa.or_(m.task_success.is_(None), m.task_success.is_(True)))
+    query = (
+        sa.select(
+            task,
+            m.purpose,
+            m.provider,
+            m.model,
+            sa.func.count(),
+            sa.func.sum(m.estimated_cost_usd),
+            sa.func.sum(sa.case((ok, 1), else_=0)),
+            sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+            sa.func.count(m.quality_score),
+            sa.func.sum(m.quality_score),
+            sa.func.sum(sa.case((succeeded, 1), else_=0)),
+            sa.func.sum(m.total_tokens),
+            sa.func.min(m.timestamp),
+        )
+        .where(m.agent_id == agent_id, m.timestamp >= since)
+        .group_by(task, m.purpose, m.provider, m.model)
+        .order_by(task, m.purpose, m.provider, m.model)
+    )
+    return [
+        TaskModelSums(
+            str(r[0]),
+            str(r[1]),
+            str(r[2]),
+            str(r[3]),
+            int(r[4]),
+            float(r[5] or 0.0),
+            int(r[6] or 0),
+            int(r[7] or 0),
+            int(r[8] or 0),
+            float(r[9] or 0.0),
+            int(r[10] or 0),
+            int(r[11] or 0),
+            r[12],
+        )
+        for r in conn.execute(query)
     ]
 
 
