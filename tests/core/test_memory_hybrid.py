@@ -11,18 +11,19 @@ import ast
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from opencrab.config import Settings
-from opencrab.config.models import ModelRef
+from opencrab.config.models import ModelRef, ProviderConfig
 from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.core.embedding import (
     PACKAGED_NAME,
-    OpenAICompatibleEmbedder,
     forget_embedder,
     remember_embedder,
 )
 from opencrab.core.memory import MemoryManager, SessionLog
 from opencrab.core.memory_index import MemoryIndexer, progress
+from opencrab.llm.providers.openai import OpenAIProvider
 from opencrab.store import Database
 from opencrab.store.repositories import memory_vectors as vectors_repo
 
@@ -208,12 +209,13 @@ def test_an_embedder_that_fails_keeps_lines_pending_and_says_why(
     settings: Settings,
     store: AgentStore,
     memory: MemoryManager,
-    indexer: MemoryIndexer,
     agent_id: str,
 ) -> None:
     write(memory, "the user's cat is called Tama")
-    dead = OpenAICompatibleEmbedder("openai/dead", "http://127.0.0.1:9/v1", "dead")
-    remember_embedder(dead)
+    dead = OpenAIProvider(  # configured, but nothing listens there
+        ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("sk-test"))
+    )
+    indexer = MemoryIndexer(db, settings, batch=4, providers={"openai": dead})
     try:
         config = store.get(agent_id).llm_config
         config.models.embedding = ModelRef(provider="openai", model="dead")
@@ -227,7 +229,7 @@ def test_an_embedder_that_fails_keeps_lines_pending_and_says_why(
         assert found.legs == ["lexical"]
         assert found.hits[0].legs == ["lexical"]
     finally:
-        forget_embedder(dead.name)
+        forget_embedder("openai/dead")
 
 
 def test_deleted_lines_leave_the_vector_leg(

@@ -133,7 +133,15 @@ class MemoryIndexer:
             assert found is not None  # the packaged one is always known
             return found
         if found is not None:
-            if getattr(found, "signature", None) == endpoint_signature(ref, self.providers):
+            made_for = getattr(found, "signature", None)
+            if made_for is None:
+                return found  # not an endpoint embedder (a plugin's, say): kept as it is
+            try:
+                now = endpoint_signature(ref, self.providers)
+            except EmbedderUnavailable:
+                forget_embedder(name)  # its provider is gone
+                raise
+            if made_for == now:
                 return found
             forget_embedder(name)  # its provider's URL or key changed since it was made
         return remember_embedder(endpoint_embedder(ref, self.providers))
