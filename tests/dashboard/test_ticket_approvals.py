@@ -22,7 +22,22 @@ from opencrab.store.types import utcnow
 from opencrab.tickets import service
 from tests.dashboard.conftest import make_agent
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.served import ServedOpenCrab
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, _llm_server_session: FakeLlmServer
+) -> Iterator[ServedOpenCrab]:
+    """A server whose ticket scheduler is off: the tests start and hold their tickets
+    themselves (a ticket made over REST wakes a running scheduler at once)."""
+    with ServedOpenCrab(
+        tmp_path_factory.mktemp("served") / "data",
+        llm=_llm_server_session,
+        env={"OPENCRAB_TICKETS__ENABLED": "false"},
+    ) as server:
+        yield server
 
 
 @pytest.fixture
