@@ -318,12 +318,15 @@ class GenAiSpans:
             common[ERROR_TYPE] = record.error_type or "_OTHER"
         attributes = self._chat_attributes(common, record, info, request, reply, turn is not None)
         trace_id = parent.trace_id if parent is not None else new_trace_id()
+        start = end - record.latency_ms * 1_000_000  # latency is whole milliseconds
+        if turn is not None:  # a turn's steps follow one another: never before the last
+            start = max(start, min(turn.mark, end))
         self.sdk.emit(
             self.sdk.span(
                 f"chat {record.model}",
                 context_of(trace_id, new_span_id()),
                 parent=parent,
-                start=end - record.latency_ms * 1_000_000,
+                start=start,
                 end=end,
                 attributes=attributes,
                 kind=SpanKind.CLIENT,
