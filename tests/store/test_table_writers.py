@@ -29,6 +29,7 @@ WRITING_HELPERS = {
     "bulk_insert": "store/bulk.py",
     "upsert": "store/dialects/__init__.py",
     "accumulate": "store/dialects/__init__.py",
+    "save_secret_settings": "store/secret_settings.py",
 }
 """The store's helpers that write the table they are given, and where each is defined."""
 STATEMENTS = {"insert", "update", "delete"}
@@ -168,6 +169,7 @@ import sqlalchemy as sa
 from opencrab.store import tables as t
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import upsert
+from opencrab.store.secret_settings import save_secret_settings
 from opencrab.store.tables import agents as people
 from opencrab.store.tables import events, leases, sessions, skills, soul, steps, tools
 
@@ -177,6 +179,7 @@ def write(conn, rows):
     conn.execute(t.tickets.delete())
     bulk_insert(conn, events, ("id",), rows)
     conn.execute(upsert(conn.dialect, skills, ("name",), name="x"))
+    save_secret_settings(conn, t.gateway_settings, "x", {}, None, {}, "local")
     table = steps
     conn.execute(table.insert())
 
@@ -194,6 +197,7 @@ def read(conn):
         "tickets",
         "events",
         "skills",
+        "gateway_settings",
         "steps",
         "soul",
         "memory_curated",

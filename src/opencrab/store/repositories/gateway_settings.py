@@ -1,7 +1,8 @@
 """Gateways' settings made on the dashboard: the one writer of `gateway_settings`.
 
 Each function runs on the caller's connection, inside the caller's transaction. Secrets
-arrive here encrypted (opencrab.config.secret_key); nothing here sees one in clear.
+arrive here encrypted (opencrab.config.secret_key); nothing here sees one in clear. The
+rows are settings with secrets (opencrab.store.secret_settings).
 
 Example:
     with db.write() as conn:
@@ -10,12 +11,17 @@ Example:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from opencrab.store.secret_settings import (
+    all_rows,
+    encrypted_secrets,
+    row_of,
+    save_secret_settings,
+)
 from opencrab.store.tables import gateway_settings
 
 
@@ -28,29 +34,14 @@ class GatewaySettingsRow(NamedTuple):
     updated_at: datetime
 
 
-def _row(r: Any) -> GatewaySettingsRow:
-    return GatewaySettingsRow(
-        r.name,
-        dict(r.settings_json),
-        r.secrets_encrypted,
-        dict(r.secrets_shown_json),
-        r.updated_by,
-        r.updated_at,
-    )
-
-
 def all_settings(conn: Connection) -> dict[str, GatewaySettingsRow]:
     """Every stored gateway's settings, by name."""
-    table = gateway_settings
-    rows = conn.execute(sa.select(*table.c).order_by(table.c.name)).all()
-    return {r.name: _row(r) for r in rows}
+    return all_rows(conn, gateway_settings, GatewaySettingsRow)
 
 
 def settings_of(conn: Connection, name: str) -> GatewaySettingsRow | None:
     """The stored settings of gateway `name`, or None."""
-    table = gateway_settings
-    found = conn.execute(sa.select(*table.c).where(table.c.name == name)).first()
-    return None if found is None else _row(found)
+    return row_of(conn, gateway_settings, name, GatewaySettingsRow)
 
 
 def save(
@@ -62,25 +53,11 @@ def save(
     actor: str,
 ) -> None:
     """Store the gateway's settings (created, or replaced whole)."""
-    table = gateway_settings
-    values = {
-        "settings_json": settings,
-        "secrets_encrypted": secrets_encrypted,
-        "secrets_shown_json": secrets_shown,
-        "updated_by": actor,
-        "updated_at": datetime.now(UTC),
-    }
-    done = conn.execute(table.update().where(table.c.name == name).values(**values))
-    if not done.rowcount:
-        conn.execute(table.insert().values(name=name, **values))
+    save_secret_settings(
+        conn, gateway_settings, name, settings, secrets_encrypted, secrets_shown, actor
+    )
 
 
 def encrypted(conn: Connection) -> dict[str, str]:
     """The encrypted secrets of every gateway that has some, by name."""
-    table = gateway_settings
-    rows = conn.execute(
-        sa.select(table.c.name, table.c.secrets_encrypted).where(
-            table.c.secrets_encrypted.is_not(None)
-        )
-    ).all()
-    return {str(name): str(token) for name, token in rows}
+    return encrypted_secrets(conn, gateway_settings)
