@@ -115,9 +115,7 @@ def runs(
 )
 def pause(schedule_id: ScheduleId, runtime: RuntimeDep, request: Request) -> ScheduleResponse:
     """Pause the schedule: no slot runs until it is resumed."""
-    row = service.set_paused(runtime.db, schedule_id, True)
-    _changed(request)
-    return views.one_schedule(runtime, row)
+    return _set_paused(schedule_id, runtime, request, paused=True)
 
 
 @router.post(
@@ -128,9 +126,7 @@ def pause(schedule_id: ScheduleId, runtime: RuntimeDep, request: Request) -> Sch
 )
 def resume(schedule_id: ScheduleId, runtime: RuntimeDep, request: Request) -> ScheduleResponse:
     """Resume the schedule from its next slot (the slots missed while paused are skipped)."""
-    row = service.set_paused(runtime.db, schedule_id, False)
-    _changed(request)
-    return views.one_schedule(runtime, row)
+    return _set_paused(schedule_id, runtime, request, paused=False)
 
 
 @router.delete(
@@ -158,7 +154,7 @@ async def run_now(schedule_id: ScheduleId, request: Request) -> RunStarted:
     """Run the schedule once now, besides its slots: the run is recorded (its id is
     answered) and goes on in the background of this server. 409 while a run of the
     schedule is under way, or when this server runs no schedules."""
-    scheduler: ScheduleScheduler | None = getattr(request.app.state, "schedules", None)
+    scheduler = _scheduler(request)
     if scheduler is None:
         raise ConflictError("this server runs no schedules ([schedules] enabled = false)")
     run_id = await scheduler.run_now(schedule_id)
@@ -173,9 +169,7 @@ async def run_now(schedule_id: ScheduleId, request: Request) -> RunStarted:
 )
 def pause_agent(agent: AgentId, runtime: RuntimeDep, request: Request) -> Paused:
     """Pause every schedule of the agent."""
-    changed = service.pause_agent(runtime.db, agent, True)
-    _changed(request)
-    return Paused(changed=changed)
+    return _pause_agent(agent, runtime, request, paused=True)
 
 
 @router.post(
@@ -186,9 +180,7 @@ def pause_agent(agent: AgentId, runtime: RuntimeDep, request: Request) -> Paused
 )
 def resume_agent(agent: AgentId, runtime: RuntimeDep, request: Request) -> Paused:
     """Resume every paused schedule of the agent."""
-    changed = service.pause_agent(runtime.db, agent, False)
-    _changed(request)
-    return Paused(changed=changed)
+    return _pause_agent(agent, runtime, request, paused=False)
 
 
 @router.get(
@@ -222,10 +214,31 @@ def acknowledge(run_id: RunId, runtime: RuntimeDep) -> Response:
     return Response(status_code=204)
 
 
+def _set_paused(
+    schedule_id: str, runtime: RuntimeDep, request: Request, *, paused: bool
+) -> ScheduleResponse:
+    """Pause or resume one schedule (the pause and resume routes)."""
+    row = service.set_paused(runtime.db, schedule_id, paused)
+    _changed(request)
+    return views.one_schedule(runtime, row)
+
+
+def _pause_agent(agent: AgentId, runtime: RuntimeDep, request: Request, *, paused: bool) -> Paused:
+    """Pause or resume every schedule of the agent (the agent's pause and resume routes)."""
+    changed = service.pause_agent(runtime.db, agent, paused)
+    _changed(request)
+    return Paused(changed=changed)
+
+
+def _scheduler(request: Request) -> ScheduleScheduler | None:
+    """This server's schedule scheduler; None when it runs no schedules."""
+    return getattr(request.app.state, "schedules", None)
+
+
 def _changed(request: Request) -> None:
     """Let this server's scheduler follow a change at once (others read it within
     `[schedules] refresh_secs`)."""
-    scheduler: ScheduleScheduler | None = getattr(request.app.state, "schedules", None)
+    scheduler = _scheduler(request)
     if scheduler is not None:
         scheduler.changed()
 
