@@ -3,7 +3,7 @@ the same run on one real `opencrab up` (tests/fakes/served.py) whose model is th
 OpenAI server answering at once (tests/fakes/llm_server.py).
 
 Three sides, each in its own session (an A2A contextId is a session), each turn the same
-one-line message answered "Aye.":
+one-line message answered "Aye." (tests/fakes/served_turns.py):
 - A2A JSON-RPC: a plain `SendMessage` POST to `/a2a/aki` with the REST side's HTTP client
   (what the server adds: the SDK's dispatcher, the request handler, the protobuf answer);
 - A2A SDK client: the official a2a-sdk client (card resolved once) sending the message
@@ -19,14 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from itertools import count
 from pathlib import Path
-from typing import Any
 
 # the repository's root in place of this script's folder, where this file would shadow
 # the a2a-sdk's `a2a` package
@@ -35,75 +30,40 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 import httpx  # noqa: E402
 from a2a.client import A2ACardResolver, ClientConfig, create_client  # noqa: E402
 from a2a.types import Message, Part, Role, SendMessageRequest  # noqa: E402
-from tests.fakes.llm_server import FakeLlmServer, Reply  # noqa: E402
-from tests.fakes.openai_bodies import CHAT, completion  # noqa: E402
-from tests.fakes.served import ServedOpenCrab  # noqa: E402
+from tests.fakes.served_turns import AGENT, ANSWER, rotate, served_turns  # noqa: E402
 
-Call = Callable[[], Awaitable[Any]]
 CONTEXT = "bench-sdk"
-
-
-async def rotate(calls: list[Call], n: int, warm: int) -> list[float]:
-    """p50 seconds of each of `calls`, called in turn `n` times each; which goes first
-    moves round by round."""
-    for _ in range(warm):
-        for call in calls:
-            await call()
-    times: list[list[float]] = [[] for _ in calls]
-    for i in range(n):
-        for k in range(len(calls)):
-            j = (i + k) % len(calls)
-            start = time.perf_counter()
-            await calls[j]()
-            times[j].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 async def measure(turns: int) -> list[float]:
     """p50 of the A2A JSON-RPC POST, the SDK client's send and the REST turn."""
-    llm = FakeLlmServer().start()
-    usage = {"prompt_tokens": 40, "completion_tokens": 7, "total_tokens": 47}
-    llm.respond(CHAT, lambda _: Reply(json=completion({"content": "Aye."}, usage=usage)))
-    tmp = tempfile.TemporaryDirectory()
-    try:
-        with ServedOpenCrab(Path(tmp.name) / "data", llm=llm) as served:
-            rest = httpx.AsyncClient(base_url=served.url, headers=served.headers, timeout=120)
-            made = await rest.post("/api/agents", json={"name": "aki", "prompt": "Be terse."})
-            assert made.status_code == 201, made.text
-            session = await rest.post("/api/sessions", json={"agentId": made.json()["id"]})
-            rest_session = session.json()["id"]
-            ids = count(1)
+    async with served_turns() as on:
+        ids = count(1)
 
-            async def by_rest() -> None:
-                said = await rest.post(
-                    f"/api/sessions/{rest_session}/messages", json={"content": "count"}
-                )
-                assert said.status_code == 201, said.text
-
-            async def by_json_rpc() -> None:
-                n = next(ids)
-                said = await rest.post(
-                    "/a2a/aki",
-                    headers={"A2A-Version": "1.0"},
-                    json={
-                        "jsonrpc": "2.0",
-                        "id": n,
-                        "method": "SendMessage",
-                        "params": {
-                            "message": {
-                                "messageId": f"m{n}",
-                                "contextId": "bench-json-rpc",
-                                "role": "ROLE_USER",
-                                "parts": [{"text": "count"}],
-                            }
-                        },
+        async def by_json_rpc() -> None:
+            n = next(ids)
+            said = await on.rest.post(
+                f"/a2a/{AGENT}",
+                headers={"A2A-Version": "1.0"},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "SendMessage",
+                    "params": {
+                        "message": {
+                            "messageId": f"m{n}",
+                            "contextId": "bench-json-rpc",
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "count"}],
+                        }
                     },
-                )
-                assert said.status_code == 200, said.text
-                assert said.json()["result"]["message"]["parts"][0]["text"] == "Aye.", said.text
+                },
+            )
+            assert said.status_code == 200, said.text
+            assert said.json()["result"]["message"]["parts"][0]["text"] == ANSWER, said.text
 
-            http = httpx.AsyncClient(headers=served.headers, timeout=120)
-            card = await A2ACardResolver(http, f"{served.url}/a2a/aki").get_agent_card()
+        async with httpx.AsyncClient(headers=on.served.headers, timeout=120) as http:
+            card = await A2ACardResolver(http, f"{on.served.url}/a2a/{AGENT}").get_agent_card()
             client = await create_client(
                 card, client_config=ClientConfig(streaming=False, httpx_client=http)
             )
@@ -118,15 +78,9 @@ async def measure(turns: int) -> list[float]:
                     )
                 )
                 (answer,) = [event async for event in client.send_message(request)]
-                assert answer.message.parts[0].text == "Aye."
+                assert answer.message.parts[0].text == ANSWER
 
-            timed = await rotate([by_json_rpc, by_sdk, by_rest], turns, warm=5)
-            await http.aclose()
-            await rest.aclose()
-    finally:
-        llm.stop()
-        tmp.cleanup()
-    return timed
+            return await rotate([by_json_rpc, by_sdk, on.rest_turn], turns, warm=5)
 
 
 def main() -> int:

@@ -24,11 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +36,8 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from tests.fakes.llm_server import FakeLlmServer, Reply
-from tests.fakes.openai_bodies import CHAT, completion
-from tests.fakes.ports import free_port
-from tests.fakes.served import ServedOpenCrab
-from tests.mcp.conftest import DEMO
-from tests.mcp.test_http_server import serve_demo
+from tests.fakes.mcp_demo import DEMO, demo_over_http
+from tests.fakes.served_turns import AGENT, Call, rotate, served_turns
 
 from opencrab.config import load_settings
 from opencrab.config.mcp import McpSection, McpServerConfig
@@ -54,7 +47,6 @@ from opencrab.core.tool_sources import start_tool_sources
 from opencrab.mcp.client import McpServerSource
 from opencrab.mcp.client.tools import McpTool
 
-Call = Callable[[], Awaitable[Any]]
 ARGS = {"a": 20, "b": 22}
 
 
@@ -64,22 +56,6 @@ async def alternate(first: Call, second: Call, n: int, warm: int = 20) -> tuple[
     return a, b
 
 
-async def rotate(calls: list[Call], n: int, warm: int) -> list[float]:
-    """p50 seconds of each of `calls`, called in turn `n` times each; which goes first
-    moves round by round."""
-    for _ in range(warm):
-        for call in calls:
-            await call()
-    times: list[list[float]] = [[] for _ in calls]
-    for i in range(n):
-        for k in range(len(calls)):
-            j = (i + k) % len(calls)
-            start = time.perf_counter()
-            await calls[j]()
-            times[j].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
-
-
 def tool_of(source: McpServerSource, name: str) -> McpTool:
     (tool,) = [a for a in source.actions() if isinstance(a, McpTool) and a.tool_name == name]
     return tool
@@ -87,12 +63,8 @@ def tool_of(source: McpServerSource, name: str) -> McpTool:
 
 async def client_overhead(calls: int) -> dict[str, tuple[float, float]]:
     """(a): {"stdio"|"http": (through OpenCrab p50, direct SDK p50)}."""
-    port = free_port()
-    http_server = serve_demo(port)
-    url = f"http://127.0.0.1:{port}/mcp"
-    tmp = tempfile.TemporaryDirectory()
-    try:
-        settings = load_settings(env={"OPENCRAB_DATA_DIR": tmp.name})
+    with demo_over_http() as url, tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(env={"OPENCRAB_DATA_DIR": tmp})
         settings.tools.sandbox = "none"
         stdio = McpServerConfig(command=sys.executable, args=[str(DEMO)], call_timeout_secs=60)
         web = McpServerConfig(url=url, allow_private=True, call_timeout_secs=60)
@@ -123,10 +95,6 @@ async def client_overhead(calls: int) -> dict[str, tuple[float, float]]:
                         results[transport] = await alternate(through, direct, calls)
             finally:
                 await sources.stop()
-    finally:
-        http_server.terminate()
-        http_server.wait(timeout=30)
-        tmp.cleanup()
     return results
 
 
@@ -159,82 +127,62 @@ class _direct:
 async def chat_overhead(turns: int) -> list[float]:
     """(b): p50 of the MCP chat tool (plain JSON-RPC POSTs with the REST side's HTTP
     client; the SDK's ClientSession) and of the REST turn, on one served OpenCrab."""
-    llm = FakeLlmServer().start()
-    usage = {"prompt_tokens": 40, "completion_tokens": 7, "total_tokens": 47}
-    llm.respond(CHAT, lambda _: Reply(json=completion({"content": "Aye."}, usage=usage)))
-    tmp = tempfile.TemporaryDirectory()
-    try:
-        with ServedOpenCrab(Path(tmp.name) / "data", llm=llm) as served:
-            rest = httpx.AsyncClient(base_url=served.url, headers=served.headers, timeout=120)
-            made = await rest.post("/api/agents", json={"name": "aki", "prompt": "Be terse."})
-            assert made.status_code == 201, made.text
-            session = await rest.post("/api/sessions", json={"agentId": made.json()["id"]})
-            rest_session = session.json()["id"]
-            async with (
-                httpx2.AsyncClient(headers=served.headers, timeout=120) as client,
-                streamable_http_client(served.url + "/mcp", http_client=client) as streams,
-                ClientSession(streams[0], streams[1]) as mcp,
-            ):
-                await mcp.initialize()
-                first = await mcp.call_tool("chat", {"agent": "aki", "message": "hello"})
-                assert not first.is_error, first.content
-                assert first.structured_content is not None or first.content
-                mcp_session = _session_of(first)
+    async with (
+        served_turns() as on,
+        httpx2.AsyncClient(headers=on.served.headers, timeout=120) as client,
+        streamable_http_client(on.served.url + "/mcp", http_client=client) as streams,
+        ClientSession(streams[0], streams[1]) as mcp,
+    ):
+        rest = on.rest
+        await mcp.initialize()
+        first = await mcp.call_tool("chat", {"agent": AGENT, "message": "hello"})
+        assert not first.is_error, first.content
+        assert first.structured_content is not None or first.content
+        mcp_session = _session_of(first)
 
-                async def by_sdk() -> None:
-                    args = {"agent": "aki", "message": "count", "session_id": mcp_session}
-                    result = await mcp.call_tool("chat", args)
-                    assert not result.is_error, result.content
+        async def by_sdk() -> None:
+            args = {"agent": AGENT, "message": "count", "session_id": mcp_session}
+            result = await mcp.call_tool("chat", args)
+            assert not result.is_error, result.content
 
-                plain = await _plain_session(rest)
-                numbers = iter(range(10, 10**9))
+        plain = await _plain_session(rest)
+        numbers = iter(range(10, 10**9))
 
-                async def by_mcp() -> None:
-                    args = {"agent": "aki", "message": "count", "session_id": plain_session}
-                    said = await rest.post(
-                        "/mcp",
-                        json={
-                            "jsonrpc": "2.0",
-                            "id": next(numbers),
-                            "method": "tools/call",
-                            "params": {"name": "chat", "arguments": args},
+        async def by_mcp() -> None:
+            args = {"agent": AGENT, "message": "count", "session_id": plain_session}
+            said = await rest.post(
+                "/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": next(numbers),
+                    "method": "tools/call",
+                    "params": {"name": "chat", "arguments": args},
+                },
+                headers=plain,
+            )
+            assert said.status_code == 200, said.text
+            assert not _json_rpc(said)["result"].get("isError"), said.text
+
+        plain_session = _session_of_text(
+            _json_rpc(
+                await rest.post(
+                    "/mcp",
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "tools/call",
+                        "params": {
+                            "name": "chat",
+                            "arguments": {"agent": AGENT, "message": "hello"},
                         },
-                        headers=plain,
-                    )
-                    assert said.status_code == 200, said.text
-                    assert not _json_rpc(said)["result"].get("isError"), said.text
-
-                plain_session = _session_of_text(
-                    _json_rpc(
-                        await rest.post(
-                            "/mcp",
-                            json={
-                                "jsonrpc": "2.0",
-                                "id": 2,
-                                "method": "tools/call",
-                                "params": {
-                                    "name": "chat",
-                                    "arguments": {"agent": "aki", "message": "hello"},
-                                },
-                            },
-                            headers=plain,
-                        )
-                    )["result"]["content"][0]["text"]
+                    },
+                    headers=plain,
                 )
+            )["result"]["content"][0]["text"]
+        )
 
-                async def by_rest() -> None:
-                    said = await rest.post(
-                        f"/api/sessions/{rest_session}/messages", json={"content": "count"}
-                    )
-                    assert said.status_code == 201, said.text
-
-                await by_rest()  # each side's session holds one turn before the runs
-                timed = await rotate([by_mcp, by_sdk, by_rest], turns, warm=5)
-            await rest.aclose()
-    finally:
-        llm.stop()
-        tmp.cleanup()
-    return timed
+        await on.rest_turn()  # each side's session holds one turn before the runs
+        return await rotate([by_mcp, by_sdk, on.rest_turn], turns, warm=5)
 
 
 async def _plain_session(rest: httpx.AsyncClient) -> dict[str, str]:

@@ -7,16 +7,14 @@ tool that is not granted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from opencrab.a2a.client_source import A2aRemoteSource
-from opencrab.actions.base import ToolSource
 from opencrab.actions.tool_settings import ToolSettings, save_tool_settings
 from opencrab.config import Settings, load_settings
 from opencrab.config.a2a import A2aSection
@@ -29,13 +27,12 @@ from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import tool_id
 from opencrab.core.workspace import Workspace
 from opencrab.events import ToolResultEvent
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.a2a_remote import PNG, RemoteAgent
 from tests.fakes.ports import free_port
 from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_runtime import offered_when, running_sources, script, scripted_runtime
 from tests.fakes.threaded_server import serve_in_thread
 
 TOOL = "a2a__echo__ask"
@@ -97,19 +94,14 @@ def scripted() -> ScriptedProvider:
 async def runtime(
     settings: Settings, db: Database, scripted: ScriptedProvider
 ) -> AsyncIterator[Runtime]:
-    recorder = MetricsRecorder(db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(settings, db=db, router=router) as rt:
+    async with scripted_runtime(settings, db, scripted) as rt:
         yield rt
-    await recorder.aclose()
 
 
 @pytest.fixture
 async def sources(runtime: Runtime, served: RemoteAgent) -> AsyncIterator[RunningToolSources]:
-    running = await start_tool_sources(runtime)
-    yield running
-    await running.stop()
+    async with running_sources(runtime) as running:
+        yield running
 
 
 @pytest.fixture
@@ -124,11 +116,6 @@ def agent(runtime: Runtime, sources: RunningToolSources) -> Agent:
     created = runtime.agents.create(AgentCreate(name="aki", prompt="You ask other agents."))
     runtime.agents.update(created.id, AgentUpdate(tool_ids=[tool_id(TOOL)]))
     return created
-
-
-def script(scripted: ScriptedProvider, *outcomes: Any) -> None:
-    scripted.outcomes.clear()
-    scripted.then(*outcomes)
 
 
 def done(result: TurnResult) -> ActionDone:
@@ -147,23 +134,6 @@ async def ask(
 ) -> TurnResult:
     script(scripted, calls((TOOL, args)), speak("asked"))
     return await runtime.chat(agent, "ask the remote")
-
-
-async def offered_when(source: ToolSource, check: Callable[[], bool]) -> None:
-    """Return once `check()` holds after one of the source's offers (now or later)."""
-    changed = asyncio.Event()
-
-    async def listener(_: ToolSource) -> None:
-        if check():
-            changed.set()
-
-    source.subscribe(listener)
-    try:
-        if not check():
-            async with asyncio.timeout(60):  # a guard against a hang, not a measure
-                await changed.wait()
-    finally:
-        source.unsubscribe(listener)
 
 
 async def test_an_agent_asks_a_remote_agent_and_reads_its_reply(
@@ -284,26 +254,21 @@ async def test_the_card_is_read_again_and_its_new_description_offered(
     settings.a2a.remotes["echo"] = A2aRemoteConfig(
         url=remote.url, allow_private=True, refresh_secs=0.05
     )
-    recorder = MetricsRecorder(db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
     with serve_in_thread(remote.app(), port):
-        async with Runtime.open(settings, db=db, router=router) as rt:
-            running = await start_tool_sources(rt)
-            try:
-                (echo,) = running.attached
-                assert isinstance(echo, A2aRemoteSource)
-                remote.card_description = "Now also paints."
+        async with (
+            scripted_runtime(settings, db, scripted) as rt,
+            running_sources(rt) as running,
+        ):
+            (echo,) = running.attached
+            assert isinstance(echo, A2aRemoteSource)
+            remote.card_description = "Now also paints."
 
-                def painted() -> bool:
-                    definition = rt.registry.definitions([TOOL])
-                    return bool(definition) and "Now also paints." in definition[0].description
+            def painted() -> bool:
+                definition = rt.registry.definitions([TOOL])
+                return bool(definition) and "Now also paints." in definition[0].description
 
-                await offered_when(echo, painted)
-                assert echo.card_reads >= 2
-            finally:
-                await running.stop()
-    await recorder.aclose()
+            await offered_when(echo, painted)
+            assert echo.card_reads >= 2
 
 
 async def test_the_ssrf_guard_refuses_a_loopback_remote_unless_allowed(

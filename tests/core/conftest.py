@@ -12,11 +12,10 @@ import pytest
 from opencrab.config import Settings
 from opencrab.core.agent import Agent, AgentCreate
 from opencrab.core.runtime import Runtime
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatResponse, ToolCall
 from opencrab.store import Database
 from tests.fakes.scripted_provider import ScriptedProvider, reply
+from tests.fakes.scripted_runtime import scripted_runtime
 
 _ids = count(1)
 
@@ -55,12 +54,8 @@ def scripted() -> ScriptedProvider:
 async def runtime(
     settings: Settings, db: Database, scripted: ScriptedProvider
 ) -> AsyncIterator[Runtime]:
-    recorder = MetricsRecorder(db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(settings, db=db, router=router) as rt:
+    async with scripted_runtime(settings, db, scripted) as rt:
         yield rt
-    await recorder.aclose()
 
 
 @pytest.fixture

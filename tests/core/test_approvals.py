@@ -22,14 +22,13 @@ from opencrab.core.steps import TurnResult, step_from_json, step_json
 from opencrab.core.tools import tool_id
 from opencrab.errors import NotFoundError
 from opencrab.events import ToolResultEvent
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatRequest
 from opencrab.messages import IncomingMessage, InternalSource, Sender
 from opencrab.store import Database
 from opencrab.store.repositories import approvals as repo
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider, reply
+from tests.fakes.scripted_runtime import scripted_runtime
 
 GRANTED = ["write_file", "read_file", "execute_command"]
 
@@ -40,12 +39,8 @@ async def rt(
 ) -> AsyncIterator[Runtime]:
     """A runtime on each database (SQLite and PostgreSQL); tests queue the replies."""
     scripted.outcomes.clear()
-    recorder = MetricsRecorder(any_db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(settings, db=any_db, router=router) as runtime:
+    async with scripted_runtime(settings, any_db, scripted) as runtime:
         yield runtime
-    await recorder.aclose()
 
 
 def _agent(rt: Runtime, **approvals: Any) -> Agent:

@@ -17,8 +17,6 @@ from opencrab.core.discussion import Discussion
 from opencrab.core.memory import MemoryManager
 from opencrab.core.runtime import Runtime
 from opencrab.core.steps import Compacted, TurnResult
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatRequest
 from opencrab.prompts import prompts
 from opencrab.store import Database
@@ -26,6 +24,7 @@ from opencrab.store.tables import agents as agents_table
 from opencrab.store.tables import skills as skills_table
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider, SmallWindow
+from tests.fakes.scripted_runtime import scripted_runtime
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
 
@@ -91,12 +90,8 @@ async def ja_server(
 ) -> AsyncIterator[Runtime]:
     """A runtime whose [agent] language is ja."""
     ja = settings.model_copy(update={"agent": settings.agent.model_copy(update={"language": "ja"})})
-    recorder = MetricsRecorder(db)
-    router = LlmRouter(ja, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(ja, db=db, router=router) as rt:
+    async with scripted_runtime(ja, db, scripted) as rt:
         yield rt
-    await recorder.aclose()
 
 
 async def test_agents_follow_the_server_language_unless_they_have_their_own(

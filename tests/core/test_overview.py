@@ -11,12 +11,11 @@ from opencrab.core.agent import AgentCreate
 from opencrab.core.overview import agent_overview
 from opencrab.core.runtime import Runtime
 from opencrab.errors import LlmError, ProviderBadRequest
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.llm.types import ChatResponse
 from opencrab.store import Database
 from tests.core.conftest import speak
 from tests.fakes.scripted_provider import ScriptedProvider
+from tests.fakes.scripted_runtime import scripted_runtime
 
 
 @pytest.fixture
@@ -24,12 +23,8 @@ async def runtime_on_both(
     settings: Settings, any_db: Database, scripted: ScriptedProvider
 ) -> AsyncIterator[Runtime]:
     """A runtime on SQLite and on PostgreSQL, thinking through `scripted`."""
-    recorder = MetricsRecorder(any_db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(settings, db=any_db, router=router) as rt:
+    async with scripted_runtime(settings, any_db, scripted) as rt:
         yield rt
-    await recorder.aclose()
 
 
 async def test_an_agent_whose_latest_turn_failed_shows_error_until_a_reply(

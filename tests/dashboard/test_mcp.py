@@ -31,10 +31,8 @@ from playwright.sync_api import expect
 from tests.dashboard.conftest import QUIET, make_agent
 from tests.fakes.browser import ARTIFACTS, Watched, shoot
 from tests.fakes.llm_server import FakeLlmServer
-from tests.fakes.ports import free_port
+from tests.fakes.mcp_demo import DEMO, demo_over_http
 from tests.fakes.served import ServedOpenCrab
-from tests.mcp.conftest import DEMO
-from tests.mcp.test_http_server import serve_demo
 
 TOKEN = "mcp-token-typed-in-the-page-K7w2"
 DOCS_SHOTS = bool(os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"))
@@ -65,13 +63,8 @@ def served(
 
 @pytest.fixture(scope="module")
 def demo_url() -> Iterator[str]:
-    port = free_port()
-    process = serve_demo(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with demo_over_http() as url:
+        yield url
 
 
 def test_a_server_added_in_the_page_is_granted_and_called(

@@ -24,8 +24,6 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import session_messages
 from opencrab.errors import ConfigError
 from opencrab.gateway.serve import start_chat_gateways, stop_chat_gateways
-from opencrab.llm.metrics import MetricsRecorder
-from opencrab.llm.router import LlmRouter
 from opencrab.messages import MessageTarget, session_for
 from opencrab.plugins import plugin_manager
 from opencrab.store import Database
@@ -33,6 +31,7 @@ from tests.core.conftest import speak
 from tests.fakes import parrot_gateway
 from tests.fakes.parrot_gateway import ParrotConfig, ParrotGateway
 from tests.fakes.scripted_provider import ScriptedProvider, reply
+from tests.fakes.scripted_runtime import scripted_runtime
 
 PARROT = """\
 [gateway.parrot]
@@ -144,12 +143,8 @@ async def runtime(
     settings = load_settings(write(tmp_path / "parrot.toml", PARROT))
     db = Database(settings.database_url)
     db.upgrade()
-    recorder = MetricsRecorder(db)
-    router = LlmRouter(settings, metrics=recorder)
-    router.register_provider(scripted)
-    async with Runtime.open(settings, db=db, router=router) as rt:
+    async with scripted_runtime(settings, db, scripted) as rt:
         yield rt
-    await recorder.aclose()
     db.close()
 
 

@@ -17,8 +17,10 @@ from opencrab.core.tools import tool_id
 from opencrab.mcp.client import McpServerSource
 from opencrab.mcp.client.launch import BOX_HOME, SAFE_PATH, scratch_dir
 from tests.core.conftest import calls, speak
+from tests.fakes.mcp_demo import demo_stdio
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.mcp.conftest import demo_stdio, outcome, script
+from tests.fakes.scripted_runtime import script
+from tests.mcp.conftest import outcome
 
 
 def grant(runtime: Runtime, agent: Agent, *names: str) -> None:

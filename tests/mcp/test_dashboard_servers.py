@@ -26,10 +26,9 @@ from opencrab.llm.router import LlmRouter
 from opencrab.mcp.client.stored import StoredMcpServers
 from opencrab.server.app import create_app
 from opencrab.store import Database
-from tests.fakes.ports import free_port
+from tests.fakes.mcp_demo import demo_over_http, demo_stdio
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.mcp.conftest import demo_stdio, offered_when
-from tests.mcp.test_http_server import serve_demo
+from tests.fakes.scripted_runtime import offered_when
 from tests.server.conftest import error_of, new_agent
 from tests.server.local import LocalClient
 
@@ -47,13 +46,8 @@ def client(settings: Settings, db: Database, scripted: ScriptedProvider) -> Iter
 @pytest.fixture
 def http_demo() -> Iterator[str]:
     """The demo server's streamable HTTP endpoint, served by its own process."""
-    port = free_port()
-    process = serve_demo(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with demo_over_http() as url:
+        yield url
 
 
 def web_body(url: str, **extra: object) -> dict[str, object]:

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,26 +18,11 @@ from opencrab.core.tool_sources import start_tool_sources
 from opencrab.core.tools import tool_id
 from opencrab.mcp.client import McpServerSource
 from tests.core.conftest import calls, speak
+from tests.fakes.mcp_demo import demo_over_http, serve_demo
 from tests.fakes.ports import free_port
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.mcp.conftest import DEMO, offered_when, outcome, script
-
-
-def serve_demo(port: int) -> subprocess.Popen[bytes]:
-    """The demo server over streamable HTTP on 127.0.0.1:`port`, once it listens."""
-    process = subprocess.Popen(
-        [sys.executable, str(DEMO), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):  # until it listens (or died)
-        assert process.poll() is None, "the demo server exited"
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return process
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError("the demo server did not listen")
+from tests.fakes.scripted_runtime import offered_when, script
+from tests.mcp.conftest import outcome
 
 
 @pytest.fixture
@@ -52,12 +33,8 @@ def http_port() -> int:
 @pytest.fixture
 def http_demo(http_port: int) -> Iterator[str]:
     """The demo server's streamable HTTP endpoint, served by its own process."""
-    process = serve_demo(http_port)
-    try:
-        yield f"http://127.0.0.1:{http_port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with demo_over_http(http_port) as url:
+        yield url
 
 
 async def test_an_http_server_is_called_with_the_bearer_token(

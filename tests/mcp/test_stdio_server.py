@@ -26,8 +26,10 @@ from opencrab.llm.types import ImagePart
 from opencrab.mcp.client import McpServerSource
 from opencrab.store.repositories import tools as tools_repo
 from tests.core.conftest import calls, speak
+from tests.fakes.mcp_demo import DEMO, demo_stdio
 from tests.fakes.scripted_provider import ScriptedProvider
-from tests.mcp.conftest import DEMO, demo_stdio, offered_when, outcome, script
+from tests.fakes.scripted_runtime import offered_when, script
+from tests.mcp.conftest import outcome
 
 
 def tool_stored(runtime: Runtime, name: str) -> bool:
