@@ -5,7 +5,8 @@ from the file `secret.key` in the data directory, created on first use with mode
 (readable by its owner only). A key that cannot be read or used is a clear ConfigError:
 stored rows are never touched, so restoring the right key makes them readable again.
 A missing key file while encrypted rows exist is such an error too — a new key would
-make the stored keys unreadable for good.
+make the stored keys unreadable for good. New secrets of the dashboard's gateways and MCP
+servers are encrypted only with a key that decrypts every stored one (`box_for_writing`).
 
 Example:
     box = SecretBox.load(data_dir, create=True)
@@ -16,12 +17,12 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from opencrab.errors import ConfigError
+from opencrab.errors import ConfigError, ConflictError
 
 ENV_VAR = "OPENCRAB_SECRET_KEY"
 FILE_NAME = "secret.key"
@@ -94,3 +95,28 @@ class SecretBox:
                 f"or {ENV_VAR} changed?); restore the original key — the stored keys are kept",
                 source=self.source,
             ) from None
+
+
+def box_for_writing(load: Callable[..., SecretBox], stored: Mapping[str, str]) -> SecretBox:
+    """The key to encrypt new secrets with: `load(create=…)`'s, when it decrypts every
+    token in `stored` (what each one is -> its token), loaded with `create` (a new key
+    file) only while nothing is stored. Two keys would leave some stored secrets
+    unreadable whichever is kept, so otherwise ConflictError says what to do; the caller
+    writes nothing then.
+
+    Example:
+        box = box_for_writing(runtime.llm_settings.box, {"the API key of openai": token})
+    """
+    try:
+        box = load(create=not stored)
+    except ConfigError as exc:
+        raise ConflictError(
+            f"the secrets are not stored: {exc}; restore the key file, or set {ENV_VAR}"
+        ) from None
+    unreadable = [what for what, token in sorted(stored.items()) if not box.decrypts(token)]
+    if unreadable:
+        raise ConflictError(
+            f"the secrets are not stored: {box.source} does not decrypt {unreadable[0]}; "
+            f"restore the original key (the key file, or {ENV_VAR})"
+        )
+    return box

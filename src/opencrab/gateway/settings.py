@@ -27,9 +27,8 @@ from pydantic import ValidationError as PydanticError
 from opencrab.config.gateways import registered_gateways
 from opencrab.config.origins import DEFAULT_SOURCE, origin_of
 from opencrab.config.provenance import packaged_value
-from opencrab.config.secret_key import ENV_VAR as SECRET_KEY_VAR
-from opencrab.config.secret_key import SecretBox
-from opencrab.errors import ConfigError, ConflictError, NotFoundError, ValidationError
+from opencrab.config.secret_key import SecretBox, box_for_writing
+from opencrab.errors import ConfigError, NotFoundError, ValidationError
 from opencrab.gateway.platform import PlatformConfig
 from opencrab.store.repositories import gateway_settings as repo
 from opencrab.store.repositories import llm_settings as llm_repo
@@ -294,7 +293,7 @@ def _problem(exc: PydanticError) -> str:
 
 def _box_for_writing(runtime: Runtime, name: str) -> SecretBox:
     """The key to encrypt `name`'s secrets with: one that decrypts every other stored
-    secret (gateways', MCP servers', LLM API keys'); a new key file only while none is."""
+    secret (gateways', MCP servers', LLM API keys'; config.secret_key.box_for_writing)."""
     with runtime.db.read() as conn:
         stored = {
             **{f"gateway {n}'s secrets": t for n, t in repo.encrypted(conn).items() if n != name},
@@ -305,16 +304,4 @@ def _box_for_writing(runtime: Runtime, name: str) -> SecretBox:
                 if r.api_key_encrypted
             },
         }
-    try:
-        box = runtime.llm_settings.box(create=not stored)
-    except ConfigError as exc:
-        raise ConflictError(
-            f"the secrets are not stored: {exc}; restore the key file, or set {SECRET_KEY_VAR}"
-        ) from None
-    unreadable = [what for what, token in sorted(stored.items()) if not box.decrypts(token)]
-    if unreadable:
-        raise ConflictError(
-            f"the secrets are not stored: {box.source} does not decrypt {unreadable[0]}; "
-            f"restore the original key (the key file, or {SECRET_KEY_VAR})"
-        )
-    return box
+    return box_for_writing(runtime.llm_settings.box, stored)

@@ -40,8 +40,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
 from opencrab.config.mcp import ENV_NAME, SERVER_NAME, McpServerConfig
-from opencrab.config.secret_key import ENV_VAR as SECRET_KEY_VAR
-from opencrab.config.secret_key import SecretBox
+from opencrab.config.secret_key import SecretBox, box_for_writing
 from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources
 from opencrab.errors import ConfigError, ConflictError, NotFoundError, ValidationError
@@ -221,7 +220,7 @@ def _box(runtime: Runtime, *, create: bool) -> SecretBox:
 
 def _box_for_writing(runtime: Runtime, name: str) -> SecretBox:
     """The key to encrypt `name`'s secrets with: one that decrypts every other stored
-    secret (MCP servers' and LLM API keys'); a new key file only while none is stored."""
+    secret (MCP servers' and LLM API keys'; config.secret_key.box_for_writing)."""
     with runtime.db.read() as conn:
         others = {n: t for n, t in repo.encrypted(conn).items() if n != name}
         keys = {
@@ -230,19 +229,7 @@ def _box_for_writing(runtime: Runtime, name: str) -> SecretBox:
             if r.api_key_encrypted
         }
     stored = {**{f"the secrets of MCP server {n}": t for n, t in others.items()}, **keys}
-    try:
-        box = _box(runtime, create=not stored)
-    except ConfigError as exc:
-        raise ConflictError(
-            f"the secrets are not stored: {exc}; restore the key file, or set {SECRET_KEY_VAR}"
-        ) from None
-    unreadable = [what for what, token in sorted(stored.items()) if not box.decrypts(token)]
-    if unreadable:
-        raise ConflictError(
-            f"the secrets are not stored: {box.source} does not decrypt {unreadable[0]}; "
-            f"restore the original key (the key file, or {SECRET_KEY_VAR})"
-        )
-    return box
+    return box_for_writing(runtime.llm_settings.box, stored)
 
 
 def stored_secrets(runtime: Runtime, row: McpServerRow) -> Secrets:
