@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import nh3
 import orjson
 
+from opencrab.llm.pricing import PriceBook
 from opencrab.store import Database
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.metrics import MetricRow
@@ -120,6 +121,38 @@ def store_new_calls(db: Database, rows: Sequence[MetricRow]) -> int:
         if new:
             metrics_repo.insert(conn, new)
     return len(new)
+
+
+class UsageRead(Protocol):
+    """What a usage-only import read of one file: its problems (and its calls)."""
+
+    problems: list[Problem]
+
+
+U = TypeVar("U", bound=UsageRead)
+
+
+def import_usage_of(
+    db: Database,
+    found: tuple[list[Path], list[Problem]],
+    read: Callable[[Path], U],
+    rows: Callable[[U, PriceBook], Iterable[MetricRow]],
+    prices: PriceBook | None,
+) -> UsageImport:
+    """A usage-only import: each of the `found` files (and the problems of finding them)
+    read with `read`, its calls made metrics rows with `rows` and those not stored yet
+    stored, one transaction per file. `prices` None: the database's price book."""
+    files, problems = found
+    result = UsageImport(problems=list(problems))
+    if prices is None:
+        with db.read() as conn:
+            prices = PriceBook.load(conn)
+    for path in files:
+        usage = read(path)
+        result.problems += usage.problems
+        result.files += 1
+        result.calls += store_new_calls(db, list(rows(usage, prices)))
+    return result
 
 
 @dataclass(slots=True)

@@ -43,10 +43,10 @@ from opencrab.importers.common import (
     UsageCall,
     UsageImport,
     find_files,
+    import_usage_of,
     parse_time,
     read_lines,
     shown,
-    store_new_calls,
     text_or_none,
 )
 from opencrab.importers.rows import I32
@@ -216,17 +216,13 @@ def import_usage(
 ) -> UsageImport:
     """Store the calls of every chat file under `paths` not stored yet, under `agent_id`
     (the "system" agent when None); one transaction per file."""
-    files, problems = find_chats(paths)
-    result = UsageImport(problems=list(problems))
-    if prices is None:
-        with db.read() as conn:
-            prices = PriceBook.load(conn)
-    for path in files:
-        chat = read_chat(path, limits)
-        result.problems += chat.problems
-        result.files += 1
-        result.calls += store_new_calls(db, list(_rows(chat, agent_id or "system", prices)))
-    return result
+    return import_usage_of(
+        db,
+        find_chats(paths),
+        lambda path: read_chat(path, limits),
+        lambda chat, book: _rows(chat, agent_id or "system", book),
+        prices,
+    )
 
 
 def _rows(chat: ChatUsage, agent_id: str, prices: PriceBook) -> Iterator[metrics_repo.MetricRow]:

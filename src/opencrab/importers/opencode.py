@@ -57,8 +57,8 @@ from opencrab.importers.common import (
     ReadLimits,
     UsageImport,
     find_files,
+    import_usage_of,
     shown,
-    store_new_calls,
     text_or_none,
 )
 from opencrab.importers.rows import I32
@@ -314,17 +314,13 @@ def import_usage(
 ) -> UsageImport:
     """Store the calls of every OpenCode database under `paths` not stored yet, under
     `agent_id` (the "system" agent when None); one transaction per database."""
-    files, problems = find_databases(paths)
-    result = UsageImport(problems=list(problems))
-    if prices is None:
-        with db.read() as conn:
-            prices = PriceBook.load(conn)
-    for path in files:
-        found = read_database(path, limits)
-        result.problems += found.problems
-        result.files += 1
-        result.calls += store_new_calls(db, list(_rows(found, agent_id or "system", prices)))
-    return result
+    return import_usage_of(
+        db,
+        find_databases(paths),
+        lambda path: read_database(path, limits),
+        lambda found, book: _rows(found, agent_id or "system", book),
+        prices,
+    )
 
 
 def _rows(
