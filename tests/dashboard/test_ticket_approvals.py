@@ -4,24 +4,17 @@ arguments, approved from the page (it runs; the ticket resumes), and one denied.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from uuid import UUID, uuid4
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
 from opencrab.config import load_settings
-from opencrab.core.approvals import approval_hooks
 from opencrab.core.tools import tool_id
-from opencrab.event_log import EventLog
-from opencrab.events import ToolCallEvent, ToolCallPayload
 from opencrab.store import Database
-from opencrab.store.repositories import approvals as repo
-from opencrab.store.repositories.approvals import ApprovalRecord
-from opencrab.store.types import utcnow
-from opencrab.tickets import service
 from tests.dashboard.conftest import make_agent
 from tests.fakes.browser import Watched, shoot
+from tests.fakes.inbox_items import hold_in
 from tests.fakes.llm_server import FakeLlmServer
 from tests.fakes.served import ServedOpenCrab
 
@@ -59,39 +52,9 @@ def held(
     )
     made = api.post("/api/tickets", json={"agentId": agent["id"], "context": {"goal": "書く"}})
     ticket = made.json()["id"]
-    session = service.start_ticket(db, ticket).current_session_id
-    assert session is not None
-    call = ToolCallEvent(
-        id=uuid4(),
-        trace_id=UUID(session),
-        parent_id=None,
-        timestamp=utcnow(),
-        content=ToolCallPayload(name="write_file", arguments=arguments),
-        metadata={"call_id": "call_1"},
-    )
-    record = ApprovalRecord(
-        id=str(uuid4()),
-        session_id=session,
-        agent_id=agent["id"],
-        trace_id=session,
-        tool_name="write_file",
-        arguments=arguments,
-        call_id="call_1",
-        call_event_id=str(call.id),
-        status="pending",
-        created_at=utcnow(),
-        decided_at=None,
-        decided_by=None,
-        reason=None,
-        result_event_id=None,
-    )
-    with db.write() as conn:
-        EventLog(db).append_many([call], conn=conn)
-        repo.insert(conn, record)
-        for hook in approval_hooks():
-            hook.held(conn, record)
+    session, approval_id = hold_in(db, ticket, agent["id"], arguments)
     assert api.get(f"/api/tickets/{ticket}").json()["status"] == "suspended"
-    return ticket, session, record.id
+    return ticket, session, approval_id
 
 
 def test_a_held_call_is_approved_from_the_ticket_page(

@@ -68,11 +68,20 @@ def spend_row(agent_id: str, at: datetime, cost_usd: float, task_type: str | Non
 
 
 def hold_call(db: Database, agent_id: str, goal: str, arguments: dict[str, str]) -> tuple[str, str]:
-    """A running ticket of `agent_id` whose turn held a write_file call, written as the
-    engine writes it (the call event, the pending approval, the ticket suspended by the
-    approval hook); returns (ticket id, approval id)."""
+    """A running ticket of `agent_id` whose turn held a write_file call (`hold_in`);
+    returns (ticket id, approval id)."""
     ticket = tickets.create_ticket(db, agent_id, context={"goal": goal})
-    session = str(tickets.start_ticket(db, ticket.id).current_session_id)
+    _, approval_id = hold_in(db, ticket.id, agent_id, arguments)
+    return ticket.id, approval_id
+
+
+def hold_in(
+    db: Database, ticket_id: str, agent_id: str, arguments: dict[str, str]
+) -> tuple[str, str]:
+    """The ticket started, its turn holding a write_file call written as the engine
+    writes it (the call event, the pending approval, the ticket suspended by the
+    approval hook); returns (session id, approval id)."""
+    session = str(tickets.start_ticket(db, ticket_id).current_session_id)
     call = ToolCallEvent(
         id=uuid.uuid4(),
         trace_id=uuid.UUID(session),
@@ -102,4 +111,4 @@ def hold_call(db: Database, agent_id: str, goal: str, arguments: dict[str, str])
         approvals_repo.insert(conn, record)
         for hook in approval_hooks():
             hook.held(conn, record)
-    return ticket.id, record.id
+    return session, record.id
