@@ -4,13 +4,12 @@ PostgreSQL: through the building block itself and through each table's repositor
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, NamedTuple
-
 import pytest
 
 from opencrab.store import Database
 from opencrab.store.repositories import gateway_settings
+from opencrab.store.repositories.gateway_settings import GatewaySettingsRow as Row
+from opencrab.store.repositories.mcp_servers import McpServerRow as RevisedRow
 from opencrab.store.secret_settings import (
     all_rows,
     encrypted_secrets,
@@ -19,26 +18,6 @@ from opencrab.store.secret_settings import (
 )
 from opencrab.store.tables import gateway_settings as gateway_table
 from opencrab.store.tables import mcp_servers as mcp_table
-
-
-class Row(NamedTuple):
-    name: str
-    settings: dict[str, Any]
-    secrets_encrypted: str | None
-    secrets_shown: dict[str, Any]
-    updated_by: str
-    updated_at: datetime
-
-
-class RevisedRow(NamedTuple):
-    name: str
-    config: dict[str, Any]
-    secrets_encrypted: str | None
-    secrets_shown: dict[str, Any]
-    revision: int
-    updated_by: str
-    created_at: datetime
-    updated_at: datetime
 
 
 def test_a_row_is_created_replaced_whole_and_read_back_by_name(any_db: Database) -> None:

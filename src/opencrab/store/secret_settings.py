@@ -12,19 +12,12 @@ it hands its table to these functions, each run on the caller's connection insid
 caller's transaction. A row comes back as the repository's NamedTuple, whose fields are
 the table's columns, a JSON column's named without `_json`.
 
-Example:
-    class ThingRow(NamedTuple):
-        name: str
-        settings: dict[str, Any]
-        secrets_encrypted: str | None
-        secrets_shown: dict[str, str]
-        updated_by: str
-        updated_at: datetime
-
+Example (store/repositories/gateway_settings.py):
     with db.write() as conn:
-        save_secret_settings(conn, things, "slack", {"mode": "socket"}, token, shown, "local")
+        save_secret_settings(conn, gateway_settings, "slack", {"mode": "socket"}, token,
+                             {"bot_token": "…9f2a"}, "local")
     with db.read() as conn:
-        row = row_of(conn, things, "slack", ThingRow)
+        row = row_of(conn, gateway_settings, "slack", GatewaySettingsRow)
 """
 
 from __future__ import annotations
