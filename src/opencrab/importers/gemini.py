@@ -55,6 +55,7 @@ from opencrab.importers.store import (
     NAMESPACE,
     session_id_for,
 )
+from opencrab.llm.metrics import CallRecord
 from opencrab.llm.pricing import PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -242,37 +243,23 @@ def _rows(chat: ChatUsage, agent_id: str, prices: PriceBook) -> Iterator[metrics
         )
         cost, cost_source = prices.cost(PROVIDER, model, usage)
         at = parse_time(call.timestamp) or fallback
-        yield metrics_repo.MetricRow(
+        record = CallRecord(
             id=str(uuid5(NAMESPACE, f"{session_id}:{message_id}")),
-            agent_id=agent_id,
-            session_id=session_id,
-            timestamp=at,
             provider=PROVIDER,
             model=model,
             purpose="import",
+            agent_id=agent_id,
+            session_id=session_id,
             task_type=SOURCE,
-            complexity=None,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
             total_tokens=call.total_tokens,
             cache_read_tokens=call.cached_input_tokens,
-            cache_write_tokens=0,
             reasoning_tokens=call.reasoning_output_tokens,
             estimated_cost_usd=cost,
             cost_source=cost_source,
             latency_ms=call.latency_ms or 0,
-            time_to_first_token_ms=None,
-            status="ok",
-            error_type=None,
-            error=None,
-            stream=False,
-            request_id=None,
-            attempt=1,
-            fallback_from=None,
-            quality_score=None,
-            self_evaluation=None,
-            task_success=None,
-            would_use_again=None,
-            better_model_suggestion=None,
-            created_at=utcnow(),
+            timestamp=at,
         )
+        # one encoder of a call's row (CallRecord.as_row); stored now, as before
+        yield record.as_row()._replace(created_at=utcnow())

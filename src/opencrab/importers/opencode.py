@@ -63,6 +63,7 @@ from opencrab.importers.common import (
 )
 from opencrab.importers.rows import I32
 from opencrab.importers.store import MODEL_CHARS, NAMESPACE, PROVIDER_CHARS
+from opencrab.llm.metrics import CallRecord
 from opencrab.llm.pricing import MAX_PRICE_PER_1M, PriceBook
 from opencrab.llm.types import Usage
 from opencrab.store import Database
@@ -330,16 +331,14 @@ def _rows(
         cost, cost_source = prices.cost(call.provider, call.model, call.usage)
         if cost_source == "unknown" and call.cost is not None:
             cost, cost_source = call.cost, "provider"
-        yield metrics_repo.MetricRow(
+        record = CallRecord(
             id=str(uuid5(NAMESPACE, f"{SOURCE}:{call.session}:{message_id}")),
-            agent_id=agent_id,
-            session_id=session_id_of(call.session),
-            timestamp=call.at,
             provider=call.provider,
             model=call.model,
             purpose="import",
+            agent_id=agent_id,
+            session_id=session_id_of(call.session),
             task_type=SOURCE,
-            complexity=None,
             input_tokens=call.usage.input_tokens,
             output_tokens=call.usage.output_tokens,
             total_tokens=call.usage.total_tokens,
@@ -349,18 +348,9 @@ def _rows(
             estimated_cost_usd=cost,
             cost_source=cost_source,
             latency_ms=call.latency_ms or 0,
-            time_to_first_token_ms=None,
             status="ok" if call.error_type is None else "error",
             error_type=call.error_type,
-            error=None,
-            stream=False,
-            request_id=None,
-            attempt=1,
-            fallback_from=None,
-            quality_score=None,
-            self_evaluation=None,
-            task_success=None,
-            would_use_again=None,
-            better_model_suggestion=None,
-            created_at=utcnow(),
+            timestamp=call.at,
         )
+        # one encoder of a call's row (CallRecord.as_row); stored now, as before
+        yield record.as_row()._replace(created_at=utcnow())
