@@ -20,7 +20,7 @@ from opencrab.store import Database
 from opencrab.store.repositories import agents as agents_repo
 from opencrab.store.repositories import llm_analytics as repo
 from opencrab.store.repositories.llm_analytics import Bucket, Stack, UsageFilter
-from opencrab.store.repositories.metrics import PERCENTILE_ERROR
+from opencrab.store.repositories.metrics_speed import PERCENTILE_ERROR
 
 
 class Totals(ApiModel):

@@ -215,14 +215,14 @@ llm_usage_agent_daily = sa.Table(
 llm_usage_speed = sa.Table(
     "llm_usage_speed",
     metadata,
-    # written by store/repositories/metrics.py in the transaction of each insert into
-    # llm_usage_metrics (status ok only); a key's calls equal SQL over its rows
+    # written by store/repositories/metrics_speed.py in the transaction of each insert into
+    # llm_usage_metrics (metrics.py; status ok only); a key's calls equal SQL over its rows
     sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD of the call (UTC)
     sa.Column("provider", sa.String(64), primary_key=True),
     sa.Column("model", sa.String(200), primary_key=True),
     sa.Column("source", sa.String(8), primary_key=True),  # live | imported
     sa.Column("metric", sa.String(8), primary_key=True),  # latency | ttft
-    sa.Column("bucket", sa.Integer, primary_key=True),  # metrics.speed_bucket of the value
+    sa.Column("bucket", sa.Integer, primary_key=True),  # metrics_speed.speed_bucket of the value
     sa.Column("calls", sa.BigInteger, nullable=False),
     sa.Column("min_ms", sa.BigInteger, nullable=False),  # the bucket's smallest value seen
     sa.Column("max_ms", sa.BigInteger, nullable=False),  # and its largest

@@ -14,7 +14,7 @@ week keys are UTC dates (store.dialects), a week by its Monday.
 
 Percentiles are nearest-rank (the smallest value with at least p of the values at or
 below it). Over many calls (more than EXACT_UP_TO, without an agent or purpose) they
-are read from the per-day speed histograms `llm_usage_speed` (metrics.speed_bucket:
+are read from the per-day speed histograms `llm_usage_speed` (metrics_speed.speed_bucket:
 log-spaced buckets), within PERCENTILE_ERROR (2 %) of the exact value, which the
 Costs page states; otherwise the calls are ranked: PostgreSQL's `percentile_disc` in
 SQL, the same rule in Python over a narrow (key, value) fetch on SQLite, which has no
@@ -47,12 +47,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import postgresql, sqlite
-from opencrab.store.repositories.metrics import (
-    bucket_value,
-    midnight_key,
-    speed_bucket,
-    utc_day_key,
-)
+from opencrab.store.repositories.metrics import midnight_key, utc_day_key
+from opencrab.store.repositories.metrics_speed import bucket_value, speed_bucket
 from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
