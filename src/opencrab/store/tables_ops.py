@@ -179,6 +179,9 @@ llm_usage_daily = sa.Table(
     sa.Column("latency_ms_sum", sa.BigInteger, nullable=False),
     sa.Column("ttft_ms_sum", sa.BigInteger, nullable=False),
     sa.Column("ttft_count", sa.BigInteger, nullable=False),
+    # revision 0046: the calls rated a failed task (task_success false): the model
+    # suggestions' success rate (opencrab.llm.analysis) from the rollup
+    sa.Column("failed_tasks", sa.BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
 )
 sa.Index(None, llm_usage_daily.c.agent_id, llm_usage_daily.c.day)

@@ -158,10 +158,13 @@ DAILY_SUMS = (
     "latency_ms_sum",
     "ttft_ms_sum",
     "ttft_count",
+    "failed_tasks",
 )
-"""What each rollup row sums over its calls (quality and TTFT: of the calls that have one)."""
+"""What each rollup row sums over its calls (quality and TTFT: of the calls that have one;
+failed_tasks: the calls rated a failed task, task_success false — revision 0046)."""
 _COST = DAILY_SUMS.index("cost_usd")
 _QUALITY = DAILY_SUMS.index("quality_sum")
+_FAILED = DAILY_SUMS.index("failed_tasks")
 
 
 def utc_day_key(moment: datetime) -> str:
@@ -207,7 +210,7 @@ def _daily_sums(
 ) -> dict[tuple[str, ...], list[Any]]:
     """What rows (values in COLUMNS order, as stored or as bound) add to the rollup,
     `days[i]` the UTC day key of row i: DAILY_SUMS by rollup key (`daily_key`)."""
-    agent, provider, model, purpose, task_type, status, quality_at, ttft_at, latency = (
+    agent, provider, model, purpose, task_type, status, quality_at, ttft_at, latency, done = (
         AT[n] for n in _KEY_AND_AVERAGED
     )
     summed = itemgetter(*(AT[n] for n in _SUMMED))
@@ -226,6 +229,7 @@ def _daily_sums(
                 r[latency],
                 0 if ttft is None else ttft,
                 0 if ttft is None else 1,
+                _failed(r[done]),
             ),
         )
     return sums
@@ -241,10 +245,16 @@ _KEY_AND_AVERAGED = (
     "quality_score",
     "time_to_first_token_ms",
     "latency_ms",
+    "task_success",
 )
 _SUMMED = (*DAILY_SUMS[1:_COST], "estimated_cost_usd")
 """The columns `_daily_sums` sums as they are, in DAILY_SUMS order after `calls` (the
 token sums share their column's name; cost_usd sums estimated_cost_usd)."""
+
+
+def _failed(task_success: Any) -> int:
+    """1 for a call rated a failed task (task_success false, 0 as some drivers read it)."""
+    return 0 if task_success is None or task_success else 1
 
 
 def _upsert(count: int) -> Prepared:
@@ -318,8 +328,8 @@ def _zeros() -> list[Any]:
     return [0] * len(DAILY_SUMS)
 
 
-def _locked_keys(conn: Connection, ids: Sequence[str], column: sa.Column[Any]) -> list[Any]:
-    """(id, rollup key, `column`) of these calls, locked until the transaction ends."""
+def _locked_keys(conn: Connection, ids: Sequence[str], *columns: sa.Column[Any]) -> list[Any]:
+    """(id, rollup key, (`columns`)) of these calls, locked until the transaction ends."""
     m = metrics.c
     query = (
         sa.select(
@@ -331,12 +341,12 @@ def _locked_keys(conn: Connection, ids: Sequence[str], column: sa.Column[Any]) -
             m.purpose,
             m.task_type,
             m.status,
-            column,
+            *columns,
         )
         .where(m.id.in_(list(ids)))
         .with_for_update()
     )
-    return [(str(row[0]), daily_key(*row[1:8]), row[8]) for row in conn.execute(query)]
+    return [(str(row[0]), daily_key(*row[1:8]), tuple(row[8:])) for row in conn.execute(query)]
 
 
 def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
@@ -494,54 +504,146 @@ class TaskModelSums(NamedTuple):
     quality_sum: float
     succeeded: int  # returned (status ok) and not rated a failed task
     total_tokens: int
-    first: datetime
+
+
+_SUM_NAMES = TaskModelSums._fields[4:]
 
 
 def task_model_sums(conn: Connection, agent_id: str, *, since: datetime) -> list[TaskModelSums]:
-    """An agent's calls since `since` summed per task type, purpose and provider/model:
-    one grouped query along the (agent_id, timestamp) index."""
+    """An agent's calls since `since` summed per task type, purpose and provider/model, in
+    that order (`fleet_task_model_sums` of one agent)."""
+    return fleet_task_model_sums(conn, since=since, agent_id=agent_id).get(agent_id, [])
+
+
+def fleet_task_model_sums(
+    conn: Connection, *, since: datetime, agent_id: str | None = None
+) -> dict[str, list[TaskModelSums]]:
+    """Each agent's (or only `agent_id`'s) calls since `since` summed per task type,
+    purpose and provider/model, in that order: the per-agent rollup's rows of the whole
+    UTC days from `since` on and the calls of the part of a day before its first
+    midnight (as `group_totals` reads them), added up in one query — the sums
+    `calls_task_model_sums` gives over the calls."""
+    c = daily.c
+    ok = c.status == "ok"
+    first = since
+    parts: list[sa.Select[Any]] = []
+    if midnight_key(since) is None:
+        first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + _DAY
+        parts.append(_calls_sums(agent_id, since, first))
+    task = sa.func.coalesce(sa.func.nullif(c.task_type, ""), c.purpose)
+    rolled = sa.select(
+        c.agent_id,
+        task.label("task"),
+        c.purpose,
+        c.provider,
+        c.model,
+        *(
+            sa.func.sum(value).label(name)
+            for name, value in zip(
+                _SUM_NAMES,
+                (
+                    c.calls,
+                    c.cost_usd,
+                    sa.case((ok, c.calls), else_=0),
+                    sa.case((ok, c.latency_ms_sum), else_=0),
+                    c.quality_count,
+                    c.quality_sum,
+                    sa.case((ok, c.calls - c.failed_tasks), else_=0),
+                    c.total_tokens,
+                ),
+                strict=True,
+            )
+        ),
+    ).where(c.day >= utc_day_key(first))
+    if agent_id is not None:
+        rolled = rolled.where(c.agent_id == agent_id)
+    rolled = rolled.group_by(c.agent_id, task, c.purpose, c.provider, c.model)
+    keys: list[Any]
+    if parts:
+        both = sa.union_all(rolled, *parts).subquery()
+        keys = [both.c[n] for n in ("agent_id", *TaskModelSums._fields[:4])]
+        query = sa.select(*keys, *(sa.func.sum(both.c[n]) for n in _SUM_NAMES)).group_by(*keys)
+    else:
+        query, keys = rolled, [*rolled.selected_columns][:5]
+    return _by_agent(conn.execute(query.order_by(*keys)))
+
+
+def calls_task_model_sums(
+    conn: Connection, agent_id: str, *, since: datetime
+) -> list[TaskModelSums]:
+    """`task_model_sums` over the calls themselves: one grouped query along the
+    (agent_id, timestamp) index (what the rollup's figures equal)."""
+    query = _calls_sums(agent_id, since, None)
+    found = _by_agent(conn.execute(query.order_by(*query.selected_columns[:5])))
+    return found.get(agent_id, [])
+
+
+def _calls_sums(agent_id: str | None, since: datetime, until: datetime | None) -> sa.Select[Any]:
     m = metrics.c
     ok = m.status == "ok"
-    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose).label("task")
+    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose)
     succeeded = sa.and_(ok, sa.or_(m.task_success.is_(None), m.task_success.is_(True)))
-    query = (
-        sa.select(
-            task,
-            m.purpose,
-            m.provider,
-            m.model,
-            sa.func.count(),
-            sa.func.sum(m.estimated_cost_usd),
-            sa.func.sum(sa.case((ok, 1), else_=0)),
-            sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
-            sa.func.count(m.quality_score),
-            sa.func.sum(m.quality_score),
-            sa.func.sum(sa.case((succeeded, 1), else_=0)),
-            sa.func.sum(m.total_tokens),
-            sa.func.min(m.timestamp),
+    query = sa.select(
+        m.agent_id,
+        task.label("task"),
+        m.purpose,
+        m.provider,
+        m.model,
+        *(
+            value.label(name)
+            for name, value in zip(
+                _SUM_NAMES,
+                (
+                    sa.func.count(),
+                    sa.func.sum(m.estimated_cost_usd),
+                    sa.func.sum(sa.case((ok, 1), else_=0)),
+                    sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+                    sa.func.count(m.quality_score),
+                    sa.func.sum(m.quality_score),
+                    sa.func.sum(sa.case((succeeded, 1), else_=0)),
+                    sa.func.sum(m.total_tokens),
+                ),
+                strict=True,
+            )
+        ),
+    ).where(m.timestamp >= since)
+    if agent_id is not None:
+        query = query.where(m.agent_id == agent_id)
+    if until is not None:
+        query = query.where(m.timestamp < until)
+    return query.group_by(m.agent_id, task, m.purpose, m.provider, m.model)
+
+
+def _by_agent(rows: Iterable[Sequence[Any]]) -> dict[str, list[TaskModelSums]]:
+    """Rows of (agent, TaskModelSums' values) as each agent's TaskModelSums, in order."""
+    found: dict[str, list[TaskModelSums]] = {}
+    for r in rows:
+        found.setdefault(str(r[0]), []).append(
+            TaskModelSums(
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                str(r[4]),
+                int(r[5]),
+                float(r[6] or 0.0),
+                int(r[7] or 0),
+                int(r[8] or 0),
+                int(r[9] or 0),
+                float(r[10] or 0.0),
+                int(r[11] or 0),
+                int(r[12] or 0),
+            )
         )
-        .where(m.agent_id == agent_id, m.timestamp >= since)
-        .group_by(task, m.purpose, m.provider, m.model)
-        .order_by(task, m.purpose, m.provider, m.model)
-    )
-    return [
-        TaskModelSums(
-            str(r[0]),
-            str(r[1]),
-            str(r[2]),
-            str(r[3]),
-            int(r[4]),
-            float(r[5] or 0.0),
-            int(r[6] or 0),
-            int(r[7] or 0),
-            int(r[8] or 0),
-            float(r[9] or 0.0),
-            int(r[10] or 0),
-            int(r[11] or 0),
-            r[12],
-        )
-        for r in conn.execute(query)
-    ]
+    return found
+
+
+def first_call(conn: Connection, agent_id: str, *, since: datetime) -> datetime | None:
+    """The time of the agent's first call since `since` (None without any): one step
+    along the (agent_id, timestamp) index."""
+    m = metrics.c
+    query = sa.select(sa.func.min(m.timestamp)).where(m.agent_id == agent_id, m.timestamp >= since)
+    found: datetime | None = conn.execute(query).scalar()
+    return found
 
 
 def agent_calls(
@@ -594,15 +696,16 @@ def evaluate(
     m = metrics.c
     before = [
         (key, old)
-        for _, key, old in _locked_keys(conn, [metrics_id], m.quality_score)
+        for _, key, old in _locked_keys(conn, [metrics_id], m.quality_score, m.task_success)
         if key[1] == str(agent_id)
     ]
     if not before:
         return False
-    key, old = before[0]
+    key, (old, old_success) = before[0]
     change = _zeros()
     change[_QUALITY] = quality_score - (0.0 if old is None else float(old))
     change[_QUALITY + 1] = 1 if old is None else 0
+    change[_FAILED] = _failed(task_success) - _failed(old_success)
     done = conn.execute(
         metrics.update()
         .where(m.id == metrics_id, m.agent_id == agent_id)
@@ -666,7 +769,7 @@ def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
     for start in range(0, len(ids), 500):
         for row_id, key, old in _locked_keys(conn, ids[start : start + 500], m.estimated_cost_usd):
             delta = _zeros()
-            delta[_COST] = new[row_id] - float(old)
+            delta[_COST] = new[row_id] - float(old[0])
             _add(change, key, delta)
     conn.execute(
         metrics.update()
