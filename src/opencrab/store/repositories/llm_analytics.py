@@ -491,8 +491,8 @@ def speed_histograms(
             .where(*where, *days)
             .group_by(group, h.metric, h.bucket)
         )
-        for key, metric, bucket, calls, low, high in conn.execute(query):
-            merged[(str(key), str(metric), int(bucket))] = [int(calls), int(low), int(high)]
+        for key, name, bucket, calls, low, high in conn.execute(query):
+            merged[(str(key), str(name), int(bucket))] = [int(calls), int(low), int(high)]
     m = metrics.c
     for since, until in edges:
         part = UsageFilter(since, until, None, None, flt.provider, flt.model, flt.source)
