@@ -23,7 +23,7 @@ from opencrab.llm.analysis import (
 from opencrab.llm.metrics import CallRecord, MetricsRecorder
 from opencrab.store import Database
 from opencrab.store.repositories import llm_analytics
-from opencrab.store.tables import llm_usage_metrics
+from opencrab.store.repositories import metrics as metrics_repo
 
 AGENT = "analysed-agent"
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -50,29 +50,28 @@ def add(
 ) -> None:
     provider, model = ref.split("/", 1)
     rows = [
-        {
-            "id": str(uuid4()),
-            "agent_id": agent,
-            "timestamp": NOW - age,
-            "provider": provider,
-            "model": model,
-            "purpose": purpose,
-            "task_type": task_type,
-            "complexity": complexity,
-            "input_tokens": tokens - 50,
-            "output_tokens": 50,
-            "total_tokens": tokens,
-            "estimated_cost_usd": cost,
-            "latency_ms": latency,
-            "quality_score": quality,
-            "task_success": task_success,
-            "status": status,
-            "created_at": NOW - age,
-        }
+        CallRecord(
+            id=str(uuid4()),
+            agent_id=agent,
+            timestamp=NOW - age,
+            provider=provider,
+            model=model,
+            purpose=purpose,
+            task_type=task_type,
+            complexity=complexity,
+            input_tokens=tokens - 50,
+            output_tokens=50,
+            total_tokens=tokens,
+            estimated_cost_usd=cost,
+            latency_ms=latency,
+            quality_score=quality,
+            task_success=task_success,
+            status="ok" if status == "ok" else "error",
+        ).as_row()
         for _ in range(n)
     ]
-    with db.write() as conn:
-        conn.execute(llm_usage_metrics.insert(), rows)
+    with db.write() as conn:  # through the repository: the calls and their rollups
+        metrics_repo.insert(conn, rows)
 
 
 def call(

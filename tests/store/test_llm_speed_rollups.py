@@ -24,7 +24,8 @@ from opencrab.store.repositories import llm_analytics as repo
 from opencrab.store.repositories import llm_monitoring
 from opencrab.store.repositories import metrics as metrics_repo
 from opencrab.store.repositories.llm_analytics import UsageFilter
-from opencrab.store.repositories.metrics import PERCENTILE_ERROR, MetricRow
+from opencrab.store.repositories.metrics import MetricRow
+from opencrab.store.repositories.metrics_speed import PERCENTILE_ERROR, rebuild_speed
 from opencrab.store.tables import llm_usage_daily, llm_usage_fleet_daily, llm_usage_speed
 
 MODELS = {
@@ -188,7 +189,7 @@ def test_the_backfill_derives_what_the_inserts_wrote(
     written = table_rows(db, llm_usage_speed)
     assert written
     with db.write() as conn:
-        counted = metrics_repo.rebuild_speed(conn)
+        counted = rebuild_speed(conn)
     assert counted == sum(1 for r in mixed[1] if r.status == "ok")
     assert table_rows(db, llm_usage_speed) == written
 
@@ -262,5 +263,5 @@ def test_concurrent_writers_lose_no_count(any_db: Database) -> None:
     )
     written = table_rows(any_db, llm_usage_speed)
     with any_db.write() as conn:
-        metrics_repo.rebuild_speed(conn)
+        rebuild_speed(conn)
     assert table_rows(any_db, llm_usage_speed) == written

@@ -57,6 +57,7 @@ def from_calls(db: Database) -> dict[tuple[str, ...], dict[str, Any]]:
             sa.func.sum(M.latency_ms),
             sa.func.coalesce(sa.func.sum(M.time_to_first_token_ms), 0),
             sa.func.count(M.time_to_first_token_ms),
+            sa.func.sum(sa.case((M.task_success == sa.false(), 1), else_=0)),
         ).group_by(*keys)
         return {
             tuple(str(v) for v in row[:7]): dict(zip(SUMS, row[7:], strict=True))
@@ -126,6 +127,7 @@ def mixed_calls() -> list[CallRecord]:
                 time_to_first_token_ms=None if n % 4 else 20 + n,
                 status="ok" if n % 6 else "error",
                 quality_score=None if n % 5 else n / 40,
+                task_success=None if n % 5 else n % 10 != 0,  # 0, 10, 20, 30 failed
             )
         )
     return out
@@ -220,14 +222,20 @@ def test_repricing_and_ratings_change_the_rollup_too(any_db: Database) -> None:
         save_price(conn, price)
         assert reprice(conn, price) == 20
     assert_in_step(any_db)
-    with any_db.write() as conn:  # rated, then rated again: the new score replaces the old
-        for c, score in ((calls[1], 0.25), (calls[1], 0.75), (calls[2], 1.0)):
+    with any_db.write() as conn:  # rated, then rated again: the new rating replaces the old
+        for c, score, success in (
+            (calls[1], 0.25, False),
+            (calls[1], 0.75, True),
+            (calls[2], 1.0, False),
+            (calls[3], 0.5, False),
+            (calls[10], 0.5, True),  # rated a failed task when stored: now a success
+        ):
             assert metrics_repo.evaluate(
                 conn,
                 c.id,
                 c.agent_id,
                 quality_score=score,
-                task_success=True,
+                task_success=success,
                 self_evaluation="fine",
                 would_use_again=None,
                 better_model_suggestion=None,
@@ -243,7 +251,9 @@ def test_repricing_and_ratings_change_the_rollup_too(any_db: Database) -> None:
             better_model_suggestion=None,
         )
     want = assert_in_step(any_db)
-    assert sum(v["quality_count"] for v in want.values()) == 8 + 2
+    assert sum(v["quality_count"] for v in want.values()) == 8 + 3
+    # stored: calls 0, 10, 20 and 30 failed; now 2 and 3 too, 10 no more (1: then not)
+    assert sum(v["failed_tasks"] for v in want.values()) == 4 + 2 - 1
 
 
 def test_the_migration_backfills_the_stored_calls(store_url: str) -> None:

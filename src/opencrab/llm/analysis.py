@@ -13,18 +13,19 @@ instead of inventing numbers.
 Quality is the agent's own `evaluate_response` scores (0..1). Success is a call that
 returned (status ok) and was not evaluated as a failed task.
 
-These are one agent's figures, computed here in Python from its call rows
-(`metrics_repo.agent_calls`; `optimize` from their sums per task type, purpose and
-model, `metrics_repo.task_model_sums`, the same figures in one grouped query) and
-nowhere else: they need what the daily rollup
-(`llm_usage_daily`) does not keep — each call's `task_success` (for the success rate),
-its complexity (a grouping), and per group of any key the per-call spread behind each
-recommendation and choice. The fleet's figures on the Costs page and `/api/analytics/
-llm/*` (store/repositories/llm_analytics.py, published by reports/llm_costs.py) are other
-measures, computed there and nowhere else: the error count (status other than ok; the
-agent's own judgement of the task plays no part), latency as nearest-rank percentiles
-(not a mean), quality per day or week and per model × task type, and sums over a filter
-of whole UTC days read from the rollup. Two definitions are shared and agree on the same
+These are one agent's figures, computed here and nowhere else. `analyze_usage` reads
+its call rows (`metrics_repo.agent_calls`): it needs what the daily rollup
+(`llm_usage_daily`) does not keep, each call's complexity (a grouping). `optimize` reads
+their sums per task type, purpose and model (`metrics_repo.task_model_sums`): the
+rollup's rows of the month's whole UTC days, which count the calls rated a failed task
+too (for the success rate), and the calls of the part of a day before them — the same
+figures as over the calls, so the same choices. The fleet's figures on the Costs page
+and `/api/analytics/llm/*` (store/repositories/llm_analytics.py, published by
+reports/llm_costs.py) are other measures, computed there and nowhere else: the error
+count (status other than ok; the agent's own judgement of the task plays no part),
+latency as nearest-rank percentiles (not a mean), quality per day or week and per model
+× task type, and sums over a filter of whole UTC days read from the rollup. Two
+definitions are shared and agree on the same
 calls: cost is the sum of the calls' `estimated_cost_usd`, quality the mean score of the
 rated calls. The model suggestions of the Costs page are this module's (`optimize`), so
 their evidence (`Stats`) carries this module's success rate and mean latency.
@@ -410,14 +411,56 @@ def optimize(
     for a task type when it has calls for it, meets `min_quality` (when rated) and, with
     a budget, its projected daily cost for that task type fits.
     """
+    _check(goal, min_quality)
+    now = now or datetime.now(UTC)
+    since = now - PERIODS["last_month"]
+    first = None
+    with db.read() as conn:
+        sums = metrics_repo.task_model_sums(conn, agent_id, since=since)
+        if sums and budget_limit_usd is not None:  # the calls per day weigh the budget
+            first = metrics_repo.first_call(conn, agent_id, since=since)
+    return _choose(sums, current, goal, budget_limit_usd, min_quality, _days_since(first, now))
+
+
+def optimize_fleet(
+    db: Database,
+    current: dict[str, dict[str, str | None]],
+    *,
+    goal: str = "balance",
+    min_quality: float = 0.7,
+    now: datetime | None = None,
+) -> dict[str, Optimization]:
+    """`optimize` (without a budget) of each agent of `current` (agent id → its `current`
+    models), from one read of every agent's sums: what `optimize` of each gives."""
+    _check(goal, min_quality)
+    if not current:
+        return {}
+    since = (now or datetime.now(UTC)) - PERIODS["last_month"]
+    only = next(iter(current)) if len(current) == 1 else None
+    with db.read() as conn:
+        sums = metrics_repo.fleet_task_model_sums(conn, since=since, agent_id=only)
+    return {
+        agent_id: _choose(sums.get(agent_id, []), models, goal, None, min_quality, 1.0)
+        for agent_id, models in current.items()
+    }
+
+
+def _check(goal: str, min_quality: float) -> None:
     if goal not in GOALS:
         raise ValidationError(f"unknown goal {goal!r}: use {', '.join(GOALS)}")
     if not 0.0 <= min_quality <= 1.0:
         raise ValidationError("min_quality_threshold must be between 0 and 1")
-    now = now or datetime.now(UTC)
-    with db.read() as conn:
-        sums = metrics_repo.task_model_sums(conn, agent_id, since=now - PERIODS["last_month"])
-    days = _days_since(min((r.first for r in sums), default=None), now)
+
+
+def _choose(
+    sums: Sequence[metrics_repo.TaskModelSums],
+    current: dict[str, str | None],
+    goal: str,
+    budget_limit_usd: float | None,
+    min_quality: float,
+    days: float,
+) -> Optimization:
+    """`optimize`'s choice from an agent's sums, `days` the days its calls span."""
     tasks: dict[str, list[metrics_repo.TaskModelSums]] = defaultdict(list)
     for row in sums:
         tasks[row.task].append(row)

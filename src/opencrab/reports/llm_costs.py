@@ -12,7 +12,7 @@ from typing import Any
 
 from opencrab.actions.llm import SELECTABLE_PURPOSES
 from opencrab.core.runtime import Runtime
-from opencrab.llm.analysis import Stats, optimize
+from opencrab.llm.analysis import Stats, optimize_fleet
 from opencrab.llm.pricing import PriceBook
 from opencrab.reports.llm_filter import Filter, agent_names, filter_echo
 from opencrab.reports.model import ApiModel
@@ -20,7 +20,7 @@ from opencrab.store import Database
 from opencrab.store.repositories import agents as agents_repo
 from opencrab.store.repositories import llm_analytics as repo
 from opencrab.store.repositories.llm_analytics import Bucket, Stack, UsageFilter
-from opencrab.store.repositories.metrics import PERCENTILE_ERROR
+from opencrab.store.repositories.metrics_speed import PERCENTILE_ERROR
 
 
 class Totals(ApiModel):
@@ -402,23 +402,26 @@ def _evidence(model: str, s: Stats) -> Evidence:
 
 
 def suggestions_report(runtime: Runtime, flt: UsageFilter, goal: str) -> Suggestions:
-    """optimize_model_selection for the filtered agent (or each agent with calls)."""
+    """optimize_model_selection for the filtered agent (or each agent with calls), from
+    one read of their sums (llm.analysis.optimize_fleet)."""
     db = runtime.db
     with db.read() as conn:
         agent_ids = (
             [flt.agent_id] if flt.agent_id else [s.key for s in repo.shares(conn, flt, by="agent")]
         )
         names = {k: v[0] for k, v in agents_repo.agent_names(conn).items()}
-    found: list[Suggestion] = []
+    configs = {a.id: a.llm_config for a in runtime.agents.list() if a.id in names}
+    current: dict[str, dict[str, str | None]] = {}
     for agent_id in agent_ids:
-        if agent_id not in names:
+        if agent_id not in configs:
             continue  # calls of "system" or of a deleted agent: nothing to configure
-        config = runtime.agents.get(agent_id).llm_config
-        current = {}
+        models = configs[agent_id].models
+        current[agent_id] = {}
         for purpose in SELECTABLE_PURPOSES:
-            ref = getattr(config.models, purpose)
-            current[purpose] = None if ref is None else f"{ref.provider}/{ref.model}"
-        result = optimize(db, agent_id, current, goal=goal)
+            ref = getattr(models, purpose)
+            current[agent_id][purpose] = None if ref is None else f"{ref.provider}/{ref.model}"
+    found: list[Suggestion] = []
+    for agent_id, result in optimize_fleet(db, current, goal=goal).items():
         for change in result.by_task.values():
             found.append(
                 Suggestion(

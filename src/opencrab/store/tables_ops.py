@@ -179,6 +179,9 @@ llm_usage_daily = sa.Table(
     sa.Column("latency_ms_sum", sa.BigInteger, nullable=False),
     sa.Column("ttft_ms_sum", sa.BigInteger, nullable=False),
     sa.Column("ttft_count", sa.BigInteger, nullable=False),
+    # revision 0046: the calls rated a failed task (task_success false): the model
+    # suggestions' success rate (opencrab.llm.analysis) from the rollup
+    sa.Column("failed_tasks", sa.BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,  # stored in key order: a period's rows are read in one run
 )
 sa.Index(None, llm_usage_daily.c.agent_id, llm_usage_daily.c.day)
@@ -215,14 +218,14 @@ llm_usage_agent_daily = sa.Table(
 llm_usage_speed = sa.Table(
     "llm_usage_speed",
     metadata,
-    # written by store/repositories/metrics.py in the transaction of each insert into
-    # llm_usage_metrics (status ok only); a key's calls equal SQL over its rows
+    # written by store/repositories/metrics_speed.py in the transaction of each insert into
+    # llm_usage_metrics (metrics.py; status ok only); a key's calls equal SQL over its rows
     sa.Column("day", sa.String(10), primary_key=True),  # YYYY-MM-DD of the call (UTC)
     sa.Column("provider", sa.String(64), primary_key=True),
     sa.Column("model", sa.String(200), primary_key=True),
     sa.Column("source", sa.String(8), primary_key=True),  # live | imported
     sa.Column("metric", sa.String(8), primary_key=True),  # latency | ttft
-    sa.Column("bucket", sa.Integer, primary_key=True),  # metrics.speed_bucket of the value
+    sa.Column("bucket", sa.Integer, primary_key=True),  # metrics_speed.speed_bucket of the value
     sa.Column("calls", sa.BigInteger, nullable=False),
     sa.Column("min_ms", sa.BigInteger, nullable=False),  # the bucket's smallest value seen
     sa.Column("max_ms", sa.BigInteger, nullable=False),  # and its largest

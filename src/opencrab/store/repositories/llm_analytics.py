@@ -14,19 +14,19 @@ week keys are UTC dates (store.dialects), a week by its Monday.
 
 Percentiles are nearest-rank (the smallest value with at least p of the values at or
 below it). Over many calls (more than EXACT_UP_TO, without an agent or purpose) they
-are read from the per-day speed histograms `llm_usage_speed` (metrics.speed_bucket:
+are read from the per-day speed histograms `llm_usage_speed` (metrics_speed.speed_bucket:
 log-spaced buckets), within PERCENTILE_ERROR (2 %) of the exact value, which the
 Costs page states; otherwise the calls are ranked: PostgreSQL's `percentile_disc` in
 SQL, the same rule in Python over a narrow (key, value) fetch on SQLite, which has no
 ordered-set aggregates.
 
 These are the fleet's figures over a filter. One agent's usage analysis and its model
-suggestions (opencrab.llm.analysis) are computed from the agent's call rows instead,
-because they need what the rollup does not keep (each call's task_success, its
-complexity): their success rate (returned and not rated a failed task) is not this
-module's error count (status other than ok), nor their mean latency these percentiles;
-cost (the sum of estimated_cost_usd) and quality (the mean score of the rated calls)
-are defined alike in both.
+suggestions (opencrab.llm.analysis) are computed there instead (the analysis from the
+agent's call rows, which keep each call's complexity; the suggestions from the agent's
+rollup rows, metrics.task_model_sums): their success rate (returned and not rated a
+failed task) is not this module's error count (status other than ok), nor their mean
+latency these percentiles; cost (the sum of estimated_cost_usd) and quality (the mean
+score of the rated calls) are defined alike in both.
 
 Example:
     flt = UsageFilter(since=datetime(2026, 1, 1, tzinfo=UTC), agent_id="…")
@@ -47,12 +47,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.store.dialects import postgresql, sqlite
-from opencrab.store.repositories.metrics import (
-    bucket_value,
-    midnight_key,
-    speed_bucket,
-    utc_day_key,
-)
+from opencrab.store.repositories.metrics import midnight_key, utc_day_key
+from opencrab.store.repositories.metrics_speed import bucket_value, speed_bucket
 from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
@@ -456,12 +452,16 @@ def _edges(flt: UsageFilter) -> tuple[str | None, str | None, list[tuple[Any, An
 
 
 def speed_histograms(
-    conn: Connection, flt: UsageFilter, *, by: Literal["model", "provider"]
+    conn: Connection,
+    flt: UsageFilter,
+    *,
+    by: Literal["model", "provider"],
+    metric: Literal["latency", "ttft"] | None = None,
 ) -> Histograms:
-    """The successful calls' latency and TTFT histograms per model or provider over a
-    filter without an agent or purpose (the histograms keep neither): the stored
-    per-day rows of its whole UTC days, and the calls of the parts of days at its ends
-    counted into the same buckets."""
+    """The successful calls' latency and TTFT histograms (only `metric`'s when given) per
+    model or provider over a filter without an agent or purpose (the histograms keep
+    neither): the stored per-day rows of its whole UTC days, and the calls of the parts
+    of days at its ends counted into the same buckets."""
     if flt.agent_id is not None or flt.purpose is not None:
         raise ValueError("the speed histograms hold no agent or purpose")
     h = speed_table.c
@@ -472,6 +472,8 @@ def speed_histograms(
             where.append(column == value)
     if flt.source != "all":
         where.append(h.source == flt.source)
+    if metric is not None:
+        where.append(h.metric == metric)
     merged: dict[tuple[str, str, int], list[int]] = {}
     if first is None or last is None or first < last:
         days = [h.day >= first] if first is not None else []
@@ -489,24 +491,24 @@ def speed_histograms(
             .where(*where, *days)
             .group_by(group, h.metric, h.bucket)
         )
-        for key, metric, bucket, calls, low, high in conn.execute(query):
-            merged[(str(key), str(metric), int(bucket))] = [int(calls), int(low), int(high)]
+        for key, name, bucket, calls, low, high in conn.execute(query):
+            merged[(str(key), str(name), int(bucket))] = [int(calls), int(low), int(high)]
     m = metrics.c
     for since, until in edges:
         part = UsageFilter(since, until, None, None, flt.provider, flt.model, flt.source)
         edge = sa.select(m[by], m.latency_ms, m.time_to_first_token_ms).where(part.clause(), _ok())
         for row in conn.execute(edge):
             key, values = row[0], (("latency", row[1]), ("ttft", row[2]))
-            for metric, value in values:
-                if value is None:
+            for name, value in values:
+                if value is None or metric not in (None, name):
                     continue
                 v = int(value)
-                had = merged.setdefault((str(key), metric, speed_bucket(v)), [0, v, v])
+                had = merged.setdefault((str(key), name, speed_bucket(v)), [0, v, v])
                 had[0] += 1
                 had[1], had[2] = min(had[1], v), max(had[2], v)
     out: Histograms = defaultdict(list)
-    for (key, metric, bucket), (calls, low, high) in sorted(merged.items()):
-        out[(key, metric)].append(HistogramBucket(bucket, calls, low, high))
+    for (key, name, bucket), (calls, low, high) in sorted(merged.items()):
+        out[(key, name)].append(HistogramBucket(bucket, calls, low, high))
     return dict(out)
 
 

@@ -43,8 +43,8 @@ def latency_stats(
     percentiles are read from the speed histograms (llm_analytics.speed_histograms),
     within PERCENTILE_ERROR of the exact values; the maximum is exact either way."""
     if not exact:
-        found = speed_histograms(conn, UsageFilter(since=since), by="provider")
-        latency = {k: bs for (k, metric), bs in found.items() if metric == "latency"}
+        found = speed_histograms(conn, UsageFilter(since=since), by="provider", metric="latency")
+        latency = {k: bs for (k, _), bs in found.items()}
         if exact is False or sum(b.calls for bs in latency.values() for b in bs) > EXACT_UP_TO:
             return {
                 provider: LatencyStats(

@@ -1,12 +1,16 @@
-"""LLM usage metrics (`llm_usage_metrics`, one row per call attempt), their daily rollup
-(`llm_usage_daily`) and the price table (`model_pricing`) that costs them: inserts, the
-aggregate queries, re-costing.
+"""LLM usage metrics (`llm_usage_metrics`, one row per call attempt), their daily rollups
+(`llm_usage_daily`, the fleet's `llm_usage_fleet_daily`, the budgets'
+`llm_usage_agent_daily`) and the price table (`model_pricing`) that costs them: inserts,
+the aggregate queries, re-costing.
 
-This module is the only writer of both metrics tables: every insert, re-pricing
-(`set_costs`) and rating (`evaluate`) of calls adds the same change to the rollup rows
-of their keys (UTC day × agent × provider × model × purpose × task type × status) in the
-same transaction, with an adding upsert (store/dialects.accumulate), so a key's sums
-always equal SQL over its calls and concurrent writers never lose each other's part.
+This module is the only writer of the calls and their daily rollups: every insert,
+re-pricing (`set_costs`) and rating (`evaluate`) of calls adds the same change to the
+rollup rows of their keys (UTC day × agent × provider × model × purpose × task type ×
+status) in the same transaction, with an adding upsert (store/dialects.accumulate), so a
+key's sums always equal SQL over its calls and concurrent writers never lose each
+other's part. An insert also counts the calls into the speed histograms
+(store/repositories/metrics_speed.py, their writer) in that transaction. The row's
+shape (`MetricRow`, `COLUMNS`) is store/repositories/metric_rows.py's.
 
 Every function runs on the caller's connection, inside the caller's transaction. Day and
 week keys are UTC dates on every database (`store.dialects.<name>.utc_day/utc_week`).
@@ -20,10 +24,8 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -33,53 +35,15 @@ from sqlalchemy.engine import Connection
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import accumulate, postgresql, sqlite
 from opencrab.store.prepared import Prepared
+from opencrab.store.repositories.metric_rows import AT, CHUNK, chunks
+from opencrab.store.repositories.metric_rows import COLUMNS as COLUMNS
+from opencrab.store.repositories.metric_rows import MetricRow as MetricRow
+from opencrab.store.repositories.metrics_speed import accumulate_speed, speed_counts
 from opencrab.store.tables import llm_usage_agent_daily as agent_daily
 from opencrab.store.tables import llm_usage_daily as daily
 from opencrab.store.tables import llm_usage_fleet_daily as fleet_daily
 from opencrab.store.tables import llm_usage_metrics as metrics
-from opencrab.store.tables import llm_usage_speed as speed_table
 from opencrab.store.tables import model_pricing
-
-
-class MetricRow(NamedTuple):
-    """One call attempt as stored (every column of `llm_usage_metrics`)."""
-
-    id: str
-    agent_id: str
-    session_id: str | None
-    timestamp: datetime
-    provider: str
-    model: str
-    purpose: str
-    task_type: str | None
-    complexity: str | None
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    reasoning_tokens: int
-    estimated_cost_usd: float
-    cost_source: str
-    latency_ms: int
-    time_to_first_token_ms: int | None
-    status: str
-    error_type: str | None
-    error: str | None
-    stream: bool
-    request_id: str | None
-    attempt: int
-    fallback_from: str | None
-    quality_score: float | None
-    self_evaluation: str | None
-    task_success: bool | None
-    would_use_again: bool | None
-    better_model_suggestion: str | None
-    created_at: datetime
-
-
-COLUMNS: tuple[str, ...] = MetricRow._fields
-"""The columns `insert` writes and reads return, in MetricRow order."""
 
 GROUP_KEYS = ("model", "provider", "purpose", "task_type", "agent", "day", "week")
 """What `group_totals` groups by; day and week are UTC dates (a week by its Monday)."""
@@ -134,11 +98,12 @@ class CostInputs(NamedTuple):
 
 # ------------------------------------------------------------------ calls
 def insert(conn: Connection, rows: Sequence[MetricRow]) -> None:
-    """Store call rows with one executemany, and add them to the daily rollup."""
+    """Store call rows with one executemany, and add them to the daily rollups and the
+    speed histograms."""
     bulk_insert(conn, metrics, COLUMNS, rows)
     days = [utc_day_key(r.timestamp) for r in rows]
     _accumulate(conn, _daily_sums(rows, days))
-    _accumulate_speed(conn, speed_counts(rows, days))
+    accumulate_speed(conn, speed_counts(rows, days))
 
 
 def stored_ids(conn: Connection, ids: Sequence[str], *, per_query: int = 500) -> set[str]:
@@ -170,7 +135,7 @@ def insert_bound(conn: Connection, rows: Sequence[MetricRow], stamps: Sequence[s
     bulk_insert(conn, metrics, COLUMNS, bound, bound=True)
     days = [s[:10] for s in stamps]
     _accumulate(conn, _daily_sums(rows, days))
-    _accumulate_speed(conn, speed_counts(rows, days))
+    accumulate_speed(conn, speed_counts(rows, days))
 
 
 _TIMESTAMP = COLUMNS.index("timestamp")
@@ -193,10 +158,13 @@ DAILY_SUMS = (
     "latency_ms_sum",
     "ttft_ms_sum",
     "ttft_count",
+    "failed_tasks",
 )
-"""What each rollup row sums over its calls (quality and TTFT: of the calls that have one)."""
+"""What each rollup row sums over its calls (quality and TTFT: of the calls that have one;
+failed_tasks: the calls rated a failed task, task_success false — revision 0046)."""
 _COST = DAILY_SUMS.index("cost_usd")
 _QUALITY = DAILY_SUMS.index("quality_sum")
+_FAILED = DAILY_SUMS.index("failed_tasks")
 
 
 def utc_day_key(moment: datetime) -> str:
@@ -242,10 +210,10 @@ def _daily_sums(
 ) -> dict[tuple[str, ...], list[Any]]:
     """What rows (values in COLUMNS order, as stored or as bound) add to the rollup,
     `days[i]` the UTC day key of row i: DAILY_SUMS by rollup key (`daily_key`)."""
-    agent, provider, model, purpose, task_type, status, quality_at, ttft_at, latency = (
-        _AT[n] for n in _KEY_AND_AVERAGED
+    agent, provider, model, purpose, task_type, status, quality_at, ttft_at, latency, done = (
+        AT[n] for n in _KEY_AND_AVERAGED
     )
-    summed = itemgetter(*(_AT[n] for n in _SUMMED))
+    summed = itemgetter(*(AT[n] for n in _SUMMED))
     sums: dict[tuple[str, ...], list[Any]] = {}
     for r, day in zip(rows, days, strict=True):
         key = (day, str(r[agent]), r[provider], r[model], r[purpose], r[task_type] or "", r[status])
@@ -261,12 +229,12 @@ def _daily_sums(
                 r[latency],
                 0 if ttft is None else ttft,
                 0 if ttft is None else 1,
+                _failed(r[done]),
             ),
         )
     return sums
 
 
-_AT = {name: COLUMNS.index(name) for name in COLUMNS}
 _KEY_AND_AVERAGED = (
     "agent_id",
     "provider",
@@ -277,10 +245,16 @@ _KEY_AND_AVERAGED = (
     "quality_score",
     "time_to_first_token_ms",
     "latency_ms",
+    "task_success",
 )
 _SUMMED = (*DAILY_SUMS[1:_COST], "estimated_cost_usd")
 """The columns `_daily_sums` sums as they are, in DAILY_SUMS order after `calls` (the
 token sums share their column's name; cost_usd sums estimated_cost_usd)."""
+
+
+def _failed(task_success: Any) -> int:
+    """1 for a call rated a failed task (task_success false, 0 as some drivers read it)."""
+    return 0 if task_success is None or task_success else 1
 
 
 def _upsert(count: int) -> Prepared:
@@ -295,9 +269,6 @@ def _upsert(count: int) -> Prepared:
 
 
 _UPSERTS: dict[int, Prepared] = {}
-_CHUNK = 256
-"""Rollup rows per upsert statement at most (a power of two: statements of 1, 2, 4, …
-rows are compiled once each and reused)."""
 
 
 def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> None:
@@ -313,8 +284,8 @@ def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> Non
         _add(agents, (key[0], key[1], key[5]), (values[0], values[_COST]))
     _add_sums(conn, fleet, _fleet_upsert)
     keys = sorted(agents)
-    for start in range(0, len(keys), _CHUNK):
-        part = [(*key, *agents[key]) for key in keys[start : start + _CHUNK]]
+    for start in range(0, len(keys), CHUNK):
+        part = [(*key, *agents[key]) for key in keys[start : start + CHUNK]]
         rows = [dict(zip(AGENT_COLUMNS, values, strict=True)) for values in part]
         conn.execute(accumulate(conn.dialect, agent_daily, AGENT_COLUMNS[:3], rows))
 
@@ -345,157 +316,20 @@ def _add_sums(
     keys = sorted(sums)
     width = len(next(iter(sums))) if sums else 0
     names = DAILY_KEYS if width == len(DAILY_KEYS) else FLEET_KEYS
-    start = 0
-    while start < len(keys):
-        count = min(_CHUNK, 1 << ((len(keys) - start).bit_length() - 1))
+    for start, count in chunks(len(keys)):
         params: dict[str, Any] = {}
         for i, key in enumerate(keys[start : start + count]):
             params.update({f"{n}_{i}": v for n, v in zip(names, key, strict=True)})
             params.update({f"{n}_{i}": v for n, v in zip(DAILY_SUMS, sums[key], strict=True)})
         upsert(count).run(conn, **params)
-        start += count
-
-
-# ------------------------------------------------------------------ the speed histograms
-EXACT_BELOW = 128
-"""Values (ms) below this have a bucket each: their percentiles are exact."""
-BUCKET_RATIO = 1.03
-"""Above EXACT_BELOW a bucket spans [lo, lo × BUCKET_RATIO): log-spaced, so its error is
-relative."""
-PERCENTILE_ERROR = 0.02
-"""The bound on a percentile read from the histograms, relative to the exact
-nearest-rank value: a bucket's representative (`bucket_value`) is within
-(r - 1) / (r + 1) = 1.48 % of every value in [lo, lo × r) for r = BUCKET_RATIO, plus at
-most 0.5 ms of rounding (0.39 % at EXACT_BELOW ms) — under 2 %."""
-_LOG_RATIO = math.log(BUCKET_RATIO)
-SPEED_KEYS = ("day", "provider", "model", "source", "metric", "bucket")
-"""The speed histograms' key: a successful call adds 1 to the bucket of its latency
-(metric `latency`) and, when streamed with a first token, of its TTFT (`ttft`)."""
-
-
-def speed_bucket(value: int) -> int:
-    """The histogram bucket of a latency or TTFT in ms: the value itself below
-    EXACT_BELOW, above it EXACT_BELOW + ⌊log(value / EXACT_BELOW) / log(BUCKET_RATIO)⌋."""
-    if value < EXACT_BELOW:
-        return max(0, int(value))
-    return EXACT_BELOW + int(math.log(value / EXACT_BELOW) / _LOG_RATIO)
-
-
-def bucket_value(bucket: int, low: int, high: int) -> int:
-    """The value a percentile falling in `bucket` is read as: the bucket's harmonic middle
-    (within PERCENTILE_ERROR of any value in it), kept within the smallest (`low`) and
-    largest (`high`) value the bucket has seen, so a bucket of one value reads exactly."""
-    if bucket < EXACT_BELOW:
-        return bucket
-    lo = EXACT_BELOW * BUCKET_RATIO ** (bucket - EXACT_BELOW)
-    middle = round(2 * lo * lo * BUCKET_RATIO / (lo + lo * BUCKET_RATIO))
-    return min(max(middle, low), high)
-
-
-def source_of(purpose: str) -> str:
-    """`imported` for the calls the transcript importers wrote (purpose `import`), else
-    `live` (store/repositories/llm_analytics.IMPORT_PURPOSE)."""
-    return "imported" if purpose == "import" else "live"
-
-
-def speed_counts(
-    rows: Sequence[Sequence[Any]], days: Sequence[str]
-) -> dict[tuple[Any, ...], list[int]]:
-    """What rows (values in COLUMNS order) add to the speed histograms: [calls, min, max]
-    by SPEED_KEYS, of the successful calls only, `days[i]` the UTC day key of row i."""
-    provider, model, purpose, status, latency, ttft = (
-        _AT[n]
-        for n in ("provider", "model", "purpose", "status", "latency_ms", "time_to_first_token_ms")
-    )
-    out: dict[tuple[Any, ...], list[int]] = {}
-    for r, day in zip(rows, days, strict=True):
-        if r[status] != "ok":
-            continue
-        source = source_of(r[purpose])
-        for metric, value in (("latency", r[latency]), ("ttft", r[ttft])):
-            if value is None:
-                continue
-            v = int(value)
-            key = (day, r[provider], r[model], source, metric, speed_bucket(v))
-            had = out.get(key)
-            if had is None:
-                out[key] = [1, v, v]
-            else:
-                had[0] += 1
-                had[1] = min(had[1], v)
-                had[2] = max(had[2], v)
-    return out
-
-
-def _speed_upsert(dialect: Any, *, rows: list[dict[str, Any]]) -> Any:
-    from sqlalchemy.dialects import postgresql as pg_sql
-    from sqlalchemy.dialects import sqlite as lite_sql
-
-    lite = dialect.name == "sqlite"
-    stmt = (lite_sql.insert if lite else pg_sql.insert)(speed_table).values(rows)
-    c, new = speed_table.c, stmt.excluded
-    smaller, larger = (sa.func.min, sa.func.max) if lite else (sa.func.least, sa.func.greatest)
-    return stmt.on_conflict_do_update(
-        index_elements=list(SPEED_KEYS),
-        set_={
-            "calls": c.calls + new.calls,
-            "min_ms": smaller(c.min_ms, new.min_ms),
-            "max_ms": larger(c.max_ms, new.max_ms),
-        },
-    )
-
-
-_SPEED_UPSERTS: dict[int, Prepared] = {}
-_SPEED_COLUMNS = (*SPEED_KEYS, "calls", "min_ms", "max_ms")
-
-
-def _accumulate_speed(conn: Connection, counts: dict[tuple[Any, ...], list[int]]) -> None:
-    """Add `counts` to the histogram rows of their keys (created when missing), in key
-    order so two writers take the rows' locks in the same order (as `_accumulate`)."""
-    keys = sorted(counts)
-    start = 0
-    while start < len(keys):
-        count = min(_CHUNK, 1 << ((len(keys) - start).bit_length() - 1))
-        found = _SPEED_UPSERTS.get(count)
-        if found is None:
-            rows: list[dict[str, Any]] = [
-                {n: sa.bindparam(f"{n}_{i}") for n in _SPEED_COLUMNS} for i in range(count)
-            ]
-            found = _SPEED_UPSERTS[count] = Prepared(partial(_speed_upsert, rows=rows))
-        params: dict[str, Any] = {}
-        for i, key in enumerate(keys[start : start + count]):
-            values = (*key, *counts[key])
-            params.update({f"{n}_{i}": v for n, v in zip(_SPEED_COLUMNS, values, strict=True)})
-        found.run(conn, **params)
-        start += count
-
-
-def rebuild_speed(conn: Connection) -> int:
-    """Derive the speed histograms again from every stored call, one UTC day at a time
-    (the migration that made them back-fills with this); the number of calls counted."""
-    conn.execute(speed_table.delete())
-    m = metrics.c
-    days = sorted(str(d) for d in conn.execute(sa.select(daily.c.day).distinct()).scalars())
-    columns = [m[n] for n in COLUMNS]
-    counted = 0
-    for day in days:
-        start = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC)
-        rows = conn.execute(
-            sa.select(*columns).where(
-                m.status == "ok", m.timestamp >= start, m.timestamp < start + timedelta(days=1)
-            )
-        ).all()
-        counted += len(rows)
-        _accumulate_speed(conn, speed_counts(rows, [day] * len(rows)))
-    return counted
 
 
 def _zeros() -> list[Any]:
     return [0] * len(DAILY_SUMS)
 
 
-def _locked_keys(conn: Connection, ids: Sequence[str], column: sa.Column[Any]) -> list[Any]:
-    """(id, rollup key, `column`) of these calls, locked until the transaction ends."""
+def _locked_keys(conn: Connection, ids: Sequence[str], *columns: sa.Column[Any]) -> list[Any]:
+    """(id, rollup key, (`columns`)) of these calls, locked until the transaction ends."""
     m = metrics.c
     query = (
         sa.select(
@@ -507,12 +341,12 @@ def _locked_keys(conn: Connection, ids: Sequence[str], column: sa.Column[Any]) -
             m.purpose,
             m.task_type,
             m.status,
-            column,
+            *columns,
         )
         .where(m.id.in_(list(ids)))
         .with_for_update()
     )
-    return [(str(row[0]), daily_key(*row[1:8]), row[8]) for row in conn.execute(query)]
+    return [(str(row[0]), daily_key(*row[1:8]), tuple(row[8:])) for row in conn.execute(query)]
 
 
 def _key(conn: Connection, group_by: str) -> sa.ColumnElement[Any]:
@@ -670,54 +504,146 @@ class TaskModelSums(NamedTuple):
     quality_sum: float
     succeeded: int  # returned (status ok) and not rated a failed task
     total_tokens: int
-    first: datetime
+
+
+_SUM_NAMES = TaskModelSums._fields[4:]
 
 
 def task_model_sums(conn: Connection, agent_id: str, *, since: datetime) -> list[TaskModelSums]:
-    """An agent's calls since `since` summed per task type, purpose and provider/model:
-    one grouped query along the (agent_id, timestamp) index."""
+    """An agent's calls since `since` summed per task type, purpose and provider/model, in
+    that order (`fleet_task_model_sums` of one agent)."""
+    return fleet_task_model_sums(conn, since=since, agent_id=agent_id).get(agent_id, [])
+
+
+def fleet_task_model_sums(
+    conn: Connection, *, since: datetime, agent_id: str | None = None
+) -> dict[str, list[TaskModelSums]]:
+    """Each agent's (or only `agent_id`'s) calls since `since` summed per task type,
+    purpose and provider/model, in that order: the per-agent rollup's rows of the whole
+    UTC days from `since` on and the calls of the part of a day before its first
+    midnight (as `group_totals` reads them), added up in one query — the sums
+    `calls_task_model_sums` gives over the calls."""
+    c = daily.c
+    ok = c.status == "ok"
+    first = since
+    parts: list[sa.Select[Any]] = []
+    if midnight_key(since) is None:
+        first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + _DAY
+        parts.append(_calls_sums(agent_id, since, first))
+    task = sa.func.coalesce(sa.func.nullif(c.task_type, ""), c.purpose)
+    rolled = sa.select(
+        c.agent_id,
+        task.label("task"),
+        c.purpose,
+        c.provider,
+        c.model,
+        *(
+            sa.func.sum(value).label(name)
+            for name, value in zip(
+                _SUM_NAMES,
+                (
+                    c.calls,
+                    c.cost_usd,
+                    sa.case((ok, c.calls), else_=0),
+                    sa.case((ok, c.latency_ms_sum), else_=0),
+                    c.quality_count,
+                    c.quality_sum,
+                    sa.case((ok, c.calls - c.failed_tasks), else_=0),
+                    c.total_tokens,
+                ),
+                strict=True,
+            )
+        ),
+    ).where(c.day >= utc_day_key(first))
+    if agent_id is not None:
+        rolled = rolled.where(c.agent_id == agent_id)
+    rolled = rolled.group_by(c.agent_id, task, c.purpose, c.provider, c.model)
+    keys: list[Any]
+    if parts:
+        both = sa.union_all(rolled, *parts).subquery()
+        keys = [both.c[n] for n in ("agent_id", *TaskModelSums._fields[:4])]
+        query = sa.select(*keys, *(sa.func.sum(both.c[n]) for n in _SUM_NAMES)).group_by(*keys)
+    else:
+        query, keys = rolled, [*rolled.selected_columns][:5]
+    return _by_agent(conn.execute(query.order_by(*keys)))
+
+
+def calls_task_model_sums(
+    conn: Connection, agent_id: str, *, since: datetime
+) -> list[TaskModelSums]:
+    """`task_model_sums` over the calls themselves: one grouped query along the
+    (agent_id, timestamp) index (what the rollup's figures equal)."""
+    query = _calls_sums(agent_id, since, None)
+    found = _by_agent(conn.execute(query.order_by(*query.selected_columns[:5])))
+    return found.get(agent_id, [])
+
+
+def _calls_sums(agent_id: str | None, since: datetime, until: datetime | None) -> sa.Select[Any]:
     m = metrics.c
     ok = m.status == "ok"
-    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose).label("task")
+    task = sa.func.coalesce(sa.func.nullif(m.task_type, ""), m.purpose)
     succeeded = sa.and_(ok, sa.or_(m.task_success.is_(None), m.task_success.is_(True)))
-    query = (
-        sa.select(
-            task,
-            m.purpose,
-            m.provider,
-            m.model,
-            sa.func.count(),
-            sa.func.sum(m.estimated_cost_usd),
-            sa.func.sum(sa.case((ok, 1), else_=0)),
-            sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
-            sa.func.count(m.quality_score),
-            sa.func.sum(m.quality_score),
-            sa.func.sum(sa.case((succeeded, 1), else_=0)),
-            sa.func.sum(m.total_tokens),
-            sa.func.min(m.timestamp),
+    query = sa.select(
+        m.agent_id,
+        task.label("task"),
+        m.purpose,
+        m.provider,
+        m.model,
+        *(
+            value.label(name)
+            for name, value in zip(
+                _SUM_NAMES,
+                (
+                    sa.func.count(),
+                    sa.func.sum(m.estimated_cost_usd),
+                    sa.func.sum(sa.case((ok, 1), else_=0)),
+                    sa.func.sum(sa.case((ok, m.latency_ms), else_=0)),
+                    sa.func.count(m.quality_score),
+                    sa.func.sum(m.quality_score),
+                    sa.func.sum(sa.case((succeeded, 1), else_=0)),
+                    sa.func.sum(m.total_tokens),
+                ),
+                strict=True,
+            )
+        ),
+    ).where(m.timestamp >= since)
+    if agent_id is not None:
+        query = query.where(m.agent_id == agent_id)
+    if until is not None:
+        query = query.where(m.timestamp < until)
+    return query.group_by(m.agent_id, task, m.purpose, m.provider, m.model)
+
+
+def _by_agent(rows: Iterable[Sequence[Any]]) -> dict[str, list[TaskModelSums]]:
+    """Rows of (agent, TaskModelSums' values) as each agent's TaskModelSums, in order."""
+    found: dict[str, list[TaskModelSums]] = {}
+    for r in rows:
+        found.setdefault(str(r[0]), []).append(
+            TaskModelSums(
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                str(r[4]),
+                int(r[5]),
+                float(r[6] or 0.0),
+                int(r[7] or 0),
+                int(r[8] or 0),
+                int(r[9] or 0),
+                float(r[10] or 0.0),
+                int(r[11] or 0),
+                int(r[12] or 0),
+            )
         )
-        .where(m.agent_id == agent_id, m.timestamp >= since)
-        .group_by(task, m.purpose, m.provider, m.model)
-        .order_by(task, m.purpose, m.provider, m.model)
-    )
-    return [
-        TaskModelSums(
-            str(r[0]),
-            str(r[1]),
-            str(r[2]),
-            str(r[3]),
-            int(r[4]),
-            float(r[5] or 0.0),
-            int(r[6] or 0),
-            int(r[7] or 0),
-            int(r[8] or 0),
-            float(r[9] or 0.0),
-            int(r[10] or 0),
-            int(r[11] or 0),
-            r[12],
-        )
-        for r in conn.execute(query)
-    ]
+    return found
+
+
+def first_call(conn: Connection, agent_id: str, *, since: datetime) -> datetime | None:
+    """The time of the agent's first call since `since` (None without any): one step
+    along the (agent_id, timestamp) index."""
+    m = metrics.c
+    query = sa.select(sa.func.min(m.timestamp)).where(m.agent_id == agent_id, m.timestamp >= since)
+    found: datetime | None = conn.execute(query).scalar()
+    return found
 
 
 def agent_calls(
@@ -770,15 +696,16 @@ def evaluate(
     m = metrics.c
     before = [
         (key, old)
-        for _, key, old in _locked_keys(conn, [metrics_id], m.quality_score)
+        for _, key, old in _locked_keys(conn, [metrics_id], m.quality_score, m.task_success)
         if key[1] == str(agent_id)
     ]
     if not before:
         return False
-    key, old = before[0]
+    key, (old, old_success) = before[0]
     change = _zeros()
     change[_QUALITY] = quality_score - (0.0 if old is None else float(old))
     change[_QUALITY + 1] = 1 if old is None else 0
+    change[_FAILED] = _failed(task_success) - _failed(old_success)
     done = conn.execute(
         metrics.update()
         .where(m.id == metrics_id, m.agent_id == agent_id)
@@ -842,7 +769,7 @@ def set_costs(conn: Connection, costs: Sequence[tuple[str, float]]) -> None:
     for start in range(0, len(ids), 500):
         for row_id, key, old in _locked_keys(conn, ids[start : start + 500], m.estimated_cost_usd):
             delta = _zeros()
-            delta[_COST] = new[row_id] - float(old)
+            delta[_COST] = new[row_id] - float(old[0])
             _add(change, key, delta)
     conn.execute(
         metrics.update()

@@ -17,7 +17,7 @@ summed over the providers, models, purposes and statuses), likewise.
 ttft) × bucket: how many successful calls' values fell in the bucket, and the smallest
 and largest of them. Buckets are the values themselves below 128 ms and log-spaced
 (ratio 1.03) above, so a percentile read from them is within 2 % of the exact
-nearest-rank value (store/repositories/metrics.py: speed_bucket, PERCENTILE_ERROR). The
+nearest-rank value (store/repositories/metrics_speed.py: speed_bucket, PERCENTILE_ERROR). The
 metrics repository adds to it in the transaction of every insert; the Costs page's
 speed chart and the LLM monitoring read it instead of ranking the calls. The stored
 calls are counted into it here, one day at a time.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from opencrab.store.repositories.metrics import rebuild_speed
+from opencrab.store.repositories.metrics_speed import rebuild_speed
 
 revision = "0041"
 down_revision = "0039"
