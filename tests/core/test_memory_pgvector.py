@@ -328,9 +328,11 @@ def test_without_the_extension_vectors_stay_in_process_until_a_superuser_adds_it
             conn.exec_driver_sql("CREATE EXTENSION vector")
     finally:
         admin.dispose()
-    db = Database(url)  # the next start
+    db = Database(url)  # the next start (cli/common.py: open_store)
     try:
         db.upgrade()
+        assert _column_type(db) is None  # (migrations ran before: nothing to migrate)
+        assert vectors_repo.use_pgvector_if_installed(db) is None
         assert vectors_repo.vector_store(db).in_database
         assert _column_type(db) == "vector"
         memory = MemoryManager(db, agent_id)

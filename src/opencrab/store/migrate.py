@@ -42,18 +42,12 @@ def head() -> str:
 
 
 def upgrade(db: Migratable, revision: str = "head") -> None:
-    """Migrate the database to `revision` in one transaction; at head on PostgreSQL, also
-    start using pgvector if the server has it now and did not when migration 0042 ran."""
+    """Migrate the database to `revision` in one transaction."""
     config = alembic_config()
     try:
         with db.write() as conn:
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
-            if revision == "head" and conn.dialect.name == "postgresql":
-                # pgvector installed since migration 0042 ran: use it from now on
-                from opencrab.store.repositories.memory_vectors import enable_pgvector
-
-                enable_pgvector(conn)
     except StoreError:
         raise
     except Exception as exc:

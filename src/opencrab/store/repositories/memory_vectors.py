@@ -6,10 +6,11 @@ the last indexing pass's error, is one `memory_embedders` row.
 
 Where the vector leg searches (`vector_store`):
 
-- PostgreSQL with pgvector (the `vector` extension could be created: migration 0042, or
-  any later `upgrade` once the extension is installed): each row also holds its vector
-  in the column `embedding` of type `vector` (no fixed dimension: embedders differ, 384
-  for the packaged one, 768 to 3072 for providers'), and `nearest` ranks in the
+- PostgreSQL with pgvector (the `vector` extension could be created: migration 0042,
+  or any later start once it is installed: `use_pgvector_if_installed`): each row also
+  holds its vector in the column `embedding` of type `vector` (no fixed dimension:
+  embedders differ, 384 for the packaged one, 768 to 3072 for providers'), and
+  `nearest` ranks in the
   database: `ORDER BY embedding::vector(n) <=> query LIMIT k` (cosine distance), served
   by one HNSW index per dimension in use (`ix_memory_embeddings_hnsw_<n>`, an expression
   index on `embedding::vector(n)` over the rows `WHERE dim = n`, made when the first
@@ -287,6 +288,9 @@ def _ensure_hnsw(conn: Connection, dim: int) -> None:
     dim = int(dim)
     if not 0 < dim <= HNSW_MAX_DIM:
         return
+    name = f"{HNSW_PREFIX}{dim}"
+    if conn.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
+        return  # (CREATE INDEX IF NOT EXISTS would lock the table to find out)
     conn.execute(
         sa.text(
             f"CREATE INDEX IF NOT EXISTS {HNSW_PREFIX}{dim} ON memory_embeddings "
@@ -317,7 +321,9 @@ def enable_pgvector(conn: Connection) -> str | None:
                 f"the extension vector could not be created ({reason}); a superuser can "
                 "run CREATE EXTENSION vector in this database, then restart"
             )
-        conn.execute(sa.text(f"ALTER TABLE memory_embeddings ADD COLUMN {COLUMN} vector"))
+        conn.execute(
+            sa.text(f"ALTER TABLE memory_embeddings ADD COLUMN IF NOT EXISTS {COLUMN} vector")
+        )
     while True:  # fill the rows stored before (or by a process that did not know)
         rows = conn.execute(
             sa.text(
@@ -334,6 +340,16 @@ def enable_pgvector(conn: Connection) -> str | None:
     for (dim,) in conn.execute(sa.text("SELECT DISTINCT dim FROM memory_embeddings")).all():
         _ensure_hnsw(conn, int(dim))
     return None
+
+
+def use_pgvector_if_installed(db: Database) -> str | None:
+    """`enable_pgvector` on a migrated PostgreSQL store (start-up and `opencrab db
+    upgrade` call it: pgvector installed after migration 0042 ran is used from the next
+    start). None when pgvector is in use, else why not; SQLite: nothing is done."""
+    if db.dialect != "postgresql" or db.read_only:
+        return "SQLite has no pgvector" if db.dialect == "sqlite" else "read-only"
+    with db.write() as conn:
+        return enable_pgvector(conn)
 
 
 def disable_pgvector(conn: Connection) -> None:
@@ -387,6 +403,13 @@ def vector_store(db: Database) -> VectorStore:
     with _STORES_LOCK:
         _STORES[db] = found
     return found
+
+
+def set_vector_store(db: Database, store: VectorStore) -> None:
+    """Make `db`'s vector leg search where `store` says (bench/memory_pgvector.py times
+    both paths on one database; nothing else calls this)."""
+    with _STORES_LOCK:
+        _STORES[db] = store
 
 
 def nearest(

@@ -13,8 +13,9 @@ vector leg of memory search then ranks in the database
 (store/repositories/memory_vectors.py: `nearest`).
 
 Without pgvector (or without the right to create it) nothing changes: the vector leg
-keeps searching in process, a warning says why, and a later `upgrade` (every start)
-tries again. SQLite: nothing (its vectors are searched in process).
+keeps searching in process, a warning says why, and every later start (and `opencrab db
+upgrade`) tries again (memory_vectors.use_pgvector_if_installed). SQLite: nothing (its
+vectors are searched in process).
 """
 
 from __future__ import annotations
