@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from opencrab.config import Settings
 from opencrab.config.models import ModelRef
+from opencrab.core import memory_vectors
 from opencrab.core.agent import AgentCreate, AgentStore
 from opencrab.core.embedding import (
     PACKAGED_NAME,
@@ -114,7 +115,7 @@ def _column_type(db: Database) -> str | None:
 
 
 def test_vectors_are_a_pgvector_column_ranked_by_its_hnsw_index(
-    pg: Database, settings: Settings
+    pg: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent_id, memory = _agent(pg, settings)
     _write(memory, *DISTRACTORS[:2], TAMA, *DISTRACTORS[2:])
@@ -138,8 +139,22 @@ def test_vectors_are_a_pgvector_column_ranked_by_its_hnsw_index(
     ranked = _ranked_in_database(sent)
     assert len(ranked) == 1
     assert "vector(384)" in ranked[0][0]
+    # six vectors: every one compared (exact), not the HNSW index
+    said = " ".join(statement for statement, _ in sent)
+    assert "enable_indexscan" in said
+    assert "hnsw.ef_search" not in said
     # nothing was read into a matrix in this process
     assert VECTORS.held(pg, agent_id, PACKAGED_NAME) == 0
+
+    # past EXACT_UP_TO vectors the HNSW index answers, the same
+    monkeypatch.setattr(memory_vectors, "EXACT_UP_TO", 5)
+    with _statements(pg) as sent:
+        again = memory.search_detail("what pet does the user have", limit=3)
+    said = " ".join(statement for statement, _ in sent)
+    assert "hnsw.ef_search" in said
+    assert "hnsw.iterative_scan" in said
+    assert "enable_indexscan" not in said
+    assert [(h.id, h.legs) for h in again.hits] == [(h.id, h.legs) for h in found.hits]
 
     # the index serves that very statement (the planner prefers a scan of six rows, so
     # sequential scans are ruled out to see the plan it has for many)

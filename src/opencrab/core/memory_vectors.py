@@ -4,8 +4,9 @@
 (store/repositories/memory_vectors.py: `vector_store`):
 
 - PostgreSQL with pgvector: in the database (`ORDER BY embedding <=> query LIMIT k`,
-  cosine, an HNSW index per dimension); how many vectors an agent has is counted at most
-  every RECOUNT_SECS.
+  cosine): every vector of the agent compared up to EXACT_UP_TO of them, the HNSW index
+  of their dimension past that; how many vectors an agent has is counted at most every
+  RECOUNT_SECS.
 - SQLite, or PostgreSQL without pgvector: `VectorIndex`, exact cosine in process. It keeps
   one float32 matrix per (database, agent, embedder) — together at most `MAX_BYTES`, the
   least recently searched let go first — and reads only the rows stored since its last
@@ -17,7 +18,7 @@
 Why not sqlite-vec on SQLite: the CPython builds this project runs on often lack
 `sqlite3.enable_load_extension`, so it cannot load; the exact search in process returns
 the same neighbours (and is faster than sqlite-vec's exact scan at 100,000 lines:
-README "Memory search").
+README "Where the vectors live").
 
 Example:
     hits, embedded = nearest(db, agent_id, "opencrab/multilingual-e5-small", query, limit=20)
@@ -45,6 +46,11 @@ MAX_BYTES = 512 * 1024 * 1024
 """What this process's matrices may hold together: past it, the matrices searched least
 recently are let go (read again whole on their next search). 100,000 vectors of 384
 dimensions are 154 MB."""
+
+EXACT_UP_TO = 20_000
+"""pgvector compares every vector of an agent up to this many (the same answer as the
+in-process search, in a few milliseconds); past it, its HNSW index answers, nearly the
+same neighbours in less time (bench/memory_pgvector.py prints both)."""
 
 RECOUNT_SECS = 10.0
 """How often a matrix checks that no stored vector went (deleted lines): a deleted line
@@ -193,13 +199,13 @@ _COUNTS: dict[tuple[int, str, str], tuple[float, int]] = {}  # key -> (counted a
 _COUNTS_LOCK = threading.Lock()
 
 
-def _embedded(db: Database, agent_id: str, model: str, found: int) -> int:
-    """How many `model` vectors the agent has, counted at most every RECOUNT_SECS (and
-    again whenever a search found none, or more than the count said)."""
+def _embedded(db: Database, agent_id: str, model: str, *, fresh: bool = False) -> int:
+    """How many `model` vectors the agent has, counted at most every RECOUNT_SECS (now,
+    when `fresh`)."""
     key, now = (id(db), agent_id, model), time.monotonic()
     with _COUNTS_LOCK:
         known = _COUNTS.get(key)
-    if found and known is not None and now - known[0] < RECOUNT_SECS and known[1] >= found:
+    if not fresh and known is not None and now - known[0] < RECOUNT_SECS:
         return known[1]
     count = repo.count_embedded(db, agent_id, model)
     with _COUNTS_LOCK:
@@ -218,17 +224,22 @@ def nearest(
 ) -> tuple[list[tuple[int, float]], int]:
     """The `limit` lines (within `lines`) whose `model` vectors are nearest to `query`
     (unit length) by cosine, best first, as (log id, similarity); and how many vectors
-    of `model` the agent has. pgvector ranks when the database has it, else `VECTORS`."""
+    of `model` the agent has. pgvector ranks when the database has it (exactly up to
+    EXACT_UP_TO vectors, by its HNSW index past that), else `VECTORS`."""
     if repo.vector_store(db).in_database:
+        count = _embedded(db, agent_id, model)
         found = repo.nearest(
             db,
             agent_id,
             model,
             query.astype("<f4").tobytes(),
             limit=limit,
+            exact=count <= EXACT_UP_TO,
             **({} if lines is None else vars(lines)),
         )
-        return found, _embedded(db, agent_id, model, len(found))
+        if not found or len(found) > count:  # the count is older than the vectors
+            count = _embedded(db, agent_id, model, fresh=True)
+        return found, count
     only = None
     if lines is not None:
         only = repo.lines_matching(

@@ -423,11 +423,15 @@ def nearest(
     log_types: Sequence[str] = (),
     since: datetime | None = None,
     until: datetime | None = None,
+    ef_search: int | None = None,
+    exact: bool = False,
 ) -> list[tuple[int, float]]:
     """The `limit` lines of the agent whose `model` vectors are nearest to `query`
     (float32 bytes, unit length) by cosine, best first, as (log id, similarity), ranked
     by pgvector in PostgreSQL (`vector_store(db).in_database`); within the session, log
-    types and [since, until) when given. Vectors of another dimension are not compared."""
+    types and [since, until) when given. Vectors of another dimension are not compared.
+    `ef_search`: HNSW's candidate list (default: EF_SEARCH_MIN, or twice `limit`);
+    `exact`: no HNSW, every vector of the agent compared (still in the database)."""
     dim = len(query) // 4
     if dim < 1 or limit < 1:
         return []
@@ -459,11 +463,14 @@ def nearest(
     if log_types:
         params["log_types"] = list(log_types)
         statement = statement.bindparams(sa.bindparam("log_types", expanding=True))
-    ef = str(min(1000, max(EF_SEARCH_MIN, 2 * int(limit))))
+    ef = str(min(1000, ef_search or max(EF_SEARCH_MIN, 2 * int(limit))))
     with db.read() as conn:
         # more candidates than asked for, and iterative scans: the agent and model
         # filters are applied to what the index finds, so it goes on until `limit` pass
-        conn.execute(sa.text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": ef})
-        conn.execute(sa.text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)"))
+        if exact:  # HNSW is an index scan; the agent's rows come by bitmap or seq scan
+            conn.execute(sa.text("SELECT set_config('enable_indexscan', 'off', true)"))
+        else:
+            conn.execute(sa.text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": ef})
+            conn.execute(sa.text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)"))
         rows = conn.execute(statement, params).all()
     return [(int(r.log_id), 1.0 - float(r.distance)) for r in rows]
