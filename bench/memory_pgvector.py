@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--sample", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--ef", type=int, nargs="*", default=[100, 200, 400])
+    parser.add_argument("--ef", type=int, nargs="*", default=[100, 200, 400, 800])
     parser.add_argument("--hybrid-queries", type=int, default=3)
     args = parser.parse_args()
 
@@ -66,7 +66,7 @@ def main() -> None:
     from opencrab.core.agent import AgentCreate, AgentStore
     from opencrab.core.embedding import PACKAGED_NAME, PackagedEmbedder
     from opencrab.core.memory import MemoryManager, SessionLog, search_terms
-    from opencrab.core.memory_vectors import EXACT_UP_TO, VectorIndex, nearest
+    from opencrab.core.memory_vectors import EXACT_UP_TO, VECTORS, VectorIndex, nearest
     from opencrab.store import Database
     from opencrab.store.repositories import memory as memory_repo
     from opencrab.store.repositories import memory_vectors as vectors_repo
@@ -213,6 +213,7 @@ def main() -> None:
 
         # the whole search, a few questions: on PostgreSQL its lexical leg (pg_trgm and
         # bm25 over the agent's lines) is most of the time at this size
+        VECTORS.search(db, agent.id, PACKAGED_NAME, queries[0], limit=DEPTH)  # its load
         pg_hybrid: list[float] = []
         np_hybrid: list[float] = []
         lexical: list[float] = []
