@@ -51,8 +51,8 @@ EXACT_UP_TO = 5_000
 """pgvector compares every vector of an agent up to this many (the in-process search's
 very answer, in milliseconds); past it, its HNSW index answers: nearly the same
 neighbours, in far less time than comparing all (bench/memory_pgvector.py: at 100,000
-vectors the exact scan in PostgreSQL took 630 ms, HNSW 37 ms holding 98.7 % of the exact
-top 30, numpy in process 72 ms)."""
+vectors the exact scan in PostgreSQL took 460 ms, HNSW 24 ms holding 98.6 % of the exact
+top 30, numpy in process 31 ms)."""
 
 RECOUNT_SECS = 10.0
 """How often a matrix checks that no stored vector went (deleted lines): a deleted line
