@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./data
 
-.PHONY: run test browser postgres sandbox agentmode clis lint typecheck pytest bench lock clean
+.PHONY: run test browser postgres pgvector sandbox agentmode clis lint typecheck pytest bench lock clean
 
 $(BIN)/python:
 	@echo "==> Creating the virtualenv $(VENV) with $(PYTHON)"
@@ -62,7 +62,7 @@ browser:
 
 # The PostgreSQL tests use the server at OPENCRAB_TEST_PG_URL when it is set, otherwise
 # they start a throwaway cluster from Debian's server binaries (initdb, pg_ctl; pg_trgm is
-# in the same package). Installed with apt-get when missing and make runs as root;
+# in the same package; pgvector is built below). Installed with apt-get when missing and make runs as root;
 # otherwise make stops and says what to install.
 PG_PACKAGES := postgresql
 PG_BINDIRS  ?= /usr/lib/postgresql/*/bin
@@ -78,6 +78,53 @@ postgres:
 	  echo "The PostgreSQL tests need Debian's $(PG_PACKAGES) (the server binaries):" >&2; \
 	  echo "  sudo apt-get install $(PG_PACKAGES)   then run make test again" >&2; \
 	  echo "  (or set OPENCRAB_TEST_PG_URL to a server the tests may create databases on)" >&2; \
+	  exit 1; \
+	fi
+	@$(MAKE) --no-print-directory pgvector
+
+# Memory search's vector leg ranks in PostgreSQL with pgvector (the `vector` extension).
+# Debian 12 packages no pgvector binary, so it is built from Debian's own source tarball
+# (sha256-checked) against the newest installed server's headers (postgresql-server-dev-NN,
+# from apt) and installed into that server (~10 s; OPTFLAGS="" leaves out -march=native,
+# so the build runs on any x86-64). Nothing happens when vector.control is already there,
+# or with OPENCRAB_TEST_PG_URL (that server's extensions are its own). PGVECTOR_DESTDIR
+# stages the install elsewhere (to try the build without touching the server).
+PGVECTOR_VERSION := 0.8.0
+PGVECTOR_TARBALL := pgvector_$(PGVECTOR_VERSION).orig.tar.gz
+PGVECTOR_URL     ?= http://deb.debian.org/debian/pool/main/p/pgvector/$(PGVECTOR_TARBALL)
+PGVECTOR_SHA256  := 867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0
+PGVECTOR_DESTDIR ?=
+PG_MAJOR         ?= $(shell ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)
+PG_CONFIG        ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+PGVECTOR_CONTROL ?= $(PGVECTOR_DESTDIR)/usr/share/postgresql/$(PG_MAJOR)/extension/vector.control
+pgvector:
+	@if [ -n "$$OPENCRAB_TEST_PG_URL" ] || [ -f "$(PGVECTOR_CONTROL)" ]; then :; \
+	elif [ -z "$(PG_MAJOR)" ]; then \
+	  echo "pgvector: no PostgreSQL server in /usr/lib/postgresql (make postgres first)" >&2; exit 1; \
+	elif [ "$(AS_ROOT)" = yes ] && command -v $(APT_GET) >/dev/null 2>&1; then \
+	  set -e; \
+	  echo "==> Building pgvector $(PGVECTOR_VERSION) for PostgreSQL $(PG_MAJOR) (Debian 12 has no binary package)"; \
+	  dpkg -s postgresql-server-dev-$(PG_MAJOR) >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 || { \
+	    $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q \
+	      postgresql-server-dev-$(PG_MAJOR) gcc make; }; \
+	  work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	  $(PYTHON) -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+	    "$(PGVECTOR_URL)" "$$work/$(PGVECTOR_TARBALL)"; \
+	  echo "$(PGVECTOR_SHA256)  $$work/$(PGVECTOR_TARBALL)" | sha256sum -c --quiet; \
+	  tar -xzf "$$work/$(PGVECTOR_TARBALL)" -C "$$work"; \
+	  src=$$(dirname "$$(ls "$$work"/*/Makefile | head -1)"); \
+	  $(MAKE) -s -C "$$src" PG_CONFIG=$(PG_CONFIG) OPTFLAGS="" >/dev/null; \
+	  $(MAKE) -s -C "$$src" PG_CONFIG=$(PG_CONFIG) OPTFLAGS="" DESTDIR="$(PGVECTOR_DESTDIR)" install >/dev/null; \
+	  test -f "$(PGVECTOR_CONTROL)"; \
+	  echo "==> pgvector $(PGVECTOR_VERSION) installed for PostgreSQL $(PG_MAJOR)"; \
+	else \
+	  echo "The PostgreSQL tests need pgvector (the vector extension), which Debian 12 does not package." >&2; \
+	  echo "  Run make test as root to build it, or by hand:" >&2; \
+	  echo "  sudo apt-get install postgresql-server-dev-$(PG_MAJOR) gcc make" >&2; \
+	  echo "  curl -O $(PGVECTOR_URL)" >&2; \
+	  echo "  echo '$(PGVECTOR_SHA256)  $(PGVECTOR_TARBALL)' | sha256sum -c" >&2; \
+	  echo "  tar xzf $(PGVECTOR_TARBALL) && cd pgvector-$(PGVECTOR_VERSION)" >&2; \
+	  echo "  make PG_CONFIG=$(PG_CONFIG) OPTFLAGS= && sudo make install PG_CONFIG=$(PG_CONFIG) OPTFLAGS=" >&2; \
 	  exit 1; \
 	fi
 

@@ -19,6 +19,7 @@ from opencrab.core import jail
 from opencrab.event_log import EventLog
 from opencrab.llm.registry import provider_facts
 from opencrab.store import Database
+from opencrab.store.repositories.memory_vectors import vector_store
 from tests.fakes.postgres import ENV_URL, PostgresServer, postgres_server
 
 # read before any test's data_dir fixture clears the OPENCRAB_* variables
@@ -122,9 +123,13 @@ def store_url(request: pytest.FixtureRequest, settings: Settings) -> str:
 
 @pytest.fixture
 def any_db(store_url: str) -> Iterator[Database]:
-    """A migrated store on each database OpenCrab runs on (see `store_url`)."""
+    """A migrated store on each database OpenCrab runs on (see `store_url`); on
+    PostgreSQL with pgvector, which the migrations create (`make test` installs it)."""
     database = Database(store_url)
     database.upgrade()
+    if database.dialect == "postgresql":
+        store = vector_store(database)
+        assert store.in_database, f"the PostgreSQL tests run with pgvector: {store.text}"
     yield database
     database.close()
 

@@ -489,13 +489,17 @@ def test_memory_index_shows_and_does_the_embedding(openai_fake: FakeLlmServer) -
     assert before["model"] == "opencrab/multilingual-e5-small"
     assert before["embedded"] == 0
     assert before["total"] >= 2
+    assert before["vector_store"] == "in process (numpy, exact cosine): SQLite"
     lexical = ok("memory", "search", "neko", "what pet do I have")
     assert "lexical only: this agent's memory has no vectors yet" in lexical
 
     code, out, err = run("memory", "index", "neko", "--now")
     assert code == 0, err
     total = before["total"]
-    assert out.strip() == f"embedded {total} of {total} with opencrab/multilingual-e5-small"
+    assert out.strip().splitlines() == [
+        f"embedded {total} of {total} with opencrab/multilingual-e5-small",
+        "vectors searched in process (numpy, exact cosine): SQLite",
+    ]
     hits = json.loads(ok("memory", "search", "neko", "what pet do I have", "--json"))
     assert hits[0]["content"] == "my cat is called Tama"
     assert hits[0]["legs"] == ["vector"]

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 ENV_URL = "OPENCRAB_TEST_PG_URL"
+ROLE_PASSWORD = "opencrab-test"  # the roles `create_role` makes (a throwaway cluster trusts)
 MISSING = (
     "the PostgreSQL tests need the PostgreSQL server binaries (initdb, pg_ctl): "
     "`sudo apt-get install postgresql` (make test installs them when run as root), "
@@ -62,14 +63,40 @@ class PostgresServer:
             self.admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
         )
         self._made: list[str] = []
+        self._roles: list[str] = []
 
-    def create_database(self) -> str:
-        """A new empty database (from template0) and its URL."""
+    def create_database(self, *, owner: str | None = None) -> str:
+        """A new empty database (from template0) and its URL; with `owner` (a role from
+        `create_role`) the database is that role's and the URL logs in as it."""
         name = "opencrab_test_" + uuid.uuid4().hex[:12]
+        owned = f' OWNER "{owner}"' if owner else ""
         with self._admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'")
+            conn.exec_driver_sql(
+                f"CREATE DATABASE \"{name}\"{owned} TEMPLATE template0 ENCODING 'UTF8'"
+            )
         self._made.append(name)
-        return self.admin_url.set(database=name).render_as_string(hide_password=False)
+        url = self.admin_url.set(database=name)
+        if owner:
+            url = url.set(username=owner, password=ROLE_PASSWORD)
+        return url.render_as_string(hide_password=False)
+
+    def create_role(self) -> str:
+        """A new login role that is no superuser (so it cannot create untrusted
+        extensions such as pgvector's `vector`), dropped by `close`."""
+        name = "opencrab_role_" + uuid.uuid4().hex[:12]
+        with self._admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{ROLE_PASSWORD}'")
+        self._roles.append(name)
+        return name
+
+    def admin_connect(self, url: str) -> sa.Engine:
+        """A superuser engine on the database at `url` (dispose it after use)."""
+        name = make_url(url).database
+        return sa.create_engine(
+            self.admin_url.set(database=name),
+            isolation_level="AUTOCOMMIT",
+            poolclass=sa.pool.NullPool,
+        )
 
     def drop_database(self, url: str) -> None:
         """Drop a database made by `create_database`, closing whatever still uses it."""
@@ -83,6 +110,10 @@ class PostgresServer:
         """Drop every database still left, and release the admin connection."""
         for name in list(self._made):
             self.drop_database(str(self.admin_url.set(database=name)))
+        with self._admin.connect() as conn:
+            for role in self._roles:
+                conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+        self._roles.clear()
         self._admin.dispose()
 
 

@@ -17,7 +17,7 @@ from opencrab.core.memory import index_pending
 from opencrab.errors import ConfigError
 from opencrab.store import Database, migrate
 from opencrab.store import tables as t
-from opencrab.store.dialects.postgresql import SEARCH_INDEX, is_search_object
+from opencrab.store.dialects.postgresql import SEARCH_INDEX, is_search_object, is_vector_column
 from opencrab.store.dialects.sqlite import is_fts_object
 from opencrab.store.types import UtcDateTime, utcnow
 
@@ -27,6 +27,8 @@ def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to
         return True
     if type_ == "table":
         return not is_fts_object(name)
+    if type_ == "column":
+        return not is_vector_column(obj, name)
     return not (type_ == "index" and is_search_object(name))
 
 

@@ -532,6 +532,7 @@ def memory_index(
         print_json(shown.as_json())
         return
     console.print(escape(shown.text))
+    console.print(escape(f"vectors searched {shown.vector_store}"))
 
 
 memory_app.command("eval")(memory_eval)

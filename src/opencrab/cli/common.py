@@ -85,11 +85,13 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Database:
     data directory and the database files are made (or tightened to) owner-only first."""
     from opencrab.store import Database
     from opencrab.store.file_modes import secure_data_dir, sqlite_file
+    from opencrab.store.repositories.memory_vectors import use_pgvector_if_installed
 
     secure_data_dir(Path(settings.data_dir), sqlite_file(settings.database_url))
     db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
     if migrate:
         db.upgrade()
+        use_pgvector_if_installed(db)
     return db
 
 

@@ -12,6 +12,7 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.plugins import hookimpl
+from opencrab.store.repositories.memory_vectors import use_pgvector_if_installed
 
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 
@@ -27,10 +28,13 @@ def upgrade(config: ConfigOption = None, data_dir: DataDirOption = None) -> None
         before = db.current_revision()
         db.upgrade()
         after = db.current_revision()
+        why_not = use_pgvector_if_installed(db) if db.dialect == "postgresql" else None
     if before == after:
         console.print(f"database already at {after} (head)")
     else:
         console.print(f"database upgraded {before or 'blank'} → {after}")
+    if why_not is not None:
+        console.print(f"memory vectors are searched in process (numpy): {why_not}")
 
 
 @db_app.command()

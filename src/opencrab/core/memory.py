@@ -40,7 +40,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.core.embedding import EmbedderUnavailable, known_embedder
 from opencrab.core.memory_time import TimeWindow, time_window
-from opencrab.core.memory_vectors import VECTORS
+from opencrab.core.memory_vectors import LineFilter, nearest
 from opencrab.errors import ValidationError
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
@@ -445,18 +445,17 @@ class MemoryManager:
             query = embedder.embed_query(text)
         except EmbedderUnavailable as exc:
             return None, f"lexical only: {exc}"
-        only = None
+        lines = None
         if session_id is not None or log_types or window is not None:
-            only = vectors_repo.lines_matching(
-                self.db,
-                self.agent_id,
-                session_id,
-                log_types,
+            lines = LineFilter(
+                session_id=session_id,
+                log_types=tuple(log_types),
                 since=None if window is None else window.start,
                 until=None if window is None else window.end,
             )
-        found = VECTORS.search(self.db, self.agent_id, state.model, query, limit=depth, only=only)
-        embedded = VECTORS.held(self.db, self.agent_id, state.model)
+        found, embedded = nearest(
+            self.db, self.agent_id, state.model, query, limit=depth, lines=lines
+        )
         if not found:
             if window is not None and embedded:
                 return [], f"hybrid: lexical + vector ({state.model}, no embedded line in the span)"

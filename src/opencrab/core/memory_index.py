@@ -8,7 +8,8 @@ in batches and stores the vectors. One process does it at a time: it holds the
 same lines. When an agent's lines are all embedded with a new model, its vectors of the
 old model are dropped; until then searches use the new model's vectors found so far.
 
-`progress` says how far an agent is ("embedded N of M with <model>"); the REST route
+`progress` says how far an agent is ("embedded N of M with <model>", and where its
+vectors are searched: in PostgreSQL with pgvector, or in process and why); the REST route
 `GET /api/agents/{id}/memory/index`, `opencrab memory index AGENT` and the dashboard's
 memory page show it.
 
@@ -66,6 +67,7 @@ class IndexProgress:
     embedded: int
     total: int
     error: str | None = None
+    vector_store: str = ""  # where the vector leg searches (memory_vectors.vector_store)
 
     @property
     def text(self) -> str:
@@ -79,6 +81,7 @@ class IndexProgress:
             "total": self.total,
             "error": self.error,
             "text": self.text,
+            "vector_store": self.vector_store,
         }
 
 
@@ -93,6 +96,7 @@ def progress(db: Database, settings: Settings, agent_id: str) -> IndexProgress:
         embedded=repo.count_embedded(db, agent.id, model),
         total=repo.count_lines(db, agent.id),
         error=error,
+        vector_store=repo.vector_store(db).text,
     )
 
 

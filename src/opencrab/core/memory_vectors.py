@@ -1,20 +1,27 @@
-"""The vector leg of memory search: exact cosine search over an agent's stored vectors.
+"""The vector leg of memory search: the stored vectors nearest to a query's.
 
-Vectors live in `memory_embeddings` (store/repositories/memory_vectors.py); this module
-keeps, per process, one float32 matrix per (database, agent, embedder) — together at most
-`MAX_BYTES`, the least recently searched let go first — and reads only the rows stored
-since its last read (`seq` grows with each insert). When the number of
-stored vectors is not what the matrix holds (lines were deleted; counted at most every
-RECOUNT_SECS), the matrix is read again whole. A search is one matrix-vector product:
-at 100,000 lines of 384 dimensions a few milliseconds (bench/memory_search.py).
+`nearest` is what search calls; where it ranks depends on the database
+(store/repositories/memory_vectors.py: `vector_store`):
 
-Why not sqlite-vec or pgvector: the CPython builds this project runs on often lack
-`sqlite3.enable_load_extension` (so sqlite-vec cannot load), and pgvector is not packaged
-for Debian 12's PostgreSQL 15; an exact search in process works on every database the
-project supports and returns the same neighbours.
+- PostgreSQL with pgvector: in the database (`ORDER BY embedding <=> query LIMIT k`,
+  cosine): every vector of the agent compared up to EXACT_UP_TO of them, the HNSW index
+  of their dimension past that; how many vectors an agent has is counted at most every
+  RECOUNT_SECS.
+- SQLite, or PostgreSQL without pgvector: `VectorIndex`, exact cosine in process. It keeps
+  one float32 matrix per (database, agent, embedder) — together at most `MAX_BYTES`, the
+  least recently searched let go first — and reads only the rows stored since its last
+  read (`seq` grows with each insert). When the number of stored vectors is not what the
+  matrix holds (lines were deleted; counted at most every RECOUNT_SECS), the matrix is
+  read again whole. A search is one matrix-vector product: at 100,000 lines of 384
+  dimensions a few milliseconds (bench/memory_search.py).
+
+Why not sqlite-vec on SQLite: the CPython builds this project runs on often lack
+`sqlite3.enable_load_extension`, so it cannot load; the exact search in process returns
+the same neighbours (and is faster than sqlite-vec's exact scan at 100,000 lines:
+README "Where the vectors live").
 
 Example:
-    hits = VECTORS.search(db, agent_id, "opencrab/multilingual-e5-small", query, limit=20)
+    hits, embedded = nearest(db, agent_id, "opencrab/multilingual-e5-small", query, limit=20)
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from opencrab.store import Database
@@ -38,6 +46,13 @@ MAX_BYTES = 512 * 1024 * 1024
 """What this process's matrices may hold together: past it, the matrices searched least
 recently are let go (read again whole on their next search). 100,000 vectors of 384
 dimensions are 154 MB."""
+
+EXACT_UP_TO = 5_000
+"""pgvector compares every vector of an agent up to this many (the in-process search's
+very answer, in milliseconds); past it, its HNSW index answers: nearly the same
+neighbours, in far less time than comparing all (bench/memory_pgvector.py: at 100,000
+vectors the exact scan in PostgreSQL took 460 ms, HNSW 24 ms holding 98.6 % of the exact
+top 30, numpy in process 31 ms)."""
 
 RECOUNT_SECS = 10.0
 """How often a matrix checks that no stored vector went (deleted lines): a deleted line
@@ -159,11 +174,83 @@ class VectorIndex:
         return 0 if matrix.ids is None else len(matrix.ids)
 
     def forget(self, db: Database) -> None:
-        """Drop every matrix of `db` (it was closed)."""
+        """Drop every matrix of `db` (it was closed), and its counts."""
         with self._lock:
             for key in [k for k in self._matrices if k[0] == id(db)]:
                 del self._matrices[key]
+        with _COUNTS_LOCK:
+            for key in [k for k in _COUNTS if k[0] == id(db)]:
+                del _COUNTS[key]
 
 
 VECTORS = VectorIndex()
 """This process's vector matrices."""
+
+
+@dataclass(frozen=True)
+class LineFilter:
+    """Which of an agent's lines a search looks at (each part when given)."""
+
+    session_id: str | None = None
+    log_types: tuple[str, ...] = ()
+    since: datetime | None = None  # created_at >= since
+    until: datetime | None = None  # created_at < until
+
+
+_COUNTS: dict[tuple[int, str, str], tuple[float, int]] = {}  # key -> (counted at, count)
+_COUNTS_LOCK = threading.Lock()
+
+
+def _embedded(db: Database, agent_id: str, model: str, *, fresh: bool = False) -> int:
+    """How many `model` vectors the agent has, counted at most every RECOUNT_SECS (now,
+    when `fresh`)."""
+    key, now = (id(db), agent_id, model), time.monotonic()
+    with _COUNTS_LOCK:
+        known = _COUNTS.get(key)
+    if not fresh and known is not None and now - known[0] < RECOUNT_SECS:
+        return known[1]
+    count = repo.count_embedded(db, agent_id, model)
+    with _COUNTS_LOCK:
+        _COUNTS[key] = (now, count)
+    return count
+
+
+def nearest(
+    db: Database,
+    agent_id: str,
+    model: str,
+    query: npt.NDArray[np.float32],
+    *,
+    limit: int,
+    lines: LineFilter | None = None,
+) -> tuple[list[tuple[int, float]], int]:
+    """The `limit` lines (within `lines`) whose `model` vectors are nearest to `query`
+    (unit length) by cosine, best first, as (log id, similarity); and how many vectors
+    of `model` the agent has. pgvector ranks when the database has it (exactly up to
+    EXACT_UP_TO vectors, by its HNSW index past that), else `VECTORS`."""
+    if repo.vector_store(db).in_database:
+        count = _embedded(db, agent_id, model)
+        found = repo.nearest(
+            db,
+            agent_id,
+            model,
+            query.astype("<f4").tobytes(),
+            limit=limit,
+            exact=count <= EXACT_UP_TO,
+            **({} if lines is None else vars(lines)),
+        )
+        if not found or len(found) > count:  # the count is older than the vectors
+            count = _embedded(db, agent_id, model, fresh=True)
+        return found, count
+    only = None
+    if lines is not None:
+        only = repo.lines_matching(
+            db,
+            agent_id,
+            lines.session_id,
+            lines.log_types,
+            since=lines.since,
+            until=lines.until,
+        )
+    found = VECTORS.search(db, agent_id, model, query, limit=limit, only=only)
+    return found, VECTORS.held(db, agent_id, model)

@@ -45,6 +45,7 @@ from opencrab.prompts import Language
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import LeaseStore
+from opencrab.store.repositories.memory_vectors import use_pgvector_if_installed
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Runtime:
         if db is None:
             db = Database(settings.database_url, busy_timeout_ms=settings.database.busy_timeout_ms)
             db.upgrade()
+            use_pgvector_if_installed(db)  # pgvector installed since 0042 ran
         recorder: MetricsRecorder | None = None
         own_router = router is None
         if router is None:

@@ -444,6 +444,9 @@ sa.Index(None, llm_usage_metrics.c.purpose, llm_usage_metrics.c.timestamp)
 # embedder ("model": "opencrab/multilingual-e5-small", "openai/text-embedding-3-small", …),
 # float32 little-endian; `seq` grows with every insert, so an in-process index reads only
 # what is new (core/memory_vectors.py). Written off the turn's path by core/memory_index.py.
+# On PostgreSQL with pgvector (revision 0042) the table also has `embedding vector` and an
+# HNSW index per dimension, declared nowhere here: they exist only where the extension does
+# (store/repositories/memory_vectors.py).
 memory_embeddings = sa.Table(
     "memory_embeddings",
     metadata,

@@ -76,6 +76,11 @@ class IndexProgressResponse(ApiModel):
     total: int = Field(description="All the agent's session log lines.")
     error: str | None = Field(description="The last indexing pass's failure, if it failed.")
     text: str = Field(examples=["embedded 120 of 130 with opencrab/multilingual-e5-small"])
+    vector_store: str = Field(
+        description="Where the vector leg searches: in PostgreSQL (pgvector), or in process "
+        "(numpy) and why.",
+        examples=["in PostgreSQL (pgvector, HNSW cosine index)"],
+    )
 
 
 class SearchRequest(ApiInput):

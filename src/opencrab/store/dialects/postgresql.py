@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event, func
+from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -61,9 +62,35 @@ IMPORT_SEARCH_CREATE = (
 IMPORT_SEARCH_DROP = (f"DROP INDEX IF EXISTS {IMPORT_SEARCH_INDEX}",)
 
 
+class _Vector(sa.types.UserDefinedType[Any]):
+    """pgvector's `vector`, known to reflection (the column is read and written as text
+    by store/repositories/memory_vectors.py)."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        return "vector"
+
+
+ischema_names.setdefault("vector", _Vector)
+
+VECTOR_COLUMN = "embedding"
+"""memory_embeddings' pgvector column, present only where the extension is (migration
+0042; store/repositories/memory_vectors.py): no metadata declares it."""
+
+VECTOR_INDEX_PREFIX = "ix_memory_embeddings_hnsw_"
+"""memory_embeddings' HNSW indexes, one per dimension (VECTOR_INDEX_PREFIX + "384")."""
+
+
 def is_search_object(name: str) -> bool:
-    """True for the trigram indexes, which no metadata declares."""
-    return name in (SEARCH_INDEX, IMPORT_SEARCH_INDEX)
+    """True for the trigram and HNSW indexes, which no metadata declares."""
+    return name in (SEARCH_INDEX, IMPORT_SEARCH_INDEX) or name.startswith(VECTOR_INDEX_PREFIX)
+
+
+def is_vector_column(obj: Any, name: str) -> bool:
+    """True for memory_embeddings' pgvector column (see VECTOR_COLUMN)."""
+    table = getattr(obj, "table", None)
+    return name == VECTOR_COLUMN and getattr(table, "name", None) == "memory_embeddings"
 
 
 def configure(engine: Engine) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from alembic import context
 
-from opencrab.store.dialects.postgresql import is_search_object
+from opencrab.store.dialects.postgresql import is_search_object, is_vector_column
 from opencrab.store.dialects.sqlite import is_fts_object
 from opencrab.store.tables import metadata
 
@@ -14,12 +14,14 @@ from opencrab.store.tables import metadata
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    """Leave dialect-specific objects (FTS5 tables, the trigram index) out of
-    autogenerate comparisons."""
+    """Leave dialect-specific objects (FTS5 tables, the trigram and HNSW indexes, the
+    pgvector column) out of autogenerate comparisons."""
     if name is None:
         return True
     if type_ == "table":
         return not is_fts_object(name)
+    if type_ == "column":
+        return not is_vector_column(obj, name)
     return not (type_ == "index" and is_search_object(name))
 
 

@@ -9,7 +9,7 @@ turn's path by the memory indexer (core/memory_index.py) and searched in process
 (core/memory_vectors.py) on SQLite and PostgreSQL alike; `memory_embedders` names the
 embedder each agent's memory is indexed with now and the last pass's error. Lines written
 before this revision have no vector: the indexer backfills them. No database extension
-is needed (sqlite-vec and pgvector are not used: see the README's "Memory search").
+is needed here (0042 adds a pgvector column on PostgreSQL servers that have pgvector).
 """
 
 from __future__ import annotations
