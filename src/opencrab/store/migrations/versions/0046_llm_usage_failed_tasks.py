@@ -25,7 +25,7 @@ from alembic import op
 from opencrab.store.dialects import postgresql, sqlite
 
 revision = "0046"
-down_revision = "0041"
+down_revision = "0042"
 branch_labels = None
 depends_on = None
 
