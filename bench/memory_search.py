@@ -11,17 +11,21 @@ query's embedding; bulk embedding at least 200 memories/s on this 2-core machine
    engine allows on two cores, and what 200 lines/s would need.
 2. Search: a fresh SQLite store gets `--memories` session log lines for one agent (the
    sample's lines over and over, numbered), FTS-indexed; each line gets a vector — the
-   sample's vectors reused in turn, since embedding 100,000 lines here would take hours
-   and a search's cost depends on how many vectors there are, not on which. Then each of
-   `--queries` questions is asked, in turn:
+   sample's vectors reused in turn (embedding 100,000 lines here would take hours), each
+   moved by a little noise (cosine ~0.95 to its original) so that, as in a real memory,
+   no two lines have the same vector. Then each of `--queries` questions is asked, in
+   turn:
    - lexical only (FTS5 trigram + bm25, the search as it was before vectors);
-   - before: `MemoryManager.search_detail` as it was, every query embedded and the
-     vector leg's float32 product over every row (`VectorIndex(half=False)`, the query
-     cache off); the lexical leg's lines are read only once fused in both runs;
+   - before: `MemoryManager.search_detail` with the vector leg as it was (`OldIndex`
+     below: the float32 product over every row, argpartition) and the query cache off,
+     so every query is embedded; the lexical leg's lines are read only once fused in
+     both runs;
    - now, a new question: the query embedded (cache emptied first), the float16 scoring
      with exact float32 rescoring (simsimd);
    - now, the same question again: the query's vector from the per-process cache.
-   Each run's hits (ids, order, legs) are compared with the before run's.
+   Each way is timed over all the questions in a block of its own (after a float32
+   product, BLAS threads spin for a while and would be counted against the next
+   search). Each run's hits (ids, order, legs) are compared with the before run's.
 
 Printed: wall-clock p50/p95 and CPU ms per search (the machine is shared: CPU time is the
 steadier figure), and before / now as ratios measured in the same run.
@@ -48,6 +52,33 @@ from memory_corpus import corpus
 # memory's ~20 tokens is a few percent more)
 LAYERS, HIDDEN, FF = 12, 384, 1536
 MACS_PER_TOKEN = LAYERS * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FF)
+
+
+def old_index():  # type: ignore[no-untyped-def]
+    """The vector leg as it was before the float16 scoring (for the same-run baseline)."""
+    import numpy as np
+
+    from opencrab.core.memory_vectors import VectorIndex
+
+    class OldIndex(VectorIndex):
+        def search(self, db, agent_id, model, query, *, limit, only=None):  # type: ignore[no-untyped-def]
+            matrix = self._matrix(db, agent_id, model)
+            with matrix.lock:
+                self._refresh(db, agent_id, model, matrix)
+                ids, rows = matrix.ids, matrix.rows
+            self._evict(keep=matrix)
+            if ids is None or not len(ids) or rows.shape[1] != query.shape[0]:
+                return []
+            scores = rows @ query
+            if only is not None:
+                allowed = np.isin(ids, np.fromiter(only, dtype=np.int64, count=len(only)))
+                scores = np.where(allowed, scores, -np.inf)
+            k = min(limit, len(ids))
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top])]
+            return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    return OldIndex(half=False)
 
 
 def _ms(samples: list[float]) -> str:
@@ -102,13 +133,15 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32,128", help="lines per embedding call")
     args = parser.parse_args()
 
+    import numpy as np
+
     import opencrab.core.memory as memory_module
     from opencrab.config import load_settings
     from opencrab.core.agent import AgentCreate, AgentStore
     from opencrab.core.embedding import PACKAGED_NAME, QUERIES, known_embedder
     from opencrab.core.memory import MemoryManager, SessionLog, index_pending, search_terms
     from opencrab.core.memory_index import MemoryIndexer
-    from opencrab.core.memory_vectors import VECTORS, VectorIndex
+    from opencrab.core.memory_vectors import VECTORS
     from opencrab.store import Database
     from opencrab.store.repositories import memory as memory_repo
     from opencrab.store.repositories import memory_vectors as vectors_repo
@@ -133,7 +166,12 @@ def main() -> None:
         MemoryIndexer(db, settings).index_agent(agent.id)
         rate = len(sample) / (time.perf_counter() - started)
         print(f"bulk embedding, the indexer (embed + store):  {rate:7.1f} memories/s")
-        reuse = [blob for _, _, blob in vectors_repo.vectors_since(db, agent.id, PACKAGED_NAME, 0)]
+        reuse = np.stack(
+            [
+                np.frombuffer(blob, dtype=np.float32)
+                for _, _, blob in vectors_repo.vectors_since(db, agent.id, PACKAGED_NAME, 0)
+            ]
+        )
 
         started = time.perf_counter()
         chunk = 5000
@@ -151,8 +189,12 @@ def main() -> None:
             )
         index_pending(db)
         pending = vectors_repo.pending_lines(db, agent.id, PACKAGED_NAME, limit=args.memories)
+        rng = np.random.default_rng(35)
+        fill = reuse[np.arange(len(pending)) % len(reuse)]
+        fill = fill + rng.standard_normal(fill.shape, dtype=np.float32) * (0.3 / np.sqrt(384))
+        fill /= np.linalg.norm(fill, axis=1, keepdims=True)
         with db.write() as conn:
-            rows = [(line.id, reuse[n % len(reuse)]) for n, line in enumerate(pending)]
+            rows = [(line.id, fill[n].astype("<f4").tobytes()) for n, line in enumerate(pending)]
             vectors_repo.save_vectors(conn, agent.id, PACKAGED_NAME, rows, 384)
         total = vectors_repo.count_embedded(db, agent.id, PACKAGED_NAME)
         print(
@@ -162,7 +204,7 @@ def main() -> None:
 
         embedder = known_embedder(PACKAGED_NAME)
         assert embedder is not None
-        before_index = VectorIndex(half=False)
+        before_index = old_index()
         after_index = VECTORS
         assert after_index.half, "the float16 path needs simsimd (pip install 'opencrab[embed]')"
         cache_size = QUERIES.size
@@ -192,23 +234,28 @@ def main() -> None:
         names = ["lexical", "before", "fresh", "again", "embed", "vec_before", "vec_now"]
         wall: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
-        same = 0
-        for text in asked:
-            terms = search_terms(text)
 
-            def timed(name: str, call, *args, **kwargs):  # type: ignore[no-untyped-def]
-                return _timed(wall[name], cpu[name], call, *args, **kwargs)
+        def timed(name: str, call, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return _timed(wall[name], cpu[name], call, *args, **kwargs)
 
-            timed("lexical", memory_repo.search, db, agent.id, terms, limit=10)
-            runs = [
-                timed("before", before, text),
-                timed("fresh", fresh, text),
-                timed("again", again, text),
+        # each way in a block of its own: a float32 product leaves BLAS threads spinning
+        # for a while, which would be counted against the search measured next
+        found: dict[str, list[list[tuple[int, list[str]]]]] = {}
+        for name, run in (("before", before), ("fresh", fresh), ("again", again)):
+            found[name] = [
+                [(h.id, list(h.legs)) for h in timed(name, run, text).hits] for text in asked
             ]
-            hits = [[(h.id, h.legs) for h in found.hits] for found in runs]
-            same += hits[0] == hits[1] == hits[2]
-            vector = timed("embed", embedder.embed_query, " ".join(terms))
-            for name, index in (("vec_before", before_index), ("vec_now", after_index)):
+        same = sum(
+            a == b == c
+            for a, b, c in zip(found["before"], found["fresh"], found["again"], strict=True)
+        )
+        vectors = [embedder.embed_query(" ".join(search_terms(text))) for text in asked]
+        for text in asked:
+            timed("lexical", memory_repo.search, db, agent.id, search_terms(text), limit=10)
+        for text in asked:
+            timed("embed", embedder.embed_query, " ".join(search_terms(text)))
+        for name, index in (("vec_before", before_index), ("vec_now", after_index)):
+            for vector in vectors:
                 timed(name, index.search, db, agent.id, PACKAGED_NAME, vector, limit=30)
         memory_module.VECTORS = after_index
         db.close()
@@ -222,7 +269,7 @@ def main() -> None:
     print(line("now, a new question (query embedded):", "fresh"))
     print(line("now, a question asked before (cached):", "again"))
     print(line("  the query's embedding alone:", "embed"))
-    print(line("  vector leg alone, before (float32):", "vec_before"))
+    print(line("  vector leg alone, before (float32, argpartition):", "vec_before"))
     print(line("  vector leg alone, now (float16 + rescore):", "vec_now"))
     for name in ("fresh", "again"):
         ratio = statistics.median(wall["before"]) / statistics.median(wall[name])
