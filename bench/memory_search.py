@@ -242,6 +242,9 @@ def main() -> None:
         # for a while, which would be counted against the search measured next
         found: dict[str, list[list[tuple[int, list[str]]]]] = {}
         for name, run in (("before", before), ("fresh", fresh), ("again", again)):
+            if name == "again":
+                for text in asked:  # asked once before (the fresh block emptied the cache)
+                    again(text)
             found[name] = [
                 [(h.id, list(h.legs)) for h in timed(name, run, text).hits] for text in asked
             ]
