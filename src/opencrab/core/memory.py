@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection
 
-from opencrab.core.embedding import EmbedderUnavailable, known_embedder
+from opencrab.core.embedding import EmbedderUnavailable, known_embedder, query_vector
 from opencrab.core.memory_time import TimeWindow, time_window
 from opencrab.core.memory_vectors import LineFilter, nearest
 from opencrab.errors import ValidationError
@@ -332,6 +332,17 @@ class MemoryManager:
             else:
                 note = "lexical only: the query names a time and nothing else"
         lexical: list[SearchResult] = []
+        if mode != "vector" and window is None and vector is not None:
+            # fused: the lexical leg's ids alone; only the lines kept are read
+            ids = repo.search_ranked(
+                self.db, self.agent_id, terms, limit=depth, session_id=session, log_types=types
+            )
+            return MemorySearch(
+                hits=self._fused([i for i, _ in ids], vector, limit),
+                legs=["lexical", "vector"],
+                note=note,
+                window=window,
+            )
         if mode != "vector":
             # the span's other lines fill a lexical answer, but are no evidence to fuse
             fill = vector is None
@@ -344,7 +355,7 @@ class MemoryManager:
             hits = [hit.model_copy(update={"legs": ["lexical"]}) for hit in lexical[:limit]]
             return MemorySearch(hits=hits, legs=["lexical"], note=note, window=window)
         return MemorySearch(
-            hits=self._fused(lexical, vector, limit),
+            hits=self._fused([h.id for h in lexical], vector, limit, known=lexical),
             legs=["lexical", "vector"],
             note=note,
             window=window,
@@ -442,7 +453,7 @@ class MemoryManager:
         if embedder is None:
             return None, f"lexical only: the embedder {state.model} is not loaded in this process"
         try:
-            query = embedder.embed_query(text)
+            query = query_vector(embedder, text)
         except EmbedderUnavailable as exc:
             return None, f"lexical only: {exc}"
         lines = None
@@ -464,17 +475,23 @@ class MemoryManager:
         return found, note
 
     def _fused(
-        self, lexical: list[SearchResult], vector: list[tuple[int, float]], limit: int
+        self,
+        lexical: list[int],
+        vector: list[tuple[int, float]],
+        limit: int,
+        *,
+        known: Iterable[StoredLog] = (),
     ) -> list[SearchResult]:
-        ranked = fuse({"lexical": [h.id for h in lexical], "vector": [i for i, _ in vector]})
+        """The fusion's best `limit` lines; only those not in `known` are read."""
+        ranked = fuse({"lexical": lexical, "vector": [i for i, _ in vector]})
         best = ranked[:limit]
-        known: dict[int, StoredLog] = {hit.id: hit for hit in lexical}
-        missing = [i for i, _, _ in best if i not in known]
-        known.update(repo.logs_by_ids(self.db, self.agent_id, missing))
+        lines: dict[int, StoredLog] = {hit.id: hit for hit in known}
+        missing = [i for i, _, _ in best if i not in lines]
+        lines.update(repo.logs_by_ids(self.db, self.agent_id, missing))
         return [
-            SearchResult(**known[i].model_dump(exclude={"score", "legs"}), score=score, legs=legs)
+            SearchResult(**lines[i].model_dump(exclude={"score", "legs"}), score=score, legs=legs)
             for i, score, legs in best
-            if i in known
+            if i in lines
         ]
 
     # ------------------------------------------------------------ impressions

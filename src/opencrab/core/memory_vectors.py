@@ -12,8 +12,17 @@
   least recently searched let go first — and reads only the rows stored since its last
   read (`seq` grows with each insert). When the number of stored vectors is not what the
   matrix holds (lines were deleted; counted at most every RECOUNT_SECS), the matrix is
-  read again whole. A search is one matrix-vector product: at 100,000 lines of 384
-  dimensions a few milliseconds (bench/memory_search.py).
+  read again whole.
+
+A search in process reads the whole matrix, so its cost is memory bandwidth: at 100,000
+lines of 384 dimensions the float32 product (154 MB) takes ~20 ms of CPU here. With the
+`simsimd` package (in the `embed` extra) each matrix also keeps a float16 copy, which a
+SIMD kernel scores in a third of that; the float16 scores are within `HALF_MARGIN` of the
+float32 ones, so every line that could be among the best is scored again from the float32
+rows, and the answer is the one the float32 product gives (bench/memory_search.py compares
+them). The lines that can be among the best are scored again exactly (summed in float64,
+rounded to float32) on either path, so both answer alike; lines with the same vector (the
+same text said twice) come in the order they were stored.
 
 Why not sqlite-vec on SQLite: the CPython builds this project runs on often lack
 `sqlite3.enable_load_extension`, so it cannot load; the exact search in process returns
@@ -37,6 +46,11 @@ from typing import TYPE_CHECKING, Any
 from opencrab.store import Database
 from opencrab.store.repositories import memory_vectors as repo
 
+try:
+    import simsimd
+except ImportError:  # without the `embed` extra: the float32 product alone
+    simsimd = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -45,7 +59,22 @@ if TYPE_CHECKING:
 MAX_BYTES = 512 * 1024 * 1024
 """What this process's matrices may hold together: past it, the matrices searched least
 recently are let go (read again whole on their next search). 100,000 vectors of 384
-dimensions are 154 MB."""
+dimensions are 154 MB, 231 MB with their float16 copy."""
+
+HALF_MARGIN = 1.2e-3
+"""How far (times |query| × the longest row) a float16 score may be from the exact one:
+rounding both vectors to float16 moves a dot product by at most (2u + u²)·|q|·|x| with
+u = 2⁻¹¹ (9.8e-4); the kernel sums in float32 (384 additions: 2.3e-5 more) and values
+below float16's normal range lose at most 2⁻²⁵ each (under 1e-6 in all); 1.2e-3 bounds
+the sum with room to spare."""
+
+HALF_MOST = 0.125
+"""When more than this share of the rows fall within the margin (near-identical vectors),
+the float32 product of every row is cheaper than scoring them again one by one."""
+
+EXACT_MARGIN = 1e-4
+"""How far (times |query| × the longest row) a float32 product's score may be from the
+exact one: 384 float32 additions err by at most 384 × 2⁻²⁴ (~2.3e-5) of |q|·|x|."""
 
 EXACT_UP_TO = 5_000
 """pgvector compares every vector of an agent up to this many (the in-process search's
@@ -66,19 +95,31 @@ class _Matrix:
     counted_at: float = float("-inf")  # (monotonic) when the stored vectors were last counted
     ids: Any = None  # int64 log ids, one per row
     rows: Any = None  # float32 (n, dim)
+    half: Any = None  # float16 copy of rows (with simsimd), else None
+    longest: float = 0.0  # the largest row norm
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.ids is None else int(self.ids.nbytes + self.rows.nbytes)
+        if self.ids is None:
+            return 0
+        half = 0 if self.half is None else self.half.nbytes
+        return int(self.ids.nbytes + self.rows.nbytes + half)
+
+    def clear(self) -> None:
+        self.seq, self.ids, self.rows, self.half, self.longest = 0, None, None, None, 0.0
 
 
 class VectorIndex:
     """Per-process matrices of stored vectors, refreshed on each search; together at most
     `max_bytes` (the least recently searched are let go first)."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, *, half: bool | None = None) -> None:
         self.max_bytes = max_bytes
+        # half: score a float16 copy first (None: when simsimd is installed)
+        self.half = simsimd is not None if half is None else half
+        if self.half and simsimd is None:
+            raise RuntimeError("float16 scoring needs the simsimd package (opencrab[embed])")
         self._matrices: OrderedDict[tuple[int, str, str], _Matrix] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -119,23 +160,28 @@ class VectorIndex:
         if new:
             dims = {len(blob) for _, _, blob in new}
             if len(dims) > 1 or (matrix.rows is not None and matrix.rows.shape[1] * 4 not in dims):
-                matrix.seq, matrix.ids, matrix.rows = 0, None, None  # dimension changed
+                matrix.clear()  # dimension changed
                 new, held = repo.vectors_since(db, agent_id, model, 0), 0
         if new:
             ids = np.fromiter((log_id for _, log_id, _ in new), dtype=np.int64, count=len(new))
             rows = np.frombuffer(b"".join(blob for _, _, blob in new), dtype=np.float32)
             rows = rows.reshape(len(new), -1)
+            half = rows.astype(np.float16) if self.half else None
+            longest = float(np.sqrt(np.einsum("ij,ij->i", rows, rows).max()))
             if matrix.ids is None:
-                matrix.ids, matrix.rows = ids, rows
+                matrix.ids, matrix.rows, matrix.half = ids, rows, half
             else:
                 matrix.ids = np.concatenate([matrix.ids, ids])
                 matrix.rows = np.concatenate([matrix.rows, rows])
+                if half is not None:
+                    matrix.half = np.concatenate([matrix.half, half])
+            matrix.longest = max(matrix.longest, longest)
             matrix.seq = new[-1][0]
         now = time.monotonic()
         if held and now - matrix.counted_at >= RECOUNT_SECS:
             matrix.counted_at = now
             if repo.count_embedded(db, agent_id, model) != len(matrix.ids):
-                matrix.seq, matrix.ids, matrix.rows = 0, None, None  # lines were deleted
+                matrix.clear()  # lines were deleted
                 self._refresh(db, agent_id, model, matrix)
 
     def search(
@@ -155,18 +201,31 @@ class VectorIndex:
         matrix = self._matrix(db, agent_id, model)
         with matrix.lock:
             self._refresh(db, agent_id, model, matrix)
-            ids, rows = matrix.ids, matrix.rows
+            ids, rows, half, longest = matrix.ids, matrix.rows, matrix.half, matrix.longest
         self._evict(keep=matrix)
         if ids is None or not len(ids) or rows.shape[1] != query.shape[0]:
             return []
-        scores = rows @ query
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        allowed = None
         if only is not None:
             allowed = np.isin(ids, np.fromiter(only, dtype=np.int64, count=len(only)))
-            scores = np.where(allowed, scores, -np.inf)
         k = min(limit, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top])]
-        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        scale = float(np.linalg.norm(query)) * longest
+        if half is not None:
+            approx = np.asarray(
+                simsimd.cdist(
+                    query.astype(np.float16).reshape(1, -1),
+                    half,
+                    metric="dot",
+                    out_dtype="float32",
+                ),
+                dtype=np.float32,
+            ).reshape(-1)
+            near = _near(approx, allowed, k, (2 * HALF_MARGIN + EXACT_MARGIN) * scale)
+            if len(near) <= HALF_MOST * len(ids):
+                return _rescored(ids, rows, query, near, k)
+        scores = rows @ query
+        return _rescored(ids, rows, query, _near(scores, allowed, k, EXACT_MARGIN * scale), k)
 
     def held(self, db: Database, agent_id: str, model: str) -> int:
         """How many vectors the agent's matrix held at its last refresh."""
@@ -181,6 +240,34 @@ class VectorIndex:
         with _COUNTS_LOCK:
             for key in [k for k in _COUNTS if k[0] == id(db)]:
                 del _COUNTS[key]
+
+
+def _near(scores: Any, allowed: Any, k: int, margin: float) -> Any:
+    """The rows (indexes) whose `scores` are within `margin` of the k-th best allowed
+    one: every row that can be among the k best once scored exactly."""
+    import numpy as np
+
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    n = len(scores)
+    kth = np.partition(scores, n - k)[n - k]
+    if not np.isfinite(kth):  # fewer than k allowed rows: every allowed one
+        return np.flatnonzero(np.isfinite(scores))
+    return np.flatnonzero(scores >= kth - margin)
+
+
+def _rescored(ids: Any, rows: Any, query: Any, near: Any, k: int) -> list[tuple[int, float]]:
+    """The `k` best of the rows `near`, scored exactly: summed in float64 (so no row's
+    score depends on which other rows are scored with it) and rounded to float32; ties
+    go to the lower id (stored first)."""
+    import numpy as np
+
+    if not len(near):
+        return []
+    scores = (rows[near].astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
+    found = ids[near]
+    order = np.lexsort((found, -scores))[:k]
+    return [(int(found[i]), float(scores[i])) for i in order]
 
 
 VECTORS = VectorIndex()

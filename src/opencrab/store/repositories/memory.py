@@ -317,6 +317,29 @@ def log_sessions(db: Database, agent_id: str, *, limit: int | None = None) -> li
     ]
 
 
+def search_ranked(
+    db: Database,
+    agent_id: str,
+    terms: Sequence[str],
+    *,
+    limit: int,
+    session_id: str | None = None,
+    log_types: Sequence[str] = (),
+) -> list[tuple[int, float]]:
+    """`search`'s hits as (line id, score), best first, without reading the lines: the
+    hybrid search reads only the lines its fusion keeps (`logs_by_ids`)."""
+    query = MemoryQuery(
+        agent_id=agent_id,
+        terms=tuple(terms),
+        limit=limit,
+        session_id=session_id,
+        log_types=tuple(log_types),
+    )
+    index_pending(db)
+    with db.read() as conn:
+        return search_memory(conn, query)
+
+
 def search(
     db: Database,
     agent_id: str,

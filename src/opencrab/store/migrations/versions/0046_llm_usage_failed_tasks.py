@@ -2,7 +2,7 @@
 `llm_usage_daily` and `llm_usage_fleet_daily`.
 
 Revision ID: 0046
-Revises: 0041
+Revises: 0042
 Create Date: 2026-12-02
 
 The model suggestions (opencrab.llm.analysis `optimize`, the Costs page's suggestions)
