@@ -148,7 +148,9 @@ async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
                     for session in sessions[:profile]:
                         await one_turn(runtime, provider, agent, session)
                     profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+                pstats.Stats(profiler).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
+                    int(os.environ.get("TOP", "40"))
+                )
 
 
 def empty_write_us(db: Database, rounds: int = 2000) -> float:
