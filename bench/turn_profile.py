@@ -8,11 +8,16 @@ Three views of the same turn (user message → a tool call → its result → se
 - `--cpu N`: this process's CPU time per turn (p50 and mean of N turns, worker threads
   included), beside what a bare empty write transaction and a hop to a worker thread
   cost, so the turn's figure can be read as "transactions + statements + engine".
+- `--phases N`: this process's CPU time per turn in each phase of the turn (mean of N
+  turns, worker threads included; nested phases indented under the one holding them), so
+  the turn's figure reads as "our code / the database driver / what LangGraph's graph
+  does too (the model node, the tool node, writing the step)".
 - `--profile N`: cProfile of N turns counting CPU time (not waiting), with the database
   work run on the event loop's thread so one profile holds all of it; the top functions
-  by own time.
+  by own time (`SORT=cumulative TOP=80` in the environment to sort and cut otherwise).
 
-    python bench/turn_profile.py [--db sqlite|postgresql] [--statements | --cpu N | --profile N]
+    python bench/turn_profile.py [--db sqlite|postgresql]
+                                 [--statements | --cpu N | --phases N | --profile N]
 """
 
 from __future__ import annotations
@@ -118,11 +123,90 @@ def statements_sent(db: Database) -> Iterator[list[str]]:
             setattr(cls, name, original)
 
 
-async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
+PHASES: list[tuple[str, str, str, str]] = [
+    # (label, module, owner ("" for a module function), function); the order printed
+    ("turn set-up", "opencrab.core.engine", "_Turn", "__init__"),
+    ("context + user message step (worker thread)", "opencrab.core.engine", "_Turn", "_open"),
+    ("  context reads and building", "opencrab.core.engine", "", "build_turn_context"),
+    ("    system prompt sections", "opencrab.core.turn_context", "", "_sections"),
+    ("  user message rows + statements", "opencrab.core.recorder", "TurnRecorder", "user_in"),
+    ("model calls (router; LangGraph: model node)", "opencrab.llm.router", "LlmRouter", "chat"),
+    ("reply records (held to the next step)", "opencrab.core.recorder", "TurnRecorder", "reply"),
+    ("actions (LangGraph: tool node)", "opencrab.actions.base", "ActionRegistry", "dispatch"),
+    ("result steps, hop included", "opencrab.core.recorder", "TurnRecorder", "result"),
+    ("  transaction (worker thread)", "opencrab.core.recorder", "TurnRecorder", "commit"),
+    (
+        "    rows + statements (the user step's too)",
+        "opencrab.core.recorder",
+        "TurnRecorder",
+        "write",
+    ),
+    ("      skill effectiveness", "opencrab.core.turn_actions", "", "fold_turn"),
+    ("SQL handed to the driver (anywhere above)", "opencrab.store.prepared", "", "driver_execute"),
+]
+"""The phases `--phases` times (bench/engine_turn.py's turn: two model calls, two actions)."""
+
+
+@contextmanager
+def phase_timers() -> Iterator[dict[str, float]]:
+    """CPU seconds spent in each of PHASES while the block runs (wrappers put in place for
+    the while; `driver_execute` is wrapped where its callers look it up too)."""
+    import functools
+    import importlib
+
+    spent = dict.fromkeys([label for label, *_ in PHASES] + ["TOTAL"], 0.0)
+    undo: list[tuple[Any, str, Any]] = []
+
+    def timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if asyncio.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def atimed(*args: Any, **kwargs: Any) -> Any:
+                start = time.process_time()
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    spent[label] += time.process_time() - start
+
+            return atimed
+
+        @functools.wraps(fn)
+        def stimed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[label] += time.process_time() - start
+
+        return stimed
+
+    def patch(owner: Any, name: str, label: str) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        undo.append((owner, name, original))
+        setattr(owner, name, timed(label, original))
+
+    targets = [*PHASES, ("TOTAL", "opencrab.core.engine", "SkillEngine", "process")]
+    for label, module_name, owner_name, name in targets:
+        module = importlib.import_module(module_name)
+        patch(getattr(module, owner_name) if owner_name else module, name, label)
+    driver = "SQL handed to the driver (anywhere above)"
+    for module_name in ("opencrab.store.bulk", "opencrab.store.repositories.events"):
+        module = importlib.import_module(module_name)
+        if hasattr(module, "driver_execute"):
+            patch(module, "driver_execute", driver)
+    try:
+        yield spent
+    finally:
+        for owner, name, original in reversed(undo):
+            setattr(owner, name, original)
+
+
+async def main(kind: str, statements: bool, cpu: int, profile: int, phases: int = 0) -> None:
     with database(kind) as db:
         async with runtime_on(db) as (runtime, provider):
             agent = runtime.agents.get("bench")
-            sessions = [ensure_chat_session(db, agent.id) for _ in range(max(cpu, profile, 1))]
+            count = max(cpu, profile, phases, 1)
+            sessions = [ensure_chat_session(db, agent.id) for _ in range(count)]
             if statements:
                 with statements_sent(db) as sent:
                     await one_turn(runtime, provider, agent, sessions[0])
@@ -141,6 +225,13 @@ async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
                 )
                 print(f"  an empty write transaction: {empty_write_us(db):.0f} µs CPU")
                 print(f"  a hop to a worker thread and back: {await hop_us():.0f} µs CPU")
+            if phases:
+                with phase_timers() as spent:
+                    for session in sessions[:phases]:
+                        await one_turn(runtime, provider, agent, session)
+                print(f"{kind}: CPU per turn by phase (µs, mean of {phases} turns)")
+                for label, seconds in spent.items():
+                    print(f"  {label:48s} {seconds / phases * 1e6:7.0f}")
             if profile:
                 profiler = cProfile.Profile(time.process_time)
                 with offload.inline():  # the database work on this thread, in the profile
@@ -148,7 +239,9 @@ async def main(kind: str, statements: bool, cpu: int, profile: int) -> None:
                     for session in sessions[:profile]:
                         await one_turn(runtime, provider, agent, session)
                     profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+                pstats.Stats(profiler).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
+                    int(os.environ.get("TOP", "40"))
+                )
 
 
 def empty_write_us(db: Database, rounds: int = 2000) -> float:
@@ -174,8 +267,9 @@ if __name__ == "__main__":
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
     parser.add_argument("--statements", action="store_true", help="print one turn's SQL")
     parser.add_argument("--cpu", type=int, default=0, metavar="N", help="CPU per turn")
+    parser.add_argument("--phases", type=int, default=0, metavar="N", help="CPU by phase")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N turns")
     args = parser.parse_args()
-    if not (args.statements or args.cpu or args.profile):
+    if not (args.statements or args.cpu or args.profile or args.phases):
         args.statements, args.cpu = True, 1000
-    asyncio.run(main(args.db, args.statements, args.cpu, args.profile))
+    asyncio.run(main(args.db, args.statements, args.cpu, args.profile, args.phases))

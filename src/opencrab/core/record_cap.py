@@ -30,6 +30,7 @@ from opencrab.core.sessions import Said
 from opencrab.events import (
     AgentEvent,
     MessagePayload,
+    Payload,
     ReasoningPayload,
     ToolCallPayload,
     ToolResultPayload,
@@ -93,7 +94,16 @@ def _cut_value(value: Any, max_bytes: int) -> str:
 
 def cap_event(event: AgentEvent, max_bytes: int) -> AgentEvent:
     """The event as it may be stored: its large text or arguments cut, full sizes noted."""
-    content = event.content
+    capped = cap_payload(event.content, event.metadata, max_bytes)
+    if capped is None:
+        return event
+    content, metadata = capped
+    return event.model_copy(update={"content": content, "metadata": metadata})
+
+
+def cap_payload(content: Payload, metadata: Any, max_bytes: int) -> tuple[Payload, Any] | None:
+    """An event's payload and metadata as they may be stored (`cap_event`), or None when
+    nothing needs cutting (the turn recorder caps its own records with this)."""
     cut: dict[str, int] = {}
     update: dict[str, Any] = {}
     if isinstance(content, ToolCallPayload):
@@ -107,12 +117,9 @@ def cap_event(event: AgentEvent, max_bytes: int) -> AgentEvent:
             if full is not None:
                 cut[name], update[name] = full, text
     if not cut:
-        return event
-    metadata = event.metadata
+        return None
     metadata = {**metadata, "cut": cut} if isinstance(metadata, dict) else {"cut": cut}
-    return event.model_copy(
-        update={"content": content.model_copy(update=update), "metadata": metadata}
-    )
+    return content.model_copy(update=update), metadata
 
 
 def cap_log(line: SessionLog, max_bytes: int) -> SessionLog:

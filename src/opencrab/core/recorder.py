@@ -9,8 +9,9 @@ the transaction of the token_usage event naming it, so neither exists without th
 other. Calls no event names (a summary the turn did not use) are handed back to the
 router's metrics writer by the turn's budget gate (`unnamed_calls`, core/turn_budget.py).
 A reply's events may be *held* and written with its first store-only call's result, so
-the two become durable together. The recorder's own records are trusted: its events go
-straight to their rows (event_log.event_row, the one encoder), since the chain rules
+the two become durable together. The recorder's own records are trusted: its events are
+plain `Record`s (no AgentEvent validation) that go straight to their rows
+(event_log.event_row, the one encoder), since the chain rules
 EventLog checks for events from outside (parents, tool_call ids) hold by construction;
 its memory lines are plain `Line`s encoded to their rows here. Validation is for what
 comes in: model replies, tool arguments (the registry), API bodies.
@@ -39,31 +40,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID, uuid4
 
 from sqlalchemy.engine import Connection
 
 from opencrab.actions.base import MAX_ARGUMENT_DEPTH, ActionResult, TurnState, nested_too_deep
 from opencrab.core.memory import MemoryManager, SessionLog
-from opencrab.core.record_cap import cap_event, cap_said, cut_text
+from opencrab.core.record_cap import cap_payload, cap_said, cut_text
 from opencrab.core.sessions import Said, queue_messages
 from opencrab.core.steps import ActionDone, SessionMessage, Spoke
 from opencrab.event_log import EventLog, EventRow, event_row
 from opencrab.events import (
-    AgentEvent,
     MessageEvent,
     MessagePayload,
-    ReasoningEvent,
+    Payload,
     ReasoningPayload,
     TokenUsageDetails,
-    TokenUsageEvent,
     TokenUsagePayload,
-    ToolCallEvent,
     ToolCallPayload,
-    ToolResultEvent,
     ToolResultPayload,
-    UserEvent,
     UserPayload,
 )
 from opencrab.llm.metrics import CallRecord, insert_records
@@ -79,6 +75,20 @@ if TYPE_CHECKING:
     from opencrab.messages import IncomingMessage
 
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
+
+
+@dataclass(slots=True)
+class Record:
+    """An AgentEvent the recorder makes, in the turn's trace: its own records are plain
+    values (their payloads are the seed-000 payload models the one encoder writes,
+    event_log.event_row), since the rules an AgentEvent's validation checks (a UUID id
+    and parent, an aware UTC time) hold by construction here."""
+
+    id: UUID
+    parent_id: UUID | None
+    timestamp: datetime
+    content: Payload
+    metadata: Any = None
 
 
 @dataclass(slots=True)
@@ -100,7 +110,6 @@ LogLine = Line | SessionLog
 
 Stored = Callable[[], list[SessionMessage]]
 """Given once a step's transaction has committed: its session messages as stored."""
-_Event = TypeVar("_Event", UserEvent, ReasoningEvent, ToolCallEvent, ToolResultEvent, MessageEvent)
 
 
 class ReadAlong(Protocol):
@@ -138,7 +147,7 @@ class TurnRecorder:
         # the latest reply's calls with no result recorded yet (and their events' ids)
         self.unanswered: list[tuple[ToolCall, UUID]] = []
         # a reply's events and logs waiting to commit with its first store-only call's result
-        self.held: tuple[list[AgentEvent], list[LogLine]] | None = None
+        self.held: tuple[list[Record], list[LogLine]] | None = None
         # a plain-text reply's call, whose usage hangs off the message event that says it
         self.pending_usage: ChatResponse | None = None
         # the metrics rows of the turn's calls, written with their token_usage events
@@ -189,9 +198,10 @@ class TurnRecorder:
         self, event: MessageEvent, note: LogLine, reply: ChatResponse | None
     ) -> None:
         """A compaction summary chained after `last` (with its model call's usage)."""
-        batch: list[AgentEvent] = [event]
+        record = Record(event.id, event.parent_id, event.timestamp, event.content, event.metadata)
+        batch = [record]
         if reply is not None:
-            batch.append(usage_event(reply, event))
+            batch.append(usage_event(reply, record))
         self.last = event.id
         await self.record(batch, [note], [])
 
@@ -242,10 +252,10 @@ class TurnRecorder:
                 "metrics_id": self.state.last_metrics_id,
             },
         )
-        batch: list[AgentEvent] = [event]
+        batch: list[Record] = [event]
         lines = [line, *logs]
         chat: list[Said] = []
-        said: list[AgentEvent] = []
+        said: list[Record] = []
         if speech is not None:
             said, said_line, chat = self._speech_rows(speech, via=call.name)
             batch += said
@@ -274,17 +284,8 @@ class TurnRecorder:
     async def error(self, code: str, text: str) -> UUID:
         """The error that ends a turn: a message event `{"kind": "error"}` (with the usage
         of a reply it refuses: an empty reply's call still counts) and its system line."""
-        event = self._chained(
-            MessageEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=self.last,
-                timestamp=now(),
-                content=MessagePayload(text=text),
-                metadata={"kind": "error", "error": code},
-            )
-        )
-        batch: list[AgentEvent] = [event]
+        event = self._chained(MessagePayload(text=text), {"kind": "error", "error": code})
+        batch: list[Record] = [event]
         if self.pending_usage is not None:
             batch.append(usage_event(self.pending_usage, event))
             self.pending_usage = None
@@ -309,7 +310,7 @@ class TurnRecorder:
         the text streamed so far is kept as the reply, marked interrupted (else a system
         line says so). Runs on the caller's thread; True when `partial` was said."""
         unanswered, self.unanswered = self.unanswered, []
-        batch: list[AgentEvent] = [
+        batch: list[Record] = [
             self._result_event(call, event_id, "interrupted by the user", is_error=True)
             for call, event_id in unanswered
         ]
@@ -322,22 +323,18 @@ class TurnRecorder:
         return False
 
     # ------------------------------------------------------------ the chained rows
-    def _chained(self, event: _Event) -> _Event:
+    def _chained(self, content: Payload, metadata: Any = None) -> Record:
+        """A new event of the turn after `last`, which it becomes."""
+        event = Record(uuid4(), self.last, now(), content, metadata)
         self.last = event.id
         return event
 
     def _user_rows(
         self, message: IncomingMessage
-    ) -> tuple[list[AgentEvent], list[LogLine], list[Said]]:
+    ) -> tuple[list[Record], list[LogLine], list[Said]]:
         event = self._chained(
-            UserEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=self.last,
-                timestamp=now(),
-                content=UserPayload(text=message.content.text),
-                metadata={"source": message.source.kind, "sender": message.sender.id},
-            )
+            UserPayload(text=message.content.text),
+            {"source": message.source.kind, "sender": message.sender.id},
         )
         self.turn_id = str(event.id)
         internal = message.source.kind == "internal"
@@ -354,34 +351,18 @@ class TurnRecorder:
         said = Said("user", message.content.text, str(event.id), sender.id, sender.name)
         return [event], [line], [] if internal else [said]
 
-    def _reply_rows(
-        self, reply: ChatResponse
-    ) -> tuple[list[AgentEvent], list[LogLine], list[UUID]]:
-        batch: list[AgentEvent] = []
+    def _reply_rows(self, reply: ChatResponse) -> tuple[list[Record], list[LogLine], list[UUID]]:
+        batch: list[Record] = []
         logs: list[LogLine] = []
         call_events: list[UUID] = []
         if reply.tool_calls and reply.text.strip():
-            thought = self._chained(
-                ReasoningEvent(
-                    id=uuid4(),
-                    trace_id=self.trace_uuid,
-                    parent_id=self.last,
-                    timestamp=now(),
-                    content=ReasoningPayload(text=reply.text),
-                )
-            )
+            thought = self._chained(ReasoningPayload(text=reply.text))
             batch.append(thought)
             logs.append(self.log("inner_voice", reply.text, thought.id))
         for index, call in enumerate(reply.tool_calls):
             event = self._chained(
-                ToolCallEvent(
-                    id=uuid4(),
-                    trace_id=self.trace_uuid,
-                    parent_id=self.last,
-                    timestamp=now(),
-                    content=ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
-                    metadata={"call_id": call.id},
-                )
+                ToolCallPayload(name=call.name, arguments=jsonable_arguments(call)),
+                {"call_id": call.id},
             )
             batch.append(event)
             if index == 0:
@@ -391,23 +372,14 @@ class TurnRecorder:
 
     def _speech_rows(
         self, text: str, *, via: str, interrupted: bool = False
-    ) -> tuple[list[AgentEvent], LogLine, list[Said]]:
+    ) -> tuple[list[Record], LogLine, list[Said]]:
         usage = self.pending_usage if via == "message" else None
         self.pending_usage = None
         meta: dict[str, Any] = {} if via == "message" else {"via": via}
         if interrupted:
             meta["interrupted"] = True
-        event = self._chained(
-            MessageEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=self.last,
-                timestamp=now(),
-                content=MessagePayload(text=text),
-                metadata=meta or None,
-            )
-        )
-        batch: list[AgentEvent] = [event]
+        event = self._chained(MessagePayload(text=text), meta or None)
+        batch: list[Record] = [event]
         if usage is not None:
             batch.append(usage_event(usage, event))
         line = Line(
@@ -430,26 +402,18 @@ class TurnRecorder:
         *,
         is_error: bool,
         facts: dict[str, Any] | None = None,
-    ) -> ToolResultEvent:
+    ) -> Record:
         """A call's tool_result event; `facts` (ActionResult.metadata: a remote agent's
         latency and cost) join its metadata."""
         return self._chained(
-            ToolResultEvent(
-                id=uuid4(),
-                trace_id=self.trace_uuid,
-                parent_id=self.last,
-                timestamp=now(),
-                content=ToolResultPayload(
-                    output=output, tool_call_id=call_event_id, is_error=is_error
-                ),
-                metadata={**(facts or {}), "call_id": call.id, "name": call.name},
-            )
+            ToolResultPayload(output=output, tool_call_id=call_event_id, is_error=is_error),
+            {**(facts or {}), "call_id": call.id, "name": call.name},
         )
 
     # ------------------------------------------------------------ the writes
     async def record(
         self,
-        batch: Sequence[AgentEvent],
+        batch: Sequence[Record],
         logs: Sequence[LogLine],
         chat: list[Said],
         *,
@@ -463,7 +427,7 @@ class TurnRecorder:
 
     def commit(
         self,
-        batch: Sequence[AgentEvent],
+        batch: Sequence[Record],
         logs: Sequence[LogLine],
         chat: list[Said],
         *,
@@ -480,7 +444,7 @@ class TurnRecorder:
     def write(
         self,
         conn: Connection,
-        batch: Sequence[AgentEvent],
+        batch: Sequence[Record],
         logs: Sequence[LogLine],
         chat: list[Said],
         *,
@@ -495,7 +459,7 @@ class TurnRecorder:
             batch, logs = [*held_batch, *batch], [*held_logs, *logs]
             self.held = None
         cap = self.max_event_bytes
-        batch = [cap_event(event, cap) for event in batch]
+        batch = [_capped(event, cap) for event in batch]
         chat = [cap_said(said, cap) for said in chat]
         calls = self._calls_named(batch)  # taken out: written here or never
         if batch:
@@ -531,7 +495,7 @@ class TurnRecorder:
 
         return stored
 
-    def _event_rows(self, batch: Sequence[AgentEvent]) -> list[EventRow]:
+    def _event_rows(self, batch: Sequence[Record]) -> list[EventRow]:
         """The events' stored rows, encoded by the one encoder (event_log.event_row); the
         chain rules EventLog checks for events from outside hold here by construction."""
         trace = self._trace_text
@@ -570,12 +534,12 @@ class TurnRecorder:
     def _trace_text(self) -> str:
         return str(self.trace_uuid)
 
-    def _calls_named(self, batch: Sequence[AgentEvent]) -> list[CallRecord]:
+    def _calls_named(self, batch: Sequence[Record]) -> list[CallRecord]:
         """The turn's call records whose token_usage event is in `batch`."""
         named = {
             event.metadata.get("metrics_id")
             for event in batch
-            if isinstance(event, TokenUsageEvent) and event.metadata
+            if isinstance(event.content, TokenUsagePayload) and event.metadata
         }
         if not named or not self.calls:
             return []
@@ -590,7 +554,15 @@ class TurnRecorder:
         return calls
 
 
-def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> TokenUsageEvent:
+def _capped(event: Record, max_bytes: int) -> Record:
+    """The event as it may be stored (core/record_cap.py)."""
+    capped = cap_payload(event.content, event.metadata, max_bytes)
+    if capped is None:
+        return event
+    return Record(event.id, event.parent_id, event.timestamp, *capped)
+
+
+def usage_event(reply: ChatResponse, parent: Record) -> Record:
     """The TokenUsage sidecar of a model call, hanging off the event it produced."""
     usage = reply.usage
     details = None
@@ -599,18 +571,17 @@ def usage_event(reply: ChatResponse, parent: ToolCallEvent | MessageEvent) -> To
             cache_read_input_tokens=usage.cache_read_tokens or None,
             reasoning_output_tokens=usage.reasoning_tokens or None,
         )
-    return TokenUsageEvent(
-        id=uuid4(),
-        trace_id=parent.trace_id,
-        parent_id=parent.id,
-        timestamp=now(),
-        content=TokenUsagePayload(
+    return Record(
+        uuid4(),
+        parent.id,
+        now(),
+        TokenUsagePayload(
             input_tokens=min(usage.input_tokens, 2**31 - 1),
             output_tokens=min(usage.output_tokens, 2**31 - 1),
             total_tokens=min(usage.total_tokens, 2**31 - 1),
             details=details,
         ),
-        metadata={
+        {
             "provider": reply.provider,
             "model": reply.model,
             "metrics_id": reply.metrics_id,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from opencrab.actions.base import ActionRegistry, TurnState
@@ -109,21 +110,96 @@ def _in_snapshot(turn: ContextSource, message: IncomingMessage) -> TurnContext:
 
 
 def _sections(turn: ContextSource, active: Sequence[Skill]) -> ContextSections:
-    overrides = turn.models.session_choices()
+    overrides = {**turn.models.session_choices(), **turn.state.llm_overrides}
     agent = turn.agent
     language = agent.language
-    return ContextSections(
-        identity=agent.identity.build_context(language),
-        soul=agent.soul.build_context(language),
-        prompt=prompt_section(agent.prompt, language),
-        memory=turn.memory.build_context(language, session_id=turn.session_id),
-        skills=turn.skills.build_context(active, language),
-        llm=build_llm_context(
+    server_default = str(turn.router.default)
+    fixed = _FIXED.get((agent.id, language))
+    if fixed is None or not fixed.fits(agent, active, overrides, turn.settings, server_default):
+        fixed = _Fixed(
+            agent.soul,
+            agent.identity,
+            agent.prompt,
             agent.llm_config,
-            {**overrides, **turn.state.llm_overrides},
-            language=language,
-            settings=turn.settings,
-            server_default=str(turn.router.default),
-        ),
+            _shown(active),
+            overrides,
+            turn.settings,
+            server_default,
+            (
+                agent.identity.build_context(language),
+                agent.soul.build_context(language),
+                prompt_section(agent.prompt, language),
+                turn.skills.build_context(active, language),
+                build_llm_context(
+                    agent.llm_config,
+                    overrides,
+                    language=language,
+                    settings=turn.settings,
+                    server_default=server_default,
+                ),
+            ),
+        )
+        if len(_FIXED) >= _FIXED_MAX:
+            _FIXED.clear()
+        _FIXED[(agent.id, language)] = fixed
+    identity, soul, prompt, skills, llm = fixed.sections
+    return ContextSections(
+        identity=identity,
+        soul=soul,
+        prompt=prompt,
+        memory=turn.memory.build_context(language, session_id=turn.session_id),
+        skills=skills,
+        llm=llm,
         language=language,
     )
+
+
+@dataclass(slots=True)
+class _Fixed:
+    """The system message's sections that change only with the agent's version (persona,
+    soul, prompt, LLM config), its active skills and its model choices: built once and
+    reused while the agent, its skills and choices are equal to what they were built
+    from (comparing them costs a fraction of rendering them again; the settings must be
+    the very same object)."""
+
+    soul: object
+    identity: object
+    prompt: str
+    llm_config: object
+    active: tuple[tuple[str, str, str, str], ...]
+    overrides: dict[str, str]
+    settings: Settings
+    server_default: str
+    sections: tuple[str, str, str, str, str]
+
+    def fits(
+        self,
+        agent: Agent,
+        active: Sequence[Skill],
+        overrides: dict[str, str],
+        settings: Settings,
+        server_default: str,
+    ) -> bool:
+        return (
+            settings is self.settings
+            and server_default == self.server_default
+            and overrides == self.overrides
+            and agent.prompt == self.prompt
+            and _same(agent.soul, self.soul)
+            and _same(agent.identity, self.identity)
+            and _same(agent.llm_config, self.llm_config)
+            and _shown(active) == self.active
+        )
+
+
+def _shown(active: Sequence[Skill]) -> tuple[tuple[str, str, str, str], ...]:
+    """What the skills section shows of each skill."""
+    return tuple((s.name, s.description, s.situation_pattern, s.guidance) for s in active)
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b or a == b
+
+
+_FIXED: dict[tuple[str, str], _Fixed] = {}
+_FIXED_MAX = 4096

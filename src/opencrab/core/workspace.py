@@ -115,8 +115,12 @@ class UsageTracker:
     @classmethod
     def for_root(cls, root: Path) -> UsageTracker:
         """The one tracker of `root` in this process."""
+        key = str(root)
+        found = cls._by_root.get(key)  # made once: a turn asks for it on every start
+        if found is not None:
+            return found
         with cls._registry_lock:
-            return cls._by_root.setdefault(str(root), cls())
+            return cls._by_root.setdefault(key, cls())
 
     def figure(self, count: Callable[[], Usage]) -> Usage:
         """The running figure; `count` (a walk of the tree) gives it when there is none."""
