@@ -219,11 +219,12 @@ class LeaseKeeper:
         the passes after it come at most ttl/3 apart, so each is renewed well within its
         ttl."""
         renewed_by = started - self.ttl_secs / 3  # renewed before then: due
-        return {
-            key
-            for key in held
-            if key == self.member or self._held[key] - self.ttl_secs <= renewed_by
-        }
+        due = {key for key in held if key == self.member}
+        for key in held - due:
+            until = self._held.get(key)  # None: let go of while the pass waited (a run ended)
+            if until is not None and until - self.ttl_secs <= renewed_by:
+                due.add(key)
+        return due
 
     async def _fair_share(self, held: set[str], wanted: set[str], drop: set[str]) -> None:
         """Narrow this pass to this process's fair share of the wanted leases: `wanted`
