@@ -21,27 +21,52 @@ claim by lease, a new session, the turn with its recorded steps, the ticket's mo
 4. The earlier measure: 1, 2 and 4 workers with an instant model (the CPU is the limit),
    with the CPU seconds the workers spent per ticket and what one idle worker spends.
 
-Every leg checks that every ticket ran exactly once (one session each).
+Parts 2-4 time each leg twice on the same workers, which are first started and settled
+(every one's ticket scheduler LISTENs, and their CPU has come down to idle): "from cold",
+a first batch of tickets, in which each worker pays for its first model call; and
+"warm", the next batch — the figure compared with its target. Every leg checks that
+every ticket ran exactly once (one session each).
 
-Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s):
-with an instant model a ticket is pure CPU: about 40 ms of a worker's own CPU on a quiet
-machine (some 36 transactions: claim, start, the turn's steps, the ticket's move, the
-lease), besides PostgreSQL's and the fake model's, and this machine has two cores shared
-by the workers, PostgreSQL, the fake model and this script. One worker keeps about a
-core busy; a second adds what is left of the other core; a third and a fourth add no
-core, only costs, and part 4 measures them: the workers' CPU per ticket grows with their
-number (2 December 2026, load average ~10 from other work: 61.5 / 72.8 / 129.5 ms per
-ticket for 1 / 2 / 4 workers, 4.0 / 5.0 / 2.2 tickets/s). The same work per ticket costs
-more because (a) every worker has its own background work — a worker measured 1-6 s
-after it started spends 130-150 ms of CPU per second with nothing to do (its ticket
-poll, which was every 0.1 s, is the smaller part: 148 ms/s at a 0.1 s poll, 128 ms/s at
-1 s), so four of them take over half a core from the tickets; and (b), not counted
-here but likely, lease races: every worker woken by the same tickets reads the same
-runnable list and tries to claim from it, and every claim lost is a write transaction
-for nothing, more of them the more workers poll. With the wake-up on commit (NOTIFY)
-the poll can stay at its default of 1 s, and adding processes helps where the waiting
-is elsewhere — a model that takes its time, part 3 — or where each process gets a core
-of its own.
+Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s;
+found 2 December 2026 with py-spy, /proc CPU counters and pg_stat_activity samples):
+
+- The workers were timed from cold, and starting is most of a worker's CPU: a worker
+  counted as started when it printed its banner (tests/fakes/served.py), which comes
+  BEFORE its runtime opens and its services start (imports, the stores, the tool
+  sources, one pass of every loop): about 2.4 CPU seconds per worker, and its first
+  model call then imports the OpenAI SDK and its types (about 1 s more). The tickets
+  were inserted at once, so with 4 workers some 10-14 CPU seconds of starting fell
+  inside a leg of 10-20 s on a machine of 2 cores: the more workers, the more of the
+  leg went to starting. Part 3 shows it: warm, two workers give about 2x one worker;
+  from cold, less than one.
+- The "idle" worker's 128-148 ms of CPU per second was the same thing: measured 1-6 s
+  after the banner, it was the worker still starting. Settled, an idle worker spends
+  about 10 ms of CPU per second (part 4 prints both): each second its ticket poll (one
+  read of two SELECTs), the schedules' change check (one SELECT) and the approval
+  follow-ups' due check (one SELECT); every 10 s (lease ttl / 3) its lease pass and the
+  looks for discussions and agent-mode sessions nobody holds; every 5 s the agents
+  re-read for heartbeats (`--refresh-secs`, four SELECTs) and the agent-mode list; every
+  few seconds the dashboard's MCP servers' revisions (one SELECT). About 11 statements
+  a second in all, each documented interval kept; nothing there is worth a user-visible
+  change (a longer poll would delay a dead process's tickets and SQLite's cross-process
+  wake-ups).
+- Claims were one lease transaction per ticket, tried one after another by one claiming
+  loop: with more tickets than that loop could claim per second, it capped a process
+  (about 10 model requests in flight at concurrency 32); and every worker woken by the
+  same NOTIFY read the same runnable list and tried the same tickets, each lost claim a
+  write for nothing. Now a claim takes as many leases as there is room for in one
+  transaction (a lost one leaves its room to the next batch).
+- Every turn's step adds its calls to the same daily rollup rows (one per day, agent,
+  model) and held their row locks for the rest of the step's transaction (its messages,
+  the ticket's move): 20+ concurrent tickets queued on them (on average 1.5-1.9
+  PostgreSQL backends waiting on that lock, sampled from pg_stat_activity). The rollups
+  are now written last in the step's transaction, and nothing waits on them.
+
+What is left is CPU: a warm ticket costs a worker 23-26 ms of its own CPU (py-spy: the
+DB round trips and SQL compilation of about 17 transactions — the claim, the start, the
+turn's lease, its steps, the ticket's move, the lease's release — and some 12% in the
+OpenAI SDK's transform of the request's tool schemas), besides PostgreSQL's and the
+fake model's; on 2 cores shared with other work that, not the model, limits part 2.
 
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
