@@ -68,6 +68,17 @@ turn's lease, its steps, the ticket's move, the lease's release — and some 12%
 OpenAI SDK's transform of the request's tool schemas), besides PostgreSQL's and the
 fake model's; on 2 cores shared with other work that, not the model, limits part 2.
 
+Measured 2 December 2026 (`python bench/tickets.py --tickets 200 --starts 100`, 2 cores,
+load average 12-15 from other work): start p50 / p99 46.7 / 216.3 ms on PostgreSQL and
+25.3 / 99.9 ms on SQLite (the poll alone: ~1,015-1,060 / 1,140-1,300 ms; at load ~4 the
+same day, 32.4 / 47.9 and 19.7 / 34.7 ms); concurrency 32 vs 1: 18.4 vs 4.1 tickets/s
+(x4.5), 23 model requests in flight at most (about 10 before the batched claims); two
+workers vs one with the 200 ms model, warm: 10.0 vs 4.5 tickets/s (x2.19; from cold
+x1.34); instant model, warm, 1 / 2 / 4 workers: 25.0 / 37.1 / 22.0 tickets/s at 25.0 /
+27.2 / 35.8 ms of worker CPU per ticket (from cold: 6.5 / 5.8 / 2.4, 56.5 / 90.0 / 112.3
+ms); starting 2.2-2.5 CPU s per worker; an idle worker 13 ms of CPU per second once
+started (28 at a 0.1 s poll), 132-152 ms/s in the 5 s after its banner.
+
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
 
