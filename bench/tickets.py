@@ -21,27 +21,63 @@ claim by lease, a new session, the turn with its recorded steps, the ticket's mo
 4. The earlier measure: 1, 2 and 4 workers with an instant model (the CPU is the limit),
    with the CPU seconds the workers spent per ticket and what one idle worker spends.
 
-Every leg checks that every ticket ran exactly once (one session each).
+Parts 2-4 time each leg twice on the same workers, which are first started and settled
+(every one's ticket scheduler LISTENs, and their CPU has come down to idle): "from cold",
+a first batch of tickets, in which each worker pays for its first model call; and
+"warm", the next batch — the figure compared with its target. Every leg checks that
+every ticket ran exactly once (one session each).
 
-Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s):
-with an instant model a ticket is pure CPU: about 40 ms of a worker's own CPU on a quiet
-machine (some 36 transactions: claim, start, the turn's steps, the ticket's move, the
-lease), besides PostgreSQL's and the fake model's, and this machine has two cores shared
-by the workers, PostgreSQL, the fake model and this script. One worker keeps about a
-core busy; a second adds what is left of the other core; a third and a fourth add no
-core, only costs, and part 4 measures them: the workers' CPU per ticket grows with their
-number (2 December 2026, load average ~10 from other work: 61.5 / 72.8 / 129.5 ms per
-ticket for 1 / 2 / 4 workers, 4.0 / 5.0 / 2.2 tickets/s). The same work per ticket costs
-more because (a) every worker has its own background work — a worker measured 1-6 s
-after it started spends 130-150 ms of CPU per second with nothing to do (its ticket
-poll, which was every 0.1 s, is the smaller part: 148 ms/s at a 0.1 s poll, 128 ms/s at
-1 s), so four of them take over half a core from the tickets; and (b), not counted
-here but likely, lease races: every worker woken by the same tickets reads the same
-runnable list and tries to claim from it, and every claim lost is a write transaction
-for nothing, more of them the more workers poll. With the wake-up on commit (NOTIFY)
-the poll can stay at its default of 1 s, and adding processes helps where the waiting
-is elsewhere — a model that takes its time, part 3 — or where each process gets a core
-of its own.
+Why more workers made it slower before (1 / 2 / 4 workers: 15.9 / 16.6 / 9.9 tickets/s;
+found 2 December 2026 with py-spy, /proc CPU counters and pg_stat_activity samples):
+
+- The workers were timed from cold, and starting is most of a worker's CPU: a worker
+  counted as started when it printed its banner (tests/fakes/served.py), which comes
+  BEFORE its runtime opens and its services start (imports, the stores, the tool
+  sources, one pass of every loop): about 2.4 CPU seconds per worker, and its first
+  model call then imports the OpenAI SDK and its types (about 1 s more). The tickets
+  were inserted at once, so with 4 workers some 10-14 CPU seconds of starting fell
+  inside a leg of 10-20 s on a machine of 2 cores: the more workers, the more of the
+  leg went to starting. Part 3 shows it: warm, two workers give about 2x one worker;
+  from cold, less than one.
+- The "idle" worker's 128-148 ms of CPU per second was the same thing: measured 1-6 s
+  after the banner, it was the worker still starting. Settled, an idle worker spends
+  about 10 ms of CPU per second (part 4 prints both): each second its ticket poll (one
+  read of two SELECTs), the schedules' change check (one SELECT) and the approval
+  follow-ups' due check (one SELECT); every 10 s (lease ttl / 3) its lease pass and the
+  looks for discussions and agent-mode sessions nobody holds; every 5 s the agents
+  re-read for heartbeats (`--refresh-secs`, four SELECTs) and the agent-mode list; every
+  few seconds the dashboard's MCP servers' revisions (one SELECT). About 11 statements
+  a second in all, each documented interval kept; nothing there is worth a user-visible
+  change (a longer poll would delay a dead process's tickets and SQLite's cross-process
+  wake-ups).
+- Claims were one lease transaction per ticket, tried one after another by one claiming
+  loop: with more tickets than that loop could claim per second, it capped a process
+  (about 10 model requests in flight at concurrency 32); and every worker woken by the
+  same NOTIFY read the same runnable list and tried the same tickets, each lost claim a
+  write for nothing. Now a claim takes as many leases as there is room for in one
+  transaction (a lost one leaves its room to the next batch).
+- Every turn's step adds its calls to the same daily rollup rows (one per day, agent,
+  model) and held their row locks for the rest of the step's transaction (its messages,
+  the ticket's move): 20+ concurrent tickets queued on them (on average 1.5-1.9
+  PostgreSQL backends waiting on that lock, sampled from pg_stat_activity). The rollups
+  are now written last in the step's transaction, and nothing waits on them.
+
+What is left is CPU: a warm ticket costs a worker 23-26 ms of its own CPU (py-spy: the
+DB round trips and SQL compilation of about 17 transactions — the claim, the start, the
+turn's lease, its steps, the ticket's move, the lease's release — and some 12% in the
+OpenAI SDK's transform of the request's tool schemas), besides PostgreSQL's and the
+fake model's; on 2 cores shared with other work that, not the model, limits part 2.
+
+Measured 2 December 2026 (`python bench/tickets.py --tickets 200 --starts 100`, 2 cores,
+load average 12-15 from other work): start p50 / p99 46.7 / 216.3 ms on PostgreSQL and
+25.3 / 99.9 ms on SQLite (the poll alone: ~1,015-1,060 / 1,140-1,300 ms; at load ~4 the
+same day, 32.4 / 47.9 and 19.7 / 34.7 ms); concurrency 32 vs 1: 18.4 vs 4.1 tickets/s
+(x4.5), 23 model requests in flight at most (about 10 before the batched claims); two
+workers vs one with the 200 ms model, warm: 10.0 vs 4.5 tickets/s (x2.19; from cold
+x1.34); instant model, warm, 1 / 2 / 4 workers: 25.0 / 37.1 / 22.0 tickets/s at 25.0 /
+27.2 / 35.8 ms of worker CPU per ticket (from cold: 6.5 / 5.8 / 2.4, 56.5 / 90.0 / 112.3
+ms); starting 2.2-2.5 CPU s per worker; an idle worker 13 ms of CPU per second once
+started (28 at a 0.1 s poll), 132-152 ms/s in the 5 s after its banner.
 
     python bench/tickets.py [--tickets N] [--poll-secs S]
 """
@@ -57,6 +93,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -260,10 +297,49 @@ def _insert_quietly(db: Database, agent_id: str) -> None:
 
 
 # ------------------------------------------------------------------ 2-4. throughput
+def listening(db: Database) -> int:
+    """How many processes LISTEN for new tickets on this PostgreSQL database: a worker's
+    ticket scheduler has started once its LISTEN connection is there."""
+    with db.read() as conn:
+        return int(
+            conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND query = 'LISTEN opencrab_tickets'"
+                )
+            ).scalar_one()
+        )
+
+
+def settle(pids: list[int], quiet_ms_per_s: float = 60.0, most_secs: float = 20.0) -> None:
+    """Wait until the processes spend less than `quiet_ms_per_s` of CPU per second (their
+    start is over: imports, the services after the scheduler); `most_secs` at most."""
+    deadline = time.monotonic() + most_secs
+    while time.monotonic() < deadline:
+        before = [cpu_secs(pid) for pid in pids]
+        time.sleep(0.5)
+        spent = max(cpu_secs(pid) - b for pid, b in zip(pids, before, strict=True))
+        if spent * 2000 < quiet_ms_per_s:
+            return
+
+
+@dataclass
+class Run:
+    """A throughput leg: tickets/s and the workers' CPU seconds per ticket, from cold
+    (the workers' first tickets: each imports the model's SDK on its first call) and
+    warm (the same workers, the next batch); and their CPU spent starting."""
+
+    cold: float
+    cold_cpu: float
+    warm: float
+    warm_cpu: float
+    start_cpu: float  # CPU seconds per worker from its launch until it settled idle
+
+
 def throughput(
-    pg: PostgresServer | None, model: Model, workers: int, n: int, **tickets_env: object
-) -> tuple[float, float]:
-    """Tickets per second with `workers` worker processes; and their CPU seconds per ticket."""
+    pg: PostgresServer, model: Model, workers: int, n: int, **tickets_env: object
+) -> Run:
+    """Tickets per second with `workers` worker processes, started and settled first."""
     with store(pg) as (url, home):
         db, agent_id = agent_in(url, home)
         env = env_for(url, **tickets_env)
@@ -274,32 +350,53 @@ def throughput(
         try:
             for worker in running:
                 worker.start()
-            cpu_before = sum(cpu_secs(w.pid) for w in running)
-            started = time.perf_counter()
-            with db.write() as conn:
-                for _ in range(n):
-                    tickets_repo.insert_ticket(conn, agent_id, {}, {"goal": "bench"})
-            done = 0
-            while done < n:
-                time.sleep(0.02)
-                done = count(db, tickets, tickets.c.status == "completed")
-                stuck = [w for w in running if w.returncode is not None]
-                if stuck:
-                    raise RuntimeError(f"a worker ended early:\n{stuck[0].output()}")
-            elapsed = time.perf_counter() - started
-            cpu = sum(cpu_secs(w.pid) for w in running) - cpu_before
+            deadline = time.monotonic() + 120
+            while listening(db) < workers:  # every scheduler has started
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the workers' ticket schedulers did not start")
+                time.sleep(0.05)
+            pids = [w.pid for w in running]
+            settle(pids)
+            start_cpu = sum(cpu_secs(pid) for pid in pids) / workers
+            cold = _batch(db, agent_id, running, max(20, 10 * workers), done_before=0)
+            model.arrivals.clear()
+            warm = _batch(db, agent_id, running, n, done_before=max(20, 10 * workers))
+            total = max(20, 10 * workers) + n
             ran = count(db, sessions, sessions.c.kind == "ticket")
-            if ran != n:
-                raise RuntimeError(f"{n} tickets ran in {ran} sessions: some ran more than once")
+            if ran != total:
+                raise RuntimeError(f"{total} tickets ran in {ran} sessions: some ran twice")
         finally:
             for worker in running:
                 worker.stop()
             db.close()
+    return Run(cold[0], cold[1], warm[0], warm[1], start_cpu)
+
+
+def _batch(
+    db: Database, agent_id: str, running: list[ServedOpenCrab], n: int, *, done_before: int
+) -> tuple[float, float]:
+    """Insert `n` tickets at once; tickets/s until all completed, and CPU s per ticket."""
+    cpu_before = sum(cpu_secs(w.pid) for w in running)
+    started = time.perf_counter()
+    with db.write() as conn:
+        for _ in range(n):
+            tickets_repo.insert_ticket(conn, agent_id, {}, {"goal": "bench"})
+    done = done_before
+    while done < done_before + n:
+        time.sleep(0.02)
+        done = count(db, tickets, tickets.c.status == "completed")
+        stuck = [w for w in running if w.returncode is not None]
+        if stuck:
+            raise RuntimeError(f"a worker ended early:\n{stuck[0].output()}")
+    elapsed = time.perf_counter() - started
+    cpu = sum(cpu_secs(w.pid) for w in running) - cpu_before
     return n / elapsed, cpu / n
 
 
-def idle_cpu(pg: PostgresServer, model: Model, poll_secs: float, secs: float = 5.0) -> float:
-    """CPU seconds per second one idle worker spends (no tickets)."""
+def idle_cpu(pg: PostgresServer, model: Model, poll_secs: float) -> tuple[float, float]:
+    """CPU seconds per second one worker with nothing to do spends: in the 5 s after it
+    says it started (what the earlier bench measured: its services still starting), and
+    over 10 s once it settled."""
     with store(pg) as (url, home):
         db, _ = agent_in(url, home)
         worker = ServedOpenCrab(
@@ -307,13 +404,31 @@ def idle_cpu(pg: PostgresServer, model: Model, poll_secs: float, secs: float = 5
         )
         worker.start()
         try:
-            time.sleep(1.0)  # past its start
             before = cpu_secs(worker.pid)
-            time.sleep(secs)
-            return (cpu_secs(worker.pid) - before) / secs
+            time.sleep(5.0)
+            starting = (cpu_secs(worker.pid) - before) / 5.0
+            settle([worker.pid])
+            before = cpu_secs(worker.pid)
+            time.sleep(10.0)
+            return starting, (cpu_secs(worker.pid) - before) / 10.0
         finally:
             worker.stop()
             db.close()
+
+
+def _print_workers(runs: dict[int, Run], target: str) -> None:
+    """Each worker count's warm tickets/s beside one worker's, with the cold figures."""
+    one = runs[min(runs)]
+    for workers, run in runs.items():
+        plural = "s" if workers > 1 else " "
+        print(
+            f"   {workers} worker{plural}: {run.warm:6.1f} tickets/s (x{run.warm / one.warm:.2f} "
+            f"of 1 worker; {target}), CPU {run.warm_cpu * 1000:5.1f} ms/ticket  | from cold "
+            f"(each worker's first tickets): {run.cold:6.1f} tickets/s "
+            f"(x{run.cold / one.cold:.2f}), CPU {run.cold_cpu * 1000:5.1f} ms/ticket; "
+            f"starting took {run.start_cpu:.2f} CPU s per worker",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -321,7 +436,7 @@ def main() -> None:
     parser.add_argument("--tickets", type=int, default=200, help="tickets per throughput leg")
     parser.add_argument("--starts", type=int, default=50, help="tickets timed in part 1")
     parser.add_argument(
-        "--poll-secs", type=float, default=0.1, help="[tickets] poll_secs in part 4"
+        "--poll-secs", type=float, default=1.0, help="[tickets] poll_secs in part 4"
     )
     args = parser.parse_args()
     pg_url = os.environ.get(ENV_URL)
@@ -342,48 +457,40 @@ def main() -> None:
                 flush=True,
             )
 
-        print(f"2. one worker, model answering after {MODEL_SECS * 1000:.0f} ms")
+        print(f"2. one worker, model answering after {MODEL_SECS * 1000:.0f} ms (warm)")
         model.reset(MODEL_SECS)
-        serial, _ = throughput(pg, model, 1, 15, concurrency=1)
+        serial = throughput(pg, model, 1, 20, concurrency=1)
         model.reset(MODEL_SECS)
-        wide, _ = throughput(pg, model, 1, args.tickets, concurrency=WIDE)
+        wide = throughput(pg, model, 1, args.tickets, concurrency=WIDE)
         print(
-            f"   concurrency 1 : {serial:6.1f} tickets/s\n"
-            f"   concurrency {WIDE}: {wide:6.1f} tickets/s  (x{wide / serial:.1f} of one at a "
-            f"time; target >= x15), at most {model.most_in_flight()} model requests in "
-            "flight at once (target >= 20)",
+            f"   concurrency 1 : {serial.warm:6.1f} tickets/s  (worker CPU "
+            f"{serial.warm_cpu * 1000:.1f} ms/ticket)\n"
+            f"   concurrency {WIDE}: {wide.warm:6.1f} tickets/s  (x{wide.warm / serial.warm:.1f} "
+            f"of one at a time; target >= x15; worker CPU {wide.warm_cpu * 1000:.1f} ms/ticket), "
+            f"at most {model.most_in_flight()} model requests in flight at once (target >= 20)",
             flush=True,
         )
 
         print(f"3. workers on PostgreSQL, concurrency {PER_WORKER} each, model {MODEL_SECS}s")
-        rates: dict[int, float] = {}
+        runs: dict[int, Run] = {}
         for workers in (1, 2):
             model.reset(MODEL_SECS)
-            rates[workers], _ = throughput(pg, model, workers, args.tickets, concurrency=PER_WORKER)
-        print(
-            f"   1 worker : {rates[1]:6.1f} tickets/s\n"
-            f"   2 workers: {rates[2]:6.1f} tickets/s  (x{rates[2] / rates[1]:.2f} of 1 worker; "
-            "target >= x1.5)",
-            flush=True,
-        )
+            runs[workers] = throughput(pg, model, workers, args.tickets, concurrency=PER_WORKER)
+        _print_workers(runs, "target >= x1.5")
 
         print(f"4. instant model (CPU is the limit), [tickets] poll {args.poll_secs} s")
-        instant: dict[int, float] = {}
+        runs = {}
         for workers in WORKERS:
             model.reset(0.0)
-            instant[workers], cpu = throughput(
-                pg, model, workers, args.tickets, poll_secs=args.poll_secs
-            )
-            ratio = instant[workers] / instant[WORKERS[0]]
+            runs[workers] = throughput(pg, model, workers, args.tickets, poll_secs=args.poll_secs)
+        _print_workers(runs, "no target: 2 cores")
+        for poll in sorted({args.poll_secs, 0.1}):
+            starting, idle = idle_cpu(pg, model, poll)
             print(
-                f"   {workers} worker{'s' if workers > 1 else ' '}: "
-                f"{instant[workers]:7.1f} tickets/s  (x{ratio:.2f} of 1 worker)  "
-                f"workers' CPU {cpu * 1000:5.1f} ms per ticket",
-                flush=True,
+                f"   one worker with nothing to do, poll {poll} s: {idle * 1000:.0f} ms of CPU "
+                f"per second once started  | in the 5 s after it says it started (its "
+                f"services still starting; what was measured before): {starting * 1000:.0f} ms/s"
             )
-        for poll in sorted({args.poll_secs, 1.0}):
-            idle = idle_cpu(pg, model, poll)
-            print(f"   one idle worker, poll {poll} s: {idle * 1000:.0f} ms of CPU per second")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"({args.tickets} tickets per throughput leg, each run exactly once; "

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 from datetime import datetime
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -633,3 +634,38 @@ def test_a_gone_processs_lease_is_taken_at_once_a_living_ones_is_not(
         assert store.try_acquire(key, holder, ttl_secs=600)
         assert not store.try_acquire(key, "taker", ttl_secs=60), holder
         assert store.live([key]) == {key}
+
+
+class _GatedStore(LeaseStore):
+    """A LeaseStore whose share view waits for the test's word (a pass held mid-way)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.entered = threading.Event()
+        self.go_on = threading.Event()
+
+    def share_view(self, owner: str, keys: Any) -> tuple[int, set[str]]:
+        self.entered.set()
+        assert self.go_on.wait(60)
+        return super().share_view(owner, keys)
+
+
+async def test_a_lease_let_go_of_while_a_pass_waits_is_not_renewed_and_the_pass_ends(
+    any_db: Database,
+) -> None:
+    """A ticket's run that ended (its lease let go of) while a pass of the keeper was
+    waiting on the store made that pass fail (KeyError) and renew nothing."""
+    store = _GatedStore(any_db)
+    keeper = LeaseKeeper(store, owner="me", ttl_secs=60)
+    assert await keeper.acquire_some(["ticket:a", "ticket:b"]) == {"ticket:a", "ticket:b"}
+    keeper.want("heartbeat:x")
+    passing = asyncio.create_task(keeper.run_pass())
+    assert await asyncio.to_thread(store.entered.wait, 60)
+    await keeper.release("ticket:a")
+    store.go_on.set()
+    await passing  # raised KeyError before
+    assert not keeper.holds("ticket:a")
+    assert keeper.holds("ticket:b")
+    assert keeper.holds("heartbeat:x")
+    assert store.held_by("me") == ["heartbeat:x", member_key("me"), "ticket:b"]
+    await keeper.close()

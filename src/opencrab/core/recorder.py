@@ -469,12 +469,12 @@ class TurnRecorder:
             memory_repo.append_log_rows(conn, self._log_rows(logs, cap))
         # their ids are read after the commit (on PostgreSQL they come with it)
         written = queue_messages(conn, self.session_id, chat)
-        if calls:
-            insert_records(conn, calls)
         if extra is not None:
             extra(conn)
         along = self.read_along
         read = None if along is None or final else along.queue(conn)
+        if calls:  # last: the daily rollup rows every turn's calls add to are locked
+            insert_records(conn, calls)  # until the commit, which comes right after
 
         def stored() -> list[SessionMessage]:
             if along is not None and read is not None:

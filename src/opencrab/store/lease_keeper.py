@@ -2,7 +2,8 @@
 
 A LeaseKeeper serves two kinds of work:
 - Held for a while (a turn): `holding(key)` takes the lease or raises, and lets go when
-  the block ends.
+  the block ends; `acquire_some(keys)` takes several at once (the ticket scheduler's
+  claims: one transaction for however many tickets it starts).
 - Wanted for as long as the process runs (an agent's heartbeat): `want(key)` and the
   keeper keeps trying to take it; `holds(key)` says whether the work may run now.
 Every `ttl_secs / 3` one pass off the event loop (passes never overlap) renews every
@@ -52,7 +53,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 
 from opencrab.offload import run_blocking
@@ -123,6 +124,18 @@ class LeaseKeeper:
         self._taking = True
         taken = await run_blocking(self.store.try_acquire, key, self.owner, self.ttl_secs)
         if taken:
+            self._hold(key, started + self.ttl_secs)
+        return taken
+
+    async def acquire_some(self, keys: Collection[str]) -> set[str]:
+        """Take every one of `keys`' leases no other process holds, in one transaction
+        (a read and a write, however many); the keys taken, each renewed from then on."""
+        if not keys:
+            return set()
+        started = self.clock()
+        self._taking = True
+        taken = await run_blocking(self.store.acquire, keys, self.owner, self.ttl_secs)
+        for key in taken:
             self._hold(key, started + self.ttl_secs)
         return taken
 
@@ -206,11 +219,12 @@ class LeaseKeeper:
         the passes after it come at most ttl/3 apart, so each is renewed well within its
         ttl."""
         renewed_by = started - self.ttl_secs / 3  # renewed before then: due
-        return {
-            key
-            for key in held
-            if key == self.member or self._held[key] - self.ttl_secs <= renewed_by
-        }
+        due = {key for key in held if key == self.member}
+        for key in held - due:
+            until = self._held.get(key)  # None: let go of while the pass waited (a run ended)
+            if until is not None and until - self.ttl_secs <= renewed_by:
+                due.add(key)
+        return due
 
     async def _fair_share(self, held: set[str], wanted: set[str], drop: set[str]) -> None:
         """Narrow this pass to this process's fair share of the wanted leases: `wanted`

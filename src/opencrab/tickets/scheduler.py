@@ -5,15 +5,16 @@ work when a ticket becomes runnable — created, reset, resumed, answered — (a
 signals store.signals.TICKETS: at once in this process, through PostgreSQL's
 LISTEN/NOTIFY from any other), whenever one of its runs ends, and otherwise every
 `[tickets] poll_secs` (a ticket whose process died, a write from another process on
-SQLite). Then it looks for `pending` tickets
-and `running` ones whose lease is free — a resumed ticket, or one whose process died —
-and claims each through its `ticket:<id>` lease (store/leases.py), up to
+SQLite). Then it looks for `pending` tickets and `running` ones whose lease is free — a
+resumed ticket, or one whose process died — and claims them through their `ticket:<id>`
+leases (store/leases.py; as many as there is room for in one transaction), up to
 `[tickets] concurrency` at once; any number of processes share the work, each ticket
 run by one of them. A claimed ticket
 
-1. is started (`pending`: a new session, tickets/service.start_ticket) or continued
-   (`running`: the same session; a tool call left in flight by a dead process is settled
-   first, tickets/recovery.py, which may suspend it for a person);
+1. is started (`pending`: a new session, in the transaction that reads it,
+   tickets/service.begin_run) or continued (`running`: the same session; a tool call
+   left in flight by a dead process is settled first, tickets/recovery.py, which may
+   suspend it for a person);
 2. runs turn after turn of its agent through the turn service in that session, with the
    ticket actions (tickets/actions.py) callable: the first turn's message is the task
    (the ticket's context: goal, constraints; and its params), later ones a nudge to go
@@ -281,14 +282,18 @@ class TicketScheduler:
         candidates = [t for t in found if t not in self.running]
         random.shuffle(candidates)  # processes polling at once rarely try the same one
         claimed: list[str] = []
-        for ticket_id in candidates:
-            if len(claimed) >= free or self._stopping.is_set():
-                break
-            if await self.runtime.leases.acquire(ticket_key(ticket_id)):
-                claimed.append(ticket_id)
-                self.running[ticket_id] = asyncio.create_task(
-                    self._run(ticket_id), name=f"ticket-{ticket_id}"
-                )
+        # as many at a time as there is room for, each batch one lease transaction: a
+        # lease another process took meanwhile leaves room for the next batch
+        while candidates and len(claimed) < free and not self._stopping.is_set():
+            batch = candidates[: free - len(claimed)]
+            del candidates[: len(batch)]
+            taken = await self.runtime.leases.acquire_some([ticket_key(t) for t in batch])
+            for ticket_id in batch:
+                if ticket_key(ticket_id) in taken:
+                    claimed.append(ticket_id)
+                    self.running[ticket_id] = asyncio.create_task(
+                        self._run(ticket_id), name=f"ticket-{ticket_id}"
+                    )
         return claimed
 
     async def _run(self, ticket_id: str) -> None:
@@ -310,9 +315,9 @@ class TicketScheduler:
     async def run_ticket(self, ticket_id: str) -> None:
         """Run one claimed ticket until it stops (see the module docstring)."""
         db = self.runtime.db
-        ticket = await run_blocking(service.get_ticket, db, ticket_id)
-        if ticket.status == "pending":
-            ticket = await run_blocking(service.start_ticket, db, ticket_id)
+        was = await run_blocking(service.begin_run, db, ticket_id)  # a pending one started
+        ticket = was.ticket
+        if was.started:
             message = task_message(ticket)
         elif ticket.status == "running" and ticket.current_session_id is not None:
             suspended = await run_blocking(

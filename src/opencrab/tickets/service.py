@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -139,11 +140,19 @@ def delete_ticket(db: Database, ticket_id: str) -> None:
 
 
 # ------------------------------------------------------------------ the state machine
-def move_in(conn: Connection, ticket_id: str, move: MoveName, error: str | None = None) -> None:
-    """Make `move` on the ticket (locked first) and its session, in `conn`'s transaction
+def move_in(
+    conn: Connection,
+    ticket_id: str,
+    move: MoveName,
+    error: str | None = None,
+    *,
+    locked: TicketSummaryRecord | None = None,
+) -> None:
+    """Make `move` on the ticket (locked first, unless `locked` is its row this
+    transaction already locked) and its session, in `conn`'s transaction
     (TicketStateError when it does not apply): the ticket actions' writes and the approval
     hooks join their step's transaction this way."""
-    ticket = repo.lock_ticket(conn, ticket_id)
+    ticket = locked if locked is not None else repo.lock_ticket(conn, ticket_id)
     rule = check_move(ticket_id, ticket.status, move)
     if move == "start":
         sessions_repo.insert_ticket_session(conn, ticket_id, ticket.agent_id)
@@ -168,6 +177,27 @@ def start_ticket(db: Database, ticket_id: str) -> TicketRecord:
     """The scheduler's seam: a `pending` ticket becomes `running` in a NEW `active` session
     (its `current_session_id`); TicketStateError from any other status."""
     return _moved(db, ticket_id, "start")
+
+
+@dataclass(frozen=True)
+class RunBegun:
+    """A claimed ticket as its run begins: `started` when it was `pending` and this run
+    started it (a new session), else it is as it was (running, or moved meanwhile)."""
+
+    ticket: TicketRecord
+    started: bool
+
+
+def begin_run(db: Database, ticket_id: str) -> RunBegun:
+    """The scheduler's claimed ticket as its run begins, in one write transaction: a
+    `pending` one is started first (as `start_ticket`), any other is read as it is."""
+    ticket_id = _uuid(ticket_id, "ticket")
+    with db.write() as conn:
+        locked = repo.lock_ticket(conn, ticket_id)
+        started = locked.status == "pending"
+        if started:
+            move_in(conn, ticket_id, "start", locked=locked)
+        return RunBegun(repo.ticket(conn, ticket_id), started)
 
 
 def suspend_ticket(db: Database, ticket_id: str, reason: str | None = None) -> TicketRecord:
