@@ -50,6 +50,7 @@ WS_CLIENTS = 200
 TURNS = 5
 TURN_WARM_UP = 20
 REST_TURNS = 200
+ROUNDS = 3
 
 
 # ------------------------------------------------------------------ the servers (children)
@@ -74,7 +75,7 @@ def serve_opencrab(port: int, data: str) -> None:
         store.create(AgentCreate(name=f"agent-{i}", prompt="Be brief.", description="bench"))
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai", speech()))
-    app = create_app(settings, db, router=router)
+    app = create_app(settings, db, router=router, freeze_startup=True)  # as `opencrab up`
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -384,65 +385,93 @@ async def engine_turns(turns: int) -> list[float]:
 
 
 # ------------------------------------------------------------------ main
-async def main(secs: float) -> None:
+def cpu_secs(pid: int) -> float:
+    """CPU seconds (user + system, every thread) the process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measured(port: int, pid: int, secs: float) -> tuple[float, float, int]:
+    """(requests/s, the server's CPU µs per request, errors) of one throughput run."""
+    before = cpu_secs(pid)
+    rate, errors = await throughput(port, secs)
+    return rate, (cpu_secs(pid) - before) / (rate * secs) * 1e6, errors
+
+
+async def part_throughput(ours: subprocess.Popen[bytes], ours_port: int, secs: float) -> None:
+    _, agents = await fetch_once(ours_port, "/api/agents")
+    bare_port = free_port()
+    bare = start("--serve", "bare", "--port", str(bare_port), "--body", agents.decode())
+    try:
+        await wait_up(bare_port)
+        print(
+            f"GET /api/agents ({AGENTS} agents), {CONNECTIONS} connections, {secs:.0f} s each, "
+            f"{ROUNDS} rounds alternating"
+        )
+        runs: dict[str, list[tuple[float, float]]] = {"opencrab": [], "bare": []}
+        errors = 0
+        for _ in range(ROUNDS):
+            for name, port, pid in (
+                ("opencrab", ours_port, ours.pid),
+                ("bare", bare_port, bare.pid),
+            ):
+                rate, cpu, failed = await measured(port, pid, secs)
+                runs[name].append((rate, cpu))
+                errors += failed
+        best = {name: max(rate for rate, _ in values) for name, values in runs.items()}
+        cpu = {name: min(c for _, c in values) for name, values in runs.items()}
+        for name, label in (("opencrab", "OpenCrab      "), ("bare", "bare Starlette")):
+            print(
+                f"  {label} {best[name]:7.0f} req/s, {cpu[name]:5.0f} µs of server CPU per "
+                "request (runs: " + ", ".join(f"{r:.0f}/s {c:.0f} µs" for r, c in runs[name]) + ")"
+            )
+        print(f"  ratio OpenCrab / bare Starlette, req/s: {best['opencrab'] / best['bare']:.2f}")
+        print(
+            "  ratio by server CPU per request (what one core serves; the figure to read "
+            f"when other work shares the machine): {cpu['bare'] / cpu['opencrab']:.2f}"
+        )
+        print(f"  errors: {errors}")
+    finally:
+        bare.terminate()
+        bare.wait(30)
+
+
+async def main(secs: float, parts: set[int]) -> None:
     data = tempfile.mkdtemp(prefix="opencrab-load-")
-    ours_port, bare_port = free_port(), free_port()
+    ours_port = free_port()
     ours = start("--serve", "opencrab", "--port", str(ours_port), "--data", data)
     try:
         await wait_up(ours_port)
-        _, agents = await fetch_once(ours_port, "/api/agents")
-        bare = start("--serve", "bare", "--port", str(bare_port), "--body", agents.decode())
-        try:
-            await wait_up(bare_port)
-            print(
-                f"GET /api/agents ({AGENTS} agents), {CONNECTIONS} connections, {secs:.0f} s each"
-            )
-            rates: dict[str, list[float]] = {"opencrab": [], "bare": []}
-            errors = 0
-            for _ in range(2):
-                for name, port in (("opencrab", ours_port), ("bare", bare_port)):
-                    rate, failed = await throughput(port, secs)
-                    rates[name].append(rate)
-                    errors += failed
-            best = {name: max(values) for name, values in rates.items()}
-            print(
-                f"  OpenCrab     {best['opencrab']:8.0f} req/s  (runs: "
-                + ", ".join(f"{r:.0f}" for r in rates["opencrab"])
-                + ")"
-            )
-            print(
-                f"  bare Starlette {best['bare']:6.0f} req/s  (runs: "
-                + ", ".join(f"{r:.0f}" for r in rates["bare"])
-                + ")"
-            )
-            print(f"  ratio OpenCrab / bare Starlette: {best['opencrab'] / best['bare']:.2f}")
-            print(f"  errors: {errors}")
-        finally:
-            bare.terminate()
-            bare.wait(30)
+        if 1 in parts:
+            await part_throughput(ours, ours_port, secs)
 
-        ok, failed, took = await burst(ours_port)
-        print(f"{BURST} concurrent GET /api/agents: {ok} ok, {failed} errors in {took:.2f} s")
+        if 2 in parts:
+            ok, failed, took = await burst(ours_port)
+            print(f"{BURST} concurrent GET /api/agents: {ok} ok, {failed} errors in {took:.2f} s")
 
-        live = await live_clients(ours_port)
-        print(
-            f"{live['clients']} WebSocket clients on one session: connected and subscribed in "
-            f"{live['connect_secs']:.2f} s; {TURNS} turns × {live['events_per_turn']:.0f} events; "
-            f"{live['complete_clients']} clients got every event; "
-            f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
-            f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: {live['failed']} "
-            f"failed (a post, a connection, 60 s of silence), {live['wrong']} clients with "
-            "missing, extra or repeated events"
-        )
+        if 3 in parts:
+            live = await live_clients(ours_port)
+            print(
+                f"{live['clients']} WebSocket clients on one session: connected and subscribed "
+                f"in {live['connect_secs']:.2f} s; {TURNS} turns × "
+                f"{live['events_per_turn']:.0f} events; "
+                f"{live['complete_clients']} clients got every event; "
+                f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
+                f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: "
+                f"{live['failed']} failed (a post, a connection, 60 s of silence), "
+                f"{live['wrong']} clients with missing, extra or repeated events"
+            )
 
-        over_rest = statistics.median(await rest_turns(ours_port, REST_TURNS))
-        engine = statistics.median(await engine_turns(REST_TURNS))
-        print(
-            f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} turns: "
-            f"p50 {over_rest * 1000:.1f} ms per turn; the engine alone (engine.process, as "
-            f"bench/engine_turn.py) {engine * 1000:.1f} ms: OpenCrab's REST path adds "
-            f"{(over_rest - engine) * 1000:.1f} ms per turn (x{over_rest / engine:.2f})"
-        )
+        if 4 in parts:
+            over_rest = statistics.median(await rest_turns(ours_port, REST_TURNS))
+            engine = statistics.median(await engine_turns(REST_TURNS))
+            print(
+                f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} "
+                f"turns: p50 {over_rest * 1000:.1f} ms per turn; the engine alone "
+                f"(engine.process, as bench/engine_turn.py) {engine * 1000:.1f} ms: "
+                f"OpenCrab's REST path adds {(over_rest - engine) * 1000:.1f} ms per turn "
+                f"(x{over_rest / engine:.2f})"
+            )
     finally:
         ours.terminate()
         ours.wait(30)
@@ -451,6 +480,9 @@ async def main(secs: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--secs", type=float, default=5.0)
+    parser.add_argument(
+        "--parts", default="1,2,3,4", help="which parts to run, e.g. 1,4 (default: all)"
+    )
     parser.add_argument("--serve", choices=("opencrab", "bare"))
     parser.add_argument("--port", type=int)
     parser.add_argument("--data")
@@ -462,4 +494,4 @@ if __name__ == "__main__":
         serve_bare(args.port, args.body)
     else:
         os.environ.setdefault("PYTHONHASHSEED", "0")
-        asyncio.run(main(args.secs))
+        asyncio.run(main(args.secs, {int(p) for p in args.parts.split(",")}))
