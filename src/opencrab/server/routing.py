@@ -23,21 +23,46 @@ the app or to any router included in it (FastAPI's routes versions).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import (
+    _FASTAPI_EFFECTIVE_ROUTE_CONTEXT_KEY,
     APIRoute,
     APIRouter,
     APIWebSocketRoute,
+    _get_fastapi_scope,
     _IncludedRouter,
     _update_scope,
 )
 from fastapi.telemetry._api import _route_selected
 from starlette._utils import get_route_path
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
+
+from opencrab.server.scopes import check_route
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+_DIRECT: set[Callable[..., Any]] = set()
+
+
+def answered_directly(endpoint: Endpoint) -> Endpoint:
+    """Mark a GET route's endpoint that takes only the request and returns its own
+    Response: asked without a query string, the index runs the app's dependency and the
+    endpoint itself (module docstring). Put it under the route's decorator.
+
+        @router.get("/agents", response_model=list[AgentSummary])
+        @answered_directly
+        async def list_agents(request: Request) -> Response: ...
+    """
+    _DIRECT.add(endpoint)
+    return endpoint
+
 
 _Key = tuple[str, str | None] | None
 """A path's first two segments; (first, None): any second one; None: any path."""
@@ -67,12 +92,63 @@ class RouteIndex:
         self.by_two: dict[_Key, tuple[_Candidate, ...]] = {}
         self.by_one: dict[str, tuple[_Candidate, ...]] = {}
         self.anywhere: tuple[_Candidate, ...] = ()
+        self.direct: dict[str, tuple[APIRoute, Any, Endpoint]] = {}  # GET path: route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         router = self.router
         if scope["type"] not in ("http", "websocket") or router.form_limits:
             await router.app(scope, receive, send)
             return
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "GET"
+            and not scope.get("query_string")
+            and scope.get("fastapi.telemetry") is None
+            and not getattr(router.dependency_overrides_provider, "dependency_overrides", None)
+        ):
+            if sum(map(_VERSION, self.routers)) != self.version:
+                self._build()
+            direct = self.direct.get(get_route_path(scope))
+            if direct is not None:
+                await self._answer(direct, scope, receive, send)
+                return
+        found = self.first_full_match(scope)
+        if found is None:
+            await router.app(scope, receive, send)  # FastAPI's own: 404, 405, redirects
+            return
+        # what FastAPI's APIRouter.app does with its first full match
+        route, child_scope = found
+        if "router" not in scope:
+            scope["router"] = router
+        _update_scope(scope, child_scope)
+        _route_selected(
+            scope=scope, path=getattr(route, "path_format", None), mount=isinstance(route, Mount)
+        )
+        await route.handle(scope, receive, send)
+
+    async def _answer(
+        self, direct: tuple[APIRoute, Any, Endpoint], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """What FastAPI does for a GET of a route `answered_directly`, without a query
+        string: the scope it sets, the app's one dependency, the endpoint, its Response.
+        An exception goes to the same exception handlers (the app's ExceptionMiddleware
+        holds the ones FastAPI's route wrapper would use)."""
+        route, context, endpoint = direct
+        if "router" not in scope:
+            scope["router"] = self.router
+        scope["endpoint"] = route.endpoint
+        scope["path_params"] = dict(scope.get("path_params", {}))
+        _get_fastapi_scope(scope)[_FASTAPI_EFFECTIVE_ROUTE_CONTEXT_KEY] = context
+        scope["route"] = route
+        _route_selected(scope=scope, path=context.path_format)
+        request = Request(scope, receive, send)
+        await check_route(request)
+        response = await endpoint(request)
+        await response(scope, receive, send)
+
+    def first_full_match(self, scope: Scope) -> tuple[BaseRoute, Scope] | None:
+        """The app's first route that matches `scope` fully, and its child scope: the one
+        FastAPI would take; None when no route matches fully."""
         if sum(map(_VERSION, self.routers)) != self.version:
             self._build()
         path = get_route_path(scope)
@@ -84,21 +160,10 @@ class RouteIndex:
         for candidate in found:
             if path not in candidate.exact and not path.startswith(candidate.starts):
                 continue
-            route = candidate.route
-            match, child_scope = route.matches(scope)
+            match, child_scope = candidate.route.matches(scope)
             if match is Match.FULL:
-                # what FastAPI's APIRouter.app does with its first full match
-                if "router" not in scope:
-                    scope["router"] = router
-                _update_scope(scope, child_scope)
-                _route_selected(
-                    scope=scope,
-                    path=getattr(route, "path_format", None),
-                    mount=isinstance(route, Mount),
-                )
-                await route.handle(scope, receive, send)
-                return
-        await router.app(scope, receive, send)
+                return candidate.route, child_scope
+        return None
 
     def _build(self) -> None:
         routers = _routers_under(self.router)
@@ -122,6 +187,48 @@ class RouteIndex:
         self.by_one = {first: among((first, None)) for first, _ in known}
         self.anywhere = among()
         self.routers, self.version = routers, version
+        self.direct = self._direct_routes()
+
+    def _direct_routes(self) -> dict[str, tuple[APIRoute, Any, Endpoint]]:
+        """The GET routes `answered_directly` by path: each only where FastAPI would take
+        it for a GET of its path, and only if the app's `check_route` is its one
+        dependency and the request its one parameter."""
+        found: dict[str, tuple[APIRoute, Any, Endpoint]] = {}
+        for route in self.router.routes:
+            if not isinstance(route, _IncludedRouter):
+                continue
+            for context in route.effective_route_contexts():
+                api = context.original_route
+                if not isinstance(api, APIRoute) or api.endpoint not in _DIRECT:
+                    continue
+                path = context.path_format
+                dependant = context.dependant
+                if dependant is None:
+                    continue
+                calls = [d.call for d in dependant.dependencies]
+                if (
+                    "{" in path
+                    or set(api.methods or ()) != {"GET"}
+                    or calls != [check_route]
+                    or dependant.dependencies[0].dependencies
+                    or dependant.path_params
+                    or dependant.query_params
+                    or dependant.header_params
+                    or dependant.cookie_params
+                    or dependant.body_params
+                    or dependant.request_param_name is None
+                    or dependant.background_tasks_param_name is not None
+                    or dependant.response_param_name is not None
+                ):
+                    continue
+                probe: Scope = {"type": "http", "method": "GET", "path": path, "root_path": ""}
+                first = self.first_full_match(dict(probe))
+                if first is None or first[0] is not route:
+                    continue
+                chosen = route._match(dict(probe))
+                if chosen[0] is Match.FULL and chosen[2] is api:
+                    found[path] = (api, context, api.endpoint)
+        return found
 
 
 def _routers_under(router: APIRouter) -> tuple[APIRouter, ...]:

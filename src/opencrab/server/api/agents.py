@@ -35,6 +35,7 @@ from opencrab.errors import ValidationError
 from opencrab.plugins import hookimpl
 from opencrab.prompts import Language
 from opencrab.server.deps import AgentId, AgentStoreDep
+from opencrab.server.routing import answered_directly
 from opencrab.server.schemas import ApiInput, ApiModel, error_responses
 
 router = APIRouter(prefix="/api", tags=["Agents"])
@@ -127,6 +128,7 @@ def _first_error(exc: ValueError) -> str:
     response_model=list[AgentSummary],
     response_model_exclude_none=True,
 )
+@answered_directly
 async def list_agents(request: Request) -> Response:
     """Every agent, oldest first."""
     # one short SQLite read (WAL: readers never wait): cheaper on the loop than a thread hop
