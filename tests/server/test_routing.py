@@ -87,9 +87,7 @@ def test_the_index_takes_the_route_fastapi_takes_for_every_path(app: FastAPI) ->
     assert compared > 200
 
 
-def test_routes_added_after_the_first_request_are_served(
-    settings: Settings, db: Database
-) -> None:
+def test_routes_added_after_the_first_request_are_served(settings: Settings, db: Database) -> None:
     app = create_app(settings, db)  # loopback, no token
     with LocalClient(app) as client:
         assert client.get("/api/agents").status_code == 200  # the index is built
