@@ -6,13 +6,15 @@ scope uvicorn would build (Host 127.0.0.1, keep-alive, no body), so no socket, n
 parsing and no client is in the figure. Beside it the bare Starlette app of
 bench/server_load.py serving the same JSON as a constant, called the same way: the ratio
 of the two is what the server's own work costs over a constant endpoint, without
-uvicorn's share (which both pay alike under load).
+uvicorn's share (which both pay alike under load). Times are this process's CPU time
+(time.process_time), so other work on the machine does not count.
 
 With `--profile` the OpenCrab requests also run under cProfile and each function's own
 time is summed by layer (the module it belongs to): FastAPI's routing and dependency
 solving, Starlette, OpenCrab's middleware and dependencies, the route, the database
-read, pydantic (validation and serialisation), JSON, asyncio and the rest. cProfile's
-own cost inflates every layer alike, so the shares matter, not the totals.
+read, pydantic (validation and serialisation), JSON, asyncio and the rest; a builtin's time (a dict
+lookup, sqlite3's execute) counts for the layer that called it. cProfile's own cost
+inflates every layer (the more calls, the more), so the shares matter, not the totals.
 
     python bench/rest_profile.py [--requests 20000] [--profile] [--top 25]
 """

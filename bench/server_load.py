@@ -1,13 +1,18 @@
 """Load on the server: REST throughput, 1,000 concurrent reads, 200 live WebSocket clients.
 
 Two servers run side by side as subprocesses under the same uvicorn settings: OpenCrab's
-app (a real SQLite store with 10 agents, a scripted model in-process) and, as the
-baseline, a bare Starlette endpoint returning the same agent list as a constant. The load
-comes from this process through a minimal keep-alive HTTP/1.1 client on asyncio streams,
-so the client costs little next to the servers.
+app as `opencrab up` builds it (a real SQLite store with 10 agents, a scripted model
+in-process, the started heap frozen) and, as the baseline, a bare Starlette endpoint
+returning the same agent list as a constant. The load comes from this process through a
+minimal keep-alive HTTP/1.1 client on asyncio streams, so the client costs little next to
+the servers.
 
 1. `GET /api/agents` for `--secs` seconds from 64 connections, against each server in
-   turn (twice, alternating): requests/s and the ratio OpenCrab / bare Starlette.
+   turn (ROUNDS rounds, alternating): requests/s, and the CPU time each server process
+   used per request (user + system, from /proc), with both ratios OpenCrab / bare
+   Starlette. On a machine other work shares, requests/s follow what the scheduler gives
+   each process (a server or the client that got less CPU in one run looks slower); CPU
+   per request does not, and its ratio is the throughput ratio of one free core each.
 2. 1,000 `GET /api/agents` started at once, each on its own connection: all must be 200.
 3. 200 WebSocket clients subscribe to one session; 5 messages are posted to it over
    REST: every client must receive every event of those turns; prints the time from the
@@ -19,10 +24,16 @@ so the client costs little next to the servers.
    scripted model answering at once with send_speech), p50 per turn, beside the engine
    alone running the same turn (`engine.process`, as bench/engine_turn.py does) in this
    process on a SQLite store of its own: the difference is what the REST path adds.
+   The server keeps working after a turn (its memory index embeds the turn's log lines
+   on a worker thread), which the engine alone never does: half the turns are timed once
+   the server's CPU has gone quiet (the REST path's own cost), half right after the
+   previous turn (what a client posting back to back waits, that work included); and the
+   server's CPU per turn, that work included.
 
-Prints errors for parts 1-3 (must all be 0).
+Prints errors for parts 1-3 (must all be 0). bench/rest_profile.py shows where the time
+of one `GET /api/agents` goes, by layer.
 
-    python bench/server_load.py [--secs 5]
+    python bench/server_load.py [--secs 5] [--parts 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -326,27 +337,50 @@ def speech() -> Any:
     )
 
 
-async def rest_turns(port: int, turns: int) -> list[float]:
-    """Seconds per `POST /api/sessions/{id}/messages`, each in a new session."""
+async def settled(pid: int, *, quiet_secs: float = 0.05, most_secs: float = 3.0) -> None:
+    """Wait until the process `pid` has used no CPU for `quiet_secs` (at most `most_secs`):
+    the server's work after a turn (the memory index embeds the turn's log lines on a
+    worker thread) is over before the next turn is timed."""
+    deadline = time.monotonic() + most_secs
+    while time.monotonic() < deadline:
+        before = cpu_secs(pid)
+        await asyncio.sleep(quiet_secs)
+        if cpu_secs(pid) == before:
+            return
+
+
+async def rest_turns(port: int, pid: int, turns: int) -> tuple[list[float], list[float], float]:
+    """Seconds per `POST /api/sessions/{id}/messages`, each in a new session: timed right
+    after the previous turn, and timed once the server has settled (see `settled`); and
+    the server's CPU seconds per turn, its work after the turn included."""
     api = await Connection.open(port)
     try:
         _, body = await api.request("GET", "/api/agents")
         agent_id = json.loads(body)[-1]["id"]
-        times = []
-        for n in range(TURN_WARM_UP + turns):
+        back_to_back: list[float] = []
+        quiet: list[float] = []
+        cpu = 0.0
+        for n in range(TURN_WARM_UP + 2 * turns):
             status, body = await api.request(
                 "POST", "/api/sessions", json.dumps({"agentId": agent_id}).encode()
             )
             session = json.loads(body)["id"]
-            started = time.perf_counter()
+            calm = n % 2 == 1
+            if calm:
+                await settled(pid)
+            before, started = cpu_secs(pid), time.perf_counter()
             status, body = await api.request(
                 "POST", f"/api/sessions/{session}/messages", b'{"content": "Hello!"}'
             )
+            took = time.perf_counter() - started
             if status != 201:
                 raise SystemExit(f"a turn over REST failed: {status} {body[:300]!r}")
             if n >= TURN_WARM_UP:
-                times.append(time.perf_counter() - started)
-        return times
+                (quiet if calm else back_to_back).append(took)
+                if calm:
+                    await settled(pid)
+                    cpu += cpu_secs(pid) - before
+        return back_to_back, quiet, cpu / turns
     finally:
         api.close()
 
@@ -463,14 +497,18 @@ async def main(secs: float, parts: set[int]) -> None:
             )
 
         if 4 in parts:
-            over_rest = statistics.median(await rest_turns(ours_port, REST_TURNS))
+            back_to_back, quiet, cpu = await rest_turns(ours_port, ours.pid, REST_TURNS)
             engine = statistics.median(await engine_turns(REST_TURNS))
+            rest, calm = statistics.median(back_to_back), statistics.median(quiet)
             print(
-                f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} "
-                f"turns: p50 {over_rest * 1000:.1f} ms per turn; the engine alone "
-                f"(engine.process, as bench/engine_turn.py) {engine * 1000:.1f} ms: "
-                f"OpenCrab's REST path adds {(over_rest - engine) * 1000:.1f} ms per turn "
-                f"(x{over_rest / engine:.2f})"
+                f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} turns "
+                f"each way: p50 {calm * 1000:.1f} ms per turn on a settled server, "
+                f"{rest * 1000:.1f} ms right after the previous turn (its memory indexing "
+                f"still running); the engine alone (engine.process, as bench/engine_turn.py) "
+                f"{engine * 1000:.1f} ms: OpenCrab's REST path adds {(calm - engine) * 1000:.1f} "
+                f"ms per turn (x{calm / engine:.2f}), {(rest - engine) * 1000:.1f} ms back to "
+                f"back; the server's CPU per turn, its work after the turn included: "
+                f"{cpu * 1000:.1f} ms"
             )
     finally:
         ours.terminate()

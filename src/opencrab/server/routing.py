@@ -18,6 +18,16 @@ OpenAPI document are FastAPI's. Routes whose paths the index cannot read (a moun
 host, any other kind) are tried for every path. The index is rebuilt when a route is added to
 the app or to any router included in it (FastAPI's routes versions).
 
+A GET route whose endpoint is marked `answered_directly` (it takes only the request and
+returns its own Response, the app's `check_route` its one dependency; `GET /api/agents`,
+asked by every page) is answered by the index itself when asked without a query string:
+it sets the scope FastAPI sets (route, endpoint, path parameters), runs `check_route`,
+calls the endpoint and sends its Response. FastAPI would do the same, through a request
+handler, dependency solving and exit stacks that cost more than the read of the agent
+list. The index answers only where FastAPI would have taken that route; with a query
+string (which `check_route` may refuse as unknown), a dependency override or FastAPI's
+own telemetry on, FastAPI answers.
+
     index_routes(app)   # after FastAPI() is built; routes may be added later
 """
 
