@@ -1,13 +1,18 @@
 """Load on the server: REST throughput, 1,000 concurrent reads, 200 live WebSocket clients.
 
 Two servers run side by side as subprocesses under the same uvicorn settings: OpenCrab's
-app (a real SQLite store with 10 agents, a scripted model in-process) and, as the
-baseline, a bare Starlette endpoint returning the same agent list as a constant. The load
-comes from this process through a minimal keep-alive HTTP/1.1 client on asyncio streams,
-so the client costs little next to the servers.
+app as `opencrab up` builds it (a real SQLite store with 10 agents, a scripted model
+in-process, the started heap frozen) and, as the baseline, a bare Starlette endpoint
+returning the same agent list as a constant. The load comes from this process through a
+minimal keep-alive HTTP/1.1 client on asyncio streams, so the client costs little next to
+the servers.
 
 1. `GET /api/agents` for `--secs` seconds from 64 connections, against each server in
-   turn (twice, alternating): requests/s and the ratio OpenCrab / bare Starlette.
+   turn (ROUNDS rounds, alternating): requests/s, and the CPU time each server process
+   used per request (user + system, from /proc), with both ratios OpenCrab / bare
+   Starlette. On a machine other work shares, requests/s follow what the scheduler gives
+   each process (a server or the client that got less CPU in one run looks slower); CPU
+   per request does not, and its ratio is the throughput ratio of one free core each.
 2. 1,000 `GET /api/agents` started at once, each on its own connection: all must be 200.
 3. 200 WebSocket clients subscribe to one session; 5 messages are posted to it over
    REST: every client must receive every event of those turns; prints the time from the
@@ -19,10 +24,16 @@ so the client costs little next to the servers.
    scripted model answering at once with send_speech), p50 per turn, beside the engine
    alone running the same turn (`engine.process`, as bench/engine_turn.py does) in this
    process on a SQLite store of its own: the difference is what the REST path adds.
+   The server keeps working after a turn (its memory index embeds the turn's log lines
+   on a worker thread), which the engine alone never does: half the turns are timed once
+   the server's CPU has gone quiet (the REST path's own cost), half right after the
+   previous turn (what a client posting back to back waits, that work included); and the
+   server's CPU per turn, that work included.
 
-Prints errors for parts 1-3 (must all be 0).
+Prints errors for parts 1-3 (must all be 0). bench/rest_profile.py shows where the time
+of one `GET /api/agents` goes, by layer.
 
-    python bench/server_load.py [--secs 5]
+    python bench/server_load.py [--secs 5] [--parts 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ WS_CLIENTS = 200
 TURNS = 5
 TURN_WARM_UP = 20
 REST_TURNS = 200
+ROUNDS = 3
 
 
 # ------------------------------------------------------------------ the servers (children)
@@ -74,7 +86,7 @@ def serve_opencrab(port: int, data: str) -> None:
         store.create(AgentCreate(name=f"agent-{i}", prompt="Be brief.", description="bench"))
     router = LlmRouter(settings)
     router.register_provider(ScriptedProvider("openai", speech()))
-    app = create_app(settings, db, router=router)
+    app = create_app(settings, db, router=router, freeze_startup=True)  # as `opencrab up`
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -325,27 +337,50 @@ def speech() -> Any:
     )
 
 
-async def rest_turns(port: int, turns: int) -> list[float]:
-    """Seconds per `POST /api/sessions/{id}/messages`, each in a new session."""
+async def settled(pid: int, *, quiet_secs: float = 0.05, most_secs: float = 3.0) -> None:
+    """Wait until the process `pid` has used no CPU for `quiet_secs` (at most `most_secs`):
+    the server's work after a turn (the memory index embeds the turn's log lines on a
+    worker thread) is over before the next turn is timed."""
+    deadline = time.monotonic() + most_secs
+    while time.monotonic() < deadline:
+        before = cpu_secs(pid)
+        await asyncio.sleep(quiet_secs)
+        if cpu_secs(pid) == before:
+            return
+
+
+async def rest_turns(port: int, pid: int, turns: int) -> tuple[list[float], list[float], float]:
+    """Seconds per `POST /api/sessions/{id}/messages`, each in a new session: timed right
+    after the previous turn, and timed once the server has settled (see `settled`); and
+    the server's CPU seconds per turn, its work after the turn included."""
     api = await Connection.open(port)
     try:
         _, body = await api.request("GET", "/api/agents")
         agent_id = json.loads(body)[-1]["id"]
-        times = []
-        for n in range(TURN_WARM_UP + turns):
+        back_to_back: list[float] = []
+        quiet: list[float] = []
+        cpu = 0.0
+        for n in range(TURN_WARM_UP + 2 * turns):
             status, body = await api.request(
                 "POST", "/api/sessions", json.dumps({"agentId": agent_id}).encode()
             )
             session = json.loads(body)["id"]
-            started = time.perf_counter()
+            calm = n % 2 == 1
+            if calm:
+                await settled(pid)
+            before, started = cpu_secs(pid), time.perf_counter()
             status, body = await api.request(
                 "POST", f"/api/sessions/{session}/messages", b'{"content": "Hello!"}'
             )
+            took = time.perf_counter() - started
             if status != 201:
                 raise SystemExit(f"a turn over REST failed: {status} {body[:300]!r}")
             if n >= TURN_WARM_UP:
-                times.append(time.perf_counter() - started)
-        return times
+                (quiet if calm else back_to_back).append(took)
+                if calm:
+                    await settled(pid)
+                    cpu += cpu_secs(pid) - before
+        return back_to_back, quiet, cpu / turns
     finally:
         api.close()
 
@@ -384,65 +419,97 @@ async def engine_turns(turns: int) -> list[float]:
 
 
 # ------------------------------------------------------------------ main
-async def main(secs: float) -> None:
+def cpu_secs(pid: int) -> float:
+    """CPU seconds (user + system, every thread) the process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measured(port: int, pid: int, secs: float) -> tuple[float, float, int]:
+    """(requests/s, the server's CPU µs per request, errors) of one throughput run."""
+    before = cpu_secs(pid)
+    rate, errors = await throughput(port, secs)
+    return rate, (cpu_secs(pid) - before) / (rate * secs) * 1e6, errors
+
+
+async def part_throughput(ours: subprocess.Popen[bytes], ours_port: int, secs: float) -> None:
+    _, agents = await fetch_once(ours_port, "/api/agents")
+    bare_port = free_port()
+    bare = start("--serve", "bare", "--port", str(bare_port), "--body", agents.decode())
+    try:
+        await wait_up(bare_port)
+        print(
+            f"GET /api/agents ({AGENTS} agents), {CONNECTIONS} connections, {secs:.0f} s each, "
+            f"{ROUNDS} rounds alternating"
+        )
+        runs: dict[str, list[tuple[float, float]]] = {"opencrab": [], "bare": []}
+        errors = 0
+        for _ in range(ROUNDS):
+            for name, port, pid in (
+                ("opencrab", ours_port, ours.pid),
+                ("bare", bare_port, bare.pid),
+            ):
+                rate, cpu, failed = await measured(port, pid, secs)
+                runs[name].append((rate, cpu))
+                errors += failed
+        best = {name: max(rate for rate, _ in values) for name, values in runs.items()}
+        cpu = {name: min(c for _, c in values) for name, values in runs.items()}
+        for name, label in (("opencrab", "OpenCrab      "), ("bare", "bare Starlette")):
+            print(
+                f"  {label} {best[name]:7.0f} req/s, {cpu[name]:5.0f} µs of server CPU per "
+                "request (runs: " + ", ".join(f"{r:.0f}/s {c:.0f} µs" for r, c in runs[name]) + ")"
+            )
+        print(f"  ratio OpenCrab / bare Starlette, req/s: {best['opencrab'] / best['bare']:.2f}")
+        print(
+            "  ratio by server CPU per request (what one core serves; the figure to read "
+            f"when other work shares the machine): {cpu['bare'] / cpu['opencrab']:.2f}"
+        )
+        print(f"  errors: {errors}")
+    finally:
+        bare.terminate()
+        bare.wait(30)
+
+
+async def main(secs: float, parts: set[int]) -> None:
     data = tempfile.mkdtemp(prefix="opencrab-load-")
-    ours_port, bare_port = free_port(), free_port()
+    ours_port = free_port()
     ours = start("--serve", "opencrab", "--port", str(ours_port), "--data", data)
     try:
         await wait_up(ours_port)
-        _, agents = await fetch_once(ours_port, "/api/agents")
-        bare = start("--serve", "bare", "--port", str(bare_port), "--body", agents.decode())
-        try:
-            await wait_up(bare_port)
-            print(
-                f"GET /api/agents ({AGENTS} agents), {CONNECTIONS} connections, {secs:.0f} s each"
-            )
-            rates: dict[str, list[float]] = {"opencrab": [], "bare": []}
-            errors = 0
-            for _ in range(2):
-                for name, port in (("opencrab", ours_port), ("bare", bare_port)):
-                    rate, failed = await throughput(port, secs)
-                    rates[name].append(rate)
-                    errors += failed
-            best = {name: max(values) for name, values in rates.items()}
-            print(
-                f"  OpenCrab     {best['opencrab']:8.0f} req/s  (runs: "
-                + ", ".join(f"{r:.0f}" for r in rates["opencrab"])
-                + ")"
-            )
-            print(
-                f"  bare Starlette {best['bare']:6.0f} req/s  (runs: "
-                + ", ".join(f"{r:.0f}" for r in rates["bare"])
-                + ")"
-            )
-            print(f"  ratio OpenCrab / bare Starlette: {best['opencrab'] / best['bare']:.2f}")
-            print(f"  errors: {errors}")
-        finally:
-            bare.terminate()
-            bare.wait(30)
+        if 1 in parts:
+            await part_throughput(ours, ours_port, secs)
 
-        ok, failed, took = await burst(ours_port)
-        print(f"{BURST} concurrent GET /api/agents: {ok} ok, {failed} errors in {took:.2f} s")
+        if 2 in parts:
+            ok, failed, took = await burst(ours_port)
+            print(f"{BURST} concurrent GET /api/agents: {ok} ok, {failed} errors in {took:.2f} s")
 
-        live = await live_clients(ours_port)
-        print(
-            f"{live['clients']} WebSocket clients on one session: connected and subscribed in "
-            f"{live['connect_secs']:.2f} s; {TURNS} turns × {live['events_per_turn']:.0f} events; "
-            f"{live['complete_clients']} clients got every event; "
-            f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
-            f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: {live['failed']} "
-            f"failed (a post, a connection, 60 s of silence), {live['wrong']} clients with "
-            "missing, extra or repeated events"
-        )
+        if 3 in parts:
+            live = await live_clients(ours_port)
+            print(
+                f"{live['clients']} WebSocket clients on one session: connected and subscribed "
+                f"in {live['connect_secs']:.2f} s; {TURNS} turns × "
+                f"{live['events_per_turn']:.0f} events; "
+                f"{live['complete_clients']} clients got every event; "
+                f"{live['delivered']} deliveries in {live['span_secs']:.2f} s "
+                f"({live['delivered'] / live['span_secs']:.0f} events/s); errors: "
+                f"{live['failed']} failed (a post, a connection, 60 s of silence), "
+                f"{live['wrong']} clients with missing, extra or repeated events"
+            )
 
-        over_rest = statistics.median(await rest_turns(ours_port, REST_TURNS))
-        engine = statistics.median(await engine_turns(REST_TURNS))
-        print(
-            f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} turns: "
-            f"p50 {over_rest * 1000:.1f} ms per turn; the engine alone (engine.process, as "
-            f"bench/engine_turn.py) {engine * 1000:.1f} ms: OpenCrab's REST path adds "
-            f"{(over_rest - engine) * 1000:.1f} ms per turn (x{over_rest / engine:.2f})"
-        )
+        if 4 in parts:
+            back_to_back, quiet, cpu = await rest_turns(ours_port, ours.pid, REST_TURNS)
+            engine = statistics.median(await engine_turns(REST_TURNS))
+            rest, calm = statistics.median(back_to_back), statistics.median(quiet)
+            print(
+                f"POST /api/sessions/{{id}}/messages, instant scripted model, {REST_TURNS} turns "
+                f"each way: p50 {calm * 1000:.1f} ms per turn on a settled server, "
+                f"{rest * 1000:.1f} ms right after the previous turn (its memory indexing "
+                f"still running); the engine alone (engine.process, as bench/engine_turn.py) "
+                f"{engine * 1000:.1f} ms: OpenCrab's REST path adds {(calm - engine) * 1000:.1f} "
+                f"ms per turn (x{calm / engine:.2f}), {(rest - engine) * 1000:.1f} ms back to "
+                f"back; the server's CPU per turn, its work after the turn included: "
+                f"{cpu * 1000:.1f} ms"
+            )
     finally:
         ours.terminate()
         ours.wait(30)
@@ -451,6 +518,9 @@ async def main(secs: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--secs", type=float, default=5.0)
+    parser.add_argument(
+        "--parts", default="1,2,3,4", help="which parts to run, e.g. 1,4 (default: all)"
+    )
     parser.add_argument("--serve", choices=("opencrab", "bare"))
     parser.add_argument("--port", type=int)
     parser.add_argument("--data")
@@ -462,4 +532,4 @@ if __name__ == "__main__":
         serve_bare(args.port, args.body)
     else:
         os.environ.setdefault("PYTHONHASHSEED", "0")
-        asyncio.run(main(args.secs))
+        asyncio.run(main(args.secs, {int(p) for p in args.parts.split(",")}))

@@ -19,7 +19,14 @@ from opencrab.config import Settings
 from opencrab.core.tools import tool_id
 from opencrab.llm.router import LlmRouter
 from opencrab.server.app import create_app
-from opencrab.server.scopes import ROUTE_SCOPES, SAFE_METHODS, declared_scope, require_scope
+from opencrab.server.scopes import (
+    ROUTE_CHECKS,
+    ROUTE_SCOPES,
+    SAFE_METHODS,
+    check_route,
+    declared_scope,
+    require_scope,
+)
 from opencrab.store import Database
 from tests.core.conftest import calls, speak
 from tests.fakes.scripted_provider import ScriptedProvider
@@ -31,7 +38,11 @@ WRITE = {"path": "out.txt", "content": "made"}
 
 def _runs_require_scope(route: Any) -> bool:
     dependant = getattr(route, "dependant", None)
-    return dependant is not None and any(d.call is require_scope for d in dependant.dependencies)
+    return (
+        dependant is not None
+        and any(d.call is check_route for d in dependant.dependencies)
+        and require_scope in ROUTE_CHECKS
+    )
 
 
 def test_every_route_declares_its_scope_and_is_checked(settings: Settings, db: Database) -> None:

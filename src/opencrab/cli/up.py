@@ -194,6 +194,7 @@ def up(
         auth=auth,
         gateways=True,
         refresh_secs=refresh_secs,
+        freeze_startup=True,
     )
     guarded = StartupErrors(app)  # a ConfigError while starting: its message, exit 2
     if listener is None:

@@ -18,6 +18,7 @@ from opencrab.store.repositories.sessions import (
     MessageRow,
     Said,
     SessionRow,
+    SessionState,
     insert_messages,
     list_sessions,
     queue_messages,
@@ -28,6 +29,8 @@ __all__ = [
     "MessageRow",
     "Said",
     "SessionRow",
+    "SessionState",
+    "check_chat_open",
     "end_session",
     "ensure_chat_session",
     "get_session",
@@ -37,6 +40,7 @@ __all__ = [
     "open_chat_session",
     "queue_messages",
     "session_messages",
+    "session_state",
     "touch_session",
     "turn_lock",
 ]
@@ -103,9 +107,23 @@ def end_session(db: Database, session_id: str) -> None:
         raise NotFoundError(f"no session {session_id}")
 
 
-def open_chat_session(db: Database, session_id: str) -> SessionRow:
-    """The session, if a chat turn can run in it (an active chat session); else 400/404."""
-    row = get_session(db, session_id)
+def session_state(db: Database, session_id: str) -> SessionState:
+    """The session's kind, agent and status (one short read); NotFoundError if there is
+    no such session."""
+    state = repo.session_state(db, str(session_id))
+    if state is None:
+        raise NotFoundError(f"no session {session_id}")
+    return state
+
+
+def open_chat_session(db: Database, session_id: str) -> SessionState:
+    """The session's state, if a chat turn can run in it (an active chat session); else
+    400/404."""
+    return check_chat_open(session_id, session_state(db, session_id))
+
+
+def check_chat_open(session_id: str, row: SessionState) -> SessionState:
+    """`row` (the state of `session_id`) if a chat turn can run in it; else 400."""
     if row.kind != "chat" or row.agent_id is None:
         raise ValidationError(
             f"session {session_id} is a {row.kind} session; messages can be posted to chat sessions"

@@ -191,8 +191,8 @@ class TurnService:
             return
         if create:
             ensure_chat_session(self.db, agent.id, session_id)  # created when new
-        row = open_chat_session(self.db, session_id)  # NotFoundError; a chat session, active
-        if str(row.agent_id) != agent.id:
+        state = open_chat_session(self.db, session_id)  # NotFoundError; an active chat
+        if str(state.agent_id) != agent.id:
             raise ValidationError(f"session {session_id} belongs to another agent")
 
 

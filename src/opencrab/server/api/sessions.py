@@ -25,11 +25,11 @@ from pydantic import Field
 from opencrab.core.agent import MAX_NAME
 from opencrab.core.runtime import Runtime
 from opencrab.core.sessions import (
+    check_chat_open,
     end_session,
     ensure_chat_session,
-    get_session,
     hold_turn,
-    open_chat_session,
+    session_state,
 )
 from opencrab.core.steps import SessionMessage, Spoke, TurnResult, TurnStarted
 from opencrab.errors import OpenCrabError
@@ -212,10 +212,11 @@ async def add_message(
 
     In a ticket's session the message is a person's answer: stored, and a `suspended`
     ticket resumes in that session for its scheduler to continue (no `turn` here)."""
-    if get_session(runtime.db, str(session_id)).kind == "ticket":
+    state = session_state(runtime.db, str(session_id))  # one short read, on the loop
+    if state.kind == "ticket":
         return await _answer_ticket(runtime, str(session_id), body)
-    row = open_chat_session(runtime.db, str(session_id))
-    agent = runtime.agents.get(str(row.agent_id))
+    check_chat_open(str(session_id), state)
+    agent = runtime.agents.get(str(state.agent_id))
     sender = Sender(id=body.sender_id or "user", name=body.sender_name)
     user: SessionMessage | None = None
     reply: SessionMessage | None = None

@@ -231,6 +231,25 @@ def claim_chat_session(db: Database, session_id: str, agent_id: str) -> SessionS
     )
 
 
+def session_state(db: Database, session_id: str) -> SessionState | None:
+    """The session's kind, agent and status (None when there is none): one short read,
+    without the message count and title `get_session` works out."""
+    with db.read() as conn:
+        row = _SESSION_STATE.first(conn, id=str(session_id))
+    if row is None:
+        return None
+    return SessionState(
+        row.kind, None if row.agent_id is None else str(row.agent_id), str(row.status)
+    )
+
+
+_SESSION_STATE = Prepared(
+    sa.select(sessions.c.kind, sessions.c.agent_id, sessions.c.status).where(
+        sessions.c.id == sa.bindparam("id")
+    )
+)
+
+
 def touch_session(db: Database, session_id: str, *, status: str | None = None) -> bool:
     """Mark the session as updated now (and set its status when given); False if none."""
     values: dict[str, Any] = {"updated_at": datetime.now(UTC)}
