@@ -12,7 +12,6 @@ from opencrab.cli.common import (
     store_from,
 )
 from opencrab.plugins import hookimpl
-from opencrab.store.repositories.memory_vectors import use_pgvector_if_installed
 
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 
@@ -24,6 +23,8 @@ def upgrade(config: ConfigOption = None, data_dir: DataDirOption = None) -> None
 
     Example: opencrab db upgrade --data-dir ./data
     """
+    from opencrab.store.repositories.memory_vectors import use_pgvector_if_installed
+
     with store_from(config, data_dir, migrate=False) as db:
         before = db.current_revision()
         db.upgrade()
