@@ -26,24 +26,10 @@ from opencrab.core.memory_index import MemoryIndexer, progress
 from opencrab.llm.providers.openai import OpenAIProvider
 from opencrab.store import Database
 from opencrab.store.repositories import memory_vectors as vectors_repo
+from tests.fakes.memory_lines import DISTRACTORS, DISTRACTORS_JA
 
 S1 = "11111111-1111-4111-8111-111111111111"
 S2 = "22222222-2222-4222-8222-222222222222"
-
-DISTRACTORS = [
-    "we deployed the server on friday evening",
-    "the quarterly report is due next week",
-    "remember to renew the TLS certificate",
-    "the build failed because of a missing semicolon",
-    "lunch was ramen at the station",
-]
-DISTRACTORS_JA = [
-    "金曜日の夜にサーバーをデプロイした",
-    "四半期報告書の締め切りは来週です",
-    "TLS証明書の更新を忘れないこと",
-    "セミコロンが抜けていてビルドが失敗した",
-    "昼ご飯は駅でラーメンを食べた",
-]
 
 
 @pytest.fixture

@@ -33,25 +33,10 @@ from opencrab.core.memory_index import MemoryIndexer, progress
 from opencrab.core.memory_vectors import VECTORS, VectorIndex
 from opencrab.store import Database, migrate
 from opencrab.store.repositories import memory_vectors as vectors_repo
+from tests.fakes.memory_lines import DISTRACTORS, DISTRACTORS_JA, TAMA, TAMA_JA
 from tests.fakes.postgres import PostgresServer
 
 S1 = "11111111-1111-4111-8111-111111111111"
-TAMA = "the user's cat is called Tama"
-TAMA_JA = "ユーザーの猫の名前はタマ"
-DISTRACTORS = [
-    "we deployed the server on friday evening",
-    "the quarterly report is due next week",
-    "remember to renew the TLS certificate",
-    "the build failed because of a missing semicolon",
-    "lunch was ramen at the station",
-]
-DISTRACTORS_JA = [
-    "金曜日の夜にサーバーをデプロイした",
-    "四半期報告書の締め切りは来週です",
-    "TLS証明書の更新を忘れないこと",
-    "セミコロンが抜けていてビルドが失敗した",
-    "昼ご飯は駅でラーメンを食べた",
-]
 
 
 @pytest.fixture

@@ -317,6 +317,26 @@ def log_sessions(db: Database, agent_id: str, *, limit: int | None = None) -> li
     ]
 
 
+def _query(
+    agent_id: str,
+    terms: Sequence[str],
+    limit: int,
+    session_id: str | None,
+    log_types: Sequence[str],
+    since: datetime | None,
+    until: datetime | None,
+) -> MemoryQuery:
+    return MemoryQuery(
+        agent_id=agent_id,
+        terms=tuple(terms),
+        limit=limit,
+        session_id=session_id,
+        log_types=tuple(log_types),
+        since=since,
+        until=until,
+    )
+
+
 def search_ranked(
     db: Database,
     agent_id: str,
@@ -328,13 +348,7 @@ def search_ranked(
 ) -> list[tuple[int, float]]:
     """`search`'s hits as (line id, score), best first, without reading the lines: the
     hybrid search reads only the lines its fusion keeps (`logs_by_ids`)."""
-    query = MemoryQuery(
-        agent_id=agent_id,
-        terms=tuple(terms),
-        limit=limit,
-        session_id=session_id,
-        log_types=tuple(log_types),
-    )
+    query = _query(agent_id, terms, limit, session_id, log_types, None, None)
     index_pending(db)
     with db.read() as conn:
         return search_memory(conn, query)
@@ -353,15 +367,7 @@ def search(
 ) -> list[SearchResult]:
     """The agent's lines containing every term (written in [since, until) when given),
     best first (see `opencrab.store.dialects`); with no term, the newest lines."""
-    query = MemoryQuery(
-        agent_id=agent_id,
-        terms=tuple(terms),
-        limit=limit,
-        session_id=session_id,
-        log_types=tuple(log_types),
-        since=since,
-        until=until,
-    )
+    query = _query(agent_id, terms, limit, session_id, log_types, since, until)
     index_pending(db)
     with db.read() as conn:
         ranked = search_memory(conn, query)
