@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 EN_NAMES = [
     "Aiko", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas",
@@ -115,3 +116,21 @@ def corpus(
         questions.append(Question(paraphrase, "paraphrase", language, where[i]))
         questions.append(Question(keyword, "keyword", language, where[i]))
     return shuffled, questions
+
+
+def write_numbered(memory: Any, session: str, sample: list[str], start: int, stop: int) -> None:
+    """Store lines start..stop-1 in `session` (a MemoryManager's speech), each a sample line
+    numbered so no two are the same text, 5,000 a transaction."""
+    from opencrab.core.memory import SessionLog
+
+    for first in range(start, stop, 5000):
+        memory.append_session_logs(
+            [
+                SessionLog(
+                    session_id=session,
+                    log_type="speech",
+                    content=f"{sample[n % len(sample)]} [{n}]",
+                )
+                for n in range(first, min(first + 5000, stop))
+            ]
+        )

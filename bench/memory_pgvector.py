@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory_corpus import corpus
+from memory_corpus import corpus, write_numbered
 
 DEPTH = 30  # the vector leg's depth in a hybrid search of 10 hits (core/memory.py)
 
@@ -65,7 +65,7 @@ def main() -> None:
     from opencrab.config import load_settings
     from opencrab.core.agent import AgentCreate, AgentStore
     from opencrab.core.embedding import PACKAGED_NAME, PackagedEmbedder
-    from opencrab.core.memory import MemoryManager, SessionLog, search_terms
+    from opencrab.core.memory import MemoryManager, search_terms
     from opencrab.core.memory_vectors import EXACT_UP_TO, VECTORS, VectorIndex, nearest
     from opencrab.store import Database
     from opencrab.store.repositories import memory as memory_repo
@@ -97,18 +97,7 @@ def main() -> None:
 
         started = time.perf_counter()
         chunk = 5000
-        for start in range(0, args.memories, chunk):
-            count = min(chunk, args.memories - start)
-            memory.append_session_logs(
-                [
-                    SessionLog(
-                        session_id=session,
-                        log_type="speech",
-                        content=f"{sample[(start + i) % len(sample)]} [{start + i}]",
-                    )
-                    for i in range(count)
-                ]
-            )
+        write_numbered(memory, session, sample, 0, args.memories)
         print(f"wrote {args.memories} lines in {time.perf_counter() - started:.0f} s")
         started, stored, timed = time.perf_counter(), 0, False
         while True:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_corpus import corpus
+from memory_corpus import corpus, write_numbered
 
 # multilingual-e5-small: 12 layers, hidden 384, feed-forward 1536 (per token, per layer:
 # Q, K, V, O projections 4·H² and the feed-forward 2·H·FF multiply-adds; attention over a
@@ -174,19 +174,7 @@ def main() -> None:
         )
 
         started = time.perf_counter()
-        chunk = 5000
-        for start in range(len(sample), args.memories, chunk):
-            count = min(chunk, args.memories - start)
-            memory.append_session_logs(
-                [
-                    SessionLog(
-                        session_id=session,
-                        log_type="speech",
-                        content=f"{sample[(start + i) % len(sample)]} [{start + i}]",
-                    )
-                    for i in range(count)
-                ]
-            )
+        write_numbered(memory, session, sample, len(sample), args.memories)
         index_pending(db)
         pending = vectors_repo.pending_lines(db, agent.id, PACKAGED_NAME, limit=args.memories)
         rng = np.random.default_rng(35)
