@@ -460,6 +460,31 @@ async def test_a_hostile_host_is_refused(served: Served) -> None:
             assert "does not answer to the host" in refused.text
 
 
+async def test_a_page_of_another_site_is_refused(
+    served: Served, scripted: ScriptedProvider
+) -> None:
+    """The REST API's cross-site guard holds for A2A: a browser page of another site may
+    not send a message, either binding, nor with an older browser's Origin alone."""
+    scripted.then(reply("Never said."))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "x", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    }
+    page = {"Origin": "https://evil.example"}
+    with httpx.Client() as http:
+        for path, headers in (
+            ("/a2a/aki", {**page, "Sec-Fetch-Site": "cross-site"}),
+            ("/a2a/aki/message:send", {**page, "Sec-Fetch-Site": "cross-site"}),
+            ("/a2a/aki", page),
+        ):
+            refused = http.post(f"{served.url}{path}", headers=headers, json=body)
+            assert refused.status_code == 403, (path, refused.text)
+            assert refused.json()["error"] == "cross_site_request"
+    assert scripted.requests == []
+
+
 async def test_an_oversized_message_is_refused_by_the_message_rules(served: Served) -> None:
     async with served.client() as client:
         with pytest.raises(InvalidParamsError, match="200,000 characters; the limit is 100,000"):
