@@ -22,6 +22,7 @@ from opencrab.gateway.platform import (
     PlatformConfig,
     buttons_for,
     press,
+    question_of,
     split_text,
 )
 from opencrab.gateway.serve import ChatGateway, GatewayRunner, SenderRate
@@ -242,11 +243,13 @@ async def test_a_held_call_offers_buttons_and_pressing_one_decides_it(
     assert decided.decided_by == "sam"
 
 
-def test_an_inbox_notice_offers_buttons_for_each_waiting_approval_only() -> None:
+def test_an_inbox_notice_offers_buttons_for_each_approval_and_question_when_asked() -> None:
+    session = "0b7e8f3c-1d2a-4c5b-9e6f-7a8b9c0d1e2f"
     items: list[dict[str, Any]] = [
         {"kind": "approval", "subjectId": "a1", "summary": "x"},
-        {"kind": "ticket_question", "subjectId": "s1", "summary": "y"},
+        {"kind": "ticket_question", "subjectId": session, "summary": "y"},
         {"kind": "approval", "subjectId": "a2", "summary": "z"},
+        {"kind": "ticket_question", "subjectId": "not-a-session", "summary": "w"},
     ]
     notice = OutgoingMessage(
         content=MessageContent(text="waiting"),
@@ -255,6 +258,13 @@ def test_an_inbox_notice_offers_buttons_for_each_waiting_approval_only() -> None
     )
     assert [c.id for c in buttons_for(notice)] == ["ap:a1:y", "ap:a1:n", "ap:a2:y", "ap:a2:n"]
     assert [c.label for c in buttons_for(notice)][:2] == ["Approve #1", "Deny #1"]
+    # a gateway that can take an answer also offers one Answer button per question
+    answer = buttons_for(notice, questions=True)[-1]
+    assert answer == Button("Answer question", f"tq:{session}")
+    assert len(answer.id.encode()) <= 64  # fits Telegram's callback data
+    assert question_of(answer.id) == session
+    assert question_of("ap:a1:y") is None
+    assert question_of("tq:not-a-session-but-36-characters-xx") is None
 
 
 # ------------------------------------------------------------------ the rate rule

@@ -2,9 +2,9 @@
 
 - The Web API (`POST /api/<method>`, form or JSON bodies, `Authorization: Bearer`):
   auth.test, apps.connections.open (a `ws://` URL to this server), chat.postMessage,
-  chat.update, files.getUploadURLExternal, files.completeUploadExternal; the upload URL
-  it hands out (`POST /upload/<file id>`) and private files (`GET /files/<name>`, bot
-  token only).
+  chat.update, views.open, files.getUploadURLExternal, files.completeUploadExternal;
+  the upload URL it hands out (`POST /upload/<file id>`) and private files
+  (`GET /files/<name>`, bot token only).
 - Socket Mode (`GET /link`): `hello` on connect, then envelopes the test `push`es
   (events_api, slash_commands, interactive); each must be acknowledged with its
   `envelope_id`, which `push` waits for and returns.
@@ -43,6 +43,7 @@ class FakeSlack:
     port: int = 0
     posted: list[dict[str, Any]] = field(default_factory=list)  # chat.postMessage bodies
     updated: list[dict[str, Any]] = field(default_factory=list)  # chat.update bodies
+    views: list[dict[str, Any]] = field(default_factory=list)  # views.open bodies
     uploads: dict[str, dict[str, Any]] = field(default_factory=dict)  # file id -> upload
     completed: list[dict[str, Any]] = field(default_factory=list)
     private_files: dict[str, bytes] = field(default_factory=dict)  # name -> bytes
@@ -174,6 +175,13 @@ class FakeSlack:
         if method == "chat.update":
             self.updated.append(body)
             return {"ok": True, "channel": body.get("channel"), "ts": body.get("ts")}
+        if method == "views.open":
+            view = body.get("view")
+            view = json.loads(view) if isinstance(view, str) else view
+            if not body.get("trigger_id") or not isinstance(view, dict):
+                return {"ok": False, "error": "invalid_arguments"}
+            self.views.append({**body, "view": view})
+            return {"ok": True, "view": {**view, "id": f"V{len(self.views):04d}"}}
         if method == "files.getUploadURLExternal":
             file_id = f"F{len(self.uploads) + 1:04d}"
             self.uploads[file_id] = {"filename": body.get("filename"), "length": body["length"]}

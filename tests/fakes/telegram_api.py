@@ -52,6 +52,7 @@ class FakeTelegram:
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # file_id -> path, bytes
     limited: dict[str, int] = field(default_factory=dict)  # method -> retry_after, once
     webhook: dict[str, Any] = field(default_factory=dict)
+    sent: list[dict[str, Any]] = field(default_factory=list)  # the messages the bot sent
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _chats: dict[int, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -257,8 +258,9 @@ class FakeTelegram:
             "from": BOT,
             **extra,
         }
-        if "reply_markup" in params:
+        if "inline_keyboard" in params.get("reply_markup", {}):  # a message keeps no other
             message["reply_markup"] = params["reply_markup"]
+        self.sent.append(message)
         return message
 
     async def _sendMessage(self, params: dict[str, Any], files: Any) -> Any:

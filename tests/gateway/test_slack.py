@@ -29,8 +29,10 @@ from opencrab.gateway.configs import SlackConfig
 from opencrab.gateway.serve import GatewayRunner
 from opencrab.gateway.slack import SlackGateway
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
+from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, speak
 from tests.fakes.chat_gateway import MemoryChat
+from tests.fakes.inbox_items import ask
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.fakes.slack_server import (
     APP_TOKEN,
@@ -296,6 +298,64 @@ async def test_inbox_notices_get_buttons_and_a_channel_message_needs_no_thread(
     assert labels == ["Approve", "Deny"]
     assert second == {**second, "channel": "C0HOME", "text": "Good morning."}
     assert second.get("blocks") is None
+
+
+async def test_an_inbox_question_opens_a_modal_whose_answer_resumes_the_ticket(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, fake: FakeSlack
+) -> None:
+    ticket_id, session = ask(runtime.db, agent.id, "Which branch should I use?")
+    question = {"kind": "ticket_question", "subjectId": session, "summary": "Which branch?"}
+    async with running(runtime, agent, fake) as gateway:
+        await gateway.send(
+            OutgoingMessage(
+                content=MessageContent(text="1 item waits for you."),
+                target=MessageTarget(gateway="slack", channel_id="C0ALERTS"),
+                metadata={"inbox": [question]},
+            )
+        )
+        [notice] = fake.posted
+        [button] = notice["blocks"][1]["elements"]
+        assert (button["text"]["text"], button["value"]) == ("Answer question", f"tq:{session}")
+        pressed = {
+            "type": "block_actions",
+            "trigger_id": "1334.7384.80888d88f008e0",
+            "user": {"id": USER, "username": "mina"},
+            "channel": {"id": "C0ALERTS"},
+            "message": {"ts": notice["_ts"], "text": notice["text"]},
+            "actions": [
+                {"type": "button", "action_id": button["action_id"], "value": f"tq:{session}"}
+            ],
+        }
+        await fake.push("interactive", pressed)
+        await fake.wait(lambda: len(fake.views) == 1)
+        [opened] = fake.views
+        assert opened["trigger_id"] == pressed["trigger_id"]
+        view = opened["view"]
+        assert (view["type"], view["blocks"][0]["element"]["type"]) == ("modal", "plain_text_input")
+
+        def submitted(user: dict[str, str], text: str) -> dict[str, Any]:
+            value = {"type": "plain_text_input", "value": text}
+            return {
+                "type": "view_submission",
+                "user": user,
+                "view": {
+                    "id": "V0001",
+                    "callback_id": view["callback_id"],
+                    "private_metadata": view["private_metadata"],
+                    "state": {"values": {"answer": {"text": value}}},
+                },
+            }
+
+        await fake.push("interactive", submitted({"id": "U0EVE", "username": "eve"}, "Drop it."))
+        await fake.push("interactive", submitted({"id": USER, "username": "mina"}, "Use main."))
+        await fake.wait(lambda: len(fake.posted) == 2)
+    said = fake.posted[1]
+    assert (said["channel"], said["thread_ts"]) == ("C0ALERTS", notice["_ts"])
+    assert said["text"] == f"<@{USER}>: Answer sent: the ticket goes on."
+    assert tickets.get_ticket(runtime.db, ticket_id).status == "running"
+    answers = [m for m in session_messages(runtime.db, session) if m.role == "user"]
+    assert [(m.content, m.speaker_id) for m in answers] == [("Use main.", "slack:mina")]
+    assert scripted.requests == []  # no turn ran here: the answer went to the ticket
 
 
 async def test_a_file_goes_into_the_workspace_and_a_named_file_comes_back(

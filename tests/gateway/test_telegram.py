@@ -30,7 +30,9 @@ from opencrab.gateway.serve import GatewayRunner, agent_for
 from opencrab.gateway.telegram import TelegramGateway, utf16_len
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
 from opencrab.store.repositories import chat_agents
+from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, runtime, scripted  # noqa: F401 (fixtures)
+from tests.fakes.inbox_items import ask
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.fakes.telegram_api import BOT, FakeTelegram
 
@@ -53,6 +55,7 @@ def fake(served: FakeTelegram) -> FakeTelegram:
     served.files.clear()
     served.limited.clear()
     served.webhook = {}
+    served.sent.clear()
     with served._lock:
         served._updates.clear()
     return served
@@ -313,6 +316,49 @@ async def test_an_inbox_notice_sent_to_a_chat_offers_a_button_pair_per_approval(
     assert answered.params["text"].startswith("Not done:")  # a1 is no approval here
     kept = edited.params["reply_markup"]["inline_keyboard"]
     assert [[k["callback_data"] for k in row] for row in kept] == [["ap:a2:y", "ap:a2:n"]]
+
+
+async def test_an_inbox_question_is_answered_by_a_reply_to_the_bots_prompt(
+    runtime: Runtime,  # noqa: F811
+    scripted: ScriptedProvider,  # noqa: F811
+    fake: FakeTelegram,
+    aki: Agent,
+) -> None:
+    ticket_id, session = ask(runtime.db, aki.id, "Which branch should I use?")
+    chat, alice = fake.chat(ALICE), fake.user(ALICE, "alice")
+    question = {"kind": "ticket_question", "subjectId": session, "summary": "Which branch?"}
+    async with bot(runtime, fake) as gateway:
+        await gateway.send(
+            OutgoingMessage(
+                content=MessageContent(text="1 item waits for you"),
+                target=MessageTarget(gateway="telegram", channel_id=str(ALICE)),
+                metadata={"inbox": [question]},
+            )
+        )
+        [notice] = fake.sent
+        [[button]] = notice["reply_markup"]["inline_keyboard"]
+        assert (button["text"], button["callback_data"]) == ("Answer question", f"tq:{session}")
+        fake.callback(button["callback_data"], message=notice, user=fake.user(MALLORY, "mal"))
+        [refused] = await fake.wait_for("answerCallbackQuery")
+        assert refused.params["text"] == "Not yours to decide."
+        fake.callback(button["callback_data"], message=notice, user=alice)
+        [_, pressed] = await fake.wait_for("answerCallbackQuery", 2)
+        [_, prompt] = await fake.wait_for("sendMessage", 2)
+        assert pressed.params["text"] == "Reply to my message with your answer."
+        assert prompt.params["reply_markup"]["force_reply"] is True
+        assert prompt.params["reply_parameters"]["message_id"] == notice["message_id"]
+        asking = fake.sent[1]
+        fake.message("Use the main branch.", chat=chat, user=alice, reply_to=asking)
+        [*_, confirmed] = await fake.wait_for("sendMessage", 3)
+    assert confirmed.params["text"] == "Answer sent: the ticket goes on."
+    assert tickets.get_ticket(runtime.db, ticket_id).status == "running"
+    answer = session_messages(runtime.db, session)[-1]
+    assert (answer.role, answer.content, answer.speaker_id) == (
+        "user",
+        "Use the main branch.",
+        "alice",
+    )
+    assert scripted.requests == []  # no turn ran: it was the ticket's answer
 
 
 # ------------------------------------------------------------------ files

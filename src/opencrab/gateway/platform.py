@@ -8,8 +8,10 @@
   `state` is what the dashboard shows, and a platform that cannot be reached affects
   nothing but its own gateway.
 - `Button`, `buttons_for` and `press`: the buttons of a message that asks a person
-  (approve / deny a held call), carried as short ids a platform can echo back
-  (Telegram's callback data holds 64 bytes), and what pressing one does.
+  (approve / deny a held call; answer a ticket's question), carried as short ids a
+  platform can echo back (Telegram's callback data holds 64 bytes), and what pressing
+  one does; `question_of` and `answer_question` for the answer a platform then collects
+  (a reply, a form) and hands to the ticket.
 
 A platform gateway is one module (its SDK, its wire format) plus its config model; it
 marks its messages with a `ChatSource` and uses these pieces for the rest.
@@ -31,6 +33,7 @@ from pydantic import Field
 from opencrab.errors import OpenCrabError
 from opencrab.gateway.base import GatewayConfig
 from opencrab.messages import OutgoingMessage
+from opencrab.offload import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -219,16 +222,20 @@ class Button:
 
 APPROVAL_METADATA = "approval"  # OutgoingMessage.metadata key: {"id": ..., "tool": ...}
 _PRESS = re.compile(r"^ap:(?P<id>[0-9a-fA-F-]{1,40}):(?P<verdict>[yn])$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_QUESTION = re.compile(r"^tq:(?P<session>[0-9a-fA-F-]{36})$")
 
 
 INBOX_METADATA = "inbox"  # the inbox's notice: [{"kind", "subjectId", "summary"}, …]
 MAX_BUTTONS = 10  # buttons on one message, at most
 
 
-def buttons_for(message: OutgoingMessage) -> list[Button]:
+def buttons_for(message: OutgoingMessage, *, questions: bool = False) -> list[Button]:
     """The buttons a message that asks a person offers: approve and deny for a held call
-    (a turn's answer) or for each approval among an inbox notice's items; none for other
-    messages. Each id is at most 45 ASCII characters; at most MAX_BUTTONS buttons."""
+    (a turn's answer) or for each approval among an inbox notice's items, and with
+    `questions` (a gateway that can take the answer: `question_of`, `answer_question`)
+    an Answer button per ticket question among them; none for other messages. Each id is
+    at most 45 ASCII characters; at most MAX_BUTTONS buttons."""
     held = message.metadata.get(APPROVAL_METADATA)
     if isinstance(held, dict) and isinstance(held.get("id"), str):
         return _verdicts(held["id"], "")
@@ -244,6 +251,17 @@ def buttons_for(message: OutgoingMessage) -> list[Button]:
     for number, item in enumerate(approvals, 1):
         suffix = f" #{number}" if len(approvals) > 1 else ""
         buttons += _verdicts(item["subjectId"], suffix)
+    asked = [
+        item
+        for item in (waiting if isinstance(waiting, list) and questions else [])
+        if isinstance(item, dict)
+        and item.get("kind") == "ticket_question"
+        and isinstance(item.get("subjectId"), str)
+        and _UUID.match(item["subjectId"])
+    ]
+    for number, item in enumerate(asked, 1):
+        suffix = f" #{number}" if len(asked) > 1 else ""
+        buttons.append(Button(f"Answer question{suffix}", f"tq:{item['subjectId']}"))
     return buttons[:MAX_BUTTONS]
 
 
@@ -267,3 +285,31 @@ async def press(runtime: Any, choice_id: str, *, by: str) -> str:
     except OpenCrabError as exc:
         return f"Not done: {exc}"
     return "Approved: the call runs." if approve else "Denied: the agent is told."
+
+
+def question_of(choice_id: str) -> str | None:
+    """The ticket session whose question the button `choice_id` answers; None when it is
+    no question's button."""
+    asked = _QUESTION.match(choice_id)
+    return asked["session"] if asked is not None and _UUID.match(asked["session"]) else None
+
+
+async def answer_question(runtime: Any, session_id: str, text: str, *, by: str) -> tuple[bool, str]:
+    """Give `text`, the person `by`'s answer, to the ticket session `session_id` (a
+    suspended ticket resumes); returns whether it was taken and the line to show them.
+    An answer the message rules refuse, or a ticket that no longer takes one, says so
+    instead of raising."""
+    from opencrab.tickets.service import answer_ticket_session  # only when answering
+
+    try:
+        await run_blocking(
+            answer_ticket_session,
+            runtime.db,
+            session_id,
+            text,
+            sender_id=by[:100] or "person",
+            sender_name=by[:100] or None,
+        )
+    except OpenCrabError as exc:
+        return False, f"Not sent: {exc}"
+    return True, "Answer sent: the ticket goes on."

@@ -20,6 +20,9 @@ is read as anything).
 - An answer that waits on a person's approval, and the inbox's notices of approvals, carry
   Block Kit buttons (`buttons_for`); pressing one (block_actions, by an allowed user)
   decides the approval (`press`) and the message shows the outcome instead of buttons.
+  A ticket's question among the inbox's notices carries an Answer button: it opens a
+  modal (views.open) whose submission, by an allowed user, is the ticket's answer
+  (`answer_question`: the ticket resumes); the outcome is posted in the notice's thread.
 - Long answers are split at 3,900 characters on sentence ends (`split_text`).
 - Slack shows no "typing…" for bots (the Web API has no such call outside assistant
   threads), so `typing` has no effect here.
@@ -53,8 +56,10 @@ from opencrab.gateway.configs import SlackConfig
 from opencrab.gateway.platform import (
     Button,
     Connection,
+    answer_question,
     buttons_for,
     press,
+    question_of,
     split_text,
 )
 from opencrab.gateway.serve import ChatGateway, agent_for
@@ -87,6 +92,7 @@ QUEUE_SIZE = 1000
 SEEN_EVENTS = 5000  # event ids remembered, to handle a retried delivery once
 FILES_FOLDER = "slack"
 MAX_FILES_OUT = 5
+ANSWER_VIEW = "opencrab_answer"  # the callback_id of the modal that answers a question
 _MENTION = re.compile(r"<@([A-Z0-9]+)>\s*")
 _NAMED = re.compile(r"`([^`\n]{1,300})`")
 _SAFE_NAME = re.compile(r"[^\w.\- ]+")
@@ -178,7 +184,7 @@ class SlackGateway(ChatGateway):
         if not channel:
             raise ValueError("a Slack message needs a target channel")
         web = self._client()
-        buttons = buttons_for(message)
+        buttons = buttons_for(message, questions=True)
         pieces = split_text(message.content.text, TEXT_LIMIT) or ([""] if buttons else [])
         for number, piece in enumerate(pieces, 1):
             last = number == len(pieces)
@@ -392,7 +398,11 @@ class SlackGateway(ChatGateway):
 
     async def on_interaction(self, payload: Mapping[str, Any]) -> None:
         """A button pressed (block_actions): decided by `press` when the presser is
-        allowed; the message's buttons give way to the outcome."""
+        allowed; the message's buttons give way to the outcome. An Answer button opens
+        the modal; its submission (view_submission) answers the ticket."""
+        if payload.get("type") == "view_submission":
+            await self._on_answer(payload)
+            return
         if payload.get("type") != "block_actions":
             return
         user = payload.get("user") or {}
@@ -407,6 +417,10 @@ class SlackGateway(ChatGateway):
             log.info("slack: %s pressed a button in %s but is not allowed; ignored", who, channel)
             return
         chosen = str(actions[0].get("value") or actions[0].get("action_id") or "")
+        session = question_of(chosen)
+        if session is not None:
+            await self._open_answer(payload, session, channel)
+            return
         said = await press(self.runtime, chosen, by=f"slack:{user.get('username') or who}")
         original = payload.get("message") or {}
         text = str(original.get("text") or "")
@@ -418,6 +432,77 @@ class SlackGateway(ChatGateway):
             await web.chat_update(channel=channel, ts=ts, text=f"{text}\n{said}", blocks=blocks)
         else:
             await web.chat_postMessage(channel=channel, text=said)
+
+    async def _open_answer(self, payload: Mapping[str, Any], session: str, channel: str) -> None:
+        """The modal asking for the answer to a ticket's question (where it was pressed
+        rides along in its private_metadata)."""
+        trigger = payload.get("trigger_id")
+        if not isinstance(trigger, str):
+            return
+        original = payload.get("message") or {}
+        thread = original.get("thread_ts") or original.get("ts")
+        where = {"session": session, "channel": channel, "thread": thread}
+        await self._client().views_open(
+            trigger_id=trigger,
+            view={
+                "type": "modal",
+                "callback_id": ANSWER_VIEW,
+                "private_metadata": json.dumps(where),
+                "title": {"type": "plain_text", "text": "Answer the question"},
+                "submit": {"type": "plain_text", "text": "Send"},
+                "close": {"type": "plain_text", "text": "Cancel"},
+                "blocks": [
+                    {
+                        "type": "input",
+                        "block_id": "answer",
+                        "label": {"type": "plain_text", "text": "Your answer"},
+                        "element": {
+                            "type": "plain_text_input",
+                            "action_id": "text",
+                            "multiline": True,
+                        },
+                    }
+                ],
+            },
+        )
+
+    async def _on_answer(self, payload: Mapping[str, Any]) -> None:
+        """The answer modal submitted: the ticket's answer, when its sender is allowed
+        where the button was; the outcome goes to the notice's thread."""
+        view = payload.get("view") or {}
+        user = payload.get("user") or {}
+        if not (isinstance(view, dict) and isinstance(user, dict)):
+            return
+        if view.get("callback_id") != ANSWER_VIEW:
+            return
+        try:
+            where = json.loads(str(view.get("private_metadata") or ""))
+        except ValueError:
+            return
+        if not isinstance(where, dict):
+            return
+        session, channel = where.get("session"), where.get("channel")
+        if not (
+            isinstance(session, str) and question_of(f"tq:{session}") and isinstance(channel, str)
+        ):
+            return
+        who = str(user.get("id") or "")
+        if not self.settings.allows(who, channel):
+            log.info(
+                "slack: %s answered a question in %s but is not allowed; ignored", who, channel
+            )
+            return
+        values = (view.get("state") or {}).get("values") or {}
+        text = str(((values.get("answer") or {}).get("text") or {}).get("value") or "")
+        _, said = await answer_question(
+            self.runtime, session, text, by=f"slack:{user.get('username') or who}"
+        )
+        thread = where.get("thread")
+        await self._client().chat_postMessage(
+            channel=channel,
+            thread_ts=thread if isinstance(thread, str) else None,
+            text=f"<@{who}>: {said}",
+        )
 
     def _enqueue(self, message: IncomingMessage) -> None:
         self._remember(message)

@@ -21,7 +21,10 @@ token (from `${TELEGRAM_BOT_TOKEN}`), the allow-lists, the agent, the mode.
 - Replies reply to the message they answer, split at 4,096 UTF-16 units on sentence
   ends; a held call's answer and the inbox's notices carry Approve / Deny inline
   buttons; pressing one decides (`press`), answers the callback with the outcome and
-  takes that approval's buttons off the message.
+  takes that approval's buttons off the message. A ticket's question in the inbox's
+  notices carries an Answer button: pressing it posts a message asking for a reply
+  (ForceReply), and an allowed person's reply to that message is the ticket's answer
+  (`answer_question`: the ticket resumes).
 - Files in: a document or photo is downloaded (getFile, then the file URL) into the
   answering agent's workspace under `files_folder/<chat id>/` through the workspace's
   jail and quota, and the turn's text names where it is. Files out: each path the reply
@@ -40,13 +43,14 @@ import contextlib
 import logging
 import re
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from datetime import timedelta
 from typing import Any, ClassVar
 
 from telegram import (
     Bot,
     CallbackQuery,
+    ForceReply,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
@@ -63,7 +67,15 @@ from opencrab.core.workspace import Workspace
 from opencrab.errors import ConfigError, OpenCrabError
 from opencrab.gateway.base import GatewayConfig
 from opencrab.gateway.configs import TelegramConfig
-from opencrab.gateway.platform import Button, Connection, buttons_for, press, split_text
+from opencrab.gateway.platform import (
+    Button,
+    Connection,
+    answer_question,
+    buttons_for,
+    press,
+    question_of,
+    split_text,
+)
 from opencrab.gateway.serve import ChatGateway, agent_for
 from opencrab.messages import (
     Channel,
@@ -86,6 +98,7 @@ TYPING_FOR_AT_MOST = 600.0
 FILES_PER_REPLY = 5
 WEBHOOK_CHECK_EVERY = 60.0  # seconds between getWebhookInfo checks, in webhook mode
 SEEN_UPDATES = 2000
+ASKING_AT_MOST = 1000  # "reply with your answer" messages remembered
 LOGGERS_WITH_URLS = (
     "httpx",
     "httpcore",
@@ -143,6 +156,8 @@ class TelegramGateway(ChatGateway):
         self._seen: deque[int] = deque(maxlen=SEEN_UPDATES)
         self._chosen: dict[str, str] = {}  # chat id -> agent id picked with /use
         self._typing: dict[str, asyncio.Task[None]] = {}  # message id -> its indicator
+        # (chat id, message id) of a "reply with your answer" message -> its ticket session
+        self._asking: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _scrub(self, text: str) -> str:
@@ -187,7 +202,7 @@ class TelegramGateway(ChatGateway):
         if message.reply_to is not None:
             self._stop_typing(message.reply_to)
         pieces = split_text(message.content.text, MESSAGE_LIMIT, measure=utf16_len)
-        markup = self._keyboard(buttons_for(message))
+        markup = self._keyboard(buttons_for(message, questions=True))
         replying = _message_number(message.reply_to)
         for number, piece in enumerate(pieces):
             last = number == len(pieces) - 1
@@ -366,6 +381,11 @@ class TelegramGateway(ChatGateway):
         if not self.addressed(message):
             return
         text = (message.text or message.caption or "").strip()
+        replied = message.reply_to_message
+        asked = (str(message.chat.id), replied.message_id) if replied is not None else None
+        if asked is not None and asked in self._asking:
+            await self._answer(message, asked, text)
+            return
         command = _COMMAND.match(text)
         if command is not None and command["name"].lower() in ("start", "agents", "use"):
             try:  # in order, before the chat's next message: /use then a question
@@ -515,6 +535,10 @@ class TelegramGateway(ChatGateway):
             await self._call(self.bot.answer_callback_query, query.id, text="Not yours to decide.")
             return
         data = query.data or ""
+        session = question_of(data)
+        if session is not None:
+            await self._ask_for_answer(query, session)
+            return
         said = await press(self.runtime, data, by=user.username or str(user.id))
         await self._call(self.bot.answer_callback_query, query.id, text=said)
         if held is None or not data.startswith("ap:") or said == "That button is not one of mine.":
@@ -532,6 +556,40 @@ class TelegramGateway(ChatGateway):
             message_id=held.message_id,
             reply_markup=InlineKeyboardMarkup(rows) if rows else None,
         )
+
+    async def _ask_for_answer(self, query: CallbackQuery, session: str) -> None:
+        """An Answer button pressed: a message to reply to with the answer."""
+        held = query.message
+        if held is None:
+            await self._call(self.bot.answer_callback_query, query.id, text="Answer in the inbox.")
+            return
+        asking = await self._call(
+            self.bot.send_message,
+            chat_id=held.chat.id,
+            text="Reply to this message with your answer to the ticket's question.",
+            reply_parameters=ReplyParameters(held.message_id, allow_sending_without_reply=True),
+            reply_markup=ForceReply(input_field_placeholder="Your answer"),
+        )
+        self._asking[(str(held.chat.id), asking.message_id)] = session
+        while len(self._asking) > ASKING_AT_MOST:
+            self._asking.popitem(last=False)
+        await self._call(
+            self.bot.answer_callback_query, query.id, text="Reply to my message with your answer."
+        )
+
+    async def _answer(self, message: Message, asked: tuple[str, int], text: str) -> None:
+        """A reply to a "reply with your answer" message: the ticket's answer."""
+        user = message.from_user
+        assert user is not None  # allowed: a person
+        taken, said = await answer_question(
+            self.runtime, self._asking[asked], text, by=user.username or str(user.id)
+        )
+        if taken:
+            self._asking.pop(asked, None)
+        try:
+            await self._tell(message, said)
+        except TelegramError as exc:
+            log.warning("telegram: could not confirm an answer: %s", self._scrub(str(exc)))
 
     # ------------------------------------------------------------ files out, typing
     async def _files_named(self, chat: str, text: str) -> list[tuple[str, bytes]]:
