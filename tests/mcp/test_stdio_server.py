@@ -21,6 +21,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import offered_tools, tool_id
 from opencrab.core.workspace import Workspace
+from opencrab.events import ToolResultEvent
 from opencrab.llm.providers import anthropic_wire
 from opencrab.llm.types import ImagePart
 from opencrab.mcp.client import McpServerSource
@@ -99,6 +100,19 @@ async def test_unsafe_holds_a_destructive_mcp_tool_and_lets_a_read_only_one_run(
     assert held.stopped_by == "approval"
     [pending] = runtime.approvals.list_approvals(session_id=held.session_id)
     assert pending.tool_name == "mcp__demo__wipe"
+    assert pending.id == held.approval_id
+
+    # approved, the call goes to the server once and its answer is the call's result
+    decided = await runtime.approvals.decide(pending.id, approve=True, by="ops")
+    assert decided.status == "approved"
+    [event] = [
+        e
+        for e in runtime.engine.events.trace(held.trace_id)
+        if str(e.id) == decided.result_event_id
+    ]
+    assert isinstance(event, ToolResultEvent)
+    assert not event.content.is_error
+    assert json.loads(event.content.output)["text"] == "wiped"
 
 
 async def test_list_changed_offers_the_new_list(
