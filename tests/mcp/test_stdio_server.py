@@ -21,6 +21,7 @@ from opencrab.core.runtime import Runtime
 from opencrab.core.tool_sources import RunningToolSources, start_tool_sources
 from opencrab.core.tools import offered_tools, tool_id
 from opencrab.core.workspace import Workspace
+from opencrab.events import ToolResultEvent
 from opencrab.llm.providers import anthropic_wire
 from opencrab.llm.types import ImagePart
 from opencrab.mcp.client import McpServerSource
@@ -99,6 +100,19 @@ async def test_unsafe_holds_a_destructive_mcp_tool_and_lets_a_read_only_one_run(
     assert held.stopped_by == "approval"
     [pending] = runtime.approvals.list_approvals(session_id=held.session_id)
     assert pending.tool_name == "mcp__demo__wipe"
+    assert pending.id == held.approval_id
+
+    # approved, the call goes to the server once and its answer is the call's result
+    decided = await runtime.approvals.decide(pending.id, approve=True, by="ops")
+    assert decided.status == "approved"
+    [event] = [
+        e
+        for e in runtime.engine.events.trace(held.trace_id)
+        if str(e.id) == decided.result_event_id
+    ]
+    assert isinstance(event, ToolResultEvent)
+    assert not event.content.is_error
+    assert json.loads(event.content.output)["text"] == "wiped"
 
 
 async def test_list_changed_offers_the_new_list(
@@ -179,6 +193,32 @@ async def test_a_hostile_server_fails_its_calls_naming_it_and_the_rest_works(
     script(scripted, calls(("mcp__demo__add", {"a": 5, "b": 5})), speak("ten"))
     again = await runtime.chat(agent, "add")
     assert json.loads(outcome(again, "mcp__demo__add")[1])["text"] == "10"
+
+
+@pytest.mark.parametrize("servers", [{"demo": demo_stdio(call_timeout_secs=600)}])
+async def test_a_hanging_call_is_cut_by_the_turns_deadline(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, demo: McpServerSource
+) -> None:
+    # the call may wait 600 s; the turn may run 3 s
+    runtime.settings.agent.turn_timeout_secs = 3.0
+    grant(runtime, agent, "mcp__demo__hang", "mcp__demo__add")
+    script(scripted, calls(("mcp__demo__hang", {})), speak("late"))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with asyncio.timeout(120):  # a guard against a hang, not a measure
+        hung = await runtime.chat(agent, "hang")
+    assert loop.time() - began < 60
+    success, said = outcome(hung, "mcp__demo__hang")
+    assert not success
+    assert "MCP server 'demo': hang was cut off by the turn's deadline" in said
+    assert "([agent] turn_timeout_secs)" in said
+    assert hung.error is not None
+    assert "turn_timeout_secs" in hung.error.message
+
+    runtime.settings.agent.turn_timeout_secs = 300.0  # the server still answers
+    script(scripted, calls(("mcp__demo__add", {"a": 1, "b": 1})), speak("two"))
+    after = await runtime.chat(agent, "add")
+    assert json.loads(outcome(after, "mcp__demo__add")[1])["text"] == "2"
 
 
 async def test_an_image_and_a_blob_become_attachments_the_model_is_shown(

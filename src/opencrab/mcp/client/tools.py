@@ -13,7 +13,8 @@ and text resources are described (kind, MIME type, size, URI, the text's start).
 A result with `isError` is a failed ActionResult. What the model gets is
 capped like any recorded text (`[agent] max_event_bytes`, opencrab.core.record_cap).
 A call not answered within the table's `call_timeout_secs` fails, naming the server and
-that key. `read_only` follows the tool's annotations (readOnlyHint and not
+that key; one still running at the turn's deadline (`[agent] turn_timeout_secs`) is cut
+off there, saying so. `read_only` follows the tool's annotations (readOnlyHint and not
 destructiveHint), which the `unsafe` approval policy reads (core/approvals.py).
 """
 
@@ -92,14 +93,21 @@ class McpTool(Action):
         return ToolDefinition(name=self.tool_name, description=self.text, parameters=self.schema)
 
     async def execute(self, args: dict[str, Any], ctx: ActionContext) -> ActionResult:
-        return await self.call(args, ctx.settings.agent.max_event_bytes, ctx.workspace)
+        return await self.call(
+            args, ctx.settings.agent.max_event_bytes, ctx.workspace, ctx.turn.deadline
+        )
 
     async def call(
-        self, args: dict[str, Any], max_bytes: int, workspace: Workspace | None = None
+        self,
+        args: dict[str, Any],
+        max_bytes: int,
+        workspace: Workspace | None = None,
+        deadline: float | None = None,
     ) -> ActionResult:
         """Call the tool with checked `args`; its result capped at `max_bytes` of text, its
         images and blobs stored in `workspace` (described only without one: the MCP page's
-        test call)."""
+        test call). A turn's `deadline` (the event loop's time) cuts the call off when it
+        comes before the table's call timeout."""
         server = self.source.server
         timeout = self.source.config.call_timeout_secs
         session = self.source.session
@@ -109,10 +117,17 @@ class McpTool(Action):
                 + (f": {self.source.last_error}" if self.source.last_error else "")
                 + f"); {self.tool_name} was not called"
             )
+        until = asyncio.get_running_loop().time() + timeout
+        by_deadline = deadline is not None and deadline <= until
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(until if deadline is None else min(deadline, until)):
                 result = await session.call_tool(self.tool_name, args, read_timeout_seconds=timeout)
         except TimeoutError:
+            if by_deadline:
+                return ActionResult.fail(
+                    f"MCP server {server!r}: {self.tool_name} was cut off by the turn's "
+                    "deadline ([agent] turn_timeout_secs) before it answered"
+                )
             return ActionResult.fail(_late(server, self.tool_name, timeout))
         except Exception as exc:
             message = str(exc) or type(exc).__name__
