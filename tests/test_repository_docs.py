@@ -41,6 +41,30 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
     assert citing == []
 
 
+def test_no_file_cites_an_outside_document_by_its_section_number() -> None:
+    """A rule cited by its number (the file's name in capitals, then a number or a
+    section sign) points outside the repository as much as the file name does."""
+    citing = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in _repository_texts()
+        for match in re.finditer(
+            r"\b(?:DESIGN|STYLE)\s*(?:§|\d)", path.read_text(encoding="utf-8", errors="replace")
+        )
+    ]
+    assert citing == []
+
+
+def test_the_readme_names_no_seed_document() -> None:
+    """The seed documents the project was written from are not in the repository: the
+    README says what a thing is ("the shipped config's example"), not "seed 001's"."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = [
+        f"README.md:{readme.count(chr(10), 0, match.start()) + 1}: {match.group(0)}"
+        for match in re.finditer(r"\bseeds?[\s-]*0\d\d", readme, flags=re.IGNORECASE)
+    ]
+    assert named == []
+
+
 def test_the_architecture_document_names_the_sections_code_points_at() -> None:
     architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^## (.+)$", architecture, flags=re.MULTILINE))

@@ -3,11 +3,16 @@
 A key typed into the page is stored encrypted: the database file (and its WAL), the
 server's log and every API answer are read back and never hold it in clear; the next
 call to the fake server carries it. Values the environment sets are shown locked.
+
+`OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/dashboard-llm-settings.png
+(the providers as the page shows them, with the values the environment sets locked).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import httpx
 from playwright.sync_api import expect
@@ -22,6 +27,8 @@ from tests.fakes.metrics_rows import usage_rows
 from tests.fakes.served import ServedOpenCrab
 
 KEY = "sk-or-v1-typed-in-the-page-Zq9X"
+DOCS_SHOTS = bool(os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"))  # read at import
+DOCS = Path(__file__).parents[2] / "docs" / "screenshots"
 
 
 def test_a_key_typed_into_the_page_is_encrypted_applied_and_never_shown(
@@ -65,6 +72,9 @@ def test_values_from_the_environment_are_locked_and_named(page: Watched) -> None
     expect(card.get_by_label(re.compile("API key"))).to_be_disabled()
     expect(card.get_by_text("environment OPENAI_API_KEY")).to_be_visible()
     expect(card.get_by_label(re.compile("Base URL"))).to_be_disabled()
+    if DOCS_SHOTS:
+        p.set_viewport_size({"width": 1280, "height": 800})
+        p.screenshot(path=str(DOCS / "dashboard-llm-settings.png"))
 
 
 def test_an_alias_and_the_fallback_order_are_saved_from_the_page(

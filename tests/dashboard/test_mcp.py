@@ -12,7 +12,10 @@ The server's config file names a stdio server too (`[mcp.servers.files]`, the sa
 server run in bubblewrap): it is shown read-only, its env value hidden, and its name
 cannot be taken on the page.
 
-`OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/dashboard-mcp.png.
+`OPENCRAB_DOCS_SCREENSHOTS=1` also writes README's docs/screenshots/dashboard-mcp.png,
+with the note the call reads at `OPENCRAB_DOCS_NOTE` when set (a file path such as
+/home/aki/notes/メモ.txt, written by the test, so the picture shows a path a user would have
+rather than the test's temporary folder).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from tests.fakes.mcp_demo import DEMO, demo_over_http
 from tests.fakes.served import ServedOpenCrab
 
 TOKEN = "mcp-token-typed-in-the-page-K7w2"
+# read at import: each test's data_dir fixture clears the OPENCRAB_* variables
 DOCS_SHOTS = bool(os.environ.get("OPENCRAB_DOCS_SCREENSHOTS"))
+DOCS_NOTE = Path(os.environ["OPENCRAB_DOCS_NOTE"]) if os.environ.get("OPENCRAB_DOCS_NOTE") else None
 DOCS = Path(__file__).parents[2] / "docs" / "screenshots"
 
 
@@ -145,7 +150,8 @@ def test_a_server_added_in_the_page_is_granted_and_called(
     expect(call.locator('[data-error-for="arguments"]')).to_contain_text("not valid JSON")
 
     # the token reached the server (its echo comes back redacted), Japanese text too
-    note = tmp_path / "メモ.txt"
+    note = DOCS_NOTE if DOCS_SHOTS and DOCS_NOTE else tmp_path / "メモ.txt"
+    note.parent.mkdir(parents=True, exist_ok=True)
     note.write_text("カニの会議は火曜日です。", encoding="utf-8")
     server.locator('tr[data-tool="mcp__tracker__read_path"]').get_by_role(
         "button", name="Call…"

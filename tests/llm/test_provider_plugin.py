@@ -1,4 +1,5 @@
-"""A provider from an installed plugin is a provider like the built-ins (STYLE 18).
+"""A provider from an installed plugin is a provider like the built-ins
+(docs/architecture.md, "Extension points").
 
 A throwaway distribution (a `*.dist-info` whose `entry_points.txt` names the module under
 the `opencrab` group) is put on the server's PYTHONPATH; its provider imports only from
