@@ -18,6 +18,11 @@ documents as how input is refused but lists on some operations only:
 
 Generated requests are pointed at stored ids half of the time, so they reach past the 404
 of a random id (never for DELETE, which would remove the data the other operations need).
+addMessage is pointed at the chats and the discussion as well as at tickets' sessions: a
+message to each kind is answered as the seed declares (201, or 400 for a discussion).
+getSession is pointed at tickets' sessions only: no seed operation hands out the id of a
+chat or a discussion (listSessions lists tickets' sessions unless `kind` asks), and one
+read by its id has `ticketId: null`, which SessionResponse does not allow.
 """
 
 from __future__ import annotations
@@ -125,6 +130,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         chat = client.post("/api/sessions", json={"agentId": "probe"}).json()["id"]
         said = client.post(f"/api/sessions/{chat}/messages", json={"content": "Hello there"})
         assert said.status_code == 201, said.text
+        listed = client.get("/api/sessions", params={"kind": "all"})
+        assert listed.status_code == 200, listed.text
+        others = [s["id"] for s in listed.json() if s["kind"] != "ticket"]
+    assert len(others) == 3, others  # the two chats and the discussion
+    KNOWN["other_session"] = others
     with db.read() as conn:
         KNOWN["tool"] = [row.id for row in tools_repo.all_tools(conn)]
     assert KNOWN["tool"], "the runtime lists its actions as tools"
@@ -143,7 +153,10 @@ def _known_ids(case: Any, pick: int | None, negative: bool) -> None:
     query = case.query if isinstance(case.query, dict) else None
     if "id" in params and case.method.upper() != "DELETE":
         kind = case.path.split("/")[2].removesuffix("s")  # /api/tickets/{id} → ticket
-        params["id"] = KNOWN[kind][pick % len(KNOWN[kind])]
+        known = KNOWN[kind]
+        if case.operation.definition.raw.get("operationId") == "addMessage":
+            known = known + KNOWN["other_session"]  # chats and the discussion too
+        params["id"] = known[pick % len(known)]
     # invalid input keeps its query ids and its body's ids: one of them may be the one
     # invalid part, and a known id would make the request valid
     if negative:
@@ -271,3 +284,16 @@ def _exercise(operation: Any, mode: schemathesis.GenerationMode) -> None:
         case.call_and_validate(timeout=60, checks=chosen)
 
     check()
+
+
+def test_a_message_to_each_chat_and_the_discussion_keeps_the_contract(api: Any) -> None:
+    """addMessage with a valid message to every session that is not a ticket's (the chat
+    talked in, the empty chat, the discussion): the generated cases above reach them only
+    now and then, so each one is sent here too, under the same checks."""
+    operation = _operations(api)["addMessage"]
+    answered = []
+    for session_id in KNOWN["other_session"]:
+        case = operation.Case(path_parameters={"id": session_id}, body={"content": "And now?"})
+        response = case.call_and_validate(timeout=60, checks=POSITIVE_CHECKS)
+        answered.append(response.status_code)
+    assert sorted(answered) == [201, 201, 400], answered  # a discussion takes no chat message
