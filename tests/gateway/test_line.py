@@ -24,6 +24,9 @@ from opencrab.errors import ConfigError, NotFoundError
 from opencrab.gateway.line import LineGateway
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
+from opencrab.schedules.scheduler import ScheduleScheduler
+from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.spec import ScheduleInput
 from opencrab.server.app import create_app
 from opencrab.store import Database
 from tests.core.conftest import calls
@@ -358,6 +361,41 @@ def test_an_outlet_message_is_pushed_with_the_inbox_buttons_once_through_429_and
     assert line.sent("push")[1].body["messages"] == [
         {"type": "text", "text": "承認待ちが1件あります。"}
     ]
+
+
+def test_a_post_schedule_is_pushed_to_a_line_group(
+    served: Served, scripted: ScriptedProvider
+) -> None:
+    """A schedule's `post` (issue 37) names the LINE gateway and a group: its run's reply
+    is pushed there through the running gateway, and the run records the group's session."""
+    runtime = served.client.app.state.runtime  # type: ignore[attr-defined]
+    given = ScheduleInput.model_validate(
+        {
+            "everySecs": 86_400,
+            "action": {
+                "kind": "post",
+                "prompt": "今日の予定をまとめて",
+                "home": {"gateway": "line", "channel": GROUP},
+            },
+        }
+    )
+    schedule = create_schedule(
+        served.db, served.settings, served.agent.id, given, created_by="test"
+    )
+    scripted.then(reply("今日の予定はありません。"))
+    portal = served.client.portal  # type: ignore[attr-defined]
+    scheduler = ScheduleScheduler(runtime)
+    try:
+        run_id = portal.call(scheduler.run_now, schedule.id)
+        served.line.wait(lambda: get_run(served.db, run_id).ended_at is not None)
+    finally:
+        portal.call(scheduler.stop)
+    run = get_run(served.db, run_id)
+    assert (run.status, run.detail) == ("succeeded", "今日の予定はありません。"), run
+    assert run.session_id == session_for("line", GROUP, served.agent.id)
+    [pushed] = served.line.sent("push")
+    assert pushed.body["to"] == GROUP
+    assert served.line.texts("push") == ["今日の予定はありません。"]
 
 
 def test_its_secrets_must_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

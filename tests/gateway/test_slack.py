@@ -29,6 +29,9 @@ from opencrab.gateway.configs import SlackConfig
 from opencrab.gateway.serve import GatewayRunner
 from opencrab.gateway.slack import SlackGateway
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
+from opencrab.schedules.scheduler import ScheduleScheduler
+from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.spec import ScheduleInput
 from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, speak
 from tests.fakes.chat_gateway import MemoryChat
@@ -298,6 +301,40 @@ async def test_inbox_notices_get_buttons_and_a_channel_message_needs_no_thread(
     assert labels == ["Approve", "Deny"]
     assert second == {**second, "channel": "C0HOME", "text": "Good morning."}
     assert second.get("blocks") is None
+
+
+async def test_a_post_schedule_speaks_in_a_slack_channel(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider, fake: FakeSlack
+) -> None:
+    """A schedule's `post` (issue 37) names the Slack gateway and a channel: its run's
+    reply is posted there through the running gateway, and the run records its session."""
+    given = ScheduleInput.model_validate(
+        {
+            "cron": "0 9 * * 1-5",
+            "timezone": "Asia/Tokyo",
+            "action": {
+                "kind": "post",
+                "prompt": "Write the stand-up summary.",
+                "home": {"gateway": "slack", "channel": "C0STANDUP"},
+            },
+        }
+    )
+    schedule = create_schedule(runtime.db, runtime.settings, agent.id, given, created_by="test")
+    scripted.outcomes.clear()
+    scripted.then(speak("Stand-up: all green."))
+    async with running(runtime, agent, fake):
+        scheduler = ScheduleScheduler(runtime)
+        try:
+            run_id = await scheduler.run_now(schedule.id)
+            await until(lambda: get_run(runtime.db, run_id).ended_at is not None)
+        finally:
+            await scheduler.stop()
+    run = get_run(runtime.db, run_id)
+    assert (run.status, run.detail) == ("succeeded", "Stand-up: all green."), run
+    assert run.session_id == session_for("slack", "C0STANDUP", agent.id)
+    [posted] = fake.posted
+    assert (posted["channel"], posted["text"]) == ("C0STANDUP", "Stand-up: all green.")
+    assert posted.get("thread_ts") is None
 
 
 async def test_an_inbox_question_opens_a_modal_whose_answer_resumes_the_ticket(

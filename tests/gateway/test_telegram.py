@@ -29,6 +29,9 @@ from opencrab.gateway.configs import TelegramConfig
 from opencrab.gateway.serve import GatewayRunner, agent_for
 from opencrab.gateway.telegram import TelegramGateway, utf16_len
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
+from opencrab.schedules.scheduler import ScheduleScheduler
+from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.spec import ScheduleInput
 from opencrab.store.repositories import chat_agents
 from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, runtime, scripted  # noqa: F401 (fixtures)
@@ -282,6 +285,42 @@ async def test_an_approval_button_pressed_decides_and_the_follow_up_arrives(
     assert follow_up.params["text"] == "It printed made."
     [decided] = runtime.approvals.list_approvals(status="approved")
     assert decided.decided_by == "alice"
+
+
+async def test_a_post_schedule_speaks_in_a_telegram_group(
+    runtime: Runtime,  # noqa: F811
+    scripted: ScriptedProvider,  # noqa: F811
+    fake: FakeTelegram,
+    aki: Agent,
+) -> None:
+    """A schedule's `post` (issue 37) names the Telegram gateway and a chat: its run's
+    reply is sent there through the running gateway, and the run records the chat's session."""
+    given = ScheduleInput.model_validate(
+        {
+            "at": "2099-01-01T09:00:00+09:00",
+            "action": {
+                "kind": "post",
+                "prompt": "Summarise the day.",
+                "home": {"gateway": "telegram", "channel": str(GROUP)},
+            },
+        }
+    )
+    schedule = create_schedule(runtime.db, runtime.settings, aki.id, given, created_by="test")
+    scripted.outcomes.clear()
+    scripted.then(reply("A quiet day."))
+    fake.chat(GROUP, "supergroup", "Crew")
+    async with bot(runtime, fake):
+        scheduler = ScheduleScheduler(runtime)
+        try:
+            run_id = await scheduler.run_now(schedule.id)
+            await until(lambda: get_run(runtime.db, run_id).ended_at is not None)
+        finally:
+            await scheduler.stop()
+    run = get_run(runtime.db, run_id)
+    assert (run.status, run.detail) == ("succeeded", "A quiet day."), run
+    assert run.session_id == session_for("telegram", str(GROUP), aki.id)
+    [sent] = fake.of("sendMessage")
+    assert (sent.params["chat_id"], sent.params["text"]) == (str(GROUP), "A quiet day.")
 
 
 async def test_an_inbox_notice_sent_to_a_chat_offers_a_button_pair_per_approval(

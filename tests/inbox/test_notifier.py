@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,14 @@ from opencrab.core.agent import AgentCreate
 from opencrab.core.runtime import Runtime
 from opencrab.inbox.notifier import InboxNotifier
 from opencrab.reports.inbox import deliveries, notify_setting
+from opencrab.schedules.service import create_schedule
+from opencrab.schedules.spec import parse_input
 from opencrab.store import Database
+from opencrab.store.repositories import metrics as metrics_repo
+from opencrab.store.repositories import schedules as schedules_repo
+from opencrab.store.repositories.schedules import RunEnd
 from tests.fakes.chat_gateway import MemoryChat
-from tests.fakes.inbox_items import ask
+from tests.fakes.inbox_items import ask, spend_row
 from tests.fakes.ports import closed_port
 from tests.fakes.webhook_receiver import WebhookReceiver
 
@@ -172,6 +178,52 @@ async def test_nothing_is_claimed_without_an_outlet_or_where_the_gateway_is_miss
     batch = await InboxNotifier(runtime).tick()  # a process where it runs sends it
     assert batch is not None
     assert len(chat.sent) == 1
+
+
+async def test_a_spend_alarm_and_a_failed_schedule_run_reach_both_outlets(
+    runtime: Runtime, secret: str
+) -> None:
+    """Section 3's alarms and section 1's failed runs are delivered through the inbox's
+    outlets like its other items (a budget alert goes to the chat by the budgets)."""
+    chat = MemoryChat()
+    runtime.outlets["memchat"] = chat
+    runtime.settings.budgets.alert_outlet = AlertOutlet(gateway="memchat", channel="C9")
+    night = runtime.agents.create(AgentCreate(name="night"))
+    now = datetime.now(UTC)
+    with runtime.db.write() as conn:  # $0.90 on its own today, nobody talked to it
+        metrics_repo.insert(conn, [spend_row(night.id, now, 0.9, "heartbeat")])
+    given = parse_input(
+        {"cron": "0 0 1 1 *", "timezone": "UTC", "action": {"kind": "turn", "prompt": "Yearly"}}
+    )
+    schedule = create_schedule(runtime.db, runtime.settings, night.id, given, created_by="test")
+    with runtime.db.write() as conn:
+        run_id = schedules_repo.claim_slot(
+            conn, schedule.id, now, trigger="manual", process="test", now=now
+        )
+        assert run_id is not None
+        schedules_repo.finish_run(conn, run_id, RunEnd("failed", now, detail="HTTPError: 502"))
+    receiver = WebhookReceiver(secret)
+    with receiver.serving() as url:
+        configure(runtime, url)
+        batch = await InboxNotifier(runtime).tick()
+        assert batch is not None
+        assert batch.errors == {"webhook": None, "memchat": None}
+        [got] = receiver.wait_for(1)
+    assert got.valid
+    kinds = {i["kind"]: i for i in got.json["items"]}
+    assert set(kinds) == {"spend_alarm", "schedule_failure"}
+    assert kinds["spend_alarm"]["id"] == f"spend_alarm:unattended:{night.id}:{now:%Y-%m-%d}"
+    assert kinds["spend_alarm"]["link"] == "https://crab.example/budgets"
+    assert kinds["schedule_failure"]["id"] == f"schedule_failure:{run_id}"
+    assert kinds["schedule_failure"]["agent"] == "night"
+    [message] = chat.sent
+    lines = message.content.text.splitlines()
+    assert lines[0] == "OpenCrab inbox: 2 items wait for a person."
+    assert sorted(line.split("]")[0] for line in lines[1:3]) == [
+        "- [schedule_failure",
+        "- [spend_alarm",
+    ]
+    assert await InboxNotifier(runtime).tick() is None  # each is sent once
 
 
 def test_bad_inbox_settings_are_refused_naming_the_key() -> None:
