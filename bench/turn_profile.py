@@ -80,6 +80,7 @@ async def one_turn(
 ) -> None:
     """The bench's turn in a session made beforehand (its making is not measured)."""
     provider.outcomes.clear()
+    provider.requests.clear()  # the fake's log of requests: kept, it grows the GC's work
     provider.then(*script(), "unused")
     message = IncomingMessage.text("Hello!", source=CliSource(session_id=session))
     result = await runtime.engine.process(agent, message, session_id=session)
