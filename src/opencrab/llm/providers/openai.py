@@ -187,12 +187,17 @@ class OpenAIProvider(LlmProvider):
             "model": request.model,
             "messages": wire_messages(request.messages),
         }
+        # the tools go in the body as built: the SDK's transform of a request walks every
+        # schema of every tool on every call (about 1.4 ms for 30 tools, a tenth of a
+        # ticket's CPU) to give back the same JSON (wire_tools' output is plain JSON with
+        # no aliased fields); extra_body is sent untransformed
+        extra: dict[str, Any] = {}
         if request.tools:
-            params["tools"] = wire_tools(request.tools)
+            extra["tools"] = wire_tools(request.tools)
             if request.tool_choice is not None:
                 params["tool_choice"] = wire_tool_choice(request.tool_choice)
         params.update(request.sampling(self.max_tokens_param))
-        extra = self.extra_body(request)
+        extra.update(self.extra_body(request))
         if extra:
             params["extra_body"] = extra
         return params
