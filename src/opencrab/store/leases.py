@@ -178,10 +178,9 @@ class LeaseStore:
         gone: set[str],
     ) -> set[str]:
         with self.db.write() as conn:
-            _bounded_lock_waits(conn)
+            now = _bounded_lock_waits(conn)
             if dropped:
                 conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
-            now = _now(conn)
             expires = now + timedelta(seconds=ttl_secs)
             if member_key(owner) in renewing:  # a member's pass: the dead members' rows go
                 conn.execute(
@@ -282,15 +281,6 @@ class LeaseStore:
             return [str(r.key) for r in rows]
 
 
-def _now(conn: Connection) -> datetime:
-    """The clock leases expire by: the PostgreSQL server's, else this machine's."""
-    if conn.dialect.name == "postgresql":
-        value = conn.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
-        assert isinstance(value, datetime)
-        return value
-    return utcnow()
-
-
 def _now_in_sql(conn: Connection) -> Any:
     """`_now` as an expression of the statement that uses it (no trip of its own)."""
     if _postgres(conn):
@@ -321,12 +311,23 @@ def _postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-def _bounded_lock_waits(conn: Connection) -> None:
+def _bounded_lock_waits(conn: Connection) -> datetime:
     """On PostgreSQL, a lease statement waits for another transaction's row lock at most
     LOCK_WAIT_SECS and then fails (the pass is tried again) instead of waiting forever
-    behind a transaction that never ends. SQLite's writers wait the busy timeout."""
-    if _postgres(conn):
-        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(LOCK_WAIT_SECS * 1000)}ms'")
+    behind a transaction that never ends. SQLite's writers wait the busy timeout.
+
+    Returns the clock leases expire by: the PostgreSQL server's, read in the same
+    statement (`set_config(…, true)` is `SET LOCAL`: one round trip for both), else
+    this machine's."""
+    if not _postgres(conn):
+        return utcnow()
+    timeout = f"{int(LOCK_WAIT_SECS * 1000)}ms"
+    found = conn.execute(
+        sa.select(sa.func.set_config("lock_timeout", timeout, True), sa.func.clock_timestamp())
+    ).one()
+    value = found[1]
+    assert isinstance(value, datetime)
+    return value
 
 
 def _key_rows(conn: Connection, keys: list[str]) -> Any:
@@ -357,7 +358,10 @@ def _renew(
         return set()
     c = leases.c
     mine = sa.and_(c.owner == owner, _among(conn, keys))
-    done = conn.execute(leases.update().where(mine).values(renewed_at=now, expires_at=expires))
+    renewed = leases.update().where(mine).values(renewed_at=now, expires_at=expires)
+    if _postgres(conn):  # the rows renewed come back with the UPDATE: no second read
+        return {str(k) for k in conn.execute(renewed.returning(c.key)).scalars()}
+    done = conn.execute(renewed)
     if done.rowcount == len(keys):
         return set(keys)
     return {str(k) for k in conn.execute(sa.select(c.key).where(mine)).scalars()}
