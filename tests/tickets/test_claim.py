@@ -197,3 +197,45 @@ def test_a_steps_transaction_writes_the_shared_daily_rollups_last(
     assert with_rollups, "no step recorded the model's calls"
     assert all(t[-1] == "insert_records" for t in with_rollups), with_rollups
     assert any("move_in" in t for t in with_rollups), with_rollups  # the case that matters
+
+
+def test_taking_a_free_lease_on_postgresql_is_four_statements_in_its_write(
+    any_db: Database,
+) -> None:
+    """A ticket's or a turn's lease is a new row: its write sets the lock timeout and
+    reads the clock in one statement, and the renewing UPDATE returns what it renewed
+    (no second read); then the expired rows' UPDATE and the INSERT."""
+    store = LeaseStore(any_db)
+    with statements(any_db) as seen:
+        assert store.try_acquire("turn:a", "me", 30)
+    [write] = lease_writes(seen)
+    if any_db.dialect == "postgresql":
+        assert len(write) == 4, write
+        assert "set_config" in write[0], write
+        assert "clock_timestamp" in write[0], write
+    with statements(any_db) as seen:  # taking it again renews it, in one statement less
+        assert store.try_acquire("turn:a", "me", 30)
+    if any_db.dialect == "postgresql":
+        [write] = lease_writes(seen)
+        assert len(write) == 2, write  # the lock timeout and clock, the renewal
+    assert store.get("turn:a") is not None
+
+
+def test_after_a_turn_the_ticket_is_read_in_one_statement(any_db: Database, agent_id: str) -> None:
+    """What the scheduler reads after each turn (its status and current session) agrees
+    with the whole ticket's, in one statement, for a pending, a running and a deleted one."""
+    ticket = service.create_ticket(any_db, agent_id, context={"goal": "g"})
+    pending = service.ticket_state(any_db, ticket.id)
+    assert pending is not None
+    assert (pending.status, pending.current_session_id) == ("pending", None)
+    began = service.begin_run(any_db, ticket.id).ticket
+    with statements(any_db) as seen:
+        running = service.ticket_state(any_db, ticket.id)
+    ran = [s for _, s in seen if s != BEGAN]
+    assert len(ran) == 1, ran
+    assert running is not None
+    assert (running.status, running.current_session_id) == ("running", began.current_session_id)
+    service.reset_ticket(any_db, ticket.id)  # pending again: its old session is no longer current
+    assert service.ticket_state(any_db, ticket.id) == pending
+    service.delete_ticket(any_db, ticket.id)
+    assert service.ticket_state(any_db, ticket.id) is None

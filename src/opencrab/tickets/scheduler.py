@@ -60,7 +60,7 @@ from opencrab.messages import IncomingMessage, InternalSource, Sender
 from opencrab.offload import run_blocking
 from opencrab.store import signals
 from opencrab.store.leases import ticket_key
-from opencrab.store.repositories.tickets import TicketRecord
+from opencrab.store.repositories.tickets import TicketRecord, TicketState
 from opencrab.tickets import service
 from opencrab.tickets.actions import TICKET_ACTIONS
 from opencrab.tickets.recovery import settle_interrupted_calls
@@ -159,7 +159,9 @@ class Next:
     reason: str = ""
 
 
-def after_turn(result: TurnResult, ticket: TicketRecord | None, session_id: str) -> Next:
+def after_turn(
+    result: TurnResult, ticket: TicketRecord | TicketState | None, session_id: str
+) -> Next:
     """Why the turn stopped, and what the scheduler does next — the one place deciding.
 
     `ticket` is as stored after the turn (None: deleted). A ticket no longer running in
@@ -368,7 +370,7 @@ class TicketScheduler:
             except (ValidationError, NotFoundError):  # the session is no longer active
                 return
             stretch.count(cost)
-            found = await run_blocking(_ticket_or_none, db, ticket_id)
+            found = await run_blocking(service.ticket_state, db, ticket_id)
             step = after_turn(result, found, session_id)
             if step.action != "continue":
                 await self._stop(ticket_id, session_id, step)
@@ -434,10 +436,3 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:  # a thread without a loop (a write run off the event loop)
         return False
-
-
-def _ticket_or_none(db: Any, ticket_id: str) -> TicketRecord | None:
-    try:
-        return service.get_ticket(db, ticket_id)
-    except NotFoundError:
-        return None

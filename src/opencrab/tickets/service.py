@@ -45,6 +45,7 @@ from opencrab.store.repositories.tickets import (
     TicketOverview,
     TicketRecord,
     TicketSessionRecord,
+    TicketState,
     TicketSummaryRecord,
 )
 from opencrab.store.signals import TICKETS, signal
@@ -112,6 +113,12 @@ def get_ticket(db: Database, ticket_id: str) -> TicketRecord:
     """The ticket with its steps in index order and its current session."""
     with db.read() as conn:
         return repo.ticket(conn, _uuid(ticket_id, "ticket"))
+
+
+def ticket_state(db: Database, ticket_id: str) -> TicketState | None:
+    """The ticket's status and current session (one short read); None when it is gone."""
+    with db.read() as conn:
+        return repo.ticket_state(conn, _uuid(ticket_id, "ticket"))
 
 
 def list_tickets(

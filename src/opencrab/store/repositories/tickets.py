@@ -177,6 +177,34 @@ def ticket(conn: Connection, ticket_id: str) -> TicketRecord:
     )
 
 
+@dataclass(frozen=True)
+class TicketState:
+    """Where a ticket stands: its status and current session (as TicketRecord has them)."""
+
+    status: str
+    current_session_id: str | None
+
+
+def ticket_state(conn: Connection, ticket_id: str) -> TicketState | None:
+    """The ticket's status and current session (None while pending, as `ticket` has it)
+    in one statement; None when there is no such ticket."""
+    newest = (
+        sa.select(sessions.c.id)
+        .where(sessions.c.ticket_id == tickets.c.id, sessions.c.kind == "ticket")
+        .order_by(sessions.c.created_at.desc(), sessions.c.id.desc())
+        .limit(1)
+        .correlate(tickets)
+        .scalar_subquery()
+    )
+    row = conn.execute(
+        sa.select(tickets.c.status, newest.label("session_id")).where(tickets.c.id == ticket_id)
+    ).first()
+    if row is None:
+        return None
+    pending = row.status == "pending" or row.session_id is None
+    return TicketState(row.status, None if pending else str(row.session_id))
+
+
 def list_tickets(
     conn: Connection,
     *,
