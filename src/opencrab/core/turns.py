@@ -43,7 +43,12 @@ from uuid import UUID, uuid4
 
 from opencrab.core.agent import Agent
 from opencrab.core.engine import SkillEngine
-from opencrab.core.sessions import ensure_chat_session, get_session, hold_turn, open_chat_session
+from opencrab.core.sessions import (
+    ensure_chat_session,
+    hold_turn,
+    open_chat_session,
+    session_state,
+)
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.errors import ValidationError
 from opencrab.messages import CliSource, IncomingMessage, MessageSource, Sender, check_message
@@ -181,7 +186,7 @@ class TurnService:
     def _resolve(self, agent: Agent, session_id: str, kind: SessionKind, create: bool) -> None:
         """Check the session may take a turn of `agent` (ValidationError, NotFoundError)."""
         if kind in ("discussion", "ticket"):  # their own code made the session: never created
-            row = get_session(self.db, session_id)
+            row = session_state(self.db, session_id)  # one short read: kind, agent, status
             if row.kind != kind:
                 raise ValidationError(f"session {session_id} is a {row.kind} session")
             if row.status != "active":
