@@ -282,7 +282,8 @@ class LeaseStore:
 
 
 def _now_in_sql(conn: Connection) -> Any:
-    """`_now` as an expression of the statement that uses it (no trip of its own)."""
+    """The clock leases expire by (`_bounded_lock_waits` reads it) as an expression of the
+    statement that uses it (no trip of its own)."""
     if _postgres(conn):
         return sa.func.clock_timestamp()
     return sa.literal(utcnow(), leases.c.expires_at.type)
