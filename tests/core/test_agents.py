@@ -113,6 +113,33 @@ def test_get_by_name_or_id(store: AgentStore) -> None:
         store.get("KAI")  # names are exact
 
 
+def test_an_agent_by_id_is_one_read_through_sqlalchemy_and_the_same_as_by_name(
+    store: AgentStore, db: Database
+) -> None:
+    """By id, the agent's soul, identity and grants are read ahead with its row (prepared
+    reads: on PostgreSQL in the same round trip); what comes back is what a look-up by
+    name and the list (each part its own query) give."""
+    spec = AgentCreate(
+        name="yui",
+        soul=Soul(persona_name="慎重な分析家", personality=Personality(openness=0.9)),
+        identity=Identity(name="ユイ", role="facilitator", job_title="PM"),
+    )
+    made = store.create(spec)
+    seen: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        seen.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", note)
+    try:
+        loaded = store.get(made.id)
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", note)
+    assert len(seen) == 1, seen  # the agents row; the rest went ahead with it
+    assert loaded == store.get("yui") == store.list()[0]
+    assert (loaded.soul, loaded.identity) == (spec.soul, spec.identity)
+
+
 def test_list_in_creation_order(store: AgentStore) -> None:
     assert store.list() == []
     for name in ("c", "a", "b"):

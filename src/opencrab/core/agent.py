@@ -262,6 +262,10 @@ class AgentStore:
     def get(self, name_or_id: str) -> Agent:
         """An agent by id or by name; NotFoundError names what was asked for."""
         with self.db.read() as conn:
+            agent_id = repo.agent_key(name_or_id)
+            if agent_id is not None:  # its soul, identity and grants go with the row's read
+                repo.queue_parts(conn, agent_id)
+                tools_repo.queue_granted_tool_ids(conn, agent_id)
             row = repo.find_agent(conn, name_or_id)
             if row is None:
                 raise NotFoundError(f"no agent {name_or_id!r}")

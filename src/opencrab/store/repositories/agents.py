@@ -129,16 +129,35 @@ def all_agents(conn: Connection) -> list[AgentRow]:
     return [_agent(r) for r in conn.execute(sa.select(agents).order_by(agents.c.created_at))]
 
 
+def agent_key(name_or_id: str) -> str | None:
+    """The agent id `find_agent` looks up when `name_or_id` is a UUID, else None (a name)."""
+    try:
+        return str(UUID(str(name_or_id).strip()))
+    except ValueError:
+        return None
+
+
+def queue_parts(conn: Connection, agent_id: str) -> None:
+    """Send the reads of the agent's soul and identity ahead (Prepared.queue: they go
+    with the transaction's next round trip, `soul_of` and `identity_of` take them)."""
+    _SOUL.queue(conn, agent_id=agent_id)
+    _IDENTITY.queue(conn, agent_id=agent_id)
+
+
 def soul_of(conn: Connection, agent_id: str) -> SoulRow | None:
-    """The agent's soul row, None when it has none."""
-    row = conn.execute(sa.select(soul).where(soul.c.agent_id == agent_id)).first()
+    """The agent's soul row, None when it has none (one prepared read)."""
+    row = _SOUL.first(conn, agent_id=agent_id)
     return None if row is None else _soul(row)
 
 
 def identity_of(conn: Connection, agent_id: str) -> IdentityRow | None:
-    """The agent's identity row, None when it has none."""
-    row = conn.execute(sa.select(identity).where(identity.c.agent_id == agent_id)).first()
+    """The agent's identity row, None when it has none (one prepared read)."""
+    row = _IDENTITY.first(conn, agent_id=agent_id)
     return None if row is None else _identity(row)
+
+
+_SOUL = Prepared(sa.select(soul).where(soul.c.agent_id == sa.bindparam("agent_id")))
+_IDENTITY = Prepared(sa.select(identity).where(identity.c.agent_id == sa.bindparam("agent_id")))
 
 
 def all_souls(conn: Connection) -> dict[str, SoulRow]:

@@ -112,11 +112,18 @@ def queue_granted_tool_names(conn: Connection, agent_id: str) -> None:
 
 
 def granted_tool_ids(conn: Connection, agent_id: str) -> list[str]:
-    """Ids of the tools granted to the agent."""
-    found = conn.execute(
-        sa.select(agent_tools.c.tool_id).where(agent_tools.c.agent_id == agent_id)
-    ).scalars()
-    return [str(t) for t in found]
+    """Ids of the tools granted to the agent (one prepared read)."""
+    return [str(row.tool_id) for row in _GRANTED_IDS.rows(conn, agent_id=agent_id)]
+
+
+def queue_granted_tool_ids(conn: Connection, agent_id: str) -> None:
+    """Send `granted_tool_ids`' read ahead (Prepared.queue: one round trip with others)."""
+    _GRANTED_IDS.queue(conn, agent_id=agent_id)
+
+
+_GRANTED_IDS = Prepared(
+    sa.select(agent_tools.c.tool_id).where(agent_tools.c.agent_id == sa.bindparam("agent_id"))
+)
 
 
 def all_grants(conn: Connection) -> dict[str, list[str]]:
