@@ -24,8 +24,7 @@ from opencrab.errors import ConfigError, NotFoundError
 from opencrab.gateway.line import LineGateway
 from opencrab.llm.router import LlmRouter
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
-from opencrab.schedules.scheduler import ScheduleScheduler
-from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.service import create_schedule
 from opencrab.schedules.spec import ScheduleInput
 from opencrab.server.app import create_app
 from opencrab.store import Database
@@ -43,6 +42,7 @@ from tests.fakes.line_platform import (
     user,
     webhook,
 )
+from tests.fakes.schedule_runs import run_to_its_end
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.server.local import LocalClient
 
@@ -384,13 +384,7 @@ def test_a_post_schedule_is_pushed_to_a_line_group(
     )
     scripted.then(reply("今日の予定はありません。"))
     portal = served.client.portal  # type: ignore[attr-defined]
-    scheduler = ScheduleScheduler(runtime)
-    try:
-        run_id = portal.call(scheduler.run_now, schedule.id)
-        served.line.wait(lambda: get_run(served.db, run_id).ended_at is not None)
-    finally:
-        portal.call(scheduler.stop)
-    run = get_run(served.db, run_id)
+    run = portal.call(run_to_its_end, runtime, schedule.id)
     assert (run.status, run.detail) == ("succeeded", "今日の予定はありません。"), run
     assert run.session_id == session_for("line", GROUP, served.agent.id)
     [pushed] = served.line.sent("push")

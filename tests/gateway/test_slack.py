@@ -29,13 +29,13 @@ from opencrab.gateway.configs import SlackConfig
 from opencrab.gateway.serve import GatewayRunner
 from opencrab.gateway.slack import SlackGateway
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
-from opencrab.schedules.scheduler import ScheduleScheduler
-from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.service import create_schedule
 from opencrab.schedules.spec import ScheduleInput
 from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, speak
 from tests.fakes.chat_gateway import MemoryChat
 from tests.fakes.inbox_items import ask
+from tests.fakes.schedule_runs import run_to_its_end
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.fakes.slack_server import (
     APP_TOKEN,
@@ -323,13 +323,7 @@ async def test_a_post_schedule_speaks_in_a_slack_channel(
     scripted.outcomes.clear()
     scripted.then(speak("Stand-up: all green."))
     async with running(runtime, agent, fake):
-        scheduler = ScheduleScheduler(runtime)
-        try:
-            run_id = await scheduler.run_now(schedule.id)
-            await until(lambda: get_run(runtime.db, run_id).ended_at is not None)
-        finally:
-            await scheduler.stop()
-    run = get_run(runtime.db, run_id)
+        run = await run_to_its_end(runtime, schedule.id)
     assert (run.status, run.detail) == ("succeeded", "Stand-up: all green."), run
     assert run.session_id == session_for("slack", "C0STANDUP", agent.id)
     [posted] = fake.posted

@@ -29,13 +29,13 @@ from opencrab.gateway.configs import TelegramConfig
 from opencrab.gateway.serve import GatewayRunner, agent_for
 from opencrab.gateway.telegram import TelegramGateway, utf16_len
 from opencrab.messages import MessageContent, MessageTarget, OutgoingMessage, session_for
-from opencrab.schedules.scheduler import ScheduleScheduler
-from opencrab.schedules.service import create_schedule, get_run
+from opencrab.schedules.service import create_schedule
 from opencrab.schedules.spec import ScheduleInput
 from opencrab.store.repositories import chat_agents
 from opencrab.tickets import service as tickets
 from tests.core.conftest import calls, runtime, scripted  # noqa: F401 (fixtures)
 from tests.fakes.inbox_items import ask
+from tests.fakes.schedule_runs import run_to_its_end
 from tests.fakes.scripted_provider import ScriptedProvider, reply
 from tests.fakes.telegram_api import BOT, FakeTelegram
 
@@ -310,13 +310,7 @@ async def test_a_post_schedule_speaks_in_a_telegram_group(
     scripted.then(reply("A quiet day."))
     fake.chat(GROUP, "supergroup", "Crew")
     async with bot(runtime, fake):
-        scheduler = ScheduleScheduler(runtime)
-        try:
-            run_id = await scheduler.run_now(schedule.id)
-            await until(lambda: get_run(runtime.db, run_id).ended_at is not None)
-        finally:
-            await scheduler.stop()
-    run = get_run(runtime.db, run_id)
+        run = await run_to_its_end(runtime, schedule.id)
     assert (run.status, run.detail) == ("succeeded", "A quiet day."), run
     assert run.session_id == session_for("telegram", str(GROUP), aki.id)
     [sent] = fake.of("sendMessage")
