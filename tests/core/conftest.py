@@ -6,12 +6,15 @@ import json
 from collections.abc import AsyncIterator
 from itertools import count
 from typing import Any
+from uuid import UUID
 
 import pytest
 
 from opencrab.config import Settings
-from opencrab.core.agent import Agent, AgentCreate
+from opencrab.core.agent import Agent, AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
+from opencrab.core.heartbeat import HeartbeatScheduler, heartbeat_scheduler, pulse_for
 from opencrab.core.runtime import Runtime
+from opencrab.core.sessions import ensure_chat_session
 from opencrab.llm.types import ChatResponse, ToolCall
 from opencrab.store import Database
 from tests.fakes.scripted_provider import ScriptedProvider, reply
@@ -43,6 +46,19 @@ def calls(*pairs: tuple[str, Any], text: str = "") -> ChatResponse:
 
 def speak(text: str) -> ChatResponse:
     return calls(("send_speech", {"content": text}))
+
+
+def homed(runtime: Runtime, name: str) -> tuple[Agent, str, HeartbeatScheduler]:
+    """A new agent `name` whose heartbeat home is a chat session of its own, and a
+    heartbeat scheduler pulsing it (tick it by hand): the agent, the session's id and the
+    scheduler."""
+    agent = runtime.agents.create(AgentCreate(name=name))
+    session_id = ensure_chat_session(runtime.db, agent.id)
+    home = SessionHome(gateway="session", session_id=UUID(session_id), every_secs=600)
+    agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    scheduler = heartbeat_scheduler(runtime)
+    scheduler.add(pulse_for(runtime, agent, scheduler))
+    return agent, session_id, scheduler
 
 
 @pytest.fixture

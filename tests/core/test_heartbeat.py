@@ -22,7 +22,6 @@ from opencrab.core.agent import (
     AgentUpdate,
     ChannelHome,
     HeartbeatConfig,
-    SessionHome,
 )
 from opencrab.core.discussion import Discussion
 from opencrab.core.heartbeat import (
@@ -40,7 +39,7 @@ from opencrab.core.heartbeat import (
 )
 from opencrab.core.llm_config import AgentLlmConfig
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session, session_messages
+from opencrab.core.sessions import session_messages
 from opencrab.core.tools import tool_id
 from opencrab.gateway.configs import DiscordConfig
 from opencrab.gateway.discord import DiscordGateway
@@ -50,7 +49,7 @@ from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 from opencrab.store.leases import LeaseStore, heartbeat_key
 from opencrab.store.tables import agents, heartbeat_log
-from tests.core.conftest import calls, speak
+from tests.core.conftest import calls, homed, speak
 from tests.fakes.discord_client import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.scripted_provider import ScriptedProvider
 
@@ -399,14 +398,9 @@ async def test_the_server_warns_about_a_non_prime_interval(
 async def test_an_agent_speaks_in_its_home_session_on_its_heartbeat(
     runtime: Runtime, scripted: ScriptedProvider
 ) -> None:
-    agent = runtime.agents.create(AgentCreate(name="homey"))
-    session_id = ensure_chat_session(runtime.db, agent.id)
-    home = SessionHome(gateway="session", session_id=UUID(session_id), every_secs=600)
-    agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    agent, session_id, scheduler = homed(runtime, "homey")
     scripted.outcomes.clear()
     scripted.then(speak("おはようございます。今日の予定を整理しましょうか？"))
-    scheduler = heartbeat_scheduler(runtime)
-    scheduler.add(pulse_for(runtime, agent, scheduler))
 
     tick = await scheduler.tick_now(agent.id)
 

@@ -14,13 +14,12 @@ import pytest
 
 from opencrab.config import Settings
 from opencrab.config.telemetry import TelemetrySection
-from opencrab.core.agent import AgentCreate, AgentUpdate, HeartbeatConfig, SessionHome
+from opencrab.core.agent import AgentCreate
 from opencrab.core.heartbeat import heartbeat_scheduler, pulse_for
 from opencrab.core.runtime import Runtime
-from opencrab.core.sessions import ensure_chat_session
 from opencrab.store import Database
 from opencrab.telemetry import Telemetry, start_telemetry
-from tests.core.conftest import speak
+from tests.core.conftest import homed, speak
 from tests.fakes.otlp_receiver import OtlpReceiver, attributes
 from tests.fakes.scripted_provider import ScriptedProvider
 from tests.fakes.scripted_runtime import scripted_runtime
@@ -70,14 +69,9 @@ def exported(telemetry: Telemetry, receiver: OtlpReceiver) -> dict[str, list[Any
 async def test_a_heartbeat_speaking_at_home_is_a_span_above_its_turn(
     runtime: Runtime, scripted: ScriptedProvider, telemetry: Telemetry, receiver: OtlpReceiver
 ) -> None:
-    agent = runtime.agents.create(AgentCreate(name="homey"))
-    session_id = ensure_chat_session(runtime.db, agent.id)
-    home = SessionHome(gateway="session", session_id=UUID(session_id), every_secs=600)
-    agent = runtime.agents.update(agent.id, AgentUpdate(heartbeat=HeartbeatConfig(home=home)))
+    agent, session_id, scheduler = homed(runtime, "homey")
     scripted.outcomes.clear()
     scripted.then(speak("Good morning."))
-    scheduler = heartbeat_scheduler(runtime)
-    scheduler.add(pulse_for(runtime, agent, scheduler))
 
     tick = await scheduler.tick_now(agent.id)
     assert (tick.decision, tick.result["spoke"]) == ("speak", "Good morning.")
