@@ -240,9 +240,10 @@ async def main(kind: str, statements: bool, cpu: int, profile: int, phases: int 
                     for session in sessions[:profile]:
                         await one_turn(runtime, provider, agent, session)
                     profiler.disable()
-                pstats.Stats(profiler).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
-                    int(os.environ.get("TOP", "40"))
-                )
+                stats = pstats.Stats(profiler).sort_stats(os.environ.get("SORT", "tottime"))
+                stats.print_stats(int(os.environ.get("TOP", "40")))
+                if os.environ.get("CALLERS"):  # who calls the functions matching this pattern
+                    stats.print_callers(os.environ["CALLERS"])
 
 
 def empty_write_us(db: Database, rounds: int = 2000) -> float:

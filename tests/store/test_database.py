@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -174,3 +177,83 @@ def test_threads_share_the_kept_connections_and_every_write_commits(any_db: Data
         list(pool.map(add, range(4)))
     with any_db.read() as conn:
         assert _count(conn) == 80
+
+
+def _add_agent(db: Database, name: str, seen: list[int]) -> int:
+    """Write one agent (recording the thread it ran on); the thread's id."""
+    with db.write() as conn:
+        seen.append(threading.get_ident())
+        now = utcnow()
+        conn.execute(
+            t.agents.insert(),
+            {"id": name, "name": name, "prompt": "", "created_at": now, "updated_at": now},
+        )
+    return threading.get_ident()
+
+
+async def test_run_writes_on_the_callers_thread_when_the_lock_is_free(db: Database) -> None:
+    seen: list[int] = []
+    assert await db.run(_add_agent, db, "ada", seen) == threading.get_ident()
+    assert seen == [threading.get_ident()]  # one attempt, here: no hop to a worker thread
+    with db.read() as conn:
+        assert _count(conn) == 1
+
+
+async def test_run_hands_a_write_that_would_wait_to_a_worker_thread(db: Database) -> None:
+    """The write lock held by another process: the work starts once more in a worker
+    thread, which waits its turn, while the event loop goes on."""
+    holder = sqlite3.connect(db.url.database or "", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    seen: list[int] = []
+    task = asyncio.create_task(db.run(_add_agent, db, "ada", seen))
+    for _ in range(5):  # the loop is not blocked by the waiting write
+        await asyncio.sleep(0.01)
+    assert not task.done()
+    assert not seen
+    holder.execute("COMMIT")
+    holder.close()
+    worker = await task
+    assert worker != threading.get_ident()
+    assert seen == [worker]  # the attempt here stopped at BEGIN, before its body
+    with db.read() as conn:
+        assert _count(conn) == 1
+
+
+async def test_run_on_postgresql_runs_in_a_worker_thread(pg_url: str) -> None:
+    db = Database(pg_url)
+    db.upgrade()
+    try:
+        seen: list[int] = []
+        assert await db.run(_add_agent, db, "ada", seen) != threading.get_ident()
+    finally:
+        db.close()
+
+
+async def test_run_checkpoints_the_wal_in_a_thread_of_its_own(db: Database) -> None:
+    """A write on the caller's thread does not checkpoint as it commits (a checkpoint
+    syncs the disk), not even past SQLite's 1,000-page mark; every CHECKPOINT_EVERY of
+    them a checkpoint runs in another thread, copying the WAL into the database file."""
+    from opencrab.store.database import CHECKPOINT_EVERY
+
+    main = Path(db.url.database or "")
+    before = main.stat().st_size
+    big = "x" * 6_000_000  # ~1,500 pages: SQLite's default would checkpoint at the commit
+
+    def add_big() -> None:
+        with db.write() as conn:
+            now = utcnow()
+            conn.execute(
+                t.agents.insert(),
+                {"id": "big", "name": "big", "prompt": big, "created_at": now, "updated_at": now},
+            )
+
+    await db.run(add_big)
+    assert main.stat().st_size == before  # still all in the WAL
+    for n in range(CHECKPOINT_EVERY - 1):
+        await db.run(_add_agent, db, f"a{n}", [])
+    for thread in threading.enumerate():
+        if thread.name == "opencrab-wal":
+            thread.join(30)
+    assert main.stat().st_size > before + len(big)  # checkpointed into the file
+    with db.read() as conn:
+        assert _count(conn) == CHECKPOINT_EVERY

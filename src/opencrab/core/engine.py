@@ -72,7 +72,6 @@ from opencrab.event_log import EventLog
 from opencrab.llm.router import CallInfo, LlmRouter, StreamResult
 from opencrab.llm.types import ChatRequest, ChatResponse, Message, ToolDefinition
 from opencrab.messages import IncomingMessage, InternalSource, MessageOutlet
-from opencrab.offload import run_blocking
 from opencrab.prompts import Language, prompts
 from opencrab.store import Database
 
@@ -261,9 +260,9 @@ class _Turn:
     async def run(self, message: IncomingMessage, *, stream: bool) -> AsyncIterator[EngineStep]:
         self.deadline.start()
         self.state.deadline = self.deadline.at
-        # one hop to a worker thread reads the context and, when the history fits,
+        # one store call (Database.run) reads the context and, when the history fits,
         # records the user's message too (compaction needs a model call in between)
-        context, started = await run_blocking(self._open, message)
+        context, started = await self.db.run(self._open, message)
         if started is None:
             analysis = self.models.model_for("analysis")
             texts, language = self.texts, self.agent.language
@@ -285,7 +284,7 @@ class _Turn:
             async for step in self._iterate(history, context.tools, stream):
                 facts = self.actions.facts
                 if isinstance(step, TurnResult) and facts.anything():  # not folded yet
-                    await run_blocking(self.skills.record_turn, facts)
+                    await self.db.run(self.skills.record_turn, facts)
                 yield step
         except (asyncio.CancelledError, GeneratorExit):
             self._interrupted()
@@ -371,7 +370,7 @@ class _Turn:
     # ------------------------------------------------------------ context
     def _open(self, message: IncomingMessage) -> tuple[TurnContext, list[SessionMessage] | None]:
         """The turn's context, and the user's message recorded when no compaction is due
-        (None: not recorded yet). Runs in a worker thread, in one transaction whose reads
+        (None: not recorded yet). Runs through Database.run, in one transaction whose reads
         see one snapshot (the message's rows go with its COMMIT)."""
         with self.db.write(snapshot=True) as conn:
             context = self._prepare(message)

@@ -64,7 +64,6 @@ from opencrab.events import (
 )
 from opencrab.llm.metrics import CallRecord, insert_records
 from opencrab.llm.types import ChatResponse, ImagePart, Message, TextPart, ToolCall
-from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import events as events_repo
 from opencrab.store.repositories import memory as memory_repo
@@ -420,10 +419,11 @@ class TurnRecorder:
         extra: Callable[[Connection], None] | None = None,
         final: bool = False,
     ) -> list[SessionMessage]:
-        """`commit` in a worker thread. The chain (`last`) has moved on before it is
-        called: a turn cancelled meanwhile waits for the commit to end (run_blocking) and
-        then records its interruption after it."""
-        return await run_blocking(self.commit, batch, logs, chat, extra=extra, final=final)
+        """`commit` through Database.run (a worker thread, or the caller's on SQLite when
+        the write lock is free). The chain (`last`) has moved on before it is called: a
+        turn cancelled meanwhile waits for the commit to end and then records its
+        interruption after it."""
+        return await self.db.run(self.commit, batch, logs, chat, extra=extra, final=final)
 
     def commit(
         self,

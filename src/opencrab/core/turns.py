@@ -52,7 +52,6 @@ from opencrab.core.sessions import (
 from opencrab.core.steps import EngineStep, TurnResult
 from opencrab.errors import ValidationError
 from opencrab.messages import CliSource, IncomingMessage, MessageSource, Sender, check_message
-from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.lease_keeper import LeaseKeeper
 
@@ -180,7 +179,7 @@ class TurnService:
             raise ValidationError(f"a {kind} turn needs its session")
         key = _session_key(session_id) or str(uuid4())
         async with hold_turn(self.leases, key, wait=wait_busy):
-            await run_blocking(self._resolve, agent, key, kind, create or session_id is None)
+            await self.db.run(self._resolve, agent, key, kind, create or session_id is None)
             yield HeldSession(self, agent, key, kind)
 
     def _resolve(self, agent: Agent, session_id: str, kind: SessionKind, create: bool) -> None:

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import sqlite3
 import tempfile
+import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import Pool
 
 from opencrab.errors import ConfigError, StoreError
+from opencrab.offload import run_blocking
 from opencrab.store.dialects import postgresql as postgresql_dialect
 from opencrab.store.dialects import sqlite as sqlite_dialect
 from opencrab.store.dialects.postgresql import READ_BEGIN, WRITE_BEGIN
@@ -28,6 +33,13 @@ log = logging.getLogger(__name__)
 
 DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
 """The backends OpenCrab runs on, and the driver each URL gets when it names none."""
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+CHECKPOINT_EVERY = 64
+"""Write transactions committed by `Database.run` on a caller's thread between two WAL
+checkpoints, which run in a thread of their own (see `_Here`)."""
 
 
 class Database:
@@ -58,6 +70,8 @@ class Database:
         self.folder: Path | None = None  # the SQLite file's folder
         # channel -> what runs when a transaction that signalled it commits (signals.py)
         self._on_commit: dict[str, list[Callable[[], None]]] = {}
+        # SQLite file: each thread's connection for writes that never wait (`run`)
+        self._here: _Here | None = None
         if self.url.get_backend_name() == "sqlite":
             database = self.url.database or ""
             engine_url = self.url
@@ -73,6 +87,9 @@ class Database:
                 engine_url, connect_args={"timeout": busy_timeout_ms / 1000}
             )
             sqlite_dialect.configure(self.engine, busy_timeout_ms=busy_timeout_ms)
+            if self.folder is not None and not self.read_only:
+                self._here = _Here(self)
+                weakref.finalize(self, _close_all, self._here.opened)
         else:
             self.engine = sa.create_engine(self.url, **postgresql_dialect.ENGINE_OPTIONS)
             postgresql_dialect.configure(self.engine)
@@ -89,6 +106,38 @@ class Database:
     def dialect(self) -> str:
         """The backend name, e.g. "sqlite" or "postgresql"."""
         return self.engine.dialect.name
+
+    async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Store work `fn(*args, **kwargs)` from async code, without blocking the event
+        loop on a lock or the disk.
+
+        On PostgreSQL (every statement a round trip) it runs in a worker thread
+        (offload.run_blocking). On a SQLite file it runs on the caller's thread when it
+        can do so without waiting: reads never wait under WAL, and the first write
+        transaction takes the write lock only when it is free at once (its WAL
+        checkpoints run in a thread of their own). When the lock is taken, the whole of
+        `fn` runs in a worker thread instead, which waits its turn. The hop to a worker
+        thread and back costs more CPU (~100 µs) than a turn's step writes. So `fn` must
+        change nothing before its first write transaction begins (it may start twice);
+        a second write transaction of `fn` waits on the caller's thread when it must.
+        Either way other coroutines run before it returns, and a caller cancelled
+        meanwhile is told only once `fn` has returned.
+        """
+        if self._here is None or _HERE.get() is not None:
+            return await run_blocking(fn, *args, **kwargs)
+        token, would_wait = _HERE.set(_Attempt(self)), False
+        try:
+            done = fn(*args, **kwargs)
+        except WouldWait:
+            would_wait = True
+        finally:
+            _HERE.reset(token)
+        if would_wait:  # (run_blocking's copy of the context is reset: there it waits)
+            return await run_blocking(fn, *args, **kwargs)
+        # other coroutines run between two calls, as they would during a hop (a reply of
+        # a thousand calls does not hold the loop); a cancellation lands after the work
+        await asyncio.sleep(0)
+        return done
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -125,7 +174,13 @@ class Database:
         if self.read_only:
             raise self.not_writable()
         begin = READ_BEGIN if snapshot else WRITE_BEGIN
-        with self._transaction(write=True, begin=begin) as conn:
+        attempt = _HERE.get()
+        if attempt is not None and attempt.db is self and not attempt.wrote:
+            assert self._here is not None
+            transaction = self._here.write(attempt)
+        else:
+            transaction = self._transaction(write=True, begin=begin)
+        with transaction as conn:
             if not snapshot:
                 yield conn
                 return
@@ -160,17 +215,22 @@ class Database:
             take_signals(conn)  # rolled back: nothing happened
             conn.close()
             raise
-        if write and (signalled := take_signals(conn)):
+        if write:
+            self._committed(conn)
+        if pool is self.engine.pool and not conn.invalidated:
+            self._idle[write].append(_Idle(conn, pool, time.monotonic()))
+        else:
+            conn.close()
+
+    def _committed(self, conn: Connection) -> None:
+        """Call back whoever waits on a channel the committed transaction signalled."""
+        if signalled := take_signals(conn):
             for channel in signalled:
                 for callback in list(self._on_commit.get(channel, ())):
                     try:
                         callback()
                     except Exception:  # the write committed: a waiter's bug is not its
                         log.exception("a callback on %s failed", channel)
-        if pool is self.engine.pool and not conn.invalidated:
-            self._idle[write].append(_Idle(conn, pool, time.monotonic()))
-        else:
-            conn.close()
 
     def _reused(self, write: bool) -> Connection:
         """An idle connection still fit for use, else one checked out of the pool."""
@@ -240,8 +300,119 @@ class Database:
 
     def close(self) -> None:
         """Release every pooled connection."""
+        if self._here is not None:
+            self._here.close()
         _close_idle(self._idle)
         self.engine.dispose()
+
+
+class WouldWait(Exception):
+    """A write `Database.run` began on the caller's thread found the write lock taken."""
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """`Database.run` running its work on the caller's thread."""
+
+    db: Database
+    wrote: bool = False  # a write transaction committed: later ones may wait
+
+
+_HERE: ContextVar[_Attempt | None] = ContextVar("opencrab-store-here", default=None)
+
+
+class _Here:
+    """The write transactions `Database.run` runs on its caller's thread: each thread's
+    own connection, which never waits for the write lock (busy_timeout 0: WouldWait
+    instead) nor checkpoints the WAL as it commits (a checkpoint syncs the disk); every
+    CHECKPOINT_EVERY commits a passive checkpoint runs in a thread of its own."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._local = threading.local()  # .conn, .pool: this thread's connection
+        self.opened: list[Connection] = []  # every thread's, for close()
+        self._lock = threading.Lock()
+        self._commits = 0
+        self._checkpointing = False
+
+    @contextmanager
+    def write(self, attempt: _Attempt) -> Iterator[Connection]:
+        conn = self._connection()
+        began = False
+        try:
+            with conn.begin():
+                began = True
+                yield conn
+        except BaseException as exc:
+            take_signals(conn)
+            if not began and _busy(exc):
+                raise WouldWait from None  # no transaction began: the connection is fine
+            self._drop(conn)  # rolled back, or broken: the next write opens another
+            raise
+        attempt.wrote = True
+        self.db._committed(conn)
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY and not self._checkpointing:
+            self._commits, self._checkpointing = 0, True
+            threading.Thread(target=self._checkpoint, name="opencrab-wal", daemon=True).start()
+
+    def _connection(self) -> Connection:
+        local = self._local
+        conn: Connection | None = getattr(local, "conn", None)
+        if conn is not None and local.pool is self.db.engine.pool:
+            return conn
+        if conn is not None:  # the engine was disposed: its pool is gone
+            self._drop(conn)
+        conn = self.db._connect()
+        conn.execution_options(write=True)
+        driver = conn.connection.dbapi_connection
+        assert driver is not None
+        driver.execute("PRAGMA busy_timeout = 0")
+        driver.execute("PRAGMA wal_autocheckpoint = 0")
+        local.conn, local.pool = conn, self.db.engine.pool
+        with self._lock:
+            self.opened.append(conn)
+        return conn
+
+    def _drop(self, conn: Connection) -> None:
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        with self._lock:
+            if conn in self.opened:
+                self.opened.remove(conn)
+        conn.close()
+
+    def _checkpoint(self) -> None:
+        """A passive WAL checkpoint (it waits for no reader or writer)."""
+        try:
+            raw = self.db.engine.raw_connection()
+            try:
+                raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
+            finally:
+                raw.close()
+        except Exception:  # the next one catches up; SQLite checkpoints on close too
+            log.warning("WAL checkpoint of %s failed", self.db.url, exc_info=True)
+        finally:
+            self._checkpointing = False
+
+    def close(self) -> None:
+        """Close every thread's connection (each is checked out of the pool)."""
+        with self._lock:
+            _close_all(self.opened)
+
+
+def _close_all(conns: list[Connection]) -> None:
+    """Close the connections and empty the list."""
+    while conns:
+        try:
+            conns.pop().close()
+        except Exception:
+            log.debug("closing a connection failed", exc_info=True)
+
+
+def _busy(exc: BaseException) -> bool:
+    """True for SQLite's "database is locked" (SQLITE_BUSY)."""
+    return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode == sqlite3.SQLITE_BUSY
 
 
 REUSE_SECS = 5.0

@@ -122,7 +122,7 @@ class LeaseKeeper:
         """Take `key`'s lease now (renewed from then on); False when another process has it."""
         started = self.clock()
         self._taking = True
-        taken = await run_blocking(self.store.try_acquire, key, self.owner, self.ttl_secs)
+        taken = await self.store.db.run(self.store.try_acquire, key, self.owner, self.ttl_secs)
         if taken:
             self._hold(key, started + self.ttl_secs)
         return taken
@@ -134,7 +134,7 @@ class LeaseKeeper:
             return set()
         started = self.clock()
         self._taking = True
-        taken = await run_blocking(self.store.acquire, keys, self.owner, self.ttl_secs)
+        taken = await self.store.db.run(self.store.acquire, keys, self.owner, self.ttl_secs)
         for key in taken:
             self._hold(key, started + self.ttl_secs)
         return taken
@@ -143,7 +143,7 @@ class LeaseKeeper:
         """Let go of `key`'s lease now."""
         self._drop(key)
         self._wanted.discard(key)
-        await run_blocking(self.store.release, [key], self.owner)
+        await self.store.db.run(self.store.release, [key], self.owner)
 
     @asynccontextmanager
     async def holding(self, key: str, *, busy: Callable[[], Exception]) -> AsyncIterator[None]:

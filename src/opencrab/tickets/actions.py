@@ -23,7 +23,6 @@ from sqlalchemy.engine import Connection
 from opencrab.actions.base import Action, ActionContext, ActionResult
 from opencrab.actions.workspace import object_schema
 from opencrab.errors import ValidationError
-from opencrab.offload import run_blocking
 from opencrab.plugins import hookimpl
 from opencrab.store.repositories.tickets import TicketSessionRecord
 from opencrab.tickets import service
@@ -46,7 +45,7 @@ class TicketAction(Action):
         """The ticket session the turn runs in; ValidationError outside an active one."""
         found = None
         if ctx.session_id is not None:
-            found = await run_blocking(service.ticket_session, ctx.db, ctx.session_id)
+            found = await ctx.db.run(service.ticket_session, ctx.db, ctx.session_id)
         if found is None or found.agent_id != ctx.agent_id:
             raise ValidationError(f"{self.name} can be called only while running a ticket")
         if found.status != "active":
@@ -88,7 +87,7 @@ class AddStep(TicketAction):
         if not title:
             return ActionResult.fail("a step title cannot be blank")
         status = args.get("status", "pending")
-        ticket = await run_blocking(service.get_ticket, ctx.db, found.ticket_id)
+        ticket = await ctx.db.run(service.get_ticket, ctx.db, found.ticket_id)
         index = ticket.steps[-1].index + 1 if ticket.steps else 0
 
         def add(conn: Connection) -> None:
@@ -118,7 +117,7 @@ class UpdateStep(TicketAction):
         if "status" not in args and "result" not in args:
             return ActionResult.fail("give the step's new status, its result, or both")
         index = int(args["index"])
-        ticket = await run_blocking(service.get_ticket, ctx.db, found.ticket_id)
+        ticket = await ctx.db.run(service.get_ticket, ctx.db, found.ticket_id)
         if index not in {step.index for step in ticket.steps}:
             known = ", ".join(str(step.index) for step in ticket.steps) or "none yet"
             return ActionResult.fail(f"the ticket has no step {index} (its steps: {known})")

@@ -280,7 +280,8 @@ class TicketScheduler:
         free = self.section.concurrency - len(self.running)
         if free <= 0:
             return []
-        found = await run_blocking(service.runnable_tickets, self.runtime.db, limit=free * 4)
+        db = self.runtime.db
+        found = await db.run(service.runnable_tickets, db, limit=free * 4)
         candidates = [t for t in found if t not in self.running]
         random.shuffle(candidates)  # processes polling at once rarely try the same one
         claimed: list[str] = []
@@ -307,7 +308,7 @@ class TicketScheduler:
             log.exception("ticket %s: the run failed", ticket_id)
             with contextlib.suppress(OpenCrabError):
                 reason = f"the scheduler failed: {type(exc).__name__}: {exc}"
-                await run_blocking(service.fail_ticket, self.runtime.db, ticket_id, reason)
+                await self.runtime.db.run(service.fail_ticket, self.runtime.db, ticket_id, reason)
         finally:
             self.running.pop(ticket_id, None)
             with contextlib.suppress(Exception):
@@ -317,7 +318,7 @@ class TicketScheduler:
     async def run_ticket(self, ticket_id: str) -> None:
         """Run one claimed ticket until it stops (see the module docstring)."""
         db = self.runtime.db
-        was = await run_blocking(service.begin_run, db, ticket_id)  # a pending one started
+        was = await db.run(service.begin_run, db, ticket_id)  # a pending one started
         ticket = was.ticket
         if was.started:
             message = task_message(ticket)
@@ -334,9 +335,9 @@ class TicketScheduler:
         assert session_id is not None  # a running ticket has its session
         try:
             limits = Limits.of(self.section, ticket.params)
-            agent = await run_blocking(self.runtime.agents.get, ticket.agent_id)
+            agent = await db.run(self.runtime.agents.get, ticket.agent_id)
         except (ValidationError, NotFoundError) as exc:
-            await run_blocking(service.fail_ticket, db, ticket_id, str(exc))
+            await db.run(service.fail_ticket, db, ticket_id, str(exc))
             return
         stretch = Stretch(limits, time.monotonic())
         # the run is a span in its session's trace: its turns hang below it (telemetry)
@@ -370,7 +371,7 @@ class TicketScheduler:
             except (ValidationError, NotFoundError):  # the session is no longer active
                 return
             stretch.count(cost)
-            found = await run_blocking(service.ticket_state, db, ticket_id)
+            found = await db.run(service.ticket_state, db, ticket_id)
             step = after_turn(result, found, session_id)
             if step.action != "continue":
                 await self._stop(ticket_id, session_id, step)
@@ -419,7 +420,7 @@ class TicketScheduler:
                 service.move_in(conn, ticket_id, move, step.reason)
 
         with contextlib.suppress(OpenCrabError):
-            await run_blocking(write)
+            await db.run(write)
 
 
 def start_tickets(runtime: Runtime) -> TicketScheduler | None:
