@@ -125,10 +125,13 @@ def test_an_agent_by_id_is_one_read_through_sqlalchemy_and_the_same_as_by_name(
         identity=Identity(name="ユイ", role="facilitator", job_title="PM"),
     )
     made = store.create(spec)
-    seen: list[str] = []
+    seen: list[str] = []  # through SQLAlchemy's compiler
+    prepared: list[str] = []  # compiled once, straight to the driver (no context)
 
-    def note(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
-        seen.append(statement)
+    def note(
+        _c: object, _cur: object, statement: str, _p: object, context: object, *_: object
+    ) -> None:
+        (prepared if context is None else seen).append(statement)
 
     sa.event.listen(db.engine, "before_cursor_execute", note)
     try:
@@ -136,6 +139,8 @@ def test_an_agent_by_id_is_one_read_through_sqlalchemy_and_the_same_as_by_name(
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", note)
     assert len(seen) == 1, seen  # the agents row; the rest went ahead with it
+    tables = sorted(s.split("FROM ")[1].split()[0] for s in prepared)
+    assert tables == ["agent_tools", "identity", "soul"], prepared
     assert loaded == store.get("yui") == store.list()[0]
     assert (loaded.soul, loaded.identity) == (spec.soul, spec.identity)
 

@@ -219,6 +219,25 @@ async def test_run_hands_a_write_that_would_wait_to_a_worker_thread(db: Database
         assert _count(conn) == 1
 
 
+async def test_run_cancelled_while_the_lock_is_taken_still_writes_then_says_so(
+    db: Database,
+) -> None:
+    """As with a hop to a worker thread: the caller is told of its cancellation once the
+    work has run (a turn records its interruption after the step it was writing)."""
+    holder = sqlite3.connect(db.url.database or "", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    task = asyncio.create_task(db.run(_add_agent, db, "ada", []))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    holder.execute("COMMIT")
+    holder.close()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with db.read() as conn:
+        assert _count(conn) == 1
+
+
 async def test_run_on_postgresql_runs_in_a_worker_thread(pg_url: str) -> None:
     db = Database(pg_url)
     db.upgrade()

@@ -37,6 +37,12 @@ DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
 P = ParamSpec("P")
 T = TypeVar("T")
 
+RETRY_PAUSES = (0.0, 0.001, 0.002, 0.004)
+"""`Database.run` on SQLite: the pauses (s) before each try on the caller's thread; then
+the work goes to a worker thread. A thread that holds the write lock but waits for the
+interpreter (the caller's thread has it) would otherwise send every write after it to a
+thread too, each holding the lock in its turn: a convoy."""
+
 CHECKPOINT_EVERY = 64
 """Write transactions committed by `Database.run` on a caller's thread between two WAL
 checkpoints, which run in a thread of their own (see `_Here`)."""
@@ -113,30 +119,44 @@ class Database:
 
         On PostgreSQL (every statement a round trip) it runs in a worker thread
         (offload.run_blocking). On a SQLite file it runs on the caller's thread when it
-        can do so without waiting: reads never wait under WAL, and the first write
-        transaction takes the write lock only when it is free at once (its WAL
-        checkpoints run in a thread of their own). When the lock is taken, the whole of
-        `fn` runs in a worker thread instead, which waits its turn. The hop to a worker
-        thread and back costs more CPU (~100 µs) than a turn's step writes. So `fn` must
-        change nothing before its first write transaction begins (it may start twice);
-        a second write transaction of `fn` waits on the caller's thread when it must.
-        Either way other coroutines run before it returns, and a caller cancelled
-        meanwhile is told only once `fn` has returned.
+        can do so without waiting, which saves the hop to a worker thread and back
+        (~100 µs of CPU, more than a turn's step writes): reads never wait under WAL,
+        and the first write transaction takes the write lock only when it is free at
+        once (its WAL checkpoints run in a thread of their own). When the lock is taken,
+        it tries again after each of RETRY_PAUSES, then runs `fn` in a worker thread,
+        which waits its turn. So `fn` must change nothing before its first write
+        transaction begins (it may start again); a second write transaction of `fn`
+        waits on the caller's thread when it must. Either way other coroutines run
+        before it returns, and a caller cancelled meanwhile is told only once `fn` has
+        run to its end (as with run_blocking).
         """
         if self._here is None or _HERE.get() is not None:
             return await run_blocking(fn, *args, **kwargs)
-        token, would_wait = _HERE.set(_Attempt(self)), False
-        try:
-            done = fn(*args, **kwargs)
-        except WouldWait:
-            would_wait = True
-        finally:
-            _HERE.reset(token)
-        if would_wait:  # (run_blocking's copy of the context is reset: there it waits)
-            return await run_blocking(fn, *args, **kwargs)
-        # other coroutines run between two calls, as they would during a hop (a reply of
-        # a thousand calls does not hold the loop); a cancellation lands after the work
-        await asyncio.sleep(0)
+        cancelled = False
+        for pause in RETRY_PAUSES:
+            if pause:  # the lock's holder is most likely a thread of this process: let
+                try:  # it have the interpreter and finish
+                    await asyncio.sleep(pause)
+                except asyncio.CancelledError:
+                    cancelled = True  # told once the work is done
+            token, would_wait = _HERE.set(_Attempt(self)), False
+            try:
+                done = fn(*args, **kwargs)
+            except WouldWait:
+                would_wait = True
+            finally:
+                _HERE.reset(token)
+            if not would_wait:
+                if cancelled:
+                    raise asyncio.CancelledError
+                # other coroutines run between two calls, as during a hop (a reply of a
+                # thousand calls does not hold the loop); a cancellation lands after it
+                await asyncio.sleep(0)
+                return done
+        # (run_blocking's copy of the context is reset: there it waits for the lock)
+        done = await run_blocking(fn, *args, **kwargs)
+        if cancelled:
+            raise asyncio.CancelledError
         return done
 
     @contextmanager

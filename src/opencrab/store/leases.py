@@ -47,6 +47,7 @@ from sqlalchemy.engine import Connection
 
 from opencrab.store.database import Database
 from opencrab.store.lease_owners import owner_gone, process_owner
+from opencrab.store.prepared import Prepared
 from opencrab.store.tables import leases
 from opencrab.store.types import utcnow
 
@@ -180,7 +181,7 @@ class LeaseStore:
         with self.db.write() as conn:
             now = _bounded_lock_waits(conn)
             if dropped:
-                conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
+                _delete(conn, dropped, owner)
             expires = now + timedelta(seconds=ttl_secs)
             if member_key(owner) in renewing:  # a member's pass: the dead members' rows go
                 conn.execute(
@@ -200,14 +201,17 @@ class LeaseStore:
         expired, `owner`'s or a gone process's), read without locking anything (the write
         transaction checks again); and the gone owners found holding some of them."""
         c = leases.c
-        listed = _key_rows(conn, sorted(keys))
-        held = conn.execute(
-            sa.select(c.key, c.owner).where(
-                c.key.in_(sa.select(listed.c.value)),
-                c.owner != owner,
-                c.expires_at > _now_in_sql(conn),
-            )
-        ).all()
+        if _postgres(conn):
+            listed = _key_rows(conn, sorted(keys))
+            held = conn.execute(
+                sa.select(c.key, c.owner).where(
+                    c.key.in_(sa.select(listed.c.value)),
+                    c.owner != owner,
+                    c.expires_at > _now_in_sql(conn),
+                )
+            ).all()
+        else:
+            held = _SQLITE_HELD.rows(conn, l_keys=_json(keys), l_owner=owner, l_now=utcnow())
         verdicts: dict[str, bool] = {}
         blocked: set[str] = set()
         for key, holder in held:
@@ -236,7 +240,7 @@ class LeaseStore:
         def delete() -> None:
             with self.db.write() as conn:
                 _bounded_lock_waits(conn)
-                conn.execute(leases.delete().where(_among(conn, dropped), leases.c.owner == owner))
+                _delete(conn, dropped, owner)
 
         _retried(delete)
 
@@ -287,6 +291,57 @@ def _now_in_sql(conn: Connection) -> Any:
     if _postgres(conn):
         return sa.func.clock_timestamp()
     return sa.literal(utcnow(), leases.c.expires_at.type)
+
+
+def _delete(conn: Connection, keys: list[str], owner: str) -> None:
+    """Delete `owner`'s lease rows among `keys`."""
+    if _postgres(conn):
+        conn.execute(leases.delete().where(_among(conn, keys), leases.c.owner == owner))
+    else:
+        _SQLITE_RELEASE.execute(conn, l_keys=_json(keys), l_owner=owner)
+
+
+def _json(keys: Iterable[str]) -> str:
+    """Keys as SQLite's `l_keys` parameter: a JSON list json_each unpacks."""
+    return json.dumps(sorted(keys))
+
+
+# SQLite's lease statements, compiled once (store/prepared.py: no Core statement built and
+# no cache key made per call). `l_keys` is a JSON list of keys, one parameter however
+# many; the clock is this machine's (`l_now`).
+_KEYS = leases.c.key.in_(
+    sa.select(sa.func.json_each(sa.bindparam("l_keys")).table_valued("value").c.value)
+)
+_OWNER = sa.bindparam("l_owner", type_=leases.c.owner.type)
+_NOW = sa.bindparam("l_now", type_=leases.c.expires_at.type)
+_EXPIRES = sa.bindparam("l_expires", type_=leases.c.expires_at.type)
+_SQLITE_HELD = Prepared(
+    sa.select(leases.c.key, leases.c.owner).where(
+        _KEYS, leases.c.owner != _OWNER, leases.c.expires_at > _NOW
+    )
+)
+_SQLITE_MINE = Prepared(sa.select(leases.c.key).where(_KEYS, leases.c.owner == _OWNER))
+_SQLITE_ROWS = Prepared(sa.select(leases.c.key, leases.c.owner, leases.c.expires_at).where(_KEYS))
+_SQLITE_RENEW = Prepared(
+    leases.update()
+    .where(_KEYS, leases.c.owner == _OWNER)
+    .values(renewed_at=_NOW, expires_at=_EXPIRES)
+)
+_SQLITE_TAKE = Prepared(
+    leases.update()
+    .where(_KEYS)
+    .values(owner=_OWNER, acquired_at=_NOW, renewed_at=_NOW, expires_at=_EXPIRES)
+)
+_SQLITE_INSERT = Prepared(
+    leases.insert().values(
+        key=sa.bindparam("l_key"),
+        owner=_OWNER,
+        acquired_at=_NOW,
+        renewed_at=_NOW,
+        expires_at=_EXPIRES,
+    )
+)
+_SQLITE_RELEASE = Prepared(leases.delete().where(_KEYS, leases.c.owner == _OWNER))
 
 
 def _retried(write: Callable[[], T]) -> T:
@@ -358,14 +413,18 @@ def _renew(
     if not keys:
         return set()
     c = leases.c
+    if not _postgres(conn):
+        listed = _json(keys)
+        done = _SQLITE_RENEW.execute(
+            conn, l_keys=listed, l_owner=owner, l_now=now, l_expires=expires
+        )
+        if done == len(keys):
+            return set(keys)
+        return {str(r.key) for r in _SQLITE_MINE.rows(conn, l_keys=listed, l_owner=owner)}
     mine = sa.and_(c.owner == owner, _among(conn, keys))
     renewed = leases.update().where(mine).values(renewed_at=now, expires_at=expires)
-    if _postgres(conn):  # the rows renewed come back with the UPDATE: no second read
-        return {str(k) for k in conn.execute(renewed.returning(c.key)).scalars()}
-    done = conn.execute(renewed)
-    if done.rowcount == len(keys):
-        return set(keys)
-    return {str(k) for k in conn.execute(sa.select(c.key).where(mine)).scalars()}
+    # the rows renewed come back with the UPDATE: no second read
+    return {str(k) for k in conn.execute(renewed.returning(c.key)).scalars()}
 
 
 def _take(
@@ -381,29 +440,16 @@ def _take(
     taken."""
     if _postgres(conn):
         return _take_postgresql(conn, keys, owner, now, expires, gone)
-    c = leases.c
-    taken: set[str] = set()
-    for chunk in _chunks(keys):  # BEGIN IMMEDIATE: no other writer until the commit
-        rows = {
-            str(r.key): r
-            for r in conn.execute(sa.select(c.key, c.owner, c.expires_at).where(c.key.in_(chunk)))
-        }
-        free = [k for k, r in rows.items() if r.expires_at <= now or r.owner in gone]
-        if free:
-            conn.execute(
-                leases.update()
-                .where(c.key.in_(free))
-                .values(owner=owner, acquired_at=now, renewed_at=now, expires_at=expires)
-            )
-        new = [
-            {"key": k, "owner": owner, "acquired_at": now, "renewed_at": now, "expires_at": expires}
-            for k in chunk
-            if k not in rows
-        ]
-        if new:
-            conn.execute(leases.insert(), new)
-        taken |= set(free) | {str(row["key"]) for row in new}
-    return taken
+    # BEGIN IMMEDIATE: no other writer until the commit
+    rows = {str(r.key): r for r in _SQLITE_ROWS.rows(conn, l_keys=_json(keys))}
+    free = [k for k, r in rows.items() if r.expires_at <= now or r.owner in gone]
+    lease = {"l_owner": owner, "l_now": now, "l_expires": expires}
+    if free:
+        _SQLITE_TAKE.execute(conn, l_keys=_json(free), **lease)
+    new = [k for k in keys if k not in rows]
+    for key in new:
+        _SQLITE_INSERT.execute(conn, l_key=key, **lease)
+    return set(free) | set(new)
 
 
 def _take_postgresql(

@@ -184,6 +184,7 @@ def driver_execute(conn: Connection, sql: str, args: Any, *, many: bool = False)
     bookkeeping costs more than most of a turn's statements. Driver errors become the
     same SQLAlchemy exceptions (IntegrityError, …) `exec_driver_sql` raises; outside a
     transaction it is `exec_driver_sql`. `many`: `args` is a list of rows (executemany).
+    Listeners of SQLAlchemy's `before_cursor_execute` see the statement (no context).
     """
     if not conn.in_transaction():
         return conn.exec_driver_sql(sql, args)
@@ -192,6 +193,8 @@ def driver_execute(conn: Connection, sql: str, args: Any, *, many: bool = False)
     assert raw is not None
     try:
         cursor = raw.cursor()
+        if conn._has_events or conn.engine._has_events:  # e.g. a test counting statements
+            conn.dispatch.before_cursor_execute(conn, cursor, sql, args, None, many)
         if many:
             cursor.executemany(sql, args)
         else:

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from opencrab.errors import NotFoundError
+from opencrab.store.prepared import Prepared
 from opencrab.store.signals import TICKETS, signal
 from opencrab.store.tables import agents, sessions, steps, tickets
 from opencrab.store.types import utcnow
@@ -145,12 +146,7 @@ def insert_ticket(
 
 def lock_ticket(conn: Connection, ticket_id: str) -> TicketSummaryRecord:
     """The ticket's row, locked for the rest of the transaction; NotFoundError if none."""
-    row = conn.execute(
-        sa.select(*_SUMMARY)
-        .join(agents, agents.c.id == tickets.c.agent_id)
-        .where(tickets.c.id == ticket_id)
-        .with_for_update(of=tickets)
-    ).first()
+    row = _LOCKED.first(conn, ticket_id=ticket_id)
     if row is None:
         raise NotFoundError(f"no ticket {ticket_id}")
     return _summary(row)
@@ -158,11 +154,7 @@ def lock_ticket(conn: Connection, ticket_id: str) -> TicketSummaryRecord:
 
 def ticket(conn: Connection, ticket_id: str) -> TicketRecord:
     """The whole ticket with its steps in index order; NotFoundError if there is none."""
-    row = conn.execute(
-        sa.select(*_SUMMARY, tickets.c.params, tickets.c.context, tickets.c.error_message)
-        .join(agents, agents.c.id == tickets.c.agent_id)
-        .where(tickets.c.id == ticket_id)
-    ).first()
+    row = _WHOLE.first(conn, ticket_id=ticket_id)
     if row is None:
         raise NotFoundError(f"no ticket {ticket_id}")
     base = _summary(row)
@@ -175,6 +167,21 @@ def ticket(conn: Connection, ticket_id: str) -> TicketRecord:
         steps=ticket_steps(conn, ticket_id),
         current_session_id=None if current is None else current.id,
     )
+
+
+# the reads a ticket's run makes, compiled once (store/prepared.py)
+_BY_ID = tickets.c.id == sa.bindparam("ticket_id")
+_LOCKED = Prepared(
+    sa.select(*_SUMMARY)
+    .join(agents, agents.c.id == tickets.c.agent_id)
+    .where(_BY_ID)
+    .with_for_update(of=tickets)
+)
+_WHOLE = Prepared(
+    sa.select(*_SUMMARY, tickets.c.params, tickets.c.context, tickets.c.error_message)
+    .join(agents, agents.c.id == tickets.c.agent_id)
+    .where(_BY_ID)
+)
 
 
 @dataclass(frozen=True)
@@ -289,22 +296,28 @@ def _session(row: Any) -> TicketSessionRecord:
 _SESSION = (sessions.c.id, sessions.c.ticket_id, sessions.c.agent_id, sessions.c.status)
 
 
+_NEWEST_SESSION = Prepared(
+    sa.select(*_SESSION)
+    .where(sessions.c.ticket_id == sa.bindparam("ticket_id"), sessions.c.kind == "ticket")
+    .order_by(sessions.c.created_at.desc(), sessions.c.id.desc())
+    .limit(1)
+)
+_TICKET_SESSION = Prepared(
+    sa.select(*_SESSION).where(
+        sessions.c.id == sa.bindparam("session_id"), sessions.c.kind == "ticket"
+    )
+)
+
+
 def newest_session(conn: Connection, ticket_id: str) -> TicketSessionRecord | None:
     """The ticket's most recently started session, if it has any."""
-    row = conn.execute(
-        sa.select(*_SESSION)
-        .where(sessions.c.ticket_id == ticket_id, sessions.c.kind == "ticket")
-        .order_by(sessions.c.created_at.desc(), sessions.c.id.desc())
-        .limit(1)
-    ).first()
+    row = _NEWEST_SESSION.first(conn, ticket_id=ticket_id)
     return None if row is None else _session(row)
 
 
 def ticket_session(conn: Connection, session_id: str) -> TicketSessionRecord | None:
     """The session if it is a ticket's session, else None (chat, discussion, or none)."""
-    row = conn.execute(
-        sa.select(*_SESSION).where(sessions.c.id == session_id, sessions.c.kind == "ticket")
-    ).first()
+    row = _TICKET_SESSION.first(conn, session_id=session_id)
     return None if row is None else _session(row)
 
 
@@ -332,10 +345,12 @@ _STEP = (
 
 def ticket_steps(conn: Connection, ticket_id: str) -> list[StepRecord]:
     """The ticket's steps in index order."""
-    rows = conn.execute(
-        sa.select(*_STEP).where(steps.c.ticket_id == ticket_id).order_by(steps.c.idx)
-    )
-    return [_step(r) for r in rows]
+    return [_step(r) for r in _STEPS.rows(conn, ticket_id=ticket_id)]
+
+
+_STEPS = Prepared(
+    sa.select(*_STEP).where(steps.c.ticket_id == sa.bindparam("ticket_id")).order_by(steps.c.idx)
+)
 
 
 def insert_step(conn: Connection, ticket_id: str, title: str, status: str) -> StepRecord:
