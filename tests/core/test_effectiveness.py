@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import text
 
 from opencrab.config import Settings
@@ -202,3 +203,40 @@ def wait_for_lock(db: Database) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the second turn never waited for the first one's rows")
+
+
+def test_a_turn_that_changes_no_score_writes_no_skill_row(
+    any_db: Database, settings: Settings
+) -> None:
+    """A full window of successes taking one more: the scores and the mean stay as they
+    are, and the skill row is not written; a value set by hand is put right by the next
+    turn all the same."""
+    agent = AgentStore(any_db, settings).create(AgentCreate(name="steady"))
+    skills = SkillManager(any_db, agent.id)
+    skills.acquire(
+        name="writing", description="d", guidance="g", source="reflection", actions=["ws_write"]
+    )
+    ok = TurnFacts()
+    ok.add("ws_write", success=True, metrics_id=None)
+    seen: list[str] = []
+
+    def note(_c: object, _cur: object, statement: str, *_: object) -> None:
+        seen.append(" ".join(statement.split()))
+
+    def skill_writes() -> list[str]:
+        return [s for s in seen if s.startswith("UPDATE skills")]
+
+    for _ in range(50):
+        record_turn(any_db, agent.id, ok)
+    sa.event.listen(any_db.engine, "before_cursor_execute", note)
+    try:
+        assert record_turn(any_db, agent.id, ok) == {"writing": 1.0}
+        assert skill_writes() == []
+        assert skills.get("writing").effectiveness == pytest.approx(1.0)
+        skills.set_effectiveness("writing", 0.25)
+        seen.clear()
+        assert record_turn(any_db, agent.id, ok) == {"writing": 1.0}
+        assert len(skill_writes()) == 1
+    finally:
+        sa.event.remove(any_db.engine, "before_cursor_execute", note)
+    assert skills.get("writing").effectiveness == pytest.approx(1.0)

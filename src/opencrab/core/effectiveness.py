@@ -16,7 +16,8 @@ until one did). The engine folds each turn's score in when the turn ends (a rati
 in the turn counts at once): the skill row keeps its recent scores
 (`effectiveness_scores`, newest last), so a turn costs one small read of its own calls'
 ratings and one write (in the transaction of the step that ends the turn, when an
-action ends it), however long the agent's history is. The read of the scores locks the
+action ends it; none when the scores stay as they were), however long the agent's
+history is. The read of the scores locks the
 agent's skill rows on PostgreSQL (FOR UPDATE), so two turns ending at once fold one
 after the other instead of one overwriting the other's score. A turn's score is fixed
 when it ends: rating an earlier turn's call later (evaluate_response with its
@@ -114,8 +115,10 @@ def fold_turn(
         value = round(sum(scores) / len(scores), 4)
         used_now = row.id in uncounted
         uncounted.discard(row.id)
-        skills_repo.set_scores(conn, row.id, value, scores, used_at=now if used_now else None)
         updated[row.name] = value
+        if not used_now and value == row.effectiveness and scores == row.recent_scores:
+            continue  # a full window of one score took one more of it: nothing to write
+        skills_repo.set_scores(conn, row.id, value, scores, used_at=now if used_now else None)
     _count_uses(conn, uncounted, now)
     return updated
 

@@ -72,6 +72,7 @@ class SkillScores:
     name: str
     actions: list[str]
     stored_scores: Any  # the column as the driver gave it: JSON text, a list or None
+    effectiveness: float | None = None  # as stored
 
     @property
     def recent_scores(self) -> list[float]:
@@ -231,6 +232,7 @@ def skill_scores(conn: Connection, agent_id: str) -> list[SkillScores]:
             name=r.name,
             actions=list(r.actions_json or []),
             stored_scores=r.effectiveness_scores,
+            effectiveness=r.effectiveness,
         )
         for r in rows
     ]
@@ -397,6 +399,8 @@ _SKILL_SCORES = Prepared(
         skills.c.id,
         skills.c.name,
         skills.c.actions_json,
+        # a float from either driver (Float's PostgreSQL processor wants the column's type)
+        sa.type_coerce(skills.c.effectiveness, sa.types.NullType()).label("effectiveness"),
         # as stored: decoded by SkillScores for the skills a turn used only
         sa.type_coerce(skills.c.effectiveness_scores, sa.Text).label("effectiveness_scores"),
     )
