@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection
 from opencrab.store.bulk import bulk_insert
 from opencrab.store.dialects import accumulate, postgresql, sqlite
 from opencrab.store.prepared import Prepared
-from opencrab.store.repositories.metric_rows import AT, CHUNK, chunks
+from opencrab.store.repositories.metric_rows import AT, chunks
 from opencrab.store.repositories.metric_rows import COLUMNS as COLUMNS
 from opencrab.store.repositories.metric_rows import MetricRow as MetricRow
 from opencrab.store.repositories.metrics_speed import accumulate_speed, speed_counts
@@ -284,10 +284,27 @@ def _accumulate(conn: Connection, sums: dict[tuple[str, ...], list[Any]]) -> Non
         _add(agents, (key[0], key[1], key[5]), (values[0], values[_COST]))
     _add_sums(conn, fleet, _fleet_upsert)
     keys = sorted(agents)
-    for start in range(0, len(keys), CHUNK):
-        part = [(*key, *agents[key]) for key in keys[start : start + CHUNK]]
-        rows = [dict(zip(AGENT_COLUMNS, values, strict=True)) for values in part]
-        conn.execute(accumulate(conn.dialect, agent_daily, AGENT_COLUMNS[:3], rows))
+    for start, count in chunks(len(keys)):
+        params: dict[str, Any] = {}
+        for i, key in enumerate(keys[start : start + count]):
+            row = (*key, *agents[key])
+            params.update({f"{n}_{i}": v for n, v in zip(AGENT_COLUMNS, row, strict=True)})
+        _agent_upsert(count).run(conn, **params)
+
+
+def _agent_upsert(count: int) -> Prepared:
+    found = _AGENT_UPSERTS.get(count)
+    if found is None:
+        rows: list[dict[str, Any]] = [
+            {n: sa.bindparam(f"{n}_{i}") for n in AGENT_COLUMNS} for i in range(count)
+        ]
+        found = _AGENT_UPSERTS[count] = Prepared(
+            lambda d: accumulate(d, agent_daily, AGENT_COLUMNS[:3], rows)
+        )
+    return found
+
+
+_AGENT_UPSERTS: dict[int, Prepared] = {}
 
 
 def _fleet_upsert(count: int) -> Prepared:

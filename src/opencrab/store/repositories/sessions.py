@@ -399,29 +399,35 @@ def update_context(
 def insert_ticket_session(conn: Connection, ticket_id: str, agent_id: str) -> str:
     """A new `active` session for the ticket's run; returns its id."""
     session_id = str(uuid4())
-    now = utcnow()
-    conn.execute(
-        sessions.insert().values(
-            id=session_id,
-            kind="ticket",
-            status="active",
-            agent_id=agent_id,
-            ticket_id=ticket_id,
-            context={},
-            created_at=now,
-            updated_at=now,
-        )
+    _NEW_TICKET_SESSION.run(
+        conn, s_id=session_id, s_agent=agent_id, s_ticket=ticket_id, s_context={}, s_now=utcnow()
     )
     return session_id
 
 
 def set_ticket_session_status(conn: Connection, session_id: str, status: str) -> None:
     """Store a ticket session's new status."""
-    conn.execute(
-        sessions.update()
-        .where(sessions.c.id == session_id, sessions.c.kind == "ticket")
-        .values(status=status, updated_at=utcnow())
+    _TICKET_SESSION_STATUS.run(conn, s_id=session_id, s_status=status, s_now=utcnow())
+
+
+_S_NOW = sa.bindparam("s_now", type_=sessions.c.updated_at.type)
+_NEW_TICKET_SESSION = Prepared(
+    sessions.insert().values(
+        id=sa.bindparam("s_id"),
+        kind="ticket",
+        status="active",
+        agent_id=sa.bindparam("s_agent"),
+        ticket_id=sa.bindparam("s_ticket"),
+        context=sa.bindparam("s_context", type_=sessions.c.context.type),
+        created_at=_S_NOW,
+        updated_at=_S_NOW,
     )
+)
+_TICKET_SESSION_STATUS = Prepared(
+    sessions.update()
+    .where(sessions.c.id == sa.bindparam("s_id"), sessions.c.kind == "ticket")
+    .values(status=sa.bindparam("s_status"), updated_at=_S_NOW)
+)
 
 
 def continued_chat(db: Database, agent_id: str, path: tuple[str, str], value: str) -> str | None:

@@ -195,21 +195,22 @@ class TicketState:
 def ticket_state(conn: Connection, ticket_id: str) -> TicketState | None:
     """The ticket's status and current session (None while pending, as `ticket` has it)
     in one statement; None when there is no such ticket."""
-    newest = (
-        sa.select(sessions.c.id)
-        .where(sessions.c.ticket_id == tickets.c.id, sessions.c.kind == "ticket")
-        .order_by(sessions.c.created_at.desc(), sessions.c.id.desc())
-        .limit(1)
-        .correlate(tickets)
-        .scalar_subquery()
-    )
-    row = conn.execute(
-        sa.select(tickets.c.status, newest.label("session_id")).where(tickets.c.id == ticket_id)
-    ).first()
+    row = _STATE.first(conn, ticket_id=ticket_id)
     if row is None:
         return None
     pending = row.status == "pending" or row.session_id is None
     return TicketState(row.status, None if pending else str(row.session_id))
+
+
+_NEWEST_ID = (
+    sa.select(sessions.c.id)
+    .where(sessions.c.ticket_id == tickets.c.id, sessions.c.kind == "ticket")
+    .order_by(sessions.c.created_at.desc(), sessions.c.id.desc())
+    .limit(1)
+    .correlate(tickets)
+    .scalar_subquery()
+)
+_STATE = Prepared(sa.select(tickets.c.status, _NEWEST_ID.label("session_id")).where(_BY_ID))
 
 
 def list_tickets(
@@ -279,11 +280,20 @@ def set_ticket_status(
     conn: Connection, ticket_id: str, status: str, *, error_message: str | None = None
 ) -> None:
     """Store the ticket's new status (and its error message: None clears it)."""
-    conn.execute(
-        tickets.update()
-        .where(tickets.c.id == ticket_id)
-        .values(status=status, error_message=error_message, updated_at=utcnow())
+    _SET_STATUS.run(
+        conn, ticket_id=ticket_id, t_status=status, t_error=error_message, t_now=utcnow()
     )
+
+
+_SET_STATUS = Prepared(
+    tickets.update()
+    .where(_BY_ID)
+    .values(
+        status=sa.bindparam("t_status"),
+        error_message=sa.bindparam("t_error"),
+        updated_at=sa.bindparam("t_now", type_=tickets.c.updated_at.type),
+    )
+)
 
 
 # ------------------------------------------------------------------ sessions of a ticket
