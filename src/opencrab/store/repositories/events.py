@@ -81,6 +81,9 @@ def lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Stored events among `ids`: id → (trace id, type)."""
     wanted = list(ids)
     found: dict[str, tuple[str, str]] = {}
+    if len(wanted) == 1:  # most often: an event's parent
+        row = _ONE.first(conn, event_id=wanted[0])
+        return {} if row is None else {row.id: (row.trace_id, row.type)}
     for start in range(0, len(wanted), _LOOKUP_CHUNK):
         chunk = wanted[start : start + _LOOKUP_CHUNK]
         rows = conn.execute(
@@ -89,6 +92,13 @@ def lookup(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         for event_id, trace_id, type_ in rows:
             found[event_id] = (trace_id, type_)
     return found
+
+
+_ONE = Prepared(
+    sa.select(events.c.id, events.c.trace_id, events.c.type).where(
+        events.c.id == sa.bindparam("event_id")
+    )
+)
 
 
 def trace_rows(conn: Connection, trace_id: str) -> list[StoredEvent]:
