@@ -349,7 +349,7 @@ class _Here:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._local = threading.local()  # .conn, .pool: this thread's connection
+        self._local = threading.local()  # .conn, .pool, .pid: this thread's connection
         self.opened: list[Connection] = []  # every thread's, for close()
         self._lock = threading.Lock()
         self._commits = 0
@@ -379,8 +379,10 @@ class _Here:
     def _connection(self) -> Connection:
         local = self._local
         conn: Connection | None = getattr(local, "conn", None)
-        if conn is not None and local.pool is self.db.engine.pool:
+        if conn is not None and local.pool is self.db.engine.pool and local.pid == os.getpid():
             return conn
+        if conn is not None and local.pid != os.getpid():  # a forked child: the parent's
+            conn = local.conn = None
         if conn is not None:  # the engine was disposed: its pool is gone
             self._drop(conn)
         conn = self.db._connect()
@@ -389,7 +391,7 @@ class _Here:
         assert driver is not None
         driver.execute("PRAGMA busy_timeout = 0")
         driver.execute("PRAGMA wal_autocheckpoint = 0")
-        local.conn, local.pool = conn, self.db.engine.pool
+        local.conn, local.pool, local.pid = conn, self.db.engine.pool, os.getpid()
         with self._lock:
             self.opened.append(conn)
         return conn
