@@ -14,7 +14,9 @@ claim by lease, a new session, the turn with its recorded steps, the ticket's mo
    program that is not OpenCrab would), which only the poll finds.
 2. Concurrency: one `opencrab worker`, the model answering after 200 ms; tickets/s at
    `[tickets] concurrency` 1 and at 32, the ratio, and the most model requests in flight
-   at once (target: >= 20 at once, >= 15x the throughput of one at a time).
+   at once (target: >= 20 at once, >= 15x the throughput of one at a time), on
+   PostgreSQL and on SQLite (the default store; its worker finds the tickets this
+   process inserts by its poll, at SQLITE_POLL_SECS for both legs).
 3. Processes: one and two workers on PostgreSQL, the model answering after 200 ms, each
    worker at concurrency 2, so the model and not the CPU is the limit (a worker's
    ceiling is 2 / 0.2 s = 10 tickets/s): tickets/s and the ratio (target: >= 1.5x).

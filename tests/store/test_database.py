@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -276,3 +277,17 @@ async def test_run_checkpoints_the_wal_in_a_thread_of_its_own(db: Database) -> N
     assert main.stat().st_size > before + len(big)  # checkpointed into the file
     with db.read() as conn:
         assert _count(conn) == CHECKPOINT_EVERY
+
+
+async def test_a_database_nobody_holds_is_freed_with_its_connections(data_dir: Path) -> None:
+    """No reference cycle keeps a Database (and the connections `run` opened for its
+    writes) alive until the cyclic garbage collector comes by."""
+    db = Database(f"sqlite:///{data_dir / 'freed.db'}")
+    db.upgrade()
+    await db.run(_add_agent, db, "ada", [])
+    gone = weakref.ref(db)
+    given_back: list[object] = []
+    sa.event.listen(db.engine.pool, "checkin", lambda *_: given_back.append(1))
+    del db
+    assert gone() is None
+    assert given_back  # its connections went back to the pool, which goes with it

@@ -348,7 +348,9 @@ class _Here:
     CHECKPOINT_EVERY commits a passive checkpoint runs in a thread of its own."""
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        # weakly: the Database holds this, and a cycle would keep both (and their open
+        # connections) until the cyclic garbage collector comes by
+        self._db = weakref.ref(db)
         self._local = threading.local()  # .conn, .pool, .pid: this thread's connection
         self.opened: list[Connection] = []  # every thread's, for close()
         self._lock = threading.Lock()
@@ -404,16 +406,25 @@ class _Here:
                 self.opened.remove(conn)
         conn.close()
 
+    @property
+    def db(self) -> Database:
+        db = self._db()
+        assert db is not None, "used after its Database was collected"
+        return db
+
     def _checkpoint(self) -> None:
         """A passive WAL checkpoint (it waits for no reader or writer)."""
+        db = self._db()
         try:
-            raw = self.db.engine.raw_connection()
+            if db is None:  # closed and gone meanwhile
+                return
+            raw = db.engine.raw_connection()
             try:
                 raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
             finally:
                 raw.close()
         except Exception:  # the next one catches up; SQLite checkpoints on close too
-            log.warning("WAL checkpoint of %s failed", self.db.url, exc_info=True)
+            log.warning("WAL checkpoint of %s failed", db.url if db else "?", exc_info=True)
         finally:
             self._checkpointing = False
 
