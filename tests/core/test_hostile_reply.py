@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 
 import pytest
+import sqlalchemy as sa
 
 from opencrab.config import load_settings
 from opencrab.core.agent import Agent
@@ -132,3 +134,32 @@ async def test_the_event_loop_runs_while_a_1000_call_reply_is_processed(
     assert kinds == ["replied"] + ["ran"] * 32 + ["refused"] * 968 + ["replied", "ran"]
     assert result.reply == "done"
     assert "max_tool_calls_per_reply" in json.loads(result.actions[999].result.output())["error"]
+
+
+async def test_a_step_of_many_records_is_written_in_a_worker_thread(
+    runtime: Runtime, agent: Agent, scripted: ScriptedProvider
+) -> None:
+    """A small step may be written on the event loop (SQLite, the lock free); one of more
+    than HERE_MAX_ROWS events (a reply of a hundred calls) goes to a worker thread, where
+    SQLite gives the interpreter up while it writes, so the loop answers others."""
+    from opencrab.core.recorder import HERE_MAX_ROWS
+
+    scripted.outcomes.clear()
+    scripted.then(writes(100), speak("done"))
+    sizes: dict[int, list[int]] = {}  # thread -> rows of each events insert it ran
+
+    def note(_c: object, _cur: object, statement: str, params: object, *_: object) -> None:
+        if statement.startswith("INSERT INTO events") and isinstance(params, list):
+            sizes.setdefault(threading.get_ident(), []).append(len(params))
+
+    sa.event.listen(runtime.db.engine, "before_cursor_execute", note)
+    try:
+        result = await runtime.chat(agent, "write a hundred files")
+    finally:
+        sa.event.remove(runtime.db.engine, "before_cursor_execute", note)
+    assert result.reply == "done"
+    here = threading.get_ident()
+    assert max(sizes.get(here, [0])) <= HERE_MAX_ROWS
+    assert any(n > HERE_MAX_ROWS for t, rows in sizes.items() if t != here for n in rows)
+    if runtime.db.dialect == "sqlite":
+        assert sizes.get(here)  # the small steps were written here

@@ -64,6 +64,7 @@ from opencrab.events import (
 )
 from opencrab.llm.metrics import CallRecord, insert_records
 from opencrab.llm.types import ChatResponse, ImagePart, Message, TextPart, ToolCall
+from opencrab.offload import run_blocking
 from opencrab.store import Database
 from opencrab.store.repositories import events as events_repo
 from opencrab.store.repositories import memory as memory_repo
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
     from opencrab.core.agent import Agent
     from opencrab.messages import IncomingMessage
 
+HERE_MAX_ROWS = 64
+"""A step with more events and memory lines than this is written in a worker thread."""
 MAX_TOOL_OUTPUT_CHARS = 16_000  # a tool result longer than this is cut for the model
 
 
@@ -420,9 +423,14 @@ class TurnRecorder:
         final: bool = False,
     ) -> list[SessionMessage]:
         """`commit` through Database.run (a worker thread, or the caller's on SQLite when
-        the write lock is free). The chain (`last`) has moved on before it is called: a
+        the write lock is free); a step of more than HERE_MAX_ROWS records (a reply of a
+        thousand calls) in a worker thread, as SQLite gives the interpreter up while it
+        writes there. The chain (`last`) has moved on before it is called: a
         turn cancelled meanwhile waits for the commit to end and then records its
         interruption after it."""
+        rows = len(batch) + len(logs) + (len(self.held[0]) if self.held is not None else 0)
+        if rows > HERE_MAX_ROWS:  # its writes would hold the event loop: a thread waits
+            return await run_blocking(self.commit, batch, logs, chat, extra=extra, final=final)
         return await self.db.run(self.commit, batch, logs, chat, extra=extra, final=final)
 
     def commit(
