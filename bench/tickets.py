@@ -64,13 +64,22 @@ found 2 December 2026 with py-spy, /proc CPU counters and pg_stat_activity sampl
   PostgreSQL backends waiting on that lock, sampled from pg_stat_activity). The rollups
   are now written last in the step's transaction, and nothing waits on them.
 
-What is left is CPU: a warm ticket costs a worker 23-26 ms of its own CPU (py-spy: the
-DB round trips and SQL compilation of about 17 transactions — the claim, the start, the
-turn's lease, its steps, the ticket's move, the lease's release — and some 12% in the
-OpenAI SDK's transform of the request's tool schemas), besides PostgreSQL's and the
-fake model's; on 2 cores shared with other work that, not the model, limits part 2.
+What limited part 2 was CPU: a warm ticket cost a worker 23-33 ms of its own CPU. On
+SQLite most of it was thread hops (each store call a trip to a worker thread and back,
+~100 µs of CPU, some 17 of them a ticket, and a convoy when a thread holding the write
+lock waited for the interpreter) and SQLAlchemy building Core statements (leases, the
+ticket's reads and moves, a rollup). `Database.run` now writes on the event loop when the
+lock is free, and those statements are prepared once: 6-9 ms a ticket. On PostgreSQL each
+statement is still a round trip from a worker thread, and the server shares the 2 cores:
+22-30 ms a ticket, and x8-9 at concurrency 32.
 
-Measured 2 December 2026 (`python bench/tickets.py --tickets 200 --starts 100`, 2 cores,
+Measured 2 December 2026, later (`python bench/tickets.py --tickets 200 --starts 100`,
+load 1.1-1.5): start p50 / p99 23.5 / 31.1 ms on PostgreSQL, 8.2 / 13.9 ms on SQLite;
+concurrency 32 vs 1 on SQLite 72.9 vs 4.6 tickets/s (x16.0, 6.0 ms of worker CPU a
+ticket; x19.7 at --tickets 300), on PostgreSQL 39.1 vs 4.3 (x9.1, 22.6 ms); two workers vs
+one on PostgreSQL x1.96; instant model, 1 / 2 / 4 workers: 36.8 / 68.5 / 57.7 tickets/s.
+
+Measured earlier that day (`python bench/tickets.py --tickets 200 --starts 100`, 2 cores,
 load average 12-15 from other work): start p50 / p99 46.7 / 216.3 ms on PostgreSQL and
 25.3 / 99.9 ms on SQLite (the poll alone: ~1,015-1,060 / 1,140-1,300 ms; at load ~4 the
 same day, 32.4 / 47.9 and 19.7 / 34.7 ms); concurrency 32 vs 1: 18.4 vs 4.1 tickets/s
