@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -333,8 +334,12 @@ async def test_a_ticket_task_streams_its_steps_asks_and_is_answered(
     served: Served, scripted: ScriptedProvider
 ) -> None:
     ask_and_finish(scripted)
+    scripted.hold = threading.Event()  # the ticket's model call waits for the stream
+    events: list[StreamResponse] = []
     async with served.client(streaming=True) as client:
-        events = await send(client, say("Review PR 7", ticket=True))
+        async for event in client.send_message(say("Review PR 7", ticket=True)):
+            events.append(event)
+            scripted.hold.set()  # the stream has the task: the ticket goes on
     assert events[0].WhichOneof("payload") == "task"
     task = events[0].task
     updates = [e.status_update for e in events[1:]]
